@@ -1,0 +1,17 @@
+// paddock/error.h: the one exception type Paddock throws for bad input and failed operations.
+//
+// Every error carries a single human-readable line that names the problem (and, for file
+// parsers, where in the file it was found). Callers at the edge (CLI, server) print it as is.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace paddock {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+}  // namespace paddock

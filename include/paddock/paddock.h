@@ -1,0 +1,136 @@
+// paddock/paddock.h: the public C++ API that the command line (and the server) are built on.
+//
+// An Engine owns one loaded model, its kernels, threads and KV cache, and generates text for
+// one sequence at a time with a per-piece streaming callback. Everything heavier (continuous
+// batching, paging, serving) builds on this surface without changing it for existing callers.
+// Errors are reported by throwing paddock::Error with a one-line message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paddock/error.h"
+
+namespace paddock {
+
+struct EngineOptions {
+  std::string model_path;      // GGUF or llama2.c checkpoint
+  std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
+  int threads = 0;             // 0: every hardware thread
+  std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
+  int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
+  int max_batch = 32;          // prompt tokens per forward chunk
+};
+
+struct SamplingParams {
+  float temperature = 0.8f;    // 0: greedy
+  int top_k = 40;              // 0: off
+  float top_p = 0.95f;         // 1: off
+  float min_p = 0.05f;         // 0: off
+  float repeat_penalty = 1.0f; // 1: off (divides positive logits, multiplies negative ones)
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int penalty_last_n = 64;     // tokens the penalties look back over
+  uint64_t seed = 0x5eed;
+};
+
+struct GenerateOptions {
+  int max_tokens = 256;        // tokens to generate
+  bool ignore_eos = false;     // keep going past end-of-sequence (benchmarks)
+  bool add_bos = true;
+  bool parse_special = false;  // control tokens spelled in the prompt become tokens
+  std::vector<std::string> stop;  // stop strings (excluded from the output)
+  SamplingParams sampling;
+};
+
+enum class FinishReason { kLength, kEos, kStop, kContext, kCancelled };
+const char* FinishReasonName(FinishReason r);
+
+struct GenerateResult {
+  std::string text;            // generated text (without the prompt)
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prompt_seconds = 0;   // time to first token
+  double decode_seconds = 0;   // after the first token
+  FinishReason finish = FinishReason::kLength;
+};
+
+// Receives generated text as it becomes final (whole UTF-8 characters, stop strings held back
+// until ruled out). Return false to cancel.
+using StreamCallback = std::function<bool(std::string_view text)>;
+
+struct ModelInfo {
+  std::string path, format, arch, name;
+  int64_t n_params = 0;
+  uint64_t weight_bytes = 0;
+  int n_vocab = 0, dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0;
+  int trained_context = 0;
+  float rope_base = 0;
+  std::string rope_style, rope_scaling;
+  int sliding_window = 0;
+  bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
+  struct TypeCount {
+    std::string type;
+    int tensors = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<TypeCount> tensor_types;
+  uint64_t kv_bytes_per_1k_tokens = 0;
+  // Set by a running Engine only:
+  int context = 0;
+  uint64_t kv_bytes = 0, scratch_bytes = 0;
+  std::string isa;
+  int threads = 0;
+};
+
+// Loads a model's metadata and weight views without building an engine (cheap: mmap only).
+ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path = "");
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> Create(const EngineOptions& options);
+  ~Engine();
+
+  const ModelInfo& info() const;
+  double load_seconds() const;
+
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::string Detokenize(const std::vector<int32_t>& tokens) const;
+
+  GenerateResult Generate(std::string_view prompt, const GenerateOptions& options,
+                          const StreamCallback& on_text = nullptr);
+  GenerateResult GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                                const StreamCallback& on_text = nullptr);
+
+  // Runs `tokens` at positions pos.. and returns the logits after the last one (n_vocab
+  // floats, valid until the next call). For tests and evaluation tools.
+  const float* Evaluate(const std::vector<int32_t>& tokens, int pos);
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A vocabulary on its own (e.g. a vocabulary-only GGUF), for tokenization tools.
+class Vocabulary {
+ public:
+  static std::unique_ptr<Vocabulary> Load(const std::string& path);
+  ~Vocabulary();
+  int size() const;
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::string_view Piece(int id) const;
+
+  struct Impl;
+
+ private:
+  explicit Vocabulary(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace paddock

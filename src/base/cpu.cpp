@@ -1,0 +1,58 @@
+#include "base/cpu.h"
+
+#include <sched.h>
+
+#include <thread>
+
+#include "base/strings.h"
+
+namespace paddock {
+
+Isa DetectIsa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return Isa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
+    return Isa::kAvx2;
+  }
+  return Isa::kScalar;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa ParseIsa(std::string_view name) {
+  const Isa best = DetectIsa();
+  Isa want;
+  if (name == "auto" || name.empty()) return best;
+  if (name == "scalar") want = Isa::kScalar;
+  else if (name == "avx2") want = Isa::kAvx2;
+  else if (name == "avx512") want = Isa::kAvx512;
+  else Fail("unknown ISA '%.*s' (expected auto, scalar, avx2 or avx512)", (int)name.size(), name.data());
+  if (static_cast<int>(want) > static_cast<int>(best)) {
+    Fail("this CPU cannot run %s kernels (best available: %s)", IsaName(want), IsaName(best));
+  }
+  return want;
+}
+
+int HardwareThreads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+}  // namespace paddock

@@ -1,0 +1,22 @@
+// base/cpu.h: which SIMD instruction set this CPU can run. The kernels layer turns this into
+// its one dispatch decision; nothing else in Paddock branches on CPU features.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace paddock {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The best ISA this CPU supports among those Paddock has kernels for.
+Isa DetectIsa();
+const char* IsaName(Isa isa);
+// Parses "scalar", "avx2", "avx512" or "auto"; throws Error otherwise, and if the CPU
+// cannot run the requested ISA.
+Isa ParseIsa(std::string_view name);
+
+// Number of hardware threads available to this process.
+int HardwareThreads();
+
+}  // namespace paddock

@@ -1,0 +1,53 @@
+#include "base/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/strings.h"
+
+namespace paddock {
+
+std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Fail("cannot open '%s': %s", path.c_str(), std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    Fail("cannot stat '%s': %s", path.c_str(), std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    Fail("'%s' is not a regular file", path.c_str());
+  }
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = static_cast<size_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      Fail("cannot map '%s': %s", path.c_str(), std::strerror(e));
+    }
+    f->data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+std::string ReadFileToString(const std::string& path) {
+  auto f = MappedFile::Open(path);
+  return std::string(reinterpret_cast<const char*>(f->data()), f->size());
+}
+
+}  // namespace paddock

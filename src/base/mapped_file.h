@@ -1,0 +1,36 @@
+// base/mapped_file.h: a read-only memory-mapped file.
+//
+// Model weights are used in place from the mapping (zero copy); the kernel pages them in on
+// first touch. Not for writing: writers stream through stdio.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace paddock {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only. Throws Error naming the path and the OS reason on failure.
+  static std::shared_ptr<const MappedFile> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+// Reads a whole (small) file into a string; throws Error on failure.
+std::string ReadFileToString(const std::string& path);
+
+}  // namespace paddock

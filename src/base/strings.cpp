@@ -1,0 +1,55 @@
+#include "base/strings.h"
+
+#include <cstdio>
+#include <vector>
+
+namespace paddock {
+
+static std::string VFormat(const char* fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  char buf[512];
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  std::string out;
+  if (n < 0) {
+    out = fmt;
+  } else if (static_cast<size_t>(n) < sizeof(buf)) {
+    out.assign(buf, static_cast<size_t>(n));
+  } else {
+    out.resize(static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data(), out.size(), fmt, ap2);
+    out.resize(static_cast<size_t>(n));
+  }
+  va_end(ap2);
+  return out;
+}
+
+std::string StrFormat(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string s = VFormat(fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+void Fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string s = VFormat(fmt, ap);
+  va_end(ap);
+  throw Error(s);
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? StrFormat("%llu B", static_cast<unsigned long long>(bytes))
+                : StrFormat("%.2f %s", v, units[u]);
+}
+
+}  // namespace paddock

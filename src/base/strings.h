@@ -1,0 +1,29 @@
+// base/strings.h: tiny string helpers (formatting without iostreams in headers).
+#pragma once
+
+#include <cstdarg>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "paddock/error.h"
+
+namespace paddock {
+
+// printf-style formatting into a std::string.
+std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Throws paddock::Error with a printf-style message.
+[[noreturn]] void Fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Human-readable byte count ("1.25 GiB").
+std::string FormatBytes(uint64_t bytes);
+
+inline bool StartsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(0, p.size()) == p;
+}
+inline bool EndsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+}  // namespace paddock

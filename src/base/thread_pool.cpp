@@ -1,0 +1,71 @@
+#include "base/thread_pool.h"
+
+#include <immintrin.h>
+
+namespace paddock {
+
+namespace {
+constexpr int kSpinIterations = 1 << 15;
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::RunShare(int thread_id) {
+  const int64_t begin = n_ * thread_id / n_threads_;
+  const int64_t end = n_ * (thread_id + 1) / n_threads_;
+  if (begin < end) fn_(ctx_, begin, end, thread_id);
+}
+
+void ThreadPool::Run(int64_t n, Fn fn, void* ctx) {
+  if (n <= 0) return;
+  if (n_threads_ == 1) {
+    fn(ctx, 0, n, 0);
+    return;
+  }
+  fn_ = fn;
+  ctx_ = ctx;
+  n_ = n;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  RunShare(0);
+  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+}
+
+void ThreadPool::WorkerLoop(int thread_id) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
+      _mm_pause();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    if (stop_.load(std::memory_order_acquire)) return;
+    RunShare(thread_id);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace paddock

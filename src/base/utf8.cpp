@@ -1,0 +1,55 @@
+#include "base/utf8.h"
+
+namespace paddock {
+
+namespace {
+constexpr char kReplacement[] = "\xEF\xBF\xBD";
+
+bool ValidSecondByte(uint8_t lead, uint8_t c) {
+  if ((c & 0xc0) != 0x80) return false;
+  if (lead == 0xe0) return c >= 0xa0;
+  if (lead == 0xed) return c <= 0x9f;
+  if (lead == 0xf0) return c >= 0x90;
+  if (lead == 0xf4) return c <= 0x8f;
+  return true;
+}
+}  // namespace
+
+void Utf8Stream::Push(uint8_t c, std::string* out) {
+  if (n_pending_ == 0) {
+    const int len = Utf8SequenceLength(c);
+    if (len == 1) {
+      out->push_back(static_cast<char>(c));
+    } else if (len == 0) {
+      out->append(kReplacement);
+    } else {
+      pending_[0] = c;
+      n_pending_ = 1;
+      need_ = len;
+    }
+    return;
+  }
+  const bool ok = n_pending_ == 1 ? ValidSecondByte(pending_[0], c) : (c & 0xc0) == 0x80;
+  if (!ok) {
+    out->append(kReplacement);
+    n_pending_ = 0;
+    Push(c, out);  // c may start a new sequence
+    return;
+  }
+  pending_[n_pending_++] = c;
+  if (n_pending_ == need_) {
+    out->append(reinterpret_cast<const char*>(pending_), static_cast<size_t>(n_pending_));
+    n_pending_ = 0;
+  }
+}
+
+void Utf8Stream::Feed(std::string_view bytes, std::string* out) {
+  for (char ch : bytes) Push(static_cast<uint8_t>(ch), out);
+}
+
+void Utf8Stream::Flush(std::string* out) {
+  if (n_pending_ > 0) out->append(kReplacement);
+  n_pending_ = 0;
+}
+
+}  // namespace paddock

@@ -1,0 +1,39 @@
+// base/utf8.h: streaming UTF-8 assembly for detokenization.
+//
+// Tokens can end in the middle of a multi-byte character (byte-fallback tokens carry single
+// bytes). Utf8Stream holds back an incomplete tail so that only whole characters are emitted;
+// bytes that can never form a valid character become U+FFFD. Appending never allocates once the
+// output string has capacity.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace paddock {
+
+// Length of the UTF-8 sequence that starts with byte `c` (1-4), or 0 if `c` cannot start one.
+inline int Utf8SequenceLength(uint8_t c) {
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) return 2;
+  if (c >= 0xe0 && c <= 0xef) return 3;
+  if (c >= 0xf0 && c <= 0xf4) return 4;
+  return 0;
+}
+
+class Utf8Stream {
+ public:
+  // Appends the complete characters of pending + bytes to *out, keeps an incomplete tail.
+  void Feed(std::string_view bytes, std::string* out);
+  // Emits whatever is held back (as U+FFFD) and resets.
+  void Flush(std::string* out);
+  void Reset() { n_pending_ = 0; }
+
+ private:
+  void Push(uint8_t c, std::string* out);
+  uint8_t pending_[4] = {};
+  int n_pending_ = 0;
+  int need_ = 0;
+};
+
+}  // namespace paddock

@@ -1,0 +1,262 @@
+// engine/engine.cpp: the public API over model, kernels and KV cache: one sequence at a time.
+//
+// The generation loop is: tokenize, prefill in chunks, then per token sample -> decode bytes
+// -> UTF-8 assembly -> stop-string check -> callback -> forward. Buffers used per token (the
+// history, the output text, sampler scratch) are reserved before the loop, so the steady-state
+// loop performs no heap allocation (a test counts them).
+#include <algorithm>
+
+#include "base/cpu.h"
+#include "base/strings.h"
+#include "base/thread_pool.h"
+#include "base/timer.h"
+#include "base/utf8.h"
+#include "engine/sampler.h"
+#include "kernels/kernels.h"
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "paddock/paddock.h"
+
+namespace paddock {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kContext: return "context";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kDefaultMaxContext = 4096;
+
+ModelInfo MakeInfo(const LoadedModel& m) {
+  const ModelConfig& c = m.config;
+  ModelInfo i;
+  i.path = m.path;
+  i.format = m.format;
+  i.arch = c.arch;
+  i.name = c.name;
+  i.n_params = m.n_params;
+  i.weight_bytes = m.weight_bytes;
+  i.n_vocab = c.n_vocab;
+  i.dim = c.dim;
+  i.n_layers = c.n_layers;
+  i.n_heads = c.n_heads;
+  i.n_kv_heads = c.n_kv_heads;
+  i.head_dim = c.head_dim;
+  i.ffn_dim = c.ffn_dim;
+  i.trained_context = c.context_length;
+  i.rope_base = c.rope_base;
+  i.rope_style = c.rope_style == RopeStyle::kHalfSplit ? "half-split (NeoX)" : "adjacent pairs";
+  i.rope_scaling = c.rope_scaling;
+  i.sliding_window = c.sliding_window;
+  i.qkv_bias = c.qkv_bias;
+  i.qk_norm = c.qk_norm;
+  i.tied_embeddings = c.tied_embeddings;
+  for (const auto& t : m.type_counts) i.tensor_types.push_back({t.type, t.count, t.bytes});
+  i.kv_bytes_per_1k_tokens = KvCache::BytesPerToken(c) * 1000u;
+  return i;
+}
+
+// Longest suffix of `text` that is a proper prefix of some stop string.
+size_t StopHoldback(std::string_view text, const std::vector<std::string>& stops) {
+  size_t best = 0;
+  for (const auto& s : stops) {
+    const size_t max = std::min(text.size(), s.size() - 1);
+    for (size_t k = max; k > best; --k) {
+      if (text.substr(text.size() - k) == std::string_view(s).substr(0, k)) {
+        best = k;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<KvCache> kv;
+  std::unique_ptr<Sampler> sampler;
+  ModelInfo info;
+  double load_seconds = 0;
+  std::vector<int32_t> history;
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
+  const double t0 = NowSeconds();
+  if (o.model_path.empty()) Fail("no model given");
+  if (o.threads < 0 || o.threads > 1024) Fail("thread count %d is out of range", o.threads);
+  if (o.context < 0) Fail("context %d must not be negative", o.context);
+  if (o.max_batch < 1 || o.max_batch > 4096) Fail("max batch %d is out of range [1, 4096]", o.max_batch);
+  const Isa isa = ParseIsa(o.isa);
+  auto impl = std::make_unique<Impl>();
+  impl->model = LoadModel(o.model_path, o.tokenizer_path);
+  const ModelConfig& c = impl->model->config;
+  const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
+  if (ctx > c.context_length) Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
+  const int threads = o.threads > 0 ? o.threads : HardwareThreads();
+  impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch);
+  impl->kv = std::make_unique<KvCache>(c, ctx);
+  impl->sampler = std::make_unique<Sampler>(c.n_vocab);
+  impl->history.reserve(static_cast<size_t>(ctx) + 1);
+  impl->info = MakeInfo(*impl->model);
+  impl->info.context = ctx;
+  impl->info.kv_bytes = impl->kv->bytes();
+  impl->info.scratch_bytes = impl->transformer->scratch_bytes();
+  impl->info.isa = IsaName(isa);
+  impl->info.threads = threads;
+  impl->load_seconds = NowSeconds() - t0;
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelInfo& Engine::info() const { return impl_->info; }
+double Engine::load_seconds() const { return impl_->load_seconds; }
+
+std::vector<int32_t> Engine::Tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  return impl_->model->tokenizer->Encode(text, add_bos, parse_special);
+}
+
+std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
+  const Tokenizer& tok = *impl_->model->tokenizer;
+  std::string out;
+  Utf8Stream utf8;
+  int prev = -1;
+  for (int32_t t : tokens) {
+    utf8.Feed(tok.Decode(prev, t), &out);
+    prev = t;
+  }
+  utf8.Flush(&out);
+  return out;
+}
+
+const float* Engine::Evaluate(const std::vector<int32_t>& tokens, int pos) {
+  return impl_->transformer->Forward(tokens.data(), static_cast<int>(tokens.size()), pos, impl_->kv->view());
+}
+
+GenerateResult Engine::Generate(std::string_view prompt, const GenerateOptions& o,
+                                const StreamCallback& on_text) {
+  return GenerateTokens(Tokenize(prompt, o.add_bos, o.parse_special), o, on_text);
+}
+
+GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                                      const StreamCallback& on_text) {
+  Impl& s = *impl_;
+  const Tokenizer& tok = *s.model->tokenizer;
+  const int ctx = s.kv->capacity();
+  if (o.max_tokens < 0) Fail("max tokens %d must not be negative", o.max_tokens);
+  if (prompt.empty()) Fail("empty prompt: nothing to condition on (enable BOS or give text)");
+  if (static_cast<int>(prompt.size()) >= ctx) Fail("prompt of %zu tokens does not fit the context of %d tokens", prompt.size(), ctx);
+  for (const auto& st : o.stop) {
+    if (st.empty()) Fail("stop strings must not be empty");
+  }
+  s.sampler->Reset(o.sampling);
+
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int>(prompt.size());
+  r.text.reserve(static_cast<size_t>(o.max_tokens) * 32 + 256);
+  s.history.assign(prompt.begin(), prompt.end());
+  Utf8Stream utf8;
+  size_t emitted = 0;
+  bool cancelled = false;
+  auto emit = [&](size_t upto) {
+    if (upto > emitted && on_text && !cancelled) {
+      if (!on_text(std::string_view(r.text).substr(emitted, upto - emitted))) cancelled = true;
+    }
+    emitted = std::max(emitted, upto);
+  };
+
+  const double t0 = NowSeconds();
+  int pos = static_cast<int>(prompt.size());
+  const float* logits = s.transformer->Forward(prompt.data(), pos, 0, s.kv->view());
+  float* mlogits = const_cast<float*>(logits);
+  double t_first = 0;
+  r.finish = FinishReason::kLength;
+  int prev = prompt.back();
+  for (int i = 0; i < o.max_tokens; ++i) {
+    const int next = s.sampler->Sample(mlogits, s.history.data(), static_cast<int>(s.history.size()));
+    if (i == 0) t_first = NowSeconds();
+    if (!o.ignore_eos && (next == tok.eos() || next == tok.bos())) {
+      r.finish = FinishReason::kEos;
+      break;
+    }
+    s.history.push_back(next);
+    r.generated_tokens++;
+    const size_t before = r.text.size();
+    utf8.Feed(tok.Decode(prev, next), &r.text);
+    prev = next;
+    if (!o.stop.empty()) {
+      size_t longest = 0;
+      for (const auto& st : o.stop) longest = std::max(longest, st.size());
+      const size_t from = before >= longest ? before - longest + 1 : 0;
+      size_t hit = std::string::npos;
+      for (const auto& st : o.stop) hit = std::min(hit, r.text.find(st, std::max(from, emitted)));
+      if (hit != std::string::npos) {
+        r.text.resize(hit);
+        emit(hit);
+        r.finish = FinishReason::kStop;
+        break;
+      }
+      emit(r.text.size() - StopHoldback(r.text, o.stop));
+    } else {
+      emit(r.text.size());
+    }
+    if (cancelled) {
+      r.finish = FinishReason::kCancelled;
+      break;
+    }
+    if (i + 1 == o.max_tokens) break;
+    if (pos >= ctx) {
+      r.finish = FinishReason::kContext;
+      break;
+    }
+    const int32_t tok_in = next;
+    mlogits = const_cast<float*>(s.transformer->Forward(&tok_in, 1, pos, s.kv->view()));
+    ++pos;
+  }
+  if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
+    utf8.Flush(&r.text);
+    emit(r.text.size());
+  }
+  const double t_end = NowSeconds();
+  r.prompt_seconds = (t_first > 0 ? t_first : t_end) - t0;
+  r.decode_seconds = t_first > 0 ? t_end - t_first : 0;
+  return r;
+}
+
+ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path) {
+  auto m = LoadModel(model_path, tokenizer_path);
+  return MakeInfo(*m);
+}
+
+struct Vocabulary::Impl {
+  std::unique_ptr<Tokenizer> tok;
+};
+Vocabulary::Vocabulary(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Vocabulary::~Vocabulary() = default;
+
+std::unique_ptr<Vocabulary> Vocabulary::Load(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->tok = LoadTokenizer(path);
+  return std::unique_ptr<Vocabulary>(new Vocabulary(std::move(impl)));
+}
+int Vocabulary::size() const { return impl_->tok->vocab_size(); }
+std::vector<int32_t> Vocabulary::Tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  return impl_->tok->Encode(text, add_bos, parse_special);
+}
+std::string_view Vocabulary::Piece(int id) const { return impl_->tok->Piece(id); }
+
+}  // namespace paddock

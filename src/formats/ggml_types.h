@@ -1,0 +1,116 @@
+// formats/ggml_types.h: the tensor element types of GGUF files, their block layouts and a
+// traits table (name, block size, bytes per block, reference dequantize/quantize).
+//
+// Block structs mirror the on-disk layout byte for byte (static_assert'ed). The reference
+// functions here are the numerical ground truth that every fast kernel is tested against.
+// Types listed but without `to_float` can be parsed and reported, not computed with.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace paddock {
+
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kBF16 = 30,
+};
+constexpr int kGgmlTypeCount = 40;  // upper bound on type ids we index by
+
+constexpr int kQK = 32;    // block size of the legacy formats
+constexpr int kQK_K = 256;  // super-block size of the k-quants
+
+struct BlockQ4_0 {
+  uint16_t d;       // fp16 scale
+  uint8_t qs[16];   // nibbles: low = elements 0..15, high = 16..31; value (q - 8) * d
+};
+struct BlockQ4_1 {
+  uint16_t d, m;    // fp16 scale and minimum; value q * d + m
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];    // 5th bits, bit j for element j
+  uint8_t qs[16];   // value (q - 16) * d
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];    // value q * d
+};
+struct BlockQ4_K {
+  uint16_t d, dmin;     // super-block scales for the 6-bit sub-block scales and mins
+  uint8_t scales[12];   // 8 scales + 8 mins, 6 bits each, packed
+  uint8_t qs[128];      // 4-bit quants, 64 elements per 32 bytes (low nibbles first)
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];       // 5th bits
+  uint8_t qs[128];
+};
+struct BlockQ6_K {
+  uint8_t ql[128];      // low 4 bits
+  uint8_t qh[64];       // high 2 bits
+  int8_t scales[16];    // 8-bit sub-block scales (16 elements each)
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Dequantizes `n` elements (a multiple of block_size) from `src` into `dst`.
+using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
+// Reference quantizer: `n` floats (a multiple of block_size) into blocks at `dst`.
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+
+struct TypeTraits {
+  GgmlType type;
+  const char* name;
+  int block_size;      // elements per block
+  int type_size;       // bytes per block
+  DequantizeFn to_float;    // null: parse-only type
+  QuantizeFn from_float;    // null: no reference quantizer
+};
+
+// Null if `type` is not a known GGML type id.
+const TypeTraits* FindTypeTraits(uint32_t type);
+// For a known type (asserts).
+const TypeTraits& Traits(GgmlType type);
+inline const char* TypeName(GgmlType t) { return Traits(t).name; }
+// Looks a type up by its name ("q4_0", "Q4_K", "f16" ...); null if unknown.
+const TypeTraits* FindTypeTraitsByName(const char* name);
+
+// Bytes of `n` elements of `type`; n must be a multiple of the block size.
+inline uint64_t RowBytes(const TypeTraits& t, int64_t n) {
+  return static_cast<uint64_t>(n / t.block_size) * static_cast<uint64_t>(t.type_size);
+}
+
+}  // namespace paddock

@@ -1,0 +1,27 @@
+// The single instruction-set dispatch point. Each table is built on first use only, and only
+// after the CPU check: building a table runs code compiled for that instruction set.
+#include "base/strings.h"
+#include "kernels/tables.h"
+
+namespace paddock {
+
+const KernelTable& GetKernels(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) {
+    Fail("this CPU cannot run %s kernels", IsaName(isa));
+  }
+  switch (isa) {
+    case Isa::kAvx512: {
+      static const KernelTable t = avx512::MakeTable();
+      return t;
+    }
+    case Isa::kAvx2: {
+      static const KernelTable t = avx2::MakeTable();
+      return t;
+    }
+    case Isa::kScalar: break;
+  }
+  static const KernelTable t = MakeScalarTable();
+  return t;
+}
+
+}  // namespace paddock

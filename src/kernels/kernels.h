@@ -1,0 +1,51 @@
+// kernels/kernels.h: the compute kernels and the one dispatch point that picks them.
+//
+// A KernelTable holds one function pointer per operation (and one GEMV per weight type). The
+// scalar table is the reference: plain loops with double accumulation, the numerical ground
+// truth. The AVX2 and AVX-512 tables come from the same source file compiled once per
+// instruction set (simd.cpp). GetKernels() is the only place that chooses between them; an
+// accelerator backend would add a table here without touching the model or the scheduler.
+//
+// Conventions: a weight matrix has `rows` rows of `cols` elements (GGUF ne[0] = cols), stored
+// row-major in its GGML encoding; activations are float32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/cpu.h"
+#include "formats/ggml_types.h"
+
+namespace paddock {
+
+// y[r] = dot(row r of w, x) for r in [0, rows). `row_bytes` is the stride between rows.
+using GemvFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                        const float* x, float* y);
+
+struct KernelTable {
+  Isa isa;
+  GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
+  float (*dot)(const float* a, const float* b, int64_t n);
+  // out = x / rms(x) * w  (w may alias nothing; out may alias x)
+  void (*rmsnorm)(float* out, const float* x, const float* w, int64_t n, float eps);
+  // x = softmax(x), max-subtracted
+  void (*softmax)(float* x, int64_t n);
+  // g = silu(g) * u
+  void (*silu_mul)(float* g, const float* u, int64_t n);
+  // y += x
+  void (*add)(float* y, const float* x, int64_t n);
+  // y += a * x
+  void (*axpy)(float* y, float a, const float* x, int64_t n);
+  // Rotates the first rope_dim dims of each of n_heads heads (stride head_dim) by the angles
+  // whose cos/sin are given per pair (rope_dim / 2 entries). half_split: pairs (i, i+rope_dim/2)
+  // (NeoX style); otherwise adjacent pairs (2i, 2i+1) (GGUF llama, llama2.c).
+  void (*rope)(float* x, int n_heads, int head_dim, int rope_dim, const float* cos,
+               const float* sin, bool half_split);
+};
+
+// The table for `isa` (which the CPU must support).
+const KernelTable& GetKernels(Isa isa);
+// The reference table.
+inline const KernelTable& ReferenceKernels() { return GetKernels(Isa::kScalar); }
+
+}  // namespace paddock

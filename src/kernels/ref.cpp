@@ -1,0 +1,110 @@
+// Scalar reference kernels: straightforward loops, double accumulation where it matters.
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "kernels/tables.h"
+
+namespace paddock {
+namespace {
+
+float RefDot(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(s);
+}
+
+template <GgmlType T>
+void RefGemv(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+             float* y) {
+  const TypeTraits& tr = Traits(T);
+  const int bs = tr.block_size == 1 ? 256 : tr.block_size;  // dequantize in chunks
+  const size_t chunk_bytes = RowBytes(tr, bs);
+  float buf[256];
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    double s = 0;
+    for (int64_t c = 0; c < cols; c += bs) {
+      const int64_t n = cols - c < bs ? cols - c : bs;
+      tr.to_float(row + static_cast<size_t>(c / bs) * chunk_bytes, buf, n);
+      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(buf[i]) * x[c + i];
+    }
+    y[r] = static_cast<float>(s);
+  }
+}
+
+void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * inv * w[i]);
+}
+
+void RefSoftmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - mx));
+    sum += x[i];
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] / sum);
+}
+
+void RefSiluMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = g[i];
+    g[i] = static_cast<float>(v / (1.0 + std::exp(-v)) * u[i]);
+  }
+}
+
+void RefAdd(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void RefAxpy(float* y, float a, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void RefRope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos,
+             const float* sin, bool half_split) {
+  const int half = rope_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const int a = half_split ? i : 2 * i;
+      const int b = half_split ? i + half : 2 * i + 1;
+      const float v0 = v[a], v1 = v[b];
+      v[a] = v0 * cos[i] - v1 * sin[i];
+      v[b] = v0 * sin[i] + v1 * cos[i];
+    }
+  }
+}
+
+}  // namespace
+
+KernelTable MakeScalarTable() {
+  KernelTable t{};
+  t.isa = Isa::kScalar;
+  t.gemv[static_cast<int>(GgmlType::kF32)] = RefGemv<GgmlType::kF32>;
+  t.gemv[static_cast<int>(GgmlType::kF16)] = RefGemv<GgmlType::kF16>;
+  t.gemv[static_cast<int>(GgmlType::kBF16)] = RefGemv<GgmlType::kBF16>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_0)] = RefGemv<GgmlType::kQ4_0>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_1)] = RefGemv<GgmlType::kQ4_1>;
+  t.gemv[static_cast<int>(GgmlType::kQ5_0)] = RefGemv<GgmlType::kQ5_0>;
+  t.gemv[static_cast<int>(GgmlType::kQ5_1)] = RefGemv<GgmlType::kQ5_1>;
+  t.gemv[static_cast<int>(GgmlType::kQ8_0)] = RefGemv<GgmlType::kQ8_0>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_K)] = RefGemv<GgmlType::kQ4_K>;
+  t.gemv[static_cast<int>(GgmlType::kQ5_K)] = RefGemv<GgmlType::kQ5_K>;
+  t.gemv[static_cast<int>(GgmlType::kQ6_K)] = RefGemv<GgmlType::kQ6_K>;
+  t.dot = RefDot;
+  t.rmsnorm = RefRmsNorm;
+  t.softmax = RefSoftmax;
+  t.silu_mul = RefSiluMul;
+  t.add = RefAdd;
+  t.axpy = RefAxpy;
+  t.rope = RefRope;
+  return t;
+}
+
+}  // namespace paddock

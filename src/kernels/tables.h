@@ -1,0 +1,10 @@
+// kernels/tables.h: internal constructors of the per-ISA tables (used by dispatch.cpp only).
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace paddock {
+KernelTable MakeScalarTable();
+namespace avx2 { KernelTable MakeTable(); }
+namespace avx512 { KernelTable MakeTable(); }
+}  // namespace paddock

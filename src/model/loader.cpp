@@ -1,0 +1,214 @@
+#include <cstring>
+#include <map>
+
+#include "base/mapped_file.h"
+#include "base/strings.h"
+#include "formats/gguf.h"
+#include "formats/llama2c.h"
+#include "model/weights.h"
+
+namespace paddock {
+
+namespace {
+
+// A format-independent tensor listing (name -> view) that the binding step reads from.
+struct TensorSource {
+  std::string name;
+  GgmlType type;
+  int n_dims;
+  int64_t ne[4];
+  const uint8_t* data;
+  uint64_t nbytes;
+};
+
+class Binder {
+ public:
+  Binder(const std::vector<TensorSource>& src, LoadedModel* m) : m_(m) {
+    for (const auto& t : src) by_name_[t.name] = &t;
+  }
+
+  const TensorSource* Find(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second;
+  }
+
+  WeightTensor Matrix(const std::string& name, int64_t cols, int64_t rows, bool required = true) {
+    const TensorSource* t = Find(name);
+    if (t == nullptr) {
+      if (required) Fail("model lacks tensor '%s'", name.c_str());
+      return {};
+    }
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1) {
+      Fail("tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name.c_str(),
+           (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+           (long long)cols, (long long)rows);
+    }
+    const TypeTraits& tr = Traits(t->type);
+    if (tr.to_float == nullptr) Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    used_++;
+    WeightTensor w;
+    w.type = t->type;
+    w.cols = cols;
+    w.rows = rows;
+    w.row_bytes = RowBytes(tr, cols);
+    w.data = t->data;
+    return w;
+  }
+
+  // A small vector converted to float32 (owned by the model).
+  const float* Vector(const std::string& name, int64_t n, bool required = true) {
+    const TensorSource* t = Find(name);
+    if (t == nullptr) {
+      if (required) Fail("model lacks tensor '%s'", name.c_str());
+      return nullptr;
+    }
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1) {
+      Fail("tensor '%s' has %lld x %lld elements, expected a vector of %lld", name.c_str(), (long long)t->ne[0], (long long)t->ne[1], (long long)n);
+    }
+    const TypeTraits& tr = Traits(t->type);
+    if (tr.to_float == nullptr) Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    used_++;
+    auto buf = std::make_unique<float[]>(static_cast<size_t>(n));
+    tr.to_float(t->data, buf.get(), n);
+    const float* p = buf.get();
+    m_->owned.push_back(std::move(buf));
+    return p;
+  }
+
+  int used() const { return used_; }
+
+ private:
+  LoadedModel* m_;
+  std::map<std::string, const TensorSource*> by_name_;
+  int used_ = 0;
+};
+
+void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
+  ModelConfig& c = m->config;
+  Binder b(src, m);
+  const TensorSource* emb = b.Find("token_embd.weight");
+  if (emb == nullptr) Fail("model lacks tensor 'token_embd.weight'");
+  if (c.n_vocab == 0) c.n_vocab = static_cast<int>(emb->ne[1]);
+  c.Validate();
+  ModelWeights& w = m->weights;
+  w.tok_embd = b.Matrix("token_embd.weight", c.dim, c.n_vocab);
+  w.output_norm = b.Vector("output_norm.weight", c.dim);
+  w.output = b.Matrix("output.weight", c.dim, c.n_vocab, false);
+  c.tied_embeddings = !w.output;
+  if (c.tied_embeddings) w.output = w.tok_embd;
+  if (const TensorSource* rf = b.Find("rope_freqs.weight")) {
+    const float* f = b.Vector("rope_freqs.weight", c.rope_dim / 2);
+    w.rope_freq_factors.assign(f, f + c.rope_dim / 2);
+    (void)rf;
+  }
+  w.layers.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const std::string p = StrFormat("blk.%d.", l);
+    L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
+    L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
+    L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+    L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    if (c.qkv_bias) {
+      L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
+      L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
+      L.bv = b.Vector(p + "attn_v.bias", c.kv_dim());
+    }
+    if (c.qk_norm) {
+      L.q_norm = b.Vector(p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = b.Vector(p + "attn_k_norm.weight", c.head_dim);
+    }
+    L.ffn_norm = b.Vector(p + "ffn_norm.weight", c.dim);
+    L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  }
+  std::map<std::string, TensorTypeCount> counts;
+  for (const auto& t : src) {
+    int64_t n = 1;
+    for (int d = 0; d < 4; ++d) n *= t.ne[d];
+    m->n_params += n;
+    m->weight_bytes += t.nbytes;
+    auto& tc = counts[TypeName(t.type)];
+    tc.type = TypeName(t.type);
+    tc.count++;
+    tc.bytes += t.nbytes;
+  }
+  for (auto& kv : counts) m->type_counts.push_back(kv.second);
+}
+
+bool IsGguf(const std::string& path) {
+  auto f = MappedFile::Open(path);
+  return f->size() >= 4 && std::memcmp(f->data(), "GGUF", 4) == 0;
+}
+
+std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokenizer) {
+  auto g = std::make_shared<GgufFile>(GgufFile::Open(path));
+  auto m = std::make_unique<LoadedModel>();
+  m->path = path;
+  m->format = StrFormat("GGUF v%u", g->version());
+  try {
+    m->config = ConfigFromGguf(*g);
+    std::vector<TensorSource> src;
+    for (const auto& t : g->tensors()) {
+      src.push_back({t.name, t.type, t.n_dims, {t.ne[0], t.ne[1], t.ne[2], t.ne[3]}, t.data, t.nbytes});
+    }
+    BindWeights(src, m.get());
+    if (need_tokenizer) m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::FromGguf(*g));
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  m->storage = g;
+  return m;
+}
+
+std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
+  auto ck = std::make_shared<Llama2cCheckpoint>(OpenLlama2c(path));
+  auto m = std::make_unique<LoadedModel>();
+  m->path = path;
+  m->format = "llama2.c";
+  try {
+    m->config = ConfigFromLlama2c(ck->config);
+    std::vector<TensorSource> src;
+    for (const auto& t : ck->tensors) {
+      src.push_back({t.name, GgmlType::kF32, 2, {t.ne[0], t.ne[1], 1, 1},
+                     reinterpret_cast<const uint8_t*>(t.data),
+                     static_cast<uint64_t>(t.ne[0] * t.ne[1]) * 4u});
+    }
+    BindWeights(src, m.get());
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  m->storage = ck;
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
+  if (IsGguf(path)) {
+    GgufFile g = GgufFile::Open(path);
+    try {
+      return std::make_unique<Tokenizer>(Tokenizer::FromGguf(g));
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());
+    }
+  }
+  return std::make_unique<Tokenizer>(Tokenizer::FromLlama2c(ReadLlama2cTokenizer(path)));
+}
+
+std::unique_ptr<LoadedModel> LoadModel(const std::string& path, const std::string& tokenizer_path) {
+  std::unique_ptr<LoadedModel> m = IsGguf(path) ? LoadGguf(path, tokenizer_path.empty()) : LoadLlama2c(path);
+  if (!tokenizer_path.empty()) {
+    m->tokenizer = LoadTokenizer(tokenizer_path);
+  }
+  if (!m->tokenizer) Fail("%s: a llama2.c checkpoint has no vocabulary; pass its tokenizer with -z", path.c_str());
+  if (m->tokenizer->vocab_size() != m->config.n_vocab) {
+    Fail("tokenizer has %d tokens but model '%s' has a vocabulary of %d: they do not belong together",
+         m->tokenizer->vocab_size(), path.c_str(), m->config.n_vocab);
+  }
+  return m;
+}
+
+}  // namespace paddock

@@ -1,0 +1,257 @@
+#include "model/tokenizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <queue>
+
+#include "base/strings.h"
+#include "formats/gguf.h"
+#include "formats/llama2c.h"
+
+namespace paddock {
+
+namespace {
+constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
+
+bool ParseByteToken(std::string_view p, uint8_t* b) {
+  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return false;
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  const int h = hex(p[3]), l = hex(p[4]);
+  if (h < 0 || l < 0) return false;
+  *b = static_cast<uint8_t>(h * 16 + l);
+  return true;
+}
+
+std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s.substr(i, from.size()) == from) {
+      out.append(to);
+      i += from.size();
+    } else {
+      out.push_back(s[i++]);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
+  auto model = g.GetString("tokenizer.ggml.model");
+  if (!model) Fail("model file has no tokenizer (tokenizer.ggml.model missing); pass one with -z");
+  if (*model != "llama") Fail("tokenizer type '%.*s' is not supported (supported: llama/SentencePiece BPE)", (int)model->size(), model->data());
+  const auto* tokens = g.GetStringArray("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->empty()) Fail("tokenizer.ggml.tokens is missing or empty");
+  Tokenizer t;
+  const size_t n = tokens->size();
+  t.pieces_.reserve(n);
+  for (auto s : *tokens) t.pieces_.emplace_back(s);
+  t.scores_ = g.GetFloatArray("tokenizer.ggml.scores");
+  if (t.scores_.empty()) t.scores_.assign(n, 0.0f);
+  if (t.scores_.size() != n) Fail("tokenizer has %zu tokens but %zu scores", n, t.scores_.size());
+  const auto types = g.GetIntArray("tokenizer.ggml.token_type");
+  if (!types.empty() && types.size() != n) Fail("tokenizer has %zu tokens but %zu token types", n, types.size());
+  t.attrs_.resize(n, TokenAttr::kNormal);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const int64_t ty = types[i];
+    t.attrs_[i] = (ty >= 1 && ty <= 6) ? static_cast<TokenAttr>(ty) : TokenAttr::kNormal;
+  }
+  if (types.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t b;
+      if (ParseByteToken(t.pieces_[i], &b)) t.attrs_[i] = TokenAttr::kByte;
+    }
+  }
+  auto id = [&](const char* key, int dflt) {
+    auto v = g.GetInt(key);
+    if (!v) return dflt;
+    if (*v < 0 || static_cast<size_t>(*v) >= n) Fail("%s = %lld is not a token id", key, (long long)*v);
+    return static_cast<int>(*v);
+  };
+  t.bos_ = id("tokenizer.ggml.bos_token_id", 1);
+  t.eos_ = id("tokenizer.ggml.eos_token_id", 2);
+  t.unk_ = id("tokenizer.ggml.unknown_token_id", 0);
+  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(true);
+  t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(true);
+  t.Finish();
+  return t;
+}
+
+Tokenizer Tokenizer::FromLlama2c(const Llama2cVocab& v) {
+  Tokenizer t;
+  // llama2.c's exporter wrote U+2581 as a plain space and the specials as "\n<s>\n"; restore
+  // the SentencePiece spellings so both file formats tokenize identically.
+  t.pieces_.reserve(v.pieces.size());
+  for (const auto& p : v.pieces) t.pieces_.push_back(ReplaceAll(p, " ", kSpaceMarker));
+  if (t.pieces_.size() > 2 && t.pieces_[1] == "\n<s>\n") t.pieces_[1] = "<s>";
+  if (t.pieces_.size() > 2 && t.pieces_[2] == "\n</s>\n") t.pieces_[2] = "</s>";
+  t.scores_ = v.scores;
+  const size_t n = t.pieces_.size();
+  if (n < 3) Fail("llama2.c tokenizer has only %zu tokens", n);
+  t.attrs_.assign(n, TokenAttr::kNormal);
+  t.attrs_[0] = TokenAttr::kUnknown;
+  t.attrs_[1] = TokenAttr::kControl;
+  t.attrs_[2] = TokenAttr::kControl;
+  for (size_t i = 3; i < n; ++i) {
+    uint8_t b;
+    if (ParseByteToken(t.pieces_[i], &b)) t.attrs_[i] = TokenAttr::kByte;
+  }
+  t.Finish();
+  return t;
+}
+
+void Tokenizer::Finish() {
+  const size_t n = pieces_.size();
+  lookup_.clear();
+  lookup_.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) lookup_.emplace(pieces_[i], static_cast<int32_t>(i));
+  for (int& b : byte_tokens_) b = -1;
+  decoded_.assign(n, std::string());
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t b;
+    switch (attrs_[i]) {
+      case TokenAttr::kByte:
+        if (ParseByteToken(pieces_[i], &b)) {
+          if (byte_tokens_[b] < 0) byte_tokens_[b] = static_cast<int>(i);
+          decoded_[i].assign(1, static_cast<char>(b));
+        }
+        break;
+      case TokenAttr::kControl:
+      case TokenAttr::kUnused:
+        break;
+      default:
+        decoded_[i] = ReplaceAll(pieces_[i], kSpaceMarker, " ");
+        break;
+    }
+    if (attrs_[i] == TokenAttr::kControl || attrs_[i] == TokenAttr::kUserDefined) {
+      if (!pieces_[i].empty()) specials_.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::sort(specials_.begin(), specials_.end(), [&](int a, int b) {
+    return pieces_[static_cast<size_t>(a)].size() > pieces_[static_cast<size_t>(b)].size();
+  });
+}
+
+std::string_view Tokenizer::Decode(int prev, int id) const {
+  if (id < 0 || id >= vocab_size()) return {};
+  std::string_view s = decoded_[static_cast<size_t>(id)];
+  if ((prev < 0 || prev == bos_) && !s.empty() && s[0] == ' ') s.remove_prefix(1);
+  return s;
+}
+
+int Tokenizer::ByteToken(uint8_t b) const {
+  if (byte_tokens_[b] >= 0) return byte_tokens_[b];
+  const char c = static_cast<char>(b);
+  auto it = lookup_.find(std::string_view(&c, 1));
+  return it != lookup_.end() ? it->second : unk_;
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool parse_special) const {
+  std::vector<int32_t> out;
+  if (add_bos) out.push_back(bos_);
+  bool prev_special = true;  // the dummy prefix goes before the first text fragment
+  size_t start = 0;
+  auto emit_text = [&](std::string_view frag) {
+    if (frag.empty()) return;
+    std::string s;
+    if (add_space_prefix_ && prev_special) s.push_back(' ');
+    s.append(frag);
+    EncodeSpm(ReplaceAll(s, " ", kSpaceMarker), &out);
+    prev_special = false;
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    int match = -1;
+    for (int32_t id : specials_) {
+      const TokenAttr a = attrs_[static_cast<size_t>(id)];
+      if (a == TokenAttr::kControl && !parse_special) continue;
+      const std::string& p = pieces_[static_cast<size_t>(id)];
+      if (text.compare(i, p.size(), p) == 0) {
+        match = id;
+        break;
+      }
+    }
+    if (match < 0) {
+      ++i;
+      continue;
+    }
+    emit_text(text.substr(start, i - start));
+    out.push_back(match);
+    prev_special = true;
+    i += pieces_[static_cast<size_t>(match)].size();
+    start = i;
+  }
+  emit_text(text.substr(start));
+  return out;
+}
+
+void Tokenizer::EncodeSpm(std::string_view text, std::vector<int32_t>* out) const {
+  struct Symbol {
+    int prev, next;
+    size_t off, n;
+  };
+  struct Bigram {
+    int left, right;
+    float score;
+    size_t size;
+  };
+  struct Cmp {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+      return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+  };
+  std::vector<Symbol> sym;
+  for (size_t off = 0; off < text.size();) {
+    // Character length by the lead byte's high bits, as SentencePiece/llama.cpp split.
+    static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    const size_t len = std::min<size_t>(kLen[static_cast<uint8_t>(text[off]) >> 4], text.size() - off);
+    const int idx = static_cast<int>(sym.size());
+    sym.push_back({idx - 1, idx + 1, off, len});
+    off += len;
+  }
+  if (sym.empty()) return;
+  sym.back().next = -1;
+
+  std::priority_queue<Bigram, std::vector<Bigram>, Cmp> queue;
+  auto try_add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    const size_t n = sym[left].n + sym[right].n;
+    auto it = lookup_.find(text.substr(sym[left].off, n));
+    if (it == lookup_.end()) return;
+    queue.push({left, right, scores_[static_cast<size_t>(it->second)], n});
+  };
+  for (size_t k = 1; k < sym.size(); ++k) try_add(static_cast<int>(k) - 1, static_cast<int>(k));
+
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = sym[b.left];
+    Symbol& r = sym[b.right];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = b.left;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+
+  for (int k = 0; k >= 0; k = sym[k].next) {
+    const std::string_view piece = text.substr(sym[k].off, sym[k].n);
+    auto it = lookup_.find(piece);
+    if (it != lookup_.end()) {
+      out->push_back(it->second);
+    } else {
+      for (char c : piece) out->push_back(ByteToken(static_cast<uint8_t>(c)));
+    }
+  }
+}
+
+}  // namespace paddock

@@ -1,0 +1,76 @@
+// model/tokenizer.h: SentencePiece-style BPE (the Llama 2 / TinyLlama / tinyllamas family).
+//
+// Encoding merges adjacent symbols by the highest vocabulary score (ties: leftmost first),
+// after replacing spaces with U+2581 and adding the dummy prefix; characters missing from the
+// vocabulary fall back to <0xXX> byte tokens. This reproduces llama.cpp's SPM tokenizer, so
+// its test vectors apply. Decoding maps every id to the exact bytes it stands for, prepared
+// once at load, so the per-token path only appends. GPT-2-style byte-level BPE is a separate
+// capability (not here).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace paddock {
+
+class GgufFile;
+struct Llama2cVocab;
+
+enum class TokenAttr : uint8_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+class Tokenizer {
+ public:
+  Tokenizer(Tokenizer&&) = default;
+  Tokenizer& operator=(Tokenizer&&) = default;
+  Tokenizer(const Tokenizer&) = delete;  // lookup_ points into pieces_
+  Tokenizer& operator=(const Tokenizer&) = delete;
+  // From GGUF `tokenizer.ggml.*` metadata; throws Error if absent or not an SPM vocabulary.
+  static Tokenizer FromGguf(const GgufFile& gguf);
+  // From a llama2.c tokenizer.bin (token kinds inferred from the conventional ids/spellings).
+  static Tokenizer FromLlama2c(const Llama2cVocab& vocab);
+
+  int vocab_size() const { return static_cast<int>(pieces_.size()); }
+  int bos() const { return bos_; }
+  int eos() const { return eos_; }
+  bool add_bos_default() const { return add_bos_; }
+
+  // Tokenizes `text`. parse_special: control tokens written in the text (e.g. "</s>") become
+  // those tokens instead of being spelled out; user-defined tokens are always matched whole.
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+
+  // The vocabulary entry of `id` as stored (e.g. "▁the", "<0x0A>").
+  std::string_view Piece(int id) const { return pieces_[static_cast<size_t>(id)]; }
+  TokenAttr Attr(int id) const { return attrs_[static_cast<size_t>(id)]; }
+  // The bytes `id` decodes to ("" for control tokens). After BOS (or at the very start, when
+  // `prev` < 0) a leading space is dropped, as SentencePiece decoders do.
+  std::string_view Decode(int prev, int id) const;
+
+ private:
+  Tokenizer() = default;
+  void Finish();  // builds the lookup tables once pieces/scores/attrs are set
+  void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
+  int ByteToken(uint8_t b) const;
+
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  std::vector<TokenAttr> attrs_;
+  std::vector<std::string> decoded_;
+  std::unordered_map<std::string_view, int32_t> lookup_;
+  std::vector<int32_t> specials_;  // matched whole in text, longest first
+  int byte_tokens_[256];
+  int bos_ = 1, eos_ = 2, unk_ = 0;
+  bool add_bos_ = true;
+  bool add_space_prefix_ = true;
+};
+
+}  // namespace paddock

@@ -1,0 +1,185 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/strings.h"
+
+namespace paddock {
+
+Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
+                         int max_batch)
+    : model_(model), cfg_(model.config), k_(kernels), pool_(pool),
+      max_batch_(std::max(1, max_batch)), ctx_(model.config.context_length) {
+  const size_t B = static_cast<size_t>(max_batch_);
+  const size_t T = static_cast<size_t>(pool_.size());
+  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
+  const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
+  const size_t sizes[] = {
+      B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
+      B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(cfg_.n_vocab),
+      B * half, B * half, T * static_cast<size_t>(ctx_), T * max_cols_};
+  size_t total = 0;
+  for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
+  arena_.reset(new float[total + 16]);
+  arena_bytes_ = total * sizeof(float);
+  float* p = arena_.get();
+  p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
+  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &rowbuf_};
+  for (size_t i = 0; i < std::size(slots); ++i) {
+    *slots[i] = p;
+    p += (sizes[i] + 15) / 16 * 16;
+  }
+  std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
+  inv_freq_.resize(half);
+  const auto& factors = model_.weights.rope_freq_factors;
+  for (size_t i = 0; i < half; ++i) {
+    float f = 1.0f / std::pow(cfg_.rope_base, static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim));
+    if (!factors.empty()) f /= factors[i];
+    inv_freq_[i] = f;
+  }
+}
+
+const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
+  if (n <= 0) Fail("Forward: no tokens");
+  if (pos < 0 || pos + n > kv.capacity || pos + n > ctx_) {
+    Fail("context full: positions up to %d requested, the KV cache holds %d", pos + n, std::min(kv.capacity, ctx_));
+  }
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab) Fail("token id %d is outside the vocabulary (0..%d)", tokens[i], cfg_.n_vocab - 1);
+  }
+  for (int done = 0; done < n; done += max_batch_) {
+    Chunk(tokens + done, std::min(max_batch_, n - done), pos + done, kv);
+  }
+  return logits_;
+}
+
+void Transformer::Chunk(const int32_t* tokens, int n, int pos, const KvView& kv) {
+  const int dim = cfg_.dim;
+  const WeightTensor& emb = model_.weights.tok_embd;
+  const DequantizeFn to_float = Traits(emb.type).to_float;
+  for (int j = 0; j < n; ++j) {
+    to_float(emb.data + static_cast<size_t>(tokens[j]) * emb.row_bytes, x_ + static_cast<size_t>(j) * dim, dim);
+  }
+  RopeTables(n, pos);
+  for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n, pos, kv);
+  // Only the last token's logits are needed for generation.
+  const float* last = x_ + static_cast<size_t>(n - 1) * dim;
+  k_.rmsnorm(xb_, last, model_.weights.output_norm, dim, cfg_.norm_eps);
+  Matmul(model_.weights.output, xb_, 1, logits_);
+}
+
+void Transformer::RopeTables(int n, int pos) {
+  const int half = cfg_.rope_dim / 2;
+  const float scale = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
+  for (int j = 0; j < n; ++j) {
+    const float p = static_cast<float>(pos + j) * scale;
+    for (int i = 0; i < half; ++i) {
+      const float a = p * inv_freq_[static_cast<size_t>(i)];
+      cos_[j * half + i] = std::cos(a);
+      sin_[j * half + i] = std::sin(a);
+    }
+  }
+}
+
+void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
+  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
+  const int dim = cfg_.dim, qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hd = cfg_.head_dim;
+  const int half = cfg_.rope_dim / 2;
+  const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
+
+  // Attention block: norm, Q/K/V projections, (bias), (QK-norm), RoPE, cache, attend, project.
+  for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.attn_norm, dim, cfg_.norm_eps);
+  Matmul(w.wq, xb_, n, q_);
+  Matmul(w.wk, xb_, n, kv_k_);
+  Matmul(w.wv, xb_, n, kv_v_);
+  const KvLayerView& cache = kv.layers[static_cast<size_t>(l)];
+  for (int j = 0; j < n; ++j) {
+    float* q = q_ + j * qd;
+    float* k = kv_k_ + j * kvd;
+    float* v = kv_v_ + j * kvd;
+    if (w.bq != nullptr) {
+      k_.add(q, w.bq, qd);
+      k_.add(k, w.bk, kvd);
+      k_.add(v, w.bv, kvd);
+    }
+    if (w.q_norm != nullptr) {
+      for (int h = 0; h < cfg_.n_heads; ++h) k_.rmsnorm(q + h * hd, q + h * hd, w.q_norm, hd, cfg_.norm_eps);
+      for (int h = 0; h < cfg_.n_kv_heads; ++h) k_.rmsnorm(k + h * hd, k + h * hd, w.k_norm, hd, cfg_.norm_eps);
+    }
+    k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+    k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+    std::memcpy(cache.k + static_cast<size_t>(pos + j) * kvd, k, sizeof(float) * kvd);
+    std::memcpy(cache.v + static_cast<size_t>(pos + j) * kvd, v, sizeof(float) * kvd);
+  }
+  Attention(l, n, pos, kv);
+  Matmul(w.wo, att_, n, xb_);
+  for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
+
+  // Feed-forward block: norm, gate/up, SwiGLU, down, residual.
+  for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, dim, cfg_.norm_eps);
+  Matmul(w.w_gate, xb_, n, hb_);
+  Matmul(w.w_up, xb_, n, hb2_);
+  k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * cfg_.ffn_dim);
+  Matmul(w.w_down, hb_, n, xb_);
+  for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
+}
+
+void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
+  const KvLayerView& cache = kv.layers[static_cast<size_t>(l)];
+  const int hd = cfg_.head_dim, kvd = cfg_.kv_dim(), qd = cfg_.q_dim();
+  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int window = cfg_.sliding_window;
+  auto task = [&](int64_t begin, int64_t end, int t) {
+    float* scores = scores_ + static_cast<size_t>(t) * ctx_;
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
+      const int p = pos + j;
+      const int start = window > 0 ? std::max(0, p - window + 1) : 0;
+      const float* q = q_ + j * qd + h * hd;
+      const size_t koff = static_cast<size_t>(h / group) * hd;
+      const int len = p - start + 1;
+      for (int s = 0; s < len; ++s) {
+        scores[s] = k_.dot(q, cache.k + static_cast<size_t>(start + s) * kvd + koff, hd) * scale;
+      }
+      k_.softmax(scores, len);
+      float* out = att_ + j * qd + h * hd;
+      std::memset(out, 0, sizeof(float) * hd);
+      for (int s = 0; s < len; ++s) {
+        k_.axpy(out, scores[s], cache.v + static_cast<size_t>(start + s) * kvd + koff, hd);
+      }
+    }
+  };
+  pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);
+}
+
+void Transformer::Matmul(const WeightTensor& w, const float* x, int n, float* y) {
+  const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
+  if (n == 1) {
+    auto task = [&](int64_t begin, int64_t end, int) {
+      gemv(w.data + static_cast<size_t>(begin) * w.row_bytes, w.row_bytes, w.cols, end - begin, x, y + begin);
+    };
+    pool_.ParallelFor(w.rows, task);
+    return;
+  }
+  // Several tokens: read each weight row once, dequantized, and dot it with every token.
+  const DequantizeFn to_float = Traits(w.type).to_float;
+  const bool is_f32 = w.type == GgmlType::kF32;
+  auto task = [&](int64_t begin, int64_t end, int t) {
+    float* buf = rowbuf_ + static_cast<size_t>(t) * max_cols_;
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* row = w.data + static_cast<size_t>(r) * w.row_bytes;
+      const float* rf = reinterpret_cast<const float*>(row);
+      if (!is_f32) {
+        to_float(row, buf, w.cols);
+        rf = buf;
+      }
+      for (int j = 0; j < n; ++j) y[static_cast<size_t>(j) * w.rows + r] = k_.dot(rf, x + static_cast<size_t>(j) * w.cols, w.cols);
+    }
+  };
+  pool_.ParallelFor(w.rows, task);
+}
+
+}  // namespace paddock

@@ -1,0 +1,70 @@
+// model/transformer.h: one forward step of a decoder-only Transformer.
+//
+// Forward() takes a run of tokens at consecutive positions (a prompt chunk or one decode
+// token), writes their keys/values into the KV view and returns the next-token logits of the
+// last one. All activation buffers are planned once in the constructor from the model and the
+// batch limit; Forward() never allocates. Weights are read in place. The same code runs with
+// any KernelTable, so the scalar table gives the reference path for whole-model tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/kv_view.h"
+#include "model/weights.h"
+
+namespace paddock {
+
+class Transformer {
+ public:
+  Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
+              int max_batch = 32);
+
+  // Runs tokens[0..n) at positions pos..pos+n-1 and returns the logits after the last one
+  // (config().n_vocab floats, valid until the next call). Throws Error on an invalid token id
+  // or a position past the KV capacity.
+  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv);
+
+  const ModelConfig& config() const { return cfg_; }
+  int max_batch() const { return max_batch_; }
+  size_t scratch_bytes() const { return arena_bytes_; }
+
+ private:
+  void Chunk(const int32_t* tokens, int n, int pos, const KvView& kv);
+  void Layer(int l, int n, int pos, const KvView& kv);
+  void Attention(int l, int n, int pos, const KvView& kv);
+  // y (n x w.rows) = x (n x w.cols) * w^T
+  void Matmul(const WeightTensor& w, const float* x, int n, float* y);
+  void RopeTables(int n, int pos);
+
+  const LoadedModel& model_;
+  const ModelConfig& cfg_;
+  const KernelTable& k_;
+  ThreadPool& pool_;
+  int max_batch_;
+  int ctx_;
+
+  std::unique_ptr<float[]> arena_;
+  size_t arena_bytes_ = 0;
+  float* x_;        // (B, dim) residual stream
+  float* xb_;       // (B, dim) normed input / projection output
+  float* q_;        // (B, q_dim)
+  float* kv_k_;     // (B, kv_dim)
+  float* kv_v_;     // (B, kv_dim)
+  float* att_;      // (B, q_dim) attention output
+  float* hb_;       // (B, ffn_dim)
+  float* hb2_;      // (B, ffn_dim)
+  float* logits_;   // (n_vocab)
+  float* cos_;      // (B, rope_dim / 2)
+  float* sin_;      // (B, rope_dim / 2)
+  float* scores_;   // (threads, ctx) attention scores
+  float* rowbuf_;   // (threads, max_cols) dequantized weight row for batched matmul
+  size_t max_cols_;
+  std::vector<float> inv_freq_;  // (rope_dim / 2)
+};
+
+}  // namespace paddock

@@ -1,0 +1,85 @@
+// model/weights.h: views of a model's weights, in place in the memory-mapped file, and the
+// loader that produces them from GGUF or llama2.c files.
+//
+// Large matrices are never copied: a WeightTensor points into the mapping. Small vectors
+// (norm weights, biases) are converted to float32 once, since kernels read them as floats.
+// Every shape and type is checked here, so the forward pass can trust them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "formats/ggml_types.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
+
+namespace paddock {
+
+struct WeightTensor {
+  GgmlType type = GgmlType::kF32;
+  int64_t cols = 0;           // elements per row (GGUF ne[0])
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+  explicit operator bool() const { return data != nullptr; }
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // (dim)
+  WeightTensor wq;                   // (q_dim rows, dim cols)
+  WeightTensor wk;                   // (kv_dim, dim)
+  WeightTensor wv;                   // (kv_dim, dim)
+  WeightTensor wo;                   // (dim, q_dim)
+  const float* bq = nullptr;         // (q_dim) Qwen2 bias, else null
+  const float* bk = nullptr;         // (kv_dim)
+  const float* bv = nullptr;         // (kv_dim)
+  const float* q_norm = nullptr;     // (head_dim) Qwen3 QK-norm, else null
+  const float* k_norm = nullptr;     // (head_dim)
+  const float* ffn_norm = nullptr;   // (dim)
+  WeightTensor w_gate;               // (ffn_dim, dim)
+  WeightTensor w_up;                 // (ffn_dim, dim)
+  WeightTensor w_down;               // (dim, ffn_dim)
+};
+
+struct ModelWeights {
+  WeightTensor tok_embd;             // (n_vocab, dim)
+  const float* output_norm = nullptr;  // (dim)
+  WeightTensor output;               // (n_vocab, dim); == tok_embd when tied
+  std::vector<LayerWeights> layers;
+  std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
+};
+
+struct TensorTypeCount {
+  std::string type;
+  int count = 0;
+  uint64_t bytes = 0;
+};
+
+// A loaded model: configuration, weight views, vocabulary, and the mapping they point into.
+struct LoadedModel {
+  std::string path;
+  std::string format;  // "gguf v3", "llama2.c"
+  ModelConfig config;
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<TensorTypeCount> type_counts;
+  int64_t n_params = 0;
+  uint64_t weight_bytes = 0;
+
+  std::shared_ptr<const void> storage;             // keeps the mapping alive
+  std::vector<std::unique_ptr<float[]>> owned;     // float copies of small vectors
+};
+
+// Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
+// overrides the vocabulary: a llama2.c tokenizer.bin or a GGUF holding a vocabulary. Throws
+// Error with a one-line reason.
+std::unique_ptr<LoadedModel> LoadModel(const std::string& path,
+                                       const std::string& tokenizer_path = "");
+
+// Loads only a vocabulary (GGUF with tokenizer metadata, or tokenizer.bin).
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path);
+
+}  // namespace paddock

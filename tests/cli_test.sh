@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# End-to-end tests of the paddock binary: golden output, stdout/stderr split, error handling.
+# Usage: cli_test.sh PATH_TO_PADDOCK. Models from $PADDOCK_MODELS (default ../shared/models).
+set -u
+BIN=$1
+M=${PADDOCK_MODELS:-${PADDOCK_MODELS_DEFAULT:-../shared/models}}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_error NAME EXPECTED_EXIT MESSAGE_SUBSTRING -- ARGS...
+expect_error() {
+  local name=$1 code=$2 msg=$3
+  shift 4
+  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+  local rc=$?
+  if [ "$rc" -ne "$code" ]; then bad "$name: exit $rc, expected $code"; return; fi
+  if [ -s "$TMP/out" ]; then bad "$name: wrote to stdout"; return; fi
+  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: error is not one line: $(cat "$TMP/err")"; return; fi
+  grep -q -- "$msg" "$TMP/err" || { bad "$name: message lacks '$msg': $(cat "$TMP/err")"; return; }
+  ok
+}
+
+# 1. Golden greedy output of the real llama2.c model (256 sampled tokens after BOS).
+"$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 >"$TMP/golden" 2>"$TMP/log"
+if cmp -s "$TMP/golden" "$M/stories260K.expected_t0.txt"; then ok; else bad "golden output differs"; fi
+grep -q "tok/s" "$TMP/log" && ok || bad "timings missing from stderr"
+
+# 2. GGUF: stdout is the prompt, then the continuation, then one newline.
+"$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/gguf" 2>/dev/null
+case "$(cat "$TMP/gguf")" in
+  "Once upon a time, there was a little girl named Lily."*) ok ;;
+  *) bad "gguf continuation: $(cat "$TMP/gguf")" ;;
+esac
+[ "$(tail -c 1 "$TMP/gguf" | od -An -c | tr -d ' ')" = '\n' ] && ok || bad "output does not end in a newline"
+
+# 3. Stop strings and sampling flags.
+out=$("$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 100 --stop "Lily" 2>/dev/null)
+[ "$out" = "Once upon a time, there was a little girl named " ] && ok || bad "stop string: '$out'"
+a=$("$BIN" run -m "$M/stories260K.gguf" -n 30 --seed 7 --temp 1 2>/dev/null)
+b=$("$BIN" run -m "$M/stories260K.gguf" -n 30 --seed 7 --temp 1 2>/dev/null)
+[ "$a" = "$b" ] && ok || bad "seeded runs differ"
+
+# 4. tokenize: --ids on a vocabulary-only GGUF, exact bytes from a file, BOS only on request.
+ids=$("$BIN" tokenize -m "$M/ggml-vocab-llama-spm.gguf" --ids "Hello world")
+[ "$ids" = "15043 3186" ] && ok || bad "tokenize ids: $ids"
+ids=$("$BIN" tokenize -m "$M/ggml-vocab-llama-spm.gguf" --ids --add-bos "Hello world")
+[ "$ids" = "1 15043 3186" ] && ok || bad "tokenize --add-bos: $ids"
+printf 'Hello\n' >"$TMP/t.txt"
+ids=$("$BIN" tokenize -m "$M/stories260K.bin" -z "$M/tok512.bin" --ids -f "$TMP/t.txt")
+ids2=$("$BIN" tokenize -m "$M/stories260K.gguf" --ids -f "$TMP/t.txt")
+[ -n "$ids" ] && [ "$ids" = "$ids2" ] && ok || bad "tokenize -f: '$ids' vs '$ids2'"
+"$BIN" tokenize -m "$M/stories260K.gguf" "Lily" | grep -q "Lily" && ok || bad "tokenize pieces"
+
+# 5. info.
+"$BIN" info "$M/stories260K.gguf" >"$TMP/info"
+for want in "architecture:    llama" "parameters:" "F32" "per 1,000 tokens" "grouped-query"; do
+  grep -q -- "$want" "$TMP/info" && ok || bad "info lacks '$want'"
+done
+
+# 6. Errors: one line on stderr, nothing on stdout, exit 2 for usage and 1 for failures.
+expect_error "no command" 2 "no command" --
+expect_error "unknown command" 2 "unknown command" -- frobnicate
+expect_error "unknown flag" 2 "unknown option '--frob'" -- run -m "$M/stories260K.gguf" --frob
+expect_error "missing value" 2 "needs a value" -- run -m
+expect_error "bad integer" 2 "expected an integer" -- run -m "$M/stories260K.gguf" -n abc
+expect_error "negative n" 2 "out of range" -- run -m "$M/stories260K.gguf" -n -3
+expect_error "bad temperature" 2 "expected a number" -- run -m "$M/stories260K.gguf" --temp hot
+expect_error "top-p out of range" 2 "out of range" -- run -m "$M/stories260K.gguf" --top-p 1.5
+expect_error "zero threads" 2 "out of range" -- run -m "$M/stories260K.gguf" -t 0
+expect_error "no model" 2 "needs a model" -- run -p hi
+expect_error "missing file" 1 "cannot open" -- run -m "$TMP/nope.gguf"
+expect_error "directory as model" 1 "not a regular file" -- run -m "$TMP"
+printf 'GGUF\x03\x00\x00\x00' >"$TMP/trunc.gguf"
+expect_error "truncated gguf" 1 "truncated" -- run -m "$TMP/trunc.gguf"
+head -c 100 "$M/stories260K.bin" >"$TMP/trunc.bin"
+expect_error "truncated llama2c" 1 "truncated" -- run -m "$TMP/trunc.bin" -z "$M/tok512.bin"
+expect_error "llama2c without tokenizer" 1 "pass its tokenizer" -- run -m "$M/stories260K.bin"
+expect_error "tokenizer mismatch" 1 "do not belong together" -- run -m "$M/stories260K.bin" -z "$M/tokenizer.bin"
+expect_error "tokenize mismatch" 1 "do not belong together" -- tokenize -m "$M/stories260K.bin" -z "$M/tokenizer.bin" hi
+expect_error "vocab-only gguf is no model" 1 "" -- run -m "$M/ggml-vocab-llama-spm.gguf"
+expect_error "unknown isa" 2 "unknown ISA" -- run -m "$M/stories260K.gguf" --isa neon
+expect_error "tokenize without text" 2 "TEXT" -- tokenize -m "$M/stories260K.gguf"
+expect_error "synth bad shape" 2 "unknown shape" -- synth --shape nope -o "$TMP/x.gguf"
+
+# 7. synth writes a model that runs.
+"$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null && ok || bad "synth failed"
+"$BIN" run -m "$TMP/tiny.gguf" -n 5 --ignore-eos >/dev/null 2>&1 && ok || bad "synthetic model does not run"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

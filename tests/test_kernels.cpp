@@ -1,0 +1,168 @@
+// Every optimized kernel against the scalar reference, on every ISA this CPU runs, with
+// lengths that hit loop tails. Tolerances scale with the data (sum of |terms|).
+#include <gtest/gtest.h>
+
+#include "paddock/error.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cpu.h"
+#include "formats/ggml_types.h"
+#include "kernels/kernels.h"
+
+namespace paddock {
+namespace {
+
+std::vector<Isa> FastIsas() {
+  std::vector<Isa> v;
+  if (static_cast<int>(DetectIsa()) >= static_cast<int>(Isa::kAvx2)) v.push_back(Isa::kAvx2);
+  if (DetectIsa() == Isa::kAvx512) v.push_back(Isa::kAvx512);
+  return v;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const int kLengths[] = {1, 3, 17, 31, 33, 257};
+
+TEST(Kernels, DispatchRefusesWhatTheCpuCannotRun) {
+  EXPECT_EQ(GetKernels(Isa::kScalar).isa, Isa::kScalar);
+  EXPECT_EQ(GetKernels(DetectIsa()).isa, DetectIsa());
+  EXPECT_THROW(ParseIsa("neon"), Error);
+}
+
+TEST(Kernels, GemvEveryTypeMatchesReference) {
+  const KernelTable& ref = ReferenceKernels();
+  const GgmlType types[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                            GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                            GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+  for (Isa isa : FastIsas()) {
+    const KernelTable& k = GetKernels(isa);
+    for (GgmlType t : types) {
+      const TypeTraits& tr = Traits(t);
+      std::vector<int> col_sizes;
+      if (tr.block_size == 1) col_sizes.assign(std::begin(kLengths), std::end(kLengths));
+      else if (tr.block_size == 32) col_sizes = {32, 96, 288};
+      else col_sizes = {256, 768};
+      for (int cols : col_sizes) {
+        for (int rows : {1, 3, 17}) {
+          const auto wf = Random(static_cast<size_t>(cols) * rows, 11 + cols + rows);
+          std::string w(RowBytes(tr, cols) * rows, '\0');
+          tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+          const auto x = Random(static_cast<size_t>(cols), 5 + cols);
+          std::vector<float> y_ref(rows), y(rows), wd(static_cast<size_t>(cols) * rows);
+          tr.to_float(w.data(), wd.data(), static_cast<int64_t>(cols) * rows);
+          ASSERT_NE(k.gemv[static_cast<int>(t)], nullptr) << tr.name;
+          ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y_ref.data());
+          k.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y.data());
+          for (int r = 0; r < rows; ++r) {
+            double mag = 0;
+            for (int c = 0; c < cols; ++c) mag += std::fabs(wd[static_cast<size_t>(r) * cols + c] * x[c]);
+            ASSERT_NEAR(y[r], y_ref[r], 1e-5 * mag + 1e-6)
+                << IsaName(isa) << " " << tr.name << " cols=" << cols << " row=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Kernels, VectorOpsMatchReference) {
+  const KernelTable& ref = ReferenceKernels();
+  for (Isa isa : FastIsas()) {
+    const KernelTable& k = GetKernels(isa);
+    for (int n : kLengths) {
+      const auto a = Random(n, 1 + n), b = Random(n, 2 + n), w = Random(n, 3 + n);
+      double mag = 0;
+      for (int i = 0; i < n; ++i) mag += std::fabs(a[i] * b[i]);
+      EXPECT_NEAR(k.dot(a.data(), b.data(), n), ref.dot(a.data(), b.data(), n), 1e-6 * mag + 1e-7);
+
+      std::vector<float> o1(n), o2(n);
+      ref.rmsnorm(o1.data(), a.data(), w.data(), n, 1e-5f);
+      k.rmsnorm(o2.data(), a.data(), w.data(), n, 1e-5f);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << n;
+
+      auto s1 = Random(n, 9 + n, 20.0f), s2 = s1;
+      ref.softmax(s1.data(), n);
+      k.softmax(s2.data(), n);
+      float sum = 0;
+      for (int i = 0; i < n; ++i) {
+        ASSERT_NEAR(s2[i], s1[i], 1e-6f + 1e-5f * s1[i]);
+        sum += s2[i];
+      }
+      EXPECT_NEAR(sum, 1.0f, 1e-5f);
+
+      auto g1 = Random(n, 4 + n, 8.0f), g2 = g1;
+      ref.silu_mul(g1.data(), b.data(), n);
+      k.silu_mul(g2.data(), b.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(g2[i], g1[i], 1e-5f * (1 + std::fabs(g1[i])));
+
+      auto y1 = a, y2 = a;
+      ref.axpy(y1.data(), 0.37f, b.data(), n);
+      k.axpy(y2.data(), 0.37f, b.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(y2[i], y1[i], 1e-6f);
+      ref.add(y1.data(), b.data(), n);
+      k.add(y2.data(), b.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(y2[i], y1[i], 1e-6f);
+    }
+  }
+}
+
+TEST(Kernels, SoftmaxIsStableForHugeLogits) {
+  for (Isa isa : {Isa::kScalar, DetectIsa()}) {
+    std::vector<float> s = {1000.0f, 1000.0f, -1000.0f, 999.0f};
+    GetKernels(isa).softmax(s.data(), 4);
+    for (float v : s) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_NEAR(s[0], s[1], 1e-7);
+    EXPECT_NEAR(s[0] + s[1] + s[2] + s[3], 1.0f, 1e-6);
+  }
+}
+
+TEST(Kernels, RopeMatchesReferenceInBothLayouts) {
+  const KernelTable& ref = ReferenceKernels();
+  for (Isa isa : FastIsas()) {
+    for (bool half_split : {false, true}) {
+      for (int head_dim : {8, 64, 80, 128}) {
+        for (int rope_dim : {head_dim, head_dim / 2}) {
+          const int heads = 3, half = rope_dim / 2;
+          auto x1 = Random(static_cast<size_t>(heads) * head_dim, head_dim + rope_dim);
+          auto x2 = x1;
+          std::vector<float> c(half), s(half);
+          for (int i = 0; i < half; ++i) {
+            c[i] = std::cos(0.1f * (i + 1));
+            s[i] = std::sin(0.1f * (i + 1));
+          }
+          ref.rope(x1.data(), heads, head_dim, rope_dim, c.data(), s.data(), half_split);
+          GetKernels(isa).rope(x2.data(), heads, head_dim, rope_dim, c.data(), s.data(), half_split);
+          for (size_t i = 0; i < x1.size(); ++i) ASSERT_NEAR(x2[i], x1[i], 1e-6f);
+        }
+      }
+    }
+  }
+}
+
+TEST(Kernels, RopeRotatesTheRightPairs) {
+  // One head of 4 dims, angle 90 degrees for pair 0 and 0 for pair 1.
+  const float c[2] = {0.0f, 1.0f}, s[2] = {1.0f, 0.0f};
+  float adj[4] = {1, 2, 3, 4};
+  ReferenceKernels().rope(adj, 1, 4, 4, c, s, false);  // pairs (0,1), (2,3)
+  EXPECT_FLOAT_EQ(adj[0], -2);
+  EXPECT_FLOAT_EQ(adj[1], 1);
+  EXPECT_FLOAT_EQ(adj[2], 3);
+  float neox[4] = {1, 2, 3, 4};
+  ReferenceKernels().rope(neox, 1, 4, 4, c, s, true);  // pairs (0,2), (1,3)
+  EXPECT_FLOAT_EQ(neox[0], -3);
+  EXPECT_FLOAT_EQ(neox[2], 1);
+  EXPECT_FLOAT_EQ(neox[1], 2);
+}
+
+}  // namespace
+}  // namespace paddock

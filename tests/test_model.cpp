@@ -1,0 +1,243 @@
+// Whole-model correctness: the real stories260K golden output, GGUF == llama2.c, and synthetic
+// models of every architecture variant checked against the scalar reference path.
+#include <gtest/gtest.h>
+
+#include "paddock/error.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/kernels.h"
+#include "kv/kv_cache.h"
+#include "model/synth.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "paddock/paddock.h"
+#include "test_util.h"
+
+namespace paddock {
+namespace {
+
+std::string Golden() {
+  std::string g = test::ReadFile(test::ModelPath("stories260K.expected_t0.txt"));
+  if (!g.empty() && g.back() == '\n') g.pop_back();
+  return g;
+}
+
+GenerateOptions Greedy(int n) {
+  GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  return o;
+}
+
+TEST(Model, Stories260KGoldenGreedyOutput) {
+  // The reference program samples 256 tokens after BOS (the last one is printed, never fed).
+  for (const char* isa : {"auto", "scalar"}) {
+    for (int threads : {1, 2}) {
+      EngineOptions eo;
+      eo.model_path = test::ModelPath("stories260K.bin");
+      eo.tokenizer_path = test::ModelPath("tok512.bin");
+      eo.isa = isa;
+      eo.threads = threads;
+      auto e = Engine::Create(eo);
+      std::string streamed;
+      GenerateResult r = e->Generate("", Greedy(256), [&](std::string_view t) {
+        streamed += t;
+        return true;
+      });
+      EXPECT_EQ(r.text, Golden()) << isa << " threads=" << threads;
+      EXPECT_EQ(streamed, r.text);
+      EXPECT_EQ(r.generated_tokens, 256);
+    }
+  }
+}
+
+TEST(Model, Stories260KGgufContinuesTheStory) {
+  EngineOptions eo;
+  eo.model_path = test::ModelPath("stories260K.gguf");
+  auto e = Engine::Create(eo);
+  GenerateResult r = e->Generate("Once upon a time", Greedy(60));
+  const std::string expect = ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball.";
+  EXPECT_EQ(r.text.substr(0, expect.size()), expect);
+  // And it is the same story the llama2.c checkpoint tells from the same prompt.
+  EngineOptions eb;
+  eb.model_path = test::ModelPath("stories260K.bin");
+  eb.tokenizer_path = test::ModelPath("tok512.bin");
+  auto b = Engine::Create(eb);
+  EXPECT_EQ(b->Generate("Once upon a time", Greedy(60)).text, r.text);
+}
+
+TEST(Model, GgufAndLlama2cLogitsAgree) {
+  EngineOptions eg, eb;
+  eg.model_path = test::ModelPath("stories260K.gguf");
+  eb.model_path = test::ModelPath("stories260K.bin");
+  eb.tokenizer_path = test::ModelPath("tok512.bin");
+  auto g = Engine::Create(eg);
+  auto b = Engine::Create(eb);
+  const auto toks = g->Tokenize("One day, Lily met a cat.", true);
+  ASSERT_EQ(toks, b->Tokenize("One day, Lily met a cat.", true));
+  const float* lg = g->Evaluate(toks, 0);
+  std::vector<float> a(lg, lg + 512);
+  const float* lb = b->Evaluate(toks, 0);
+  for (int i = 0; i < 512; ++i) ASSERT_NEAR(a[i], lb[i], 1e-4f) << i;
+}
+
+// --- synthetic architecture variants -------------------------------------------------------
+
+struct Runner {
+  std::unique_ptr<LoadedModel> model;
+  ThreadPool pool;
+  std::unique_ptr<Transformer> tf;
+  std::unique_ptr<KvCache> kv;
+  Runner(const std::string& path, Isa isa, int threads, int max_batch)
+      : model(LoadModel(path)), pool(threads) {
+    tf = std::make_unique<Transformer>(*model, GetKernels(isa), pool, max_batch);
+    kv = std::make_unique<KvCache>(model->config, model->config.context_length);
+  }
+  // Logits after each prefix fed token by token (or all at once when `batched`).
+  std::vector<float> Run(const std::vector<int32_t>& toks, bool batched) {
+    const int V = model->config.n_vocab;
+    if (batched) {
+      const float* l = tf->Forward(toks.data(), static_cast<int>(toks.size()), 0, kv->view());
+      return std::vector<float>(l, l + V);
+    }
+    const float* l = nullptr;
+    for (size_t i = 0; i < toks.size(); ++i) l = tf->Forward(&toks[i], 1, static_cast<int>(i), kv->view());
+    return std::vector<float>(l, l + V);
+  }
+};
+
+// max |a - b| relative to max |b|.
+double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
+    den = std::max(den, static_cast<double>(std::fabs(b[i])));
+  }
+  return num / (den + 1e-12);
+}
+
+std::vector<int32_t> SomeTokens(int n, int vocab) {
+  std::vector<int32_t> t = {1};
+  for (int i = 1; i < n; ++i) t.push_back(3 + (i * 37) % (vocab - 3));
+  return t;
+}
+
+struct Variant {
+  const char* name;
+  SynthSpec spec;
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> v;
+  SynthSpec base;  // llama, GQA 4 heads / 2 KV heads
+  v.push_back({"llama_gqa_f32", base});
+  SynthSpec mha = base; mha.n_kv_heads = 4; v.push_back({"llama_mha", mha});
+  SynthSpec mqa = base; mqa.n_kv_heads = 1; v.push_back({"llama_mqa", mqa});
+  SynthSpec tied = base; tied.tied_embeddings = true; v.push_back({"llama_tied", tied});
+  SynthSpec mistral = base; mistral.sliding_window = 5; v.push_back({"mistral_window", mistral});
+  SynthSpec qwen2 = base; qwen2.arch = "qwen2"; qwen2.qkv_bias = true; qwen2.rope_base = 1e6f; v.push_back({"qwen2_bias", qwen2});
+  SynthSpec qwen3 = base; qwen3.arch = "qwen3"; qwen3.qk_norm = true; qwen3.head_dim = 32; v.push_back({"qwen3_qknorm", qwen3});
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                     GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+    SynthSpec q = base;
+    q.type = t;
+    v.push_back({TypeName(t), q});
+  }
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    SynthSpec q = base;  // k-quants need rows of 256
+    q.dim = 256; q.n_heads = 4; q.n_kv_heads = 2; q.ffn_dim = 512;
+    q.type = t;
+    v.push_back({TypeName(t), q});
+  }
+  return v;
+}
+
+std::string WriteVariant(const Variant& v) {
+  const std::string path = test::TempPath(std::string(v.name) + ".gguf");
+  WriteSyntheticModel(v.spec, path);
+  return path;
+}
+
+// Tolerance: fast kernels accumulate in float32, the reference in double; logits agree to
+// 1e-4 of their largest magnitude.
+constexpr double kLogitTol = 1e-4;
+
+TEST(Model, EveryVariantMatchesTheScalarReference) {
+  for (const Variant& v : Variants()) {
+    const std::string path = WriteVariant(v);
+    const auto toks = SomeTokens(11, v.spec.n_vocab);
+    Runner ref(path, Isa::kScalar, 1, 4);
+    Runner fast(path, DetectIsa(), 2, 4);
+    const auto lr = ref.Run(toks, false);
+    EXPECT_LT(RelErr(fast.Run(toks, false), lr), kLogitTol) << v.name << " decode";
+    EXPECT_LT(RelErr(fast.Run(toks, true), lr), kLogitTol) << v.name << " prefill (batched)";
+    EXPECT_LT(RelErr(ref.Run(toks, true), lr), kLogitTol) << v.name << " reference batched";
+    double mx = 0;
+    for (float x : lr) mx = std::max(mx, static_cast<double>(std::fabs(x)));
+    EXPECT_GT(mx, 1e-3) << v.name << ": logits are degenerate";
+  }
+}
+
+// Each distinguishing feature must change the output: turning it off gives other logits.
+TEST(Model, DistinguishingFeaturesAreNotIgnored) {
+  const auto vars = Variants();
+  auto find = [&](const char* n) {
+    for (const auto& v : vars) {
+      if (std::string(v.name) == n) return v;
+    }
+    ADD_FAILURE() << n;
+    return vars[0];
+  };
+  const auto toks = SomeTokens(11, 320);
+  {
+    Runner r(WriteVariant(find("qwen2_bias")), DetectIsa(), 1, 4);
+    EXPECT_TRUE(r.model->config.qkv_bias);
+    const auto with = r.Run(toks, false);
+    for (auto& l : r.model->weights.layers) l.bq = l.bk = l.bv = nullptr;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-2) << "QKV bias ignored";
+  }
+  {
+    Runner r(WriteVariant(find("qwen3_qknorm")), DetectIsa(), 1, 4);
+    EXPECT_TRUE(r.model->config.qk_norm);
+    EXPECT_EQ(r.model->config.head_dim, 32);
+    const auto with = r.Run(toks, false);
+    for (auto& l : r.model->weights.layers) l.q_norm = l.k_norm = nullptr;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-2) << "QK-norm ignored";
+  }
+  {
+    Runner r(WriteVariant(find("mistral_window")), DetectIsa(), 1, 4);
+    EXPECT_EQ(r.model->config.sliding_window, 5);
+    const std::vector<int32_t> short_toks(toks.begin(), toks.begin() + 5);
+    const auto win_short = r.Run(short_toks, false);
+    const auto win_long = r.Run(toks, false);
+    r.model->config.sliding_window = 0;
+    EXPECT_LT(RelErr(r.Run(short_toks, false), win_short), 1e-6) << "window changed a short sequence";
+    EXPECT_GT(RelErr(r.Run(toks, false), win_long), 1e-3) << "sliding window ignored";
+  }
+  {
+    Runner r(WriteVariant(find("qwen2_bias")), DetectIsa(), 1, 4);
+    EXPECT_EQ(r.model->config.rope_style, RopeStyle::kHalfSplit);
+    const auto neox = r.Run(toks, false);
+    r.model->config.rope_style = RopeStyle::kAdjacentPairs;
+    EXPECT_GT(RelErr(r.Run(toks, false), neox), 1e-3) << "RoPE layout ignored";
+  }
+}
+
+TEST(Model, ContextOverflowIsAnErrorNotACrash) {
+  SynthSpec s;
+  s.context = 16;
+  const std::string path = test::TempPath("ctx16.gguf");
+  WriteSyntheticModel(s, path);
+  Runner r(path, DetectIsa(), 1, 4);
+  const auto toks = SomeTokens(17, s.n_vocab);
+  EXPECT_THROW(r.tf->Forward(toks.data(), 17, 0, r.kv->view()), Error);
+  const int32_t bad = 100000;
+  EXPECT_THROW(r.tf->Forward(&bad, 1, 0, r.kv->view()), Error);
+}
+
+}  // namespace
+}  // namespace paddock

@@ -1,0 +1,214 @@
+// Every supported tensor type: known values, round trips through the GGUF writer and reader,
+// and error bands of the reference quantizers.
+#include <gtest/gtest.h>
+
+#include "paddock/error.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/half.h"
+#include "formats/ggml_types.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+
+namespace paddock {
+namespace {
+
+const GgmlType kComputable[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                                GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+std::vector<float> Dequant(GgmlType t, const std::string& bytes, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  Traits(t).to_float(bytes.data(), out.data(), n);
+  return out;
+}
+
+std::string Quant(GgmlType t, const std::vector<float>& x) {
+  std::string b(RowBytes(Traits(t), static_cast<int64_t>(x.size())), '\0');
+  Traits(t).from_float(x.data(), b.data(), static_cast<int64_t>(x.size()));
+  return b;
+}
+
+// Values each format represents exactly, so quantize -> write -> read -> dequantize is exact.
+std::vector<float> ExactValues(GgmlType t, int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int j = static_cast<int>(i % 32);
+    switch (t) {
+      case GgmlType::kQ8_0: x[i] = (j == 0 ? 127 : (j * 37 % 255) - 127) * 0.25f; break;
+      case GgmlType::kQ4_0: x[i] = (j == 0 ? -8 : (j * 5 % 16) - 8) * 0.5f; break;
+      case GgmlType::kQ4_1: x[i] = (j == 0 ? 0 : j == 1 ? 15 : (j * 7 % 16)) * 0.25f - 1.0f; break;
+      case GgmlType::kQ5_0: x[i] = (j == 0 ? -16 : (j * 11 % 32) - 16) * 0.125f; break;
+      case GgmlType::kQ5_1: x[i] = (j == 0 ? 0 : j == 1 ? 31 : (j * 13 % 32)) * 0.5f + 2.0f; break;
+      default: x[i] = static_cast<float>((i * 7919) % 97 - 48) * 0.03125f; break;  // exact in f16/bf16
+    }
+  }
+  return x;
+}
+
+TEST(Quants, BlockSizesMatchTheGgmlLayouts) {
+  EXPECT_EQ(Traits(GgmlType::kQ4_0).type_size, 18);
+  EXPECT_EQ(Traits(GgmlType::kQ4_K).type_size, 144);
+  EXPECT_EQ(Traits(GgmlType::kQ6_K).block_size, 256);
+  EXPECT_EQ(FindTypeTraits(4), nullptr);  // removed Q4_2
+  EXPECT_EQ(FindTypeTraitsByName("q5_k")->type, GgmlType::kQ5_K);
+}
+
+TEST(Quants, ExactValuesRoundTripThroughWriterAndReader) {
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                     GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+    const int64_t cols = 64, rows = 3;
+    const auto x = ExactValues(t, cols * rows);
+    GgufWriter w;
+    w.AddTensorF32("t", {cols, rows}, t, x.data());
+    const std::string file = w.Serialize();
+    GgufFile g = GgufFile::Parse(reinterpret_cast<const uint8_t*>(file.data()), file.size());
+    const GgufTensor* ti = g.FindTensor("t");
+    ASSERT_NE(ti, nullptr);
+    ASSERT_EQ(ti->type, t);
+    std::vector<float> y(x.size());
+    Traits(t).to_float(ti->data, y.data(), cols * rows);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i]) << TypeName(t) << " element " << i;
+  }
+}
+
+TEST(Quants, HandBuiltQ4_0AndQ8_0Blocks) {
+  BlockQ4_0 b{};
+  b.d = Fp32ToFp16(2.0f);
+  b.qs[0] = 0x1F;  // element 0: q=15 -> 14, element 16: q=1 -> -14
+  b.qs[3] = 0x80;  // element 3: q=0 -> -16, element 19: q=8 -> 0
+  std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
+  auto y = Dequant(GgmlType::kQ4_0, bytes, 32);
+  EXPECT_EQ(y[0], 14.0f);
+  EXPECT_EQ(y[16], -14.0f);
+  EXPECT_EQ(y[3], -16.0f);
+  EXPECT_EQ(y[19], 0.0f);
+  EXPECT_EQ(y[1], -16.0f);  // qs[1] = 0 -> (0 - 8) * 2
+  BlockQ8_0 c{};
+  c.d = Fp32ToFp16(0.5f);
+  c.qs[5] = -128;
+  c.qs[31] = 127;
+  bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
+  y = Dequant(GgmlType::kQ8_0, bytes, 32);
+  EXPECT_EQ(y[5], -64.0f);
+  EXPECT_EQ(y[31], 63.5f);
+  EXPECT_EQ(y[0], 0.0f);
+}
+
+TEST(Quants, HandBuiltQ5Blocks) {
+  BlockQ5_0 b{};
+  b.d = Fp32ToFp16(1.0f);
+  b.qs[2] = 0x3F;                     // element 2: low 0xF, element 18: low 0x3
+  const uint32_t qh = (1u << 2) | (1u << 18);  // fifth bits of elements 2 and 18
+  std::memcpy(b.qh, &qh, 4);
+  std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
+  auto y = Dequant(GgmlType::kQ5_0, bytes, 32);
+  EXPECT_EQ(y[2], 31.0f - 16.0f);
+  EXPECT_EQ(y[18], 19.0f - 16.0f);
+  EXPECT_EQ(y[0], -16.0f);
+  BlockQ5_1 c{};
+  c.d = Fp32ToFp16(0.5f);
+  c.m = Fp32ToFp16(-3.0f);
+  c.qs[0] = 0x21;
+  const uint32_t qh1 = 1u << 16;      // element 16 gets +16
+  std::memcpy(c.qh, &qh1, 4);
+  bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
+  y = Dequant(GgmlType::kQ5_1, bytes, 32);
+  EXPECT_EQ(y[0], 1 * 0.5f - 3.0f);
+  EXPECT_EQ(y[16], (2 + 16) * 0.5f - 3.0f);
+}
+
+TEST(Quants, HandBuiltQ4_KAndQ5_KBlocks) {
+  // Sub-block 0 (scale 2, min 3) and sub-block 5 (scale 45, min 33: exercises the packed
+  // high bits of the 6-bit fields).
+  BlockQ4_K b{};
+  b.d = Fp32ToFp16(1.0f);
+  b.dmin = Fp32ToFp16(0.5f);
+  b.scales[0] = 2;
+  b.scales[4] = 3;
+  // j = 5: sc = (scales[9] & 0xF) | (scales[1] >> 6) << 4; m = (scales[9] >> 4) | (scales[5] >> 6) << 4
+  b.scales[9] = static_cast<uint8_t>((45 & 0xF) | ((33 & 0xF) << 4));
+  b.scales[1] = static_cast<uint8_t>((45 >> 4) << 6);
+  b.scales[5] = static_cast<uint8_t>((33 >> 4) << 6);
+  b.qs[0] = 0x07;        // element 0 (sub-block 0): q = 7
+  b.qs[64 + 3] = 0x90;   // chunk 2, high nibble: element 128 + 32 + 3 = 163 (sub-block 5): q = 9
+  std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
+  auto y = Dequant(GgmlType::kQ4_K, bytes, 256);
+  EXPECT_EQ(y[0], 2 * 7 - 0.5f * 3);
+  EXPECT_EQ(y[1], -0.5f * 3);
+  EXPECT_EQ(y[163], 45 * 9 - 0.5f * 33);
+
+  BlockQ5_K c{};
+  c.d = Fp32ToFp16(1.0f);
+  c.dmin = Fp32ToFp16(1.0f);
+  c.scales[0] = 1;
+  c.scales[1] = 1;       // sub-block 1 scale 1
+  c.qs[4] = 0x21;        // element 4 (sub-block 0) low = 1; element 36 (sub-block 1) high = 2
+  c.qh[4] = 0x03;        // bit 0: element 4 +16; bit 1: element 36 +16
+  bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
+  y = Dequant(GgmlType::kQ5_K, bytes, 256);
+  EXPECT_EQ(y[4], 17.0f);
+  EXPECT_EQ(y[36], 18.0f);
+}
+
+TEST(Quants, HandBuiltQ6_KBlock) {
+  BlockQ6_K b{};
+  b.d = Fp32ToFp16(0.5f);
+  for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(j - 8);
+  // Element 0: ql[0] low, qh[0] bits 0-1. Element 200 = half 1, r 72: group 2, l 8:
+  // ql[64 + 8] high nibble, qh[32 + 8] bits 4-5, scale index 200 / 16 = 12.
+  b.ql[0] = 0x05;
+  b.qh[0] = 0x02;          // q = 5 | 2 << 4 = 37 -> 5
+  b.ql[72] = 0xA0;
+  b.qh[40] = 0x30;         // q = 10 | 3 << 4 = 58 -> 26
+  std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
+  auto y = Dequant(GgmlType::kQ6_K, bytes, 256);
+  EXPECT_EQ(y[0], 0.5f * -8 * 5);
+  EXPECT_EQ(y[200], 0.5f * 4 * 26);
+  EXPECT_EQ(y[1], 0.5f * -8 * -32);
+}
+
+// Root-mean-square error of quantize -> dequantize on Gaussian data, relative to the data's
+// RMS, must stay inside a band per bit width (catches both broken and suspiciously perfect).
+TEST(Quants, RoundTripErrorBands) {
+  struct Band {
+    GgmlType t;
+    double lo, hi;
+  } bands[] = {
+      {GgmlType::kF16, 0.0, 1e-3},     {GgmlType::kBF16, 1e-4, 5e-3},  {GgmlType::kQ8_0, 1e-3, 0.01},
+      {GgmlType::kQ6_K, 0.005, 0.04},  {GgmlType::kQ5_0, 0.01, 0.06},  {GgmlType::kQ5_1, 0.01, 0.06},
+      {GgmlType::kQ5_K, 0.01, 0.06},   {GgmlType::kQ4_0, 0.04, 0.12},  {GgmlType::kQ4_1, 0.03, 0.12},
+      {GgmlType::kQ4_K, 0.03, 0.12},
+  };
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(4096);
+  for (float& v : x) v = dist(rng);
+  for (const auto& b : bands) {
+    const auto y = Dequant(b.t, Quant(b.t, x), static_cast<int64_t>(x.size()));
+    double se = 0, ss = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      se += (x[i] - y[i]) * (x[i] - y[i]);
+      ss += x[i] * x[i];
+    }
+    const double rel = std::sqrt(se / ss);
+    EXPECT_GE(rel, b.lo) << TypeName(b.t);
+    EXPECT_LE(rel, b.hi) << TypeName(b.t);
+  }
+}
+
+TEST(Quants, ZeroBlocksStayZero) {
+  std::vector<float> x(256, 0.0f);
+  for (GgmlType t : kComputable) {
+    const auto y = Dequant(t, Quant(t, x), 256);
+    for (float v : y) ASSERT_EQ(v, 0.0f) << TypeName(t);
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -1,0 +1,131 @@
+// SentencePiece BPE: llama.cpp's test vectors exactly, tokenizer.bin == GGUF vocabulary, and
+// decoding that reproduces the text and streams whole UTF-8 characters.
+#include <gtest/gtest.h>
+
+#include "paddock/error.h"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/utf8.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+#include "test_util.h"
+
+namespace paddock {
+namespace {
+
+struct Vectors {
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+};
+
+Vectors LoadVectors(const std::string& stem) {
+  Vectors v;
+  const std::string inp = test::ReadFile(test::ModelPath(stem + ".inp"));
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  size_t start = 0;
+  for (size_t p; (p = inp.find(sep, start)) != std::string::npos; start = p + sep.size()) {
+    v.texts.push_back(inp.substr(start, p - start));
+  }
+  std::istringstream out(test::ReadFile(test::ModelPath(stem + ".out")));
+  std::string line;
+  while (std::getline(out, line)) {
+    std::istringstream ls(line);
+    std::vector<int32_t> ids;
+    int32_t id;
+    while (ls >> id) ids.push_back(id);
+    v.ids.push_back(ids);
+  }
+  return v;
+}
+
+std::string DecodeAll(const Tokenizer& t, const std::vector<int32_t>& ids) {
+  std::string out;
+  Utf8Stream u;
+  int prev = -1;
+  for (int32_t id : ids) {
+    u.Feed(t.Decode(prev, id), &out);
+    prev = id;
+  }
+  u.Flush(&out);
+  return out;
+}
+
+TEST(Tokenizer, LlamaSpmVectorsExactly) {
+  const Vectors v = LoadVectors("ggml-vocab-llama-spm.gguf");
+  ASSERT_EQ(v.texts.size(), v.ids.size());
+  ASSERT_GE(v.texts.size(), 40u);
+  auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
+  EXPECT_EQ(tok->vocab_size(), 32000);
+  for (size_t i = 0; i < v.texts.size(); ++i) {
+    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i]) << "text #" << i << ": '" << v.texts[i] << "'";
+  }
+}
+
+TEST(Tokenizer, DecodeReproducesTheText) {
+  const Vectors v = LoadVectors("ggml-vocab-llama-spm.gguf");
+  auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
+  for (const auto& text : v.texts) {
+    EXPECT_EQ(DecodeAll(*tok, tok->Encode(text, true)), text);
+  }
+}
+
+TEST(Tokenizer, TokenizerBinMatchesGgufVocabulary) {
+  const Vectors v = LoadVectors("ggml-vocab-llama-spm.gguf");
+  auto gguf = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
+  auto bin = LoadTokenizer(test::ModelPath("tokenizer.bin"));
+  ASSERT_EQ(bin->vocab_size(), gguf->vocab_size());
+  for (const auto& text : v.texts) EXPECT_EQ(bin->Encode(text, true), gguf->Encode(text, true)) << text;
+
+  auto small_bin = LoadTokenizer(test::ModelPath("tok512.bin"));
+  auto small_gguf = LoadTokenizer(test::ModelPath("stories260K.gguf"));
+  const std::string story = test::ReadFile(test::ModelPath("stories260K.expected_t0.txt"));
+  for (const auto& text : v.texts) EXPECT_EQ(small_bin->Encode(text, true), small_gguf->Encode(text, true)) << text;
+  EXPECT_EQ(small_bin->Encode(story, true), small_gguf->Encode(story, true));
+}
+
+TEST(Tokenizer, BosEosAndSpecialTokens) {
+  auto tok = LoadTokenizer(test::ModelPath("tokenizer.bin"));
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->eos(), 2);
+  EXPECT_EQ(tok->Encode("", true), (std::vector<int32_t>{1}));
+  EXPECT_TRUE(tok->Encode("", false).empty());
+  // Without parse_special "</s>" is spelled out; with it, it is the EOS token.
+  const auto plain = tok->Encode("a</s>", false, false);
+  const auto special = tok->Encode("a</s>", false, true);
+  EXPECT_EQ(special.back(), 2);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
+  EXPECT_EQ(tok->Decode(0, 2), "");  // control tokens print nothing
+}
+
+TEST(Tokenizer, ByteFallbackStreamsWholeCharacters) {
+  auto tok = LoadTokenizer(test::ModelPath("tok512.bin"));  // 512 tokens: most non-ASCII is bytes
+  const std::string text = "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\xA6\x99";
+  const auto ids = tok->Encode(text, true);
+  int byte_tokens = 0;
+  for (int32_t id : ids) byte_tokens += tok->Attr(id) == TokenAttr::kByte;
+  EXPECT_GE(byte_tokens, 4);  // the llama emoji is not in this vocabulary: 4 byte tokens
+  // Stream piece by piece: every chunk handed out must be valid, whole UTF-8.
+  std::string out;
+  Utf8Stream u;
+  int prev = -1;
+  for (int32_t id : ids) {
+    const size_t before = out.size();
+    u.Feed(tok->Decode(prev, id), &out);
+    prev = id;
+    const std::string chunk = out.substr(before);
+    for (size_t i = 0; i < chunk.size();) {
+      const int len = Utf8SequenceLength(static_cast<uint8_t>(chunk[i]));
+      ASSERT_GT(len, 0) << "chunk starts mid-character";
+      ASSERT_LE(i + len, chunk.size()) << "chunk ends mid-character";
+      i += len;
+    }
+  }
+  EXPECT_EQ(out, text);
+}
+
+}  // namespace
+}  // namespace paddock

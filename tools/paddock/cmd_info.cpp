@@ -1,0 +1,144 @@
+// info, tokenize and synth subcommands.
+#include <cstdio>
+#include <string>
+
+#include "args.h"
+#include "base/mapped_file.h"
+#include "base/strings.h"
+#include "commands.h"
+#include "formats/ggml_types.h"
+#include "model/synth.h"
+#include "paddock/paddock.h"
+
+namespace paddock::cli {
+
+namespace {
+
+Args ParseOrUsage(const std::string& cmd, const std::vector<OptionSpec>& specs, int argc, char** argv) {
+  try {
+    return Args(cmd, specs, argc, argv);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+const std::vector<OptionSpec> kInfoSpecs = {
+    {{"-z", "--tokenizer"}, true, "tokenizer file for a llama2.c checkpoint"},
+    {{"-h", "--help"}, false, "show this help"},
+};
+
+const std::vector<OptionSpec> kTokSpecs = {
+    {{"-m", "--model"}, true, "model or vocabulary file (GGUF, or llama2.c with -z)"},
+    {{"-z", "--tokenizer"}, true, "tokenizer file (tokenizer.bin or vocabulary GGUF)"},
+    {{"-f", "--file"}, true, "tokenize the exact bytes of a file"},
+    {{"--ids"}, false, "print only the ids, space-separated, on one line"},
+    {{"--add-bos"}, false, "prepend the BOS token"},
+    {{"--special"}, false, "parse control tokens written in the text"},
+    {{"-h", "--help"}, false, "show this help"},
+};
+
+const std::vector<OptionSpec> kSynthSpecs = {
+    {{"--shape"}, true, "tiny, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b (default tinyllama)"},
+    {{"--type"}, true, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (default q4_0)"},
+    {{"-o", "--output"}, true, "output GGUF path (required)"},
+    {{"--layers"}, true, "override the number of layers"},
+    {{"--seed"}, true, "random seed (default 1)"},
+    {{"-h", "--help"}, false, "show this help"},
+};
+
+}  // namespace
+
+int CmdInfo(int argc, char** argv) {
+  Args args = ParseOrUsage("info", kInfoSpecs, argc, argv);
+  if (args.Has("--help")) {
+    std::fputs(Usage("info", "MODEL [-z TOKENIZER]", kInfoSpecs).c_str(), stdout);
+    return 0;
+  }
+  if (args.positional().size() != 1) throw UsageError("info needs exactly one model file");
+  const ModelInfo i = InspectModel(args.positional()[0], args.Str("-z"));
+  std::printf("file:            %s (%s)\n", i.path.c_str(), i.format.c_str());
+  std::printf("architecture:    %s%s%s\n", i.arch.c_str(), i.name.empty() ? "" : "  name: ", i.name.c_str());
+  std::printf("parameters:      %lld (%.2f M)\n", (long long)i.n_params, i.n_params / 1e6);
+  std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d), FFN %d, vocab %d\n",
+              i.dim, i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim, i.ffn_dim, i.n_vocab);
+  std::printf("attention:       %s, RoPE base %g, %s, scaling %s, sliding window %s\n",
+              i.n_kv_heads == i.n_heads ? "multi-head" : (i.n_kv_heads == 1 ? "multi-query" : "grouped-query"),
+              i.rope_base, i.rope_style.c_str(), i.rope_scaling.c_str(),
+              i.sliding_window > 0 ? std::to_string(i.sliding_window).c_str() : "none");
+  std::printf("features:        QKV bias %s, QK-norm %s, tied embeddings %s\n", i.qkv_bias ? "yes" : "no",
+              i.qk_norm ? "yes" : "no", i.tied_embeddings ? "yes" : "no");
+  std::printf("trained context: %d tokens\n", i.trained_context);
+  std::printf("tensor types:   ");
+  for (const auto& t : i.tensor_types) std::printf(" %s x%d (%s)", t.type.c_str(), t.tensors, FormatBytes(t.bytes).c_str());
+  std::printf("\n");
+  std::printf("weights memory:  %s\n", FormatBytes(i.weight_bytes).c_str());
+  std::printf("KV cache:        %s per 1,000 tokens of context (f32 K and V, all layers)\n",
+              FormatBytes(i.kv_bytes_per_1k_tokens).c_str());
+  return 0;
+}
+
+int CmdTokenize(int argc, char** argv) {
+  Args args = ParseOrUsage("tokenize", kTokSpecs, argc, argv);
+  if (args.Has("--help")) {
+    std::fputs(Usage("tokenize", "-m MODEL [-z TOKENIZER] [--ids] [--add-bos] (TEXT | -f FILE)", kTokSpecs).c_str(), stdout);
+    return 0;
+  }
+  if (!args.Has("-m")) throw UsageError("tokenize needs a model or vocabulary: -m FILE");
+  std::string text;
+  if (args.Has("-f")) {
+    if (!args.positional().empty()) throw UsageError("give the text as an argument or with -f, not both");
+    text = ReadFileToString(args.Str("-f"));
+  } else {
+    if (args.positional().size() != 1) throw UsageError("tokenize needs one TEXT argument (or -f FILE)");
+    text = args.positional()[0];
+  }
+  std::unique_ptr<Vocabulary> vocab;
+  if (args.Has("-z")) {
+    // Check that the tokenizer belongs to the model before using it.
+    InspectModel(args.Str("-m"), args.Str("-z"));
+    vocab = Vocabulary::Load(args.Str("-z"));
+  } else {
+    vocab = Vocabulary::Load(args.Str("-m"));
+  }
+  const auto ids = vocab->Tokenize(text, args.Has("--add-bos"), args.Has("--special"));
+  if (args.Has("--ids")) {
+    std::string line;
+    for (size_t k = 0; k < ids.size(); ++k) line += (k ? " " : "") + std::to_string(ids[k]);
+    std::printf("%s\n", line.c_str());
+  } else {
+    for (int32_t id : ids) {
+      const std::string_view p = vocab->Piece(id);
+      std::printf("%6d '%.*s'\n", id, static_cast<int>(p.size()), p.data());
+    }
+  }
+  return 0;
+}
+
+int CmdSynth(int argc, char** argv) {
+  Args args = ParseOrUsage("synth", kSynthSpecs, argc, argv);
+  if (args.Has("--help")) {
+    std::fputs(Usage("synth", "--shape NAME --type TYPE -o FILE", kSynthSpecs).c_str(), stdout);
+    return 0;
+  }
+  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.Has("-o")) throw UsageError("synth needs an output path: -o FILE");
+  SynthSpec spec;
+  try {
+    spec = SynthPreset(args.Str("--shape", "tinyllama"));
+    const TypeTraits* t = FindTypeTraitsByName(args.Str("--type", "q4_0").c_str());
+    if (t == nullptr || t->from_float == nullptr) throw Error("unknown or unsupported weight type '" + args.Str("--type") + "'");
+    spec.type = t->type;
+    spec.n_layers = static_cast<int>(args.Int("--layers", spec.n_layers, 1, 1024));
+    spec.seed = args.U64("--seed", 1);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  std::fprintf(stderr, "paddock: writing synthetic %s model (%s weights) to %s\n", spec.arch.c_str(),
+               TypeName(spec.type), args.Str("-o").c_str());
+  WriteSyntheticModel(spec, args.Str("-o"));
+  return 0;
+}
+
+}  // namespace paddock::cli
