@@ -1,5 +1,6 @@
 #include "base/cpu.h"
 
+#include <cpuid.h>
 #include <sched.h>
 
 #include <thread>
@@ -8,15 +9,24 @@
 
 namespace paddock {
 
+namespace {
+// F16C (CPUID.1:ECX bit 29); not every compiler's __builtin_cpu_supports knows it.
+bool HasF16c() {
+  unsigned a, b, c, d;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  return (c & (1u << 29)) != 0;
+}
+}  // namespace
+
 Isa DetectIsa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      __builtin_cpu_supports("fma") && HasF16c()) {
     return Isa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
+      HasF16c()) {
     return Isa::kAvx2;
   }
   return Isa::kScalar;

@@ -1,0 +1,24 @@
+# Shared by scripts/demo, scripts/test and scripts/fuzz: install missing Debian packages.
+# Each package is here for a reason given in docs/architecture.md ("Dependencies").
+
+# ensure_packages PKG... : apt-get installs whichever of PKG are not installed yet.
+ensure_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+BUILD_PACKAGES=(g++ cmake ninja-build)
+TEST_PACKAGES=(libgtest-dev)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PADDOCK_MODELS=${PADDOCK_MODELS:-$ROOT/../shared/models}
+JOBS=${JOBS:-$(nproc)}
