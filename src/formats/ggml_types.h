@@ -86,6 +86,17 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// Unpacks sub-block j's 6-bit scale and min from the 12-byte k-quant `scales` field.
+static inline void KQuantScaleMin(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Dequantizes `n` elements (a multiple of block_size) from `src` into `dst`.
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 // Reference quantizer: `n` floats (a multiple of block_size) into blocks at `dst`.

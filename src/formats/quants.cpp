@@ -188,16 +188,6 @@ void QuantQ8_0(const float* x, void* dst, int64_t n) {
 
 // ---- k-quants (256-element super-blocks) ----
 
-// Unpacks sub-block j's 6-bit scale and min from the 12-byte k-quant scales field.
-inline void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 void PackScaleMinK4(const int* sc, const int* m, uint8_t* q) {
   std::memset(q, 0, 12);
   for (int j = 0; j < 4; ++j) {
@@ -215,8 +205,8 @@ void DequantQxK(const void* src, float* y, int64_t n) {
     const uint8_t* q = x[i].qs;
     for (int c = 0; c < 4; ++c, q += 32) {
       int sc0, m0, sc1, m1;
-      ScaleMinK4(2 * c, x[i].scales, &sc0, &m0);
-      ScaleMinK4(2 * c + 1, x[i].scales, &sc1, &m1);
+      KQuantScaleMin(2 * c, x[i].scales, &sc0, &m0);
+      KQuantScaleMin(2 * c + 1, x[i].scales, &sc1, &m1);
       const float d0 = d * static_cast<float>(sc0), mm0 = dmin * static_cast<float>(m0);
       const float d1 = d * static_cast<float>(sc1), mm1 = dmin * static_cast<float>(m1);
       for (int l = 0; l < 32; ++l) {

@@ -1,10 +1,10 @@
 // SIMD kernels, compiled once per instruction set (PADDOCK_ISA_NS = avx2 | avx512) with the
 // matching compiler flags; see simd_vec.h for the vector abstraction.
 //
-// Weight formats without a dedicated path here are dequantized block by block (reference
-// dequantizer into a stack buffer) and then dotted with vector FMAs. Accumulation is float32
-// with several independent accumulators; results differ from the double-accumulating
-// reference by rounding only (tests bound it).
+// Quantized weights are unpacked in registers and multiplied with float32 activations (FMA);
+// the per-block affine terms use per-block sums of x computed once per call. Accumulation is
+// float32; results differ from the double-accumulating reference by rounding only (tests
+// bound it). Integer dot products on quantized activations (VNNI) are a later step.
 #include <cmath>
 #include <cstring>
 
@@ -84,37 +84,131 @@ void GemvQ8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const float*
   }
 }
 
-void GemvQ4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
-  const int64_t nb = cols / kQK;
-  alignas(64) int8_t q[32];
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* b = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(w) + r * rb);
-    VecF acc = Zero();
-    for (int64_t i = 0; i < nb; ++i) {
-      for (int j = 0; j < 16; ++j) {
-        q[j] = static_cast<int8_t>((b[i].qs[j] & 0x0f) - 8);
-        q[j + 16] = static_cast<int8_t>((b[i].qs[j] >> 4) - 8);
-      }
-      const VecF part = DotBlock32(q, x + i * kQK, Zero());
-      acc = Fma(part, Set1(Fp16ToFp32(b[i].d)), acc);
-    }
-    y[r] = ReduceAdd(acc);
+// (byte >> shift) & mask for kLanes consecutive bytes.
+inline VecI Bits(const uint8_t* p, int shift, int mask) {
+  return AndI(ShrV(LoadU8(p), SetI(shift)), SetI(mask));
+}
+
+// Per-block sums of x over 32-element blocks, computed once per GEMV call and shared by all
+// rows (the min/offset terms of the affine formats need them).
+constexpr int kMaxBlockSums = 8192;  // cols up to 262144
+
+void BlockSums(const float* x, int64_t cols, float* sums) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    VecF s = Zero();
+    for (int j = 0; j < kQK; j += kLanes) s = Add(s, Load(x + b * kQK + j));
+    sums[b] = ReduceAdd(s);
   }
 }
 
-// Any other block format: reference dequantization per block, vector dot.
-template <GgmlType T>
-void GemvDequant(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x,
-                 float* y) {
-  const TypeTraits& tr = Traits(T);
-  const int bs = tr.block_size;
-  alignas(64) float buf[kQK_K];
+// sum_j q_j * x_j over one 32-element legacy block: low nibbles (+ fifth bit) are elements
+// 0..15, high nibbles 16..31; qh (may be null) holds bit j of element j.
+inline VecF DotQ4Legacy(const uint8_t* qs, const uint8_t* qh_bytes, const float* x) {
+  VecF acc = Zero();
+  uint32_t qh = 0;
+  if (qh_bytes != nullptr) std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; j += kLanes) {
+    VecI lo = Bits(qs + j, 0, 15), hi = Bits(qs + j, 4, 15);
+    if (qh_bytes != nullptr) {
+      const VecI idx = AddI(LaneIndex(), SetI(j));
+      lo = OrI(lo, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), idx), SetI(1)), SetI(4)));
+      hi = OrI(hi, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), AddI(idx, SetI(16))), SetI(1)), SetI(4)));
+    }
+    acc = Fma(ToFloat(lo), Load(x + j), acc);
+    acc = Fma(ToFloat(hi), Load(x + 16 + j), acc);
+  }
+  return acc;
+}
+
+// Legacy 4/5-bit formats: value = q * d + m, where m = -offset * d (Q4_0, Q5_0) or stored.
+template <class Block, bool kFive, bool kMin>
+void GemvQLegacy(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
+  const int64_t nb = cols / kQK;
+  float sums[kMaxBlockSums];
+  BlockSums(x, cols, sums);
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* row = static_cast<const uint8_t*>(w) + r * rb;
+    const auto* b = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * rb);
     VecF acc = Zero();
-    for (int64_t c = 0; c < cols; c += bs) {
-      tr.to_float(row + (c / bs) * tr.type_size, buf, bs);
-      for (int j = 0; j < bs; j += kLanes) acc = Fma(Load(buf + j), Load(x + c + j), acc);
+    float off = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* qh = nullptr;
+      if constexpr (kFive) qh = b[i].qh;
+      const float d = Fp16ToFp32(b[i].d);
+      acc = Fma(DotQ4Legacy(b[i].qs, qh, x + i * kQK), Set1(d), acc);
+      if constexpr (kMin) {
+        off += Fp16ToFp32(b[i].m) * sums[i];
+      } else {
+        off -= (kFive ? 16.0f : 8.0f) * d * sums[i];
+      }
+    }
+    y[r] = ReduceAdd(acc) + off;
+  }
+}
+
+// Q4_K / Q5_K: per 64-element chunk, low nibbles are one 32-element sub-block and high nibbles
+// the next; value = d * sc * q - dmin * m.
+template <class Block, bool kFive>
+void GemvQxK(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
+  const int64_t nb = cols / kQK_K;
+  float sums[kMaxBlockSums];
+  BlockSums(x, cols, sums);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* b = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * rb);
+    VecF acc = Zero();
+    float off = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const float d = Fp16ToFp32(b[i].d), dmin = Fp16ToFp32(b[i].dmin);
+      const float* xb = x + i * kQK_K;
+      for (int c = 0; c < 4; ++c) {
+        int sc0, m0, sc1, m1;
+        KQuantScaleMin(2 * c, b[i].scales, &sc0, &m0);
+        KQuantScaleMin(2 * c + 1, b[i].scales, &sc1, &m1);
+        VecF lo_acc = Zero(), hi_acc = Zero();
+        const uint8_t* q = b[i].qs + 32 * c;
+        for (int j = 0; j < 32; j += kLanes) {
+          VecI lo = Bits(q + j, 0, 15), hi = Bits(q + j, 4, 15);
+          if constexpr (kFive) {
+            lo = OrI(lo, ShlV(Bits(b[i].qh + j, 2 * c, 1), SetI(4)));
+            hi = OrI(hi, ShlV(Bits(b[i].qh + j, 2 * c + 1, 1), SetI(4)));
+          }
+          lo_acc = Fma(ToFloat(lo), Load(xb + 64 * c + j), lo_acc);
+          hi_acc = Fma(ToFloat(hi), Load(xb + 64 * c + 32 + j), hi_acc);
+        }
+        acc = Fma(lo_acc, Set1(d * static_cast<float>(sc0)), acc);
+        acc = Fma(hi_acc, Set1(d * static_cast<float>(sc1)), acc);
+        off -= dmin * (static_cast<float>(m0) * sums[i * 8 + 2 * c] + static_cast<float>(m1) * sums[i * 8 + 2 * c + 1]);
+      }
+    }
+    y[r] = ReduceAdd(acc) + off;
+  }
+}
+
+// Q6_K: 16-element sub-blocks with int8 scales; q = (4 low bits | 2 high bits << 4) - 32.
+void GemvQ6_K(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
+  const int64_t nb = cols / kQK_K;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + r * rb);
+    VecF acc = Zero();
+    for (int64_t i = 0; i < nb; ++i) {
+      const float d = Fp16ToFp32(b[i].d);
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ql = b[i].ql + 64 * half;
+        const uint8_t* qh = b[i].qh + 32 * half;
+        const int8_t* sc = b[i].scales + 8 * half;
+        const float* xb = x + i * kQK_K + 128 * half;
+        for (int g = 0; g < 4; ++g) {  // element group g: 32 * g .. 32 * g + 31
+          const uint8_t* lp = ql + ((g & 1) ? 32 : 0);
+          const int lshift = g >= 2 ? 4 : 0;
+          for (int s = 0; s < 2; ++s) {  // 16-element sub-block, scale sc[2 * g + s]
+            VecF part = Zero();
+            for (int j = 16 * s; j < 16 * s + 16; j += kLanes) {
+              const VecI q = OrI(Bits(lp + j, lshift, 15), ShlV(Bits(qh + j, 2 * g, 3), SetI(4)));
+              part = Fma(Sub(ToFloat(q), Set1(32.0f)), Load(xb + 32 * g + j), part);
+            }
+            acc = Fma(part, Set1(d * static_cast<float>(sc[2 * g + s])), acc);
+          }
+        }
+      }
     }
     y[r] = ReduceAdd(acc);
   }
@@ -203,13 +297,13 @@ KernelTable MakeTable() {
   t.gemv[static_cast<int>(GgmlType::kF16)] = GemvF16;
   t.gemv[static_cast<int>(GgmlType::kBF16)] = GemvBF16;
   t.gemv[static_cast<int>(GgmlType::kQ8_0)] = GemvQ8_0;
-  t.gemv[static_cast<int>(GgmlType::kQ4_0)] = GemvQ4_0;
-  t.gemv[static_cast<int>(GgmlType::kQ4_1)] = GemvDequant<GgmlType::kQ4_1>;
-  t.gemv[static_cast<int>(GgmlType::kQ5_0)] = GemvDequant<GgmlType::kQ5_0>;
-  t.gemv[static_cast<int>(GgmlType::kQ5_1)] = GemvDequant<GgmlType::kQ5_1>;
-  t.gemv[static_cast<int>(GgmlType::kQ4_K)] = GemvDequant<GgmlType::kQ4_K>;
-  t.gemv[static_cast<int>(GgmlType::kQ5_K)] = GemvDequant<GgmlType::kQ5_K>;
-  t.gemv[static_cast<int>(GgmlType::kQ6_K)] = GemvDequant<GgmlType::kQ6_K>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_0)] = GemvQLegacy<BlockQ4_0, false, false>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_1)] = GemvQLegacy<BlockQ4_1, false, true>;
+  t.gemv[static_cast<int>(GgmlType::kQ5_0)] = GemvQLegacy<BlockQ5_0, true, false>;
+  t.gemv[static_cast<int>(GgmlType::kQ5_1)] = GemvQLegacy<BlockQ5_1, true, true>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_K)] = GemvQxK<BlockQ4_K, false>;
+  t.gemv[static_cast<int>(GgmlType::kQ5_K)] = GemvQxK<BlockQ5_K, true>;
+  t.gemv[static_cast<int>(GgmlType::kQ6_K)] = GemvQ6_K;
   t.dot = Dot;
   t.rmsnorm = RmsNorm;
   t.softmax = Softmax;

@@ -35,6 +35,22 @@ inline VecF LoadBf16(const uint16_t* p) {
 inline VecF LoadI8(const int8_t* p) {
   return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
 }
+// Integer lanes, for unpacking quantized weights in registers (writing unpacked values to
+// memory and reloading them as a vector stalls on store forwarding).
+struct VecI {
+  __m512i v;
+};
+inline VecI LoadU8(const uint8_t* p) {  // kLanes bytes, zero-extended
+  return {_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+}
+inline VecI SetI(int32_t a) { return {_mm512_set1_epi32(a)}; }
+inline VecI LaneIndex() { return {_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)}; }
+inline VecI AddI(VecI a, VecI b) { return {_mm512_add_epi32(a.v, b.v)}; }
+inline VecI AndI(VecI a, VecI b) { return {_mm512_and_si512(a.v, b.v)}; }
+inline VecI OrI(VecI a, VecI b) { return {_mm512_or_si512(a.v, b.v)}; }
+inline VecI ShrV(VecI a, VecI s) { return {_mm512_srlv_epi32(a.v, s.v)}; }
+inline VecI ShlV(VecI a, VecI s) { return {_mm512_sllv_epi32(a.v, s.v)}; }
+inline VecF ToFloat(VecI a) { return {_mm512_cvtepi32_ps(a.v)}; }
 #else  // AVX2 + FMA + F16C
 struct VecF {
   __m256 v;
@@ -71,6 +87,20 @@ inline VecF LoadBf16(const uint16_t* p) {
 inline VecF LoadI8(const int8_t* p) {
   return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
 }
+struct VecI {
+  __m256i v;
+};
+inline VecI LoadU8(const uint8_t* p) {
+  return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))};
+}
+inline VecI SetI(int32_t a) { return {_mm256_set1_epi32(a)}; }
+inline VecI LaneIndex() { return {_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)}; }
+inline VecI AddI(VecI a, VecI b) { return {_mm256_add_epi32(a.v, b.v)}; }
+inline VecI AndI(VecI a, VecI b) { return {_mm256_and_si256(a.v, b.v)}; }
+inline VecI OrI(VecI a, VecI b) { return {_mm256_or_si256(a.v, b.v)}; }
+inline VecI ShrV(VecI a, VecI s) { return {_mm256_srlv_epi32(a.v, s.v)}; }
+inline VecI ShlV(VecI a, VecI s) { return {_mm256_sllv_epi32(a.v, s.v)}; }
+inline VecF ToFloat(VecI a) { return {_mm256_cvtepi32_ps(a.v)}; }
 #endif
 
 }  // namespace PADDOCK_ISA_NS

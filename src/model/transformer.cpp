@@ -8,25 +8,29 @@
 
 namespace paddock {
 
+namespace {
+// Weight bytes per row block in batched matmul: well inside L2 (1-2 MiB per core here).
+constexpr size_t kMatmulBlockBytes = 64 * 1024;
+}  // namespace
+
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
                          int max_batch)
     : model_(model), cfg_(model.config), k_(kernels), pool_(pool),
       max_batch_(std::max(1, max_batch)), ctx_(model.config.context_length) {
   const size_t B = static_cast<size_t>(max_batch_);
   const size_t T = static_cast<size_t>(pool_.size());
-  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
   const size_t sizes[] = {
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
       B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(cfg_.n_vocab),
-      B * half, B * half, T * static_cast<size_t>(ctx_), T * max_cols_};
+      B * half, B * half, T * static_cast<size_t>(ctx_)};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
   arena_bytes_ = total * sizeof(float);
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &rowbuf_};
+  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_};
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i] = p;
     p += (sizes[i] + 15) / 16 * 16;
@@ -164,19 +168,16 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, int n, float* y)
     pool_.ParallelFor(w.rows, task);
     return;
   }
-  // Several tokens: read each weight row once, dequantized, and dot it with every token.
-  const DequantizeFn to_float = Traits(w.type).to_float;
-  const bool is_f32 = w.type == GgmlType::kF32;
-  auto task = [&](int64_t begin, int64_t end, int t) {
-    float* buf = rowbuf_ + static_cast<size_t>(t) * max_cols_;
-    for (int64_t r = begin; r < end; ++r) {
-      const uint8_t* row = w.data + static_cast<size_t>(r) * w.row_bytes;
-      const float* rf = reinterpret_cast<const float*>(row);
-      if (!is_f32) {
-        to_float(row, buf, w.cols);
-        rf = buf;
+  // Several tokens: walk the rows in blocks small enough to stay in cache and run the GEMV of
+  // every token over each block, so each weight byte comes from memory once per chunk.
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kMatmulBlockBytes / w.row_bytes));
+  auto task = [&](int64_t begin, int64_t end, int) {
+    for (int64_t r0 = begin; r0 < end; r0 += block) {
+      const int64_t nr = std::min(block, end - r0);
+      const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
+      for (int j = 0; j < n; ++j) {
+        gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, y + static_cast<size_t>(j) * w.rows + r0);
       }
-      for (int j = 0; j < n; ++j) y[static_cast<size_t>(j) * w.rows + r] = k_.dot(rf, x + static_cast<size_t>(j) * w.cols, w.cols);
     }
   };
   pool_.ParallelFor(w.rows, task);

@@ -62,8 +62,6 @@ class Transformer {
   float* cos_;      // (B, rope_dim / 2)
   float* sin_;      // (B, rope_dim / 2)
   float* scores_;   // (threads, ctx) attention scores
-  float* rowbuf_;   // (threads, max_cols) dequantized weight row for batched matmul
-  size_t max_cols_;
   std::vector<float> inv_freq_;  // (rope_dim / 2)
 };
 
