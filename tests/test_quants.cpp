@@ -28,6 +28,19 @@ std::vector<float> Dequant(GgmlType t, const std::string& bytes, int64_t n) {
   return out;
 }
 
+// Writes raw blocks as a one-tensor GGUF, reads the file back and dequantizes from the mapping.
+std::vector<float> DequantThroughFile(GgmlType t, const std::string& bytes, int64_t n) {
+  GgufWriter w;
+  w.AddTensor("blocks", {n}, t, bytes.data(), bytes.size());
+  const std::string file = w.Serialize();
+  GgufFile g = GgufFile::Parse(reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  const GgufTensor* ti = g.FindTensor("blocks");
+  EXPECT_EQ(ti->type, t);
+  std::vector<float> out(static_cast<size_t>(n));
+  Traits(t).to_float(ti->data, out.data(), n);
+  return out;
+}
+
 std::string Quant(GgmlType t, const std::vector<float>& x) {
   std::string b(RowBytes(Traits(t), static_cast<int64_t>(x.size())), '\0');
   Traits(t).from_float(x.data(), b.data(), static_cast<int64_t>(x.size()));
@@ -83,7 +96,7 @@ TEST(Quants, HandBuiltQ4_0AndQ8_0Blocks) {
   b.qs[0] = 0x1F;  // element 0: q=15 -> 14, element 16: q=1 -> -14
   b.qs[3] = 0x80;  // element 3: q=0 -> -16, element 19: q=8 -> 0
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
-  auto y = Dequant(GgmlType::kQ4_0, bytes, 32);
+  auto y = DequantThroughFile(GgmlType::kQ4_0, bytes, 32);
   EXPECT_EQ(y[0], 14.0f);
   EXPECT_EQ(y[16], -14.0f);
   EXPECT_EQ(y[3], -16.0f);
@@ -94,7 +107,7 @@ TEST(Quants, HandBuiltQ4_0AndQ8_0Blocks) {
   c.qs[5] = -128;
   c.qs[31] = 127;
   bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
-  y = Dequant(GgmlType::kQ8_0, bytes, 32);
+  y = DequantThroughFile(GgmlType::kQ8_0, bytes, 32);
   EXPECT_EQ(y[5], -64.0f);
   EXPECT_EQ(y[31], 63.5f);
   EXPECT_EQ(y[0], 0.0f);
@@ -107,7 +120,7 @@ TEST(Quants, HandBuiltQ5Blocks) {
   const uint32_t qh = (1u << 2) | (1u << 18);  // fifth bits of elements 2 and 18
   std::memcpy(b.qh, &qh, 4);
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
-  auto y = Dequant(GgmlType::kQ5_0, bytes, 32);
+  auto y = DequantThroughFile(GgmlType::kQ5_0, bytes, 32);
   EXPECT_EQ(y[2], 31.0f - 16.0f);
   EXPECT_EQ(y[18], 19.0f - 16.0f);
   EXPECT_EQ(y[0], -16.0f);
@@ -118,7 +131,7 @@ TEST(Quants, HandBuiltQ5Blocks) {
   const uint32_t qh1 = 1u << 16;      // element 16 gets +16
   std::memcpy(c.qh, &qh1, 4);
   bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
-  y = Dequant(GgmlType::kQ5_1, bytes, 32);
+  y = DequantThroughFile(GgmlType::kQ5_1, bytes, 32);
   EXPECT_EQ(y[0], 1 * 0.5f - 3.0f);
   EXPECT_EQ(y[16], (2 + 16) * 0.5f - 3.0f);
 }
@@ -138,7 +151,7 @@ TEST(Quants, HandBuiltQ4_KAndQ5_KBlocks) {
   b.qs[0] = 0x07;        // element 0 (sub-block 0): q = 7
   b.qs[64 + 3] = 0x90;   // chunk 2, high nibble: element 128 + 32 + 3 = 163 (sub-block 5): q = 9
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
-  auto y = Dequant(GgmlType::kQ4_K, bytes, 256);
+  auto y = DequantThroughFile(GgmlType::kQ4_K, bytes, 256);
   EXPECT_EQ(y[0], 2 * 7 - 0.5f * 3);
   EXPECT_EQ(y[1], -0.5f * 3);
   EXPECT_EQ(y[163], 45 * 9 - 0.5f * 33);
@@ -151,7 +164,7 @@ TEST(Quants, HandBuiltQ4_KAndQ5_KBlocks) {
   c.qs[4] = 0x21;        // element 4 (sub-block 0) low = 1; element 36 (sub-block 1) high = 2
   c.qh[4] = 0x03;        // bit 0: element 4 +16; bit 1: element 36 +16
   bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
-  y = Dequant(GgmlType::kQ5_K, bytes, 256);
+  y = DequantThroughFile(GgmlType::kQ5_K, bytes, 256);
   EXPECT_EQ(y[4], 17.0f);
   EXPECT_EQ(y[36], 18.0f);
 }
@@ -167,7 +180,7 @@ TEST(Quants, HandBuiltQ6_KBlock) {
   b.ql[72] = 0xA0;
   b.qh[40] = 0x30;         // q = 10 | 3 << 4 = 58 -> 26
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
-  auto y = Dequant(GgmlType::kQ6_K, bytes, 256);
+  auto y = DequantThroughFile(GgmlType::kQ6_K, bytes, 256);
   EXPECT_EQ(y[0], 0.5f * -8 * 5);
   EXPECT_EQ(y[200], 0.5f * 4 * 26);
   EXPECT_EQ(y[1], 0.5f * -8 * -32);
