@@ -10,7 +10,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_manager.h"
 #include "model/synth.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -87,25 +87,37 @@ TEST(Model, GgufAndLlama2cLogitsAgree) {
 
 // --- synthetic architecture variants -------------------------------------------------------
 
+KvCacheOptions F32Kv() {
+  KvCacheOptions o;
+  o.k_type = o.v_type = KvDtype::kF32;
+  return o;
+}
+
 struct Runner {
   std::unique_ptr<LoadedModel> model;
   ThreadPool pool;
   std::unique_ptr<Transformer> tf;
-  std::unique_ptr<KvCache> kv;
-  Runner(const std::string& path, Isa isa, int threads, int max_batch)
+  std::unique_ptr<KvManager> kv;
+  KvManager::SeqId seq = -1;
+  Runner(const std::string& path, Isa isa, int threads, int max_batch, KvCacheOptions ko = F32Kv())
       : model(LoadModel(path)), pool(threads) {
     tf = std::make_unique<Transformer>(*model, GetKernels(isa), pool, max_batch);
-    kv = std::make_unique<KvCache>(model->config, model->config.context_length);
+    kv = std::make_unique<KvManager>(model->config, ko, model->config.context_length);
   }
-  // Logits after each prefix fed token by token (or all at once when `batched`).
+  // Logits after the whole sequence, fed token by token (or all at once when `batched`).
   std::vector<float> Run(const std::vector<int32_t>& toks, bool batched) {
     const int V = model->config.n_vocab;
-    if (batched) {
-      const float* l = tf->Forward(toks.data(), static_cast<int>(toks.size()), 0, kv->view());
-      return std::vector<float>(l, l + V);
-    }
+    if (seq >= 0) kv->Free(seq);
+    seq = kv->Create(model->config.context_length);
     const float* l = nullptr;
-    for (size_t i = 0; i < toks.size(); ++i) l = tf->Forward(&toks[i], 1, static_cast<int>(i), kv->view());
+    const int n = static_cast<int>(toks.size());
+    for (int i = 0; i < n;) {
+      const int step = batched ? n : 1;
+      EXPECT_TRUE(kv->Reserve(seq, i + step));
+      l = tf->Forward(&toks[static_cast<size_t>(i)], step, i, kv->View(seq));
+      kv->Commit(seq, &toks[static_cast<size_t>(i)], step);
+      i += step;
+    }
     return std::vector<float>(l, l + V);
   }
 };
@@ -209,14 +221,18 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-2) << "QK-norm ignored";
   }
   {
-    Runner r(WriteVariant(find("mistral_window")), DetectIsa(), 1, 4);
+    const std::string path = WriteVariant(find("mistral_window"));
+    Runner r(path, DetectIsa(), 1, 4);
     EXPECT_EQ(r.model->config.sliding_window, 5);
+    EXPECT_EQ(r.kv->window(), 5);
     const std::vector<int32_t> short_toks(toks.begin(), toks.begin() + 5);
     const auto win_short = r.Run(short_toks, false);
     const auto win_long = r.Run(toks, false);
-    r.model->config.sliding_window = 0;
-    EXPECT_LT(RelErr(r.Run(short_toks, false), win_short), 1e-6) << "window changed a short sequence";
-    EXPECT_GT(RelErr(r.Run(toks, false), win_long), 1e-3) << "sliding window ignored";
+    KvCacheOptions no_window = F32Kv();
+    no_window.sliding_window = 0;
+    Runner full(path, DetectIsa(), 1, 4, no_window);
+    EXPECT_LT(RelErr(full.Run(short_toks, false), win_short), 1e-6) << "window changed a short sequence";
+    EXPECT_GT(RelErr(full.Run(toks, false), win_long), 1e-3) << "sliding window ignored";
   }
   {
     Runner r(WriteVariant(find("qwen2_bias")), DetectIsa(), 1, 4);
@@ -234,9 +250,11 @@ TEST(Model, ContextOverflowIsAnErrorNotACrash) {
   WriteSyntheticModel(s, path);
   Runner r(path, DetectIsa(), 1, 4);
   const auto toks = SomeTokens(17, s.n_vocab);
-  EXPECT_THROW(r.tf->Forward(toks.data(), 17, 0, r.kv->view()), Error);
+  r.seq = r.kv->Create(32);
+  ASSERT_TRUE(r.kv->Reserve(r.seq, 17));
+  EXPECT_THROW(r.tf->Forward(toks.data(), 17, 0, r.kv->View(r.seq)), Error);
   const int32_t bad = 100000;
-  EXPECT_THROW(r.tf->Forward(&bad, 1, 0, r.kv->view()), Error);
+  EXPECT_THROW(r.tf->Forward(&bad, 1, 0, r.kv->View(r.seq)), Error);
 }
 
 }  // namespace

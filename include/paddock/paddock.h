@@ -24,6 +24,16 @@ struct EngineOptions {
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
   int max_batch = 32;          // prompt tokens per forward chunk
+  // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
+  // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
+  // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).
+  uint64_t kv_memory = 0;
+  int kv_block_size = 16;
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
+  std::string kv_layer_types;
+  bool prefix_cache = true;
+  int sliding_window = -1;
 };
 
 struct SamplingParams {
@@ -53,6 +63,7 @@ const char* FinishReasonName(FinishReason r);
 struct GenerateResult {
   std::string text;            // generated text (without the prompt)
   int prompt_tokens = 0;
+  int cached_tokens = 0;       // prompt tokens whose KV came from the prefix cache
   int generated_tokens = 0;
   double prompt_seconds = 0;   // time to first token
   double decode_seconds = 0;   // after the first token
@@ -87,6 +98,19 @@ struct ModelInfo {
   int threads = 0;
 };
 
+// Where the memory goes, for observability.
+struct MemoryReport {
+  uint64_t weight_bytes = 0;       // model weights (memory-mapped)
+  uint64_t kv_allocated_bytes = 0; // the KV block pool
+  uint64_t kv_used_bytes = 0;      // blocks held by sequences right now
+  uint64_t kv_bytes_per_token = 0;
+  uint64_t scratch_bytes = 0;      // activation buffers
+  int kv_block_size = 0;
+  int64_t kv_total_blocks = 0, kv_used_blocks = 0;
+  int64_t prefix_queries = 0, prefix_hits = 0, prefix_evictions = 0;  // in blocks
+  int kv_window = 0;
+};
+
 // Loads a model's metadata and weight views without building an engine (cheap: mmap only).
 ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path = "");
 
@@ -97,6 +121,7 @@ class Engine {
 
   const ModelInfo& info() const;
   double load_seconds() const;
+  MemoryReport Memory() const;
 
   std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
@@ -106,8 +131,9 @@ class Engine {
   GenerateResult GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                 const StreamCallback& on_text = nullptr);
 
-  // Runs `tokens` at positions pos.. and returns the logits after the last one (n_vocab
-  // floats, valid until the next call). For tests and evaluation tools.
+  // Runs `tokens` at positions pos.. of an evaluation sequence (pos 0 starts a new one) and
+  // returns the logits after the last one (n_vocab floats, valid until the next call). For
+  // tests and evaluation tools.
   const float* Evaluate(const std::vector<int32_t>& tokens, int pos);
 
   struct Impl;

@@ -13,7 +13,7 @@
 #include "base/utf8.h"
 #include "engine/sampler.h"
 #include "kernels/kernels.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_manager.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "paddock/paddock.h"
@@ -60,7 +60,7 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.qk_norm = c.qk_norm;
   i.tied_embeddings = c.tied_embeddings;
   for (const auto& t : m.type_counts) i.tensor_types.push_back({t.type, t.count, t.bytes});
-  i.kv_bytes_per_1k_tokens = KvCache::BytesPerToken(c) * 1000u;
+  i.kv_bytes_per_1k_tokens = KvBytesPerToken(c, KvCacheOptions()) * 1000u;
   return i;
 }
 
@@ -85,11 +85,29 @@ struct Engine::Impl {
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Transformer> transformer;
-  std::unique_ptr<KvCache> kv;
+  std::unique_ptr<KvManager> kv;
   std::unique_ptr<Sampler> sampler;
   ModelInfo info;
   double load_seconds = 0;
+  int context = 0;
   std::vector<int32_t> history;
+  KvManager::SeqId eval_seq = -1;
+
+  // Runs tokens at positions [pos, pos + n) of `seq` inside one engine step.
+  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos) {
+    struct Guard {
+      KvManager& m;
+      explicit Guard(KvManager& k) : m(k) { m.BeginStep(); }
+      ~Guard() { m.EndStep(); }
+    };
+    const float* logits;
+    {
+      Guard g(*kv);
+      logits = transformer->Forward(tokens, n, pos, kv->View(seq));
+    }
+    kv->Commit(seq, tokens, n);
+    return logits;
+  }
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -110,12 +128,22 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const int threads = o.threads > 0 ? o.threads : HardwareThreads();
   impl->pool = std::make_unique<ThreadPool>(threads);
   impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch);
-  impl->kv = std::make_unique<KvCache>(c, ctx);
+  KvCacheOptions ko;
+  ko.memory_bytes = o.kv_memory;
+  ko.block_size = o.kv_block_size;
+  ko.k_type = ParseKvDtype(o.cache_type_k);
+  ko.v_type = ParseKvDtype(o.cache_type_v);
+  ko.layer_types = o.kv_layer_types;
+  ko.prefix_cache = o.prefix_cache;
+  ko.sliding_window = o.sliding_window;
+  impl->kv = std::make_unique<KvManager>(c, ko, ctx);
+  impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);
   impl->history.reserve(static_cast<size_t>(ctx) + 1);
   impl->info = MakeInfo(*impl->model);
   impl->info.context = ctx;
-  impl->info.kv_bytes = impl->kv->bytes();
+  impl->info.kv_bytes = impl->kv->Memory().allocated_bytes;
+  impl->info.kv_bytes_per_1k_tokens = impl->kv->Memory().bytes_per_token * 1000u;
   impl->info.scratch_bytes = impl->transformer->scratch_bytes();
   impl->info.isa = IsaName(isa);
   impl->info.threads = threads;
@@ -143,8 +171,36 @@ std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
   return out;
 }
 
+MemoryReport Engine::Memory() const {
+  const KvMemoryStats m = impl_->kv->Memory();
+  const PrefixCacheStats& p = impl_->kv->pool().stats();
+  MemoryReport r;
+  r.weight_bytes = impl_->model->weight_bytes;
+  r.kv_allocated_bytes = m.allocated_bytes;
+  r.kv_used_bytes = m.used_bytes;
+  r.kv_bytes_per_token = m.bytes_per_token;
+  r.scratch_bytes = impl_->transformer->scratch_bytes();
+  r.kv_block_size = impl_->kv->block_size();
+  r.kv_total_blocks = m.total_blocks;
+  r.kv_used_blocks = m.used_blocks;
+  r.prefix_queries = p.queries;
+  r.prefix_hits = p.hits;
+  r.prefix_evictions = p.evictions;
+  r.kv_window = impl_->kv->window();
+  return r;
+}
+
 const float* Engine::Evaluate(const std::vector<int32_t>& tokens, int pos) {
-  return impl_->transformer->Forward(tokens.data(), static_cast<int>(tokens.size()), pos, impl_->kv->view());
+  Impl& s = *impl_;
+  if (tokens.empty()) Fail("Evaluate: no tokens");
+  if (pos == 0 || s.eval_seq < 0) {
+    if (s.eval_seq >= 0) s.kv->Free(s.eval_seq);
+    s.eval_seq = s.kv->Create(s.context);
+  }
+  if (pos != s.kv->Length(s.eval_seq)) Fail("Evaluate: position %d does not continue the sequence (length %d)", pos, s.kv->Length(s.eval_seq));
+  const int n = static_cast<int>(tokens.size());
+  if (pos + n > s.context || !s.kv->Reserve(s.eval_seq, pos + n)) Fail("Evaluate: %d tokens do not fit the KV cache", pos + n);
+  return s.Step(s.eval_seq, tokens.data(), n, pos);
 }
 
 GenerateResult Engine::Generate(std::string_view prompt, const GenerateOptions& o,
@@ -156,7 +212,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
                                       const StreamCallback& on_text) {
   Impl& s = *impl_;
   const Tokenizer& tok = *s.model->tokenizer;
-  const int ctx = s.kv->capacity();
+  const int ctx = s.context;
   if (o.max_tokens < 0) Fail("max tokens %d must not be negative", o.max_tokens);
   if (prompt.empty()) Fail("empty prompt: nothing to condition on (enable BOS or give text)");
   if (static_cast<int>(prompt.size()) >= ctx) Fail("prompt of %zu tokens does not fit the context of %d tokens", prompt.size(), ctx);
@@ -180,8 +236,22 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   };
 
   const double t0 = NowSeconds();
+  if (s.eval_seq >= 0) {
+    s.kv->Free(s.eval_seq);
+    s.eval_seq = -1;
+  }
+  const KvManager::SeqId seq = s.kv->Create(ctx);
+  struct SeqGuard {  // the sequence's blocks go back to the pool (and prefix cache) at the end
+    KvManager& kv;
+    KvManager::SeqId id;
+    ~SeqGuard() { kv.Free(id); }
+  } seq_guard{*s.kv, seq};
   int pos = static_cast<int>(prompt.size());
-  const float* logits = s.transformer->Forward(prompt.data(), pos, 0, s.kv->view());
+  r.cached_tokens = s.kv->MatchPrefix(seq, prompt.data(), pos);
+  if (!s.kv->Reserve(seq, pos)) {
+    Fail("the prompt of %d tokens does not fit in the KV cache (%d blocks of %d tokens; raise --kv-memory)", pos, s.kv->Memory().total_blocks, s.kv->block_size());
+  }
+  const float* logits = s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens);
   float* mlogits = const_cast<float*>(logits);
   double t_first = 0;
   r.finish = FinishReason::kLength;
@@ -219,12 +289,12 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
       break;
     }
     if (i + 1 == o.max_tokens) break;
-    if (pos >= ctx) {
-      r.finish = FinishReason::kContext;
+    if (pos >= ctx || !s.kv->Reserve(seq, pos + 1)) {
+      r.finish = FinishReason::kContext;  // context or KV memory exhausted
       break;
     }
     const int32_t tok_in = next;
-    mlogits = const_cast<float*>(s.transformer->Forward(&tok_in, 1, pos, s.kv->view()));
+    mlogits = const_cast<float*>(s.Step(seq, &tok_in, 1, pos));
     ++pos;
   }
   if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {

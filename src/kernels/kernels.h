@@ -15,6 +15,7 @@
 
 #include "base/cpu.h"
 #include "formats/ggml_types.h"
+#include "kernels/kv_format.h"
 
 namespace paddock {
 
@@ -41,6 +42,16 @@ struct KernelTable {
   // (NeoX style); otherwise adjacent pairs (2i, 2i+1) (GGUF llama, llama2.c).
   void (*rope)(float* x, int n_heads, int head_dim, int rope_dim, const float* cos,
                const float* sin, bool half_split);
+
+  // KV cache rows (encodings in kv_format.h), indexed by KvDtype. `head` selects the
+  // head_dim-long segment of a row of n_heads heads.
+  // Encodes a whole row (n_heads * head_dim floats). Shared scalar code on every ISA, so the
+  // bytes written do not depend on the ISA.
+  void (*kv_store[kKvDtypeCount])(uint8_t* row, const float* src, int n_heads, int head_dim);
+  // dot(q, head `head` of row)
+  float (*kv_dot[kKvDtypeCount])(const float* q, const uint8_t* row, int head, int n_heads, int head_dim);
+  // y += a * head `head` of row
+  void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads, int head_dim);
 };
 
 // The table for `isa` (which the CPU must support).

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/kv_rows.h"
 #include "kernels/tables.h"
 
 namespace paddock {
@@ -104,6 +105,7 @@ KernelTable MakeScalarTable() {
   t.add = RefAdd;
   t.axpy = RefAxpy;
   t.rope = RefRope;
+  SetReferenceKvKernels(&t);
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/kv_rows.h"
 #include "kernels/simd_vec.h"
 #include "kernels/tables.h"
 
@@ -288,6 +289,89 @@ void Rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, c
   }
 }
 
+// ---- KV rows ----
+
+template <KvDtype T>
+float KvDot(const float* q, const uint8_t* row, int head, int nh, int hd) {
+  const int off = head * hd;
+  if constexpr (T == KvDtype::kF32) {
+    return Dot(q, reinterpret_cast<const float*>(row) + off, hd);
+  } else if constexpr (T == KvDtype::kF16) {
+    return DotHalf(reinterpret_cast<const uint16_t*>(row) + off, q, hd, LoadF16, Fp16ToFp32);
+  } else if constexpr (T == KvDtype::kBF16) {
+    return DotHalf(reinterpret_cast<const uint16_t*>(row) + off, q, hd, LoadBf16, Bf16ToFp32);
+  } else if constexpr (T == KvDtype::kI8) {
+    float d;
+    std::memcpy(&d, row + 4 * head, 4);
+    const auto* w = reinterpret_cast<const int8_t*>(row + 4 * nh) + off;
+    VecF acc = Zero();
+    int i = 0;
+    for (; i + kLanes <= hd; i += kLanes) acc = Fma(LoadI8(w + i), Load(q + i), acc);
+    float s = ReduceAdd(acc);
+    for (; i < hd; ++i) s += static_cast<float>(w[i]) * q[i];
+    return d * s;
+  } else {
+    const int g = KvI4Group(hd);
+    if (g / 2 < kLanes) {
+      float buf[256];
+      float s = 0;
+      for (int c = 0; c < hd; c += 256) {
+        const int n = hd - c < 256 ? hd - c : 256;
+        KvDecodeHead(T, row, head, nh, hd, c, n, buf);
+        for (int i = 0; i < n; ++i) s += buf[i] * q[c + i];
+      }
+      return s;
+    }
+    const uint8_t* grp = row + static_cast<size_t>(off / g) * (2 + g / 2);
+    VecF acc = Zero();
+    for (int s = 0; s < hd; s += g, grp += 2 + g / 2) {
+      uint16_t dh;
+      std::memcpy(&dh, grp, 2);
+      VecF part = Zero();
+      for (int j = 0; j < g / 2; j += kLanes) {
+        part = Fma(Sub(ToFloat(Bits(grp + 2 + j, 0, 15)), Set1(8.0f)), Load(q + s + j), part);
+        part = Fma(Sub(ToFloat(Bits(grp + 2 + j, 4, 15)), Set1(8.0f)), Load(q + s + g / 2 + j), part);
+      }
+      acc = Fma(part, Set1(Fp16ToFp32(dh)), acc);
+    }
+    return ReduceAdd(acc);
+  }
+}
+
+template <KvDtype T>
+void KvAxpy(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
+  const int off = head * hd;
+  const VecF va = Set1(a);
+  int i = 0;
+  if constexpr (T == KvDtype::kF32) {
+    Axpy(y, a, reinterpret_cast<const float*>(row) + off, hd);
+    return;
+  } else if constexpr (T == KvDtype::kF16 || T == KvDtype::kBF16) {
+    const auto* w = reinterpret_cast<const uint16_t*>(row) + off;
+    for (; i + kLanes <= hd; i += kLanes) {
+      const VecF v = T == KvDtype::kF16 ? LoadF16(w + i) : LoadBf16(w + i);
+      Store(y + i, Fma(va, v, Load(y + i)));
+    }
+    for (; i < hd; ++i) y[i] += a * (T == KvDtype::kF16 ? Fp16ToFp32(w[i]) : Bf16ToFp32(w[i]));
+  } else if constexpr (T == KvDtype::kI8) {
+    float d;
+    std::memcpy(&d, row + 4 * head, 4);
+    const auto* w = reinterpret_cast<const int8_t*>(row + 4 * nh) + off;
+    const VecF vad = Set1(a * d);
+    for (; i + kLanes <= hd; i += kLanes) Store(y + i, Fma(vad, LoadI8(w + i), Load(y + i)));
+    for (; i < hd; ++i) y[i] += a * d * static_cast<float>(w[i]);
+  } else {
+    const int g = KvI4Group(hd);
+    float buf[256];
+    for (int c = 0; c < hd; c += 256) {
+      const int n = hd - c < 256 ? hd - c : 256;
+      KvDecodeHead(T, row, head, nh, hd, c, n, buf);
+      for (int j = 0; j < n; ++j) y[c + j] += a * buf[j];
+    }
+    (void)g;
+  }
+}
+
 }  // namespace
 
 KernelTable MakeTable() {
@@ -311,6 +395,17 @@ KernelTable MakeTable() {
   t.add = AddVec;
   t.axpy = Axpy;
   t.rope = Rope;
+  SetKvStoreKernels(&t);
+  t.kv_dot[0] = KvDot<KvDtype::kF32>;
+  t.kv_dot[1] = KvDot<KvDtype::kF16>;
+  t.kv_dot[2] = KvDot<KvDtype::kBF16>;
+  t.kv_dot[3] = KvDot<KvDtype::kI8>;
+  t.kv_dot[4] = KvDot<KvDtype::kI4>;
+  t.kv_axpy[0] = KvAxpy<KvDtype::kF32>;
+  t.kv_axpy[1] = KvAxpy<KvDtype::kF16>;
+  t.kv_axpy[2] = KvAxpy<KvDtype::kBF16>;
+  t.kv_axpy[3] = KvAxpy<KvDtype::kI8>;
+  t.kv_axpy[4] = KvAxpy<KvDtype::kI4>;
   return t;
 }
 

@@ -5,6 +5,8 @@
 
 namespace paddock {
 KernelTable MakeScalarTable();
+// Fills the kv_store entries (shared by every table).
+void SetKvStoreKernels(KernelTable* t);
 namespace avx2 { KernelTable MakeTable(); }
 namespace avx512 { KernelTable MakeTable(); }
 }  // namespace paddock

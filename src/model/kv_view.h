@@ -1,22 +1,39 @@
 // model/kv_view.h: how the forward pass sees one sequence's KV cache.
 //
 // The model reads and writes keys and values through this view and knows nothing of how the
-// kv layer allocates, shares or evicts the storage behind it (the dependency points from kv to
-// model, never back). Layout per layer: `capacity` rows of kv_dim floats, row = position.
+// kv layer allocates, shares or evicts the blocks behind it (the dependency points from kv to
+// model, never back). Position t lives in block table[t / block_size], slot t % block_size;
+// each layer stores one encoded row (kernels/kv_format.h) per slot for K and for V.
 #pragma once
 
-#include <vector>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kv_format.h"
 
 namespace paddock {
 
 struct KvLayerView {
-  float* k = nullptr;  // (capacity, kv_dim)
-  float* v = nullptr;  // (capacity, kv_dim)
+  uint8_t* k = nullptr;  // (num_blocks * block_size, k_row_bytes)
+  uint8_t* v = nullptr;  // (num_blocks * block_size, v_row_bytes)
+  size_t k_row_bytes = 0, v_row_bytes = 0;
+  KvDtype k_type = KvDtype::kF32, v_type = KvDtype::kF32;
 };
 
 struct KvView {
-  std::vector<KvLayerView> layers;
-  int capacity = 0;  // positions
+  const KvLayerView* layers = nullptr;  // n_layers
+  const int32_t* table = nullptr;       // block ids covering positions [0, n_table * block_size)
+  int n_table = 0;
+  int block_size = 1;
+  int window = 0;                       // attention window (0: full causal attention)
+
+  int capacity() const { return n_table * block_size; }
+  size_t Slot(int t) const {
+    return static_cast<size_t>(table[t / block_size]) * static_cast<size_t>(block_size) +
+           static_cast<size_t>(t % block_size);
+  }
+  uint8_t* K(int layer, int t) const { return layers[layer].k + Slot(t) * layers[layer].k_row_bytes; }
+  uint8_t* V(int layer, int t) const { return layers[layer].v + Slot(t) * layers[layer].v_row_bytes; }
 };
 
 }  // namespace paddock

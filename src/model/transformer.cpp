@@ -47,8 +47,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
 
 const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
   if (n <= 0) Fail("Forward: no tokens");
-  if (pos < 0 || pos + n > kv.capacity || pos + n > ctx_) {
-    Fail("context full: positions up to %d requested, the KV cache holds %d", pos + n, std::min(kv.capacity, ctx_));
+  if (pos < 0 || pos + n > kv.capacity() || pos + n > ctx_) {
+    Fail("context full: positions up to %d requested, the KV cache holds %d", pos + n, std::min(kv.capacity(), ctx_));
   }
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab) Fail("token id %d is outside the vocabulary (0..%d)", tokens[i], cfg_.n_vocab - 1);
@@ -98,7 +98,7 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
   Matmul(w.wq, xb_, n, q_);
   Matmul(w.wk, xb_, n, kv_k_);
   Matmul(w.wv, xb_, n, kv_v_);
-  const KvLayerView& cache = kv.layers[static_cast<size_t>(l)];
+  const KvLayerView& cache = kv.layers[l];
   for (int j = 0; j < n; ++j) {
     float* q = q_ + j * qd;
     float* k = kv_k_ + j * kvd;
@@ -114,8 +114,8 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
     }
     k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
     k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
-    std::memcpy(cache.k + static_cast<size_t>(pos + j) * kvd, k, sizeof(float) * kvd);
-    std::memcpy(cache.v + static_cast<size_t>(pos + j) * kvd, v, sizeof(float) * kvd);
+    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos + j), k, cfg_.n_kv_heads, hd);
+    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos + j), v, cfg_.n_kv_heads, hd);
   }
   Attention(l, n, pos, kv);
   Matmul(w.wo, att_, n, xb_);
@@ -131,11 +131,13 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
 }
 
 void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
-  const KvLayerView& cache = kv.layers[static_cast<size_t>(l)];
-  const int hd = cfg_.head_dim, kvd = cfg_.kv_dim(), qd = cfg_.q_dim();
+  const KvLayerView& cache = kv.layers[l];
+  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int window = cfg_.sliding_window;
+  const int window = kv.window;
+  const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
+  const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* scores = scores_ + static_cast<size_t>(t) * ctx_;
     for (int64_t idx = begin; idx < end; ++idx) {
@@ -143,17 +145,13 @@ void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
       const int p = pos + j;
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       const float* q = q_ + j * qd + h * hd;
-      const size_t koff = static_cast<size_t>(h / group) * hd;
+      const int g = h / group;
       const int len = p - start + 1;
-      for (int s = 0; s < len; ++s) {
-        scores[s] = k_.dot(q, cache.k + static_cast<size_t>(start + s) * kvd + koff, hd) * scale;
-      }
+      for (int s = 0; s < len; ++s) scores[s] = kdot(q, kv.K(l, start + s), g, nkv, hd) * scale;
       k_.softmax(scores, len);
       float* out = att_ + j * qd + h * hd;
       std::memset(out, 0, sizeof(float) * hd);
-      for (int s = 0; s < len; ++s) {
-        k_.axpy(out, scores[s], cache.v + static_cast<size_t>(start + s) * kvd + koff, hd);
-      }
+      for (int s = 0; s < len; ++s) vaxpy(out, scores[s], kv.V(l, start + s), g, nkv, hd);
     }
   };
   pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);

@@ -1,0 +1,151 @@
+// KV row encoders (quantize on write) and the scalar reference decoders.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/half.h"
+#include "kernels/kv_rows.h"
+#include "kernels/tables.h"
+
+namespace paddock {
+
+namespace {
+
+void StoreF32(uint8_t* row, const float* src, int nh, int hd) {
+  std::memcpy(row, src, sizeof(float) * static_cast<size_t>(nh) * hd);
+}
+void StoreF16(uint8_t* row, const float* src, int nh, int hd) {
+  auto* d = reinterpret_cast<uint16_t*>(row);
+  for (int i = 0; i < nh * hd; ++i) d[i] = Fp32ToFp16(src[i]);
+}
+void StoreBF16(uint8_t* row, const float* src, int nh, int hd) {
+  auto* d = reinterpret_cast<uint16_t*>(row);
+  for (int i = 0; i < nh * hd; ++i) d[i] = Fp32ToBf16(src[i]);
+}
+void StoreI8(uint8_t* row, const float* src, int nh, int hd) {
+  auto* scales = reinterpret_cast<float*>(row);
+  auto* q = reinterpret_cast<int8_t*>(row + 4 * nh);
+  for (int h = 0; h < nh; ++h) {
+    const float* x = src + h * hd;
+    float amax = 0;
+    for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    scales[h] = d;
+    for (int i = 0; i < hd; ++i) q[h * hd + i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+  }
+}
+void StoreI4(uint8_t* row, const float* src, int nh, int hd) {
+  const int g = KvI4Group(hd);
+  const int n = nh * hd;
+  for (int s = 0; s < n; s += g, row += 2 + g / 2) {
+    const float* x = src + s;
+    float amax = 0, max = 0;
+    for (int i = 0; i < g; ++i) {
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        max = x[i];
+      }
+    }
+    const float d = max / -8.0f;  // the extreme value maps to q = 0 (-8), the full range
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(row, &dh, 2);
+    const float dq = Fp16ToFp32(dh);
+    const float id = dq != 0 ? 1.0f / dq : 0.0f;
+    for (int i = 0; i < g / 2; ++i) {
+      const int q0 = std::clamp(static_cast<int>(std::nearbyint(x[i] * id)) + 8, 0, 15);
+      const int q1 = std::clamp(static_cast<int>(std::nearbyint(x[i + g / 2] * id)) + 8, 0, 15);
+      row[2 + i] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+float RefKvDot(KvDtype t, const float* q, const uint8_t* row, int head, int nh, int hd) {
+  float buf[1024];
+  double s = 0;
+  for (int c = 0; c < hd; c += 1024) {
+    const int n = std::min(1024, hd - c);
+    KvDecodeHead(t, row, head, nh, hd, c, n, buf);
+    for (int i = 0; i < n; ++i) s += static_cast<double>(q[c + i]) * buf[i];
+  }
+  return static_cast<float>(s);
+}
+
+void RefKvAxpy(KvDtype t, float* y, float a, const uint8_t* row, int head, int nh, int hd) {
+  float buf[1024];
+  for (int c = 0; c < hd; c += 1024) {
+    const int n = std::min(1024, hd - c);
+    KvDecodeHead(t, row, head, nh, hd, c, n, buf);
+    for (int i = 0; i < n; ++i) y[c + i] += a * buf[i];
+  }
+}
+
+template <KvDtype T>
+float RefDotT(const float* q, const uint8_t* row, int head, int nh, int hd) {
+  return RefKvDot(T, q, row, head, nh, hd);
+}
+template <KvDtype T>
+void RefAxpyT(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
+  RefKvAxpy(T, y, a, row, head, nh, hd);
+}
+
+}  // namespace
+
+void KvDecodeHead(KvDtype t, const uint8_t* row, int head, int nh, int hd, int begin, int n, float* out) {
+  const int off = head * hd + begin;
+  switch (t) {
+    case KvDtype::kF32:
+      std::memcpy(out, reinterpret_cast<const float*>(row) + off, sizeof(float) * n);
+      return;
+    case KvDtype::kF16:
+      for (int i = 0; i < n; ++i) out[i] = Fp16ToFp32(reinterpret_cast<const uint16_t*>(row)[off + i]);
+      return;
+    case KvDtype::kBF16:
+      for (int i = 0; i < n; ++i) out[i] = Bf16ToFp32(reinterpret_cast<const uint16_t*>(row)[off + i]);
+      return;
+    case KvDtype::kI8: {
+      float d;
+      std::memcpy(&d, row + 4 * head, 4);
+      const auto* q = reinterpret_cast<const int8_t*>(row + 4 * nh);
+      for (int i = 0; i < n; ++i) out[i] = d * static_cast<float>(q[off + i]);
+      return;
+    }
+    case KvDtype::kI4: {
+      const int g = KvI4Group(hd);
+      for (int i = 0; i < n; ++i) {
+        const int e = off + i;
+        const uint8_t* grp = row + static_cast<size_t>(e / g) * (2 + g / 2);
+        uint16_t dh;
+        std::memcpy(&dh, grp, 2);
+        const int k = e % g;
+        const int q = k >= g / 2 ? (grp[2 + k - g / 2] >> 4) : (grp[2 + k] & 15);
+        out[i] = static_cast<float>(q - 8) * Fp16ToFp32(dh);
+      }
+      return;
+    }
+  }
+}
+
+void SetKvStoreKernels(KernelTable* t) {
+  t->kv_store[static_cast<int>(KvDtype::kF32)] = StoreF32;
+  t->kv_store[static_cast<int>(KvDtype::kF16)] = StoreF16;
+  t->kv_store[static_cast<int>(KvDtype::kBF16)] = StoreBF16;
+  t->kv_store[static_cast<int>(KvDtype::kI8)] = StoreI8;
+  t->kv_store[static_cast<int>(KvDtype::kI4)] = StoreI4;
+}
+
+void SetReferenceKvKernels(KernelTable* t) {
+  SetKvStoreKernels(t);
+  t->kv_dot[0] = RefDotT<KvDtype::kF32>;
+  t->kv_dot[1] = RefDotT<KvDtype::kF16>;
+  t->kv_dot[2] = RefDotT<KvDtype::kBF16>;
+  t->kv_dot[3] = RefDotT<KvDtype::kI8>;
+  t->kv_dot[4] = RefDotT<KvDtype::kI4>;
+  t->kv_axpy[0] = RefAxpyT<KvDtype::kF32>;
+  t->kv_axpy[1] = RefAxpyT<KvDtype::kF16>;
+  t->kv_axpy[2] = RefAxpyT<KvDtype::kBF16>;
+  t->kv_axpy[3] = RefAxpyT<KvDtype::kI8>;
+  t->kv_axpy[4] = RefAxpyT<KvDtype::kI4>;
+}
+
+}  // namespace paddock

@@ -1,0 +1,328 @@
+#include "kv/kv_manager.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/strings.h"
+
+namespace paddock {
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && s[a] == ' ') ++a;
+  while (b > a && s[b - 1] == ' ') --b;
+  return s.substr(a, b - a);
+}
+
+int ParseLayerIndex(const std::string& s, int n_layers, const std::string& entry) {
+  if (s == "first") return 0;
+  if (s == "last") return n_layers - 1;
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 0 || v >= n_layers) {
+    Fail("--kv-layer-types: bad layer '%s' in '%s' (the model has layers 0-%d)", s.c_str(), entry.c_str(), n_layers - 1);
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void ParseKvLayerTypes(const std::string& spec, int n_layers, std::vector<KvDtype>* k,
+                       std::vector<KvDtype>* v) {
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string entry = Trim(spec.substr(start, comma - start));
+    start = comma + 1;
+    if (entry.empty()) {
+      if (comma == spec.size()) break;
+      continue;
+    }
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) Fail("--kv-layer-types: entry '%s' is not LAYERS=TYPE", entry.c_str());
+    const std::string layers = Trim(entry.substr(0, eq)), types = Trim(entry.substr(eq + 1));
+    const size_t slash = types.find('/');
+    const KvDtype kt = ParseKvDtype(types.substr(0, slash));
+    const KvDtype vt = slash == std::string::npos ? kt : ParseKvDtype(types.substr(slash + 1));
+    int lo, hi;
+    if (layers == "*") {
+      lo = 0;
+      hi = n_layers - 1;
+    } else if (const size_t dash = layers.find('-'); dash != std::string::npos && dash > 0) {
+      lo = ParseLayerIndex(layers.substr(0, dash), n_layers, entry);
+      hi = ParseLayerIndex(layers.substr(dash + 1), n_layers, entry);
+      if (lo > hi) Fail("--kv-layer-types: empty range in '%s'", entry.c_str());
+    } else {
+      lo = hi = ParseLayerIndex(layers, n_layers, entry);
+    }
+    for (int l = lo; l <= hi; ++l) {
+      (*k)[static_cast<size_t>(l)] = kt;
+      (*v)[static_cast<size_t>(l)] = vt;
+    }
+    if (comma == spec.size()) break;
+  }
+}
+
+static void LayerTypes(const ModelConfig& cfg, const KvCacheOptions& o, std::vector<KvDtype>* k,
+                       std::vector<KvDtype>* v) {
+  k->assign(static_cast<size_t>(cfg.n_layers), o.k_type);
+  v->assign(static_cast<size_t>(cfg.n_layers), o.v_type);
+  if (!o.layer_types.empty()) ParseKvLayerTypes(o.layer_types, cfg.n_layers, k, v);
+}
+
+size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
+  std::vector<KvDtype> k, v;
+  LayerTypes(cfg, o, &k, &v);
+  size_t b = 0;
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    b += KvRowBytes(k[static_cast<size_t>(l)], cfg.n_kv_heads, cfg.head_dim);
+    b += KvRowBytes(v[static_cast<size_t>(l)], cfg.n_kv_heads, cfg.head_dim);
+  }
+  return b;
+}
+
+int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens) {
+  if (o.block_size < 1 || o.block_size > 4096) Fail("KV block size %d is out of range [1, 4096]", o.block_size);
+  const size_t per_block = KvBytesPerToken(cfg, o) * static_cast<size_t>(o.block_size);
+  size_t blocks;
+  if (o.memory_bytes > 0) {
+    blocks = o.memory_bytes / per_block;
+    if (blocks < 1) Fail("KV memory budget of %s holds no block (one block of %d tokens needs %s)", FormatBytes(o.memory_bytes).c_str(), o.block_size, FormatBytes(per_block).c_str());
+  } else {
+    const size_t tokens = static_cast<size_t>(default_tokens) + static_cast<size_t>(default_tokens) / 4;
+    blocks = (tokens + static_cast<size_t>(o.block_size) - 1) / static_cast<size_t>(o.block_size);
+  }
+  if (blocks > (1u << 30)) Fail("KV memory budget asks for %zu blocks: too many", blocks);
+  return static_cast<int32_t>(blocks + 1);  // + the null block
+}
+
+KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens)
+    : cfg_(cfg), opt_(o), pool_(KvPoolBlocks(cfg, o, default_tokens), o.block_size) {
+  if (o.sliding_window < -1) Fail("sliding window %d must not be negative", o.sliding_window);
+  window_ = o.sliding_window >= 0 ? o.sliding_window : cfg.sliding_window;
+  std::vector<KvDtype> kt, vt;
+  LayerTypes(cfg, o, &kt, &vt);
+  const size_t slots = static_cast<size_t>(pool_.num_blocks()) * static_cast<size_t>(o.block_size);
+  layers_.resize(static_cast<size_t>(cfg.n_layers));
+  size_t offset = 0;
+  std::vector<size_t> offs;
+  hash_seed_ = BlockPool::HashBlock(0x5eedull, &o.block_size, 1);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    KvLayerView& L = layers_[static_cast<size_t>(l)];
+    L.k_type = kt[static_cast<size_t>(l)];
+    L.v_type = vt[static_cast<size_t>(l)];
+    L.k_row_bytes = KvRowBytes(L.k_type, cfg.n_kv_heads, cfg.head_dim);
+    L.v_row_bytes = KvRowBytes(L.v_type, cfg.n_kv_heads, cfg.head_dim);
+    bytes_per_token_ += L.k_row_bytes + L.v_row_bytes;
+    offs.push_back(offset);
+    offset += (slots * L.k_row_bytes + 63) / 64 * 64;
+    offs.push_back(offset);
+    offset += (slots * L.v_row_bytes + 63) / 64 * 64;
+    const int32_t types[2] = {static_cast<int32_t>(L.k_type), static_cast<int32_t>(L.v_type)};
+    hash_seed_ = BlockPool::HashBlock(hash_seed_, types, 2);  // KV dtypes change block content
+  }
+  storage_bytes_ = offset;
+  storage_.reset(new uint8_t[storage_bytes_ + 64]);
+  std::memset(storage_.get(), 0, storage_bytes_ + 64);  // touch once, outside the hot loop
+  uint8_t* base = storage_.get() + (64 - reinterpret_cast<uintptr_t>(storage_.get()) % 64) % 64;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l].k = base + offs[2 * l];
+    layers_[l].v = base + offs[2 * l + 1];
+  }
+}
+
+KvManager::~KvManager() = default;
+
+KvManager::Sequence& KvManager::Seq(SeqId id) {
+  if (id < 0 || static_cast<size_t>(id) >= seqs_.size() || !seqs_[static_cast<size_t>(id)].live) Fail("KV: no sequence %d", id);
+  return seqs_[static_cast<size_t>(id)];
+}
+const KvManager::Sequence& KvManager::Seq(SeqId id) const {
+  return const_cast<KvManager*>(this)->Seq(id);
+}
+
+KvManager::SeqId KvManager::Create(int max_tokens) {
+  SeqId id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<SeqId>(seqs_.size());
+    seqs_.emplace_back();
+  }
+  Sequence& s = seqs_[static_cast<size_t>(id)];
+  s.live = true;
+  s.len = 0;
+  s.hashed_blocks = 0;
+  s.chain = hash_seed_;
+  s.max_tokens = max_tokens;
+  s.table.clear();
+  s.tokens.clear();
+  s.table.reserve(static_cast<size_t>(max_tokens / block_size() + 2));
+  s.tokens.reserve(static_cast<size_t>(max_tokens + block_size()));
+  return id;
+}
+
+KvManager::SeqId KvManager::Fork(SeqId parent) {
+  const Sequence p = Seq(parent);  // copy: Create may move seqs_
+  const SeqId id = Create(p.max_tokens);
+  Sequence& s = seqs_[static_cast<size_t>(id)];
+  s.table = p.table;
+  s.tokens = p.tokens;
+  s.len = p.len;
+  s.hashed_blocks = p.hashed_blocks;
+  s.chain = p.chain;
+  for (int32_t b : s.table) pool_.AddRef(b);
+  return id;
+}
+
+void KvManager::Free(SeqId id) {
+  Sequence& s = Seq(id);
+  // Release the tail first so that, among this sequence's cached blocks, the later ones are
+  // evicted before the earlier (shared-prefix) ones.
+  for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) pool_.Release(*it);
+  s.table.clear();
+  s.tokens.clear();
+  s.live = false;
+  free_ids_.push_back(id);
+}
+
+int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
+  Sequence& s = Seq(id);
+  if (s.len != 0 || !s.table.empty()) Fail("KV: MatchPrefix on a non-empty sequence");
+  if (!opt_.prefix_cache || n <= 1) return 0;
+  const int bs = block_size();
+  const int full = (n - 1) / bs;  // leave at least the last token to compute
+  for (int b = 0; b < full; ++b) {
+    const int32_t* t = tokens + static_cast<size_t>(b) * bs;
+    const uint64_t h = BlockPool::HashBlock(s.chain, t, bs);
+    const int32_t blk = pool_.Lookup(h, s.chain, t);
+    if (blk < 0) break;
+    s.table.push_back(blk);
+    s.tokens.insert(s.tokens.end(), t, t + bs);
+    s.chain = h;
+    s.hashed_blocks++;
+    s.len += bs;
+  }
+  return s.len;
+}
+
+void KvManager::CopyBlock(int32_t from, int32_t to) {
+  const size_t bs = static_cast<size_t>(block_size());
+  for (const KvLayerView& L : layers_) {
+    std::memcpy(L.k + static_cast<size_t>(to) * bs * L.k_row_bytes, L.k + static_cast<size_t>(from) * bs * L.k_row_bytes, bs * L.k_row_bytes);
+    std::memcpy(L.v + static_cast<size_t>(to) * bs * L.v_row_bytes, L.v + static_cast<size_t>(from) * bs * L.v_row_bytes, bs * L.v_row_bytes);
+  }
+}
+
+bool KvManager::Reserve(SeqId id, int total_len) {
+  Sequence& s = Seq(id);
+  const int bs = block_size();
+  // Copy-on-write: the partial last block is about to be written; if it is shared, copy it.
+  if (s.len % bs != 0 && total_len > s.len) {
+    int32_t& last = s.table[static_cast<size_t>(s.len / bs)];
+    if (pool_.ref_count(last) > 1) {
+      const int32_t fresh = pool_.Allocate();
+      if (fresh < 0) return false;
+      CopyBlock(last, fresh);
+      pool_.Release(last);
+      last = fresh;
+    }
+  }
+  const size_t need = static_cast<size_t>((total_len + bs - 1) / bs);
+  while (s.table.size() < need) {
+    const int32_t b = pool_.Allocate();
+    if (b < 0) return false;
+    s.table.push_back(b);
+  }
+  return true;
+}
+
+void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
+  Sequence& s = Seq(id);
+  const int bs = block_size();
+  if (static_cast<size_t>((s.len + n + bs - 1) / bs) > s.table.size()) Fail("KV: Commit past the reserved blocks");
+  s.tokens.insert(s.tokens.end(), tokens, tokens + n);
+  s.len += n;
+  if (opt_.prefix_cache) {
+    while ((s.hashed_blocks + 1) * bs <= s.len) {
+      const size_t b = static_cast<size_t>(s.hashed_blocks);
+      const int32_t* t = s.tokens.data() + b * static_cast<size_t>(bs);
+      const uint64_t h = BlockPool::HashBlock(s.chain, t, bs);
+      pool_.Register(s.table[b], h, s.chain, t);
+      s.chain = h;
+      s.hashed_blocks++;
+    }
+  }
+  if (window_ > 0) {
+    // The next query (position len) attends to positions >= len - window + 1.
+    const int first_needed = s.len - window_ + 1;
+    for (int b = 0; (b + 1) * bs <= first_needed; ++b) {
+      int32_t& e = s.table[static_cast<size_t>(b)];
+      if (e == BlockPool::kNullBlock) continue;
+      pool_.Release(e);
+      e = BlockPool::kNullBlock;
+    }
+  }
+}
+
+int KvManager::Length(SeqId id) const { return Seq(id).len; }
+
+KvView KvManager::View(SeqId id) const {
+  const Sequence& s = Seq(id);
+  KvView v;
+  v.layers = layers_.data();
+  v.table = s.table.data();
+  v.n_table = static_cast<int>(s.table.size());
+  v.block_size = block_size();
+  v.window = window_;
+  return v;
+}
+
+std::vector<int32_t> KvManager::Table(SeqId id) const { return Seq(id).table; }
+
+int64_t KvManager::LiveTokens() const {
+  int64_t n = 0;
+  const int bs = block_size();
+  for (const Sequence& s : seqs_) {
+    if (!s.live) continue;
+    for (size_t b = 0; b < s.table.size(); ++b) {
+      if (s.table[b] == BlockPool::kNullBlock) continue;
+      n += std::clamp(s.len - static_cast<int>(b) * bs, 0, bs);
+    }
+  }
+  return n;
+}
+
+KvMemoryStats KvManager::Memory() const {
+  KvMemoryStats m;
+  m.bytes_per_token = bytes_per_token_;
+  m.allocated_bytes = storage_bytes_;
+  m.total_blocks = pool_.num_blocks() - 1;
+  m.used_blocks = pool_.num_used();
+  m.used_bytes = static_cast<size_t>(m.used_blocks) * static_cast<size_t>(block_size()) * bytes_per_token_;
+  m.used_tokens = LiveTokens();
+  return m;
+}
+
+void KvManager::CheckInvariants() const {
+  pool_.CheckInvariants();
+  std::vector<int32_t> refs(static_cast<size_t>(pool_.num_blocks()), 0);
+  for (const Sequence& s : seqs_) {
+    if (!s.live) continue;
+    for (int32_t b : s.table) {
+      if (b < 0 || b >= pool_.num_blocks()) Fail("KV invariant: table names block %d", b);
+      if (b != BlockPool::kNullBlock) refs[static_cast<size_t>(b)]++;
+    }
+  }
+  for (int32_t b = 1; b < pool_.num_blocks(); ++b) {
+    if (refs[static_cast<size_t>(b)] != pool_.ref_count(b)) {
+      Fail("KV invariant: block %d has %d references but %d table entries", b, pool_.ref_count(b), refs[static_cast<size_t>(b)]);
+    }
+  }
+}
+
+}  // namespace paddock

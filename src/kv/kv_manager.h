@@ -1,0 +1,123 @@
+// kv/kv_manager.h: the paged KV cache: block storage for every layer, per-sequence block
+// tables, prefix reuse, sliding-window release, copy-on-write forks, memory accounting.
+//
+// Storage is allocated once from a byte budget and divided into blocks of `block_size` token
+// slots across all layers. A sequence owns an append-only table of block ids. Reserve() makes
+// room before a step, Commit() records what the step computed (registering full blocks in the
+// prefix cache and releasing blocks that fell out of the attention window). Knows nothing of
+// scheduling policy; the caller decides who runs and who is preempted. Not thread-safe: one
+// owner thread calls it, between steps (BeginStep/EndStep mark the steps).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/kv_format.h"
+#include "kv/block_pool.h"
+#include "model/config.h"
+#include "model/kv_view.h"
+
+namespace paddock {
+
+struct KvCacheOptions {
+  size_t memory_bytes = 0;      // 0: room for the default token count plus 25%
+  int block_size = 16;
+  KvDtype k_type = KvDtype::kF16;
+  KvDtype v_type = KvDtype::kF16;
+  std::string layer_types;      // per-layer overrides, see ParseKvLayerTypes
+  bool prefix_cache = true;
+  int sliding_window = -1;      // -1: the model's; 0: off; N: force a window of N tokens
+};
+
+// Per-layer K/V types from a spec like "*=int4,first=int8,last=int8" or "0-3=int8/int4":
+// comma-separated LAYERS=K[/V], LAYERS an index, a range A-B, first, last or *; later entries
+// win. Throws Error naming the bad entry.
+void ParseKvLayerTypes(const std::string& spec, int n_layers, std::vector<KvDtype>* k,
+                       std::vector<KvDtype>* v);
+
+struct KvMemoryStats {
+  size_t bytes_per_token = 0;     // all layers, K and V
+  size_t allocated_bytes = 0;     // the whole pool
+  size_t used_bytes = 0;          // blocks referenced by sequences
+  int32_t total_blocks = 0;       // excluding the null block
+  int32_t used_blocks = 0;
+  int64_t used_tokens = 0;        // token slots holding live tokens
+};
+
+class KvManager {
+ public:
+  using SeqId = int32_t;
+
+  // `default_tokens` sizes the pool when options.memory_bytes is 0.
+  KvManager(const ModelConfig& cfg, const KvCacheOptions& options, int default_tokens);
+  ~KvManager();
+
+  // A new empty sequence able to grow to `max_tokens` (its table is reserved now).
+  SeqId Create(int max_tokens);
+  // A sequence sharing all of `parent`'s blocks (copy-on-write for the partial last block).
+  SeqId Fork(SeqId parent);
+  // Releases the sequence's blocks (registered blocks stay cached) and forgets it.
+  void Free(SeqId seq);
+
+  // On an empty sequence: reuses cached blocks for the longest block-aligned prefix of
+  // tokens[0..n-1) (the last token is always left to compute). Returns the reused tokens.
+  int MatchPrefix(SeqId seq, const int32_t* tokens, int n);
+  // Makes room for positions [0, total_len). False if the pool ran out (nothing is lost:
+  // blocks taken so far stay with the sequence).
+  bool Reserve(SeqId seq, int total_len);
+  // Records tokens just written at positions [Length(seq), Length(seq) + n).
+  void Commit(SeqId seq, const int32_t* tokens, int n);
+  int Length(SeqId seq) const;
+  KvView View(SeqId seq) const;
+
+  void BeginStep() { pool_.BeginStep(); }
+  void EndStep() { pool_.EndStep(); }
+
+  int window() const { return window_; }
+  int block_size() const { return pool_.block_size(); }
+  const BlockPool& pool() const { return pool_; }
+  KvMemoryStats Memory() const;
+  KvDtype k_type(int layer) const { return layers_[static_cast<size_t>(layer)].k_type; }
+  KvDtype v_type(int layer) const { return layers_[static_cast<size_t>(layer)].v_type; }
+  // Token slots of live sequences that hold tokens / that are allocated to them.
+  int64_t LiveTokens() const;
+  std::vector<int32_t> Table(SeqId seq) const;
+  // Throws Error if any block is both free and referenced, or a reference count differs from
+  // the number of table entries naming the block.
+  void CheckInvariants() const;
+
+ private:
+  struct Sequence {
+    bool live = false;
+    std::vector<int32_t> table;
+    std::vector<int32_t> tokens;  // tokens of the current partial + hashed history (for hashing)
+    int len = 0;
+    int hashed_blocks = 0;        // leading full blocks already registered
+    uint64_t chain = 0;           // hash of the last registered block
+    int max_tokens = 0;
+  };
+  Sequence& Seq(SeqId id);
+  const Sequence& Seq(SeqId id) const;
+  void CopyBlock(int32_t from, int32_t to);
+
+  const ModelConfig& cfg_;
+  KvCacheOptions opt_;
+  BlockPool pool_;
+  int window_ = 0;
+  uint64_t hash_seed_ = 0;
+  std::vector<KvLayerView> layers_;
+  std::unique_ptr<uint8_t[]> storage_;
+  size_t storage_bytes_ = 0;
+  size_t bytes_per_token_ = 0;
+  std::vector<Sequence> seqs_;
+  std::vector<SeqId> free_ids_;
+};
+
+// Blocks the pool will have for `opt` (including the null block).
+int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& opt, int default_tokens);
+// Bytes per token across layers for the chosen (per-layer) types.
+size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& opt);
+
+}  // namespace paddock
