@@ -259,3 +259,108 @@ TEST(Model, ContextOverflowIsAnErrorNotACrash) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// --- paged KV cache at model level ---------------------------------------------------------
+
+std::vector<float> RunWithBlocks(const std::string& path, const std::vector<int32_t>& toks,
+                                 int block_size, KvDtype type, bool batched) {
+  KvCacheOptions o;
+  o.block_size = block_size;
+  o.k_type = o.v_type = type;
+  Runner r(path, DetectIsa(), 2, 8, o);
+  return r.Run(toks, batched);
+}
+
+TEST(PagedKv, PagedEqualsContiguous) {
+  SynthSpec s;
+  s.context = 512;
+  const std::string synth = test::TempPath("paged.gguf");
+  WriteSyntheticModel(s, synth);
+  const std::string stories = test::ModelPath("stories260K.gguf");
+  for (const std::string& path : {stories, synth}) {
+    for (int len : {7, 33, 61}) {
+      const auto toks = SomeTokens(len, 320);
+      for (KvDtype type : {KvDtype::kF32, KvDtype::kF16, KvDtype::kI8}) {
+        for (bool batched : {false, true}) {
+          // Contiguous: one block as large as the context.
+          const auto contiguous = RunWithBlocks(path, toks, 512, type, batched);
+          for (int bs : {1, 16, 64}) {
+            const auto paged = RunWithBlocks(path, toks, bs, type, batched);
+            // Same numerics, other addresses: equal up to float rounding (in practice exactly).
+            EXPECT_LE(RelErr(paged, contiguous), 1e-6) << path << " len " << len << " bs " << bs << " " << KvDtypeName(type);
+          }
+        }
+      }
+    }
+  }
+}
+
+std::unique_ptr<Engine> StoriesEngine(const std::string& k_type, const std::string& v_type,
+                                      bool prefix_cache = true, const std::string& layer_types = "") {
+  EngineOptions eo;
+  eo.model_path = test::ModelPath("stories260K.bin");
+  eo.tokenizer_path = test::ModelPath("tok512.bin");
+  eo.cache_type_k = k_type;
+  eo.cache_type_v = v_type;
+  eo.kv_layer_types = layer_types;
+  eo.prefix_cache = prefix_cache;
+  return Engine::Create(eo);
+}
+
+TEST(PagedKv, GoldenStoryWithReducedPrecisionKv) {
+  // f16 and bf16 K/V, and int8 V, reproduce the f32 golden story exactly.
+  for (auto kv : {std::pair{"f16", "f16"}, std::pair{"bf16", "bf16"}, std::pair{"f16", "int8"}}) {
+    auto e = StoriesEngine(kv.first, kv.second);
+    EXPECT_EQ(e->Generate("", Greedy(256)).text, Golden()) << "K " << kv.first << " V " << kv.second;
+  }
+  // int8 K (one scale per token and head of 8) perturbs logits by up to ~0.6 on this model,
+  // whose greedy path has top-1/top-2 gaps as small as 0.004: it follows the golden story for
+  // its first 100+ tokens, then takes a near-tie the other way.
+  auto e = StoriesEngine("int8", "int8");
+  const std::string text = e->Generate("", Greedy(256)).text;
+  size_t common = 0;
+  while (common < text.size() && common < Golden().size() && text[common] == Golden()[common]) ++common;
+  EXPECT_GE(common, 250u);  // ~100 tokens
+}
+
+TEST(PagedKv, SharedPrefixIsReusedAndChangesNothing) {
+  // ~1,000 tokens of shared prefix (the golden story, repeated), two different questions.
+  std::string prefix;
+  while (prefix.size() < 3000) prefix += Golden() + "\n";
+  EngineOptions eo;
+  eo.model_path = test::ModelPath("stories260K.gguf");
+  auto cached = Engine::Create(eo);
+  eo.prefix_cache = false;
+  auto uncached = Engine::Create(eo);
+  const int n_prefix = static_cast<int>(cached->Tokenize(prefix, true).size());
+  ASSERT_GE(n_prefix, 1000);
+  const std::string a = prefix + "Lily went to the park.", b = prefix + "Tom saw a big dog.";
+  const GenerateResult first = cached->Generate(a, Greedy(20));
+  EXPECT_EQ(first.cached_tokens, 0);
+  const GenerateResult second = cached->Generate(b, Greedy(20));
+  EXPECT_GE(second.cached_tokens, n_prefix * 9 / 10) << "second request recomputed too much of the prefix";
+  EXPECT_EQ(second.text, uncached->Generate(b, Greedy(20)).text);
+  const MemoryReport m = cached->Memory();
+  EXPECT_GT(m.prefix_hits, 0);
+  EXPECT_EQ(m.kv_used_blocks, 0);  // all sequences finished: every block is back in the pool
+}
+
+TEST(PagedKv, KvMemoryBudgetLimitsTheContextGracefully) {
+  EngineOptions eo;
+  eo.model_path = test::ModelPath("stories260K.gguf");
+  eo.kv_memory = 64 * 1024;  // a few blocks only
+  auto e = Engine::Create(eo);
+  const MemoryReport m = e->Memory();
+  EXPECT_LE(m.kv_allocated_bytes, 64u * 1024 + 64 * 10);  // + alignment of 10 regions
+  GenerateOptions o = Greedy(1000);
+  o.ignore_eos = true;
+  const GenerateResult r = e->Generate("Once upon a time", o);
+  EXPECT_EQ(r.finish, FinishReason::kContext);
+  EXPECT_EQ(r.prompt_tokens + r.generated_tokens, m.kv_total_blocks * m.kv_block_size + 1);
+}
+
+}  // namespace
+}  // namespace paddock

@@ -1,5 +1,7 @@
 #include "kernels/kv_format.h"
 
+#include <cmath>
+
 #include "base/strings.h"
 
 namespace paddock {
@@ -22,6 +24,20 @@ KvDtype ParseKvDtype(std::string_view n) {
   if (n == "int8" || n == "q8" || n == "i8") return KvDtype::kI8;
   if (n == "int4" || n == "q4" || n == "i4") return KvDtype::kI4;
   Fail("unknown KV cache type '%.*s' (expected f32, f16, bf16, int8 or int4)", (int)n.size(), n.data());
+}
+
+void Hadamard(float* x, int n) {
+  for (int len = 1; len < n; len <<= 1) {
+    for (int i = 0; i < n; i += 2 * len) {
+      for (int j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+    }
+  }
+  const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int i = 0; i < n; ++i) x[i] *= norm;
 }
 
 int KvI4Group(int head_dim) {

@@ -10,6 +10,11 @@
 //          bytes; byte i holds element i (low nibble) and element i + G/2 (high nibble), as
 //          in GGML's Q4_0; value (q - 8) * scale.
 // Quantize on write (kv_store), dequantize inside attention (kv_dot, kv_axpy).
+//
+// Rotation: when head_dim is a power of two, the integer encodings store each head rotated by
+// the normalized Walsh-Hadamard transform H (orthogonal and its own inverse). Rotation spreads
+// outlier channels over the whole head, so one scale per head loses far less; attention
+// compensates exactly: q.k = (Hq).(Hk), and sum p_t v_t = H sum p_t (H v_t).
 #pragma once
 
 #include <cstddef>
@@ -19,11 +24,20 @@
 namespace paddock {
 
 enum class KvDtype : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kI4 = 4 };
+// Largest n_kv_heads * head_dim a KV row may have (encoders use a stack buffer of this size).
+constexpr int kKvMaxRowElements = 16384;
 constexpr int kKvDtypeCount = 5;
 
 const char* KvDtypeName(KvDtype t);
 // "f32", "f16", "bf16", "int8" (or "q8"), "int4" (or "q4"); throws Error otherwise.
 KvDtype ParseKvDtype(std::string_view name);
+
+// True if heads of this type and size are stored Hadamard-rotated.
+inline bool KvRotated(KvDtype t, int head_dim) {
+  return (t == KvDtype::kI8 || t == KvDtype::kI4) && head_dim >= 2 && (head_dim & (head_dim - 1)) == 0;
+}
+// In-place normalized Walsh-Hadamard transform of n (a power of two) floats.
+void Hadamard(float* x, int n);
 
 // Elements per int4 group for a given head size (0 if head_dim is odd: int4 impossible).
 int KvI4Group(int head_dim);

@@ -22,6 +22,9 @@ void StoreBF16(uint8_t* row, const float* src, int nh, int hd) {
   auto* d = reinterpret_cast<uint16_t*>(row);
   for (int i = 0; i < nh * hd; ++i) d[i] = Fp32ToBf16(src[i]);
 }
+// Per (token, head): the scale that minimizes the squared rounding error among candidates
+// at and just below amax / 127 (clipping the extreme value slightly can lower the error of all
+// the others; with short heads this matters).
 void StoreI8(uint8_t* row, const float* src, int nh, int hd) {
   auto* scales = reinterpret_cast<float*>(row);
   auto* q = reinterpret_cast<int8_t*>(row + 4 * nh);
@@ -29,10 +32,24 @@ void StoreI8(uint8_t* row, const float* src, int nh, int hd) {
     const float* x = src + h * hd;
     float amax = 0;
     for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const float id = d > 0 ? 1.0f / d : 0.0f;
-    scales[h] = d;
-    for (int i = 0; i < hd; ++i) q[h * hd + i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+    float best_d = amax / 127.0f, best_err = -1;
+    for (int c = 0; c < 16 && amax > 0; ++c) {
+      const float d = amax / (127.0f + 0.5f * static_cast<float>(c)) ;
+      float err = 0;
+      for (int i = 0; i < hd; ++i) {
+        const float r = std::clamp(std::nearbyint(x[i] / d), -127.0f, 127.0f);
+        err += (x[i] - r * d) * (x[i] - r * d);
+      }
+      if (best_err < 0 || err < best_err) {
+        best_err = err;
+        best_d = d;
+      }
+    }
+    scales[h] = best_d;
+    const float id = best_d > 0 ? 1.0f / best_d : 0.0f;
+    for (int i = 0; i < hd; ++i) {
+      q[h * hd + i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
+    }
   }
 }
 void StoreI4(uint8_t* row, const float* src, int nh, int hd) {
@@ -126,12 +143,25 @@ void KvDecodeHead(KvDtype t, const uint8_t* row, int head, int nh, int hd, int b
   }
 }
 
+// Integer encodings rotate each head first when the head size allows (kv_format.h).
+template <void (*Store)(uint8_t*, const float*, int, int), KvDtype T>
+void StoreRotated(uint8_t* row, const float* src, int nh, int hd) {
+  if (!KvRotated(T, hd)) {
+    Store(row, src, nh, hd);
+    return;
+  }
+  float buf[kKvMaxRowElements];  // the model config guarantees kv_dim fits
+  std::memcpy(buf, src, sizeof(float) * static_cast<size_t>(nh) * hd);
+  for (int h = 0; h < nh; ++h) Hadamard(buf + h * hd, hd);
+  Store(row, buf, nh, hd);
+}
+
 void SetKvStoreKernels(KernelTable* t) {
   t->kv_store[static_cast<int>(KvDtype::kF32)] = StoreF32;
   t->kv_store[static_cast<int>(KvDtype::kF16)] = StoreF16;
   t->kv_store[static_cast<int>(KvDtype::kBF16)] = StoreBF16;
-  t->kv_store[static_cast<int>(KvDtype::kI8)] = StoreI8;
-  t->kv_store[static_cast<int>(KvDtype::kI4)] = StoreI4;
+  t->kv_store[static_cast<int>(KvDtype::kI8)] = StoreRotated<StoreI8, KvDtype::kI8>;
+  t->kv_store[static_cast<int>(KvDtype::kI4)] = StoreRotated<StoreI4, KvDtype::kI4>;
 }
 
 void SetReferenceKvKernels(KernelTable* t) {

@@ -89,14 +89,14 @@ int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
   const size_t per_block = KvBytesPerToken(cfg, o) * static_cast<size_t>(o.block_size);
   size_t blocks;
   if (o.memory_bytes > 0) {
-    blocks = o.memory_bytes / per_block;
-    if (blocks < 1) Fail("KV memory budget of %s holds no block (one block of %d tokens needs %s)", FormatBytes(o.memory_bytes).c_str(), o.block_size, FormatBytes(per_block).c_str());
+    blocks = o.memory_bytes / per_block;  // the budget includes the null block
+    if (blocks < 2) Fail("KV memory budget of %s holds no usable block (one block of %d tokens needs %s, and one is reserved)", FormatBytes(o.memory_bytes).c_str(), o.block_size, FormatBytes(per_block).c_str());
   } else {
     const size_t tokens = static_cast<size_t>(default_tokens) + static_cast<size_t>(default_tokens) / 4;
-    blocks = (tokens + static_cast<size_t>(o.block_size) - 1) / static_cast<size_t>(o.block_size);
+    blocks = (tokens + static_cast<size_t>(o.block_size) - 1) / static_cast<size_t>(o.block_size) + 1;
   }
   if (blocks > (1u << 30)) Fail("KV memory budget asks for %zu blocks: too many", blocks);
-  return static_cast<int32_t>(blocks + 1);  // + the null block
+  return static_cast<int32_t>(blocks);
 }
 
 KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens)

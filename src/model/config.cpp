@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/strings.h"
+#include "kernels/kv_format.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
 
@@ -30,6 +31,7 @@ void ModelConfig::Validate() const {
     Fail("model config has a non-positive size (dim %d, layers %d, heads %d/%d, head_dim %d, ffn %d)", dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim);
   }
   if (std::max({dim, q_dim(), ffn_dim}) > 262144) Fail("model config: a row of %d elements exceeds the supported maximum of 262144", std::max({dim, q_dim(), ffn_dim}));
+  if (kv_dim() > kKvMaxRowElements) Fail("model config: KV width %d exceeds the supported maximum of %d", kv_dim(), kKvMaxRowElements);
   if (n_layers > 4096) Fail("model config: %d layers is out of range", n_layers);
   if (n_heads % n_kv_heads != 0) Fail("model config: %d heads is not a multiple of %d KV heads", n_heads, n_kv_heads);
   if (rope_dim <= 0 || rope_dim > head_dim || rope_dim % 2 != 0) Fail("model config: RoPE dimension %d must be even and at most the head size %d", rope_dim, head_dim);

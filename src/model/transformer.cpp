@@ -23,14 +23,14 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t sizes[] = {
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
       B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(cfg_.n_vocab),
-      B * half, B * half, T * static_cast<size_t>(ctx_)};
+      B * half, B * half, T * static_cast<size_t>(ctx_), T * static_cast<size_t>(cfg_.head_dim)};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
   arena_bytes_ = total * sizeof(float);
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_};
+  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_};
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i] = p;
     p += (sizes[i] + 15) / 16 * 16;
@@ -138,13 +138,20 @@ void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
   const int window = kv.window;
   const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
   const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
+  const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* scores = scores_ + static_cast<size_t>(t) * ctx_;
+    float* qrot = qrot_ + static_cast<size_t>(t) * hd;
     for (int64_t idx = begin; idx < end; ++idx) {
       const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
       const int p = pos + j;
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       const float* q = q_ + j * qd + h * hd;
+      if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
+        std::memcpy(qrot, q, sizeof(float) * hd);
+        Hadamard(qrot, hd);
+        q = qrot;
+      }
       const int g = h / group;
       const int len = p - start + 1;
       for (int s = 0; s < len; ++s) scores[s] = kdot(q, kv.K(l, start + s), g, nkv, hd) * scale;
@@ -152,6 +159,7 @@ void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
       float* out = att_ + j * qd + h * hd;
       std::memset(out, 0, sizeof(float) * hd);
       for (int s = 0; s < len; ++s) vaxpy(out, scores[s], kv.V(l, start + s), g, nkv, hd);
+      if (rot_v) Hadamard(out, hd);  // values are stored rotated: rotate the sum back
     }
   };
   pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);

@@ -62,6 +62,7 @@ class Transformer {
   float* cos_;      // (B, rope_dim / 2)
   float* sin_;      // (B, rope_dim / 2)
   float* scores_;   // (threads, ctx) attention scores
+  float* qrot_;     // (threads, head_dim) rotated query for Hadamard-rotated KV
   std::vector<float> inv_freq_;  // (rope_dim / 2)
 };
 

@@ -1,7 +1,9 @@
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "args.h"
+#include "base/strings.h"
 #include "commands.h"
 #include "paddock/paddock.h"
 
@@ -31,10 +33,56 @@ const std::vector<OptionSpec> kSpecs = {
     {{"-t", "--threads"}, true, "threads (default: all cores)"},
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+    {{"--kv-memory"}, true, "KV cache budget in bytes (K/M/G suffixes; default: context + 25%)"},
+    {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
+    {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
+    {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
+    {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
+    {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
+    {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
 }  // namespace
+
+uint64_t ParseBytes(const std::string& flag, const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  std::string unit = end != nullptr ? std::string(end) : "";
+  double mul = 1;
+  if (unit == "" || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mul = 1024.0;
+  else if (unit == "M" || unit == "MiB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
+  else throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
+  if (s.empty() || end == s.c_str() || !(v > 0) || v * mul > 1e15) throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
+  return static_cast<uint64_t>(v * mul);
+}
+
+void AddKvOptions(const Args& args, EngineOptions* eo) {
+  if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));
+  eo->kv_block_size = static_cast<int>(args.Int("--kv-block-size", 16, 1, 4096));
+  eo->cache_type_k = args.Str("--cache-type-k", "f16");
+  eo->cache_type_v = args.Str("--cache-type-v", "f16");
+  for (const auto& t : {eo->cache_type_k, eo->cache_type_v}) {
+    if (t != "f32" && t != "f16" && t != "bf16" && t != "int8" && t != "int4") {
+      throw Error("unknown KV cache type '" + t + "' (expected f32, f16, bf16, int8 or int4)");
+    }
+  }
+  eo->kv_layer_types = args.Str("--kv-layer-types");
+  eo->prefix_cache = !args.Has("--no-prefix-cache");
+  eo->sliding_window = static_cast<int>(args.Int("--sliding-window", -1, 0, 1 << 24));
+}
+
+void PrintMemory(const Engine& e) {
+  const MemoryReport m = e.Memory();
+  std::fprintf(stderr,
+               "paddock: memory: weights %s, KV %s allocated (%lld blocks of %d tokens, %s/token), "
+               "scratch %s; prefix cache %lld/%lld blocks hit\n",
+               FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(),
+               (long long)m.kv_total_blocks, m.kv_block_size, FormatBytes(m.kv_bytes_per_token).c_str(),
+               FormatBytes(m.scratch_bytes).c_str(), (long long)m.prefix_hits, (long long)m.prefix_queries);
+}
 
 int CmdRun(int argc, char** argv) {
   Args args = [&] {
@@ -64,6 +112,7 @@ int CmdRun(int argc, char** argv) {
     if (eo.isa != "auto" && eo.isa != "scalar" && eo.isa != "avx2" && eo.isa != "avx512") {
       throw Error("unknown ISA '" + eo.isa + "' for --isa (expected auto, scalar, avx2 or avx512)");
     }
+    AddKvOptions(args, &eo);
     go.max_tokens = static_cast<int>(args.Int("-n", 256, 0, 1 << 24));
     go.sampling.temperature = static_cast<float>(args.Float("--temp", 0.8, 0, 100));
     go.sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
@@ -112,6 +161,7 @@ int CmdRun(int argc, char** argv) {
   });
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  PrintMemory(*engine);
   const double gen_tps = r.decode_seconds > 0 && r.generated_tokens > 1 ? (r.generated_tokens - 1) / r.decode_seconds : 0;
   std::fprintf(stderr,
                "paddock: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, %.1f tok/s; "
