@@ -86,7 +86,18 @@ expect_error "unknown isa" 2 "unknown ISA" -- run -m "$M/stories260K.gguf" --isa
 expect_error "tokenize without text" 2 "TEXT" -- tokenize -m "$M/stories260K.gguf"
 expect_error "synth bad shape" 2 "unknown shape" -- synth --shape nope -o "$TMP/x.gguf"
 
-# 7. synth writes a model that runs.
+# 7. KV cache switches.
+out=$("$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 --cache-type-k bf16 --cache-type-v int8 --kv-block-size 7 2>"$TMP/kvlog")
+[ "$out" = "$(cat "$M/stories260K.expected_t0.txt")" ] && ok || bad "golden with bf16/int8 KV and 7-token blocks"
+grep -q "memory: weights" "$TMP/kvlog" && ok || bad "memory report missing"
+"$BIN" run -m "$M/stories260K.gguf" -n 8 --kv-layer-types '*=int4,first=int8,last=int8' --no-prefix-cache --sliding-window 4 --kv-memory 1M >/dev/null 2>&1 && ok || bad "KV switches rejected"
+expect_error "bad cache type" 2 "unknown KV cache type" -- run -m "$M/stories260K.gguf" --cache-type-k int3
+expect_error "bad kv memory" 2 "invalid size" -- run -m "$M/stories260K.gguf" --kv-memory lots
+expect_error "tiny kv memory" 1 "no usable block" -- run -m "$M/stories260K.gguf" --kv-memory 100
+expect_error "bad layer spec" 1 "kv-layer-types" -- run -m "$M/stories260K.gguf" --kv-layer-types '99=int8'
+expect_error "zero block size" 2 "out of range" -- run -m "$M/stories260K.gguf" --kv-block-size 0
+
+# 8. synth writes a model that runs.
 "$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null && ok || bad "synth failed"
 "$BIN" run -m "$TMP/tiny.gguf" -n 5 --ignore-eos >/dev/null 2>&1 && ok || bad "synthetic model does not run"
 

@@ -42,6 +42,8 @@ const std::vector<OptionSpec> kSynthSpecs = {
     {{"--type"}, true, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (default q4_0)"},
     {{"-o", "--output"}, true, "output GGUF path (required)"},
     {{"--layers"}, true, "override the number of layers"},
+    {{"--ctx"}, true, "override the context length"},
+    {{"--sliding-window"}, true, "declare an attention window (Mistral-style)"},
     {{"--seed"}, true, "random seed (default 1)"},
     {{"-h", "--help"}, false, "show this help"},
 };
@@ -129,6 +131,8 @@ int CmdSynth(int argc, char** argv) {
     if (t == nullptr || t->from_float == nullptr) throw Error("unknown or unsupported weight type '" + args.Str("--type") + "'");
     spec.type = t->type;
     spec.n_layers = static_cast<int>(args.Int("--layers", spec.n_layers, 1, 1024));
+    spec.context = static_cast<int>(args.Int("--ctx", spec.context, 1, 1 << 22));
+    spec.sliding_window = static_cast<int>(args.Int("--sliding-window", spec.sliding_window, 0, 1 << 22));
     spec.seed = args.U64("--seed", 1);
   } catch (const UsageError&) {
     throw;

@@ -33,7 +33,7 @@ const std::vector<OptionSpec> kSpecs = {
     {{"-t", "--threads"}, true, "threads (default: all cores)"},
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
-    {{"--kv-memory"}, true, "KV cache budget in bytes (K/M/G suffixes; default: context + 25%)"},
+    {{"--kv-memory"}, true, "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
     {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
     {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
@@ -45,7 +45,29 @@ const std::vector<OptionSpec> kSpecs = {
 
 }  // namespace
 
+// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
+uint64_t AvailableMemory() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024ull;
+}
+
+// "65536", "64M", "1.5G", or "30%" (of the memory available now).
 uint64_t ParseBytes(const std::string& flag, const std::string& s) {
+  if (!s.empty() && s.back() == '%') {
+    char* end = nullptr;
+    const double pct = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() - 1 || !(pct > 0 && pct <= 100)) throw Error("invalid share '" + s + "' for " + flag + " (e.g. 30%)");
+    const uint64_t avail = AvailableMemory();
+    if (avail == 0) throw Error("cannot read the available memory for " + flag + " " + s);
+    return static_cast<uint64_t>(static_cast<double>(avail) * pct / 100.0);
+  }
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   std::string unit = end != nullptr ? std::string(end) : "";
