@@ -5,7 +5,9 @@
 namespace paddock {
 
 namespace {
-constexpr int kSpinIterations = 1 << 15;
+// About 100-200 us of spinning: long enough to bridge the gaps between the parallel sections
+// of one decode step, short enough not to steal a core that another process needs.
+constexpr int kSpinIterations = 1 << 12;
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -45,7 +47,13 @@ void ThreadPool::Run(int64_t n, Fn fn, void* ctx) {
   }
   cv_.notify_all();
   RunShare(0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpinIterations) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();  // a worker was descheduled: let it run
+    }
+  }
 }
 
 void ThreadPool::WorkerLoop(int thread_id) {
