@@ -166,3 +166,58 @@ TEST(Kernels, RopeRotatesTheRightPairs) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+TEST(Kernels, ActivationQuantizationIsIdenticalOnEveryIsa) {
+  const auto x = Random(32 * 9, 77, 3.0f);
+  std::vector<int8_t> q_ref(x.size()), q(x.size());
+  std::vector<float> d_ref(9), d(9), s_ref(9), s(9);
+  ReferenceKernels().quantize_act(x.data(), 32 * 9, q_ref.data(), d_ref.data(), s_ref.data());
+  for (Isa isa : FastIsas()) {
+    GetKernels(isa).quantize_act(x.data(), 32 * 9, q.data(), d.data(), s.data());
+    EXPECT_EQ(q, q_ref) << IsaName(isa);
+    EXPECT_EQ(d, d_ref) << IsaName(isa);
+    EXPECT_EQ(s, s_ref) << IsaName(isa);
+  }
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(q_ref[i] * d_ref[i / 32], x[i], d_ref[i / 32] * 0.5f + 1e-7f);
+}
+
+TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {
+  const KernelTable& ref = ReferenceKernels();
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    const TypeTraits& tr = Traits(t);
+    for (int cols : {32, 96, 288, 2048}) {
+      for (int rows : {1, 3, 17}) {
+        const auto wf = Random(static_cast<size_t>(cols) * rows, 3 + cols + rows);
+        std::string w(RowBytes(tr, cols) * rows, '\0');
+        tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+        const auto x = Random(static_cast<size_t>(cols), 9 + cols);
+        std::vector<int8_t> qs(cols);
+        std::vector<float> d(cols / 32), ds(cols / 32);
+        ref.quantize_act(x.data(), cols, qs.data(), d.data(), ds.data());
+        ActQ8 xq;
+        xq.qs = qs.data();
+        xq.d = d.data();
+        xq.ds = ds.data();
+        std::vector<float> y_ref(rows), y(rows), y_float(rows);
+        ref.gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, y_ref.data());
+        ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y_float.data());
+        for (int r = 0; r < rows; ++r) {
+          // int8 activations vs float activations: within the activation quantization error.
+          ASSERT_NEAR(y_ref[r], y_float[r], 0.02 * std::sqrt(static_cast<double>(cols)) * 0.3) << tr.name;
+        }
+        for (Isa isa : FastIsas()) {
+          GetKernels(isa).gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, y.data());
+          for (int r = 0; r < rows; ++r) {
+            ASSERT_NEAR(y[r], y_ref[r], 1e-5 * (std::fabs(y_ref[r]) + cols * 0.01)) << IsaName(isa) << " " << tr.name << " cols " << cols;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -22,6 +22,7 @@ Isa DetectIsa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vnni") &&
       __builtin_cpu_supports("fma") && HasF16c()) {
     return Isa::kAvx512;
   }

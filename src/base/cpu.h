@@ -7,6 +7,7 @@
 
 namespace paddock {
 
+// kAvx2: AVX2 + FMA + F16C. kAvx512: AVX-512 F/BW/VL/DQ + VNNI (+ FMA, F16C).
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // The best ISA this CPU supports among those Paddock has kernels for.

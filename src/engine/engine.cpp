@@ -127,7 +127,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   if (ctx > c.context_length) Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
   const int threads = o.threads > 0 ? o.threads : HardwareThreads();
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch);
+  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch, o.int8_activations);
   KvCacheOptions ko;
   ko.memory_bytes = o.kv_memory;
   ko.block_size = o.kv_block_size;

@@ -23,9 +23,26 @@ namespace paddock {
 using GemvFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
                         const float* x, float* y);
 
+// Activations quantized to int8 in blocks of 32 (kQK): the operand of the integer GEMV kernels.
+// Per block: scale d (x ~= d * q) and d * sum(q) (for zero-point corrections).
+struct ActQ8 {
+  const int8_t* qs = nullptr;   // (n)
+  const float* d = nullptr;     // (n / 32)
+  const float* ds = nullptr;     // (n / 32) d * sum(q): the block sum, scaled
+};
+
+// Like GemvFn, with the activation vector quantized (cols a multiple of 32).
+using GemvQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                          const ActQ8& x, float* y);
+
 struct KernelTable {
   Isa isa;
   GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
+  // Integer-dot GEMV (int8 activations); null where a type has no integer path.
+  GemvQ8Fn gemv_q8[kGgmlTypeCount];
+  // Quantizes n floats (a multiple of 32) to int8 blocks: d = amax / 127, q = round(x / d).
+  // Every table produces identical bytes.
+  void (*quantize_act)(const float* x, int64_t n, int8_t* qs, float* d, float* ds);
   float (*dot)(const float* a, const float* b, int64_t n);
   // out = x / rms(x) * w  (w may alias nothing; out may alias x)
   void (*rmsnorm)(float* out, const float* x, const float* w, int64_t n, float eps);

@@ -1,6 +1,8 @@
 // Scalar reference kernels: straightforward loops, double accumulation where it matters.
 #include <cmath>
 
+#include "base/half.h"
+
 #include "kernels/kernels.h"
 #include "kernels/kv_rows.h"
 #include "kernels/tables.h"
@@ -30,6 +32,53 @@ void RefGemv(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const 
       for (int64_t i = 0; i < n; ++i) s += static_cast<double>(buf[i]) * x[c + i];
     }
     y[r] = static_cast<float>(s);
+  }
+}
+
+void RefQuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    float amax = 0;
+    for (int i = 0; i < kQK; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    const float scale = amax / 127.0f;
+    const float id = scale > 0 ? 1.0f / scale : 0.0f;
+    int32_t s = 0;
+    for (int i = 0; i < kQK; ++i) {
+      const int q = static_cast<int>(std::nearbyint(xb[i] * id));
+      qs[b * kQK + i] = static_cast<int8_t>(q);
+      s += q;
+    }
+    d[b] = scale;
+    ds[b] = scale * static_cast<float>(s);
+  }
+}
+
+// Integer GEMV reference: exact integer dot per block, block scales applied in double.
+template <GgmlType T>
+void RefGemvQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+               float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    double acc = 0;
+    for (int64_t b = 0; b < cols / kQK; ++b) {
+      const int8_t* xq = x.qs + b * kQK;
+      int32_t dot = 0;
+      float dw;
+      if constexpr (T == GgmlType::kQ8_0) {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+        dw = Fp16ToFp32(blk->d);
+        for (int i = 0; i < kQK; ++i) dot += blk->qs[i] * xq[i];
+      } else {
+        const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+        dw = Fp16ToFp32(blk->d);
+        for (int i = 0; i < 16; ++i) {
+          dot += ((blk->qs[i] & 15) - 8) * xq[i];
+          dot += ((blk->qs[i] >> 4) - 8) * xq[i + 16];
+        }
+      }
+      acc += static_cast<double>(dw) * static_cast<double>(x.d[b]) * dot;
+    }
+    y[r] = static_cast<float>(acc);
   }
 }
 
@@ -98,6 +147,9 @@ KernelTable MakeScalarTable() {
   t.gemv[static_cast<int>(GgmlType::kQ4_K)] = RefGemv<GgmlType::kQ4_K>;
   t.gemv[static_cast<int>(GgmlType::kQ5_K)] = RefGemv<GgmlType::kQ5_K>;
   t.gemv[static_cast<int>(GgmlType::kQ6_K)] = RefGemv<GgmlType::kQ6_K>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemvQ8<GgmlType::kQ8_0>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemvQ8<GgmlType::kQ4_0>;
+  t.quantize_act = RefQuantizeAct;
   t.dot = RefDot;
   t.rmsnorm = RefRmsNorm;
   t.softmax = RefSoftmax;

@@ -289,6 +289,124 @@ void Rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, c
   }
 }
 
+// ---- integer dot products (int8 activations) ----
+
+// 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane). VNNI where the ISA has it,
+// else maddubs + madd (safe from int16 saturation for |u8| <= 128 and |s8| <= 127).
+inline __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) {
+#if defined(__AVX512VNNI__)
+  return _mm256_dpbusd_epi32(acc, u8, s8);
+#else
+  const __m256i p = _mm256_maddubs_epi16(u8, s8);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+void QuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    __m256 m = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int i = 0; i < kQK; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float scale = amax / 127.0f;
+    const float id = scale > 0 ? 1.0f / scale : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i acc = _mm256_setzero_si256();
+    for (int i = 0; i < kQK; i += 8) {
+      const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i), vid));  // RNE
+      acc = _mm256_add_epi32(acc, q);
+      const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      const __m128i q8 = _mm_packs_epi16(q16, q16);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(qs + b * kQK + i), q8);
+    }
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s4 = _mm_hadd_epi32(s4, s4);
+    s4 = _mm_hadd_epi32(s4, s4);
+    d[b] = scale;
+    ds[b] = scale * static_cast<float>(_mm_cvtsi128_si32(s4));
+  }
+}
+
+void GemvQ8Q8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + r * rb);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i + 1].qs));
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (i + 1) * kQK));
+      const __m256i d0 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
+      const __m256i d1 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w1), _mm256_sign_epi8(x1, w1));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(_cvtsh_ss(b[i].d) * x.d[i]), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x.d[i + 1]), acc1);
+    }
+    for (; i < nb; ++i) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
+      const __m256i d0 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(_cvtsh_ss(b[i].d) * x.d[i]), acc0);
+    }
+    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  }
+}
+
+// Q4_0 nibbles as 32 unsigned bytes in element order (low nibbles: 0..15, high: 16..31).
+inline __m256i UnpackQ4(const uint8_t* qs) {
+#if defined(__AVX512BW__)
+  const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i shifted = _mm256_srlv_epi16(raw, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
+  return _mm256_and_si256(shifted, _mm256_set1_epi8(15));
+#else
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
+#endif
+}
+
+// value = (q - 8) * d_w: sum = d_w * d_x * dot(q, x) - 8 * d_w * (d_x * sum(x)).
+void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* b = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(w) + r * rb);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float corr0 = 0, corr1 = 0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (i + 1) * kQK));
+      const __m256i d0 = DpBusd(_mm256_setzero_si256(), UnpackQ4(b[i].qs), x0);
+      const __m256i d1 = DpBusd(_mm256_setzero_si256(), UnpackQ4(b[i + 1].qs), x1);
+      const float w0 = _cvtsh_ss(b[i].d), w1 = _cvtsh_ss(b[i + 1].d);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(w0 * x.d[i]), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(w1 * x.d[i + 1]), acc1);
+      corr0 += w0 * x.ds[i];
+      corr1 += w1 * x.ds[i + 1];
+    }
+    for (; i < nb; ++i) {
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
+      const __m256i d0 = DpBusd(_mm256_setzero_si256(), UnpackQ4(b[i].qs), x0);
+      const float w0 = _cvtsh_ss(b[i].d);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(w0 * x.d[i]), acc0);
+      corr0 += w0 * x.ds[i];
+    }
+    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1)) - 8.0f * (corr0 + corr1);
+  }
+}
+
 // ---- KV rows ----
 
 template <KvDtype T>
@@ -388,6 +506,9 @@ KernelTable MakeTable() {
   t.gemv[static_cast<int>(GgmlType::kQ4_K)] = GemvQxK<BlockQ4_K, false>;
   t.gemv[static_cast<int>(GgmlType::kQ5_K)] = GemvQxK<BlockQ5_K, true>;
   t.gemv[static_cast<int>(GgmlType::kQ6_K)] = GemvQ6_K;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = GemvQ8Q8_0;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = GemvQ8Q4_0;
+  t.quantize_act = QuantizeAct;
   t.dot = Dot;
   t.rmsnorm = RmsNorm;
   t.softmax = Softmax;

@@ -14,9 +14,15 @@ constexpr size_t kMatmulBlockBytes = 64 * 1024;
 }  // namespace
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
-                         int max_batch)
+                         int max_batch, bool int8_activations)
     : model_(model), cfg_(model.config), k_(kernels), pool_(pool),
-      max_batch_(std::max(1, max_batch)), ctx_(model.config.context_length) {
+      max_batch_(std::max(1, max_batch)), ctx_(model.config.context_length),
+      int8_(int8_activations) {
+  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
+  const size_t act = static_cast<size_t>(max_batch_) * max_cols_;
+  act_qs_.reset(new int8_t[act]);
+  act_d_.reset(new float[act / kQK + 1]);
+  act_ds_.reset(new float[act / kQK + 1]);
   const size_t B = static_cast<size_t>(max_batch_);
   const size_t T = static_cast<size_t>(pool_.size());
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
@@ -27,7 +33,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
-  arena_bytes_ = total * sizeof(float);
+  arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
   float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_};
@@ -71,7 +77,7 @@ void Transformer::Chunk(const int32_t* tokens, int n, int pos, const KvView& kv)
   // Only the last token's logits are needed for generation.
   const float* last = x_ + static_cast<size_t>(n - 1) * dim;
   k_.rmsnorm(xb_, last, model_.weights.output_norm, dim, cfg_.norm_eps);
-  Matmul(model_.weights.output, xb_, 1, logits_);
+  Matmul(model_.weights.output, xb_, QuantizeInput(xb_, 1, dim), 1, logits_);
 }
 
 void Transformer::RopeTables(int n, int pos) {
@@ -95,9 +101,10 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
 
   // Attention block: norm, Q/K/V projections, (bias), (QK-norm), RoPE, cache, attend, project.
   for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.attn_norm, dim, cfg_.norm_eps);
-  Matmul(w.wq, xb_, n, q_);
-  Matmul(w.wk, xb_, n, kv_k_);
-  Matmul(w.wv, xb_, n, kv_v_);
+  const ActQ8 xq = QuantizeInput(xb_, n, dim);
+  Matmul(w.wq, xb_, xq, n, q_);
+  Matmul(w.wk, xb_, xq, n, kv_k_);
+  Matmul(w.wv, xb_, xq, n, kv_v_);
   const KvLayerView& cache = kv.layers[l];
   for (int j = 0; j < n; ++j) {
     float* q = q_ + j * qd;
@@ -118,15 +125,16 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
     k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos + j), v, cfg_.n_kv_heads, hd);
   }
   Attention(l, n, pos, kv);
-  Matmul(w.wo, att_, n, xb_);
+  Matmul(w.wo, att_, QuantizeInput(att_, n, qd), n, xb_);
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 
   // Feed-forward block: norm, gate/up, SwiGLU, down, residual.
   for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, dim, cfg_.norm_eps);
-  Matmul(w.w_gate, xb_, n, hb_);
-  Matmul(w.w_up, xb_, n, hb2_);
+  const ActQ8 fq = QuantizeInput(xb_, n, dim);
+  Matmul(w.w_gate, xb_, fq, n, hb_);
+  Matmul(w.w_up, xb_, fq, n, hb2_);
   k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * cfg_.ffn_dim);
-  Matmul(w.w_down, hb_, n, xb_);
+  Matmul(w.w_down, hb_, QuantizeInput(hb_, n, cfg_.ffn_dim), n, xb_);
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 }
 
@@ -165,11 +173,38 @@ void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
   pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);
 }
 
-void Transformer::Matmul(const WeightTensor& w, const float* x, int n, float* y) {
+ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols) {
+  if (!int8_ || cols % kQK != 0) return {};
+  for (int j = 0; j < n; ++j) {
+    const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
+    k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
+  }
+  ActQ8 q;
+  q.qs = act_qs_.get();
+  q.d = act_d_.get();
+  q.ds = act_ds_.get();
+  return q;
+}
+
+void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {
+  const GemvQ8Fn gemv_q8 = xq.qs != nullptr ? k_.gemv_q8[static_cast<int>(w.type)] : nullptr;
   const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
+  // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
+  auto run = [&](const uint8_t* wr, int64_t nr, int j, float* out) {
+    if (gemv_q8 != nullptr) {
+      const size_t off = static_cast<size_t>(j) * static_cast<size_t>(w.cols);
+      ActQ8 xj;
+      xj.qs = xq.qs + off;
+      xj.d = xq.d + off / kQK;
+      xj.ds = xq.ds + off / kQK;
+      gemv_q8(wr, w.row_bytes, w.cols, nr, xj, out);
+    } else {
+      gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, out);
+    }
+  };
   if (n == 1) {
     auto task = [&](int64_t begin, int64_t end, int) {
-      gemv(w.data + static_cast<size_t>(begin) * w.row_bytes, w.row_bytes, w.cols, end - begin, x, y + begin);
+      run(w.data + static_cast<size_t>(begin) * w.row_bytes, end - begin, 0, y + begin);
     };
     pool_.ParallelFor(w.rows, task);
     return;
@@ -181,9 +216,7 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, int n, float* y)
     for (int64_t r0 = begin; r0 < end; r0 += block) {
       const int64_t nr = std::min(block, end - r0);
       const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
-      for (int j = 0; j < n; ++j) {
-        gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, y + static_cast<size_t>(j) * w.rows + r0);
-      }
+      for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
     }
   };
   pool_.ParallelFor(w.rows, task);

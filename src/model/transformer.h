@@ -21,8 +21,11 @@ namespace paddock {
 
 class Transformer {
  public:
+  // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0), quantize each
+  // matmul input to int8 blocks once and use integer dot products (a switch, so its effect on
+  // speed and accuracy can be measured alone).
   Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
-              int max_batch = 32);
+              int max_batch = 32, bool int8_activations = true);
 
   // Runs tokens[0..n) at positions pos..pos+n-1 and returns the logits after the last one
   // (config().n_vocab floats, valid until the next call). Throws Error on an invalid token id
@@ -37,8 +40,10 @@ class Transformer {
   void Chunk(const int32_t* tokens, int n, int pos, const KvView& kv);
   void Layer(int l, int n, int pos, const KvView& kv);
   void Attention(int l, int n, int pos, const KvView& kv);
-  // y (n x w.rows) = x (n x w.cols) * w^T
-  void Matmul(const WeightTensor& w, const float* x, int n, float* y);
+  // Quantizes n rows of `cols` floats for the integer kernels (an empty ActQ8 when off).
+  ActQ8 QuantizeInput(const float* x, int n, int cols);
+  // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
+  void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   void RopeTables(int n, int pos);
 
   const LoadedModel& model_;
@@ -47,6 +52,11 @@ class Transformer {
   ThreadPool& pool_;
   int max_batch_;
   int ctx_;
+  bool int8_;
+  size_t max_cols_;
+  std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
+  std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales
+  std::unique_ptr<float[]> act_ds_;     // (B, max_cols / 32) scaled block sums
 
   std::unique_ptr<float[]> arena_;
   size_t arena_bytes_ = 0;

@@ -33,6 +33,7 @@ const std::vector<OptionSpec> kSpecs = {
     {{"-t", "--threads"}, true, "threads (default: all cores)"},
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+    {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights (default: int8 dot products)"},
     {{"--kv-memory"}, true, "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
     {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
     {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
@@ -154,6 +155,7 @@ int CmdRun(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+  eo.int8_activations = !args.Has("--no-int8-act");
   go.ignore_eos = args.Has("--ignore-eos");
   go.add_bos = !args.Has("--no-bos");
   go.parse_special = args.Has("--special");
