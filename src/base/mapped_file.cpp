@@ -31,7 +31,7 @@ std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
   if (f->size_ > 0) {
     // MAP_POPULATE pre-faults the page tables at load: otherwise the first forward pass pays
     // one page fault per 4 KiB of weights.
-    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
       ::close(fd);
