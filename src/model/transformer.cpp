@@ -28,7 +28,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
   const size_t sizes[] = {
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
-      B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(cfg_.n_vocab),
+      B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, B * static_cast<size_t>(cfg_.n_vocab),
       B * half, B * half, T * static_cast<size_t>(ctx_), T * static_cast<size_t>(cfg_.head_dim)};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
@@ -42,6 +42,9 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
     p += (sizes[i] + 15) / 16 * 16;
   }
   std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
+  tok_pos_.assign(B, 0);
+  tok_view_.assign(B, nullptr);
+  item_last_.assign(B, 0);
   inv_freq_.resize(half);
   const auto& factors = model_.weights.rope_freq_factors;
   for (size_t i = 0; i < half; ++i) {
@@ -53,38 +56,55 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
 
 const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
   if (n <= 0) Fail("Forward: no tokens");
-  if (pos < 0 || pos + n > kv.capacity() || pos + n > ctx_) {
-    Fail("context full: positions up to %d requested, the KV cache holds %d", pos + n, std::min(kv.capacity(), ctx_));
-  }
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab) Fail("token id %d is outside the vocabulary (0..%d)", tokens[i], cfg_.n_vocab - 1);
-  }
+  const float* logits = nullptr;
   for (int done = 0; done < n; done += max_batch_) {
-    Chunk(tokens + done, std::min(max_batch_, n - done), pos + done, kv);
+    BatchItem item{tokens + done, std::min(max_batch_, n - done), pos + done, &kv};
+    ForwardBatch(&item, 1, &logits);
   }
-  return logits_;
+  return logits;
 }
 
-void Transformer::Chunk(const int32_t* tokens, int n, int pos, const KvView& kv) {
+void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
+  int n = 0;
+  for (int i = 0; i < n_items; ++i) {
+    const BatchItem& it = items[i];
+    if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
+    if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_) {
+      Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n, std::min(it.kv->capacity(), ctx_));
+    }
+    if (n + it.n > max_batch_) Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
+    for (int j = 0; j < it.n; ++j) {
+      if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab) Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
+      tok_pos_[static_cast<size_t>(n)] = it.pos + j;
+      tok_view_[static_cast<size_t>(n)] = it.kv;
+      ++n;
+    }
+    item_last_[static_cast<size_t>(i)] = n - 1;
+  }
   const int dim = cfg_.dim;
   const WeightTensor& emb = model_.weights.tok_embd;
   const DequantizeFn to_float = Traits(emb.type).to_float;
-  for (int j = 0; j < n; ++j) {
-    to_float(emb.data + static_cast<size_t>(tokens[j]) * emb.row_bytes, x_ + static_cast<size_t>(j) * dim, dim);
+  for (int i = 0, j = 0; i < n_items; ++i) {
+    for (int t = 0; t < items[i].n; ++t, ++j) {
+      to_float(emb.data + static_cast<size_t>(items[i].tokens[t]) * emb.row_bytes, x_ + static_cast<size_t>(j) * dim, dim);
+    }
   }
-  RopeTables(n, pos);
-  for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n, pos, kv);
-  // Only the last token's logits are needed for generation.
-  const float* last = x_ + static_cast<size_t>(n - 1) * dim;
-  k_.rmsnorm(xb_, last, model_.weights.output_norm, dim, cfg_.norm_eps);
-  Matmul(model_.weights.output, xb_, QuantizeInput(xb_, 1, dim), 1, logits_);
+  RopeTables(n);
+  for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n);
+  // Only each item's last token needs logits.
+  for (int i = 0; i < n_items; ++i) {
+    const float* last = x_ + static_cast<size_t>(item_last_[static_cast<size_t>(i)]) * dim;
+    k_.rmsnorm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, dim, cfg_.norm_eps);
+  }
+  Matmul(model_.weights.output, xb_, QuantizeInput(xb_, n_items, dim), n_items, logits_);
+  for (int i = 0; i < n_items; ++i) logits[i] = logits_ + static_cast<size_t>(i) * cfg_.n_vocab;
 }
 
-void Transformer::RopeTables(int n, int pos) {
+void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
   const float scale = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
   for (int j = 0; j < n; ++j) {
-    const float p = static_cast<float>(pos + j) * scale;
+    const float p = static_cast<float>(tok_pos_[static_cast<size_t>(j)]) * scale;
     for (int i = 0; i < half; ++i) {
       const float a = p * inv_freq_[static_cast<size_t>(i)];
       cos_[j * half + i] = std::cos(a);
@@ -93,7 +113,7 @@ void Transformer::RopeTables(int n, int pos) {
   }
 }
 
-void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
+void Transformer::Layer(int l, int n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
   const int dim = cfg_.dim, qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hd = cfg_.head_dim;
   const int half = cfg_.rope_dim / 2;
@@ -105,8 +125,10 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
   Matmul(w.wq, xb_, xq, n, q_);
   Matmul(w.wk, xb_, xq, n, kv_k_);
   Matmul(w.wv, xb_, xq, n, kv_v_);
-  const KvLayerView& cache = kv.layers[l];
   for (int j = 0; j < n; ++j) {
+    const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+    const KvLayerView& cache = kv.layers[l];
+    const int pos = tok_pos_[static_cast<size_t>(j)];
     float* q = q_ + j * qd;
     float* k = kv_k_ + j * kvd;
     float* v = kv_v_ + j * kvd;
@@ -121,10 +143,10 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
     }
     k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
     k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
-    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos + j), k, cfg_.n_kv_heads, hd);
-    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos + j), v, cfg_.n_kv_heads, hd);
+    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), k, cfg_.n_kv_heads, hd);
+    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), v, cfg_.n_kv_heads, hd);
   }
-  Attention(l, n, pos, kv);
+  Attention(l, n);
   Matmul(w.wo, att_, QuantizeInput(att_, n, qd), n, xb_);
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 
@@ -138,21 +160,22 @@ void Transformer::Layer(int l, int n, int pos, const KvView& kv) {
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 }
 
-void Transformer::Attention(int l, int n, int pos, const KvView& kv) {
-  const KvLayerView& cache = kv.layers[l];
+void Transformer::Attention(int l, int n) {
   const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int window = kv.window;
-  const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
-  const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
-  const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* scores = scores_ + static_cast<size_t>(t) * ctx_;
     float* qrot = qrot_ + static_cast<size_t>(t) * hd;
     for (int64_t idx = begin; idx < end; ++idx) {
       const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
-      const int p = pos + j;
+      const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+      const KvLayerView& cache = kv.layers[l];
+      const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
+      const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
+      const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
+      const int window = kv.window;
+      const int p = tok_pos_[static_cast<size_t>(j)];
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       const float* q = q_ + j * qd + h * hd;
       if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k

@@ -32,19 +32,29 @@ class Transformer {
   // or a position past the KV capacity.
   const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv);
 
+  // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
+  // positions pos..pos+n-1 of its own KV view. The total token count must not exceed
+  // max_batch(). logits[i] receives item i's last-token logits (valid until the next call).
+  struct BatchItem {
+    const int32_t* tokens;
+    int n;
+    int pos;
+    const KvView* kv;
+  };
+  void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
+
   const ModelConfig& config() const { return cfg_; }
   int max_batch() const { return max_batch_; }
   size_t scratch_bytes() const { return arena_bytes_; }
 
  private:
-  void Chunk(const int32_t* tokens, int n, int pos, const KvView& kv);
-  void Layer(int l, int n, int pos, const KvView& kv);
-  void Attention(int l, int n, int pos, const KvView& kv);
+  void Layer(int l, int n);
+  void Attention(int l, int n);
   // Quantizes n rows of `cols` floats for the integer kernels (an empty ActQ8 when off).
   ActQ8 QuantizeInput(const float* x, int n, int cols);
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
-  void RopeTables(int n, int pos);
+  void RopeTables(int n);
 
   const LoadedModel& model_;
   const ModelConfig& cfg_;
@@ -68,12 +78,16 @@ class Transformer {
   float* att_;      // (B, q_dim) attention output
   float* hb_;       // (B, ffn_dim)
   float* hb2_;      // (B, ffn_dim)
-  float* logits_;   // (n_vocab)
+  float* logits_;   // (B, n_vocab) last-token logits of each batch item
   float* cos_;      // (B, rope_dim / 2)
   float* sin_;      // (B, rope_dim / 2)
   float* scores_;   // (threads, ctx) attention scores
   float* qrot_;     // (threads, head_dim) rotated query for Hadamard-rotated KV
   std::vector<float> inv_freq_;  // (rope_dim / 2)
+  // Per token of the current step: position and KV view; per item: its last token's index.
+  std::vector<int> tok_pos_;
+  std::vector<const KvView*> tok_view_;
+  std::vector<int> item_last_;
 };
 
 }  // namespace paddock
