@@ -97,7 +97,15 @@ expect_error "tiny kv memory" 1 "no usable block" -- run -m "$M/stories260K.gguf
 expect_error "bad layer spec" 1 "kv-layer-types" -- run -m "$M/stories260K.gguf" --kv-layer-types '99=int8'
 expect_error "zero block size" 2 "out of range" -- run -m "$M/stories260K.gguf" --kv-block-size 0
 
-# 8. synth writes a model that runs.
+# 8. bench: one JSON object with the required keys.
+json=$("$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 -b 2 --json 2>/dev/null)
+for key in prefill_tokens_per_s decode_tokens_per_s batch threads bandwidth_utilization; do
+  case "$json" in *"\"$key\": "*) ok ;; *) bad "bench --json lacks $key: $json" ;; esac
+done
+"$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention" && ok || bad "bench --profile"
+expect_error "bench without model" 2 "needs a model" -- bench -p 4
+
+# 9. synth writes a model that runs.
 "$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null && ok || bad "synth failed"
 "$BIN" run -m "$TMP/tiny.gguf" -n 5 --ignore-eos >/dev/null 2>&1 && ok || bad "synthetic model does not run"
 

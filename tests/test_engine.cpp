@@ -127,3 +127,50 @@ TEST(Engine, BadOptionsAndFilesAreErrors) {
 
 }  // namespace
 }  // namespace paddock
+
+#include "model/synth.h"
+
+namespace paddock {
+namespace {
+
+TEST(Bench, ReportsRooflineFiguresAndAProfileThatAddsUp) {
+  SynthSpec s;
+  s.dim = 512;
+  s.n_heads = 8;
+  s.n_kv_heads = 2;
+  s.ffn_dim = 1024;
+  s.n_layers = 4;
+  s.context = 512;
+  s.type = GgmlType::kQ4_0;
+  const std::string path = test::TempPath("bench.gguf");
+  WriteSyntheticModel(s, path);
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.max_batch = 64;
+  eo.kv_tokens = 512;
+  auto e = Engine::Create(eo);
+  BenchOptions bo;
+  bo.prompt_tokens = 32;
+  bo.gen_tokens = 24;
+  bo.batch = 3;
+  bo.reps = 3;
+  bo.profile = true;
+  const BenchReport r = e->Bench(bo);
+  EXPECT_GT(r.prefill_tps, 0);
+  EXPECT_GT(r.decode_tps, 0);
+  EXPECT_GT(r.batch_decode_tps, 0);
+  EXPECT_LE(r.prefill_tps_min, r.prefill_tps);
+  EXPECT_GE(r.prefill_tps_max, r.prefill_tps);
+  EXPECT_GT(r.read_bandwidth_gbs, 0.5);
+  EXPECT_GT(r.bandwidth_utilization, 0);
+  EXPECT_GT(r.streamed_bytes, 0u);
+  ASSERT_FALSE(r.profile.empty());
+  double shares = 0;
+  for (const auto& p : r.profile) shares += p.share;
+  // The operators account for the measured decode step within 5%.
+  EXPECT_NEAR(r.profiled_step_ms, r.measured_step_ms, 0.05 * r.measured_step_ms);
+  EXPECT_NEAR(shares, 1.0, 0.05);
+}
+
+}  // namespace
+}  // namespace paddock

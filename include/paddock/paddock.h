@@ -29,6 +29,7 @@ struct EngineOptions {
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).
   uint64_t kv_memory = 0;
+  int kv_tokens = 0;           // with kv_memory 0: size the pool for this many tokens (0: context)
   int kv_block_size = 16;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
@@ -112,6 +113,37 @@ struct MemoryReport {
   int kv_window = 0;
 };
 
+struct BenchOptions {
+  int prompt_tokens = 512;   // prefill length
+  int gen_tokens = 128;      // decode steps
+  int batch = 1;             // > 1: also decode this many sequences together
+  int reps = 3;              // repetitions (medians reported)
+  bool profile = false;      // per-operator shares of the decode step
+};
+
+struct BenchReport {
+  std::string isa;
+  int threads = 0, batch = 1, prompt_tokens = 0, gen_tokens = 0, reps = 0;
+  uint64_t streamed_bytes = 0;  // weight bytes read per decode step
+  double prefill_tps = 0, prefill_tps_min = 0, prefill_tps_max = 0;
+  double decode_tps = 0, decode_tps_min = 0, decode_tps_max = 0;
+  double batch_decode_tps = 0, batch_decode_tps_min = 0, batch_decode_tps_max = 0;  // all sequences
+  double read_bandwidth_gbs = 0;     // this machine's read bandwidth, measured by the bench
+  double decode_gbs = 0;             // weights streamed per second while decoding one sequence
+  double bandwidth_utilization = 0;  // decode_gbs / read_bandwidth_gbs
+  double prefill_gops = 0;           // matmul operations per second in prefill
+  double peak_int8_gops = 0;         // measured int8 dot-product peak (all threads)
+  double compute_utilization = 0;    // prefill_gops / peak_int8_gops
+  struct ProfileEntry {
+    std::string op;
+    double ms_per_step = 0;
+    double share = 0;
+  };
+  std::vector<ProfileEntry> profile;
+  double profiled_step_ms = 0, measured_step_ms = 0;
+  MemoryReport memory;
+};
+
 // Loads a model's metadata and weight views without building an engine (cheap: mmap only).
 ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path = "");
 
@@ -136,6 +168,9 @@ class Engine {
   // returns the logits after the last one (n_vocab floats, valid until the next call). For
   // tests and evaluation tools.
   const float* Evaluate(const std::vector<int32_t>& tokens, int pos);
+
+  // Prefill, decode and batched-decode throughput with roofline figures (paddock bench).
+  BenchReport Bench(const BenchOptions& options);
 
   struct Impl;
 

@@ -16,6 +16,7 @@
 #include "kv/kv_manager.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "engine/engine_impl.h"
 #include "paddock/paddock.h"
 
 namespace paddock {
@@ -81,35 +82,6 @@ size_t StopHoldback(std::string_view text, const std::vector<std::string>& stops
 
 }  // namespace
 
-struct Engine::Impl {
-  std::unique_ptr<LoadedModel> model;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Transformer> transformer;
-  std::unique_ptr<KvManager> kv;
-  std::unique_ptr<Sampler> sampler;
-  ModelInfo info;
-  double load_seconds = 0;
-  int context = 0;
-  std::vector<int32_t> history;
-  KvManager::SeqId eval_seq = -1;
-
-  // Runs tokens at positions [pos, pos + n) of `seq` inside one engine step.
-  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos) {
-    struct Guard {
-      KvManager& m;
-      explicit Guard(KvManager& k) : m(k) { m.BeginStep(); }
-      ~Guard() { m.EndStep(); }
-    };
-    const float* logits;
-    {
-      Guard g(*kv);
-      logits = transformer->Forward(tokens, n, pos, kv->View(seq));
-    }
-    kv->Commit(seq, tokens, n);
-    return logits;
-  }
-};
-
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -136,7 +108,8 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   ko.layer_types = o.kv_layer_types;
   ko.prefix_cache = o.prefix_cache;
   ko.sliding_window = o.sliding_window;
-  impl->kv = std::make_unique<KvManager>(c, ko, ctx);
+  if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
+  impl->kv = std::make_unique<KvManager>(c, ko, o.kv_tokens > 0 ? o.kv_tokens : ctx);
   impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);
   impl->history.reserve(static_cast<size_t>(ctx) + 1);

@@ -43,6 +43,10 @@ struct KernelTable {
   // Quantizes n floats (a multiple of 32) to int8 blocks: d = amax / 127, q = round(x / d).
   // Every table produces identical bytes.
   void (*quantize_act)(const float* x, int64_t n, int8_t* qs, float* d, float* ds);
+  // Runs `iters` iterations of independent int8 dot-product instructions and returns the
+  // number of int8 operations (multiply + add = 2) performed: the machine's integer peak,
+  // for benchmarks. Null on the scalar table.
+  int64_t (*int8_peak_probe)(int64_t iters);
   float (*dot)(const float* a, const float* b, int64_t n);
   // out = x / rms(x) * w  (w may alias nothing; out may alias x)
   void (*rmsnorm)(float* out, const float* x, const float* w, int64_t n, float eps);

@@ -338,6 +338,34 @@ void QuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
   }
 }
 
+int64_t Int8PeakProbe(int64_t iters) {
+#if defined(__AVX512VNNI__)
+  __m512i a[8];
+  for (int k = 0; k < 8; ++k) a[k] = _mm512_set1_epi32(k);
+  const __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 8; ++k) a[k] = _mm512_dpbusd_epi32(a[k], u, v);
+  }
+  __m512i s = a[0];
+  for (int k = 1; k < 8; ++k) s = _mm512_add_epi32(s, a[k]);
+  volatile int sink = _mm512_reduce_add_epi32(s);
+  (void)sink;
+  return iters * 8 * 64 * 2;
+#else
+  __m256i a[8];
+  for (int k = 0; k < 8; ++k) a[k] = _mm256_set1_epi32(k);
+  const __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 8; ++k) a[k] = DpBusd(a[k], u, v);
+  }
+  __m256i s = a[0];
+  for (int k = 1; k < 8; ++k) s = _mm256_add_epi32(s, a[k]);
+  volatile int sink = _mm256_extract_epi32(s, 0);
+  (void)sink;
+  return iters * 8 * 32 * 2;
+#endif
+}
+
 void GemvQ8Q8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
   const int64_t nb = cols / kQK;
   for (int64_t r = 0; r < rows; ++r) {
@@ -509,6 +537,7 @@ KernelTable MakeTable() {
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = GemvQ8Q8_0;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = GemvQ8Q4_0;
   t.quantize_act = QuantizeAct;
+  t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;
   t.rmsnorm = RmsNorm;
   t.softmax = Softmax;

@@ -82,21 +82,29 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     item_last_[static_cast<size_t>(i)] = n - 1;
   }
   const int dim = cfg_.dim;
-  const WeightTensor& emb = model_.weights.tok_embd;
-  const DequantizeFn to_float = Traits(emb.type).to_float;
-  for (int i = 0, j = 0; i < n_items; ++i) {
-    for (int t = 0; t < items[i].n; ++t, ++j) {
-      to_float(emb.data + static_cast<size_t>(items[i].tokens[t]) * emb.row_bytes, x_ + static_cast<size_t>(j) * dim, dim);
+  {
+    ProfileScope ps(prof_, ProfOp::kEmbed);
+    const WeightTensor& emb = model_.weights.tok_embd;
+    const DequantizeFn to_float = Traits(emb.type).to_float;
+    for (int i = 0, j = 0; i < n_items; ++i) {
+      for (int t = 0; t < items[i].n; ++t, ++j) {
+        to_float(emb.data + static_cast<size_t>(items[i].tokens[t]) * emb.row_bytes, x_ + static_cast<size_t>(j) * dim, dim);
+      }
     }
+    RopeTables(n);
   }
-  RopeTables(n);
   for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n);
   // Only each item's last token needs logits.
-  for (int i = 0; i < n_items; ++i) {
-    const float* last = x_ + static_cast<size_t>(item_last_[static_cast<size_t>(i)]) * dim;
-    k_.rmsnorm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, dim, cfg_.norm_eps);
+  {
+    ProfileScope ps(prof_, ProfOp::kLogits);
+    for (int i = 0; i < n_items; ++i) {
+      const float* last = x_ + static_cast<size_t>(item_last_[static_cast<size_t>(i)]) * dim;
+      k_.rmsnorm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, dim, cfg_.norm_eps);
+    }
   }
-  Matmul(model_.weights.output, xb_, QuantizeInput(xb_, n_items, dim), n_items, logits_);
+  const ActQ8 oq = QuantizeInput(xb_, n_items, dim, model_.weights.output);
+  ProfileScope ps(prof_, ProfOp::kLogits);
+  Matmul(model_.weights.output, xb_, oq, n_items, logits_);
   for (int i = 0; i < n_items; ++i) logits[i] = logits_ + static_cast<size_t>(i) * cfg_.n_vocab;
 }
 
@@ -120,11 +128,17 @@ void Transformer::Layer(int l, int n) {
   const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
 
   // Attention block: norm, Q/K/V projections, (bias), (QK-norm), RoPE, cache, attend, project.
-  for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.attn_norm, dim, cfg_.norm_eps);
-  const ActQ8 xq = QuantizeInput(xb_, n, dim);
-  Matmul(w.wq, xb_, xq, n, q_);
-  Matmul(w.wk, xb_, xq, n, kv_k_);
-  Matmul(w.wv, xb_, xq, n, kv_v_);
+  {
+    ProfileScope ps(prof_, ProfOp::kNorm);
+    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.attn_norm, dim, cfg_.norm_eps);
+  }
+  const ActQ8 xq = QuantizeInput(xb_, n, dim, w.wq);
+  {
+    ProfileScope ps(prof_, ProfOp::kMatmulQkv);
+    Matmul(w.wq, xb_, xq, n, q_);
+    Matmul(w.wk, xb_, xq, n, kv_k_);
+    Matmul(w.wv, xb_, xq, n, kv_v_);
+  }
   for (int j = 0; j < n; ++j) {
     const KvView& kv = *tok_view_[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
@@ -132,31 +146,59 @@ void Transformer::Layer(int l, int n) {
     float* q = q_ + j * qd;
     float* k = kv_k_ + j * kvd;
     float* v = kv_v_ + j * kvd;
-    if (w.bq != nullptr) {
-      k_.add(q, w.bq, qd);
-      k_.add(k, w.bk, kvd);
-      k_.add(v, w.bv, kvd);
+    {
+      ProfileScope ps(prof_, ProfOp::kBiasNormRope);
+      if (w.bq != nullptr) {
+        k_.add(q, w.bq, qd);
+        k_.add(k, w.bk, kvd);
+        k_.add(v, w.bv, kvd);
+      }
+      if (w.q_norm != nullptr) {
+        for (int h = 0; h < cfg_.n_heads; ++h) k_.rmsnorm(q + h * hd, q + h * hd, w.q_norm, hd, cfg_.norm_eps);
+        for (int h = 0; h < cfg_.n_kv_heads; ++h) k_.rmsnorm(k + h * hd, k + h * hd, w.k_norm, hd, cfg_.norm_eps);
+      }
+      k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+      k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
     }
-    if (w.q_norm != nullptr) {
-      for (int h = 0; h < cfg_.n_heads; ++h) k_.rmsnorm(q + h * hd, q + h * hd, w.q_norm, hd, cfg_.norm_eps);
-      for (int h = 0; h < cfg_.n_kv_heads; ++h) k_.rmsnorm(k + h * hd, k + h * hd, w.k_norm, hd, cfg_.norm_eps);
-    }
-    k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
-    k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+    ProfileScope ps(prof_, ProfOp::kKvStore);
     k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), k, cfg_.n_kv_heads, hd);
     k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), v, cfg_.n_kv_heads, hd);
   }
-  Attention(l, n);
-  Matmul(w.wo, att_, QuantizeInput(att_, n, qd), n, xb_);
-  for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
+  {
+    ProfileScope ps(prof_, ProfOp::kAttention);
+    Attention(l, n);
+  }
+  const ActQ8 aq = QuantizeInput(att_, n, qd, w.wo);
+  {
+    ProfileScope ps(prof_, ProfOp::kMatmulOut);
+    Matmul(w.wo, att_, aq, n, xb_);
+  }
+  {
+    ProfileScope ps(prof_, ProfOp::kResidual);
+    for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
+  }
 
   // Feed-forward block: norm, gate/up, SwiGLU, down, residual.
-  for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, dim, cfg_.norm_eps);
-  const ActQ8 fq = QuantizeInput(xb_, n, dim);
-  Matmul(w.w_gate, xb_, fq, n, hb_);
-  Matmul(w.w_up, xb_, fq, n, hb2_);
-  k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * cfg_.ffn_dim);
-  Matmul(w.w_down, hb_, QuantizeInput(hb_, n, cfg_.ffn_dim), n, xb_);
+  {
+    ProfileScope ps(prof_, ProfOp::kNorm);
+    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, dim, cfg_.norm_eps);
+  }
+  const ActQ8 fq = QuantizeInput(xb_, n, dim, w.w_gate);
+  {
+    ProfileScope ps(prof_, ProfOp::kMatmulGateUp);
+    Matmul(w.w_gate, xb_, fq, n, hb_);
+    Matmul(w.w_up, xb_, fq, n, hb2_);
+  }
+  {
+    ProfileScope ps(prof_, ProfOp::kSwiGlu);
+    k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * cfg_.ffn_dim);
+  }
+  const ActQ8 hq = QuantizeInput(hb_, n, cfg_.ffn_dim, w.w_down);
+  {
+    ProfileScope ps(prof_, ProfOp::kMatmulDown);
+    Matmul(w.w_down, hb_, hq, n, xb_);
+  }
+  ProfileScope ps(prof_, ProfOp::kResidual);
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 }
 
@@ -196,8 +238,9 @@ void Transformer::Attention(int l, int n) {
   pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);
 }
 
-ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols) {
-  if (!int8_ || cols % kQK != 0) return {};
+ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
+  if (!int8_ || cols % kQK != 0 || k_.gemv_q8[static_cast<int>(w.type)] == nullptr) return {};
+  ProfileScope ps(prof_, ProfOp::kQuantizeAct);
   for (int j = 0; j < n; ++j) {
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
     k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);

@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/kv_view.h"
+#include "model/profile.h"
 #include "model/weights.h"
 
 namespace paddock {
@@ -44,14 +45,17 @@ class Transformer {
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
 
   const ModelConfig& config() const { return cfg_; }
+  // Per-operator timing (null: off).
+  void set_profiler(Profiler* p) { prof_ = p; }
   int max_batch() const { return max_batch_; }
   size_t scratch_bytes() const { return arena_bytes_; }
 
  private:
   void Layer(int l, int n);
   void Attention(int l, int n);
-  // Quantizes n rows of `cols` floats for the integer kernels (an empty ActQ8 when off).
-  ActQ8 QuantizeInput(const float* x, int n, int cols);
+  // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
+  // shares this input, which has the same type in practice) has one; else an empty ActQ8.
+  ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   void RopeTables(int n);
@@ -63,6 +67,7 @@ class Transformer {
   int max_batch_;
   int ctx_;
   bool int8_;
+  Profiler* prof_ = nullptr;
   size_t max_cols_;
   std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales

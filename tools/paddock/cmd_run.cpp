@@ -11,7 +11,27 @@ namespace paddock::cli {
 
 namespace {
 
-const std::vector<OptionSpec> kSpecs = {
+std::vector<OptionSpec> RunSpecs();
+
+}  // namespace
+
+extern const std::vector<OptionSpec> kKvSpecs;  // shared with bench
+const std::vector<OptionSpec> kKvSpecs = {
+    {{"--kv-memory"}, true, "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
+    {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
+    {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
+    {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
+    {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
+    {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
+    {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
+};
+
+namespace {
+
+const std::vector<OptionSpec> kSpecs = RunSpecs();
+
+std::vector<OptionSpec> RunSpecs() {
+  std::vector<OptionSpec> s = {
     {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (required)"},
     {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
     {{"-p", "--prompt"}, true, "prompt text (default: empty, generation starts from BOS)"},
@@ -34,15 +54,11 @@ const std::vector<OptionSpec> kSpecs = {
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights (default: int8 dot products)"},
-    {{"--kv-memory"}, true, "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
-    {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
-    {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
-    {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
-    {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
-    {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
-    {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
     {{"-h", "--help"}, false, "show this help"},
-};
+  };
+  s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  return s;
+}
 
 }  // namespace
 

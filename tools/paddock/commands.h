@@ -15,5 +15,6 @@ int CmdRun(int argc, char** argv);
 int CmdInfo(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdSynth(int argc, char** argv);
+int CmdBench(int argc, char** argv);
 
 }  // namespace paddock::cli

@@ -22,6 +22,7 @@ const char kTopUsage[] =
     "  info       describe a model file (architecture, size, tensor types, memory)\n"
     "  tokenize   show the tokens of a text\n"
     "  synth      write a synthetic (random-weight) GGUF model of a real shape\n"
+    "  bench      measure prefill, decode and batched decode against the machine roofline\n"
     "\n"
     "'paddock <command> --help' lists a command's options.\n";
 
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return paddock::cli::CmdInfo(argc - 2, argv + 2);
     if (cmd == "tokenize") return paddock::cli::CmdTokenize(argc - 2, argv + 2);
     if (cmd == "synth") return paddock::cli::CmdSynth(argc - 2, argv + 2);
+    if (cmd == "bench") return paddock::cli::CmdBench(argc - 2, argv + 2);
     std::fprintf(stderr, "paddock: error: unknown command '%s' (try 'paddock --help')\n", cmd.c_str());
     return 2;
   } catch (const paddock::cli::UsageError& e) {

@@ -1,0 +1,54 @@
+// engine/engine_impl.h: the state behind paddock::Engine (private to the engine layer).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/sampler.h"
+#include "kv/kv_manager.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "paddock/paddock.h"
+
+namespace paddock {
+
+struct Engine::Impl {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<KvManager> kv;
+  std::unique_ptr<Sampler> sampler;
+  ModelInfo info;
+  double load_seconds = 0;
+  int context = 0;
+  std::vector<int32_t> history;
+  KvManager::SeqId eval_seq = -1;
+
+  // Marks an engine step: KV block ownership cannot change until it ends.
+  struct StepGuard {
+    KvManager& m;
+    explicit StepGuard(KvManager& k) : m(k) { m.BeginStep(); }
+    ~StepGuard() { m.EndStep(); }
+  };
+
+  // Several sequences in one step; the caller reserves before and commits after.
+  void StepBatch(const Transformer::BatchItem* items, int n, const float** logits) {
+    StepGuard g(*kv);
+    transformer->ForwardBatch(items, n, logits);
+  }
+
+  // Runs tokens at positions [pos, pos + n) of `seq` inside one engine step.
+  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos) {
+    const float* logits;
+    {
+      StepGuard g(*kv);
+      logits = transformer->Forward(tokens, n, pos, kv->View(seq));
+    }
+    kv->Commit(seq, tokens, n);
+    return logits;
+  }
+};
+
+
+}  // namespace paddock
