@@ -221,3 +221,44 @@ TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+TEST(Kernels, IntegerGemmMatchesReferenceOnTileRemainders) {
+  const KernelTable& ref = ReferenceKernels();
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    const TypeTraits& tr = Traits(t);
+    for (int cols : {32, 64, 96, 288}) {
+      for (int rows : {1, 3, 4, 5, 9}) {
+        for (int n_tok : {1, 2, 3, 4, 5, 7, 9}) {
+          const auto wf = Random(static_cast<size_t>(cols) * rows, 5 + cols + rows);
+          std::string w(RowBytes(tr, cols) * rows, '\0');
+          tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+          const auto x = Random(static_cast<size_t>(cols) * n_tok, 7 + cols + n_tok);
+          std::vector<int8_t> qs(x.size());
+          std::vector<float> d(x.size() / 32), ds(x.size() / 32);
+          ref.quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(), ds.data());
+          ActQ8 xq;
+          xq.qs = qs.data();
+          xq.d = d.data();
+          xq.ds = ds.data();
+          const int64_t ldy = rows + 3;
+          std::vector<float> y_ref(static_cast<size_t>(ldy) * n_tok, -1.0f), y(y_ref);
+          ref.gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, n_tok, y_ref.data(), ldy);
+          for (Isa isa : FastIsas()) {
+            std::fill(y.begin(), y.end(), -1.0f);
+            GetKernels(isa).gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, n_tok, y.data(), ldy);
+            for (size_t i = 0; i < y.size(); ++i) {
+              ASSERT_NEAR(y[i], y_ref[i], 1e-5 * (std::fabs(y_ref[i]) + cols * 0.01))
+                  << IsaName(isa) << " " << tr.name << " cols " << cols << " rows " << rows << " tokens " << n_tok << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

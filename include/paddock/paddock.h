@@ -23,7 +23,7 @@ struct EngineOptions {
   int threads = 0;             // 0: every hardware thread
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
-  int max_batch = 32;          // prompt tokens per forward chunk
+  int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
   bool int8_activations = true;  // integer dot products for Q8_0/Q4_0 weights (switch to measure)
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),

@@ -35,11 +35,18 @@ struct ActQ8 {
 using GemvQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
                           const ActQ8& x, float* y);
 
+// Several tokens at once: y[t * ldy + r] = dot(row r of w, token t of x) for t < n_tok, with
+// token t's activations at x.qs + t * cols, x.d / x.ds + t * cols / 32.
+using GemmQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                          const ActQ8& x, int n_tok, float* y, int64_t ldy);
+
 struct KernelTable {
   Isa isa;
   GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
   // Integer-dot GEMV (int8 activations); null where a type has no integer path.
   GemvQ8Fn gemv_q8[kGgmlTypeCount];
+  // Integer GEMM (prefill, batched decode): register tiles of rows x tokens; null where none.
+  GemmQ8Fn gemm_q8[kGgmlTypeCount];
   // Quantizes n floats (a multiple of 32) to int8 blocks: d = amax / 127, q = round(x / d).
   // Every table produces identical bytes.
   void (*quantize_act)(const float* x, int64_t n, int8_t* qs, float* d, float* ds);

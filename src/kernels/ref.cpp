@@ -82,6 +82,18 @@ void RefGemvQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, cons
   }
 }
 
+template <GgmlType T>
+void RefGemmQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+               int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) {
+    ActQ8 xt;
+    xt.qs = x.qs + t * cols;
+    xt.d = x.d + t * (cols / kQK);
+    xt.ds = x.ds + t * (cols / kQK);
+    RefGemvQ8<T>(w, row_bytes, cols, rows, xt, y + t * ldy);
+  }
+}
+
 void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
@@ -149,6 +161,8 @@ KernelTable MakeScalarTable() {
   t.gemv[static_cast<int>(GgmlType::kQ6_K)] = RefGemv<GgmlType::kQ6_K>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemvQ8<GgmlType::kQ8_0>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemvQ8<GgmlType::kQ4_0>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmQ8<GgmlType::kQ8_0>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemmQ8<GgmlType::kQ4_0>;
   t.quantize_act = RefQuantizeAct;
   t.dot = RefDot;
   t.rmsnorm = RefRmsNorm;

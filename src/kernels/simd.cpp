@@ -435,6 +435,154 @@ void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
   }
 }
 
+// ---- integer GEMM: register tiles of R rows x T tokens ----
+
+#if defined(__AVX512F__)
+// Two consecutive blocks' scales as [s0 x 8 | s1 x 8].
+inline __m512 PairScales(const float* s) {
+  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(s)));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(two));
+}
+
+// Weights of two consecutive blocks as 64 bytes for dpbusd (u8), with the matching signed
+// activation operand: Q4_0 passes x through (offset handled separately), Q8_0 moves the
+// weight's sign onto x.
+template <bool kQ4>
+inline __m512i WeightPair(const uint8_t* row, int64_t b, size_t block_bytes) {
+  const uint8_t* p0 = row + static_cast<size_t>(b) * block_bytes + 2;  // skip the fp16 scale
+  const uint8_t* p1 = p0 + block_bytes;
+  if constexpr (kQ4) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(UnpackQ4(p0)), UnpackQ4(p1), 1);
+  } else {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+  }
+}
+
+inline float ReduceZ(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// One R x T tile over block pairs [0, nb2 * 2); odd tail blocks and the Q4_0 offset are added
+// by the caller.
+template <bool kQ4, int R, int T>
+void GemmTile(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const ActQ8& x,
+              float* out /* [T][R] */) {
+  const size_t bb = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const int64_t nb = cols / kQK;
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b + 1 < nb; b += 2) {
+    __m512i xv[T];
+    __m512 dx[T];
+    for (int t = 0; t < T; ++t) {
+      xv[t] = _mm512_loadu_si512(x.qs + t * cols + b * kQK);
+      dx[t] = PairScales(x.d + t * nb + b);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512i wv = WeightPair<kQ4>(w + static_cast<size_t>(r) * rb, b, bb);
+      const __m512 dwr = PairScales(dw + r * nb + b);
+      const __m512i wabs = kQ4 ? wv : _mm512_abs_epi8(wv);
+      const __mmask64 neg = kQ4 ? 0 : _mm512_movepi8_mask(wv);
+      for (int t = 0; t < T; ++t) {
+        // Q8_0: x * sign(w) (negate where w < 0; w == 0 contributes 0 through |w| anyway).
+        const __m512i xs = kQ4 ? xv[t] : _mm512_mask_sub_epi8(xv[t], neg, _mm512_setzero_si512(), xv[t]);
+        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wabs, xs);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dwr, dx[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * R + r] = ReduceZ(acc[r][t]);
+  }
+}
+
+template <bool kQ4, int R>
+void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const ActQ8& x, int n_tok,
+              float* y, int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  float out[4 * 4];
+  for (int t0 = 0; t0 < n_tok; t0 += 4) {
+    const int T = n_tok - t0 < 4 ? n_tok - t0 : 4;
+    ActQ8 xt;
+    xt.qs = x.qs + t0 * cols;
+    xt.d = x.d + t0 * nb;
+    xt.ds = x.ds + t0 * nb;
+    switch (T) {
+      case 4: GemmTile<kQ4, R, 4>(w, rb, cols, dw, xt, out); break;
+      case 3: GemmTile<kQ4, R, 3>(w, rb, cols, dw, xt, out); break;
+      case 2: GemmTile<kQ4, R, 2>(w, rb, cols, dw, xt, out); break;
+      default: GemmTile<kQ4, R, 1>(w, rb, cols, dw, xt, out); break;
+    }
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = xt.qs + t * cols;
+      const float* xd = xt.d + t * nb;
+      const float* xds = xt.ds + t * nb;
+      for (int r = 0; r < R; ++r) {
+        float v = out[t * R + r];
+        const uint8_t* row = w + static_cast<size_t>(r) * rb;
+        if (nb % 2 == 1) {  // the odd last block
+          const int64_t b = nb - 1;
+          const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQK));
+          __m256i dp;
+          if constexpr (kQ4) {
+            dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(reinterpret_cast<const BlockQ4_0*>(row)[b].qs), xb);
+          } else {
+            const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ8_0*>(row)[b].qs));
+            dp = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wb), _mm256_sign_epi8(xb, wb));
+          }
+          v += HorizontalSum(_mm256_cvtepi32_ps(dp)) * dw[r * nb + b] * xd[b];
+        }
+        if constexpr (kQ4) v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
+        y[(t0 + t) * ldy + r] = v;
+      }
+    }
+  }
+}
+
+template <bool kQ4>
+void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
+            float* y, int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  const size_t bb = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  float dw[4 * kMaxBlockSums];  // the tile's weight scales as floats
+  const auto* base = static_cast<const uint8_t*>(w);
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int R = rows - r0 < 4 ? static_cast<int>(rows - r0) : 4;
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = base + static_cast<size_t>(r0 + r) * rb;
+      for (int64_t b = 0; b < nb; ++b) {
+        uint16_t h;
+        std::memcpy(&h, row + static_cast<size_t>(b) * bb, 2);
+        dw[r * nb + b] = _cvtsh_ss(h);
+      }
+    }
+    const uint8_t* wr = base + static_cast<size_t>(r0) * rb;
+    float* yr = y + r0;
+    switch (R) {
+      case 4: GemmRows<kQ4, 4>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      case 3: GemmRows<kQ4, 3>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      case 2: GemmRows<kQ4, 2>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      default: GemmRows<kQ4, 1>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+    }
+  }
+}
+#else
+// AVX2: one GEMV per token (each weight block is reused from cache by the caller's row tiling).
+template <bool kQ4>
+void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
+            float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) {
+    ActQ8 xt;
+    xt.qs = x.qs + t * cols;
+    xt.d = x.d + t * (cols / kQK);
+    xt.ds = x.ds + t * (cols / kQK);
+    if constexpr (kQ4) GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);
+    else GemvQ8Q8_0(w, rb, cols, rows, xt, y + t * ldy);
+  }
+}
+#endif
+
 // ---- KV rows ----
 
 template <KvDtype T>
@@ -536,6 +684,8 @@ KernelTable MakeTable() {
   t.gemv[static_cast<int>(GgmlType::kQ6_K)] = GemvQ6_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = GemvQ8Q8_0;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = GemvQ8Q4_0;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = GemmQ8<false>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = GemmQ8<true>;
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

@@ -11,12 +11,15 @@ namespace paddock {
 namespace {
 // Weight bytes per row block in batched matmul: well inside L2 (1-2 MiB per core here).
 constexpr size_t kMatmulBlockBytes = 64 * 1024;
+// Sequences per step (rows of last-token logits kept).
+constexpr int kMaxItems = 256;
 }  // namespace
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
                          int max_batch, bool int8_activations)
     : model_(model), cfg_(model.config), k_(kernels), pool_(pool),
-      max_batch_(std::max(1, max_batch)), ctx_(model.config.context_length),
+      max_batch_(std::max(1, max_batch)), max_items_(std::min(max_batch_, kMaxItems)),
+      ctx_(model.config.context_length),
       int8_(int8_activations) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
   const size_t act = static_cast<size_t>(max_batch_) * max_cols_;
@@ -28,7 +31,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
   const size_t sizes[] = {
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
-      B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, B * static_cast<size_t>(cfg_.n_vocab),
+      B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
       B * half, B * half, T * static_cast<size_t>(ctx_), T * static_cast<size_t>(cfg_.head_dim)};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
@@ -44,7 +47,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
   tok_pos_.assign(B, 0);
   tok_view_.assign(B, nullptr);
-  item_last_.assign(B, 0);
+  item_last_.assign(static_cast<size_t>(max_items_), 0);
   inv_freq_.resize(half);
   const auto& factors = model_.weights.rope_freq_factors;
   for (size_t i = 0; i < half; ++i) {
@@ -65,6 +68,7 @@ const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const K
 }
 
 void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
+  if (n_items < 1 || n_items > max_items_) Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
   int n = 0;
   for (int i = 0; i < n_items; ++i) {
     const BatchItem& it = items[i];
@@ -275,14 +279,20 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
     pool_.ParallelFor(w.rows, task);
     return;
   }
-  // Several tokens: walk the rows in blocks small enough to stay in cache and run the GEMV of
-  // every token over each block, so each weight byte comes from memory once per chunk.
+  // Several tokens: walk the rows in blocks small enough to stay in cache and run every token
+  // over each block (an integer GEMM where the type has one, else a GEMV per token), so each
+  // weight byte comes from memory once per chunk.
+  const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
   const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kMatmulBlockBytes / w.row_bytes));
   auto task = [&](int64_t begin, int64_t end, int) {
     for (int64_t r0 = begin; r0 < end; r0 += block) {
       const int64_t nr = std::min(block, end - r0);
       const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
-      for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
+      if (gemm_q8 != nullptr) {
+        gemm_q8(wr, w.row_bytes, w.cols, nr, xq, n, y + r0, w.rows);
+      } else {
+        for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
+      }
     }
   };
   pool_.ParallelFor(w.rows, task);

@@ -65,6 +65,7 @@ class Transformer {
   const KernelTable& k_;
   ThreadPool& pool_;
   int max_batch_;
+  int max_items_;  // sequences per step
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;
@@ -83,7 +84,7 @@ class Transformer {
   float* att_;      // (B, q_dim) attention output
   float* hb_;       // (B, ffn_dim)
   float* hb2_;      // (B, ffn_dim)
-  float* logits_;   // (B, n_vocab) last-token logits of each batch item
+  float* logits_;   // (max_items, n_vocab) last-token logits of each batch item
   float* cos_;      // (B, rope_dim / 2)
   float* sin_;      // (B, rope_dim / 2)
   float* scores_;   // (threads, ctx) attention scores

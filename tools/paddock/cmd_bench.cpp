@@ -26,7 +26,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-b", "--batch"}, true, "also decode this many sequences together (default 1)"},
       {{"-r", "--reps"}, true, "repetitions; medians are reported (default 3)"},
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
-      {{"--ubatch"}, true, "tokens per forward chunk (default 64)"},
+      {{"--ubatch"}, true, "tokens per forward step (default 256)"},
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
       {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
@@ -117,7 +117,7 @@ int CmdBench(int argc, char** argv) {
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
     bo.reps = static_cast<int>(args.Int("-r", 3, 1, 1000));
     bo.profile = args.Has("--profile");
-    eo.max_batch = static_cast<int>(args.Int("--ubatch", std::max<int64_t>(64, bo.batch), 1, 4096));
+    eo.max_batch = static_cast<int>(args.Int("--ubatch", std::max<int64_t>(256, bo.batch), 1, 4096));
     eo.context = static_cast<int>(args.Int("-c", bo.prompt_tokens + bo.gen_tokens + 16, 1, 1 << 24));
     AddKvOptions(args, &eo);
     eo.kv_tokens = std::max(bo.prompt_tokens + 16, bo.batch * (bo.gen_tokens + 16));
