@@ -450,3 +450,23 @@ TEST(Batch, ManySequencesTogetherEqualEachAlone) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+TEST(Fusion, FusedAndSeparatePassesGiveTheSameLogits) {
+  SynthSpec spec;
+  spec.type = GgmlType::kQ4_0;
+  const std::string path = test::TempPath("fusion.gguf");
+  WriteSyntheticModel(spec, path);
+  const auto toks = SomeTokens(9, spec.n_vocab);
+  for (bool batched : {false, true}) {
+    Runner fused(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+    Runner separate(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+    separate.tf->SetFusion(false, false);
+    EXPECT_LT(RelErr(fused.Run(toks, batched), separate.Run(toks, batched)), 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -13,7 +13,7 @@ namespace paddock {
 
 enum class ProfOp : int {
   kEmbed, kNorm, kQuantizeAct, kMatmulQkv, kBiasNormRope, kKvStore, kAttention, kMatmulOut,
-  kResidual, kMatmulGateUp, kSwiGlu, kMatmulDown, kLogits, kSample, kCount
+  kResidual, kMatmulGateUp, kMatmulDown, kLogits, kSample, kCount
 };
 
 struct Profiler {

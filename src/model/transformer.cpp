@@ -139,9 +139,7 @@ void Transformer::Layer(int l, int n) {
   const ActQ8 xq = QuantizeInput(xb_, n, dim, w.wq);
   {
     ProfileScope ps(prof_, ProfOp::kMatmulQkv);
-    Matmul(w.wq, xb_, xq, n, q_);
-    Matmul(w.wk, xb_, xq, n, kv_k_);
-    Matmul(w.wv, xb_, xq, n, kv_v_);
+    MatmulQkv(w, xb_, xq, n);
   }
   for (int j = 0; j < n; ++j) {
     const KvView& kv = *tok_view_[static_cast<size_t>(j)];
@@ -189,13 +187,8 @@ void Transformer::Layer(int l, int n) {
   }
   const ActQ8 fq = QuantizeInput(xb_, n, dim, w.w_gate);
   {
-    ProfileScope ps(prof_, ProfOp::kMatmulGateUp);
-    Matmul(w.w_gate, xb_, fq, n, hb_);
-    Matmul(w.w_up, xb_, fq, n, hb2_);
-  }
-  {
-    ProfileScope ps(prof_, ProfOp::kSwiGlu);
-    k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * cfg_.ffn_dim);
+    ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // includes SwiGLU
+    MatmulGateUp(w, xb_, fq, n);
   }
   const ActQ8 hq = QuantizeInput(hb_, n, cfg_.ffn_dim, w.w_down);
   {
@@ -256,7 +249,8 @@ ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTe
   return q;
 }
 
-void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {
+void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n,
+                             float* y, int64_t begin, int64_t end) {
   const GemvQ8Fn gemv_q8 = xq.qs != nullptr ? k_.gemv_q8[static_cast<int>(w.type)] : nullptr;
   const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
   // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
@@ -273,10 +267,7 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
     }
   };
   if (n == 1) {
-    auto task = [&](int64_t begin, int64_t end, int) {
-      run(w.data + static_cast<size_t>(begin) * w.row_bytes, end - begin, 0, y + begin);
-    };
-    pool_.ParallelFor(w.rows, task);
+    run(w.data + static_cast<size_t>(begin) * w.row_bytes, end - begin, 0, y + begin);
     return;
   }
   // Several tokens: walk the rows in blocks small enough to stay in cache and run every token
@@ -284,18 +275,57 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
   // weight byte comes from memory once per chunk.
   const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
   const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kMatmulBlockBytes / w.row_bytes));
-  auto task = [&](int64_t begin, int64_t end, int) {
-    for (int64_t r0 = begin; r0 < end; r0 += block) {
-      const int64_t nr = std::min(block, end - r0);
-      const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
-      if (gemm_q8 != nullptr) {
-        gemm_q8(wr, w.row_bytes, w.cols, nr, xq, n, y + r0, w.rows);
-      } else {
-        for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
-      }
+  for (int64_t r0 = begin; r0 < end; r0 += block) {
+    const int64_t nr = std::min(block, end - r0);
+    const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
+    if (gemm_q8 != nullptr) {
+      gemm_q8(wr, w.row_bytes, w.cols, nr, xq, n, y + r0, w.rows);
+    } else {
+      for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
     }
-  };
-  pool_.ParallelFor(w.rows, task);
+  }
+}
+
+void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {
+  pool_.ParallelFor(w.rows, [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b, e); });
+}
+
+void Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+  if (!fuse_qkv_) {
+    Matmul(L.wq, x, xq, n, q_);
+    Matmul(L.wk, x, xq, n, kv_k_);
+    Matmul(L.wv, x, xq, n, kv_v_);
+    return;
+  }
+  // One parallel pass over the concatenated rows of Q, K and V (one fork/join instead of
+  // three); each thread's share may span the matrices.
+  const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
+  float* ys[3] = {q_, kv_k_, kv_v_};
+  pool_.ParallelFor(L.wq.rows + L.wk.rows + L.wv.rows, [&](int64_t b, int64_t e, int) {
+    int64_t base = 0;
+    for (int m = 0; m < 3; ++m) {
+      const int64_t lo = std::max(b, base), hi = std::min(e, base + ws[m]->rows);
+      if (lo < hi) MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
+      base += ws[m]->rows;
+    }
+  });
+}
+
+void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+  const int64_t ffn = cfg_.ffn_dim;
+  if (!fuse_ffn_) {
+    Matmul(L.w_gate, x, xq, n, hb_);
+    Matmul(L.w_up, x, xq, n, hb2_);
+    k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * ffn);
+    return;
+  }
+  // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
+  // is still in cache: one fork/join, no separate pass over the hidden activations.
+  pool_.ParallelFor(ffn, [&](int64_t b, int64_t e, int) {
+    MatmulRows(L.w_gate, x, xq, n, hb_, b, e);
+    MatmulRows(L.w_up, x, xq, n, hb2_, b, e);
+    for (int j = 0; j < n; ++j) k_.silu_mul(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);
+  });
 }
 
 }  // namespace paddock

@@ -47,6 +47,13 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
   // Per-operator timing (null: off).
   void set_profiler(Profiler* p) { prof_ = p; }
+  // Operator fusions (on by default; switches so each gain can be measured alone):
+  // qkv: Q, K and V projections in one parallel pass; ffn: gate and up projections and SwiGLU
+  // in one parallel pass.
+  void SetFusion(bool qkv, bool ffn) {
+    fuse_qkv_ = qkv;
+    fuse_ffn_ = ffn;
+  }
   int max_batch() const { return max_batch_; }
   size_t scratch_bytes() const { return arena_bytes_; }
 
@@ -58,6 +65,11 @@ class Transformer {
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
+  // Rows [begin, end) of w for all n tokens (the unit of work of one thread).
+  void MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y,
+                  int64_t begin, int64_t end);
+  void MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
+  void MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
   void RopeTables(int n);
 
   const LoadedModel& model_;
@@ -69,6 +81,7 @@ class Transformer {
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;
+  bool fuse_qkv_ = true, fuse_ffn_ = true;
   size_t max_cols_;
   std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales

@@ -28,7 +28,9 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
-      {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
+      {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
+    {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
+    {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step"},
       {{"-h", "--help"}, false, "show this help"},
@@ -112,6 +114,8 @@ int CmdBench(int argc, char** argv) {
     eo.isa = args.Str("--isa", "auto");
     if (eo.isa != "auto" && eo.isa != "scalar" && eo.isa != "avx2" && eo.isa != "avx512") throw Error("unknown ISA '" + eo.isa + "' for --isa");
     eo.int8_activations = !args.Has("--no-int8-act");
+    eo.fuse_qkv = !args.Has("--no-fuse-qkv");
+    eo.fuse_ffn = !args.Has("--no-fuse-ffn");
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));

@@ -53,6 +53,8 @@ std::vector<OptionSpec> RunSpecs() {
     {{"-t", "--threads"}, true, "threads (default: all cores)"},
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+    {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
+    {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights (default: int8 dot products)"},
     {{"-h", "--help"}, false, "show this help"},
   };
@@ -172,6 +174,8 @@ int CmdRun(int argc, char** argv) {
     throw UsageError(e.what());
   }
   eo.int8_activations = !args.Has("--no-int8-act");
+    eo.fuse_qkv = !args.Has("--no-fuse-qkv");
+    eo.fuse_ffn = !args.Has("--no-fuse-ffn");
   go.ignore_eos = args.Has("--ignore-eos");
   go.add_bos = !args.Has("--no-bos");
   go.parse_special = args.Has("--special");
