@@ -20,7 +20,7 @@ namespace paddock {
 struct EngineOptions {
   std::string model_path;      // GGUF or llama2.c checkpoint
   std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
-  int threads = 0;             // 0: every hardware thread
+  int threads = 0;             // 0: one per physical core
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
   int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)

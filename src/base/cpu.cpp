@@ -3,6 +3,9 @@
 #include <cpuid.h>
 #include <sched.h>
 
+#include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "base/strings.h"
@@ -64,6 +67,22 @@ int HardwareThreads() {
   }
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+int PhysicalCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return HardwareThreads();
+  // One core per distinct sibling list among the CPUs we may run on (SMT siblings share one).
+  std::set<std::string> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const std::string path = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list";
+    std::ifstream f(path);
+    std::string siblings;
+    if (!(f >> siblings)) return HardwareThreads();
+    cores.insert(siblings);
+  }
+  return cores.empty() ? HardwareThreads() : static_cast<int>(cores.size());
 }
 
 }  // namespace paddock

@@ -19,5 +19,8 @@ Isa ParseIsa(std::string_view name);
 
 // Number of hardware threads available to this process.
 int HardwareThreads();
+// Number of physical cores among them (SMT siblings counted once): the default thread count,
+// since the matrix kernels saturate a core's vector units and siblings only contend.
+int PhysicalCores();
 
 }  // namespace paddock

@@ -97,7 +97,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
   if (ctx > c.context_length) Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
-  const int threads = o.threads > 0 ? o.threads : HardwareThreads();
+  const int threads = o.threads > 0 ? o.threads : PhysicalCores();
   impl->pool = std::make_unique<ThreadPool>(threads);
   impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch, o.int8_activations);
   KvCacheOptions ko;

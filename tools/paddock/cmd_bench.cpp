@@ -20,7 +20,7 @@ std::vector<OptionSpec> BenchSpecs() {
   std::vector<OptionSpec> s = {
       {{"-m", "--model"}, true, "model file (required)"},
       {{"-z", "--tokenizer"}, true, "tokenizer file for a llama2.c checkpoint"},
-      {{"-t", "--threads"}, true, "threads (default: all cores)"},
+      {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
       {{"-p", "--n-prompt"}, true, "prefill tokens (default 512)"},
       {{"-n", "--n-gen"}, true, "decode steps (default 128)"},
       {{"-b", "--batch"}, true, "also decode this many sequences together (default 1)"},

@@ -50,7 +50,7 @@ std::vector<OptionSpec> RunSpecs() {
     {{"--ignore-eos"}, false, "keep generating past end-of-sequence"},
     {{"--no-bos"}, false, "do not prepend BOS to the prompt"},
     {{"--special"}, false, "parse control tokens written in the prompt"},
-    {{"-t", "--threads"}, true, "threads (default: all cores)"},
+    {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
     {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
