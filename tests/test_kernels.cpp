@@ -262,3 +262,54 @@ TEST(Kernels, IntegerGemmMatchesReferenceOnTileRemainders) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Q4_0 re-laid out at load (Q4_0R) computes exactly what Q4_0 does, on every ISA and path.
+TEST(Kernels, RelaidQ4_0MatchesQ4_0) {
+  const KernelTable& ref = ReferenceKernels();
+  const TypeTraits& tr = Traits(GgmlType::kQ4_0);
+  const int q4 = static_cast<int>(GgmlType::kQ4_0), q4r = static_cast<int>(GgmlType::kQ4_0R);
+  for (int cols : {32, 96, 512, 544, 2048}) {
+    for (int rows : {1, 5, 9}) {
+      for (int n_tok : {1, 3, 6}) {
+        const auto wf = Random(static_cast<size_t>(cols) * rows, 11 + cols + rows);
+        std::string w(RowBytes(tr, cols) * rows, '\0'), wr(w.size(), '\0');
+        tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+        RepackQ4_0Rows(w.data(), wr.data(), rows, cols);
+        // Row-level dequantization agrees.
+        std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
+        tr.to_float(w.data(), a.data(), cols);
+        Traits(GgmlType::kQ4_0R).to_float(wr.data(), b.data(), cols);
+        ASSERT_EQ(a, b);
+        const auto x = Random(static_cast<size_t>(cols) * n_tok, 13 + cols);
+        std::vector<int8_t> qs(x.size());
+        std::vector<float> d(x.size() / 32), ds(x.size() / 32);
+        ref.quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(), ds.data());
+        ActQ8 xq;
+        xq.qs = qs.data();
+        xq.d = d.data();
+        xq.ds = ds.data();
+        const size_t rb = RowBytes(tr, cols);
+        std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), fwant(rows), fgot(rows);
+        ref.gemm_q8[q4](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
+        ref.gemv[q4](w.data(), rb, cols, rows, x.data(), fwant.data());
+        std::vector<Isa> isas = FastIsas();
+        isas.push_back(Isa::kScalar);
+        for (Isa isa : isas) {
+          const KernelTable& k = GetKernels(isa);
+          k.gemm_q8[q4r](wr.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " gemm";
+          k.gemv_q8[q4r](wr.data(), rb, cols, rows, xq, got.data());
+          for (int r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], 1e-5 * (std::fabs(want[r]) + cols * 0.01)) << IsaName(isa) << " gemv_q8 cols " << cols;
+          k.gemv[q4r](wr.data(), rb, cols, rows, x.data(), fgot.data());
+          for (int r = 0; r < rows; ++r) ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + cols * 0.01)) << IsaName(isa) << " gemv";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -30,6 +30,10 @@ class MappedFile {
   std::string path_;
 };
 
+// Drops the whole pages inside [p, p + n) of a read-only mapping from this process (they are
+// re-read from the file if touched again). For weights copied elsewhere at load.
+void ReleasePages(const void* p, size_t n);
+
 // Reads a whole (small) file into a string; throws Error on failure.
 std::string ReadFileToString(const std::string& path);
 

@@ -32,8 +32,11 @@ enum class GgmlType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  // Internal layouts, produced by re-laying weights out at load; never read from or written to
+  // files (FindTypeTraits does not know them).
+  kQ4_0R = 47,  // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
 };
-constexpr int kGgmlTypeCount = 40;  // upper bound on type ids we index by
+constexpr int kGgmlTypeCount = 48;  // upper bound on type ids we index by
 
 constexpr int kQK = 32;    // block size of the legacy formats
 constexpr int kQK_K = 256;  // super-block size of the k-quants
@@ -111,8 +114,11 @@ struct TypeTraits {
   QuantizeFn from_float;    // null: no reference quantizer
 };
 
-// Null if `type` is not a known GGML type id.
+// Null if `type` is not a known GGML type id (file types only).
 const TypeTraits* FindTypeTraits(uint32_t type);
+// Re-lays `rows` Q4_0 rows of `cols` elements out as kQ4_0R (same size): per row, the nb fp16
+// scales, then the nb 16-byte quant groups.
+void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 // For a known type (asserts).
 const TypeTraits& Traits(GgmlType type);
 inline const char* TypeName(GgmlType t) { return Traits(t).name; }

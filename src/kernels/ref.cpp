@@ -94,6 +94,57 @@ void RefGemmQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, cons
   }
 }
 
+// kQ4_0R (row-split Q4_0), float activations.
+void RefGemvQ4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                  float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const uint8_t* qs = row + 2 * nb;
+    double s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const double d = Fp16ToFp32(sc[b]);
+      for (int j = 0; j < 16; ++j) {
+        s += d * ((qs[b * 16 + j] & 15) - 8) * x[b * kQK + j];
+        s += d * ((qs[b * 16 + j] >> 4) - 8) * x[b * kQK + j + 16];
+      }
+    }
+    y[r] = static_cast<float>(s);
+  }
+}
+
+void RefGemvQ8Q4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                    float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const uint8_t* qs = row + 2 * nb;
+    double acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t dot = 0;
+      for (int j = 0; j < 16; ++j) {
+        dot += ((qs[b * 16 + j] & 15) - 8) * x.qs[b * kQK + j];
+        dot += ((qs[b * 16 + j] >> 4) - 8) * x.qs[b * kQK + j + 16];
+      }
+      acc += static_cast<double>(Fp16ToFp32(sc[b])) * static_cast<double>(x.d[b]) * dot;
+    }
+    y[r] = static_cast<float>(acc);
+  }
+}
+
+void RefGemmQ8Q4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                    int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) {
+    ActQ8 xt;
+    xt.qs = x.qs + t * cols;
+    xt.d = x.d + t * (cols / kQK);
+    xt.ds = x.ds + t * (cols / kQK);
+    RefGemvQ8Q4_0R(w, row_bytes, cols, rows, xt, y + t * ldy);
+  }
+}
+
 void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
@@ -163,6 +214,9 @@ KernelTable MakeScalarTable() {
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemvQ8<GgmlType::kQ4_0>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmQ8<GgmlType::kQ8_0>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemmQ8<GgmlType::kQ4_0>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ4_0R;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Q4_0R;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmQ8Q4_0R;
   t.quantize_act = RefQuantizeAct;
   t.dot = RefDot;
   t.rmsnorm = RefRmsNorm;

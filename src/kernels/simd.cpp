@@ -435,6 +435,69 @@ void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
   }
 }
 
+// ---- Q4_0R: Q4_0 re-laid-out at load with each row's scales in front (ggml_types.h) ----
+
+constexpr int kLayoutQ8_0 = 0, kLayoutQ4_0 = 1, kLayoutQ4_0R = 2;
+
+// Float activations.
+void GemvQ4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
+  const int64_t nb = cols / kQK;
+  float sums[kMaxBlockSums];
+  BlockSums(x, cols, sums);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + r * rb;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    VecF acc = Zero();
+    float off = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = _cvtsh_ss(sc[b]);
+      acc = Fma(DotQ4Legacy(row + 2 * nb + 16 * b, nullptr, x + b * kQK), Set1(d), acc);
+      off -= 8.0f * d * sums[b];
+    }
+    y[r] = ReduceAdd(acc) + off;
+  }
+}
+
+// Int8 activations: the row's scales are converted and multiplied by the activation scales
+// 16 (AVX-512) or 8 blocks at a time, so each block costs unpack + dot + convert + FMA.
+void GemvQ8Q4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  const int64_t nb = cols / kQK;
+  constexpr int G = kLanes;  // blocks per scale group
+  alignas(64) float sv[G];
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + r * rb;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const uint8_t* qs = row + 2 * nb;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    VecF corr = Zero();
+    int64_t b0 = 0;
+    for (; b0 + G <= nb; b0 += G) {
+      const VecF ws = LoadF16(sc + b0);
+      Store(sv, Mul(ws, Load(x.d + b0)));
+      corr = Fma(ws, Load(x.ds + b0), corr);
+#pragma GCC unroll 16
+      for (int k = 0; k < G; k += 2) {
+        const int64_t b = b0 + k;
+        const __m256i d0 = DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK)));
+        const __m256i d1 = DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * (b + 1)),
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (b + 1) * kQK)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_broadcast_ss(sv + k), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_broadcast_ss(sv + k + 1), acc1);
+      }
+    }
+    float tail_corr = 0;
+    for (int64_t b = b0; b < nb; ++b) {
+      const float d = _cvtsh_ss(sc[b]);
+      const __m256i dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(d * x.d[b]), acc0);
+      tail_corr += d * x.ds[b];
+    }
+    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1)) - 8.0f * (ReduceAdd(corr) + tail_corr);
+  }
+}
+
 // ---- integer GEMM: register tiles of R rows x T tokens ----
 
 #if defined(__AVX512F__)
@@ -447,11 +510,16 @@ inline __m512 PairScales(const float* s) {
 // Weights of two consecutive blocks as 64 bytes for dpbusd (u8), with the matching signed
 // activation operand: Q4_0 passes x through (offset handled separately), Q8_0 moves the
 // weight's sign onto x.
-template <bool kQ4>
-inline __m512i WeightPair(const uint8_t* row, int64_t b, size_t block_bytes) {
+// kL: weight layout, kLayoutQ8_0, kLayoutQ4_0 or kLayoutQ4_0R (scales in front of the row).
+template <int kL>
+inline __m512i WeightPair(const uint8_t* row, int64_t b, size_t block_bytes, int64_t nb) {
+  if constexpr (kL == kLayoutQ4_0R) {
+    const uint8_t* q = row + 2 * nb + 16 * b;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(UnpackQ4(q)), UnpackQ4(q + 16), 1);
+  }
   const uint8_t* p0 = row + static_cast<size_t>(b) * block_bytes + 2;  // skip the fp16 scale
   const uint8_t* p1 = p0 + block_bytes;
-  if constexpr (kQ4) {
+  if constexpr (kL == kLayoutQ4_0) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(UnpackQ4(p0)), UnpackQ4(p1), 1);
   } else {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
@@ -463,9 +531,10 @@ inline float ReduceZ(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 // One R x T tile over block pairs [0, nb2 * 2); odd tail blocks and the Q4_0 offset are added
 // by the caller.
-template <bool kQ4, int R, int T>
+template <int kL, int R, int T>
 void GemmTile(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const ActQ8& x,
               float* out /* [T][R] */) {
+  constexpr bool kQ4 = kL != kLayoutQ8_0;
   const size_t bb = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const int64_t nb = cols / kQK;
   __m512 acc[R][T];
@@ -480,7 +549,7 @@ void GemmTile(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
       dx[t] = PairScales(x.d + t * nb + b);
     }
     for (int r = 0; r < R; ++r) {
-      const __m512i wv = WeightPair<kQ4>(w + static_cast<size_t>(r) * rb, b, bb);
+      const __m512i wv = WeightPair<kL>(w + static_cast<size_t>(r) * rb, b, bb, nb);
       const __m512 dwr = PairScales(dw + r * nb + b);
       const __m512i wabs = kQ4 ? wv : _mm512_abs_epi8(wv);
       const __mmask64 neg = kQ4 ? 0 : _mm512_movepi8_mask(wv);
@@ -497,7 +566,7 @@ void GemmTile(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
   }
 }
 
-template <bool kQ4, int R>
+template <int kL, int R>
 void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const ActQ8& x, int n_tok,
               float* y, int64_t ldy) {
   const int64_t nb = cols / kQK;
@@ -509,10 +578,10 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
     xt.d = x.d + t0 * nb;
     xt.ds = x.ds + t0 * nb;
     switch (T) {
-      case 4: GemmTile<kQ4, R, 4>(w, rb, cols, dw, xt, out); break;
-      case 3: GemmTile<kQ4, R, 3>(w, rb, cols, dw, xt, out); break;
-      case 2: GemmTile<kQ4, R, 2>(w, rb, cols, dw, xt, out); break;
-      default: GemmTile<kQ4, R, 1>(w, rb, cols, dw, xt, out); break;
+      case 4: GemmTile<kL, R, 4>(w, rb, cols, dw, xt, out); break;
+      case 3: GemmTile<kL, R, 3>(w, rb, cols, dw, xt, out); break;
+      case 2: GemmTile<kL, R, 2>(w, rb, cols, dw, xt, out); break;
+      default: GemmTile<kL, R, 1>(w, rb, cols, dw, xt, out); break;
     }
     for (int t = 0; t < T; ++t) {
       const int8_t* xq = xt.qs + t * cols;
@@ -525,7 +594,9 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
           const int64_t b = nb - 1;
           const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQK));
           __m256i dp;
-          if constexpr (kQ4) {
+          if constexpr (kL == kLayoutQ4_0R) {
+            dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(row + 2 * nb + 16 * b), xb);
+          } else if constexpr (kL == kLayoutQ4_0) {
             dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(reinterpret_cast<const BlockQ4_0*>(row)[b].qs), xb);
           } else {
             const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ8_0*>(row)[b].qs));
@@ -533,17 +604,18 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
           }
           v += HorizontalSum(_mm256_cvtepi32_ps(dp)) * dw[r * nb + b] * xd[b];
         }
-        if constexpr (kQ4) v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
+        if constexpr (kL != kLayoutQ8_0) v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
         y[(t0 + t) * ldy + r] = v;
       }
     }
   }
 }
 
-template <bool kQ4>
+template <int kL>
 void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
             float* y, int64_t ldy) {
   const int64_t nb = cols / kQK;
+  constexpr bool kQ4 = kL != kLayoutQ8_0;
   const size_t bb = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   float dw[4 * kMaxBlockSums];  // the tile's weight scales as floats
   const auto* base = static_cast<const uint8_t*>(w);
@@ -551,25 +623,37 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
     const int R = rows - r0 < 4 ? static_cast<int>(rows - r0) : 4;
     for (int r = 0; r < R; ++r) {
       const uint8_t* row = base + static_cast<size_t>(r0 + r) * rb;
-      for (int64_t b = 0; b < nb; ++b) {
-        uint16_t h;
-        std::memcpy(&h, row + static_cast<size_t>(b) * bb, 2);
-        dw[r * nb + b] = _cvtsh_ss(h);
+      int64_t b = 0;
+      if constexpr (kL == kLayoutQ4_0R) {  // scales are contiguous: convert 16 at a time
+        for (; b + 16 <= nb; b += 16) {
+          _mm512_storeu_ps(dw + r * nb + b, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * b))));
+        }
+        for (; b < nb; ++b) {
+          uint16_t h;
+          std::memcpy(&h, row + 2 * b, 2);
+          dw[r * nb + b] = _cvtsh_ss(h);
+        }
+      } else {
+        for (; b < nb; ++b) {
+          uint16_t h;
+          std::memcpy(&h, row + static_cast<size_t>(b) * bb, 2);
+          dw[r * nb + b] = _cvtsh_ss(h);
+        }
       }
     }
     const uint8_t* wr = base + static_cast<size_t>(r0) * rb;
     float* yr = y + r0;
     switch (R) {
-      case 4: GemmRows<kQ4, 4>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
-      case 3: GemmRows<kQ4, 3>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
-      case 2: GemmRows<kQ4, 2>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
-      default: GemmRows<kQ4, 1>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      case 4: GemmRows<kL, 4>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      case 3: GemmRows<kL, 3>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      case 2: GemmRows<kL, 2>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      default: GemmRows<kL, 1>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
     }
   }
 }
 #else
 // AVX2: one GEMV per token (each weight block is reused from cache by the caller's row tiling).
-template <bool kQ4>
+template <int kL>
 void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
             float* y, int64_t ldy) {
   for (int t = 0; t < n_tok; ++t) {
@@ -577,7 +661,8 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
     xt.qs = x.qs + t * cols;
     xt.d = x.d + t * (cols / kQK);
     xt.ds = x.ds + t * (cols / kQK);
-    if constexpr (kQ4) GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);
+    if constexpr (kL == kLayoutQ4_0R) GemvQ8Q4_0R(w, rb, cols, rows, xt, y + t * ldy);
+    else if constexpr (kL == kLayoutQ4_0) GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);
     else GemvQ8Q8_0(w, rb, cols, rows, xt, y + t * ldy);
   }
 }
@@ -684,8 +769,11 @@ KernelTable MakeTable() {
   t.gemv[static_cast<int>(GgmlType::kQ6_K)] = GemvQ6_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = GemvQ8Q8_0;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = GemvQ8Q4_0;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = GemmQ8<false>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = GemmQ8<true>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = GemmQ8<kLayoutQ8_0>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = GemmQ8<kLayoutQ4_0>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemmQ8<kLayoutQ4_0R>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ4_0R;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ8Q4_0R;
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

@@ -186,6 +186,28 @@ std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
 
 }  // namespace
 
+void RelayoutWeights(LoadedModel* m) {
+  ModelWeights& w = m->weights;
+  auto relayout = [&](WeightTensor* t) {
+    if (t->type != GgmlType::kQ4_0) return;
+    const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
+    uint8_t* dst = buf.get() + (64 - reinterpret_cast<uintptr_t>(buf.get()) % 64) % 64;
+    RepackQ4_0Rows(t->data, dst, t->rows, t->cols);
+    ReleasePages(t->data, bytes);
+    t->data = dst;
+    t->type = GgmlType::kQ4_0R;
+    m->relaid_bytes += bytes;
+    m->relaid.push_back(std::move(buf));
+  };
+  const bool tied = w.output.data == w.tok_embd.data;
+  for (LayerWeights& L : w.layers) {
+    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) relayout(t);
+  }
+  relayout(&w.output);
+  if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
+}
+
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
   if (IsGguf(path)) {
     GgufFile g = GgufFile::Open(path);

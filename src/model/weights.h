@@ -71,7 +71,14 @@ struct LoadedModel {
 
   std::shared_ptr<const void> storage;             // keeps the mapping alive
   std::vector<std::unique_ptr<float[]>> owned;     // float copies of small vectors
+  std::vector<std::unique_ptr<uint8_t[]>> relaid;  // weights re-laid-out at load
+  uint64_t relaid_bytes = 0;
 };
+
+// Re-lays the matrices out for the kernels, once (Q4_0 -> Q4_0R: each row's scales in front
+// of its quants, so the integer kernels convert 16 scales with one instruction). The original
+// pages are dropped from the mapping. Numerically identical; a switch for measurement.
+void RelayoutWeights(LoadedModel* model);
 
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
 // overrides the vocabulary: a llama2.c tokenizer.bin or a GGUF holding a vocabulary. Throws

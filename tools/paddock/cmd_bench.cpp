@@ -30,6 +30,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
       {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
     {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
+    {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step"},
@@ -116,6 +117,7 @@ int CmdBench(int argc, char** argv) {
     eo.int8_activations = !args.Has("--no-int8-act");
     eo.fuse_qkv = !args.Has("--no-fuse-qkv");
     eo.fuse_ffn = !args.Has("--no-fuse-ffn");
+    eo.relayout_weights = !args.Has("--no-relayout");
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
