@@ -267,21 +267,23 @@ namespace paddock {
 namespace {
 
 // Q4_0 re-laid out at load (Q4_0R) computes exactly what Q4_0 does, on every ISA and path.
-TEST(Kernels, RelaidQ4_0MatchesQ4_0) {
+TEST(Kernels, RelaidQ4_0AndQ8_0MatchTheFileLayouts) {
   const KernelTable& ref = ReferenceKernels();
-  const TypeTraits& tr = Traits(GgmlType::kQ4_0);
-  const int q4 = static_cast<int>(GgmlType::kQ4_0), q4r = static_cast<int>(GgmlType::kQ4_0R);
+  for (bool is_q4 : {true, false}) {
+  const TypeTraits& tr = Traits(is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0);
+  const int q4 = static_cast<int>(is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0);
+  const int q4r = static_cast<int>(is_q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R);
   for (int cols : {32, 96, 512, 544, 2048}) {
     for (int rows : {1, 5, 9}) {
       for (int n_tok : {1, 3, 6}) {
         const auto wf = Random(static_cast<size_t>(cols) * rows, 11 + cols + rows);
         std::string w(RowBytes(tr, cols) * rows, '\0'), wr(w.size(), '\0');
         tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
-        RepackQ4_0Rows(w.data(), wr.data(), rows, cols);
+        if (is_q4) RepackQ4_0Rows(w.data(), wr.data(), rows, cols); else RepackQ8_0Rows(w.data(), wr.data(), rows, cols);
         // Row-level dequantization agrees.
         std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
         tr.to_float(w.data(), a.data(), cols);
-        Traits(GgmlType::kQ4_0R).to_float(wr.data(), b.data(), cols);
+        Traits(static_cast<GgmlType>(q4r)).to_float(wr.data(), b.data(), cols);
         ASSERT_EQ(a, b);
         const auto x = Random(static_cast<size_t>(cols) * n_tok, 13 + cols);
         std::vector<int8_t> qs(x.size());
@@ -308,6 +310,7 @@ TEST(Kernels, RelaidQ4_0MatchesQ4_0) {
         }
       }
     }
+  }
   }
 }
 

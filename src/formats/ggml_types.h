@@ -34,6 +34,7 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
   // Internal layouts, produced by re-laying weights out at load; never read from or written to
   // files (FindTypeTraits does not know them).
+  kQ8_0R = 46,  // Q8_0 with each row's fp16 scales gathered in front of its 32-byte quants
   kQ4_0R = 47,  // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
 };
 constexpr int kGgmlTypeCount = 48;  // upper bound on type ids we index by
@@ -119,6 +120,8 @@ const TypeTraits* FindTypeTraits(uint32_t type);
 // Re-lays `rows` Q4_0 rows of `cols` elements out as kQ4_0R (same size): per row, the nb fp16
 // scales, then the nb 16-byte quant groups.
 void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
+// The same for Q8_0 -> kQ8_0R (nb fp16 scales, then nb 32-byte quant groups).
+void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 // For a known type (asserts).
 const TypeTraits& Traits(GgmlType type);
 inline const char* TypeName(GgmlType t) { return Traits(t).name; }

@@ -384,11 +384,36 @@ static void DequantQ4_0R(const void* src, float* y, int64_t n) {
   }
 }
 
+static void DequantQ8_0R(const void* src, float* y, int64_t n) {
+  const int64_t nb = n / kQK;
+  const auto* sc = static_cast<const uint16_t*>(src);
+  const auto* qs = reinterpret_cast<const int8_t*>(static_cast<const uint8_t*>(src) + 2 * nb);
+  for (int64_t b = 0; b < nb; ++b, y += kQK) {
+    const float d = Fp16ToFp32(sc[b]);
+    for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(qs[b * kQK + j]) * d;
+  }
+}
+
 static const TypeTraits kQ4_0RTraits = {GgmlType::kQ4_0R, "Q4_0R", kQK, 18, DequantQ4_0R, nullptr};
+static const TypeTraits kQ8_0RTraits = {GgmlType::kQ8_0R, "Q8_0R", kQK, 34, DequantQ8_0R, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
+  if (type == GgmlType::kQ8_0R) return kQ8_0RTraits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
+}
+
+void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / kQK;
+  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* in = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * rb);
+    auto* out = static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * rb;
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(out + 2 * b, &in[b].d, 2);
+      std::memcpy(out + 2 * nb + kQK * b, in[b].qs, kQK);
+    }
+  }
 }
 
 void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols) {

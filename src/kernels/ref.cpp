@@ -145,6 +145,52 @@ void RefGemmQ8Q4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
   }
 }
 
+// kQ8_0R: row-split Q8_0.
+void RefGemvQ8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                  float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
+    double s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      double dot = 0;
+      for (int j = 0; j < kQK; ++j) dot += static_cast<double>(qs[b * kQK + j]) * x[b * kQK + j];
+      s += Fp16ToFp32(sc[b]) * dot;
+    }
+    y[r] = static_cast<float>(s);
+  }
+}
+
+void RefGemvQ8Q8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                    float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
+    double acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t dot = 0;
+      for (int j = 0; j < kQK; ++j) dot += qs[b * kQK + j] * x.qs[b * kQK + j];
+      acc += static_cast<double>(Fp16ToFp32(sc[b])) * static_cast<double>(x.d[b]) * dot;
+    }
+    y[r] = static_cast<float>(acc);
+  }
+}
+
+void RefGemmQ8Q8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                    int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) {
+    ActQ8 xt;
+    xt.qs = x.qs + t * cols;
+    xt.d = x.d + t * (cols / kQK);
+    xt.ds = x.ds + t * (cols / kQK);
+    RefGemvQ8Q8_0R(w, row_bytes, cols, rows, xt, y + t * ldy);
+  }
+}
+
 void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
@@ -215,6 +261,9 @@ KernelTable MakeScalarTable() {
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmQ8<GgmlType::kQ8_0>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemmQ8<GgmlType::kQ4_0>;
   t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ4_0R;
+  t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8_0R;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8Q8_0R;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmQ8Q8_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Q4_0R;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmQ8Q4_0R;
   t.quantize_act = RefQuantizeAct;

@@ -437,7 +437,7 @@ void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
 
 // ---- Q4_0R: Q4_0 re-laid-out at load with each row's scales in front (ggml_types.h) ----
 
-constexpr int kLayoutQ8_0 = 0, kLayoutQ4_0 = 1, kLayoutQ4_0R = 2;
+constexpr int kLayoutQ8_0 = 0, kLayoutQ4_0 = 1, kLayoutQ4_0R = 2, kLayoutQ8_0R = 3;
 
 // Float activations.
 void GemvQ4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
@@ -498,6 +498,48 @@ void GemvQ8Q4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
   }
 }
 
+// kQ8_0R, float activations.
+void GemvQ8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
+  const int64_t nb = cols / kQK;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + r * rb;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
+    VecF acc = Zero();
+    for (int64_t b = 0; b < nb; ++b) acc = Fma(DotBlock32(qs + b * kQK, x + b * kQK, Zero()), Set1(_cvtsh_ss(sc[b])), acc);
+    y[r] = ReduceAdd(acc);
+  }
+}
+
+// kQ8_0R, int8 activations (scales converted G blocks at a time, as for Q4_0R).
+void GemvQ8Q8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  const int64_t nb = cols / kQK;
+  constexpr int G = kLanes;
+  alignas(64) float sv[G];
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w) + r * rb;
+    const auto* sc = reinterpret_cast<const uint16_t*>(row);
+    const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b0 = 0;
+    auto block = [&](int64_t b) {
+      const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + b * kQK));
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK));
+      return _mm256_cvtepi32_ps(DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)));
+    };
+    for (; b0 + G <= nb; b0 += G) {
+      Store(sv, Mul(LoadF16(sc + b0), Load(x.d + b0)));
+#pragma GCC unroll 16
+      for (int k = 0; k < G; k += 2) {
+        acc0 = _mm256_fmadd_ps(block(b0 + k), _mm256_broadcast_ss(sv + k), acc0);
+        acc1 = _mm256_fmadd_ps(block(b0 + k + 1), _mm256_broadcast_ss(sv + k + 1), acc1);
+      }
+    }
+    for (int64_t b = b0; b < nb; ++b) acc0 = _mm256_fmadd_ps(block(b), _mm256_set1_ps(_cvtsh_ss(sc[b]) * x.d[b]), acc0);
+    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  }
+}
+
 // ---- integer GEMM: register tiles of R rows x T tokens ----
 
 #if defined(__AVX512F__)
@@ -516,6 +558,8 @@ inline __m512i WeightPair(const uint8_t* row, int64_t b, size_t block_bytes, int
   if constexpr (kL == kLayoutQ4_0R) {
     const uint8_t* q = row + 2 * nb + 16 * b;
     return _mm512_inserti64x4(_mm512_castsi256_si512(UnpackQ4(q)), UnpackQ4(q + 16), 1);
+  } else if constexpr (kL == kLayoutQ8_0R) {
+    return _mm512_loadu_si512(row + 2 * nb + kQK * b);
   }
   const uint8_t* p0 = row + static_cast<size_t>(b) * block_bytes + 2;  // skip the fp16 scale
   const uint8_t* p1 = p0 + block_bytes;
@@ -534,7 +578,7 @@ inline float ReduceZ(__m512 v) { return _mm512_reduce_add_ps(v); }
 template <int kL, int R, int T>
 void GemmTile(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const ActQ8& x,
               float* out /* [T][R] */) {
-  constexpr bool kQ4 = kL != kLayoutQ8_0;
+  constexpr bool kQ4 = kL == kLayoutQ4_0 || kL == kLayoutQ4_0R;
   const size_t bb = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const int64_t nb = cols / kQK;
   __m512 acc[R][T];
@@ -598,13 +642,16 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
             dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(row + 2 * nb + 16 * b), xb);
           } else if constexpr (kL == kLayoutQ4_0) {
             dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(reinterpret_cast<const BlockQ4_0*>(row)[b].qs), xb);
+          } else if constexpr (kL == kLayoutQ8_0R) {
+            const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * nb + kQK * b));
+            dp = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wb), _mm256_sign_epi8(xb, wb));
           } else {
             const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ8_0*>(row)[b].qs));
             dp = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wb), _mm256_sign_epi8(xb, wb));
           }
           v += HorizontalSum(_mm256_cvtepi32_ps(dp)) * dw[r * nb + b] * xd[b];
         }
-        if constexpr (kL != kLayoutQ8_0) v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
+        if constexpr (kL == kLayoutQ4_0 || kL == kLayoutQ4_0R) v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
         y[(t0 + t) * ldy + r] = v;
       }
     }
@@ -615,7 +662,7 @@ template <int kL>
 void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
             float* y, int64_t ldy) {
   const int64_t nb = cols / kQK;
-  constexpr bool kQ4 = kL != kLayoutQ8_0;
+  constexpr bool kQ4 = kL == kLayoutQ4_0 || kL == kLayoutQ4_0R;
   const size_t bb = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   float dw[4 * kMaxBlockSums];  // the tile's weight scales as floats
   const auto* base = static_cast<const uint8_t*>(w);
@@ -624,7 +671,7 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
     for (int r = 0; r < R; ++r) {
       const uint8_t* row = base + static_cast<size_t>(r0 + r) * rb;
       int64_t b = 0;
-      if constexpr (kL == kLayoutQ4_0R) {  // scales are contiguous: convert 16 at a time
+      if constexpr (kL == kLayoutQ4_0R || kL == kLayoutQ8_0R) {  // contiguous scales: 16 at a time
         for (; b + 16 <= nb; b += 16) {
           _mm512_storeu_ps(dw + r * nb + b, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * b))));
         }
@@ -662,6 +709,7 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
     xt.d = x.d + t * (cols / kQK);
     xt.ds = x.ds + t * (cols / kQK);
     if constexpr (kL == kLayoutQ4_0R) GemvQ8Q4_0R(w, rb, cols, rows, xt, y + t * ldy);
+    else if constexpr (kL == kLayoutQ8_0R) GemvQ8Q8_0R(w, rb, cols, rows, xt, y + t * ldy);
     else if constexpr (kL == kLayoutQ4_0) GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);
     else GemvQ8Q8_0(w, rb, cols, rows, xt, y + t * ldy);
   }
@@ -774,6 +822,9 @@ KernelTable MakeTable() {
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemmQ8<kLayoutQ4_0R>;
   t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ4_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ8Q4_0R;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemmQ8<kLayoutQ8_0R>;
+  t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8_0R;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8Q8_0R;
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

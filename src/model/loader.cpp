@@ -189,14 +189,15 @@ std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
 void RelayoutWeights(LoadedModel* m) {
   ModelWeights& w = m->weights;
   auto relayout = [&](WeightTensor* t) {
-    if (t->type != GgmlType::kQ4_0) return;
+    if (t->type != GgmlType::kQ4_0 && t->type != GgmlType::kQ8_0) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
     std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
     uint8_t* dst = buf.get() + (64 - reinterpret_cast<uintptr_t>(buf.get()) % 64) % 64;
-    RepackQ4_0Rows(t->data, dst, t->rows, t->cols);
+    const bool q4 = t->type == GgmlType::kQ4_0;
+    if (q4) RepackQ4_0Rows(t->data, dst, t->rows, t->cols); else RepackQ8_0Rows(t->data, dst, t->rows, t->cols);
     ReleasePages(t->data, bytes);
     t->data = dst;
-    t->type = GgmlType::kQ4_0R;
+    t->type = q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R;
     m->relaid_bytes += bytes;
     m->relaid.push_back(std::move(buf));
   };

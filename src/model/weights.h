@@ -75,8 +75,8 @@ struct LoadedModel {
   uint64_t relaid_bytes = 0;
 };
 
-// Re-lays the matrices out for the kernels, once (Q4_0 -> Q4_0R: each row's scales in front
-// of its quants, so the integer kernels convert 16 scales with one instruction). The original
+// Re-lays the matrices out for the kernels, once (Q4_0 -> Q4_0R, Q8_0 -> Q8_0R: each row's
+// scales in front of its quants, so the integer kernels convert 16 scales per instruction). The original
 // pages are dropped from the mapping. Numerically identical; a switch for measurement.
 void RelayoutWeights(LoadedModel* model);
 
