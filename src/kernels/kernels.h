@@ -29,6 +29,15 @@ struct ActQ8 {
   const int8_t* qs = nullptr;   // (n)
   const float* d = nullptr;     // (n / 32)
   const float* ds = nullptr;     // (n / 32) d * sum(q): the block sum, scaled
+
+  // Token t of a batch whose tokens have `cols` elements each.
+  ActQ8 Token(int64_t t, int64_t cols) const {
+    ActQ8 a;
+    a.qs = qs + t * cols;
+    a.d = d + t * (cols / 32);
+    a.ds = ds + t * (cols / 32);
+    return a;
+  }
 };
 
 // Like GemvFn, with the activation vector quantized (cols a multiple of 32).

@@ -82,18 +82,6 @@ void RefGemvQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, cons
   }
 }
 
-template <GgmlType T>
-void RefGemmQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
-               int n_tok, float* y, int64_t ldy) {
-  for (int t = 0; t < n_tok; ++t) {
-    ActQ8 xt;
-    xt.qs = x.qs + t * cols;
-    xt.d = x.d + t * (cols / kQK);
-    xt.ds = x.ds + t * (cols / kQK);
-    RefGemvQ8<T>(w, row_bytes, cols, rows, xt, y + t * ldy);
-  }
-}
-
 // kQ4_0R (row-split Q4_0), float activations.
 void RefGemvQ4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
                   float* y) {
@@ -134,17 +122,6 @@ void RefGemvQ8Q4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
   }
 }
 
-void RefGemmQ8Q4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
-                    int n_tok, float* y, int64_t ldy) {
-  for (int t = 0; t < n_tok; ++t) {
-    ActQ8 xt;
-    xt.qs = x.qs + t * cols;
-    xt.d = x.d + t * (cols / kQK);
-    xt.ds = x.ds + t * (cols / kQK);
-    RefGemvQ8Q4_0R(w, row_bytes, cols, rows, xt, y + t * ldy);
-  }
-}
-
 // kQ8_0R: row-split Q8_0.
 void RefGemvQ8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
                   float* y) {
@@ -180,15 +157,11 @@ void RefGemvQ8Q8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
   }
 }
 
-void RefGemmQ8Q8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
-                    int n_tok, float* y, int64_t ldy) {
-  for (int t = 0; t < n_tok; ++t) {
-    ActQ8 xt;
-    xt.qs = x.qs + t * cols;
-    xt.d = x.d + t * (cols / kQK);
-    xt.ds = x.ds + t * (cols / kQK);
-    RefGemvQ8Q8_0R(w, row_bytes, cols, rows, xt, y + t * ldy);
-  }
+// Reference GEMM: the reference GEMV of every token.
+template <GemvQ8Fn Gemv>
+void RefGemmFromGemv(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                     int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) Gemv(w, row_bytes, cols, rows, x.Token(t, cols), y + t * ldy);
 }
 
 void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
@@ -258,14 +231,14 @@ KernelTable MakeScalarTable() {
   t.gemv[static_cast<int>(GgmlType::kQ6_K)] = RefGemv<GgmlType::kQ6_K>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemvQ8<GgmlType::kQ8_0>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemvQ8<GgmlType::kQ4_0>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmQ8<GgmlType::kQ8_0>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemmQ8<GgmlType::kQ4_0>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmFromGemv<RefGemvQ8<GgmlType::kQ8_0>>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemmFromGemv<RefGemvQ8<GgmlType::kQ4_0>>;
   t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ4_0R;
   t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8Q8_0R;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmQ8Q8_0R;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmFromGemv<RefGemvQ8Q8_0R>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Q4_0R;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmQ8Q4_0R;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Q4_0R>;
   t.quantize_act = RefQuantizeAct;
   t.dot = RefDot;
   t.rmsnorm = RefRmsNorm;

@@ -617,10 +617,7 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
   float out[4 * 4];
   for (int t0 = 0; t0 < n_tok; t0 += 4) {
     const int T = n_tok - t0 < 4 ? n_tok - t0 : 4;
-    ActQ8 xt;
-    xt.qs = x.qs + t0 * cols;
-    xt.d = x.d + t0 * nb;
-    xt.ds = x.ds + t0 * nb;
+    const ActQ8 xt = x.Token(t0, cols);
     switch (T) {
       case 4: GemmTile<kL, R, 4>(w, rb, cols, dw, xt, out); break;
       case 3: GemmTile<kL, R, 3>(w, rb, cols, dw, xt, out); break;
@@ -704,10 +701,7 @@ template <int kL>
 void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
             float* y, int64_t ldy) {
   for (int t = 0; t < n_tok; ++t) {
-    ActQ8 xt;
-    xt.qs = x.qs + t * cols;
-    xt.d = x.d + t * (cols / kQK);
-    xt.ds = x.ds + t * (cols / kQK);
+    const ActQ8 xt = x.Token(t, cols);
     if constexpr (kL == kLayoutQ4_0R) GemvQ8Q4_0R(w, rb, cols, rows, xt, y + t * ldy);
     else if constexpr (kL == kLayoutQ8_0R) GemvQ8Q8_0R(w, rb, cols, rows, xt, y + t * ldy);
     else if constexpr (kL == kLayoutQ4_0) GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);

@@ -256,12 +256,7 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
   auto run = [&](const uint8_t* wr, int64_t nr, int j, float* out) {
     if (gemv_q8 != nullptr) {
-      const size_t off = static_cast<size_t>(j) * static_cast<size_t>(w.cols);
-      ActQ8 xj;
-      xj.qs = xq.qs + off;
-      xj.d = xq.d + off / kQK;
-      xj.ds = xq.ds + off / kQK;
-      gemv_q8(wr, w.row_bytes, w.cols, nr, xj, out);
+      gemv_q8(wr, w.row_bytes, w.cols, nr, xq.Token(j, w.cols), out);
     } else {
       gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, out);
     }
