@@ -493,3 +493,38 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// The fused online-softmax attention equals the two-pass per-head attention (rounding only),
+// for every KV type, with and without a window, and on both ISAs' tables.
+TEST(Fusion, FusedAttentionEqualsTwoPassAttention) {
+  SynthSpec spec;
+  spec.n_heads = 8;
+  spec.n_kv_heads = 2;
+  spec.sliding_window = 0;
+  const std::string path = test::TempPath("attn.gguf");
+  WriteSyntheticModel(spec, path);
+  const auto toks = SomeTokens(23, spec.n_vocab);
+  for (Isa isa : {Isa::kScalar, DetectIsa()}) {
+    for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kI8, KvDtype::kI4}) {
+      for (int window : {0, 7}) {
+        KvCacheOptions o;
+        o.k_type = o.v_type = t;
+        o.sliding_window = window;
+        o.block_size = 4;
+        Runner fused(path, isa, 2, 32, o);
+        Runner two_pass(path, isa, 2, 32, o);
+        two_pass.tf->SetFusion(true, true, false);
+        for (bool batched : {false, true}) {
+          EXPECT_LT(RelErr(fused.Run(toks, batched), two_pass.Run(toks, batched)), 2e-5)
+              << IsaName(isa) << " " << KvDtypeName(t) << " window " << window << " batched " << batched;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

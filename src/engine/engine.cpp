@@ -110,7 +110,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   ko.prefix_cache = o.prefix_cache;
   ko.sliding_window = o.sliding_window;
   if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
-  impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn);
+  impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn);
   impl->kv = std::make_unique<KvManager>(c, ko, o.kv_tokens > 0 ? o.kv_tokens : ctx);
   impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);

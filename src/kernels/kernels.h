@@ -49,6 +49,27 @@ using GemvQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t
 using GemmQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
                           const ActQ8& x, int n_tok, float* y, int64_t ldy);
 
+// One layer's K (or V) rows as the attention kernel walks them: position t lives in slot
+// table[t / block_size] * block_size + t % block_size, `row_bytes` apart, encoded as `type`.
+struct KvRowsRef {
+  const uint8_t* base = nullptr;
+  size_t row_bytes = 0;
+  const int32_t* table = nullptr;
+  int block_size = 1;
+  KvDtype type = KvDtype::kF32;
+  const uint8_t* Row(int t) const {
+    return base + (static_cast<size_t>(table[t / block_size]) * static_cast<size_t>(block_size) +
+                   static_cast<size_t>(t % block_size)) * row_bytes;
+  }
+};
+
+// Fused attention of the n_q query heads (q: n_q x hd, contiguous) that share KV head kv_head,
+// over positions [start, end): one pass with an online, max-subtracted softmax; every K and V
+// row is read once for the whole group. out: n_q x hd. scratch: 2 * n_q floats.
+using AttendFn = void (*)(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v,
+                          int start, int end, int kv_head, int n_kv, int hd, float scale,
+                          float* out, float* scratch);
+
 struct KernelTable {
   Isa isa;
   GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
@@ -89,6 +110,7 @@ struct KernelTable {
   float (*kv_dot[kKvDtypeCount])(const float* q, const uint8_t* row, int head, int n_heads, int head_dim);
   // y += a * head `head` of row
   void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads, int head_dim);
+  AttendFn attend;
 };
 
 // The table for `isa` (which the CPU must support).

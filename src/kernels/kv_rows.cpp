@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/attend_impl.h"
 #include "kernels/kv_rows.h"
 #include "kernels/tables.h"
 
@@ -164,7 +165,18 @@ void SetKvStoreKernels(KernelTable* t) {
   t->kv_store[static_cast<int>(KvDtype::kI4)] = StoreRotated<StoreI4, KvDtype::kI4>;
 }
 
+void RefAttend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
+               int g, int n_kv, int hd, float scale, float* out, float* scratch) {
+  auto dot = [&](const float* qh, const uint8_t* row, int gg, int nk, int d) { return RefKvDot(k.type, qh, row, gg, nk, d); };
+  auto axpy = [&](float* y, float a, const uint8_t* row, int gg, int nk, int d) { RefKvAxpy(v.type, y, a, row, gg, nk, d); };
+  auto scale_row = [](float* y, float c, int n) {
+    for (int i = 0; i < n; ++i) y[i] *= c;
+  };
+  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, out, scratch);
+}
+
 void SetReferenceKvKernels(KernelTable* t) {
+  t->attend = RefAttend;
   SetKvStoreKernels(t);
   t->kv_dot[0] = RefDotT<KvDtype::kF32>;
   t->kv_dot[1] = RefDotT<KvDtype::kF16>;

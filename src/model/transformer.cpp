@@ -32,7 +32,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t sizes[] = {
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
       B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
-      B * half, B * half, T * static_cast<size_t>(ctx_), T * static_cast<size_t>(cfg_.head_dim)};
+      B * half, B * half, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)), T * static_cast<size_t>(cfg_.q_dim())};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
@@ -199,7 +199,52 @@ void Transformer::Layer(int l, int n) {
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 }
 
+void Transformer::AttentionFused(int l, int n) {
+  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
+  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t scratch_stride = static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads));
+  auto task = [&](int64_t begin, int64_t end, int t) {
+    float* qg = qrot_ + static_cast<size_t>(t) * qd;
+    float* ml = scores_ + static_cast<size_t>(t) * scratch_stride;
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int j = static_cast<int>(idx / nkv), g = static_cast<int>(idx % nkv);
+      const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+      const KvLayerView& cache = kv.layers[l];
+      const int p = tok_pos_[static_cast<size_t>(j)];
+      const int start = kv.window > 0 ? std::max(0, p - kv.window + 1) : 0;
+      KvRowsRef kr, vr;
+      kr.base = cache.k;
+      kr.row_bytes = cache.k_row_bytes;
+      kr.type = cache.k_type;
+      vr.base = cache.v;
+      vr.row_bytes = cache.v_row_bytes;
+      vr.type = cache.v_type;
+      kr.table = vr.table = kv.table;
+      kr.block_size = vr.block_size = kv.block_size;
+      const float* q = q_ + j * qd + g * group * hd;
+      if (KvRotated(cache.k_type, hd)) {  // keys are stored rotated: (Hq).(Hk) = q.k
+        std::memcpy(qg, q, sizeof(float) * group * hd);
+        for (int h = 0; h < group; ++h) Hadamard(qg + h * hd, hd);
+        q = qg;
+      }
+      float* out = att_ + j * qd + g * group * hd;
+      k_.attend(q, group, kr, vr, start, p + 1, g, nkv, hd, scale, out, ml);
+      if (KvRotated(cache.v_type, hd)) {
+        for (int h = 0; h < group; ++h) Hadamard(out + h * hd, hd);
+      }
+    }
+  };
+  pool_.ParallelFor(static_cast<int64_t>(n) * nkv, task);
+}
+
 void Transformer::Attention(int l, int n) {
+  // Fused (one pass per KV-head group) when there is a task for every thread; otherwise the
+  // per-head form spreads a single token's heads over the threads.
+  if (fuse_attn_ && static_cast<int64_t>(n) * cfg_.n_kv_heads >= pool_.size()) {
+    AttentionFused(l, n);
+    return;
+  }
   const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

@@ -50,9 +50,12 @@ class Transformer {
   // Operator fusions (on by default; switches so each gain can be measured alone):
   // qkv: Q, K and V projections in one parallel pass; ffn: gate and up projections and SwiGLU
   // in one parallel pass.
-  void SetFusion(bool qkv, bool ffn) {
+  // attn: attention as one pass per KV-head group with an online softmax (K/V read once per
+  // group) instead of two passes per head.
+  void SetFusion(bool qkv, bool ffn, bool attn = true) {
     fuse_qkv_ = qkv;
     fuse_ffn_ = ffn;
+    fuse_attn_ = attn;
   }
   int max_batch() const { return max_batch_; }
   size_t scratch_bytes() const { return arena_bytes_; }
@@ -60,6 +63,7 @@ class Transformer {
  private:
   void Layer(int l, int n);
   void Attention(int l, int n);
+  void AttentionFused(int l, int n);
   // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
@@ -81,7 +85,7 @@ class Transformer {
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;
-  bool fuse_qkv_ = true, fuse_ffn_ = true;
+  bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true;
   size_t max_cols_;
   std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales
@@ -101,7 +105,7 @@ class Transformer {
   float* cos_;      // (B, rope_dim / 2)
   float* sin_;      // (B, rope_dim / 2)
   float* scores_;   // (threads, ctx) attention scores
-  float* qrot_;     // (threads, head_dim) rotated query for Hadamard-rotated KV
+  float* qrot_;     // (threads, q_dim) rotated queries for Hadamard-rotated KV
   std::vector<float> inv_freq_;  // (rope_dim / 2)
   // Per token of the current step: position and KV view; per item: its last token's index.
   std::vector<int> tok_pos_;

@@ -30,6 +30,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
       {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
     {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
+    {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
     {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
@@ -118,6 +119,7 @@ int CmdBench(int argc, char** argv) {
     eo.fuse_qkv = !args.Has("--no-fuse-qkv");
     eo.fuse_ffn = !args.Has("--no-fuse-ffn");
     eo.relayout_weights = !args.Has("--no-relayout");
+    eo.fuse_attn = !args.Has("--no-fuse-attn");
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
