@@ -157,6 +157,34 @@ void RefGemvQ8Q8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
   }
 }
 
+// Q4_K with int8 activations: per 32-element sub-block an integer dot times d * sc * d_x,
+// minus dmin * m * (d_x * sum(q_x)).
+void RefGemvQ8Q4_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                   float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes);
+    double acc = 0;
+    for (int64_t i = 0; i < cols / kQK_K; ++i) {
+      const double d = Fp16ToFp32(blk[i].d), dmin = Fp16ToFp32(blk[i].dmin);
+      for (int c = 0; c < 4; ++c) {
+        for (int half = 0; half < 2; ++half) {
+          const int sub = 2 * c + half;
+          int sc, m;
+          KQuantScaleMin(sub, blk[i].scales, &sc, &m);
+          const int64_t xb = i * 8 + sub;
+          int32_t dot = 0;
+          for (int l = 0; l < 32; ++l) {
+            const int q = half ? (blk[i].qs[32 * c + l] >> 4) : (blk[i].qs[32 * c + l] & 15);
+            dot += q * x.qs[xb * kQK + l];
+          }
+          acc += d * sc * static_cast<double>(x.d[xb]) * dot - dmin * m * static_cast<double>(x.ds[xb]);
+        }
+      }
+    }
+    y[r] = static_cast<float>(acc);
+  }
+}
+
 // Reference GEMM: the reference GEMV of every token.
 template <GemvQ8Fn Gemv>
 void RefGemmFromGemv(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
@@ -239,6 +267,7 @@ KernelTable MakeScalarTable() {
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmFromGemv<RefGemvQ8Q8_0R>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Q4_0R;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Q4_0R>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.quantize_act = RefQuantizeAct;
   t.dot = RefDot;
   t.rmsnorm = RefRmsNorm;

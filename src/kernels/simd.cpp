@@ -436,6 +436,36 @@ void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
   }
 }
 
+// Q4_K with int8 activations (see the reference): two 32-element sub-blocks per 32 bytes of
+// quants (low nibbles, then high), each an integer dot with its activation block.
+void GemvQ8Q4_K(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  const int64_t nsb = cols / kQK_K;
+  const __m256i low4 = _mm256_set1_epi8(15);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + r * rb);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float corr = 0;
+    for (int64_t i = 0; i < nsb; ++i) {
+      const float d = _cvtsh_ss(blk[i].d), dmin = _cvtsh_ss(blk[i].dmin);
+      for (int c = 0; c < 4; ++c) {
+        int sc0, m0, sc1, m1;
+        KQuantScaleMin(2 * c, blk[i].scales, &sc0, &m0);
+        KQuantScaleMin(2 * c + 1, blk[i].scales, &sc1, &m1);
+        const int64_t b0 = i * 8 + 2 * c;
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qs + 32 * c));
+        const __m256i lo = _mm256_and_si256(raw, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        const __m256i d0 = DpBusd(_mm256_setzero_si256(), lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b0 * kQK)));
+        const __m256i d1 = DpBusd(_mm256_setzero_si256(), hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (b0 + 1) * kQK)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(d * static_cast<float>(sc0) * x.d[b0]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(d * static_cast<float>(sc1) * x.d[b0 + 1]), acc1);
+        corr += dmin * (static_cast<float>(m0) * x.ds[b0] + static_cast<float>(m1) * x.ds[b0 + 1]);
+      }
+    }
+    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1)) - corr;
+  }
+}
+
 // ---- Q4_0R: Q4_0 re-laid-out at load with each row's scales in front (ggml_types.h) ----
 
 constexpr int kLayoutQ8_0 = 0, kLayoutQ4_0 = 1, kLayoutQ4_0R = 2, kLayoutQ8_0R = 3;
@@ -855,6 +885,7 @@ KernelTable MakeTable() {
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemmQ8<kLayoutQ4_0R>;
   t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ4_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ8Q4_0R;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = GemvQ8Q4_K;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemmQ8<kLayoutQ8_0R>;
   t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8Q8_0R;
