@@ -186,9 +186,9 @@ TEST(Kernels, ActivationQuantizationIsIdenticalOnEveryIsa) {
 
 TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {
   const KernelTable& ref = ReferenceKernels();
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K}) {
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const TypeTraits& tr = Traits(t);
-    for (int cols : {32, 96, 288, 2048}) {
+    for (int cols : {32, 96, 256, 288, 2048}) {
       if (cols % tr.block_size != 0) continue;
       for (int rows : {1, 3, 17}) {
         const auto wf = Random(static_cast<size_t>(cols) * rows, 3 + cols + rows);

@@ -185,6 +185,31 @@ void RefGemvQ8Q4_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, 
   }
 }
 
+// Q6_K with int8 activations: per 16-element sub-block an integer dot of (q - 32) with the
+// activations, times d * sc * d_x (each 32-element activation block covers two sub-blocks).
+void RefGemvQ8Q6_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                   float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes);
+    double acc = 0;
+    for (int64_t i = 0; i < cols / kQK_K; ++i) {
+      const double d = Fp16ToFp32(blk[i].d);
+      for (int e0 = 0; e0 < kQK_K; e0 += 16) {
+        int32_t dot = 0;
+        for (int e = e0; e < e0 + 16; ++e) {
+          const int h = e / 128, rr = e % 128, g = rr / 32, l = rr % 32;
+          const uint8_t lbyte = blk[i].ql[64 * h + l + ((g & 1) ? 32 : 0)];
+          const int lo = g >= 2 ? (lbyte >> 4) : (lbyte & 15);
+          const int hi = (blk[i].qh[32 * h + l] >> (2 * g)) & 3;
+          dot += ((lo | (hi << 4)) - 32) * x.qs[i * kQK_K + e];
+        }
+        acc += d * blk[i].scales[e0 / 16] * static_cast<double>(x.d[(i * kQK_K + e0) / kQK]) * dot;
+      }
+    }
+    y[r] = static_cast<float>(acc);
+  }
+}
+
 // Reference GEMM: the reference GEMV of every token.
 template <GemvQ8Fn Gemv>
 void RefGemmFromGemv(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
@@ -268,6 +293,7 @@ KernelTable MakeScalarTable() {
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Q4_0R;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Q4_0R>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;
   t.dot = RefDot;
   t.rmsnorm = RefRmsNorm;

@@ -466,6 +466,39 @@ void GemvQ8Q4_K(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
   }
 }
 
+// Q6_K with int8 activations (see the reference). Per 32-element group: rebuild the 6-bit
+// quants in a register, dot them with the activations, subtract 32 x the activations (same
+// dot with a constant 32), and scale the low 4 lanes (first 16 elements) and the high 4 lanes
+// by their sub-block scales.
+void GemvQ8Q6_K(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  const int64_t nsb = cols / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + r * rb);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const float d = _cvtsh_ss(blk[i].d);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qh + 32 * h));
+        for (int g = 0; g < 4; ++g) {
+          const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].ql + 64 * h + ((g & 1) ? 32 : 0)));
+          const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(lb, 4) : lb, m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2);
+          const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+          const int64_t b = i * 8 + 4 * h + g;  // activation block
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK));
+          const __m256i dp = _mm256_sub_epi32(DpBusd(_mm256_setzero_si256(), q, xq), DpBusd(_mm256_setzero_si256(), k32, xq));
+          const float s = d * x.d[b];
+          const int8_t* sc = blk[i].scales + 8 * h + 2 * g;
+          const __m256 sv = _mm256_setr_m128(_mm_set1_ps(s * sc[0]), _mm_set1_ps(s * sc[1]));
+          acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), sv, acc);
+        }
+      }
+    }
+    y[r] = HorizontalSum(acc);
+  }
+}
+
 // ---- Q4_0R: Q4_0 re-laid-out at load with each row's scales in front (ggml_types.h) ----
 
 constexpr int kLayoutQ8_0 = 0, kLayoutQ4_0 = 1, kLayoutQ4_0R = 2, kLayoutQ8_0R = 3;
@@ -886,6 +919,7 @@ KernelTable MakeTable() {
   t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ4_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = GemvQ8Q4_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = GemvQ8Q4_K;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = GemvQ8Q6_K;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemmQ8<kLayoutQ8_0R>;
   t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8Q8_0R;
