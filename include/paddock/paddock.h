@@ -24,7 +24,7 @@ struct EngineOptions {
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
   int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
-  bool int8_activations = true;  // integer dot products for Q8_0/Q4_0 weights (switch to measure)
+  bool int8_activations = true;  // integer dot products for Q8_0/Q4_0/Q4_K/Q6_K (switch to measure)
   bool fuse_qkv = true;          // Q/K/V projections in one parallel pass
   bool fuse_ffn = true;          // gate/up projections + SwiGLU in one parallel pass
   bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group

@@ -22,7 +22,7 @@ namespace paddock {
 
 class Transformer {
  public:
-  // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0), quantize each
+  // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0, Q4_K, Q6_K), quantize each
   // matmul input to int8 blocks once and use integer dot products (a switch, so its effect on
   // speed and accuracy can be measured alone).
   Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
