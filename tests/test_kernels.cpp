@@ -33,6 +33,22 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
 
 const int kLengths[] = {1, 3, 17, 31, 33, 257};
 
+// Activations quantized by the reference (blocks of 32), with the view the kernels take.
+struct QuantizedActs {
+  std::vector<int8_t> qs;
+  std::vector<float> d, ds;
+  explicit QuantizedActs(const std::vector<float>& x) : qs(x.size()), d(x.size() / 32), ds(x.size() / 32) {
+    ReferenceKernels().quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(), ds.data());
+  }
+  ActQ8 act() const {
+    ActQ8 a;
+    a.qs = qs.data();
+    a.d = d.data();
+    a.ds = ds.data();
+    return a;
+  }
+};
+
 TEST(Kernels, DispatchRefusesWhatTheCpuCannotRun) {
   EXPECT_EQ(GetKernels(Isa::kScalar).isa, Isa::kScalar);
   EXPECT_EQ(GetKernels(DetectIsa()).isa, DetectIsa());
@@ -195,13 +211,8 @@ TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {
         std::string w(RowBytes(tr, cols) * rows, '\0');
         tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
         const auto x = Random(static_cast<size_t>(cols), 9 + cols);
-        std::vector<int8_t> qs(cols);
-        std::vector<float> d(cols / 32), ds(cols / 32);
-        ref.quantize_act(x.data(), cols, qs.data(), d.data(), ds.data());
-        ActQ8 xq;
-        xq.qs = qs.data();
-        xq.d = d.data();
-        xq.ds = ds.data();
+        const QuantizedActs quantized(x);
+        const ActQ8 xq = quantized.act();
         std::vector<float> y_ref(rows), y(rows), y_float(rows);
         ref.gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, y_ref.data());
         ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y_float.data());
@@ -237,13 +248,8 @@ TEST(Kernels, IntegerGemmMatchesReferenceOnTileRemainders) {
           std::string w(RowBytes(tr, cols) * rows, '\0');
           tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 7 + cols + n_tok);
-          std::vector<int8_t> qs(x.size());
-          std::vector<float> d(x.size() / 32), ds(x.size() / 32);
-          ref.quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(), ds.data());
-          ActQ8 xq;
-          xq.qs = qs.data();
-          xq.d = d.data();
-          xq.ds = ds.data();
+          const QuantizedActs quantized(x);
+          const ActQ8 xq = quantized.act();
           const int64_t ldy = rows + 3;
           std::vector<float> y_ref(static_cast<size_t>(ldy) * n_tok, -1.0f), y(y_ref);
           ref.gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, n_tok, y_ref.data(), ldy);
@@ -287,13 +293,8 @@ TEST(Kernels, RelaidQ4_0AndQ8_0MatchTheFileLayouts) {
         Traits(static_cast<GgmlType>(q4r)).to_float(wr.data(), b.data(), cols);
         ASSERT_EQ(a, b);
         const auto x = Random(static_cast<size_t>(cols) * n_tok, 13 + cols);
-        std::vector<int8_t> qs(x.size());
-        std::vector<float> d(x.size() / 32), ds(x.size() / 32);
-        ref.quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(), ds.data());
-        ActQ8 xq;
-        xq.qs = qs.data();
-        xq.d = d.data();
-        xq.ds = ds.data();
+        const QuantizedActs quantized(x);
+        const ActQ8 xq = quantized.act();
         const size_t rb = RowBytes(tr, cols);
         std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), fwant(rows), fgot(rows);
         ref.gemm_q8[q4](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);

@@ -82,75 +82,48 @@ void RefGemvQ8(const void* w, size_t row_bytes, int64_t cols, int64_t rows, cons
   }
 }
 
-// kQ4_0R (row-split Q4_0), float activations.
-void RefGemvQ4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+// Row-split layouts (kQ4_0R, kQ8_0R): per row the nb fp16 scales, then the nb quant groups.
+// The integer value of element j (0..31) of block b:
+template <bool kQ4>
+inline int SplitQuant(const uint8_t* qs, int64_t b, int j) {
+  if constexpr (kQ4) {
+    const uint8_t byte = qs[b * 16 + (j & 15)];
+    return (j < 16 ? (byte & 15) : (byte >> 4)) - 8;
+  } else {
+    return reinterpret_cast<const int8_t*>(qs)[b * kQK + j];
+  }
+}
+
+// Float activations.
+template <bool kQ4>
+void RefGemvSplit(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
                   float* y) {
   const int64_t nb = cols / kQK;
   for (int64_t r = 0; r < rows; ++r) {
     const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(row);
-    const uint8_t* qs = row + 2 * nb;
-    double s = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const double d = Fp16ToFp32(sc[b]);
-      for (int j = 0; j < 16; ++j) {
-        s += d * ((qs[b * 16 + j] & 15) - 8) * x[b * kQK + j];
-        s += d * ((qs[b * 16 + j] >> 4) - 8) * x[b * kQK + j + 16];
-      }
-    }
-    y[r] = static_cast<float>(s);
-  }
-}
-
-void RefGemvQ8Q4_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
-                    float* y) {
-  const int64_t nb = cols / kQK;
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
-    const auto* sc = reinterpret_cast<const uint16_t*>(row);
-    const uint8_t* qs = row + 2 * nb;
-    double acc = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      int32_t dot = 0;
-      for (int j = 0; j < 16; ++j) {
-        dot += ((qs[b * 16 + j] & 15) - 8) * x.qs[b * kQK + j];
-        dot += ((qs[b * 16 + j] >> 4) - 8) * x.qs[b * kQK + j + 16];
-      }
-      acc += static_cast<double>(Fp16ToFp32(sc[b])) * static_cast<double>(x.d[b]) * dot;
-    }
-    y[r] = static_cast<float>(acc);
-  }
-}
-
-// kQ8_0R: row-split Q8_0.
-void RefGemvQ8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
-                  float* y) {
-  const int64_t nb = cols / kQK;
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
-    const auto* sc = reinterpret_cast<const uint16_t*>(row);
-    const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
     double s = 0;
     for (int64_t b = 0; b < nb; ++b) {
       double dot = 0;
-      for (int j = 0; j < kQK; ++j) dot += static_cast<double>(qs[b * kQK + j]) * x[b * kQK + j];
+      for (int j = 0; j < kQK; ++j) dot += static_cast<double>(SplitQuant<kQ4>(row + 2 * nb, b, j)) * x[b * kQK + j];
       s += Fp16ToFp32(sc[b]) * dot;
     }
     y[r] = static_cast<float>(s);
   }
 }
 
-void RefGemvQ8Q8_0R(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+// Int8 activations.
+template <bool kQ4>
+void RefGemvQ8Split(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
                     float* y) {
   const int64_t nb = cols / kQK;
   for (int64_t r = 0; r < rows; ++r) {
     const auto* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(row);
-    const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
     double acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
       int32_t dot = 0;
-      for (int j = 0; j < kQK; ++j) dot += qs[b * kQK + j] * x.qs[b * kQK + j];
+      for (int j = 0; j < kQK; ++j) dot += SplitQuant<kQ4>(row + 2 * nb, b, j) * x.qs[b * kQK + j];
       acc += static_cast<double>(Fp16ToFp32(sc[b])) * static_cast<double>(x.d[b]) * dot;
     }
     y[r] = static_cast<float>(acc);
@@ -286,12 +259,12 @@ KernelTable MakeScalarTable() {
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemvQ8<GgmlType::kQ4_0>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmFromGemv<RefGemvQ8<GgmlType::kQ8_0>>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemmFromGemv<RefGemvQ8<GgmlType::kQ4_0>>;
-  t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ4_0R;
-  t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8_0R;
-  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8Q8_0R;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmFromGemv<RefGemvQ8Q8_0R>;
-  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Q4_0R;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Q4_0R>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvSplit<true>;
+  t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvSplit<false>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemvQ8Split<true>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8Split<false>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Split<true>>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmFromGemv<RefGemvQ8Split<false>>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

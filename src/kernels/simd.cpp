@@ -846,14 +846,12 @@ void KvAxpy(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
     for (; i + kLanes <= hd; i += kLanes) Store(y + i, Fma(vad, LoadI8(w + i), Load(y + i)));
     for (; i < hd; ++i) y[i] += a * d * static_cast<float>(w[i]);
   } else {
-    const int g = KvI4Group(hd);
     float buf[256];
     for (int c = 0; c < hd; c += 256) {
       const int n = hd - c < 256 ? hd - c : 256;
       KvDecodeHead(T, row, head, nh, hd, c, n, buf);
       for (int j = 0; j < n; ++j) y[c + j] += a * buf[j];
     }
-    (void)g;
   }
 }
 

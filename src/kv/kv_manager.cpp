@@ -157,6 +157,7 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.live = true;
   s.len = 0;
   s.hashed_blocks = 0;
+  s.released_blocks = 0;
   s.chain = hash_seed_;
   s.max_tokens = max_tokens;
   s.table.clear();
@@ -174,6 +175,7 @@ KvManager::SeqId KvManager::Fork(SeqId parent) {
   s.tokens = p.tokens;
   s.len = p.len;
   s.hashed_blocks = p.hashed_blocks;
+  s.released_blocks = p.released_blocks;
   s.chain = p.chain;
   for (int32_t b : s.table) pool_.AddRef(b);
   return id;
@@ -260,10 +262,9 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
   if (window_ > 0) {
     // The next query (position len) attends to positions >= len - window + 1.
     const int first_needed = s.len - window_ + 1;
-    for (int b = 0; (b + 1) * bs <= first_needed; ++b) {
-      int32_t& e = s.table[static_cast<size_t>(b)];
-      if (e == BlockPool::kNullBlock) continue;
-      pool_.Release(e);
+    for (; (s.released_blocks + 1) * bs <= first_needed; ++s.released_blocks) {
+      int32_t& e = s.table[static_cast<size_t>(s.released_blocks)];
+      pool_.Release(e);  // the null block is ignored
       e = BlockPool::kNullBlock;
     }
   }

@@ -95,6 +95,7 @@ class KvManager {
     std::vector<int32_t> tokens;  // tokens of the current partial + hashed history (for hashing)
     int len = 0;
     int hashed_blocks = 0;        // leading full blocks already registered
+    int released_blocks = 0;      // leading blocks released by the window (null in the table)
     uint64_t chain = 0;           // hash of the last registered block
     int max_tokens = 0;
   };

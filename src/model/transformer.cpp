@@ -48,6 +48,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   tok_pos_.assign(B, 0);
   tok_view_.assign(B, nullptr);
   item_last_.assign(static_cast<size_t>(max_items_), 0);
+  rope_pos_scale_ = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
   inv_freq_.resize(half);
   const auto& factors = model_.weights.rope_freq_factors;
   for (size_t i = 0; i < half; ++i) {
@@ -114,9 +115,8 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
 
 void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
-  const float scale = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
   for (int j = 0; j < n; ++j) {
-    const float p = static_cast<float>(tok_pos_[static_cast<size_t>(j)]) * scale;
+    const float p = static_cast<float>(tok_pos_[static_cast<size_t>(j)]) * rope_pos_scale_;
     for (int i = 0; i < half; ++i) {
       const float a = p * inv_freq_[static_cast<size_t>(i)];
       cos_[j * half + i] = std::cos(a);

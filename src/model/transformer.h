@@ -107,6 +107,7 @@ class Transformer {
   float* scores_;   // (threads, ctx) attention scores
   float* qrot_;     // (threads, q_dim) rotated queries for Hadamard-rotated KV
   std::vector<float> inv_freq_;  // (rope_dim / 2)
+  float rope_pos_scale_ = 1.0f;  // linear RoPE scaling: positions are divided by the factor
   // Per token of the current step: position and KV view; per item: its last token's index.
   std::vector<int> tok_pos_;
   std::vector<const KvView*> tok_view_;
