@@ -5,6 +5,7 @@
 #include "paddock/error.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -313,6 +314,51 @@ TEST(Kernels, RelaidQ4_0AndQ8_0MatchTheFileLayouts) {
       }
     }
   }
+  }
+}
+
+}  // namespace
+}  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Batch invariance at the kernel level: a token's row sums from the one-token GEMV are
+// bit-identical to the same token's in a batched GEMM (any batch size, any tile remainder),
+// on every ISA, for every type with an integer GEMM and its re-laid-out form.
+TEST(Kernels, IntegerGemvIsBitIdenticalToGemm) {
+  for (bool is_q4 : {true, false}) {
+    const GgmlType base = is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
+    const GgmlType relaid = is_q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R;
+    const TypeTraits& tr = Traits(base);
+    for (int cols : {32, 64, 96, 544, 2048, 5632}) {
+      const int rows = 7;
+      const auto wf = Random(static_cast<size_t>(cols) * rows, 17 + cols);
+      std::string w(RowBytes(tr, cols) * rows, '\0'), wr(w.size(), '\0');
+      tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+      if (is_q4) RepackQ4_0Rows(w.data(), wr.data(), rows, cols); else RepackQ8_0Rows(w.data(), wr.data(), rows, cols);
+      const size_t rb = RowBytes(tr, cols);
+      for (int n_tok : {2, 5, 9}) {
+        const auto x = Random(static_cast<size_t>(cols) * n_tok, 19 + cols + n_tok);
+        const QuantizedActs quantized(x);
+        const ActQ8 xq = quantized.act();
+        std::vector<Isa> isas = FastIsas();
+        isas.push_back(Isa::kScalar);
+        for (Isa isa : isas) {
+          const KernelTable& k = GetKernels(isa);
+          for (GgmlType t : {base, relaid}) {
+            const std::string& wt = t == base ? w : wr;
+            std::vector<float> batched(static_cast<size_t>(rows) * n_tok), alone(static_cast<size_t>(rows));
+            k.gemm_q8[static_cast<int>(t)](wt.data(), rb, cols, rows, xq, n_tok, batched.data(), rows);
+            for (int j = 0; j < n_tok; ++j) {
+              k.gemv_q8[static_cast<int>(t)](wt.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
+              ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
+                  << IsaName(isa) << " " << Traits(t).name << " cols " << cols << " token " << j << " of " << n_tok;
+            }
+          }
+        }
+      }
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 // paddock/paddock.h: the public C++ API that the command line (and the server) are built on.
 //
 // An Engine owns one loaded model, its kernels, threads and KV cache, and generates text for
-// one sequence at a time with a per-piece streaming callback. Everything heavier (continuous
-// batching, paging, serving) builds on this surface without changing it for existing callers.
+// one sequence at a time with a per-piece streaming callback. Many requests at once (continuous
+// batching, admission, preemption) go through paddock::Service (paddock/service.h), which
+// takes the engine over.
 // Errors are reported by throwing paddock::Error with a one-line message.
 #pragma once
 
@@ -63,7 +64,8 @@ struct GenerateOptions {
   SamplingParams sampling;
 };
 
-enum class FinishReason { kLength, kEos, kStop, kContext, kCancelled };
+enum class FinishReason { kLength, kEos, kStop, kContext, kCancelled, kTimeout };
+constexpr int kFinishReasons = 6;
 const char* FinishReasonName(FinishReason r);
 
 struct GenerateResult {
@@ -179,6 +181,7 @@ class Engine {
   struct Impl;
 
  private:
+  friend class Service;  // the batching service drives the engine's internals
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

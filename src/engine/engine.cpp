@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "base/utf8.h"
+#include "engine/text_stream.h"
 #include "engine/sampler.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
@@ -28,6 +29,7 @@ const char* FinishReasonName(FinishReason r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kContext: return "context";
     case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kTimeout: return "timeout";
   }
   return "?";
 }
@@ -63,21 +65,6 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   for (const auto& t : m.type_counts) i.tensor_types.push_back({t.type, t.count, t.bytes});
   i.kv_bytes_per_1k_tokens = KvBytesPerToken(c, KvCacheOptions()) * 1000u;
   return i;
-}
-
-// Longest suffix of `text` that is a proper prefix of some stop string.
-size_t StopHoldback(std::string_view text, const std::vector<std::string>& stops) {
-  size_t best = 0;
-  for (const auto& s : stops) {
-    const size_t max = std::min(text.size(), s.size() - 1);
-    for (size_t k = max; k > best; --k) {
-      if (text.substr(text.size() - k) == std::string_view(s).substr(0, k)) {
-        best = k;
-        break;
-      }
-    }
-  }
-  return best;
 }
 
 }  // namespace
@@ -198,16 +185,13 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
 
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
-  r.text.reserve(static_cast<size_t>(o.max_tokens) * 32 + 256);
   s.history.assign(prompt.begin(), prompt.end());
-  Utf8Stream utf8;
-  size_t emitted = 0;
+  TextAssembler& out = s.text;
+  out.Reset(&o.stop, prompt.back(), static_cast<size_t>(o.max_tokens) * 32 + 256);
   bool cancelled = false;
-  auto emit = [&](size_t upto) {
-    if (upto > emitted && on_text && !cancelled) {
-      if (!on_text(std::string_view(r.text).substr(emitted, upto - emitted))) cancelled = true;
-    }
-    emitted = std::max(emitted, upto);
+  auto emit = [&] {
+    const std::string_view piece = out.TakeReady();
+    if (!piece.empty() && on_text && !cancelled && !on_text(piece)) cancelled = true;
   };
 
   const double t0 = NowSeconds();
@@ -230,34 +214,20 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   float* mlogits = const_cast<float*>(logits);
   double t_first = 0;
   r.finish = FinishReason::kLength;
-  int prev = prompt.back();
   for (int i = 0; i < o.max_tokens; ++i) {
     const int next = s.sampler->Sample(mlogits, s.history.data(), static_cast<int>(s.history.size()));
     if (i == 0) t_first = NowSeconds();
-    if (!o.ignore_eos && (next == tok.eos() || next == tok.bos())) {
+    if (!o.ignore_eos && (tok.IsEndOfGeneration(next) || next == tok.bos())) {
       r.finish = FinishReason::kEos;
       break;
     }
     s.history.push_back(next);
     r.generated_tokens++;
-    const size_t before = r.text.size();
-    utf8.Feed(tok.Decode(prev, next), &r.text);
-    prev = next;
-    if (!o.stop.empty()) {
-      size_t longest = 0;
-      for (const auto& st : o.stop) longest = std::max(longest, st.size());
-      const size_t from = before >= longest ? before - longest + 1 : 0;
-      size_t hit = std::string::npos;
-      for (const auto& st : o.stop) hit = std::min(hit, r.text.find(st, std::max(from, emitted)));
-      if (hit != std::string::npos) {
-        r.text.resize(hit);
-        emit(hit);
-        r.finish = FinishReason::kStop;
-        break;
-      }
-      emit(r.text.size() - StopHoldback(r.text, o.stop));
-    } else {
-      emit(r.text.size());
+    const bool stopped = out.Push(tok, next);
+    emit();
+    if (stopped) {
+      r.finish = FinishReason::kStop;
+      break;
     }
     if (cancelled) {
       r.finish = FinishReason::kCancelled;
@@ -273,9 +243,10 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
     ++pos;
   }
   if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
-    utf8.Flush(&r.text);
-    emit(r.text.size());
+    out.Finish();
+    emit();
   }
+  r.text = out.text();
   const double t_end = NowSeconds();
   r.prompt_seconds = (t_first > 0 ? t_first : t_end) - t0;
   r.decode_seconds = t_first > 0 ? t_end - t_first : 0;

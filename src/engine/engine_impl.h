@@ -6,6 +6,7 @@
 
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/text_stream.h"
 #include "kv/kv_manager.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -23,6 +24,7 @@ struct Engine::Impl {
   double load_seconds = 0;
   int context = 0;
   std::vector<int32_t> history;
+  TextAssembler text;
   KvManager::SeqId eval_seq = -1;
 
   // Marks an engine step: KV block ownership cannot change until it ends.

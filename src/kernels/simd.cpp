@@ -367,6 +367,17 @@ int64_t Int8PeakProbe(int64_t iters) {
 #endif
 }
 
+// Final reduction of the even/odd-block accumulators. The AVX-512 GEMM keeps the same two
+// accumulators in one register and reduces it this way; using the same order here makes a
+// one-token GEMV bit-identical to the same token in a batched GEMM (batch invariance).
+inline float ReducePair(__m256 acc0, __m256 acc1) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(_mm512_insertf32x8(_mm512_castps256_ps512(acc0), acc1, 1));
+#else
+  return HorizontalSum(_mm256_add_ps(acc0, acc1));
+#endif
+}
+
 void GemvQ8Q8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
   const int64_t nb = cols / kQK;
   for (int64_t r = 0; r < rows; ++r) {
@@ -383,13 +394,14 @@ void GemvQ8Q8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
       acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(_cvtsh_ss(b[i].d) * x.d[i]), acc0);
       acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x.d[i + 1]), acc1);
     }
-    for (; i < nb; ++i) {
+    float v = ReducePair(acc0, acc1);
+    if (i < nb) {  // the odd last block, added after the reduction as the GEMM does
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
       const __m256i d0 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(_cvtsh_ss(b[i].d) * x.d[i]), acc0);
+      v += HorizontalSum(_mm256_cvtepi32_ps(d0)) * _cvtsh_ss(b[i].d) * x.d[i];
     }
-    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1));
+    y[r] = v;
   }
 }
 
@@ -409,10 +421,10 @@ inline __m256i UnpackQ4(const uint8_t* qs) {
 // value = (q - 8) * d_w: sum = d_w * d_x * dot(q, x) - 8 * d_w * (d_x * sum(x)).
 void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
   const int64_t nb = cols / kQK;
+  float dw[kMaxBlockSums];  // the row's scales as floats
   for (int64_t r = 0; r < rows; ++r) {
     const auto* b = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(w) + r * rb);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float corr0 = 0, corr1 = 0;
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
@@ -420,19 +432,19 @@ void GemvQ8Q4_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
       const __m256i d0 = DpBusd(_mm256_setzero_si256(), UnpackQ4(b[i].qs), x0);
       const __m256i d1 = DpBusd(_mm256_setzero_si256(), UnpackQ4(b[i + 1].qs), x1);
       const float w0 = _cvtsh_ss(b[i].d), w1 = _cvtsh_ss(b[i + 1].d);
+      dw[i] = w0;
+      dw[i + 1] = w1;
       acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(w0 * x.d[i]), acc0);
       acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(w1 * x.d[i + 1]), acc1);
-      corr0 += w0 * x.ds[i];
-      corr1 += w1 * x.ds[i + 1];
     }
-    for (; i < nb; ++i) {
+    float v = ReducePair(acc0, acc1);
+    if (i < nb) {  // the odd last block, added after the reduction as the GEMM does
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
       const __m256i d0 = DpBusd(_mm256_setzero_si256(), UnpackQ4(b[i].qs), x0);
-      const float w0 = _cvtsh_ss(b[i].d);
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(w0 * x.d[i]), acc0);
-      corr0 += w0 * x.ds[i];
+      dw[i] = _cvtsh_ss(b[i].d);
+      v += HorizontalSum(_mm256_cvtepi32_ps(d0)) * dw[i] * x.d[i];
     }
-    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1)) - 8.0f * (corr0 + corr1);
+    y[r] = v - 8.0f * Dot(dw, x.ds, nb);  // the -8 zero point
   }
 }
 
@@ -528,17 +540,17 @@ void GemvQ8Q4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
   const int64_t nb = cols / kQK;
   constexpr int G = kLanes;  // blocks per scale group
   alignas(64) float sv[G];
+  float dw[kMaxBlockSums];  // the row's scales as floats (for the zero-point term)
   for (int64_t r = 0; r < rows; ++r) {
     const auto* row = static_cast<const uint8_t*>(w) + r * rb;
     const auto* sc = reinterpret_cast<const uint16_t*>(row);
     const uint8_t* qs = row + 2 * nb;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    VecF corr = Zero();
     int64_t b0 = 0;
     for (; b0 + G <= nb; b0 += G) {
       const VecF ws = LoadF16(sc + b0);
+      Store(dw + b0, ws);
       Store(sv, Mul(ws, Load(x.d + b0)));
-      corr = Fma(ws, Load(x.ds + b0), corr);
 #pragma GCC unroll 16
       for (int k = 0; k < G; k += 2) {
         const int64_t b = b0 + k;
@@ -550,15 +562,19 @@ void GemvQ8Q4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_broadcast_ss(sv + k + 1), acc1);
       }
     }
-    float tail_corr = 0;
-    for (int64_t b = b0; b < nb; ++b) {
-      const float d = _cvtsh_ss(sc[b]);
-      const __m256i dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK)));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(d * x.d[b]), acc0);
-      tail_corr += d * x.ds[b];
+    auto block = [&](int64_t b) {
+      return _mm256_cvtepi32_ps(DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
+                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK))));
+    };
+    for (int64_t b = b0; b < nb; ++b) dw[b] = _cvtsh_ss(sc[b]);
+    int64_t b = b0;
+    for (; b + 1 < nb; b += 2) {
+      acc0 = _mm256_fmadd_ps(block(b), _mm256_set1_ps(dw[b] * x.d[b]), acc0);
+      acc1 = _mm256_fmadd_ps(block(b + 1), _mm256_set1_ps(dw[b + 1] * x.d[b + 1]), acc1);
     }
-    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1)) - 8.0f * (ReduceAdd(corr) + tail_corr);
+    float v = ReducePair(acc0, acc1);
+    if (b < nb) v += HorizontalSum(block(b)) * dw[b] * x.d[b];  // the odd last block, as the GEMM
+    y[r] = v - 8.0f * Dot(dw, x.ds, nb);
   }
 }
 
@@ -599,8 +615,14 @@ void GemvQ8Q8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
         acc1 = _mm256_fmadd_ps(block(b0 + k + 1), _mm256_broadcast_ss(sv + k + 1), acc1);
       }
     }
-    for (int64_t b = b0; b < nb; ++b) acc0 = _mm256_fmadd_ps(block(b), _mm256_set1_ps(_cvtsh_ss(sc[b]) * x.d[b]), acc0);
-    y[r] = HorizontalSum(_mm256_add_ps(acc0, acc1));
+    int64_t b = b0;
+    for (; b + 1 < nb; b += 2) {
+      acc0 = _mm256_fmadd_ps(block(b), _mm256_set1_ps(_cvtsh_ss(sc[b]) * x.d[b]), acc0);
+      acc1 = _mm256_fmadd_ps(block(b + 1), _mm256_set1_ps(_cvtsh_ss(sc[b + 1]) * x.d[b + 1]), acc1);
+    }
+    float v = ReducePair(acc0, acc1);
+    if (b < nb) v += HorizontalSum(block(b)) * _cvtsh_ss(sc[b]) * x.d[b];  // the odd last block, as the GEMM
+    y[r] = v;
   }
 }
 

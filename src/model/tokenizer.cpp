@@ -78,6 +78,7 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   t.bos_ = id("tokenizer.ggml.bos_token_id", 1);
   t.eos_ = id("tokenizer.ggml.eos_token_id", 2);
   t.unk_ = id("tokenizer.ggml.unknown_token_id", 0);
+  t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
   t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(true);
   t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(true);
   t.Finish();
@@ -137,6 +138,16 @@ void Tokenizer::Finish() {
   std::sort(specials_.begin(), specials_.end(), [&](int a, int b) {
     return pieces_[static_cast<size_t>(a)].size() > pieces_[static_cast<size_t>(b)].size();
   });
+  eog_.clear();
+  auto add_eog = [&](int id) {
+    if (id >= 0 && static_cast<size_t>(id) < n && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
+  };
+  add_eog(eos_);
+  add_eog(eot_);
+  for (const char* name : {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|eom_id|>"}) {
+    auto it = lookup_.find(name);
+    if (it != lookup_.end() && attrs_[static_cast<size_t>(it->second)] == TokenAttr::kControl) add_eog(it->second);
+  }
 }
 
 std::string_view Tokenizer::Decode(int prev, int id) const {

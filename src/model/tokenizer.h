@@ -43,6 +43,16 @@ class Tokenizer {
   int bos() const { return bos_; }
   int eos() const { return eos_; }
   bool add_bos_default() const { return add_bos_; }
+  // True for tokens that end a generation: EOS, the GGUF end-of-turn token, and the
+  // conventional end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>,
+  // <|endoftext|>) when the vocabulary has them as control tokens.
+  bool IsEndOfGeneration(int id) const {
+    for (int e : eog_) {
+      if (e == id) return true;
+    }
+    return false;
+  }
+  const std::vector<int32_t>& end_of_generation() const { return eog_; }
 
   // Tokenizes `text`. parse_special: control tokens written in the text (e.g. "</s>") become
   // those tokens instead of being spelled out; user-defined tokens are always matched whole.
@@ -68,6 +78,8 @@ class Tokenizer {
   std::unordered_map<std::string_view, int32_t> lookup_;
   std::vector<int32_t> specials_;  // matched whole in text, longest first
   int byte_tokens_[256];
+  std::vector<int32_t> eog_;
+  int eot_ = -1;
   int bos_ = 1, eos_ = 2, unk_ = 0;
   bool add_bos_ = true;
   bool add_space_prefix_ = true;

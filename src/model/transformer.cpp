@@ -306,6 +306,8 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
       gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, out);
     }
   };
+  // One token: the GEMV (bit-identical to the GEMM's result for that token, so a sequence's
+  // results do not depend on its batch-mates; a kernel test holds both to that).
   if (n == 1) {
     run(w.data + static_cast<size_t>(begin) * w.row_bytes, end - begin, 0, y + begin);
     return;

@@ -1,0 +1,118 @@
+// paddock/service.h: many requests over one engine: continuous batching, admission control,
+// preemption, cancellation, deadlines and serving metrics.
+//
+// A Service owns an Engine and one engine thread. Each step the scheduler spends a token
+// budget over all running requests (a request only knows how many of its tokens are computed
+// and how many are known, so prompts are prefilled in chunks alongside running decodes), runs
+// them as one batched forward over the paged KV cache, samples per request, frees finished
+// requests at once and admits waiting ones in the same step. New requests wait in a bounded
+// queue (priority, then arrival) while KV usage is above a watermark; when blocks run out
+// mid-generation the lowest-priority, most recent request is preempted (its blocks freed, its
+// tokens recomputed later, its place in line kept). All methods are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paddock/paddock.h"
+
+namespace paddock {
+
+struct ServiceOptions {
+  int max_batch_tokens = 0;    // tokens per step over all requests (0: the engine's max_batch)
+  int max_running = 64;        // requests decoding together at most
+  int max_queue = 256;         // waiting requests at most; more are rejected (HTTP 429)
+  double kv_watermark = 0.90;  // admit new requests only while KV usage is below this share
+  bool static_batching = false;  // whole batch in, whole batch out (only to measure the difference)
+};
+
+struct RequestOptions {
+  GenerateOptions generate;
+  int priority = 0;             // higher runs first
+  double timeout_seconds = 0;   // deadline from submission (0: none)
+};
+
+// Latency histogram with fixed bucket bounds (Prometheus style: counts[i] counts values <= bounds[i],
+// the last count is +Inf).
+struct Histogram {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;
+  double sum = 0;
+  uint64_t count = 0;
+  explicit Histogram(std::vector<double> b = {}) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  void Observe(double v);
+  double Quantile(double q) const;  // bucket upper bound holding quantile q (approximate)
+};
+
+struct ServiceStats {
+  int running = 0, waiting = 0;
+  double kv_usage = 0;               // used / total blocks
+  uint64_t prompt_tokens = 0, generation_tokens = 0;
+  uint64_t prefix_queries = 0, prefix_hits = 0;  // tokens
+  uint64_t preemptions = 0, rejected = 0, cancelled = 0, timeouts = 0;
+  uint64_t finished[kFinishReasons] = {};  // by FinishReason
+  uint64_t steps = 0, step_tokens = 0;
+  Histogram ttft, itl, e2e, queue_time, prompt_len, generation_len;
+  MemoryReport memory;
+};
+
+enum class SubmitStatus { kAccepted, kQueueFull, kShuttingDown };
+
+// One request's output as it is produced (the engine thread writes, the caller reads).
+class RequestStream {
+ public:
+  enum class Status { kText, kDone, kTimeout };
+  // Waits up to timeout_seconds for new text or the end; new text is appended to *out.
+  Status Wait(std::string* out, double timeout_seconds);
+  // Stops the request; its KV blocks are freed at the next step.
+  void Cancel();
+  bool done() const;
+  // Valid once Wait returned kDone.
+  const GenerateResult& result() const { return result_; }
+  double queue_seconds() const { return queue_seconds_; }
+  uint64_t id() const { return id_; }
+
+  struct State;  // shared with the engine thread
+  explicit RequestStream(uint64_t id);
+  ~RequestStream();
+
+ private:
+  friend class Service;
+  uint64_t id_;
+  std::unique_ptr<State> state_;
+  GenerateResult result_;
+  double queue_seconds_ = 0;
+};
+
+class Service {
+ public:
+  static std::unique_ptr<Service> Create(std::unique_ptr<Engine> engine, const ServiceOptions& options);
+  ~Service();  // cancels what is left and joins the engine thread
+
+  const Engine& engine() const;
+  const ServiceOptions& options() const;
+
+  // Queues a request. Throws Error for invalid input (empty or too long prompt, bad sampling
+  // values, ...); returns kQueueFull / kShuttingDown without queuing when it cannot take it.
+  SubmitStatus Submit(const std::vector<int32_t>& prompt, const RequestOptions& options,
+                      std::shared_ptr<RequestStream>* stream);
+
+  // Stops taking requests, lets running and queued ones finish for up to grace_seconds, then
+  // cancels the rest. Returns when the engine thread has stopped.
+  void Shutdown(double grace_seconds);
+  bool accepting() const;
+
+  ServiceStats Stats() const;
+
+  struct Impl;
+
+ private:
+  explicit Service(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace paddock

@@ -1,0 +1,244 @@
+// Tests of the continuous-batching service: batch invariance (alone == among others, with
+// chunked prefill, static batching and preemption), admission control, cancellation,
+// deadlines, priorities and shutdown.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "model/synth.h"
+#include "paddock/service.h"
+#include "test_util.h"
+
+namespace paddock {
+namespace {
+
+struct Outcome {
+  std::string text;
+  FinishReason finish;
+  int generated;
+};
+
+// Reads a request to its end; `already` is text the caller read before.
+Outcome Drain(RequestStream& s, std::string already = "") {
+  std::string text = std::move(already);
+  while (s.Wait(&text, 60) != RequestStream::Status::kDone) {
+  }
+  EXPECT_EQ(text, s.result().text);  // streamed pieces add up to the final text
+  return {text, s.result().finish, s.result().generated_tokens};
+}
+
+std::unique_ptr<Service> MakeService(const std::string& model, const std::string& tokenizer, ServiceOptions so = {},
+                                     uint64_t kv_memory = 0, int max_batch = 64) {
+  EngineOptions eo;
+  eo.model_path = model;
+  eo.tokenizer_path = tokenizer;
+  eo.threads = 2;
+  eo.max_batch = max_batch;
+  eo.kv_memory = kv_memory;
+  return Service::Create(Engine::Create(eo), so);
+}
+
+RequestOptions Greedy(int max_tokens, bool ignore_eos = false) {
+  RequestOptions o;
+  o.generate.max_tokens = max_tokens;
+  o.generate.ignore_eos = ignore_eos;
+  o.generate.sampling.temperature = 0;
+  return o;
+}
+
+std::shared_ptr<RequestStream> SubmitOk(Service& s, const std::vector<int32_t>& prompt, const RequestOptions& o) {
+  std::shared_ptr<RequestStream> st;
+  EXPECT_EQ(s.Submit(prompt, o, &st), SubmitStatus::kAccepted);
+  return st;
+}
+
+// Prompts of different lengths (1 to ~150 tokens) built from real text.
+std::vector<std::vector<int32_t>> Prompts(const Engine& e, int n) {
+  const char* seeds[] = {"Once upon a time", "Lily and Tom went to the park", "The sun was hot and the sky was blue.",
+                         "A little dog", "Mom said", "One day, a big bird flew over the tree and saw a cat."};
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::string text;
+    for (int k = 0; k <= i % 5; ++k) text += std::string(seeds[(i + k) % 6]) + (k % 2 ? " " : ". ");
+    if (i == 0) text = "";
+    out.push_back(e.Tokenize(text, true));
+  }
+  return out;
+}
+
+// Gauges are refreshed after each step; wait for the step that finished the last request.
+ServiceStats Idle(Service& s) {
+  for (int i = 0; i < 5000; ++i) {
+    const ServiceStats st = s.Stats();
+    if (st.running == 0 && st.waiting == 0) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return s.Stats();
+}
+
+void CheckBatchInvariance(const std::string& model, const std::string& tok, bool ignore_eos, ServiceOptions so,
+                          uint64_t kv_memory = 0, int max_batch = 64) {
+  auto svc = MakeService(model, tok, so, kv_memory, max_batch);
+  auto prompts = Prompts(svc->engine(), 16);
+  std::vector<Outcome> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    alone.push_back(Drain(*SubmitOk(*svc, prompts[i], Greedy(20 + 9 * static_cast<int>(i), ignore_eos))));
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i) streams.push_back(SubmitOk(*svc, prompts[i], Greedy(20 + 9 * static_cast<int>(i), ignore_eos)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Outcome o = Drain(*streams[i]);
+    EXPECT_EQ(o.text, alone[i].text) << "request " << i;
+    EXPECT_EQ(o.finish, alone[i].finish) << "request " << i;
+    EXPECT_EQ(o.generated, alone[i].generated) << "request " << i;
+  }
+  const ServiceStats st = Idle(*svc);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.waiting, 0);
+  EXPECT_EQ(st.memory.kv_used_blocks, 0);
+}
+
+// slow: a model large enough (and a context long enough) that a request runs for seconds, so
+// tests can act on it while it runs.
+std::string SynthModel(GgmlType type, bool slow = false) {
+  SynthSpec spec = SynthPreset("tiny");
+  spec.type = type;
+  spec.n_layers = 2;
+  spec.context = 512;
+  if (slow) {
+    spec.dim = 256;
+    spec.ffn_dim = 768;
+    spec.n_layers = 4;
+    spec.context = 8192;
+  }
+  const std::string path = test::TempPath(std::string("svc-synth-") + std::to_string(static_cast<int>(type)) + (slow ? "-slow" : "") + ".gguf");
+  WriteSyntheticModel(spec, path);
+  return path;
+}
+
+TEST(Service, BatchInvarianceStories260K) {
+  ServiceOptions so;
+  so.max_batch_tokens = 48;  // forces chunked prefill alongside decodes
+  CheckBatchInvariance(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), false, so);
+}
+
+TEST(Service, BatchInvarianceSyntheticQ4_0) {
+  ServiceOptions so;
+  so.max_batch_tokens = 40;
+  CheckBatchInvariance(SynthModel(GgmlType::kQ4_0), "", true, so);
+}
+
+TEST(Service, BatchInvarianceSyntheticQ8_0) {
+  CheckBatchInvariance(SynthModel(GgmlType::kQ8_0), "", true, ServiceOptions());
+}
+
+TEST(Service, StaticBatchingGivesTheSameOutputs) {
+  ServiceOptions so;
+  so.static_batching = true;
+  CheckBatchInvariance(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), false, so);
+}
+
+TEST(Service, PreemptionUnderKvPressureKeepsOutputs) {
+  // A pool of ~40 blocks of 16 tokens for 16 requests growing to ~200 tokens each: requests
+  // must be preempted and recomputed, and still produce exactly what they produce alone.
+  ServiceOptions so;
+  so.kv_watermark = 1.0;
+  const std::string model = test::ModelPath("stories260K.bin");
+  const uint64_t per_token = InspectModel(model, test::ModelPath("tok512.bin")).kv_bytes_per_1k_tokens / 1000;
+  auto svc = MakeService(model, test::ModelPath("tok512.bin"), so, per_token * 16 * 40);
+  auto prompts = Prompts(svc->engine(), 16);
+  std::vector<Outcome> alone;
+  for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(*svc, p, Greedy(180, true))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (auto& p : prompts) streams.push_back(SubmitOk(*svc, p, Greedy(180, true)));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
+  const ServiceStats st = Idle(*svc);
+  EXPECT_GT(st.preemptions, 0u);
+  EXPECT_EQ(st.memory.kv_used_blocks, 0);
+}
+
+TEST(Service, QueueLimitRejectsAndCounts) {
+  ServiceOptions so;
+  so.max_running = 1;
+  so.max_queue = 2;
+  auto svc = MakeService(SynthModel(GgmlType::kF32, true), "", so);
+  const auto p = svc->engine().Tokenize("hello", true);
+  auto first = SubmitOk(*svc, p, Greedy(400, true));
+  while (svc->Stats().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto second = SubmitOk(*svc, p, Greedy(5, true));
+  auto third = SubmitOk(*svc, p, Greedy(5, true));
+  std::shared_ptr<RequestStream> fourth;
+  EXPECT_EQ(svc->Submit(p, Greedy(5, true), &fourth), SubmitStatus::kQueueFull);
+  EXPECT_EQ(fourth, nullptr);
+  EXPECT_EQ(svc->Stats().rejected, 1u);
+  first->Cancel();
+  EXPECT_EQ(Drain(*first).finish, FinishReason::kCancelled);
+  EXPECT_EQ(Drain(*second).generated, 5);
+  EXPECT_EQ(Drain(*third).generated, 5);
+}
+
+TEST(Service, CancelFreesBlocksAndDeadlineStops) {
+  auto svc = MakeService(SynthModel(GgmlType::kF32, true), "", ServiceOptions());
+  const auto p = svc->engine().Tokenize("hello world", true);
+  auto s = SubmitOk(*svc, p, Greedy(100000, true));
+  std::string text;
+  while (text.size() < 20) ASSERT_NE(s->Wait(&text, 60), RequestStream::Status::kDone);
+  s->Cancel();
+  const Outcome o = Drain(*s, text);
+  EXPECT_EQ(o.finish, FinishReason::kCancelled);
+  EXPECT_LT(o.generated, 500);
+  RequestOptions ro = Greedy(100000, true);
+  ro.timeout_seconds = 0.05;
+  auto t = SubmitOk(*svc, p, ro);
+  EXPECT_EQ(Drain(*t).finish, FinishReason::kTimeout);
+  const ServiceStats st = Idle(*svc);
+  EXPECT_EQ(st.memory.kv_used_blocks, 0);
+  EXPECT_EQ(st.timeouts, 1u);
+}
+
+TEST(Service, HigherPriorityIsAdmittedFirst) {
+  ServiceOptions so;
+  so.max_running = 1;
+  auto svc = MakeService(SynthModel(GgmlType::kF32, true), "", so);
+  const auto p = svc->engine().Tokenize("hello", true);
+  auto blocker = SubmitOk(*svc, p, Greedy(300, true));
+  while (svc->Stats().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RequestOptions low = Greedy(3, true), high = Greedy(3, true);
+  high.priority = 5;
+  auto a = SubmitOk(*svc, p, low);
+  auto b = SubmitOk(*svc, p, high);
+  Drain(*blocker);
+  Drain(*a);
+  Drain(*b);
+  EXPECT_LT(b->queue_seconds(), a->queue_seconds());
+}
+
+TEST(Service, InvalidRequestsThrowAndShutdownFinishesWork) {
+  auto svc = MakeService(SynthModel(GgmlType::kF32, true), "", ServiceOptions());
+  std::shared_ptr<RequestStream> s;
+  EXPECT_THROW(svc->Submit({}, Greedy(5), &s), Error);
+  EXPECT_THROW(svc->Submit({1, 100000}, Greedy(5), &s), Error);
+  EXPECT_THROW(svc->Submit(std::vector<int32_t>(9000, 5), Greedy(5), &s), Error);
+  RequestOptions bad = Greedy(5);
+  bad.generate.sampling.top_p = 2;
+  EXPECT_THROW(svc->Submit({1, 5}, bad, &s), Error);
+  bad = Greedy(-1);
+  EXPECT_THROW(svc->Submit({1, 5}, bad, &s), Error);
+  auto a = SubmitOk(*svc, {1, 5, 6}, Greedy(30, true));
+  svc->Shutdown(30);
+  EXPECT_EQ(Drain(*a).generated, 30);  // in-flight work finished within the grace period
+  EXPECT_EQ(svc->Submit({1, 5}, Greedy(5), &s), SubmitStatus::kShuttingDown);
+}
+
+TEST(Service, ShutdownWithoutGraceCancels) {
+  auto svc = MakeService(SynthModel(GgmlType::kF32, true), "", ServiceOptions());
+  auto a = SubmitOk(*svc, {1, 5, 6}, Greedy(100000, true));
+  std::string text;
+  a->Wait(&text, 60);
+  svc->Shutdown(0);
+  EXPECT_EQ(Drain(*a, text).finish, FinishReason::kCancelled);
+}
+
+}  // namespace
+}  // namespace paddock
