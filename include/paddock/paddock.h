@@ -92,6 +92,7 @@ struct ModelInfo {
   std::string rope_style, rope_scaling;
   int sliding_window = 0;
   bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
+  std::string chat_template;   // the file's tokenizer.chat_template (empty if none)
   struct TypeCount {
     std::string type;
     int tensors = 0;
@@ -164,6 +165,7 @@ class Engine {
 
   std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
+  bool AddsBos() const;  // the vocabulary's add-BOS default
 
   GenerateResult Generate(std::string_view prompt, const GenerateOptions& options,
                           const StreamCallback& on_text = nullptr);
@@ -185,6 +187,22 @@ class Engine {
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Chat formatting. Built-in templates for the common families; the model's own template
+// (GGUF tokenizer.chat_template) is recognized by its markers and mapped to one of them.
+struct ChatMessage {
+  std::string role;     // system, user, assistant
+  std::string content;
+};
+// Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr.
+const std::vector<std::string>& ChatTemplateNames();
+// The family of `override_name` if set (Error if unknown), else the one the model's template
+// belongs to, else the architecture's usual one (chatml for unknown ones).
+std::string ResolveChatTemplate(const ModelInfo& info, const std::string& override_name);
+// Renders a conversation; add_generation_prompt opens the assistant's turn. Control markers are
+// spelled as text: tokenize with parse_special. Throws Error on an unknown role or template.
+std::string RenderChat(const std::string& template_name, const std::vector<ChatMessage>& messages,
+                       bool add_generation_prompt = true);
 
 // A vocabulary on its own (e.g. a vocabulary-only GGUF), for tokenization tools.
 class Vocabulary {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "paddock/error.h"
 
@@ -15,6 +16,9 @@ std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 // Throws paddock::Error with a printf-style message.
 [[noreturn]] void Fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// The parts joined with `sep`.
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 
 // Human-readable byte count ("1.25 GiB").
 std::string FormatBytes(uint64_t bytes);

@@ -62,6 +62,7 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.qkv_bias = c.qkv_bias;
   i.qk_norm = c.qk_norm;
   i.tied_embeddings = c.tied_embeddings;
+  i.chat_template = m.chat_template;
   for (const auto& t : m.type_counts) i.tensor_types.push_back({t.type, t.count, t.bytes});
   i.kv_bytes_per_1k_tokens = KvBytesPerToken(c, KvCacheOptions()) * 1000u;
   return i;
@@ -132,6 +133,8 @@ std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
   utf8.Flush(&out);
   return out;
 }
+
+bool Engine::AddsBos() const { return impl_->model->tokenizer->add_bos_default(); }
 
 MemoryReport Engine::Memory() const {
   const KvMemoryStats m = impl_->kv->Memory();

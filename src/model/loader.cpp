@@ -156,6 +156,7 @@ std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokeniz
     }
     BindWeights(src, m.get());
     if (need_tokenizer) m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::FromGguf(*g));
+    if (auto t = g->GetString("tokenizer.chat_template")) m->chat_template = std::string(*t);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

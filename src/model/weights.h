@@ -65,6 +65,7 @@ struct LoadedModel {
   ModelConfig config;
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::string chat_template;  // GGUF tokenizer.chat_template (Jinja source), if any
   std::vector<TensorTypeCount> type_counts;
   int64_t n_params = 0;
   uint64_t weight_bytes = 0;

@@ -16,5 +16,6 @@ int CmdInfo(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdSynth(int argc, char** argv);
 int CmdBench(int argc, char** argv);
+int CmdServe(int argc, char** argv);
 
 }  // namespace paddock::cli

@@ -1,0 +1,131 @@
+// engine/chat.cpp: built-in chat templates and recognition of a model's own template.
+//
+// Each family is written out as its reference Jinja template renders it (BOS is left to the
+// tokenizer's add-BOS flag, so it is not repeated here). A model's template is recognized by
+// the markers it emits, as llama.cpp does for its built-ins; a full Jinja renderer is separate
+// work.
+#include <algorithm>
+
+#include "base/strings.h"
+#include "paddock/paddock.h"
+
+namespace paddock {
+namespace {
+
+bool Has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// System text folded into the first user turn (families without a system role).
+std::vector<ChatMessage> FoldSystem(const std::vector<ChatMessage>& msgs, const char* sep) {
+  std::vector<ChatMessage> out;
+  std::string system;
+  for (const auto& m : msgs) {
+    if (m.role == "system") {
+      system += (system.empty() ? "" : "\n\n") + m.content;
+      continue;
+    }
+    out.push_back(m);
+    if (m.role == "user" && !system.empty()) {
+      out.back().content = system + sep + m.content;
+      system.clear();
+    }
+  }
+  if (!system.empty()) out.insert(out.begin(), ChatMessage{"user", system});
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& ChatTemplateNames() {
+  static const std::vector<std::string> names = {"chatml", "llama2", "llama3", "mistral", "phi3", "gemma", "zephyr"};
+  return names;
+}
+
+std::string ResolveChatTemplate(const ModelInfo& info, const std::string& override_name) {
+  const auto& names = ChatTemplateNames();
+  if (!override_name.empty()) {
+    if (std::find(names.begin(), names.end(), override_name) == names.end()) {
+      Fail("unknown chat template '%s' (known: %s)", override_name.c_str(), Join(names, ", ").c_str());
+    }
+    return override_name;
+  }
+  const std::string& t = info.chat_template;
+  if (!t.empty()) {
+    if (Has(t, "<|im_start|>")) return "chatml";
+    if (Has(t, "<|start_header_id|>")) return "llama3";
+    if (Has(t, "<start_of_turn>")) return "gemma";
+    if (Has(t, "<|assistant|>") && Has(t, "<|end|>")) return "phi3";
+    if (Has(t, "<|assistant|>") || Has(t, "<|user|>")) return "zephyr";
+    if (Has(t, "<<SYS>>")) return "llama2";
+    if (Has(t, "[INST]")) return "mistral";
+  }
+  if (info.arch == "qwen2" || info.arch == "qwen3") return "chatml";
+  if (info.arch == "mistral") return "mistral";
+  if (info.arch == "llama") return "llama2";
+  return "chatml";
+}
+
+std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& messages, bool gen) {
+  for (const auto& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      Fail("unknown chat role '%s' (system, user or assistant)", m.role.c_str());
+    }
+  }
+  std::string out;
+  if (name == "chatml") {
+    for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    if (gen) out += "<|im_start|>assistant\n";
+  } else if (name == "llama3") {
+    for (const auto& m : messages) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+    if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  } else if (name == "llama2") {
+    // [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
+    std::string system;
+    bool first = true;
+    for (const auto& m : messages) {
+      if (m.role == "system") {
+        system = m.content;
+      } else if (m.role == "user") {
+        if (!first) out += "<s>";
+        out += "[INST] ";
+        if (!system.empty()) {
+          out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
+          system.clear();
+        }
+        out += Trim(m.content) + " [/INST]";
+        first = false;
+      } else {
+        out += " " + Trim(m.content) + " </s>";
+        first = false;
+      }
+    }
+  } else if (name == "mistral") {
+    // [INST] {system}\n\n{user} [/INST]{assistant}</s>[INST] ...
+    for (const auto& m : FoldSystem(messages, "\n\n")) {
+      if (m.role == "user") out += "[INST] " + m.content + " [/INST]";
+      else out += m.content + "</s>";
+    }
+  } else if (name == "phi3") {
+    for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+    if (gen) out += "<|assistant|>\n";
+  } else if (name == "zephyr") {
+    for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "</s>\n";
+    if (gen) out += "<|assistant|>\n";
+  } else if (name == "gemma") {
+    for (const auto& m : FoldSystem(messages, "\n\n")) {
+      out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + Trim(m.content) + "<end_of_turn>\n";
+    }
+    if (gen) out += "<start_of_turn>model\n";
+  } else {
+    Fail("unknown chat template '%s'", name.c_str());
+  }
+  return out;
+}
+
+}  // namespace paddock

@@ -1,0 +1,296 @@
+// server/api.cpp: OpenAI request parsing and response formatting (nlohmann::json, Debian's
+// nlohmann-json3-dev: a well-kept, exception-safe JSON library; used in this file only so its
+// compile cost stays in one translation unit).
+#include "server/api.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace paddock::server {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void Bad(const std::string& param, const std::string& msg, const std::string& code = "") {
+  ApiError e;
+  e.status = 400;
+  e.param = param;
+  e.message = msg;
+  e.code = code;
+  throw e;
+}
+
+const json* Field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double Number(const json& j, const char* name, double dflt, double lo, double hi) {
+  const json* f = Field(j, name);
+  if (f == nullptr) return dflt;
+  if (!f->is_number()) Bad(name, std::string("'") + name + "' must be a number");
+  const double v = f->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    Bad(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + f->dump());
+  }
+  return v;
+}
+
+int64_t Integer(const json& j, const char* name, int64_t dflt, int64_t lo, int64_t hi) {
+  const json* f = Field(j, name);
+  if (f == nullptr) return dflt;
+  if (!f->is_number_integer()) {
+    // 16.0 is an integer in JSON's number model; accept whole floats.
+    if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() && std::fabs(f->get<double>()) < 9e15) {
+      const auto v = static_cast<int64_t>(f->get<double>());
+      if (v < lo || v > hi) Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + f->dump());
+      return v;
+    }
+    Bad(name, std::string("'") + name + "' must be an integer");
+  }
+  if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + f->dump());
+  }
+  const int64_t v = f->get<int64_t>();
+  if (v < lo || v > hi) Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + f->dump());
+  return v;
+}
+
+bool Bool(const json& j, const char* name, bool dflt) {
+  const json* f = Field(j, name);
+  if (f == nullptr) return dflt;
+  if (!f->is_boolean()) Bad(name, std::string("'") + name + "' must be a boolean");
+  return f->get<bool>();
+}
+
+std::string Text(const json& j, const char* name) {
+  const json* f = Field(j, name);
+  if (f == nullptr) return "";
+  if (!f->is_string()) Bad(name, std::string("'") + name + "' must be a string");
+  return f->get<std::string>();
+}
+
+std::string MessageContent(const json& c, size_t i) {
+  const std::string param = "messages[" + std::to_string(i) + "].content";
+  if (c.is_null()) return "";
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) Bad(param, "'" + param + "' must be a string or an array of content parts");
+  std::string out;
+  for (const auto& part : c) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) Bad(param, "each content part needs a string 'type'");
+    if (part["type"] != "text") Bad(param, "content parts of type '" + part["type"].get<std::string>() + "' are not supported (text only)");
+    if (!part.contains("text") || !part["text"].is_string()) Bad(param, "a text content part needs a string 'text'");
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) Bad("", "the request body is not valid JSON");
+  if (!j.is_object()) Bad("", "the request body must be a JSON object");
+  ApiRequest r;
+  r.chat = chat;
+  r.model = Text(j, "model");
+  if (!r.model.empty() && r.model != ctx.model_name) {
+    ApiError e;
+    e.status = 400;
+    e.param = "model";
+    e.code = "model_not_found";
+    e.message = "The model '" + r.model + "' does not exist; this server serves '" + ctx.model_name + "'";
+    throw e;
+  }
+  if (r.model.empty()) r.model = ctx.model_name;
+  r.stream = Bool(j, "stream", false);
+  if (const json* so = Field(j, "stream_options")) {
+    if (!so->is_object()) Bad("stream_options", "'stream_options' must be an object");
+    r.include_usage = Bool(*so, "include_usage", false);
+  }
+
+  // Features we do not implement are refused by name rather than silently ignored.
+  if (Integer(j, "n", 1, 1, 1000000) != 1) Bad("n", "only n = 1 is supported (send one request per completion)");
+  if (Integer(j, "best_of", 1, 1, 1000000) != 1) Bad("best_of", "best_of is not supported");
+  if (Bool(j, "echo", false)) Bad("echo", "echo is not supported");
+  if (const json* lp = Field(j, "logprobs")) {
+    if (!(lp->is_boolean() && !lp->get<bool>())) Bad("logprobs", "logprobs are not supported");
+  }
+  if (const json* lb = Field(j, "logit_bias")) {
+    if (!lb->is_object()) Bad("logit_bias", "'logit_bias' must be an object");
+    if (!lb->empty()) Bad("logit_bias", "logit_bias is not supported");
+  }
+  if (Field(j, "suffix") != nullptr) Bad("suffix", "suffix is not supported");
+  if (const json* t = Field(j, "tools")) {
+    if (!t->is_array() || !t->empty()) Bad("tools", "tools are not supported");
+  }
+  if (const json* rf = Field(j, "response_format")) {
+    if (!rf->is_object() || rf->value("type", std::string("text")) != "text") Bad("response_format", "only the text response format is supported");
+  }
+
+  if (chat) {
+    const json* m = Field(j, "messages");
+    if (m == nullptr) Bad("messages", "'messages' is required");
+    if (!m->is_array() || m->empty()) Bad("messages", "'messages' must be a non-empty array");
+    for (size_t i = 0; i < m->size(); ++i) {
+      const json& msg = (*m)[i];
+      const std::string param = "messages[" + std::to_string(i) + "]";
+      if (!msg.is_object()) Bad(param, "'" + param + "' must be an object");
+      const json* role = Field(msg, "role");
+      if (role == nullptr || !role->is_string()) Bad(param + ".role", "'" + param + ".role' must be a string");
+      std::string rs = role->get<std::string>();
+      if (rs == "developer") rs = "system";
+      if (rs != "system" && rs != "user" && rs != "assistant") Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant)");
+      r.messages.push_back({rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)});
+    }
+  } else {
+    const json* p = Field(j, "prompt");
+    if (p == nullptr) Bad("prompt", "'prompt' is required");
+    auto tokens = [&](const json& a) {
+      for (const auto& t : a) {
+        if (!t.is_number_integer()) Bad("prompt", "a token prompt must be an array of integers");
+        const int64_t v = t.get<int64_t>();
+        if (v < 0 || v > INT32_MAX) Bad("prompt", "token id " + t.dump() + " is out of range");
+        r.prompt_tokens.push_back(static_cast<int32_t>(v));
+      }
+      r.prompt_is_tokens = true;
+    };
+    if (p->is_string()) {
+      r.prompt_text = p->get<std::string>();
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+      tokens(*p);
+    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+      r.prompt_text = (*p)[0].get<std::string>();
+    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) {
+      tokens((*p)[0]);
+    } else if (p->is_array() && p->size() > 1) {
+      Bad("prompt", "several prompts in one request are not supported (send one request per prompt)");
+    } else {
+      Bad("prompt", "'prompt' must be a string, an array of token ids, or an array holding one of those");
+    }
+  }
+
+  GenerateOptions& g = r.options.generate;
+  SamplingParams& s = g.sampling;
+  // OpenAI semantics: only what the request asks for is applied.
+  s.temperature = static_cast<float>(Number(j, "temperature", 1.0, 0.0, 2.0));
+  s.top_p = static_cast<float>(Number(j, "top_p", 1.0, 0.0, 1.0));
+  if (s.top_p == 0) s.top_p = 1e-6f;  // "nucleus of zero" = the single most likely token
+  int64_t top_k = Integer(j, "top_k", 0, -1, 1 << 20);
+  s.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  s.min_p = static_cast<float>(Number(j, "min_p", 0.0, 0.0, 1.0));
+  s.presence_penalty = static_cast<float>(Number(j, "presence_penalty", 0.0, -2.0, 2.0));
+  s.frequency_penalty = static_cast<float>(Number(j, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.repeat_penalty = static_cast<float>(Number(j, "repetition_penalty", 1.0, 0.01, 10.0));
+  s.penalty_last_n = ctx.context;
+  if (const json* seed = Field(j, "seed")) {
+    if (!seed->is_number_integer()) Bad("seed", "'seed' must be an integer");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
+  } else {
+    static std::atomic<uint64_t> counter{0x9e3779b97f4a7c15ull};
+    s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
+  }
+  const char* max_name = Field(j, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
+  r.max_tokens_given = Field(j, max_name) != nullptr;
+  // Completions default to 16 tokens (as OpenAI); chat runs to the end of the context.
+  g.max_tokens = static_cast<int>(Integer(j, max_name, chat ? ctx.context : 16, 1, ctx.context));
+  g.ignore_eos = Bool(j, "ignore_eos", false);
+  if (const json* st = Field(j, "stop")) {
+    if (st->is_string()) {
+      g.stop.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      if (st->size() > 16) Bad("stop", "at most 16 stop sequences");
+      for (const auto& x : *st) {
+        if (!x.is_string()) Bad("stop", "'stop' must be a string or an array of strings");
+        g.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      Bad("stop", "'stop' must be a string or an array of strings");
+    }
+    for (const auto& x : g.stop) {
+      if (x.empty()) Bad("stop", "stop sequences must not be empty");
+    }
+  }
+  r.options.priority = static_cast<int>(Integer(j, "priority", 0, -1000000, 1000000));
+  r.options.timeout_seconds = Number(j, "timeout", ctx.default_timeout, 0.0, 1e6);
+  return r;
+}
+
+std::string ErrorBody(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)},
+              {"code", e.code.empty() ? json() : json(e.code)}};
+  return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+const char* OpenAiFinishReason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength:
+    case FinishReason::kContext: return "length";
+    case FinishReason::kEos:
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kCancelled: return "abort";
+    case FinishReason::kTimeout: return "timeout";
+  }
+  return "stop";
+}
+
+namespace {
+
+json Usage(const GenerateResult& g) {
+  json u = {{"prompt_tokens", g.prompt_tokens}, {"completion_tokens", g.generated_tokens},
+            {"total_tokens", g.prompt_tokens + g.generated_tokens}};
+  u["prompt_tokens_details"] = {{"cached_tokens", g.cached_tokens}};
+  return u;
+}
+
+std::string Dump(const json& j) {
+  // Generated text may end in an invalid UTF-8 sequence only on cancellation; replace, never throw.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g) {
+  json choice = {{"index", 0}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
+  if (r.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", g.text}};
+  } else {
+    choice["text"] = g.text;
+  }
+  json j = {{"id", m.id}, {"object", r.chat ? "chat.completion" : "text_completion"}, {"created", m.created},
+            {"model", m.model}, {"choices", json::array({choice})}, {"usage", Usage(g)}};
+  return Dump(j);
+}
+
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text, const char* finish, bool first) {
+  json choice = {{"index", 0}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", nullptr}};
+  if (r.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish == nullptr)) delta["content"] = std::string(text);
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = std::string(text);
+  }
+  json j = {{"id", m.id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", m.created},
+            {"model", m.model}, {"choices", json::array({choice})}};
+  if (r.include_usage) j["usage"] = nullptr;
+  return "data: " + Dump(j) + "\n\n";
+}
+
+std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g) {
+  json j = {{"id", m.id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", m.created},
+            {"model", m.model}, {"choices", json::array()}, {"usage", Usage(g)}};
+  return "data: " + Dump(j) + "\n\n";
+}
+
+std::string StreamErrorEvent(const ApiError& e) { return "data: " + ErrorBody(e) + "\n\n"; }
+
+std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab) {
+  json model = {{"id", ctx.model_name}, {"object", "model"}, {"created", created}, {"owned_by", "paddock"},
+                {"max_model_len", ctx.context}, {"vocab_size", n_vocab}};
+  return Dump(json{{"object", "list"}, {"data", json::array({model})}});
+}
+
+}  // namespace paddock::server

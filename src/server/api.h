@@ -1,0 +1,69 @@
+// server/api.h: the OpenAI-compatible request and response bodies, without any HTTP.
+//
+// Parsing is strict about what it uses (types, ranges, unsupported features named in the
+// error) and ignores fields it does not use, as OpenAI clients send many. Errors carry the HTTP
+// status and an OpenAI-style error object. JSON handling stays in api.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paddock/paddock.h"
+#include "paddock/service.h"
+
+namespace paddock::server {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field, if any
+  std::string code;
+};
+
+// What the server knows when it parses a request.
+struct ApiContext {
+  std::string model_name;
+  int context = 0;
+  double default_timeout = 0;
+};
+
+struct ApiRequest {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;
+  bool max_tokens_given = false;
+  std::string model;
+  // Completions: text or token ids; chat: messages.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  std::vector<ChatMessage> messages;
+  RequestOptions options;
+};
+
+// Throws ApiError.
+ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx);
+
+std::string ErrorBody(const ApiError& e);
+const char* OpenAiFinishReason(FinishReason r);
+
+struct ResponseMeta {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+};
+
+// Whole (non-streaming) response.
+std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
+// One server-sent event payload ("data: ...\n\n"). finish: nullptr while streaming text.
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text, const char* finish,
+                        bool first);
+std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
+std::string StreamErrorEvent(const ApiError& e);
+
+std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab);
+
+}  // namespace paddock::server

@@ -1,0 +1,372 @@
+// server/server.cpp: HTTP transport (cpp-httplib from Debian's libcpp-httplib-dev: a small,
+// maintained, thread-pooled HTTP/1.1 server with chunked responses; compiled as a shared
+// library there, so its header is light) over the batching Service.
+//
+// Each HTTP worker thread parses a request, submits it, and streams its RequestStream to the
+// socket. A failed write means the client is gone: the request is cancelled and its KV blocks
+// are freed at the next engine step. Non-streaming responses are chunked too, so a long wait
+// can probe the connection with JSON-neutral whitespace and notice a client that left.
+#include "server/server.h"
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "base/strings.h"
+#include "base/timer.h"
+#include "server/api.h"
+#include "server/metrics.h"
+
+namespace paddock::server {
+namespace {
+
+constexpr double kProbeSeconds = 1.0;  // non-streaming: whitespace probe interval while waiting
+
+std::string FileStem(const std::string& path) {
+  size_t b = path.find_last_of('/');
+  b = b == std::string::npos ? 0 : b + 1;
+  std::string stem = path.substr(b);
+  const size_t dot = stem.rfind('.');
+  if (dot != std::string::npos && dot > 0) stem.resize(dot);
+  return stem;
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string NewId(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  return StrFormat("%s%016llx%04llx", prefix, static_cast<unsigned long long>(salt ^ static_cast<uint64_t>(UnixNow())),
+                   static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
+}
+
+class Server {
+ public:
+  explicit Server(const ServerOptions& o) : opt_(o) {}
+
+  int Run();
+
+ private:
+  void Count(int status) {
+    std::lock_guard<std::mutex> lock(http_mu_);
+    http_.by_status[status]++;
+  }
+  void SendError(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(ErrorBody(e), "application/json");
+    Count(e.status);
+  }
+  void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void LoadModel();
+  // stop() before listen() has started would be lost: wait until it runs.
+  void StopHttp() {
+    for (int i = 0; i < 5000 && !http_server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    http_server_.stop();
+  }
+
+  ServerOptions opt_;
+  httplib::Server http_server_;
+  std::atomic<int> state_{0};  // 0 loading, 1 ready, 2 failed, 3 stopping
+  std::unique_ptr<Service> service_;
+  ApiContext ctx_;
+  std::string chat_template_;
+  int n_vocab_ = 0;
+  int64_t created_ = UnixNow();
+  std::mutex http_mu_;
+  HttpCounters http_;
+};
+
+void Server::LoadModel() {
+  try {
+    auto engine = Engine::Create(opt_.engine);
+    const ModelInfo& info = engine->info();
+    ctx_.context = info.context;
+    n_vocab_ = info.n_vocab;
+    chat_template_ = ResolveChatTemplate(info, opt_.chat_template);
+    service_ = Service::Create(std::move(engine), opt_.service);
+    const MemoryReport m = service_->engine().Memory();
+    std::fprintf(stderr, "paddock: serving '%s' (%s, context %d, chat template %s); weights %s, KV cache %s, scratch %s\n",
+                 ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_template_.c_str(),
+                 FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(), FormatBytes(m.scratch_bytes).c_str());
+    state_.store(1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paddock: error: %s\n", e.what());
+    state_.store(2);
+    StopHttp();
+  }
+}
+
+void Server::Completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const int st = state_.load();
+  if (st != 1) {
+    ApiError e;
+    e.status = 503;
+    e.type = "service_unavailable";
+    e.message = st == 0 ? "the model is still loading" : "the server is shutting down";
+    res.set_header("Retry-After", "1");
+    SendError(res, e);
+    return;
+  }
+  ApiRequest ar;
+  std::vector<int32_t> prompt;
+  const Engine& engine = service_->engine();
+  try {
+    ar = ParseRequest(req.body, chat, ctx_);
+    if (chat) {
+      prompt = engine.Tokenize(RenderChat(chat_template_, ar.messages, true), engine.AddsBos(), true);
+    } else if (ar.prompt_is_tokens) {
+      prompt = ar.prompt_tokens;
+      for (int32_t t : prompt) {
+        if (t >= n_vocab_) {
+          ApiError e;
+          e.param = "prompt";
+          e.message = StrFormat("token id %d is outside the vocabulary (0..%d)", t, n_vocab_ - 1);
+          throw e;
+        }
+      }
+    } else {
+      prompt = engine.Tokenize(ar.prompt_text, engine.AddsBos(), true);
+    }
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    if (n == 0) {
+      ApiError e;
+      e.param = chat ? "messages" : "prompt";
+      e.message = "the prompt is empty";
+      throw e;
+    }
+    GenerateOptions& g = ar.options.generate;
+    if (n >= ctx_.context || (ar.max_tokens_given && n + g.max_tokens > ctx_.context)) {
+      ApiError e;
+      e.param = ar.max_tokens_given && n < ctx_.context ? "max_tokens" : (chat ? "messages" : "prompt");
+      e.code = "context_length_exceeded";
+      e.message = StrFormat("This model's maximum context length is %d tokens. However, you requested %lld tokens (%lld in the prompt, %d for the completion).",
+                            ctx_.context, static_cast<long long>(n + (ar.max_tokens_given ? g.max_tokens : 1)), static_cast<long long>(n),
+                            ar.max_tokens_given ? g.max_tokens : 1);
+      throw e;
+    }
+    if (!ar.max_tokens_given || n + g.max_tokens > ctx_.context) g.max_tokens = std::min<int>(g.max_tokens, ctx_.context - static_cast<int>(n));
+  } catch (const ApiError& e) {
+    SendError(res, e);
+    return;
+  } catch (const Error& ex) {
+    ApiError e;
+    e.message = ex.what();
+    SendError(res, e);
+    return;
+  }
+
+  std::shared_ptr<RequestStream> stream;
+  SubmitStatus ss;
+  try {
+    ss = service_->Submit(prompt, ar.options, &stream);
+  } catch (const Error& ex) {
+    ApiError e;
+    e.message = ex.what();
+    SendError(res, e);
+    return;
+  }
+  if (ss != SubmitStatus::kAccepted) {
+    ApiError e;
+    e.status = ss == SubmitStatus::kQueueFull ? 429 : 503;
+    e.type = ss == SubmitStatus::kQueueFull ? "rate_limit_exceeded" : "service_unavailable";
+    e.message = ss == SubmitStatus::kQueueFull ? "the server is at capacity (request queue full); retry later" : "the server is shutting down";
+    res.set_header("Retry-After", "1");
+    SendError(res, e);
+    return;
+  }
+  Count(200);
+  ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
+  auto releaser = [stream](bool success) {
+    if (!success) stream->Cancel();  // the client went away: free everything now
+  };
+  if (ar.stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [stream, ar, meta, first = true](size_t, httplib::DataSink& sink) mutable {
+          std::string text;
+          for (;;) {
+            text.clear();
+            const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
+            std::string out;
+            if (s == RequestStream::Status::kText) {
+              out = StreamChunk(ar, meta, text, nullptr, first);
+              first = false;
+            } else if (s == RequestStream::Status::kTimeout) {
+              out = ": keep-alive\n\n";  // an SSE comment: lets us notice a closed connection
+            } else {
+              const GenerateResult& g = stream->result();
+              out = StreamChunk(ar, meta, "", OpenAiFinishReason(g.finish), first);
+              if (ar.include_usage) out += StreamUsageChunk(ar, meta, g);
+              out += "data: [DONE]\n\n";
+              if (!sink.write(out.data(), out.size())) return false;
+              sink.done();
+              return true;
+            }
+            if (!sink.write(out.data(), out.size())) {
+              stream->Cancel();
+              return false;
+            }
+          }
+        },
+        releaser);
+  } else {
+    res.set_chunked_content_provider(
+        "application/json",
+        [stream, ar, meta](size_t, httplib::DataSink& sink) {
+          std::string text;
+          for (;;) {
+            const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
+            if (s == RequestStream::Status::kDone) break;
+            if (s == RequestStream::Status::kTimeout && !sink.write(" ", 1)) {  // whitespace before JSON is valid JSON
+              stream->Cancel();
+              return false;
+            }
+          }
+          const std::string body = CompletionBody(ar, meta, stream->result());
+          if (!sink.write(body.data(), body.size())) return false;
+          sink.done();
+          return true;
+        },
+        releaser);
+  }
+}
+
+// SIGTERM/SIGINT are blocked in every thread and taken by one waiter thread (sigwait), so no
+// handler runs in signal context.
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+int Server::Run() {
+  ctx_.model_name = opt_.model_name.empty() ? FileStem(opt_.engine.model_path) : opt_.model_name;
+  ctx_.default_timeout = opt_.request_timeout;
+  const sigset_t sigs = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  httplib::Server& h = http_server_;
+  const int threads = opt_.http_threads > 0 ? opt_.http_threads : std::min(1024, opt_.service.max_running + opt_.service.max_queue + 16);
+  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  h.set_payload_max_length(opt_.max_body_bytes);
+  h.set_read_timeout(30, 0);
+  h.set_write_timeout(30, 0);
+  h.set_keep_alive_timeout(5);
+  h.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    ApiError e;
+    e.status = 500;
+    e.type = "server_error";
+    e.message = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& ex) {
+      e.message = ex.what();
+    } catch (...) {
+    }
+    SendError(res, e);
+  });
+  h.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own error body
+    ApiError e;
+    e.status = res.status;
+    e.type = res.status == 404 ? "not_found" : res.status == 413 ? "request_too_large" : "invalid_request_error";
+    e.message = res.status == 404 ? "no such endpoint" : res.status == 413 ? "the request body is too large" : "bad request";
+    res.set_content(ErrorBody(e), "application/json");
+    Count(res.status);
+  });
+
+  h.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
+  h.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
+  h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+    if (state_.load() != 1) {
+      ApiError e;
+      e.status = 503;
+      e.type = "service_unavailable";
+      e.message = "the model is still loading";
+      SendError(r, e);
+      return;
+    }
+    r.set_content(ModelsBody(ctx_, created_, n_vocab_), "application/json");
+    Count(200);
+  });
+  h.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+    const int st = state_.load();
+    r.status = st == 1 ? 200 : 503;
+    r.set_content(st == 1 ? "{\"status\":\"ok\"}" : st == 0 ? "{\"status\":\"loading\"}" : "{\"status\":\"stopping\"}", "application/json");
+    Count(r.status);
+  });
+  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+    if (state_.load() == 0 || !service_) {
+      r.set_content("", "text/plain; version=0.0.4");
+      return;
+    }
+    HttpCounters http;
+    {
+      std::lock_guard<std::mutex> lock(http_mu_);
+      http = http_;
+    }
+    r.set_content(PrometheusText(ctx_.model_name, service_->Stats(), http), "text/plain; version=0.0.4");
+  });
+
+  int port = opt_.port;
+  if (port == 0) {
+    port = h.bind_to_any_port(opt_.host);
+    if (port < 0) Fail("cannot listen on %s (any port)", opt_.host.c_str());
+  } else if (!h.bind_to_port(opt_.host, port)) {
+    Fail("cannot listen on %s:%d (in use or not permitted)", opt_.host.c_str(), port);
+  }
+  std::fprintf(stderr, "paddock: listening on http://%s:%d\n", opt_.host.c_str(), port);
+  if (opt_.on_listening) opt_.on_listening(port);
+
+  std::thread loader([this] { LoadModel(); });
+  std::atomic<bool> signalled{false}, exiting{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (exiting.load()) return;  // our own wake-up: the server already stopped
+    signalled = true;
+    std::fprintf(stderr, "paddock: %s: no new requests; letting in-flight requests finish (up to %.0f s)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", opt_.grace_seconds);
+    while (state_.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (state_.load() == 1) {
+      state_.store(3);
+      service_->Shutdown(opt_.grace_seconds);
+    }
+    // Handlers still writing their last bytes finish before listen() returns.
+    StopHttp();
+  });
+  const bool ok = h.listen_after_bind();
+  if (!signalled.load()) {
+    // listen() ended without a signal (the model failed to load): release the waiter.
+    exiting = true;
+    pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  waiter.join();
+  loader.join();
+  service_.reset();
+  if (state_.load() == 2) return 1;
+  if (!ok && !signalled) return 1;
+  std::fprintf(stderr, "paddock: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+int RunServer(const ServerOptions& options) {
+  Server s(options);
+  return s.Run();
+}
+
+}  // namespace paddock::server

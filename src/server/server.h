@@ -1,0 +1,37 @@
+// server/server.h: the OpenAI-compatible HTTP server over a paddock::Service.
+//
+// Endpoints: POST /v1/completions, POST /v1/chat/completions (streaming as server-sent events
+// in OpenAI's chunk format, ending in [DONE]), GET /v1/models, GET /health (503 while the
+// model loads), GET /metrics (Prometheus text, vLLM-compatible names). The listening socket is
+// open before the model loads. SIGTERM/SIGINT: stop taking requests, let in-flight ones finish
+// within the grace period, exit 0.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "paddock/paddock.h"
+#include "paddock/service.h"
+
+namespace paddock::server {
+
+struct ServerOptions {
+  EngineOptions engine;
+  ServiceOptions service;
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0: any free port (printed on stderr)
+  std::string model_name;          // served name (default: the file's stem)
+  std::string chat_template;       // override the model's chat template family
+  size_t max_body_bytes = 8u << 20;
+  int http_threads = 0;            // 0: enough for every running and queued request
+  double request_timeout = 0;      // default per-request deadline in seconds (0: none)
+  double grace_seconds = 30;       // on SIGTERM, how long in-flight requests may take
+  // Called once the server listens (the bound port) — for tests and the CLI.
+  std::function<void(int port)> on_listening;
+};
+
+// Serves until SIGTERM/SIGINT; returns the process exit code. Throws Error if the socket
+// cannot be bound; a model that fails to load is reported and gives exit code 1.
+int RunServer(const ServerOptions& options);
+
+}  // namespace paddock::server

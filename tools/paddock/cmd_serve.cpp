@@ -1,0 +1,84 @@
+// paddock serve: the OpenAI-compatible HTTP server.
+#include <cstdio>
+#include <string>
+
+#include "args.h"
+#include "base/strings.h"
+#include "commands.h"
+#include "paddock/service.h"
+#include "server/server.h"
+
+namespace paddock::cli {
+
+extern const std::vector<OptionSpec> kKvSpecs;
+uint64_t ParseBytes(const std::string& flag, const std::string& s);
+void AddKvOptions(const Args& args, EngineOptions* eo);
+
+namespace {
+
+std::vector<OptionSpec> ServeSpecs() {
+  std::vector<OptionSpec> s = {
+      {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (required)"},
+      {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
+      {{"--host"}, true, "address to listen on (default 127.0.0.1)"},
+      {{"--port"}, true, "port (default 8080; 0 picks a free one)"},
+      {{"--model-name"}, true, "name the API serves the model under (default: the file name without extension)"},
+      {{"--chat-template"}, true, "chat template family: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the model's)"},
+      {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
+      {{"--max-running"}, true, "requests decoding together at most (default 64)"},
+      {{"--max-queue"}, true, "requests waiting at most; more get 429 (default 256)"},
+      {{"--kv-watermark"}, true, "admit new requests only below this KV usage, 0..1 (default 0.9)"},
+      {{"--batching"}, true, "continuous (default) or static (only to measure the difference)"},
+      {{"--timeout"}, true, "default per-request deadline in seconds (default: none)"},
+      {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
+      {{"--http-threads"}, true, "HTTP worker threads (default: max-running + max-queue + 16)"},
+      {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
+      {{"-t", "--threads"}, true, "compute threads (default: one per physical core)"},
+      {{"-c", "--ctx"}, true, "context per request in tokens (default: model's, at most 4096)"},
+      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+      {{"-h", "--help"}, false, "show this help"},
+  };
+  s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  return s;
+}
+
+}  // namespace
+
+int CmdServe(int argc, char** argv) {
+  const std::vector<OptionSpec> specs = ServeSpecs();
+  Args args("serve", specs, argc, argv);
+  if (args.Has("-h")) {
+    std::fputs(Usage("serve", "-m MODEL [options]", specs).c_str(), stdout);
+    return 0;
+  }
+  if (!args.positional().empty()) throw UsageError("serve: unexpected argument '" + args.positional()[0] + "'");
+  server::ServerOptions so;
+  so.engine.model_path = args.Str("-m");
+  if (so.engine.model_path.empty()) throw UsageError("serve: no model given (-m MODEL)");
+  so.engine.tokenizer_path = args.Str("-z");
+  so.engine.threads = static_cast<int>(args.Int("-t", 0, 0, 1024));
+  so.engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
+  so.engine.isa = args.Str("--isa", "auto");
+  so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
+  AddKvOptions(args, &so.engine);
+  so.service.max_batch_tokens = so.engine.max_batch;
+  so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
+  so.service.max_queue = static_cast<int>(args.Int("--max-queue", 256, 0, 100000));
+  so.service.kv_watermark = args.Float("--kv-watermark", 0.9, 0.01, 1.0);
+  const std::string batching = args.Str("--batching", "continuous");
+  if (batching != "continuous" && batching != "static") throw UsageError("serve: --batching must be continuous or static, not '" + batching + "'");
+  so.service.static_batching = batching == "static";
+  so.host = args.Str("--host", "127.0.0.1");
+  so.port = static_cast<int>(args.Int("--port", 8080, 0, 65535));
+  so.model_name = args.Str("--model-name");
+  so.chat_template = args.Str("--chat-template");
+  if (!so.chat_template.empty()) ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
+  so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
+  so.max_body_bytes = args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
+  if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
+  so.http_threads = static_cast<int>(args.Int("--http-threads", 0, 0, 4096));
+  so.grace_seconds = args.Float("--grace", 30, 0, 1e6);
+  return server::RunServer(so);
+}
+
+}  // namespace paddock::cli
