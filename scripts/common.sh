@@ -15,9 +15,15 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-BUILD_PACKAGES=(g++ cmake ninja-build)
-TEST_PACKAGES=(libgtest-dev)
+BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libcpp-httplib-dev nlohmann-json3-dev)
+TEST_PACKAGES=(libgtest-dev curl)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+
+# ensure_node: Node.js and npm for the OpenAI client test (Debian's if the machine has none).
+ensure_node() {
+  command -v node >/dev/null && command -v npm >/dev/null && return 0
+  ensure_packages nodejs npm
+}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PADDOCK_MODELS=${PADDOCK_MODELS:-$ROOT/../shared/models}

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# End-to-end tests of `paddock serve` with real clients: curl (every endpoint, streaming and not,
+# every class of invalid request), the official OpenAI client library (npm "openai"), overload
+# (429 with Retry-After), a stress run (paddock-loadgen --stress: 50 clients, cancellations,
+# malformed requests, every answer checked against its greedy continuation), and SIGTERM
+# draining an in-flight request before exit 0.
+# usage: server_test.sh PADDOCK_BIN LOADGEN_BIN [STRESS_SECONDS]
+set -uo pipefail
+BIN=$1
+LOADGEN=$2
+STRESS=${3:-15}
+HERE=$(cd "$(dirname "$0")" && pwd)
+M=${PADDOCK_MODELS:-${PADDOCK_MODELS_DEFAULT:-$HERE/../../shared/models}}
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() {  # check NAME CONDITION-STATUS
+  if [ "$2" -eq 0 ]; then
+    pass=$((pass + 1))
+    echo "ok   $1"
+  else
+    fail=$((fail + 1))
+    echo "FAIL $1"
+  fi
+}
+
+# start_server NAME ARGS... : starts paddock serve on a free port; sets PORT and SPID.
+start_server() {
+  local name=$1
+  shift
+  "$BIN" serve --port 0 "$@" 2>"$TMP/$name.log" &
+  SPID=$!
+  PIDS+=("$SPID")
+  PORT=""
+  for _ in $(seq 1 600); do
+    PORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$TMP/$name.log" | head -n 1)
+    if [ -n "$PORT" ] && curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health" | grep -q 200; then return 0; fi
+    kill -0 "$SPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "server $name did not become ready:"
+  cat "$TMP/$name.log"
+  return 1
+}
+
+post() {  # post PATH BODY -> prints "STATUS BODY"
+  curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "http://127.0.0.1:$PORT$1"
+  echo " $(cat "$TMP/body")"
+}
+
+json_get() {  # json_get EXPR < JSON  (python3 is part of the base system)
+  python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
+}
+
+start_server main -m "$M/stories260K.bin" -z "$M/tok512.bin" --max-body 64K || exit 1
+U="http://127.0.0.1:$PORT"
+
+# --- basics
+[ "$(curl -s "$U/health")" = '{"status":"ok"}' ]; check "health is ok once loaded" $?
+curl -s "$U/v1/models" | json_get 'd["data"][0]["id"]=="stories260K" and d["data"][0]["max_model_len"]==512' | grep -q True
+check "model list names the model and its context" $?
+
+run_out=$("$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "Once upon a time" --temp 0 -n 30 2>/dev/null)
+expected=${run_out#Once upon a time}
+r=$(post /v1/completions '{"model":"stories260K","prompt":"Once upon a time","max_tokens":30,"temperature":0}')
+[ "${r%% *}" = 200 ]; check "completion returns 200" $?
+got=$(echo "${r#* }" | json_get 'd["choices"][0]["text"]')
+[ "$got" = "$expected" ]; check "completion equals paddock run's greedy continuation" $?
+echo "${r#* }" | json_get 'd["usage"]["completion_tokens"]==30 and d["object"]=="text_completion" and d["choices"][0]["finish_reason"]=="length"' | grep -q True
+check "completion usage, object and finish_reason" $?
+
+curl -sN -H 'Content-Type: application/json' -d '{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/sse"
+[ "$(tail -n 2 "$TMP/sse" | head -n 1)" = "data: [DONE]" ]; check "stream ends with data: [DONE]" $?
+streamed=$(grep '^data: {' "$TMP/sse" | sed 's/^data: //' | python3 -c "import json,sys; print(''.join(json.loads(l)['choices'][0]['text'] for l in sys.stdin))")
+[ "$streamed" = "$expected" ]; check "streamed pieces add up to the same text" $?
+grep '^data: {' "$TMP/sse" | tail -n 1 | grep -q '"finish_reason":"length"'; check "last stream chunk carries finish_reason" $?
+
+r=$(post /v1/chat/completions '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Tell a story."}],"max_tokens":12,"temperature":0}')
+echo "${r#* }" | json_get 'd["object"]=="chat.completion" and d["choices"][0]["message"]["role"]=="assistant" and len(d["choices"][0]["message"]["content"])>0' | grep -q True
+check "chat completion" $?
+chat_text=$(echo "${r#* }" | json_get 'd["choices"][0]["message"]["content"]')
+curl -sN -d '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Tell a story."}],"max_tokens":12,"temperature":0,"stream":true}' "$U/v1/chat/completions" >"$TMP/csse"
+chat_streamed=$(grep '^data: {' "$TMP/csse" | sed 's/^data: //' | python3 -c "import json,sys; print(''.join(json.loads(l)['choices'][0]['delta'].get('content','') for l in sys.stdin if json.loads(l)['choices']))")
+[ "$chat_streamed" = "$chat_text" ] && grep -q '"object":"chat.completion.chunk"' "$TMP/csse" && grep -q '^data: \[DONE\]' "$TMP/csse"
+check "streamed chat equals non-streamed, chunk objects, [DONE]" $?
+r=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":100,"temperature":0,"stop":["Lily"]}')
+echo "${r#* }" | json_get 'd["choices"][0]["finish_reason"]=="stop" and "Lily" not in d["choices"][0]["text"]' | grep -q True
+check "stop string ends the completion and is excluded" $?
+r=$(post /v1/completions '{"prompt":[1, 403, 407, 261, 378],"max_tokens":5,"temperature":0}')
+[ "${r%% *}" = 200 ]; check "token-id prompt accepted" $?
+
+# --- invalid requests: 400 with an OpenAI error object naming the problem
+bad() {  # bad NAME PATH BODY EXPECTED_STATUS EXPECTED_SUBSTRING
+  local r
+  r=$(post "$2" "$3")
+  [ "${r%% *}" = "$4" ] && echo "${r#* }" | grep -q '"error":{' && echo "${r#* }" | grep -q -- "$5"
+  check "$1 -> $4" $?
+}
+bad "malformed JSON" /v1/completions '{"prompt": "x",' 400 "not valid JSON"
+bad "body not an object" /v1/completions '[1,2]' 400 "JSON object"
+bad "missing prompt" /v1/completions '{"max_tokens": 5}' 400 "prompt"
+bad "prompt of the wrong type" /v1/completions '{"prompt": 17}' 400 '"param":"prompt"'
+bad "temperature as a string" /v1/completions '{"prompt":"x","temperature":"hot"}' 400 '"param":"temperature"'
+bad "temperature out of range" /v1/completions '{"prompt":"x","temperature":5}' 400 "between"
+bad "top_p out of range" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_p":1.5}' 400 '"param":"top_p"'
+bad "negative max_tokens" /v1/completions '{"prompt":"x","max_tokens":-1}' 400 '"param":"max_tokens"'
+bad "oversized max_tokens" /v1/completions '{"prompt":"x","max_tokens":100000}' 400 "max_tokens"
+bad "unknown model" /v1/completions '{"model":"gpt-9","prompt":"x"}' 400 "model_not_found"
+long=$(python3 -c "print(' '.join(['story'] * 700))")
+bad "prompt longer than the context" /v1/completions "{\"prompt\":\"$long\"}" 400 "context_length_exceeded"
+bad "max_tokens past the context" /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":510}" 400 "maximum context length"
+bad "unknown role" /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}' 400 "role"
+bad "messages not an array" /v1/chat/completions '{"messages":"hi"}' 400 '"param":"messages"'
+bad "image content part" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' 400 "text only"
+bad "n > 1" /v1/completions '{"prompt":"x","n":2}' 400 '"param":"n"'
+bad "empty stop string" /v1/completions '{"prompt":"x","stop":[""]}' 400 "stop"
+bad "token id outside the vocabulary" /v1/completions '{"prompt":[1, 9999]}' 400 "vocabulary"
+big=$(python3 -c "print('{\"prompt\":\"' + 'a' * 70000 + '\"}')")
+bad "body over --max-body" /v1/completions "$big" 413 "too large"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/nothing")" = 404 ]; check "unknown path -> 404" $?
+
+# --- metrics
+curl -s "$U/metrics" >"$TMP/metrics"
+for name in vllm:time_to_first_token_seconds_bucket vllm:inter_token_latency_seconds_bucket vllm:e2e_request_latency_seconds_bucket \
+  vllm:request_queue_time_seconds_bucket vllm:prompt_tokens_total vllm:generation_tokens_total vllm:num_requests_running \
+  vllm:num_requests_waiting vllm:kv_cache_usage_perc vllm:prefix_cache_queries_total vllm:prefix_cache_hits_total \
+  vllm:num_preemptions_total paddock_memory_bytes; do
+  grep -q "^$name{" "$TMP/metrics"
+  check "metrics: $name" $?
+done
+grep -q '^paddock_http_responses_total{model_name="stories260K",code="400"} [1-9]' "$TMP/metrics"; check "metrics count the 400s" $?
+gen=$(sed -n 's/^vllm:generation_tokens_total{[^}]*} \([0-9]*\)$/\1/p' "$TMP/metrics")
+[ "${gen:-0}" -ge 60 ]; check "metrics count generated tokens ($gen)" $?
+
+# --- the official OpenAI client library
+if [ ! -d "$HERE/server/node_modules/openai" ]; then
+  (cd "$HERE/server" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
+fi
+node "$HERE/server/openai_client.mjs" "$PORT" stories260K "$expected"
+check "official openai client (completions and chat, streaming and not)" $?
+
+# --- stress: 50 clients, cancellations, malformed requests, outputs checked
+"$LOADGEN" --port "$PORT" --stress "$STRESS" --concurrency 50 >"$TMP/stress.json" 2>"$TMP/stress.err"
+st=$?
+cat "$TMP/stress.json"
+[ $st -ne 0 ] && head -n 20 "$TMP/stress.err"
+check "stress: 50 clients for ${STRESS}s, every answer matches, no leak" $st
+kill -0 "$SPID" 2>/dev/null; check "server still alive after the stress run" $?
+
+# --- SIGTERM: an in-flight streaming request finishes, then exit 0
+curl -sN -d '{"prompt":"Once upon a time","max_tokens":400,"ignore_eos":true,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/drain" &
+CURL=$!
+sleep 0.3
+kill -TERM "$SPID"
+wait "$CURL"
+grep -q '"finish_reason":"length"' "$TMP/drain" && grep -q '^data: \[DONE\]' "$TMP/drain"
+check "SIGTERM lets the in-flight request finish" $?
+wait "$SPID"
+check "SIGTERM exits 0" $?
+
+# --- a full queue answers 429 with Retry-After
+start_server full -m "$M/stories260K.bin" -z "$M/tok512.bin" --max-queue 0 || exit 1
+curl -s -D "$TMP/hdr" -o "$TMP/body" -d '{"prompt":"x"}' "http://127.0.0.1:$PORT/v1/completions"
+grep -q "^HTTP/1.1 429" "$TMP/hdr" && grep -qi "^Retry-After: 1" "$TMP/hdr" && grep -q rate_limit "$TMP/body"
+check "full queue -> 429 with Retry-After" $?
+kill -TERM "$SPID"
+wait "$SPID"
+check "idle server exits 0 on SIGTERM" $?
+
+# --- a model that cannot load: clear error, exit 1, no hang
+"$BIN" serve --port 0 -m /nonexistent.gguf 2>"$TMP/nomodel.log"
+[ $? -eq 1 ] && grep -q "error" "$TMP/nomodel.log"; check "missing model -> exit 1 with an error" $?
+"$BIN" serve -m "$M/stories260K.bin" --batching sometimes 2>/dev/null
+[ $? -eq 2 ]; check "bad flag -> usage error" $?
+
+echo "server tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
