@@ -10,6 +10,7 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -320,6 +321,14 @@ int Server::Run() {
     r.set_content(PrometheusText(ctx_.model_name, service_->Stats(), http), "text/plain; version=0.0.4");
   });
 
+  // cpp-httplib listens with a backlog of 5; bursts of clients would overflow it (dropped
+  // handshakes, retries). Keep the socket and raise the backlog once it listens.
+  int listen_fd = -1;
+  h.set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    listen_fd = sock;
+  });
   int port = opt_.port;
   if (port == 0) {
     port = h.bind_to_any_port(opt_.host);
@@ -327,6 +336,7 @@ int Server::Run() {
   } else if (!h.bind_to_port(opt_.host, port)) {
     Fail("cannot listen on %s:%d (in use or not permitted)", opt_.host.c_str(), port);
   }
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   std::fprintf(stderr, "paddock: listening on http://%s:%d\n", opt_.host.c_str(), port);
   if (opt_.on_listening) opt_.on_listening(port);
 

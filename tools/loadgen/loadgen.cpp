@@ -322,10 +322,13 @@ int RunLoad(const Options& o) {
 
 // ---- stress ---------------------------------------------------------------------------------
 
-json NonStream(httplib::Client& c, const std::string& path, const json& body, int* status) {
+json NonStream(httplib::Client& c, const std::string& path, const json& body, int* status, std::string* error) {
   auto r = c.Post(path, body.dump(), "application/json");
   *status = r ? r->status : -1;
-  if (!r) return json();
+  if (!r) {
+    *error = httplib::to_string(r.error());
+    return json();
+  }
   json j = json::parse(r->body, nullptr, false);
   return j;
 }
@@ -350,7 +353,8 @@ int RunStress(const Options& o) {
       for (size_t p = 0; p < prompts.size(); ++p) {
         for (int n : lengths) {
           int status = 0;
-          json j = NonStream(*c, chat ? "/v1/chat/completions" : "/v1/completions", body_for(chat, p, n, false), &status);
+          std::string error;
+          json j = NonStream(*c, chat ? "/v1/chat/completions" : "/v1/completions", body_for(chat, p, n, false), &status, &error);
           if (status != 200) {
             std::fprintf(stderr, "paddock-loadgen: error: reference request failed with %d\n", status);
             return 1;
@@ -384,7 +388,7 @@ int RunStress(const Options& o) {
         else {
           n_unexpected++;
           std::lock_guard<std::mutex> lock(log_mu);
-          std::fprintf(stderr, "malformed request got %d: %s\n", r ? r->status : -1, b.c_str());
+          std::fprintf(stderr, "malformed request got %d %s: %s\n", r ? r->status : -1, r ? "" : httplib::to_string(r.error()).c_str(), b.c_str());
         }
         continue;
       }
@@ -395,14 +399,15 @@ int RunStress(const Options& o) {
         continue;
       }
       const bool stream = rng() & 1;
-      std::string got;
+      std::string got, error;
       int status = 0;
       if (stream) {
         Sample s = Stream(*c, path, body_for(chat, p, n, true));
         status = s.ok ? 200 : s.status;
         got = s.text;
+        error = s.finish;
       } else {
-        json j = NonStream(*c, path, body_for(chat, p, n, false), &status);
+        json j = NonStream(*c, path, body_for(chat, p, n, false), &status, &error);
         if (status == 200) got = chat ? j["choices"][0]["message"]["content"].get<std::string>() : j["choices"][0]["text"].get<std::string>();
       }
       if (status == 429 || status == 503) {
@@ -412,7 +417,7 @@ int RunStress(const Options& o) {
       if (status != 200) {
         n_unexpected++;
         std::lock_guard<std::mutex> lock(log_mu);
-        std::fprintf(stderr, "request failed with %d\n", status);
+        std::fprintf(stderr, "%s request failed with %d %s\n", stream ? "streaming" : "non-streaming", status, error.c_str());
         continue;
       }
       if (got != expected[key(chat, p, n)]) {
