@@ -136,6 +136,7 @@ struct Service::Impl {
   ServiceOptions opt;
   int budget = 0;
   int max_running = 0;
+  int kv_total_blocks = 0, kv_block_size = 1, kv_window = 0;  // fixed at creation
 
   // Shared with callers.
   mutable std::mutex mu;
@@ -202,6 +203,9 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   impl->budget = o.max_batch_tokens > 0 ? o.max_batch_tokens : engine_batch;
   impl->max_running = std::min({o.max_running, impl->budget, engine_batch});
   impl->engine = std::move(engine);
+  impl->kv_total_blocks = impl->e->kv->Memory().total_blocks;
+  impl->kv_block_size = impl->e->kv->block_size();
+  impl->kv_window = impl->e->kv->window();
   Impl& s = *impl;
   s.stats.ttft = Histogram(LatencyBuckets());
   s.stats.itl = Histogram(LatencyBuckets());
@@ -235,11 +239,11 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
   }
   ValidateSampling(o.generate.sampling);
   if (!(o.timeout_seconds >= 0) || o.timeout_seconds > 1e7) Fail("timeout %g is out of range", o.timeout_seconds);
-  // A prompt the whole pool cannot hold would wait forever.
-  const KvMemoryStats km = s.e->kv->Memory();
-  const int64_t need_blocks = (static_cast<int64_t>(prompt.size()) + 1 + s.e->kv->block_size() - 1) / s.e->kv->block_size();
-  if (s.e->kv->window() == 0 && need_blocks > km.total_blocks) {
-    Fail("the prompt of %zu tokens does not fit in the KV cache (%d blocks of %d tokens)", prompt.size(), km.total_blocks, s.e->kv->block_size());
+  // A prompt the whole pool cannot hold would wait forever. (Pool geometry is fixed at
+  // creation; the KV manager itself belongs to the engine thread.)
+  const int64_t need_blocks = (static_cast<int64_t>(prompt.size()) + 1 + s.kv_block_size - 1) / s.kv_block_size;
+  if (s.kv_window == 0 && need_blocks > s.kv_total_blocks) {
+    Fail("the prompt of %zu tokens does not fit in the KV cache (%d blocks of %d tokens)", prompt.size(), s.kv_total_blocks, s.kv_block_size);
   }
 
   auto r = std::make_unique<Request>();
