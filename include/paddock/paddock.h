@@ -35,6 +35,8 @@ struct EngineOptions {
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).
   uint64_t kv_memory = 0;
   int kv_tokens = 0;           // with kv_memory 0: size the pool for this many tokens (0: context)
+  int kv_sequences = 1;        // with both 0: room for this many full-context sequences, at most
+                               // 30% of the available memory (servers set their batch size)
   int kv_block_size = 16;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";

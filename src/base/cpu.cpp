@@ -3,6 +3,7 @@
 #include <cpuid.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>
@@ -83,6 +84,22 @@ int PhysicalCores() {
     cores.insert(siblings);
   }
   return cores.empty() ? HardwareThreads() : static_cast<int>(cores.size());
+}
+
+}  // namespace paddock
+
+namespace paddock {
+
+uint64_t AvailableMemoryBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024ull;
 }
 
 }  // namespace paddock

@@ -2,6 +2,8 @@
 // its one dispatch decision; nothing else in Paddock branches on CPU features.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 
@@ -22,5 +24,7 @@ int HardwareThreads();
 // Number of physical cores among them (SMT siblings counted once): the default thread count,
 // since the matrix kernels saturate a core's vector units and siblings only contend.
 int PhysicalCores();
+// MemAvailable from /proc/meminfo in bytes (0 if unknown).
+uint64_t AvailableMemoryBytes();
 
 }  // namespace paddock

@@ -99,7 +99,17 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   ko.sliding_window = o.sliding_window;
   if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
   impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn);
-  impl->kv = std::make_unique<KvManager>(c, ko, o.kv_tokens > 0 ? o.kv_tokens : ctx);
+  if (o.kv_sequences < 1 || o.kv_sequences > 4096) Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
+  int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;
+  if (o.kv_memory == 0 && o.kv_tokens == 0 && o.kv_sequences > 1) {
+    // Many sequences: as many full contexts as asked, within 30% of the available memory
+    // (never below one context).
+    const uint64_t want = static_cast<uint64_t>(kv_tokens) * KvBytesPerToken(c, ko);
+    const uint64_t cap = AvailableMemoryBytes() * 3 / 10;
+    if (cap > 0 && want > cap) ko.memory_bytes = std::max<uint64_t>(cap, static_cast<uint64_t>(ctx) * KvBytesPerToken(c, ko));
+  }
+  if (kv_tokens > INT32_MAX) kv_tokens = INT32_MAX;
+  impl->kv = std::make_unique<KvManager>(c, ko, static_cast<int>(kv_tokens));
   impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);
   impl->history.reserve(static_cast<size_t>(ctx) + 1);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "args.h"
+#include "base/cpu.h"
 #include "base/strings.h"
 #include "commands.h"
 #include "paddock/paddock.h"
@@ -66,26 +67,12 @@ std::vector<OptionSpec> RunSpecs() {
 
 }  // namespace
 
-// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
-uint64_t AvailableMemory() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  }
-  std::fclose(f);
-  return kb * 1024ull;
-}
-
-// "65536", "64M", "1.5G", or "30%" (of the memory available now).
 uint64_t ParseBytes(const std::string& flag, const std::string& s) {
   if (!s.empty() && s.back() == '%') {
     char* end = nullptr;
     const double pct = std::strtod(s.c_str(), &end);
     if (end != s.c_str() + s.size() - 1 || !(pct > 0 && pct <= 100)) throw Error("invalid share '" + s + "' for " + flag + " (e.g. 30%)");
-    const uint64_t avail = AvailableMemory();
+    const uint64_t avail = AvailableMemoryBytes();
     if (avail == 0) throw Error("cannot read the available memory for " + flag + " " + s);
     return static_cast<uint64_t>(static_cast<double>(avail) * pct / 100.0);
   }

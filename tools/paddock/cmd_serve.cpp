@@ -63,6 +63,8 @@ int CmdServe(int argc, char** argv) {
   AddKvOptions(args, &so.engine);
   so.service.max_batch_tokens = so.engine.max_batch;
   so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
+  // Without --kv-memory: room for every running request's full context (within 30% of RAM).
+  so.engine.kv_sequences = so.service.max_running;
   so.service.max_queue = static_cast<int>(args.Int("--max-queue", 256, 0, 100000));
   so.service.kv_watermark = args.Float("--kv-watermark", 0.9, 0.01, 1.0);
   const std::string batching = args.Str("--batching", "continuous");
