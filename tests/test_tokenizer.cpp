@@ -73,6 +73,37 @@ TEST(Tokenizer, DecodeReproducesTheText) {
   }
 }
 
+TEST(Tokenizer, Gpt2ByteLevelBpeVectorsExactly) {
+  const Vectors v = LoadVectors("ggml-vocab-gpt-2.gguf");
+  ASSERT_EQ(v.texts.size(), v.ids.size());
+  ASSERT_GE(v.texts.size(), 40u);
+  auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-gpt-2.gguf"));
+  EXPECT_EQ(tok->vocab_size(), 50257);
+  EXPECT_TRUE(tok->byte_level());
+  for (size_t i = 0; i < v.texts.size(); ++i) {
+    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i]) << "text #" << i << ": '" << v.texts[i] << "'";
+    // Byte-level BPE is lossless: decoding gives back every byte.
+    EXPECT_EQ(DecodeAll(*tok, v.ids[i]), v.texts[i]) << "text #" << i;
+  }
+}
+
+TEST(Tokenizer, ByteLevelBpeHandlesInvalidUtf8AndSpecials) {
+  auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-gpt-2.gguf"));
+  // Invalid UTF-8 bytes become their own byte tokens and decode back to the same bytes.
+  const std::string bad = std::string("ab\xff\xfe cd\xc3") + "\x28 e";
+  std::string back;
+  for (int32_t id : tok->Encode(bad, false)) back += tok->Decode(-1, id);
+  EXPECT_EQ(back, bad);
+  // <|endoftext|> is matched whole only when special tokens are parsed.
+  const auto with = tok->Encode("hi<|endoftext|>", false, true);
+  ASSERT_FALSE(with.empty());
+  EXPECT_EQ(with.back(), 50256);
+  const auto without = tok->Encode("hi<|endoftext|>", false, false);
+  EXPECT_NE(without.back(), 50256);
+  EXPECT_GT(without.size(), 3u);
+  EXPECT_TRUE(tok->IsEndOfGeneration(50256));
+}
+
 TEST(Tokenizer, TokenizerBinMatchesGgufVocabulary) {
   const Vectors v = LoadVectors("ggml-vocab-llama-spm.gguf");
   auto gguf = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));

@@ -1,12 +1,14 @@
 #include "model/tokenizer.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <queue>
 
 #include "base/strings.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
+#include "model/pretokenize.h"
 
 namespace paddock {
 
@@ -24,6 +26,62 @@ bool ParseByteToken(std::string_view p, uint8_t* b) {
   const int h = hex(p[3]), l = hex(p[4]);
   if (h < 0 || l < 0) return false;
   *b = static_cast<uint8_t>(h * 16 + l);
+  return true;
+}
+
+// GPT-2's byte -> printable character map: bytes that are printable Latin-1 stand for
+// themselves, the other 68 map to U+0100 onwards, in byte order.
+uint32_t ByteToCodepoint(uint8_t b) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    uint32_t next = 256;
+    for (int c = 0; c < 256; ++c) {
+      const bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+      t[static_cast<size_t>(c)] = printable ? static_cast<uint32_t>(c) : next++;
+    }
+    return t;
+  }();
+  return table[b];
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// A byte-level piece ("Ġthe") back to its bytes (" the"); false if it holds a character that
+// is not a byte character.
+bool ByteLevelDecode(std::string_view piece, std::string* out) {
+  static const auto inverse = [] {
+    std::array<int16_t, 512> t;
+    t.fill(-1);
+    for (int b = 0; b < 256; ++b) t[ByteToCodepoint(static_cast<uint8_t>(b))] = static_cast<int16_t>(b);
+    return t;
+  }();
+  size_t i = 0;
+  while (i < piece.size()) {
+    const auto c = static_cast<uint8_t>(piece[i]);
+    uint32_t cp;
+    if (c < 0x80) {
+      cp = c;
+      i += 1;
+    } else if ((c & 0xE0) == 0xC0 && i + 1 < piece.size()) {
+      cp = ((c & 0x1Fu) << 6) | (static_cast<uint8_t>(piece[i + 1]) & 0x3Fu);
+      i += 2;
+    } else {
+      return false;
+    }
+    if (cp >= inverse.size() || inverse[cp] < 0) return false;
+    out->push_back(static_cast<char>(inverse[cp]));
+  }
   return true;
 }
 
@@ -46,7 +104,10 @@ std::string ReplaceAll(std::string_view s, std::string_view from, std::string_vi
 Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   auto model = g.GetString("tokenizer.ggml.model");
   if (!model) Fail("model file has no tokenizer (tokenizer.ggml.model missing); pass one with -z");
-  if (*model != "llama") Fail("tokenizer type '%.*s' is not supported (supported: llama/SentencePiece BPE)", (int)model->size(), model->data());
+  if (*model != "llama" && *model != "gpt2") {
+    Fail("tokenizer type '%.*s' is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE))", (int)model->size(), model->data());
+  }
+  const bool bpe = *model == "gpt2";
   const auto* tokens = g.GetStringArray("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->empty()) Fail("tokenizer.ggml.tokens is missing or empty");
   Tokenizer t;
@@ -79,11 +140,39 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   t.eos_ = id("tokenizer.ggml.eos_token_id", 2);
   t.unk_ = id("tokenizer.ggml.unknown_token_id", 0);
   t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
-  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(true);
-  t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(true);
+  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(!bpe);
+  t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe);
+  if (bpe) {
+    t.bpe_ = true;
+    const auto pre = g.GetString("tokenizer.ggml.pre");
+    t.pre_ = std::make_unique<PreTokenizer>(pre ? std::string(*pre) : "default");
+    const auto* merges = g.GetStringArray("tokenizer.ggml.merges");
+    if (merges == nullptr) Fail("byte-level BPE vocabulary without tokenizer.ggml.merges");
+    std::unordered_map<std::string_view, int32_t> ids;
+    ids.reserve(n * 2);
+    for (size_t i = 0; i < n; ++i) ids.emplace(t.pieces_[i], static_cast<int32_t>(i));
+    t.merges_.reserve(merges->size() * 2);
+    for (size_t r = 0; r < merges->size(); ++r) {
+      const std::string_view m = (*merges)[r];
+      const size_t sp = m.find(' ', 1);
+      if (sp == std::string_view::npos) Fail("BPE merge %zu ('%.*s') is not 'left right'", r, (int)m.size(), m.data());
+      const std::string_view left = m.substr(0, sp), right = m.substr(sp + 1);
+      auto l = ids.find(left), rr = ids.find(right);
+      std::string joined(left);
+      joined.append(right);
+      auto j = ids.find(joined);
+      if (l == ids.end() || rr == ids.end() || j == ids.end()) continue;  // a merge whose result is not a token can never apply
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) | static_cast<uint32_t>(rr->second);
+      t.merges_.emplace(key, std::make_pair(static_cast<int32_t>(r), j->second));  // first (lowest) rank wins
+    }
+  }
   t.Finish();
   return t;
 }
+
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::FromLlama2c(const Llama2cVocab& v) {
   Tokenizer t;
@@ -127,8 +216,15 @@ void Tokenizer::Finish() {
       case TokenAttr::kControl:
       case TokenAttr::kUnused:
         break;
+      case TokenAttr::kUserDefined:
+        decoded_[i] = bpe_ ? pieces_[i] : ReplaceAll(pieces_[i], kSpaceMarker, " ");
+        break;
       default:
-        decoded_[i] = ReplaceAll(pieces_[i], kSpaceMarker, " ");
+        if (!bpe_) {
+          decoded_[i] = ReplaceAll(pieces_[i], kSpaceMarker, " ");
+        } else if (!ByteLevelDecode(pieces_[i], &decoded_[i])) {
+          decoded_[i] = pieces_[i];  // not byte-level text: shown as stored
+        }
         break;
     }
     if (attrs_[i] == TokenAttr::kControl || attrs_[i] == TokenAttr::kUserDefined) {
@@ -138,6 +234,14 @@ void Tokenizer::Finish() {
   std::sort(specials_.begin(), specials_.end(), [&](int a, int b) {
     return pieces_[static_cast<size_t>(a)].size() > pieces_[static_cast<size_t>(b)].size();
   });
+  if (bpe_) {
+    for (int b = 0; b < 256; ++b) {
+      std::string ch;
+      AppendUtf8(ByteToCodepoint(static_cast<uint8_t>(b)), &ch);
+      auto it = lookup_.find(ch);
+      byte_char_token_[b] = it != lookup_.end() ? it->second : unk_;
+    }
+  }
   eog_.clear();
   auto add_eog = [&](int id) {
     if (id >= 0 && static_cast<size_t>(id) < n && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
@@ -153,7 +257,7 @@ void Tokenizer::Finish() {
 std::string_view Tokenizer::Decode(int prev, int id) const {
   if (id < 0 || id >= vocab_size()) return {};
   std::string_view s = decoded_[static_cast<size_t>(id)];
-  if ((prev < 0 || prev == bos_) && !s.empty() && s[0] == ' ') s.remove_prefix(1);
+  if (!bpe_ && (prev < 0 || prev == bos_) && !s.empty() && s[0] == ' ') s.remove_prefix(1);
   return s;
 }
 
@@ -171,6 +275,10 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
   size_t start = 0;
   auto emit_text = [&](std::string_view frag) {
     if (frag.empty()) return;
+    if (bpe_) {
+      EncodeBpe(frag, &out);
+      return;
+    }
     std::string s;
     if (add_space_prefix_ && prev_special) s.push_back(' ');
     s.append(frag);
@@ -201,6 +309,59 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
   }
   emit_text(text.substr(start));
   return out;
+}
+
+void Tokenizer::EncodeBpe(std::string_view text, std::vector<int32_t>* out) const {
+  std::vector<std::string_view> words;
+  pre_->Split(text, &words);
+  for (std::string_view w : words) EncodeBpeWord(w, out);
+}
+
+// Merges one pre-tokenized piece: symbols start as the tokens of its bytes' characters; the
+// adjacent pair with the lowest merge rank (leftmost on ties) merges until none applies.
+void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const {
+  const size_t n = word.size();
+  if (n == 0) return;
+  thread_local std::vector<int32_t> sym;
+  sym.resize(n);
+  for (size_t i = 0; i < n; ++i) sym[i] = byte_char_token_[static_cast<uint8_t>(word[i])];
+  size_t len = n;
+  auto rank_of = [&](size_t i, int32_t* merged) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(sym[i])) << 32) | static_cast<uint32_t>(sym[i + 1]);
+    auto it = merges_.find(key);
+    if (it == merges_.end()) return INT32_MAX;
+    *merged = it->second.second;
+    return it->second.first;
+  };
+  if (len > 1) {
+    // Pieces are short (words, number groups, whitespace runs): a linear scan per merge beats
+    // a heap here; ranks of untouched pairs are cached.
+    thread_local std::vector<int32_t> rank, merged;
+    rank.resize(len);
+    merged.resize(len);
+    for (size_t i = 0; i + 1 < len; ++i) rank[i] = rank_of(i, &merged[i]);
+    for (;;) {
+      size_t best = SIZE_MAX;
+      int32_t best_rank = INT32_MAX;
+      for (size_t i = 0; i + 1 < len; ++i) {
+        if (rank[i] < best_rank) {
+          best_rank = rank[i];
+          best = i;
+        }
+      }
+      if (best == SIZE_MAX) break;
+      sym[best] = merged[best];
+      for (size_t i = best + 1; i + 1 < len; ++i) {
+        sym[i] = sym[i + 1];
+        rank[i] = rank[i + 1];
+        merged[i] = merged[i + 1];
+      }
+      --len;
+      if (best + 1 < len) rank[best] = rank_of(best, &merged[best]);
+      if (best > 0) rank[best - 1] = rank_of(best - 1, &merged[best - 1]);
+    }
+  }
+  out->insert(out->end(), sym.begin(), sym.begin() + static_cast<std::ptrdiff_t>(len));
 }
 
 void Tokenizer::EncodeSpm(std::string_view text, std::vector<int32_t>* out) const {

@@ -1,14 +1,20 @@
-// model/tokenizer.h: SentencePiece-style BPE (the Llama 2 / TinyLlama / tinyllamas family).
+// model/tokenizer.h: the two vocabulary kinds of GGUF files.
 //
-// Encoding merges adjacent symbols by the highest vocabulary score (ties: leftmost first),
-// after replacing spaces with U+2581 and adding the dummy prefix; characters missing from the
-// vocabulary fall back to <0xXX> byte tokens. This reproduces llama.cpp's SPM tokenizer, so
-// its test vectors apply. Decoding maps every id to the exact bytes it stands for, prepared
-// once at load, so the per-token path only appends. GPT-2-style byte-level BPE is a separate
-// capability (not here).
+// SentencePiece-style BPE (tokenizer.ggml.model "llama": Llama 2, TinyLlama, tinyllamas):
+// merges adjacent symbols by the highest vocabulary score (ties: leftmost first), after
+// replacing spaces with U+2581 and adding the dummy prefix; characters missing from the
+// vocabulary fall back to <0xXX> byte tokens.
+// Byte-level BPE (tokenizer.ggml.model "gpt2": GPT-2, Llama 3, Qwen, Mistral Nemo, SmolLM...):
+// the text is split by the pre-tokenizer `tokenizer.ggml.pre` names (model/pretokenize.h), each
+// piece's bytes become GPT-2's printable byte characters, and adjacent symbols merge in the
+// order of `tokenizer.ggml.merges` (lowest rank first, ties leftmost).
+// Both reproduce llama.cpp's tokenizers, so its test vectors apply. Control and user-defined
+// tokens are matched whole in the text before either. Decoding maps every id to the exact
+// bytes it stands for, prepared once at load, so the per-token path only appends.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -17,6 +23,7 @@
 namespace paddock {
 
 class GgufFile;
+class PreTokenizer;
 struct Llama2cVocab;
 
 enum class TokenAttr : uint8_t {
@@ -30,16 +37,18 @@ enum class TokenAttr : uint8_t {
 
 class Tokenizer {
  public:
-  Tokenizer(Tokenizer&&) = default;
-  Tokenizer& operator=(Tokenizer&&) = default;
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;  // lookup_ points into pieces_
   Tokenizer& operator=(const Tokenizer&) = delete;
-  // From GGUF `tokenizer.ggml.*` metadata; throws Error if absent or not an SPM vocabulary.
+  // From GGUF `tokenizer.ggml.*` metadata; throws Error if absent or of an unsupported kind.
   static Tokenizer FromGguf(const GgufFile& gguf);
   // From a llama2.c tokenizer.bin (token kinds inferred from the conventional ids/spellings).
   static Tokenizer FromLlama2c(const Llama2cVocab& vocab);
 
   int vocab_size() const { return static_cast<int>(pieces_.size()); }
+  bool byte_level() const { return bpe_; }  // byte-level BPE (else SentencePiece)
   int bos() const { return bos_; }
   int eos() const { return eos_; }
   bool add_bos_default() const { return add_bos_; }
@@ -69,6 +78,8 @@ class Tokenizer {
   Tokenizer() = default;
   void Finish();  // builds the lookup tables once pieces/scores/attrs are set
   void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
+  void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
+  void EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const;
   int ByteToken(uint8_t b) const;
 
   std::vector<std::string> pieces_;
@@ -78,6 +89,12 @@ class Tokenizer {
   std::unordered_map<std::string_view, int32_t> lookup_;
   std::vector<int32_t> specials_;  // matched whole in text, longest first
   int byte_tokens_[256];
+  // Byte-level BPE: pre-tokenizer, merges by token pair (left << 32 | right) -> (rank, merged
+  // token), the token of each byte's printable character.
+  bool bpe_ = false;
+  std::unique_ptr<PreTokenizer> pre_;
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
+  int32_t byte_char_token_[256];
   std::vector<int32_t> eog_;
   int eot_ = -1;
   int bos_ = 1, eos_ = 2, unk_ = 0;
