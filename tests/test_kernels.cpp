@@ -121,6 +121,13 @@ TEST(Kernels, VectorOpsMatchReference) {
       ref.silu_mul(g1.data(), b.data(), n);
       k.silu_mul(g2.data(), b.data(), n);
       for (int i = 0; i < n; ++i) ASSERT_NEAR(g2[i], g1[i], 1e-5f * (1 + std::fabs(g1[i])));
+      auto e1 = Random(n, 5 + n, 8.0f), e2 = e1, e3 = e1, e4 = e1;
+      ref.gelu_mul(e1.data(), b.data(), n);
+      k.gelu_mul(e2.data(), b.data(), n);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(e2[i], e1[i], 1e-5f * (1 + std::fabs(e1[i]))) << "gelu_mul";
+      ref.gelu_mul(e3.data(), nullptr, n);
+      k.gelu_mul(e4.data(), nullptr, n);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(e4[i], e3[i], 1e-5f * (1 + std::fabs(e3[i]))) << "gelu";
 
       auto y1 = a, y2 = a;
       ref.axpy(y1.data(), 0.37f, b.data(), n);
@@ -359,6 +366,46 @@ TEST(Kernels, IntegerGemvIsBitIdenticalToGemm) {
         }
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// GELU (tanh form) at known points, and attention soft-capping on every ISA against the
+// reference (and that the cap changes the result when scores exceed it).
+TEST(Kernels, GeluKnownValuesAndAttentionSoftcap) {
+  float g[4] = {0.0f, 1.0f, -1.0f, 3.0f};
+  ReferenceKernels().gelu_mul(g, nullptr, 4);
+  EXPECT_NEAR(g[0], 0.0f, 1e-7f);
+  EXPECT_NEAR(g[1], 0.841192f, 1e-5f);   // 0.5 (1 + tanh(0.79788 * 1.044715))
+  EXPECT_NEAR(g[2], -0.158808f, 1e-5f);
+  EXPECT_NEAR(g[3], 2.996363f, 1e-5f);
+
+  const int hd = 32, n_kv = 2, n_q = 2, len = 19;
+  const auto q = Random(static_cast<size_t>(n_q) * hd, 31, 3.0f);
+  const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 32, 3.0f), vf = Random(static_cast<size_t>(len) * n_kv * hd, 33);
+  std::vector<int32_t> table = {0, 1, 2};
+  KvRowsRef k, v;
+  k.base = reinterpret_cast<const uint8_t*>(kf.data());
+  v.base = reinterpret_cast<const uint8_t*>(vf.data());
+  k.row_bytes = v.row_bytes = sizeof(float) * n_kv * hd;
+  k.table = v.table = table.data();
+  k.block_size = v.block_size = 8;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> want(static_cast<size_t>(n_q) * hd), got(want.size()), uncapped(want.size());
+  float scratch[8];
+  ReferenceKernels().attend(q.data(), n_q, k, v, 0, len, 1, n_kv, hd, scale, 2.0f, want.data(), scratch);
+  ReferenceKernels().attend(q.data(), n_q, k, v, 0, len, 1, n_kv, hd, scale, 0.0f, uncapped.data(), scratch);
+  double diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff += std::fabs(want[i] - uncapped[i]);
+  EXPECT_GT(diff, 1e-3) << "a soft cap of 2 must change attention over scores well above 2";
+  for (Isa isa : FastIsas()) {
+    GetKernels(isa).attend(q.data(), n_q, k, v, 0, len, 1, n_kv, hd, scale, 2.0f, got.data(), scratch);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << IsaName(isa);
   }
 }
 

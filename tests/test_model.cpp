@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
 #include "model/synth.h"
@@ -154,6 +156,11 @@ std::vector<Variant> Variants() {
   SynthSpec mistral = base; mistral.sliding_window = 5; v.push_back({"mistral_window", mistral});
   SynthSpec qwen2 = base; qwen2.arch = "qwen2"; qwen2.qkv_bias = true; qwen2.rope_base = 1e6f; v.push_back({"qwen2_bias", qwen2});
   SynthSpec qwen3 = base; qwen3.arch = "qwen3"; qwen3.qk_norm = true; qwen3.head_dim = 32; v.push_back({"qwen3_qknorm", qwen3});
+  SynthSpec phi3 = base; phi3.arch = "phi3"; v.push_back({"phi3_fused", phi3});
+  SynthSpec gemma = base; gemma.arch = "gemma"; gemma.tied_embeddings = true; v.push_back({"gemma_geglu", gemma});
+  SynthSpec gemma2 = gemma; gemma2.arch = "gemma2"; gemma2.sliding_window = 4; gemma2.attn_softcap = 1.5f; gemma2.final_softcap = 3.0f;
+  gemma2.n_layers = 3;
+  v.push_back({"gemma2_softcap", gemma2});
   for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
                      GgmlType::kQ5_0, GgmlType::kQ5_1}) {
     SynthSpec q = base;
@@ -244,6 +251,108 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     Runner full(path, DetectIsa(), 1, 4, no_window);
     EXPECT_LT(RelErr(full.Run(short_toks, false), win_short), 1e-6) << "window changed a short sequence";
     EXPECT_GT(RelErr(full.Run(toks, false), win_long), 1e-3) << "sliding window ignored";
+  }
+  {
+    Runner r(WriteVariant(find("gemma_geglu")), DetectIsa(), 1, 4);
+    EXPECT_EQ(r.model->config.ffn_act, FfnAct::kGeluTanh);
+    EXPECT_FLOAT_EQ(r.model->config.embed_scale, 8.0f);  // sqrt(64)
+    const auto with = r.Run(toks, false);
+    r.model->config.embed_scale = 1.0f;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "embedding scale ignored";
+    r.model->config.embed_scale = 8.0f;
+    Runner silu(WriteVariant(find("gemma_geglu")), DetectIsa(), 1, 4);
+    silu.model->config.ffn_act = FfnAct::kSilu;
+    silu.tf = std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
+    EXPECT_GT(RelErr(silu.Run(toks, false), with), 1e-3) << "GELU ignored";
+  }
+  {
+    // Gemma 2: attention and final soft-capping, post-norms, local/global alternation.
+    const std::string path = WriteVariant(find("gemma2_softcap"));
+    Runner r(path, DetectIsa(), 1, 4);
+    const ModelConfig& c = r.model->config;
+    EXPECT_FLOAT_EQ(c.attn_softcap, 1.5f);
+    EXPECT_FLOAT_EQ(c.final_softcap, 3.0f);
+    EXPECT_EQ(c.swa_pattern, 2);
+    EXPECT_EQ(c.LayerWindow(0, 4), 4);
+    EXPECT_EQ(c.LayerWindow(1, 4), 0);
+    EXPECT_EQ(c.LayerWindow(2, 4), 4);
+    const auto with = r.Run(toks, false);
+    double mx = 0;
+    for (float x : with) mx = std::max(mx, static_cast<double>(std::fabs(x)));
+    EXPECT_LE(mx, 3.0) << "final soft-cap not applied";
+    auto differs = [&](const char* what, auto&& change, auto&& undo) {
+      change(r.model->config, r.model->weights);
+      EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-4) << what << " ignored";
+      undo(r.model->config, r.model->weights);
+    };
+    differs("attention soft-cap", [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 0; }, [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 1.5f; });
+    differs("final soft-cap", [](ModelConfig& m, ModelWeights&) { m.final_softcap = 0; }, [](ModelConfig& m, ModelWeights&) { m.final_softcap = 3.0f; });
+    differs("layer alternation", [](ModelConfig& m, ModelWeights&) { m.swa_pattern = 0; }, [](ModelConfig& m, ModelWeights&) { m.swa_pattern = 2; });
+    std::vector<const float*> saved;
+    differs("post-norms",
+            [&](ModelConfig&, ModelWeights& w) {
+              for (auto& l : w.layers) {
+                saved.push_back(l.post_attn_norm);
+                l.post_attn_norm = nullptr;
+              }
+            },
+            [&](ModelConfig&, ModelWeights& w) {
+              for (size_t i = 0; i < w.layers.size(); ++i) w.layers[i].post_attn_norm = saved[i];
+            });
+    EXPECT_LT(RelErr(r.Run(toks, false), with), 1e-7) << "restoring the features restores the logits";
+    // Global layers keep every block: the KV manager must not release blocks out of the window.
+    std::vector<int32_t> long_toks = SomeTokens(40, 320);
+    r.Run(long_toks, false);
+    for (int32_t b : r.kv->Table(r.seq)) EXPECT_GT(b, 0) << "a block was released under alternating windows";
+  }
+  {
+    // Phi-3's fused attn_qkv / ffn_up hold [q | k | v] and [gate | up]: the same weights written
+    // as separate tensors (qwen2 layout: same NeoX RoPE, no bias) give the same logits.
+    const std::string fused = WriteVariant(find("phi3_fused"));
+    const GgufFile g = GgufFile::Open(fused);
+    const SynthSpec& s = find("phi3_fused").spec;
+    const std::string split = test::TempPath("phi3_split.gguf");
+    GgufWriter out;
+    const int qd = s.n_heads * (s.dim / s.n_heads), kvd = s.n_kv_heads * (s.dim / s.n_heads);
+    // Metadata from the fused file under the qwen2 prefix.
+    const GgufFile& src = g;
+    out.SetString("general.architecture", "qwen2");
+    out.SetU32("qwen2.context_length", static_cast<uint32_t>(s.context));
+    out.SetU32("qwen2.embedding_length", static_cast<uint32_t>(s.dim));
+    out.SetU32("qwen2.block_count", static_cast<uint32_t>(s.n_layers));
+    out.SetU32("qwen2.feed_forward_length", static_cast<uint32_t>(s.ffn_dim));
+    out.SetU32("qwen2.attention.head_count", static_cast<uint32_t>(s.n_heads));
+    out.SetU32("qwen2.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+    out.SetU32("qwen2.rope.dimension_count", static_cast<uint32_t>(s.dim / s.n_heads));
+    out.SetF32("qwen2.rope.freq_base", s.rope_base);
+    out.SetF32("qwen2.attention.layer_norm_rms_epsilon", 1e-5f);
+    std::vector<std::string> toks_s;
+    for (auto p : *src.GetStringArray("tokenizer.ggml.tokens")) toks_s.emplace_back(p);
+    out.SetString("tokenizer.ggml.model", "llama");
+    out.SetStringArray("tokenizer.ggml.tokens", toks_s);
+    for (const auto& t : src.tensors()) {
+      const std::string name(t.name);
+      const size_t rb = t.nbytes / static_cast<size_t>(t.ne[1] > 0 ? t.ne[1] : 1);
+      if (name.find("attn_qkv") != std::string::npos) {
+        const std::string p = name.substr(0, name.find("attn_qkv"));
+        out.AddTensor(p + "attn_q.weight", {t.ne[0], qd}, t.type, t.data, rb * static_cast<size_t>(qd));
+        out.AddTensor(p + "attn_k.weight", {t.ne[0], kvd}, t.type, t.data + rb * static_cast<size_t>(qd), rb * static_cast<size_t>(kvd));
+        out.AddTensor(p + "attn_v.weight", {t.ne[0], kvd}, t.type, t.data + rb * static_cast<size_t>(qd + kvd), rb * static_cast<size_t>(kvd));
+      } else if (name.find("ffn_up") != std::string::npos) {
+        const std::string p = name.substr(0, name.find("ffn_up"));
+        const int64_t f = t.ne[1] / 2;
+        out.AddTensor(p + "ffn_gate.weight", {t.ne[0], f}, t.type, t.data, rb * static_cast<size_t>(f));
+        out.AddTensor(p + "ffn_up.weight", {t.ne[0], f}, t.type, t.data + rb * static_cast<size_t>(f), rb * static_cast<size_t>(f));
+      } else {
+        std::vector<int64_t> ne;
+        for (int d = 0; d < t.n_dims; ++d) ne.push_back(t.ne[d]);
+        out.AddTensor(name, ne, t.type, t.data, t.nbytes);
+      }
+    }
+    out.Write(split);
+    Runner a(fused, DetectIsa(), 1, 4), b(split, DetectIsa(), 1, 4);
+    EXPECT_EQ(a.model->config.rope_style, RopeStyle::kHalfSplit);
+    EXPECT_LT(RelErr(a.Run(toks, false), b.Run(toks, false)), 1e-6) << "fused Phi-3 tensors split wrongly";
   }
   {
     Runner r(WriteVariant(find("qwen2_bias")), DetectIsa(), 1, 4);

@@ -14,7 +14,7 @@ namespace paddock {
 template <class Dot, class Axpy, class Scale>
 inline void AttendImpl(Dot dot, Axpy axpy, Scale scale_row, const float* q, int n_q,
                        const KvRowsRef& k, const KvRowsRef& v, int start, int end, int g,
-                       int n_kv, int hd, float scale, float* out, float* scratch) {
+                       int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
   float* m = scratch;        // running max per head
   float* l = scratch + n_q;  // running sum of exp(s - m) per head
   for (int h = 0; h < n_q; ++h) {
@@ -26,7 +26,8 @@ inline void AttendImpl(Dot dot, Axpy axpy, Scale scale_row, const float* q, int 
     const uint8_t* kr = k.Row(t);
     const uint8_t* vr = v.Row(t);
     for (int h = 0; h < n_q; ++h) {
-      const float s = dot(q + h * hd, kr, g, n_kv, hd) * scale;
+      float s = dot(q + h * hd, kr, g, n_kv, hd) * scale;
+      if (softcap > 0) s = softcap * std::tanh(s / softcap);  // logit soft-capping (Gemma 2)
       if (s > m[h]) {  // new maximum: rescale what was accumulated under the old one
         const float c = std::exp(m[h] - s);
         l[h] *= c;

@@ -68,7 +68,7 @@ struct KvRowsRef {
 // row is read once for the whole group. out: n_q x hd. scratch: 2 * n_q floats.
 using AttendFn = void (*)(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v,
                           int start, int end, int kv_head, int n_kv, int hd, float scale,
-                          float* out, float* scratch);
+                          float softcap, float* out, float* scratch);
 
 struct KernelTable {
   Isa isa;
@@ -91,6 +91,8 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n);
   // g = silu(g) * u
   void (*silu_mul)(float* g, const float* u, int64_t n);
+  // g = gelu(g) * u with GELU in its tanh form (GeGLU: Gemma; u == nullptr: plain GELU, GPT-2).
+  void (*gelu_mul)(float* g, const float* u, int64_t n);
   // y += x
   void (*add)(float* y, const float* x, int64_t n);
   // y += a * x

@@ -166,13 +166,13 @@ void SetKvStoreKernels(KernelTable* t) {
 }
 
 void RefAttend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-               int g, int n_kv, int hd, float scale, float* out, float* scratch) {
+               int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
   auto dot = [&](const float* qh, const uint8_t* row, int gg, int nk, int d) { return RefKvDot(k.type, qh, row, gg, nk, d); };
   auto axpy = [&](float* y, float a, const uint8_t* row, int gg, int nk, int d) { RefKvAxpy(v.type, y, a, row, gg, nk, d); };
   auto scale_row = [](float* y, float c, int n) {
     for (int i = 0; i < n; ++i) y[i] *= c;
   };
-  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, out, scratch);
+  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
 }
 
 void SetReferenceKvKernels(KernelTable* t) {

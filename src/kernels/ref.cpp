@@ -216,6 +216,13 @@ void RefSiluMul(float* g, const float* u, int64_t n) {
   }
 }
 
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+double RefGelu(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+void RefGeluMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(RefGelu(g[i]) * (u != nullptr ? u[i] : 1.0));
+}
+
 void RefAdd(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
@@ -272,6 +279,7 @@ KernelTable MakeScalarTable() {
   t.rmsnorm = RefRmsNorm;
   t.softmax = RefSoftmax;
   t.silu_mul = RefSiluMul;
+  t.gelu_mul = RefGeluMul;
   t.add = RefAdd;
   t.axpy = RefAxpy;
   t.rope = RefRope;

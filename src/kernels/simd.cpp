@@ -249,6 +249,16 @@ void SiluMul(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+// GELU (tanh form) as tanh(y) = 1 - 2 / (exp(2y) + 1), in float.
+void GeluMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float y = 0.7978845608f * (x + 0.044715f * x * x * x);
+    const float t = y > 15.0f ? 1.0f : (y < -15.0f ? -1.0f : 1.0f - 2.0f / (std::exp(2.0f * y) + 1.0f));
+    g[i] = 0.5f * x * (1.0f + t) * (u != nullptr ? u[i] : 1.0f);
+  }
+}
+
 void AddVec(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) Store(y + i, Add(Load(y + i), Load(x + i)));
@@ -879,14 +889,14 @@ void KvAxpy(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
 
 template <KvDtype KT, KvDtype VT>
 void AttendT(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-             int g, int n_kv, int hd, float scale, float* out, float* scratch) {
+             int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
   auto scale_row = [](float* y, float c, int n) {
     const VecF vc = Set1(c);
     int i = 0;
     for (; i + kLanes <= n; i += kLanes) Store(y + i, Mul(Load(y + i), vc));
     for (; i < n; ++i) y[i] *= c;
   };
-  AttendImpl(KvDot<KT>, KvAxpy<VT>, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, out, scratch);
+  AttendImpl(KvDot<KT>, KvAxpy<VT>, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
 }
 
 template <KvDtype KT>
@@ -903,7 +913,7 @@ AttendFn AttendFor(KvDtype vt) {
 
 // K and V types are known only at run time: pick the instantiation per call.
 void Attend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-            int g, int n_kv, int hd, float scale, float* out, float* scratch) {
+            int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
   AttendFn f = nullptr;
   switch (k.type) {
     case KvDtype::kF32: f = AttendFor<KvDtype::kF32>(v.type); break;
@@ -912,7 +922,7 @@ void Attend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int
     case KvDtype::kI8: f = AttendFor<KvDtype::kI8>(v.type); break;
     case KvDtype::kI4: f = AttendFor<KvDtype::kI4>(v.type); break;
   }
-  f(q, n_q, k, v, start, end, g, n_kv, hd, scale, out, scratch);
+  f(q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
 }
 
 }  // namespace
@@ -949,6 +959,7 @@ KernelTable MakeTable() {
   t.rmsnorm = RmsNorm;
   t.softmax = Softmax;
   t.silu_mul = SiluMul;
+  t.gelu_mul = GeluMul;
   t.add = AddVec;
   t.axpy = Axpy;
   t.rope = Rope;

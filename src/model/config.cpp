@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/strings.h"
 #include "kernels/kv_format.h"
@@ -42,6 +43,10 @@ void ModelConfig::Validate() const {
   if (n_vocab <= 0) Fail("model config: vocabulary size %d is out of range", n_vocab);
 }
 
+float ModelConfig::AttentionScale() const {
+  return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
 ModelConfig ConfigFromGguf(const GgufFile& g) {
   ModelConfig c;
   auto arch = g.GetString("general.architecture");
@@ -50,10 +55,10 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   if (auto name = g.GetString("general.name")) c.name.assign(*name);
   if (c.arch == "llama" || c.arch == "mistral") {
     c.rope_style = RopeStyle::kAdjacentPairs;
-  } else if (c.arch == "qwen2" || c.arch == "qwen3") {
+  } else if (c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma" || c.arch == "gemma2") {
     c.rope_style = RopeStyle::kHalfSplit;
   } else {
-    Fail("unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3)", c.arch.c_str());
+    Fail("unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2)", c.arch.c_str());
   }
   const std::string p = c.arch + ".";
   c.dim = RequireInt(g, p + "embedding_length");
@@ -76,6 +81,18 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   c.qkv_bias = g.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = g.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
   c.tied_embeddings = g.FindTensor("output.weight") == nullptr;
+  if (c.arch == "gemma" || c.arch == "gemma2") {
+    c.ffn_act = FfnAct::kGeluTanh;
+    c.embed_scale = std::sqrt(static_cast<float>(c.dim));
+  }
+  if (c.arch == "gemma2") {
+    c.attn_softcap = static_cast<float>(g.GetFloat(p + "attn_logit_softcapping").value_or(50.0));
+    c.final_softcap = static_cast<float>(g.GetFloat(p + "final_logit_softcapping").value_or(30.0));
+    c.swa_pattern = 2;
+    c.post_norms = true;
+    // As the reference: the 27B model (46 layers) scales queries by 1/sqrt(dim / heads).
+    if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim) / static_cast<float>(c.n_heads));
+  }
   return c;
 }
 

@@ -1,8 +1,9 @@
 // model/config.h: the architecture of a decoder-only Transformer, as data.
 //
-// One struct describes Llama 2/3, TinyLlama, Mistral, Qwen2 and Qwen3: the differences are
-// fields (GQA head counts, RoPE layout and base, biases, QK-norm, sliding window), not code
-// paths per model. Filled from GGUF metadata or a llama2.c header, then validated once.
+// One struct describes Llama 2/3, TinyLlama, Mistral, Qwen2, Qwen3, Phi-3, Gemma and Gemma 2:
+// the differences are fields (GQA head counts, RoPE layout and base, biases, QK-norm, sliding
+// window and its layer pattern, FFN activation, embedding scale, soft-capping, post-norms),
+// not code paths per model. Filled from GGUF metadata or a llama2.c header, then validated once.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,11 @@ namespace paddock {
 
 class GgufFile;
 struct Llama2cConfig;
+
+enum class FfnAct {
+  kSilu,      // SwiGLU: silu(gate) * up (Llama, Mistral, Qwen, Phi-3)
+  kGeluTanh,  // GeGLU: gelu_tanh(gate) * up (Gemma)
+};
 
 enum class RopeStyle {
   kAdjacentPairs,  // rotate (x[2i], x[2i+1]): GGUF "llama" layout and llama2.c
@@ -39,9 +45,23 @@ struct ModelConfig {
   bool qkv_bias = false;     // Qwen2
   bool qk_norm = false;      // Qwen3
   bool tied_embeddings = false;
+  FfnAct ffn_act = FfnAct::kSilu;
+  float embed_scale = 1.0f;    // token embeddings are multiplied by this (Gemma: sqrt(dim))
+  float attn_scale = 0.0f;     // attention score scale; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;   // > 0: scores -> c * tanh(scores / c) (Gemma 2)
+  float final_softcap = 0.0f;  // > 0: logits -> c * tanh(logits / c) (Gemma 2)
+  int swa_pattern = 0;         // > 0: only layers with l % pattern < pattern - 1 use the window
+                               // (Gemma 2: 2, even layers local, odd layers global)
+  bool post_norms = false;     // RMSNorm on the attention and FFN outputs before the residual (Gemma 2)
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+
+  // The attention window of layer l (0: full attention).
+  int LayerWindow(int l, int window) const {
+    return window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1) ? window : 0;
+  }
+  float AttentionScale() const;
 
   // Throws Error if the numbers cannot describe a working model.
   void Validate() const;

@@ -83,6 +83,15 @@ class Binder {
   int used_ = 0;
 };
 
+// Rows [r0, r0 + n) of a matrix, as a matrix of its own (fused tensors: Phi-3's attn_qkv and
+// gate/up).
+WeightTensor RowSlice(const WeightTensor& w, int64_t r0, int64_t n) {
+  WeightTensor s = w;
+  s.rows = n;
+  s.data = w.data + static_cast<size_t>(r0) * w.row_bytes;
+  return s;
+}
+
 void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   ModelConfig& c = m->config;
   Binder b(src, m);
@@ -106,9 +115,16 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = StrFormat("blk.%d.", l);
     L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
-    L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
-    L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-    L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    if (b.Find(p + "attn_qkv.weight") != nullptr) {  // fused Q/K/V (Phi-3): rows [q | k | v]
+      const WeightTensor qkv = b.Matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
+      L.wq = RowSlice(qkv, 0, c.q_dim());
+      L.wk = RowSlice(qkv, c.q_dim(), c.kv_dim());
+      L.wv = RowSlice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
+      L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+      L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    }
     L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
     if (c.qkv_bias) {
       L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
@@ -120,9 +136,20 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.k_norm = b.Vector(p + "attn_k_norm.weight", c.head_dim);
     }
     L.ffn_norm = b.Vector(p + "ffn_norm.weight", c.dim);
-    L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
+      // fused gate/up (Phi-3): rows [gate | up]
+      const WeightTensor gu = b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
+      L.w_gate = RowSlice(gu, 0, c.ffn_dim);
+      L.w_up = RowSlice(gu, c.ffn_dim, c.ffn_dim);
+    } else {
+      L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+      L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    }
     L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+    if (c.post_norms) {
+      L.post_attn_norm = b.Vector(p + "post_attention_norm.weight", c.dim);
+      L.post_ffn_norm = b.Vector(p + "post_ffw_norm.weight", c.dim);
+    }
   }
   std::map<std::string, TensorTypeCount> counts;
   for (const auto& t : src) {

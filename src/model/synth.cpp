@@ -99,6 +99,8 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   w->SetF32(a + ".rope.freq_base", s.rope_base);
   w->SetF32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   if (s.sliding_window > 0) w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
   w->SetU32("general.file_type", 0);
 
   std::vector<std::string> pieces = s.vocab;
@@ -137,9 +139,14 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = StrFormat("blk.%d.", l);
     vec(p + "attn_norm.weight", s.dim, 1.0f, 0.1f);
-    matrix(p + "attn_q.weight", s.dim, qd);
-    matrix(p + "attn_k.weight", s.dim, kvd);
-    matrix(p + "attn_v.weight", s.dim, kvd);
+    const bool phi3 = s.arch == "phi3";
+    if (phi3) {
+      matrix(p + "attn_qkv.weight", s.dim, qd + 2 * kvd);  // fused [q | k | v]
+    } else {
+      matrix(p + "attn_q.weight", s.dim, qd);
+      matrix(p + "attn_k.weight", s.dim, kvd);
+      matrix(p + "attn_v.weight", s.dim, kvd);
+    }
     if (s.qkv_bias) {
       vec(p + "attn_q.bias", qd, 0.0f, 0.5f);
       vec(p + "attn_k.bias", kvd, 0.0f, 0.5f);
@@ -151,9 +158,17 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
     }
     matrix(p + "attn_output.weight", qd, s.dim);
     vec(p + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
-    matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
-    matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
+    if (phi3) {
+      matrix(p + "ffn_up.weight", s.dim, 2 * s.ffn_dim);  // fused [gate | up]
+    } else {
+      matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
+      matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
+    }
     matrix(p + "ffn_down.weight", s.ffn_dim, s.dim);
+    if (s.arch == "gemma2") {
+      vec(p + "post_attention_norm.weight", s.dim, 1.0f, 0.1f);
+      vec(p + "post_ffw_norm.weight", s.dim, 1.0f, 0.1f);
+    }
   }
   vec("output_norm.weight", s.dim, 1.0f, 0.1f);
   if (!s.tied_embeddings) matrix("output.weight", s.dim, s.n_vocab);

@@ -17,7 +17,7 @@ namespace paddock {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama, mistral, qwen2, qwen3
+  std::string arch = "llama";  // llama, mistral, qwen2, qwen3, phi3 (fused tensors), gemma, gemma2
   int dim = 64;
   int n_layers = 2;
   int n_heads = 4;
@@ -31,6 +31,8 @@ struct SynthSpec {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool tied_embeddings = false;
+  float attn_softcap = 0;      // gemma2: written as {arch}.attn_logit_softcapping when > 0
+  float final_softcap = 0;     // gemma2: {arch}.final_logit_softcapping
   GgmlType type = GgmlType::kF32;  // type of the 2-D weight matrices
   uint64_t seed = 1;
   // Vocabulary: if empty, a synthetic SentencePiece-style one (specials, 256 byte tokens,

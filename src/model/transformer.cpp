@@ -22,6 +22,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       ctx_(model.config.context_length),
       int8_(int8_activations) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
+  glu_ = cfg_.ffn_act == FfnAct::kGeluTanh ? k_.gelu_mul : k_.silu_mul;
   const size_t act = static_cast<size_t>(max_batch_) * max_cols_;
   act_qs_.reset(new int8_t[act]);
   act_d_.reset(new float[act / kQK + 1]);
@@ -93,7 +94,11 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     const DequantizeFn to_float = Traits(emb.type).to_float;
     for (int i = 0, j = 0; i < n_items; ++i) {
       for (int t = 0; t < items[i].n; ++t, ++j) {
-        to_float(emb.data + static_cast<size_t>(items[i].tokens[t]) * emb.row_bytes, x_ + static_cast<size_t>(j) * dim, dim);
+        float* xr = x_ + static_cast<size_t>(j) * dim;
+        to_float(emb.data + static_cast<size_t>(items[i].tokens[t]) * emb.row_bytes, xr, dim);
+        if (cfg_.embed_scale != 1.0f) {
+          for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
+        }
       }
     }
     RopeTables(n);
@@ -110,6 +115,11 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   const ActQ8 oq = QuantizeInput(xb_, n_items, dim, model_.weights.output);
   ProfileScope ps(prof_, ProfOp::kLogits);
   Matmul(model_.weights.output, xb_, oq, n_items, logits_);
+  if (cfg_.final_softcap > 0) {
+    const float c = cfg_.final_softcap;
+    float* lg = logits_;
+    for (size_t i = 0, e = static_cast<size_t>(n_items) * static_cast<size_t>(cfg_.n_vocab); i < e; ++i) lg[i] = c * std::tanh(lg[i] / c);
+  }
   for (int i = 0; i < n_items; ++i) logits[i] = logits_ + static_cast<size_t>(i) * cfg_.n_vocab;
 }
 
@@ -175,6 +185,10 @@ void Transformer::Layer(int l, int n) {
     ProfileScope ps(prof_, ProfOp::kMatmulOut);
     Matmul(w.wo, att_, aq, n, xb_);
   }
+  if (w.post_attn_norm != nullptr) {
+    ProfileScope ps(prof_, ProfOp::kNorm);
+    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, xb_ + j * dim, w.post_attn_norm, dim, cfg_.norm_eps);
+  }
   {
     ProfileScope ps(prof_, ProfOp::kResidual);
     for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
@@ -195,6 +209,10 @@ void Transformer::Layer(int l, int n) {
     ProfileScope ps(prof_, ProfOp::kMatmulDown);
     Matmul(w.w_down, hb_, hq, n, xb_);
   }
+  if (w.post_ffn_norm != nullptr) {
+    ProfileScope ps(prof_, ProfOp::kNorm);
+    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, xb_ + j * dim, w.post_ffn_norm, dim, cfg_.norm_eps);
+  }
   ProfileScope ps(prof_, ProfOp::kResidual);
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
 }
@@ -202,7 +220,7 @@ void Transformer::Layer(int l, int n) {
 void Transformer::AttentionFused(int l, int n) {
   const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = cfg_.AttentionScale();
   const size_t scratch_stride = static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads));
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* qg = qrot_ + static_cast<size_t>(t) * qd;
@@ -212,7 +230,8 @@ void Transformer::AttentionFused(int l, int n) {
       const KvView& kv = *tok_view_[static_cast<size_t>(j)];
       const KvLayerView& cache = kv.layers[l];
       const int p = tok_pos_[static_cast<size_t>(j)];
-      const int start = kv.window > 0 ? std::max(0, p - kv.window + 1) : 0;
+      const int window = cfg_.LayerWindow(l, kv.window);
+      const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       KvRowsRef kr, vr;
       kr.base = cache.k;
       kr.row_bytes = cache.k_row_bytes;
@@ -229,7 +248,7 @@ void Transformer::AttentionFused(int l, int n) {
         q = qg;
       }
       float* out = att_ + j * qd + g * group * hd;
-      k_.attend(q, group, kr, vr, start, p + 1, g, nkv, hd, scale, out, ml);
+      k_.attend(q, group, kr, vr, start, p + 1, g, nkv, hd, scale, cfg_.attn_softcap, out, ml);
       if (KvRotated(cache.v_type, hd)) {
         for (int h = 0; h < group; ++h) Hadamard(out + h * hd, hd);
       }
@@ -247,7 +266,7 @@ void Transformer::Attention(int l, int n) {
   }
   const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = cfg_.AttentionScale();
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* scores = scores_ + static_cast<size_t>(t) * ctx_;
     float* qrot = qrot_ + static_cast<size_t>(t) * hd;
@@ -258,7 +277,7 @@ void Transformer::Attention(int l, int n) {
       const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
       const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
       const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
-      const int window = kv.window;
+      const int window = cfg_.LayerWindow(l, kv.window);
       const int p = tok_pos_[static_cast<size_t>(j)];
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       const float* q = q_ + j * qd + h * hd;
@@ -270,6 +289,9 @@ void Transformer::Attention(int l, int n) {
       const int g = h / group;
       const int len = p - start + 1;
       for (int s = 0; s < len; ++s) scores[s] = kdot(q, kv.K(l, start + s), g, nkv, hd) * scale;
+      if (cfg_.attn_softcap > 0) {
+        for (int s = 0; s < len; ++s) scores[s] = cfg_.attn_softcap * std::tanh(scores[s] / cfg_.attn_softcap);
+      }
       k_.softmax(scores, len);
       float* out = att_ + j * qd + h * hd;
       std::memset(out, 0, sizeof(float) * hd);
@@ -358,7 +380,7 @@ void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ
   if (!fuse_ffn_) {
     Matmul(L.w_gate, x, xq, n, hb_);
     Matmul(L.w_up, x, xq, n, hb2_);
-    k_.silu_mul(hb_, hb2_, static_cast<int64_t>(n) * ffn);
+    glu_(hb_, hb2_, static_cast<int64_t>(n) * ffn);
     return;
   }
   // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
@@ -366,7 +388,7 @@ void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ
   pool_.ParallelFor(ffn, [&](int64_t b, int64_t e, int) {
     MatmulRows(L.w_gate, x, xq, n, hb_, b, e);
     MatmulRows(L.w_up, x, xq, n, hb2_, b, e);
-    for (int j = 0; j < n; ++j) k_.silu_mul(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);
+    for (int j = 0; j < n; ++j) glu_(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);
   });
 }
 

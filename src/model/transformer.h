@@ -86,6 +86,7 @@ class Transformer {
   bool int8_;
   Profiler* prof_ = nullptr;
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true;
+  void (*glu_)(float* g, const float* u, int64_t n) = nullptr;  // SwiGLU or GeGLU, from the config
   size_t max_cols_;
   std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales

@@ -42,6 +42,8 @@ struct LayerWeights {
   WeightTensor w_gate;               // (ffn_dim, dim)
   WeightTensor w_up;                 // (ffn_dim, dim)
   WeightTensor w_down;               // (dim, ffn_dim)
+  const float* post_attn_norm = nullptr;  // (dim) Gemma 2, else null
+  const float* post_ffn_norm = nullptr;   // (dim)
 };
 
 struct ModelWeights {
