@@ -106,6 +106,12 @@ TEST(Kernels, VectorOpsMatchReference) {
       ref.rmsnorm(o1.data(), a.data(), w.data(), n, 1e-5f);
       k.rmsnorm(o2.data(), a.data(), w.data(), n, 1e-5f);
       for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << n;
+      ref.layernorm(o1.data(), a.data(), w.data(), b.data(), n, 1e-5f);
+      k.layernorm(o2.data(), a.data(), w.data(), b.data(), n, 1e-5f);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << "layernorm " << n;
+      ref.layernorm(o1.data(), a.data(), w.data(), nullptr, n, 1e-5f);
+      k.layernorm(o2.data(), a.data(), w.data(), nullptr, n, 1e-5f);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << "layernorm, no bias " << n;
 
       auto s1 = Random(n, 9 + n, 20.0f), s2 = s1;
       ref.softmax(s1.data(), n);

@@ -161,6 +161,7 @@ std::vector<Variant> Variants() {
   SynthSpec gemma2 = gemma; gemma2.arch = "gemma2"; gemma2.sliding_window = 4; gemma2.attn_softcap = 1.5f; gemma2.final_softcap = 3.0f;
   gemma2.n_layers = 3;
   v.push_back({"gemma2_softcap", gemma2});
+  SynthSpec gpt2 = base; gpt2.arch = "gpt2"; gpt2.n_kv_heads = 4; gpt2.context = 64; v.push_back({"gpt2_layernorm", gpt2});
   for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
                      GgmlType::kQ5_0, GgmlType::kQ5_1}) {
     SynthSpec q = base;
@@ -304,6 +305,33 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     std::vector<int32_t> long_toks = SomeTokens(40, 320);
     r.Run(long_toks, false);
     for (int32_t b : r.kv->Table(r.seq)) EXPECT_GT(b, 0) << "a block was released under alternating windows";
+  }
+  {
+    // GPT-2: LayerNorm biases, learned positions and projection biases each matter; no RoPE.
+    Runner r(WriteVariant(find("gpt2_layernorm")), DetectIsa(), 1, 4);
+    const ModelConfig& c = r.model->config;
+    EXPECT_TRUE(c.layer_norm);
+    EXPECT_TRUE(c.learned_pos);
+    EXPECT_FALSE(c.ffn_gated);
+    EXPECT_EQ(c.rope_dim, 0);
+    const auto with = r.Run(toks, false);
+    auto& L = r.model->weights.layers;
+    const float* nb = L[0].attn_norm_b;
+    L[0].attn_norm_b = nullptr;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "LayerNorm bias ignored";
+    L[0].attn_norm_b = nb;
+    r.model->config.layer_norm = false;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "LayerNorm treated as RMSNorm";
+    r.model->config.layer_norm = true;
+    const WeightTensor pe = r.model->weights.pos_embd;
+    r.model->weights.pos_embd = WeightTensor();
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "learned positions ignored";
+    r.model->weights.pos_embd = pe;
+    const float* bu = L[0].b_up;
+    L[0].b_up = nullptr;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "FFN bias ignored";
+    L[0].b_up = bu;
+    EXPECT_LT(RelErr(r.Run(toks, false), with), 1e-7);
   }
   {
     // Phi-3's fused attn_qkv / ffn_up hold [q | k | v] and [gate | up]: the same weights written

@@ -87,6 +87,8 @@ struct KernelTable {
   float (*dot)(const float* a, const float* b, int64_t n);
   // out = x / rms(x) * w  (w may alias nothing; out may alias x)
   void (*rmsnorm)(float* out, const float* x, const float* w, int64_t n, float eps);
+  // LayerNorm: (x - mean) / sqrt(var + eps) * w + b (b may be null). out may equal x.
+  void (*layernorm)(float* out, const float* x, const float* w, const float* b, int64_t n, float eps);
   // x = softmax(x), max-subtracted
   void (*softmax)(float* x, int64_t n);
   // g = silu(g) * u

@@ -197,6 +197,15 @@ void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * inv * w[i]);
 }
 
+void RefLayerNorm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const double inv = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * inv * w[i] + (b != nullptr ? b[i] : 0.0));
+}
+
 void RefSoftmax(float* x, int64_t n) {
   if (n <= 0) return;
   float mx = x[0];
@@ -280,6 +289,7 @@ KernelTable MakeScalarTable() {
   t.softmax = RefSoftmax;
   t.silu_mul = RefSiluMul;
   t.gelu_mul = RefGeluMul;
+  t.layernorm = RefLayerNorm;
   t.add = RefAdd;
   t.axpy = RefAxpy;
   t.rope = RefRope;

@@ -225,6 +225,30 @@ void RmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   for (; i < n; ++i) out[i] = x[i] * inv * w[i];
 }
 
+void LayerNorm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+  VecF acc = Zero();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = Add(acc, Load(x + i));
+  float sum = ReduceAdd(acc);
+  for (; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  const VecF vm = Set1(mean);
+  acc = Zero();
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    const VecF d = Sub(Load(x + i), vm);
+    acc = Fma(d, d, acc);
+  }
+  float var = ReduceAdd(acc);
+  for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  const VecF vi = Set1(inv);
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    const VecF y = Mul(Mul(Sub(Load(x + i), vm), vi), Load(w + i));
+    Store(out + i, b != nullptr ? Add(y, Load(b + i)) : y);
+  }
+  for (; i < n; ++i) out[i] = (x[i] - mean) * inv * w[i] + (b != nullptr ? b[i] : 0.0f);
+}
+
 void Softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float mx = x[0];
@@ -960,6 +984,7 @@ KernelTable MakeTable() {
   t.softmax = Softmax;
   t.silu_mul = SiluMul;
   t.gelu_mul = GeluMul;
+  t.layernorm = LayerNorm;
   t.add = AddVec;
   t.axpy = Axpy;
   t.rope = Rope;

@@ -35,7 +35,7 @@ void ModelConfig::Validate() const {
   if (kv_dim() > kKvMaxRowElements) Fail("model config: KV width %d exceeds the supported maximum of %d", kv_dim(), kKvMaxRowElements);
   if (n_layers > 4096) Fail("model config: %d layers is out of range", n_layers);
   if (n_heads % n_kv_heads != 0) Fail("model config: %d heads is not a multiple of %d KV heads", n_heads, n_kv_heads);
-  if (rope_dim <= 0 || rope_dim > head_dim || rope_dim % 2 != 0) Fail("model config: RoPE dimension %d must be even and at most the head size %d", rope_dim, head_dim);
+  if (!(learned_pos && rope_dim == 0) && (rope_dim <= 0 || rope_dim > head_dim || rope_dim % 2 != 0)) Fail("model config: RoPE dimension %d must be even and at most the head size %d", rope_dim, head_dim);
   if (!(norm_eps > 0 && norm_eps < 1)) Fail("model config: norm epsilon %g is out of range", norm_eps);
   if (!(rope_base > 1)) Fail("model config: RoPE base %g is out of range", rope_base);
   if (!(rope_scaling_factor > 0)) Fail("model config: RoPE scaling factor %g is out of range", rope_scaling_factor);
@@ -57,8 +57,8 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
     c.rope_style = RopeStyle::kAdjacentPairs;
   } else if (c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma" || c.arch == "gemma2") {
     c.rope_style = RopeStyle::kHalfSplit;
-  } else {
-    Fail("unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2)", c.arch.c_str());
+  } else if (c.arch != "gpt2") {
+    Fail("unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gpt2)", c.arch.c_str());
   }
   const std::string p = c.arch + ".";
   c.dim = RequireInt(g, p + "embedding_length");
@@ -84,6 +84,15 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   if (c.arch == "gemma" || c.arch == "gemma2") {
     c.ffn_act = FfnAct::kGeluTanh;
     c.embed_scale = std::sqrt(static_cast<float>(c.dim));
+  }
+  if (c.arch == "gpt2") {
+    c.layer_norm = true;
+    c.learned_pos = true;
+    c.rope_dim = 0;
+    c.ffn_gated = false;
+    c.ffn_act = FfnAct::kGeluTanh;
+    c.qkv_bias = g.FindTensor("blk.0.attn_qkv.bias") != nullptr;
+    if (auto eps = g.GetFloat(p + "attention.layer_norm_epsilon")) c.norm_eps = static_cast<float>(*eps);
   }
   if (c.arch == "gemma2") {
     c.attn_softcap = static_cast<float>(g.GetFloat(p + "attn_logit_softcapping").value_or(50.0));

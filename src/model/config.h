@@ -53,6 +53,9 @@ struct ModelConfig {
   int swa_pattern = 0;         // > 0: only layers with l % pattern < pattern - 1 use the window
                                // (Gemma 2: 2, even layers local, odd layers global)
   bool post_norms = false;     // RMSNorm on the attention and FFN outputs before the residual (Gemma 2)
+  bool layer_norm = false;     // LayerNorm with bias instead of RMSNorm (GPT-2)
+  bool learned_pos = false;    // learned absolute position embeddings instead of RoPE (GPT-2; rope_dim 0)
+  bool ffn_gated = true;       // gate/up GLU; false: up -> activation -> down (GPT-2)
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

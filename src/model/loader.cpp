@@ -102,6 +102,8 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   ModelWeights& w = m->weights;
   w.tok_embd = b.Matrix("token_embd.weight", c.dim, c.n_vocab);
   w.output_norm = b.Vector("output_norm.weight", c.dim);
+  if (c.layer_norm) w.output_norm_b = b.Vector("output_norm.bias", c.dim);
+  if (c.learned_pos) w.pos_embd = b.Matrix("position_embd.weight", c.dim, c.context_length);
   w.output = b.Matrix("output.weight", c.dim, c.n_vocab, false);
   c.tied_embeddings = !w.output;
   if (c.tied_embeddings) w.output = w.tok_embd;
@@ -115,18 +117,28 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = StrFormat("blk.%d.", l);
     L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
+    if (c.layer_norm) {
+      L.attn_norm_b = b.Vector(p + "attn_norm.bias", c.dim);
+      L.ffn_norm_b = b.Vector(p + "ffn_norm.bias", c.dim);
+    }
     if (b.Find(p + "attn_qkv.weight") != nullptr) {  // fused Q/K/V (Phi-3): rows [q | k | v]
       const WeightTensor qkv = b.Matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
       L.wq = RowSlice(qkv, 0, c.q_dim());
       L.wk = RowSlice(qkv, c.q_dim(), c.kv_dim());
       L.wv = RowSlice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+      if (c.qkv_bias) {  // fused bias [q | k | v]
+        const float* bqkv = b.Vector(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim());
+        L.bq = bqkv;
+        L.bk = bqkv + c.q_dim();
+        L.bv = bqkv + c.q_dim() + c.kv_dim();
+      }
     } else {
       L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
       L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
       L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
     }
     L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
-    if (c.qkv_bias) {
+    if (c.qkv_bias && L.bq == nullptr) {
       L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
       L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
       L.bv = b.Vector(p + "attn_v.bias", c.kv_dim());
@@ -136,7 +148,12 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.k_norm = b.Vector(p + "attn_k_norm.weight", c.head_dim);
     }
     L.ffn_norm = b.Vector(p + "ffn_norm.weight", c.dim);
-    if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
+    if (!c.ffn_gated) {  // GPT-2: up -> GELU -> down, with biases
+      L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+      L.b_up = b.Vector(p + "ffn_up.bias", c.ffn_dim);
+      L.b_down = b.Vector(p + "ffn_down.bias", c.dim);
+      L.bo = b.Vector(p + "attn_output.bias", c.dim);
+    } else if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
       // fused gate/up (Phi-3): rows [gate | up]
       const WeightTensor gu = b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
       L.w_gate = RowSlice(gu, 0, c.ffn_dim);

@@ -97,7 +97,7 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   if (s.head_dim > 0) w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
   w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
   w->SetF32(a + ".rope.freq_base", s.rope_base);
-  w->SetF32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  w->SetF32(a + (s.arch == "gpt2" ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"), 1e-5f);
   if (s.sliding_window > 0) w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
@@ -136,10 +136,30 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
     for (float& v : buf) v = rng.Uniform();
     w->AddTensorF32("token_embd.weight", {s.dim, s.n_vocab}, s.type, buf.data());
   }
+  const bool gpt2 = s.arch == "gpt2";
+  if (gpt2) {  // learned positions, a little smaller than the token embeddings
+    buf.resize(static_cast<size_t>(s.dim) * static_cast<size_t>(s.context));
+    for (float& v : buf) v = 0.5f * rng.Uniform();
+    w->AddTensorF32("position_embd.weight", {s.dim, s.context}, GgmlType::kF32, buf.data());
+  }
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = StrFormat("blk.%d.", l);
     vec(p + "attn_norm.weight", s.dim, 1.0f, 0.1f);
     const bool phi3 = s.arch == "phi3";
+    if (gpt2) {  // LayerNorm with bias, fused QKV with bias, biases on every projection
+      vec(p + "attn_norm.bias", s.dim, 0.0f, 0.3f);
+      matrix(p + "attn_qkv.weight", s.dim, qd + 2 * kvd);
+      vec(p + "attn_qkv.bias", qd + 2 * kvd, 0.0f, 0.5f);
+      matrix(p + "attn_output.weight", qd, s.dim);
+      vec(p + "attn_output.bias", s.dim, 0.0f, 0.3f);
+      vec(p + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
+      vec(p + "ffn_norm.bias", s.dim, 0.0f, 0.3f);
+      matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
+      vec(p + "ffn_up.bias", s.ffn_dim, 0.0f, 0.3f);
+      matrix(p + "ffn_down.weight", s.ffn_dim, s.dim);
+      vec(p + "ffn_down.bias", s.dim, 0.0f, 0.3f);
+      continue;
+    }
     if (phi3) {
       matrix(p + "attn_qkv.weight", s.dim, qd + 2 * kvd);  // fused [q | k | v]
     } else {
@@ -171,6 +191,7 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
     }
   }
   vec("output_norm.weight", s.dim, 1.0f, 0.1f);
+  if (gpt2) vec("output_norm.bias", s.dim, 0.0f, 0.3f);
   if (!s.tied_embeddings) matrix("output.weight", s.dim, s.n_vocab);
 }
 

@@ -17,7 +17,7 @@ namespace paddock {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama, mistral, qwen2, qwen3, phi3 (fused tensors), gemma, gemma2
+  std::string arch = "llama";  // llama, mistral, qwen2, qwen3, phi3 (fused tensors), gemma, gemma2, gpt2
   int dim = 64;
   int n_layers = 2;
   int n_heads = 4;

@@ -99,6 +99,12 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
         if (cfg_.embed_scale != 1.0f) {
           for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
         }
+        if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
+          const WeightTensor& pe = model_.weights.pos_embd;
+          float* row = xb_;  // free until the first layer
+          Traits(pe.type).to_float(pe.data + static_cast<size_t>(items[i].pos + t) * pe.row_bytes, row, dim);
+          k_.add(xr, row, dim);
+        }
       }
     }
     RopeTables(n);
@@ -109,7 +115,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     ProfileScope ps(prof_, ProfOp::kLogits);
     for (int i = 0; i < n_items; ++i) {
       const float* last = x_ + static_cast<size_t>(item_last_[static_cast<size_t>(i)]) * dim;
-      k_.rmsnorm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, dim, cfg_.norm_eps);
+      Norm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, model_.weights.output_norm_b);
     }
   }
   const ActQ8 oq = QuantizeInput(xb_, n_items, dim, model_.weights.output);
@@ -144,7 +150,7 @@ void Transformer::Layer(int l, int n) {
   // Attention block: norm, Q/K/V projections, (bias), (QK-norm), RoPE, cache, attend, project.
   {
     ProfileScope ps(prof_, ProfOp::kNorm);
-    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.attn_norm, dim, cfg_.norm_eps);
+    for (int j = 0; j < n; ++j) Norm(xb_ + j * dim, x_ + j * dim, w.attn_norm, w.attn_norm_b);
   }
   const ActQ8 xq = QuantizeInput(xb_, n, dim, w.wq);
   {
@@ -169,8 +175,10 @@ void Transformer::Layer(int l, int n) {
         for (int h = 0; h < cfg_.n_heads; ++h) k_.rmsnorm(q + h * hd, q + h * hd, w.q_norm, hd, cfg_.norm_eps);
         for (int h = 0; h < cfg_.n_kv_heads; ++h) k_.rmsnorm(k + h * hd, k + h * hd, w.k_norm, hd, cfg_.norm_eps);
       }
-      k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
-      k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+      if (half > 0) {
+        k_.rope(q, cfg_.n_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+        k_.rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+      }
     }
     ProfileScope ps(prof_, ProfOp::kKvStore);
     k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), k, cfg_.n_kv_heads, hd);
@@ -184,6 +192,9 @@ void Transformer::Layer(int l, int n) {
   {
     ProfileScope ps(prof_, ProfOp::kMatmulOut);
     Matmul(w.wo, att_, aq, n, xb_);
+    if (w.bo != nullptr) {
+      for (int j = 0; j < n; ++j) k_.add(xb_ + j * dim, w.bo, dim);
+    }
   }
   if (w.post_attn_norm != nullptr) {
     ProfileScope ps(prof_, ProfOp::kNorm);
@@ -197,17 +208,28 @@ void Transformer::Layer(int l, int n) {
   // Feed-forward block: norm, gate/up, SwiGLU, down, residual.
   {
     ProfileScope ps(prof_, ProfOp::kNorm);
-    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, dim, cfg_.norm_eps);
+    for (int j = 0; j < n; ++j) Norm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, w.ffn_norm_b);
   }
-  const ActQ8 fq = QuantizeInput(xb_, n, dim, w.w_gate);
-  {
-    ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // includes SwiGLU
+  const ActQ8 fq = QuantizeInput(xb_, n, dim, w.w_gate ? w.w_gate : w.w_up);
+  if (w.w_gate) {
+    ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // includes SwiGLU / GeGLU
     MatmulGateUp(w, xb_, fq, n);
+  } else {
+    ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // up (+ bias) -> GELU (GPT-2)
+    const int64_t ffn = cfg_.ffn_dim;
+    Matmul(w.w_up, xb_, fq, n, hb_);
+    for (int j = 0; j < n; ++j) {
+      if (w.b_up != nullptr) k_.add(hb_ + j * ffn, w.b_up, ffn);
+      k_.gelu_mul(hb_ + j * ffn, nullptr, ffn);
+    }
   }
   const ActQ8 hq = QuantizeInput(hb_, n, cfg_.ffn_dim, w.w_down);
   {
     ProfileScope ps(prof_, ProfOp::kMatmulDown);
     Matmul(w.w_down, hb_, hq, n, xb_);
+    if (w.b_down != nullptr) {
+      for (int j = 0; j < n; ++j) k_.add(xb_ + j * dim, w.b_down, dim);
+    }
   }
   if (w.post_ffn_norm != nullptr) {
     ProfileScope ps(prof_, ProfOp::kNorm);

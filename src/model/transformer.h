@@ -87,6 +87,14 @@ class Transformer {
   Profiler* prof_ = nullptr;
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true;
   void (*glu_)(float* g, const float* u, int64_t n) = nullptr;  // SwiGLU or GeGLU, from the config
+  // The model's normalization: RMSNorm, or LayerNorm with bias (GPT-2).
+  void Norm(float* out, const float* x, const float* w, const float* b) const {
+    if (cfg_.layer_norm) {
+      k_.layernorm(out, x, w, b, cfg_.dim, cfg_.norm_eps);
+    } else {
+      k_.rmsnorm(out, x, w, cfg_.dim, cfg_.norm_eps);
+    }
+  }
   size_t max_cols_;
   std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales

@@ -42,6 +42,12 @@ struct LayerWeights {
   WeightTensor w_gate;               // (ffn_dim, dim)
   WeightTensor w_up;                 // (ffn_dim, dim)
   WeightTensor w_down;               // (dim, ffn_dim)
+  // GPT-2: LayerNorm biases and the biases of the output and FFN projections, else null.
+  const float* attn_norm_b = nullptr;
+  const float* ffn_norm_b = nullptr;
+  const float* bo = nullptr;         // (dim)
+  const float* b_up = nullptr;       // (ffn_dim)
+  const float* b_down = nullptr;     // (dim)
   const float* post_attn_norm = nullptr;  // (dim) Gemma 2, else null
   const float* post_ffn_norm = nullptr;   // (dim)
 };
@@ -49,6 +55,8 @@ struct LayerWeights {
 struct ModelWeights {
   WeightTensor tok_embd;             // (n_vocab, dim)
   const float* output_norm = nullptr;  // (dim)
+  const float* output_norm_b = nullptr;  // (dim) GPT-2
+  WeightTensor pos_embd;             // (context, dim) GPT-2 learned positions, else empty
   WeightTensor output;               // (n_vocab, dim); == tok_embd when tied
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
