@@ -95,6 +95,7 @@ struct ModelInfo {
   int sliding_window = 0;
   bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
   std::string chat_template;   // the file's tokenizer.chat_template (empty if none)
+  std::string bos_token, eos_token;  // their spellings (for chat templates)
   struct TypeCount {
     std::string type;
     int tensors = 0;
@@ -205,6 +206,31 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
 // spelled as text: tokenize with parse_special. Throws Error on an unknown role or template.
 std::string RenderChat(const std::string& template_name, const std::vector<ChatMessage>& messages,
                        bool add_generation_prompt = true);
+
+// Formats conversations for a model: its own Jinja chat template (GGUF tokenizer.chat_template,
+// or a file) when Paddock can render it, else the built-in family the template is recognized
+// as. Thread-safe after creation.
+class ChatFormatter {
+ public:
+  // family_override: a built-in family name (wins), or empty. template_file: a Jinja template
+  // file to use instead of the model's, or empty. Throws Error for an unknown family, an
+  // unreadable file, or a template file Paddock cannot render (naming the construct).
+  static std::unique_ptr<ChatFormatter> Create(const ModelInfo& info, const std::string& family_override = "",
+                                               const std::string& template_file = "");
+  ~ChatFormatter();
+  std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  // What is used, e.g. "the model's template" or "built-in chatml"; `warning` says why a
+  // model template was not used (empty if it was, or there was none).
+  const std::string& description() const { return description_; }
+  const std::string& warning() const { return warning_; }
+
+  struct Impl;
+
+ private:
+  ChatFormatter();
+  std::unique_ptr<Impl> impl_;
+  std::string description_, warning_;
+};
 
 // A vocabulary on its own (e.g. a vocabulary-only GGUF), for tokenization tools.
 class Vocabulary {

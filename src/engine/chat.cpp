@@ -6,7 +6,11 @@
 // work.
 #include <algorithm>
 
+#include <fstream>
+#include <sstream>
+
 #include "base/strings.h"
+#include "engine/jinja.h"
 #include "paddock/paddock.h"
 
 namespace paddock {
@@ -126,6 +130,62 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
     Fail("unknown chat template '%s'", name.c_str());
   }
   return out;
+}
+
+struct ChatFormatter::Impl {
+  std::unique_ptr<JinjaTemplate> jinja;
+  std::string family;
+  std::string bos, eos;
+};
+
+ChatFormatter::ChatFormatter() : impl_(std::make_unique<Impl>()) {}
+ChatFormatter::~ChatFormatter() = default;
+
+std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info, const std::string& family_override,
+                                                     const std::string& template_file) {
+  std::unique_ptr<ChatFormatter> f(new ChatFormatter());
+  Impl& im = *f->impl_;
+  im.bos = info.bos_token;
+  im.eos = info.eos_token;
+  const std::vector<ChatMessage> probe = {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "u"}};
+  if (!family_override.empty()) {
+    im.family = ResolveChatTemplate(info, family_override);
+    f->description_ = "built-in " + im.family;
+    return f;
+  }
+  if (!template_file.empty()) {
+    std::ifstream in(template_file, std::ios::binary);
+    if (!in) Fail("cannot read chat template file '%s'", template_file.c_str());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    im.jinja = std::make_unique<JinjaTemplate>(ss.str());
+    f->description_ = "template from " + template_file;
+    return f;
+  }
+  im.family = ResolveChatTemplate(info, "");
+  f->description_ = "built-in " + im.family;
+  if (!info.chat_template.empty()) {
+    try {
+      auto t = std::make_unique<JinjaTemplate>(info.chat_template);
+      try {
+        t->RenderChat(probe, true, im.bos, im.eos);
+      } catch (const Error& e) {
+        // Templates may refuse a system turn (raise_exception); try without one.
+        if (std::string(e.what()).find("raised") == std::string::npos) throw;
+        t->RenderChat({{"user", "u"}, {"assistant", "a"}, {"user", "u"}}, true, im.bos, im.eos);
+      }
+      im.jinja = std::move(t);
+      f->description_ = "the model's template";
+    } catch (const Error& e) {
+      f->warning_ = std::string(e.what()) + "; using the built-in " + im.family + " template instead";
+    }
+  }
+  return f;
+}
+
+std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  if (impl_->jinja) return impl_->jinja->RenderChat(messages, add_generation_prompt, impl_->bos, impl_->eos);
+  return RenderChat(impl_->family, messages, add_generation_prompt);
 }
 
 }  // namespace paddock

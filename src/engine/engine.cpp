@@ -63,6 +63,11 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.qk_norm = c.qk_norm;
   i.tied_embeddings = c.tied_embeddings;
   i.chat_template = m.chat_template;
+  if (m.tokenizer) {
+    const Tokenizer& t = *m.tokenizer;
+    if (t.bos() >= 0 && t.bos() < t.vocab_size()) i.bos_token = std::string(t.Piece(t.bos()));
+    if (t.eos() >= 0 && t.eos() < t.vocab_size()) i.eos_token = std::string(t.Piece(t.eos()));
+  }
   for (const auto& t : m.type_counts) i.tensor_types.push_back({t.type, t.count, t.bytes});
   i.kv_bytes_per_1k_tokens = KvBytesPerToken(c, KvCacheOptions()) * 1000u;
   return i;

@@ -78,7 +78,7 @@ class Server {
   std::atomic<int> state_{0};  // 0 loading, 1 ready, 2 failed, 3 stopping
   std::unique_ptr<Service> service_;
   ApiContext ctx_;
-  std::string chat_template_;
+  std::unique_ptr<ChatFormatter> chat_;
   int n_vocab_ = 0;
   int64_t created_ = UnixNow();
   std::mutex http_mu_;
@@ -91,11 +91,12 @@ void Server::LoadModel() {
     const ModelInfo& info = engine->info();
     ctx_.context = info.context;
     n_vocab_ = info.n_vocab;
-    chat_template_ = ResolveChatTemplate(info, opt_.chat_template);
+    chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
+    if (!chat_->warning().empty()) std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
     service_ = Service::Create(std::move(engine), opt_.service);
     const MemoryReport m = service_->engine().Memory();
-    std::fprintf(stderr, "paddock: serving '%s' (%s, context %d, chat template %s); weights %s, KV cache %s, scratch %s\n",
-                 ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_template_.c_str(),
+    std::fprintf(stderr, "paddock: serving '%s' (%s, context %d, chat: %s); weights %s, KV cache %s, scratch %s\n",
+                 ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_->description().c_str(),
                  FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(), FormatBytes(m.scratch_bytes).c_str());
     state_.store(1);
   } catch (const std::exception& e) {
@@ -122,7 +123,11 @@ void Server::Completion(const httplib::Request& req, httplib::Response& res, boo
   try {
     ar = ParseRequest(req.body, chat, ctx_);
     if (chat) {
-      prompt = engine.Tokenize(RenderChat(chat_template_, ar.messages, true), engine.AddsBos(), true);
+      const std::string text = chat_->Render(ar.messages, true);
+      // A template that writes BOS itself must not get a second one from the tokenizer.
+      const std::string& bos = engine.info().bos_token;
+      const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
+      prompt = engine.Tokenize(text, engine.AddsBos() && !has_bos, true);
     } else if (ar.prompt_is_tokens) {
       prompt = ar.prompt_tokens;
       for (int32_t t : prompt) {

@@ -21,7 +21,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                 // 0: any free port (printed on stderr)
   std::string model_name;          // served name (default: the file's stem)
-  std::string chat_template;       // override the model's chat template family
+  std::string chat_template;       // a built-in chat template family instead of the model's template
+  std::string chat_template_file;  // a Jinja chat template file instead of the model's
   size_t max_body_bytes = 8u << 20;
   int http_threads = 0;            // 0: enough for every running and queued request
   double request_timeout = 0;      // default per-request deadline in seconds (0: none)

@@ -23,7 +23,8 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--host"}, true, "address to listen on (default 127.0.0.1)"},
       {{"--port"}, true, "port (default 8080; 0 picks a free one)"},
       {{"--model-name"}, true, "name the API serves the model under (default: the file name without extension)"},
-      {{"--chat-template"}, true, "chat template family: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the model's)"},
+      {{"--chat-template"}, true, "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the model's own)"},
+      {{"--chat-template-file"}, true, "a Jinja chat template file to use instead of the model's"},
       {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
       {{"--max-running"}, true, "requests decoding together at most (default 64)"},
       {{"--max-queue"}, true, "requests waiting at most; more get 429 (default 256)"},
@@ -74,6 +75,8 @@ int CmdServe(int argc, char** argv) {
   so.port = static_cast<int>(args.Int("--port", 8080, 0, 65535));
   so.model_name = args.Str("--model-name");
   so.chat_template = args.Str("--chat-template");
+  so.chat_template_file = args.Str("--chat-template-file");
+  if (!so.chat_template.empty() && !so.chat_template_file.empty()) throw UsageError("serve: give --chat-template or --chat-template-file, not both");
   if (!so.chat_template.empty()) ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
   so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
   so.max_body_bytes = args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
