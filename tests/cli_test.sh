@@ -3,6 +3,7 @@
 # Usage: cli_test.sh PATH_TO_PADDOCK. Models from $PADDOCK_MODELS (default ../shared/models).
 set -u
 BIN=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
 M=${PADDOCK_MODELS:-${PADDOCK_MODELS_DEFAULT:-../shared/models}}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -108,6 +109,15 @@ expect_error "bench without model" 2 "needs a model" -- bench -p 4
 # 9. synth writes a model that runs.
 "$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null && ok || bad "synth failed"
 "$BIN" run -m "$TMP/tiny.gguf" -n 5 --ignore-eos >/dev/null 2>&1 && ok || bad "synthetic model does not run"
+
+# 10. chat: scripted turns through the model's chat template; /reset; bad template names.
+out=$(printf 'Tell me a story.\n/reset\nHi\n/exit\nnever read\n' | "$BIN" chat -m "$M/stories260K.gguf" --temp 0 -n 12 2>/dev/null)
+[ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ] && ok || bad "chat: expected two replies, got: $out"
+expect_error "chat unknown template" 1 "unknown chat template" -- chat -m "$M/stories260K.gguf" --chat-template nope
+expect_error "chat both templates" 2 "not both" -- chat -m "$M/stories260K.gguf" --chat-template chatml --chat-template-file x
+printf 'Hi\n' | "$BIN" chat -m "$M/stories260K.gguf" --chat-template-file "$HERE/chat_templates/chatml.jinja" --temp 0 -n 4 >/dev/null 2>&1 && ok || bad "chat with a template file"
+# 11. tokenize --bench prints one JSON object.
+"$BIN" tokenize -m "$M/ggml-vocab-gpt-2.gguf" -f "$M/ggml-vocab-gpt-2.gguf.inp" --bench 2>/dev/null | grep -q '"mb_per_s"' && ok || bad "tokenize --bench"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -141,11 +141,16 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   t.unk_ = id("tokenizer.ggml.unknown_token_id", 0);
   t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
   t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(!bpe);
+  t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(false);
   t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe);
   if (bpe) {
     t.bpe_ = true;
     const auto pre = g.GetString("tokenizer.ggml.pre");
     t.pre_ = std::make_unique<PreTokenizer>(pre ? std::string(*pre) : "default");
+    // As the reference tokenizers of these vocabularies (llama.cpp sets the same flag for them).
+    const std::string pn = pre ? std::string(*pre) : "";
+    t.ignore_merges_ = pn == "llama3" || pn == "llama-v3" || pn == "llama-bpe" || pn == "falcon3" || pn == "pixtral" ||
+                       g.GetBool("tokenizer.ggml.ignore_merges").value_or(false);
     const auto* merges = g.GetStringArray("tokenizer.ggml.merges");
     if (merges == nullptr) Fail("byte-level BPE vocabulary without tokenizer.ggml.merges");
     std::unordered_map<std::string_view, int32_t> ids;
@@ -308,6 +313,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
     start = i;
   }
   emit_text(text.substr(start));
+  if (add_bos && add_eos_) out.push_back(eos_);  // "add specials": both ends, as the vocabulary asks
   return out;
 }
 
@@ -322,6 +328,16 @@ void Tokenizer::EncodeBpe(std::string_view text, std::vector<int32_t>* out) cons
 void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const {
   const size_t n = word.size();
   if (n == 0) return;
+  if (ignore_merges_ && n > 1) {
+    thread_local std::string chars;
+    chars.clear();
+    for (char c : word) AppendUtf8(ByteToCodepoint(static_cast<uint8_t>(c)), &chars);
+    auto it = lookup_.find(chars);
+    if (it != lookup_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
   thread_local std::vector<int32_t> sym;
   sym.resize(n);
   for (size_t i = 0; i < n; ++i) sym[i] = byte_char_token_[static_cast<uint8_t>(word[i])];

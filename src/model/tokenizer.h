@@ -92,6 +92,7 @@ class Tokenizer {
   // Byte-level BPE: pre-tokenizer, merges by token pair (left << 32 | right) -> (rank, merged
   // token), the token of each byte's printable character.
   bool bpe_ = false;
+  bool ignore_merges_ = false;  // Llama 3 family: a piece that is itself a token is taken whole
   std::unique_ptr<PreTokenizer> pre_;
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
   int32_t byte_char_token_[256];
@@ -99,6 +100,7 @@ class Tokenizer {
   int eot_ = -1;
   int bos_ = 1, eos_ = 2, unk_ = 0;
   bool add_bos_ = true;
+  bool add_eos_ = false;  // tokenizer.ggml.add_eos_token: EOS after the text when specials are added
   bool add_space_prefix_ = true;
 };
 

@@ -17,5 +17,6 @@ int CmdTokenize(int argc, char** argv);
 int CmdSynth(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdServe(int argc, char** argv);
+int CmdChat(int argc, char** argv);
 
 }  // namespace paddock::cli

@@ -1,4 +1,4 @@
-// paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, serve.
+// paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, chat, serve.
 //
 // Standard output carries only the product of a command (generated text, token ids, model
 // facts); logs and timings go to standard error. Bad flags or files: one line on stderr
@@ -23,6 +23,7 @@ const char kTopUsage[] =
     "  tokenize   show the tokens of a text\n"
     "  synth      write a synthetic (random-weight) GGUF model of a real shape\n"
     "  bench      measure prefill, decode and batched decode against the machine roofline\n"
+    "  chat       talk to a model in the terminal (its chat template, streaming replies)\n"
     "  serve      OpenAI-compatible HTTP server with continuous batching\n"
     "\n"
     "'paddock <command> --help' lists a command's options.\n";
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     if (cmd == "synth") return paddock::cli::CmdSynth(argc - 2, argv + 2);
     if (cmd == "bench") return paddock::cli::CmdBench(argc - 2, argv + 2);
     if (cmd == "serve") return paddock::cli::CmdServe(argc - 2, argv + 2);
+    if (cmd == "chat") return paddock::cli::CmdChat(argc - 2, argv + 2);
     std::fprintf(stderr, "paddock: error: unknown command '%s' (try 'paddock --help')\n", cmd.c_str());
     return 2;
   } catch (const paddock::cli::UsageError& e) {

@@ -1,0 +1,123 @@
+// paddock chat: an interactive conversation in the terminal.
+//
+// Each line on standard input is a user turn; the reply streams to standard output. The whole
+// conversation is re-rendered with the model's chat template every turn, and the KV prefix
+// cache makes the earlier turns free to re-read. Commands: /reset (forget the conversation),
+// /exit (or end of input). Works with a pipe as well as a terminal, so it can be scripted.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "args.h"
+#include "commands.h"
+#include "paddock/paddock.h"
+
+namespace paddock::cli {
+
+extern const std::vector<OptionSpec> kKvSpecs;
+void AddKvOptions(const Args& args, EngineOptions* eo);
+
+namespace {
+
+std::vector<OptionSpec> ChatSpecs() {
+  std::vector<OptionSpec> s = {
+      {{"-m", "--model"}, true, "model file (required)"},
+      {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
+      {{"--system"}, true, "system prompt"},
+      {{"-n", "--n-predict"}, true, "most tokens per reply (default 512)"},
+      {{"--temp"}, true, "temperature, 0 = greedy (default 0.7)"},
+      {{"--top-k"}, true, "top-k, 0 = off (default 40)"},
+      {{"--top-p"}, true, "top-p, 1 = off (default 0.95)"},
+      {{"--min-p"}, true, "min-p, 0 = off (default 0.05)"},
+      {{"--seed"}, true, "random seed"},
+      {{"--chat-template"}, true, "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the model's own)"},
+      {{"--chat-template-file"}, true, "a Jinja chat template file to use instead of the model's"},
+      {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
+      {{"-c", "--ctx"}, true, "context in tokens (default: model's, at most 4096)"},
+      {{"-h", "--help"}, false, "show this help"},
+  };
+  s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  return s;
+}
+
+}  // namespace
+
+int CmdChat(int argc, char** argv) {
+  const std::vector<OptionSpec> specs = ChatSpecs();
+  Args args("chat", specs, argc, argv);
+  if (args.Has("-h")) {
+    std::fputs(Usage("chat", "-m MODEL [options]   (then type; /reset, /exit)", specs).c_str(), stdout);
+    return 0;
+  }
+  if (!args.positional().empty()) throw UsageError("chat: unexpected argument '" + args.positional()[0] + "'");
+  if (!args.Has("-m")) throw UsageError("chat needs a model: -m MODEL");
+  if (args.Has("--chat-template") && args.Has("--chat-template-file")) throw UsageError("chat: give --chat-template or --chat-template-file, not both");
+  EngineOptions eo;
+  GenerateOptions go;
+  try {
+    eo.model_path = args.Str("-m");
+    eo.tokenizer_path = args.Str("-z");
+    eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
+    eo.context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
+    AddKvOptions(args, &eo);
+    go.max_tokens = static_cast<int>(args.Int("-n", 512, 1, 1 << 24));
+    go.sampling.temperature = static_cast<float>(args.Float("--temp", 0.7, 0, 100));
+    go.sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
+    go.sampling.top_p = static_cast<float>(args.Float("--top-p", 0.95, 1e-6, 1));
+    go.sampling.min_p = static_cast<float>(args.Float("--min-p", 0.05, 0, 1));
+    go.sampling.seed = args.U64("--seed", go.sampling.seed);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  auto engine = Engine::Create(eo);
+  const ModelInfo& info = engine->info();
+  auto chat = ChatFormatter::Create(info, args.Str("--chat-template"), args.Str("--chat-template-file"));
+  if (!chat->warning().empty()) std::fprintf(stderr, "paddock: warning: %s\n", chat->warning().c_str());
+  std::fprintf(stderr, "paddock: %s (%s, context %d), chat: %s. /reset forgets, /exit quits.\n", info.path.c_str(),
+               info.arch.c_str(), info.context, chat->description().c_str());
+  std::vector<ChatMessage> messages;
+  const std::string system = args.Str("--system");
+  if (!system.empty()) messages.push_back({"system", system});
+  const size_t base = messages.size();
+  go.parse_special = true;
+  std::string line;
+  for (;;) {
+    std::fputs("> ", stderr);
+    std::fflush(stderr);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      messages.resize(base);
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    const std::string text = chat->Render(messages, true);
+    const bool has_bos = !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
+    go.add_bos = engine->AddsBos() && !has_bos;
+    GenerateResult r;
+    try {
+      r = engine->Generate(text, go, [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
+    } catch (const Error& e) {
+      // E.g. the conversation outgrew the context: say so, forget it, keep the session.
+      std::fprintf(stderr, "\npaddock: %s; conversation reset\n", e.what());
+      messages.resize(base);
+      continue;
+    }
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    messages.push_back({"assistant", r.text});
+    if (r.finish == FinishReason::kContext) {
+      std::fprintf(stderr, "paddock: the context is full; conversation reset\n");
+      messages.resize(base);
+    }
+  }
+  return 0;
+}
+
+}  // namespace paddock::cli
