@@ -26,9 +26,9 @@ struct PreSpec {
 
 const std::vector<PreSpec>& Specs() {
   static const std::vector<PreSpec> specs = {
-      {{"default", "gpt2", "gpt-2", "olmo", "jais", "phi-2", "mpt", "bloom", "poro-chat", "viking"}, {kGpt2}},
-      {{"llama3", "llama-bpe", "llama-v3", "smaug-bpe", "dbrx", "falcon3", "pixtral", "exaone", "tekken", "bert-bge", "gpt-4o"}, {kLlama3}},
-      {{"qwen2", "qwen2.5", "qwen-2.5", "deepseek-r1-qwen", "megrez", "chatglm-bpe", "stablelm2"}, {kQwen2}},
+      {{"default", "gpt2", "gpt-2", "olmo", "jais", "phi-2", "mpt"}, {kGpt2}},
+      {{"llama3", "llama-bpe", "llama-v3", "smaug-bpe", "dbrx", "falcon3"}, {kLlama3}},
+      {{"qwen2", "qwen2.5", "qwen-2.5", "deepseek-r1-qwen", "megrez", "stablelm2"}, {kQwen2}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell"}, {"\\p{N}", kGpt2}},
       {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "[0-9][0-9][0-9]"}},
       {{"deepseek-coder"}, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"}},

@@ -149,7 +149,7 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
     t.pre_ = std::make_unique<PreTokenizer>(pre ? std::string(*pre) : "default");
     // As the reference tokenizers of these vocabularies (llama.cpp sets the same flag for them).
     const std::string pn = pre ? std::string(*pre) : "";
-    t.ignore_merges_ = pn == "llama3" || pn == "llama-v3" || pn == "llama-bpe" || pn == "falcon3" || pn == "pixtral" ||
+    t.ignore_merges_ = pn == "llama3" || pn == "llama-v3" || pn == "llama-bpe" || pn == "falcon3" ||
                        g.GetBool("tokenizer.ggml.ignore_merges").value_or(false);
     const auto* merges = g.GetStringArray("tokenizer.ggml.merges");
     if (merges == nullptr) Fail("byte-level BPE vocabulary without tokenizer.ggml.merges");
