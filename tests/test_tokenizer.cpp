@@ -160,3 +160,35 @@ TEST(Tokenizer, ByteFallbackStreamsWholeCharacters) {
 
 }  // namespace
 }  // namespace paddock
+
+#include "model/pretokenize.h"
+
+namespace paddock {
+namespace {
+
+std::vector<std::string> Pieces(const std::string& pre, const std::string& text) {
+  std::vector<std::string_view> v;
+  PreTokenizer(pre).Split(text, &v);
+  return std::vector<std::string>(v.begin(), v.end());
+}
+
+// The pre-tokenizer families split as their reference expressions do.
+TEST(PreTokenizer, FamiliesSplitAsTheirExpressions) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Pieces("gpt2", "Hello world's 12345!!  ok"), (V{"Hello", " world", "'s", " 12345", "!!", " ", " ok"}));
+  EXPECT_EQ(Pieces("llama3", "Hello world's 12345!!\n\nok"), (V{"Hello", " world", "'s", " ", "123", "45", "!!\n\n", "ok"}));
+  EXPECT_EQ(Pieces("qwen2", "ab 123"), (V{"ab", " ", "1", "2", "3"}));
+  EXPECT_EQ(Pieces("starcoder", "x1 22"), (V{"x", "1", " ", "2", "2"}));
+  EXPECT_EQ(Pieces("llama3", "Grüße, 世界"), (V{"Grüße", ",", " 世界"}));
+  // Invalid UTF-8 bytes stand alone; the rest still splits.
+  EXPECT_EQ(Pieces("gpt2", std::string("a\xff b")), (V{"a", "\xff", " b"}));
+  try {
+    PreTokenizer p("no-such-pre");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("llama3"), std::string::npos) << e.what();  // lists the known ones
+  }
+}
+
+}  // namespace
+}  // namespace paddock
