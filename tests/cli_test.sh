@@ -119,5 +119,15 @@ printf 'Hi\n' | "$BIN" chat -m "$M/stories260K.gguf" --chat-template-file "$HERE
 # 11. tokenize --bench prints one JSON object.
 "$BIN" tokenize -m "$M/ggml-vocab-gpt-2.gguf" -f "$M/ggml-vocab-gpt-2.gguf.inp" --bench 2>/dev/null | grep -q '"mb_per_s"' && ok || bad "tokenize --bench"
 
+# 12. perplexity / compare: one JSON object with the required keys; usage errors.
+"$BIN" perplexity -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | grep -q '"ppl_se"' && ok || bad "perplexity --json"
+json=$("$BIN" compare -m "$M/stories260K.gguf" -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null)
+for key in kl top1_agreement ppl_a ppl_b; do
+  case "$json" in *"\"$key\": "*) ok ;; *) bad "compare --json lacks $key: $json" ;; esac
+done
+expect_error "compare with one model" 2 "two models" -- compare -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt"
+printf "Once upon a time" >"$TMP/short.txt"
+expect_error "perplexity on a too-short text" 1 "too short" -- perplexity -m "$M/stories260K.gguf" -f "$TMP/short.txt" --ctx 64
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -183,6 +183,30 @@ const float* Engine::Evaluate(const std::vector<int32_t>& tokens, int pos) {
   return s.Step(s.eval_seq, tokens.data(), n, pos);
 }
 
+int Engine::max_eval_tokens() const { return impl_->transformer->max_items(); }
+
+const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
+  Impl& s = *impl_;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) Fail("EvaluateAll: no tokens");
+  if (n > max_eval_tokens()) Fail("EvaluateAll: %d tokens exceed the %d per call", n, max_eval_tokens());
+  if (pos == 0 || s.eval_seq < 0) {
+    if (s.eval_seq >= 0) s.kv->Free(s.eval_seq);
+    s.eval_seq = s.kv->Create(s.context);
+  }
+  if (pos != s.kv->Length(s.eval_seq)) Fail("EvaluateAll: position %d does not continue the sequence (length %d)", pos, s.kv->Length(s.eval_seq));
+  if (pos + n > s.context || !s.kv->Reserve(s.eval_seq, pos + n)) Fail("EvaluateAll: %d tokens do not fit the KV cache", pos + n);
+  // One batch item per token of the same sequence: every position gets its logits (the step
+  // stores all keys and values before any token attends, so each sees the ones before it).
+  const KvView view = s.kv->View(s.eval_seq);
+  std::vector<Transformer::BatchItem> items(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) items[static_cast<size_t>(i)] = {&tokens[static_cast<size_t>(i)], 1, pos + i, &view};
+  std::vector<const float*> logits(static_cast<size_t>(n));
+  s.StepBatch(items.data(), n, logits.data());
+  s.kv->Commit(s.eval_seq, tokens.data(), n);
+  return logits[0];  // the rows are consecutive
+}
+
 GenerateResult Engine::Generate(std::string_view prompt, const GenerateOptions& o,
                                 const StreamCallback& on_text) {
   return GenerateTokens(Tokenize(prompt, o.add_bos, o.parse_special), o, on_text);

@@ -58,6 +58,7 @@ class Transformer {
     fuse_attn_ = attn;
   }
   int max_batch() const { return max_batch_; }
+  int max_items() const { return max_items_; }
   size_t scratch_bytes() const { return arena_bytes_; }
 
  private:

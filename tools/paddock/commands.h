@@ -18,5 +18,6 @@ int CmdSynth(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdServe(int argc, char** argv);
 int CmdChat(int argc, char** argv);
+int CmdEval(bool compare, int argc, char** argv);
 
 }  // namespace paddock::cli

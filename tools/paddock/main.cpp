@@ -1,4 +1,4 @@
-// paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, chat, serve.
+// paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, chat, serve, perplexity, compare.
 //
 // Standard output carries only the product of a command (generated text, token ids, model
 // facts); logs and timings go to standard error. Bad flags or files: one line on stderr
@@ -25,6 +25,8 @@ const char kTopUsage[] =
     "  bench      measure prefill, decode and batched decode against the machine roofline\n"
     "  chat       talk to a model in the terminal (its chat template, streaming replies)\n"
     "  serve      OpenAI-compatible HTTP server with continuous batching\n"
+    "  perplexity perplexity of a model over a text (with its standard error)\n"
+    "  compare    KL divergence and top-1 agreement of a model against a reference over a text\n"
     "\n"
     "'paddock <command> --help' lists a command's options.\n";
 
@@ -52,6 +54,8 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return paddock::cli::CmdBench(argc - 2, argv + 2);
     if (cmd == "serve") return paddock::cli::CmdServe(argc - 2, argv + 2);
     if (cmd == "chat") return paddock::cli::CmdChat(argc - 2, argv + 2);
+    if (cmd == "perplexity") return paddock::cli::CmdEval(false, argc - 2, argv + 2);
+    if (cmd == "compare") return paddock::cli::CmdEval(true, argc - 2, argv + 2);
     std::fprintf(stderr, "paddock: error: unknown command '%s' (try 'paddock --help')\n", cmd.c_str());
     return 2;
   } catch (const paddock::cli::UsageError& e) {
