@@ -166,6 +166,9 @@ TEST(Jinja, RaiseExceptionAndUnsupportedConstructsAreErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("System role not supported"), std::string::npos) << e.what();
   }
+  // Found by fuzzing: an integer literal past int64 was an uncaught std::out_of_range.
+  EXPECT_THROW(JinjaTemplate("{% if messages[999999999999999999999999] %}{% endif %}"), Error);
+  EXPECT_THROW(JinjaTemplate("{{ 'ab' * 100000000000 }}").RenderChat(kConversation, true, "", ""), Error);
   for (const char* bad : {"{% macro f() %}x{% endmacro %}", "{{ x | wordcount }}", "{% for m in messages %}", "{{ 'a' ", "{% if x %}{% endfor %}",
                           "{{ x is divisibleby(3) }}", "{% set x %}a{% endset %}"}) {
     EXPECT_THROW(JinjaTemplate(bad).RenderChat(kConversation, true, "", ""), Error) << bad;

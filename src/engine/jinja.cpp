@@ -7,7 +7,9 @@
 #include "engine/jinja.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -474,7 +476,14 @@ class Parser {
     }
     if (t.kind == Tok::kInt || t.kind == Tok::kFloat) {
       auto e = Make(Expr::kLiteral);
-      e->literal = t.kind == Tok::kInt ? Value::Int(std::stoll(t.text)) : Value::Float(std::stod(t.text));
+      errno = 0;
+      if (t.kind == Tok::kInt) {
+        const long long v = std::strtoll(t.text.c_str(), nullptr, 10);
+        if (errno == ERANGE) Fail("chat template: integer %s is out of range in %s", t.text.c_str(), where_.c_str());
+        e->literal = Value::Int(v);
+      } else {
+        e->literal = Value::Float(std::strtod(t.text.c_str(), nullptr));
+      }
       ++p_;
       return e;
     }
@@ -638,6 +647,16 @@ std::vector<Chunk> Cut(const std::string& src) {
 }  // namespace
 
 JinjaTemplate::JinjaTemplate(const std::string& source) {
+  try {
+    Parse(source);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // e.g. allocation limits: still one clear error
+    Fail("chat template: cannot be parsed (%s)", e.what());
+  }
+}
+
+void JinjaTemplate::Parse(const std::string& source) {
   const std::vector<Chunk> chunks = Cut(source);
   // Open blocks: the node and which list statements go into.
   struct Open {
@@ -931,6 +950,7 @@ class Renderer {
       return Value::MakeList(std::move(l));
     }
     if (op == "*" && a.kind == Value::kString && b.kind == Value::kInt) {
+      if (b.i > 0 && static_cast<double>(b.i) * static_cast<double>(a.s.size()) > (16u << 20)) Fail("chat template: string repetition too large (%s)", where.c_str());
       std::string s;
       for (int64_t k = 0; k < b.i; ++k) s += a.s;
       return Value::Str(s);
@@ -1190,7 +1210,13 @@ std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages, 
   g["bos_token"] = Value::Str(bos_token);
   g["eos_token"] = Value::Str(eos_token);
   r.scopes.emplace_back();  // template-level sets
-  r.Run(body_);
+  try {
+    r.Run(body_);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    Fail("chat template: cannot be rendered (%s)", e.what());
+  }
   return r.out;
 }
 

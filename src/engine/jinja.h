@@ -35,6 +35,7 @@ class JinjaTemplate {
   struct Node;
 
  private:
+  void Parse(const std::string& source);
   std::vector<std::unique_ptr<Node>> body_;
 };
 
