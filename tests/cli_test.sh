@@ -129,5 +129,17 @@ expect_error "compare with one model" 2 "two models" -- compare -m "$M/stories26
 printf "Once upon a time" >"$TMP/short.txt"
 expect_error "perplexity on a too-short text" 1 "too short" -- perplexity -m "$M/stories260K.gguf" -f "$TMP/short.txt" --ctx 64
 
+# 13. quantize: a Q8_0 copy runs and stays close to the original; a Q4_0 copy drifts further.
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/q8.gguf" --type q8_0 2>/dev/null && ok || bad "quantize q8_0"
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/q4.gguf" --type q4_0 --keep 'output.weight' 2>/dev/null && ok || bad "quantize q4_0"
+"$BIN" info "$TMP/q4.gguf" 2>/dev/null | grep -q "Q4_0" && ok || bad "quantized file lacks Q4_0 tensors"
+kl8=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q8.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['kl'] < 0.01 and d['top1_agreement'] > 0.9)")
+[ "$kl8" = True ] && ok || bad "q8_0 copy is not close to the original"
+kl4=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
+python3 -c "import sys; sys.exit(0 if float('$kl4') > 0 else 1)" && ok || bad "q4_0 copy identical to the original?"
+expect_error "quantize unknown type" 2 "unknown or unsupported type" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q3_z
+expect_error "quantize onto itself" 2 "different file" -- quantize "$TMP/q8.gguf" "$TMP/q8.gguf" --type q4_0
+expect_error "quantize a non-GGUF" 1 "" -- quantize "$M/tok512.bin" "$TMP/x.gguf" --type q8_0
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

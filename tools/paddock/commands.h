@@ -19,5 +19,6 @@ int CmdBench(int argc, char** argv);
 int CmdServe(int argc, char** argv);
 int CmdChat(int argc, char** argv);
 int CmdEval(bool compare, int argc, char** argv);
+int CmdQuantize(int argc, char** argv);
 
 }  // namespace paddock::cli
