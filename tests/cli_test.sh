@@ -137,6 +137,17 @@ kl8=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q8.gguf" -f "$M/stories26
 [ "$kl8" = True ] && ok || bad "q8_0 copy is not close to the original"
 kl4=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
 python3 -c "import sys; sys.exit(0 if float('$kl4') > 0 else 1)" && ok || bad "q4_0 copy identical to the original?"
+# Mixed precision: measured sensitivities choose which matrices stay Q8_0 within the budget,
+# and the result is closer to the original than uniform Q4_0.
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/mixed.gguf" --type q4_0 --target-bpw 7.5 --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 2>"$TMP/mixed.log" && ok || bad "quantize --target-bpw"
+bpw=$(sed -n 's/.*, \([0-9.]*\) bits per weight/\1/p' "$TMP/mixed.log")
+python3 -c "import sys; sys.exit(0 if 7.0 < float('$bpw') <= 7.5 else 1)" && ok || bad "mixed precision missed its budget: $bpw"
+grep -q "^keeping .* in Q8_0" "$TMP/mixed.log" && ok || bad "mixed precision kept nothing wide"
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/q4all.gguf" --type q4_0 2>/dev/null
+klm=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/mixed.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
+klu=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4all.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
+python3 -c "import sys; sys.exit(0 if float('$klm') < float('$klu') else 1)" && ok || bad "mixed ($klm) not better than uniform q4_0 ($klu)"
+expect_error "target-bpw without calibration" 2 "calibration text" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q4_0 --target-bpw 6
 expect_error "quantize unknown type" 2 "unknown or unsupported type" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q3_z
 expect_error "quantize onto itself" 2 "different file" -- quantize "$TMP/q8.gguf" "$TMP/q8.gguf" --type q4_0
 expect_error "quantize a non-GGUF" 1 "" -- quantize "$M/tok512.bin" "$TMP/x.gguf" --type q8_0

@@ -6,17 +6,28 @@
 // writes GGUF readable by llama.cpp too. Progress per tensor on stderr.
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "args.h"
+#include "base/cpu.h"
 #include "base/strings.h"
+#include "base/thread_pool.h"
 #include "commands.h"
 #include "formats/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "kernels/kernels.h"
+#include "kv/kv_manager.h"
+#include "model/transformer.h"
+#include "model/weights.h"
 
 namespace paddock::cli {
 namespace {
@@ -24,6 +35,10 @@ namespace {
 const std::vector<OptionSpec> kQuantSpecs = {
     {{"--type"}, true, "target type: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, f32 (required)"},
     {{"--keep"}, true, "keep tensors whose name matches this glob in their input type (repeatable), e.g. '*attn_k*'", true},
+    {{"--target-bpw"}, true, "mixed precision: measure each matrix's sensitivity and keep the most sensitive ones in --wide-type until the file reaches this many bits per weight"},
+    {{"--wide-type"}, true, "the wider type for sensitive matrices (default q8_0)"},
+    {{"--calib"}, true, "calibration text for the sensitivity measurement (required with --target-bpw)"},
+    {{"--calib-ctx"}, true, "calibration window in tokens (default 128); two windows are used"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
@@ -64,6 +79,13 @@ void PutString(std::string* p, std::string_view s) {
   p->append(s.data(), s.size());
 }
 
+// The type for rows of `cols` elements that do not fill `target`'s blocks: the closest that fits.
+const TypeTraits* Fallback(const TypeTraits* target, int64_t cols) {
+  if (cols % target->block_size == 0) return target;
+  if (cols % 32 == 0) return &Traits(target->type_size * 8 < 6 * target->block_size ? GgmlType::kQ5_0 : GgmlType::kQ8_0);
+  return &Traits(GgmlType::kF16);
+}
+
 // Re-encodes a metadata value as GGUF payload; false for nested arrays (not copied).
 bool Encode(const GgufValue& v, std::string* p) {
   if (v.type == GgufType::kString) {
@@ -93,6 +115,114 @@ bool Encode(const GgufValue& v, std::string* p) {
   }
   return true;
 }
+
+// Sensitivity of each matrix: the KL divergence of the model's next-token distributions when
+// only that matrix is quantized (round trip through `type`), over calibration windows.
+class Sensitivity {
+ public:
+  Sensitivity(const std::string& path, const std::string& text, int ctx) : model_(LoadModel(path)), pool_(PhysicalCores()) {
+    const ModelConfig& c = model_->config;
+    ctx_ = std::min(ctx, c.context_length);
+    tf_ = std::make_unique<Transformer>(*model_, GetKernels(DetectIsa()), pool_, 256, /*int8_activations=*/false);
+    KvCacheOptions ko;
+    ko.k_type = ko.v_type = KvDtype::kF32;
+    kv_ = std::make_unique<KvManager>(c, ko, ctx_);
+    const auto toks = model_->tokenizer->Encode(text, false);
+    for (size_t w = 0; w < 2; ++w) {
+      const size_t from = w * static_cast<size_t>(ctx_ - 1);
+      if (from + static_cast<size_t>(ctx_ - 1) > toks.size()) break;
+      std::vector<int32_t> win = {model_->tokenizer->bos()};
+      win.insert(win.end(), toks.begin() + static_cast<std::ptrdiff_t>(from), toks.begin() + static_cast<std::ptrdiff_t>(from + ctx_ - 1));
+      windows_.push_back(win);
+    }
+    if (windows_.empty()) Fail("the calibration text is too short for one window of %d tokens", ctx_);
+    ref_ = LogProbs();
+    auto& w = model_->weights;
+    named_["token_embd.weight"] = &w.tok_embd;
+    if (!c.tied_embeddings) named_["output.weight"] = &w.output;
+    for (int l = 0; l < c.n_layers; ++l) {
+      auto& L = w.layers[static_cast<size_t>(l)];
+      const std::string p = StrFormat("blk.%d.", l);
+      named_[p + "attn_q.weight"] = &L.wq;
+      named_[p + "attn_k.weight"] = &L.wk;
+      named_[p + "attn_v.weight"] = &L.wv;
+      named_[p + "attn_output.weight"] = &L.wo;
+      named_[p + "ffn_gate.weight"] = &L.w_gate;
+      named_[p + "ffn_up.weight"] = &L.w_up;
+      named_[p + "ffn_down.weight"] = &L.w_down;
+    }
+  }
+
+  // KL(reference || with `name` quantized to `type`), or -1 if the tensor is not one it can swap.
+  double Of(const std::string& name, const TypeTraits& type) {
+    auto it = named_.find(name);
+    if (it == named_.end() || !*it->second) return -1;
+    WeightTensor& t = *it->second;
+    const WeightTensor saved = t;
+    const TypeTraits& src = Traits(t.type);
+    const int64_t n = t.rows * t.cols;
+    std::vector<float> f(static_cast<size_t>(n));
+    for (int64_t r = 0; r < t.rows; ++r) src.to_float(t.data + static_cast<size_t>(r) * t.row_bytes, f.data() + r * t.cols, t.cols);
+    std::vector<uint8_t> q(RowBytes(type, t.cols) * static_cast<size_t>(t.rows));
+    type.from_float(f.data(), q.data(), n);
+    type.to_float(q.data(), f.data(), n);
+    t.type = GgmlType::kF32;
+    t.row_bytes = sizeof(float) * static_cast<size_t>(t.cols);
+    t.data = reinterpret_cast<const uint8_t*>(f.data());
+    if (&t == &model_->weights.tok_embd && model_->config.tied_embeddings) model_->weights.output = t;
+    const std::vector<double> lp = LogProbs();
+    t = saved;
+    if (&t == &model_->weights.tok_embd && model_->config.tied_embeddings) model_->weights.output = t;
+    const size_t V = static_cast<size_t>(model_->config.n_vocab);
+    double kl = 0;
+    const size_t positions = ref_.size() / V;
+    for (size_t p = 0; p < positions; ++p) {
+      for (size_t v = 0; v < V; ++v) kl += std::exp(ref_[p * V + v]) * (ref_[p * V + v] - lp[p * V + v]);
+    }
+    return std::max(0.0, kl / static_cast<double>(positions));
+  }
+
+ private:
+  std::vector<double> LogProbs() {
+    const size_t V = static_cast<size_t>(model_->config.n_vocab);
+    std::vector<double> out;
+    for (const auto& win : windows_) {
+      const auto seq = kv_->Create(ctx_);
+      const int n = static_cast<int>(win.size());
+      if (!kv_->Reserve(seq, n)) Fail("calibration: the KV cache cannot hold %d tokens", n);
+      const KvView view = kv_->View(seq);
+      std::vector<Transformer::BatchItem> items;
+      for (int i = 0; i < n; ++i) items.push_back({&win[static_cast<size_t>(i)], 1, i, &view});
+      std::vector<const float*> logits(static_cast<size_t>(n));
+      for (int b = 0; b < n; b += tf_->max_items()) {
+        const int m = std::min(tf_->max_items(), n - b);
+        kv_->BeginStep();
+        tf_->ForwardBatch(items.data() + b, m, logits.data() + b);
+        kv_->EndStep();
+        for (int i = b; i < b + m; ++i) {
+          const float* l = logits[static_cast<size_t>(i)];
+          double mx = l[0], sum = 0;
+          for (size_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(l[v]));
+          for (size_t v = 0; v < V; ++v) sum += std::exp(l[v] - mx);
+          const double lse = mx + std::log(sum);
+          for (size_t v = 0; v < V; ++v) out.push_back(l[v] - lse);
+        }
+        kv_->Commit(seq, win.data() + b, m);
+      }
+      kv_->Free(seq);
+    }
+    return out;
+  }
+
+  std::unique_ptr<LoadedModel> model_;
+  ThreadPool pool_;
+  std::unique_ptr<Transformer> tf_;
+  std::unique_ptr<KvManager> kv_;
+  int ctx_ = 0;
+  std::vector<std::vector<int32_t>> windows_;
+  std::vector<double> ref_;
+  std::map<std::string, WeightTensor*> named_;
+};
 
 }  // namespace
 
@@ -127,6 +257,53 @@ int CmdQuantize(int argc, char** argv) {
   w.SetU32("general.quantization_version", 2);
 
   const auto& tensors = g.tensors();
+  // Mixed precision: each matrix's sensitivity, then the most sensitive per extra bit go wide
+  // while the whole file stays within --target-bpw.
+  std::map<std::string, const TypeTraits*> wide_for;
+  if (args.Has("--target-bpw")) {
+    const double target_bpw = args.Float("--target-bpw", 0, 1, 32);
+    if (!args.Has("--calib")) throw UsageError("quantize: --target-bpw needs a calibration text: --calib FILE");
+    const TypeTraits* wide = FindTypeTraitsByName(args.Str("--wide-type", "q8_0").c_str());
+    if (wide == nullptr || wide->from_float == nullptr) throw UsageError("quantize: unknown --wide-type '" + args.Str("--wide-type") + "'");
+    std::ifstream cf(args.Str("--calib"), std::ios::binary);
+    if (!cf) throw Error("cannot read calibration text '" + args.Str("--calib") + "'");
+    std::stringstream ss;
+    ss << cf.rdbuf();
+    Sensitivity sens(in, ss.str(), static_cast<int>(args.Int("--calib-ctx", 128, 16, 4096)));
+    struct Cand {
+      std::string name;
+      double kl;
+      double extra_bits;
+      int64_t elems;
+    };
+    std::vector<Cand> cands;
+    double total_bits = 0;
+    int64_t total_elems = 0;
+    for (const auto& t : tensors) {
+      const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
+      bool kept = !matrix;
+      for (const auto& pat : keep) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
+      const TypeTraits* base = kept ? &Traits(t.type) : target;
+      if (!kept) base = Fallback(target, t.ne[0]);
+      total_bits += 8.0 * static_cast<double>(RowBytes(*base, t.ne[0])) * static_cast<double>(t.n_elements / t.ne[0]);
+      total_elems += t.n_elements;
+      if (kept || base != target || t.ne[0] % wide->block_size != 0) continue;
+      const double kl = sens.Of(t.name, *target);
+      if (kl < 0) continue;
+      const double extra = 8.0 * (static_cast<double>(RowBytes(*wide, t.ne[0])) - static_cast<double>(RowBytes(*target, t.ne[0]))) * static_cast<double>(t.n_elements / t.ne[0]);
+      cands.push_back({t.name, kl, extra, t.n_elements});
+      std::fprintf(stderr, "sensitivity %-32s KL %.6f\n", t.name.c_str(), kl);
+    }
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.kl / std::max(1.0, a.extra_bits) > b.kl / std::max(1.0, b.extra_bits); });
+    const double budget = target_bpw * static_cast<double>(total_elems);
+    for (const auto& c : cands) {
+      if (total_bits + c.extra_bits <= budget) {
+        total_bits += c.extra_bits;
+        wide_for[c.name] = wide;
+        std::fprintf(stderr, "keeping %s in %s (KL %.6f)\n", c.name.c_str(), wide->name, c.kl);
+      }
+    }
+  }
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t params = 0;
   std::vector<float> buf;
@@ -137,11 +314,8 @@ int CmdQuantize(int argc, char** argv) {
     const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
     bool kept = !matrix;
     for (const auto& pat : keep) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
-    const TypeTraits* dst = target;
-    if (!kept && t.ne[0] % dst->block_size != 0) {
-      // Rows that do not fill the type's blocks: the closest type that fits.
-      dst = t.ne[0] % 32 == 0 ? &Traits(target->type_size * 8 < 6 * target->block_size ? GgmlType::kQ5_0 : GgmlType::kQ8_0) : &Traits(GgmlType::kF16);
-    }
+    const TypeTraits* dst = wide_for.count(t.name) ? wide_for[t.name] : target;
+    if (!kept) dst = Fallback(dst, t.ne[0]);
     if (kept || (dst->type == t.type)) {
       w.AddTensor(t.name, ne, t.type, t.data, t.nbytes);
       dst = &src;
