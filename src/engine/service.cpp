@@ -484,28 +484,21 @@ bool Service::Impl::Admit(Request& r, int* budget_left) {
 bool Service::Impl::Step() {
   const double now = NowSeconds();
   // 1. Cancelled and expired requests leave first (their blocks free up for this step).
-  for (size_t i = 0; i < running.size();) {
-    Request& r = *running[i];
-    const bool expired = r.deadline > 0 && now >= r.deadline;
-    if (r.Cancelled() || expired) {
-      auto owned = std::move(running[i]);
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      Finish(std::move(owned), expired && !r.Cancelled() ? FinishReason::kTimeout : FinishReason::kCancelled);
-    } else {
-      ++i;
+  auto drop_finished = [&](std::vector<std::unique_ptr<Request>>& list) {
+    for (size_t i = 0; i < list.size();) {
+      Request& r = *list[i];
+      const bool expired = r.deadline > 0 && now >= r.deadline;
+      if (r.Cancelled() || expired) {
+        auto owned = std::move(list[i]);
+        list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+        Finish(std::move(owned), expired && !r.Cancelled() ? FinishReason::kTimeout : FinishReason::kCancelled);
+      } else {
+        ++i;
+      }
     }
-  }
-  for (size_t i = 0; i < waiting.size();) {
-    Request& r = *waiting[i];
-    const bool expired = r.deadline > 0 && now >= r.deadline;
-    if (r.Cancelled() || expired) {
-      auto owned = std::move(waiting[i]);
-      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
-      Finish(std::move(owned), expired && !r.Cancelled() ? FinishReason::kTimeout : FinishReason::kCancelled);
-    } else {
-      ++i;
-    }
-  }
+  };
+  drop_finished(running);
+  drop_finished(waiting);
 
   // 2. Running requests: decodes first, then prompt chunks, each group in priority order.
   items.clear();

@@ -26,13 +26,7 @@ bool GgufValue::IsInteger() const {
   }
 }
 
-namespace {
-
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
-constexpr int kMaxDims = 4;
-constexpr int kMaxArrayDepth = 8;
-
-int ScalarSize(GgufType t) {
+size_t GgufScalarSize(GgufType t) {
   switch (t) {
     case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
     case GgufType::kU16: case GgufType::kI16: return 2;
@@ -41,6 +35,14 @@ int ScalarSize(GgufType t) {
     default: return 0;
   }
 }
+
+namespace {
+
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+constexpr int kMaxDims = 4;
+constexpr int kMaxArrayDepth = 8;
+
+int ScalarSize(GgufType t) { return static_cast<int>(GgufScalarSize(t)); }
 
 // Bounds-checked little-endian reader over the file bytes.
 class Cursor {

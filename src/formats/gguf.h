@@ -7,6 +7,7 @@
 // Does not interpret metadata: model configuration lives in the model layer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +26,9 @@ enum class GgufType : uint32_t {
   kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
 };
 const char* GgufTypeName(GgufType t);
+
+// Bytes of one scalar of type t (0 for strings and arrays).
+size_t GgufScalarSize(GgufType t);
 
 struct GgufValue {
   GgufType type = GgufType::kU8;

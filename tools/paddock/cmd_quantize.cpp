@@ -60,16 +60,6 @@ int FileType(GgmlType t) {
   }
 }
 
-size_t ScalarSize(GgufType t) {
-  switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    default: return 0;
-  }
-}
-
 template <class T>
 void Put(std::string* p, T v) {
   p->append(reinterpret_cast<const char*>(&v), sizeof(v));
@@ -99,11 +89,11 @@ bool Encode(const GgufValue& v, std::string* p) {
     if (v.elem_type == GgufType::kString) {
       for (auto s : v.strings) PutString(p, s);
     } else {
-      p->append(reinterpret_cast<const char*>(v.raw), v.count * ScalarSize(v.elem_type));
+      p->append(reinterpret_cast<const char*>(v.raw), v.count * GgufScalarSize(v.elem_type));
     }
     return true;
   }
-  const size_t n = ScalarSize(v.type);
+  const size_t n = GgufScalarSize(v.type);
   if (v.type == GgufType::kF32) {
     Put<float>(p, static_cast<float>(v.f));
   } else if (v.type == GgufType::kF64) {
