@@ -11,7 +11,6 @@
 // tokens recomputed later, its place in line kept). All methods are thread-safe.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>

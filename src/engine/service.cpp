@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <condition_variable>
-#include <deque>
+#include <atomic>
 #include <mutex>
 #include <thread>
 

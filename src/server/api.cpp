@@ -3,6 +3,7 @@
 // compile cost stays in one translation unit).
 #include "server/api.h"
 
+#include <atomic>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
