@@ -169,7 +169,8 @@ struct Service::Impl {
   void Publish(Request& r);
   bool Admit(Request& r, int* budget_left);
   Request* PickVictim();
-  void Preempt(Request* victim);
+  // Returns the tokens the victim had been given this step (now free for others).
+  int Preempt(Request* victim);
   void UpdateGauges();
   double KvUsage() const {
     const KvMemoryStats m = e->kv->Memory();
@@ -428,9 +429,19 @@ Request* Service::Impl::PickVictim() {
   return v;
 }
 
-void Service::Impl::Preempt(Request* victim) {
+int Service::Impl::Preempt(Request* victim) {
   // Recompute later: drop its blocks (full ones stay in the prefix cache, so recomputing may
-  // be cheap), keep its tokens, sampler and place in line.
+  // be cheap), keep its tokens, sampler and place in line. If it was already scheduled in this
+  // step, it leaves the step and gives its budget back.
+  int returned = 0;
+  for (size_t k = 0; k < item_req.size(); ++k) {
+    if (item_req[k] == victim) {
+      returned = item_n[k];
+      item_req.erase(item_req.begin() + static_cast<std::ptrdiff_t>(k));
+      item_n.erase(item_n.begin() + static_cast<std::ptrdiff_t>(k));
+      break;
+    }
+  }
   e->kv->Free(victim->seq);
   victim->seq = -1;
   victim->computed = 0;
@@ -440,6 +451,7 @@ void Service::Impl::Preempt(Request* victim) {
   running.erase(it);
   auto pos = std::upper_bound(waiting.begin(), waiting.end(), r, [](const auto& a, const auto& b) { return Before(a.get(), b.get()); });
   waiting.insert(pos, std::move(r));
+  return returned;
 }
 
 // Gives `r` a sequence (reusing cached prefix blocks) and room for its first chunk.
@@ -517,18 +529,9 @@ bool Service::Impl::Step() {
         Request* victim = PickVictim();
         if (victim == r && running.size() == 1) break;  // alone and still out of blocks
         const bool self = victim == r;
-        // A victim already scheduled this step gives back its budget.
-        for (size_t k = 0; k < item_req.size(); ++k) {
-          if (item_req[k] == victim) {
-            left += item_n[k];
-            item_req.erase(item_req.begin() + static_cast<std::ptrdiff_t>(k));
-            item_n.erase(item_n.begin() + static_cast<std::ptrdiff_t>(k));
-            break;
-          }
-        }
         // Indices shift when the victim sits before i.
         const auto vpos = std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.get() == victim; }) - running.begin();
-        Preempt(victim);
+        left += Preempt(victim);
         if (static_cast<size_t>(vpos) <= i) --i;
         if (self) break;
         ok = e->kv->Reserve(r->seq, r->computed + n);
@@ -560,15 +563,7 @@ bool Service::Impl::Step() {
       // Priority: a waiting request may displace a strictly lower-priority running one.
       Request* victim = PickVictim();
       if (victim == nullptr || victim->opt.priority >= r.opt.priority) break;
-      for (size_t k = 0; k < item_req.size(); ++k) {
-        if (item_req[k] == victim) {
-          left += item_n[k];
-          item_req.erase(item_req.begin() + static_cast<std::ptrdiff_t>(k));
-          item_n.erase(item_n.begin() + static_cast<std::ptrdiff_t>(k));
-          break;
-        }
-      }
-      Preempt(victim);
+      left += Preempt(victim);
       continue;
     }
     const int n = std::min(static_cast<int>(r.tokens.size()) - r.computed, left);

@@ -192,9 +192,7 @@ void Transformer::Layer(int l, int n) {
   {
     ProfileScope ps(prof_, ProfOp::kMatmulOut);
     Matmul(w.wo, att_, aq, n, xb_);
-    if (w.bo != nullptr) {
-      for (int j = 0; j < n; ++j) k_.add(xb_ + j * dim, w.bo, dim);
-    }
+    AddBias(xb_, w.bo, n, dim);
   }
   if (w.post_attn_norm != nullptr) {
     ProfileScope ps(prof_, ProfOp::kNorm);
@@ -218,18 +216,14 @@ void Transformer::Layer(int l, int n) {
     ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // up (+ bias) -> GELU (GPT-2)
     const int64_t ffn = cfg_.ffn_dim;
     Matmul(w.w_up, xb_, fq, n, hb_);
-    for (int j = 0; j < n; ++j) {
-      if (w.b_up != nullptr) k_.add(hb_ + j * ffn, w.b_up, ffn);
-      k_.gelu_mul(hb_ + j * ffn, nullptr, ffn);
-    }
+    AddBias(hb_, w.b_up, n, ffn);
+    k_.gelu_mul(hb_, nullptr, n * ffn);
   }
   const ActQ8 hq = QuantizeInput(hb_, n, cfg_.ffn_dim, w.w_down);
   {
     ProfileScope ps(prof_, ProfOp::kMatmulDown);
     Matmul(w.w_down, hb_, hq, n, xb_);
-    if (w.b_down != nullptr) {
-      for (int j = 0; j < n; ++j) k_.add(xb_ + j * dim, w.b_down, dim);
-    }
+    AddBias(xb_, w.b_down, n, dim);
   }
   if (w.post_ffn_norm != nullptr) {
     ProfileScope ps(prof_, ProfOp::kNorm);

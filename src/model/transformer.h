@@ -88,6 +88,11 @@ class Transformer {
   Profiler* prof_ = nullptr;
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true;
   void (*glu_)(float* g, const float* u, int64_t n) = nullptr;  // SwiGLU or GeGLU, from the config
+  // y[j] += b for each of n rows of `width` (no-op when b is null: most models have no biases).
+  void AddBias(float* y, const float* b, int n, int64_t width) const {
+    if (b == nullptr) return;
+    for (int j = 0; j < n; ++j) k_.add(y + j * width, b, width);
+  }
   // The model's normalization: RMSNorm, or LayerNorm with bias (GPT-2).
   void Norm(float* out, const float* x, const float* w, const float* b) const {
     if (cfg_.layer_norm) {
