@@ -417,3 +417,61 @@ TEST(Kernels, GeluKnownValuesAndAttentionSoftcap) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// The 16-row interleaved layouts: every element in its place, the reference kernels equal the
+// file layouts' (rounding only), every ISA's GEMV/GEMM equal the reference, and a token alone
+// bit-identical to the same token in any batch (tiles of 1..8 tokens and remainders).
+TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
+  const KernelTable& ref = ReferenceKernels();
+  for (bool is_q4 : {true, false}) {
+    const GgmlType base = is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
+    const GgmlType x16 = is_q4 ? GgmlType::kQ4_0X16 : GgmlType::kQ8_0X16;
+    const TypeTraits& tr = Traits(base);
+    for (int cols : {32, 96, 544, 2048}) {
+      for (int rows : {16, 48}) {
+        const auto wf = Random(static_cast<size_t>(cols) * rows, 23 + cols + rows);
+        std::string w(RowBytes(tr, cols) * rows, '\0'), wx(w.size(), '\0');
+        tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+        if (is_q4) RepackQ4_0X16(w.data(), wx.data(), rows, cols); else RepackQ8_0X16(w.data(), wx.data(), rows, cols);
+        const size_t rb = RowBytes(tr, cols);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int r = 0; r < rows; ++r) {
+          tr.to_float(w.data() + r * rb, row.data(), cols);
+          const auto* grp = reinterpret_cast<const uint8_t*>(wx.data()) + (r / 16) * 16 * rb;
+          for (int c = 0; c < cols; ++c) ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << r << " " << c;
+        }
+        for (int n_tok : {1, 3, 8, 11}) {
+          const auto x = Random(static_cast<size_t>(cols) * n_tok, 29 + cols + n_tok);
+          const QuantizedActs quantized(x);
+          const ActQ8 xq = quantized.act();
+          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows);
+          ref.gemm_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
+          ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
+          std::vector<float> fwant(rows), fgot(rows);
+          ref.gemv[static_cast<int>(base)](w.data(), rb, cols, rows, x.data(), fwant.data());
+          ref.gemv[static_cast<int>(x16)](wx.data(), rb, cols, rows, x.data(), fgot.data());
+          for (int r = 0; r < rows; ++r) ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + 1));
+          for (Isa isa : FastIsas()) {
+            const KernelTable& k = GetKernels(isa);
+            k.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << tr.name << " cols " << cols;
+            }
+            for (int j = 0; j < n_tok; ++j) {
+              k.gemv_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
+              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
+                  << IsaName(isa) << " " << tr.name << " cols " << cols << " token " << j << " of " << n_tok;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -614,7 +614,7 @@ namespace {
 TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
   SynthSpec spec;
   spec.type = GgmlType::kQ4_0;
-  spec.tied_embeddings = true;  // the output matrix is the embedding table: both re-laid
+  spec.tied_embeddings = true;  // the output matrix is the embedding table: re-laid row-wise
   const std::string path = test::TempPath("relayout.gguf");
   WriteSyntheticModel(spec, path);
   const auto toks = SomeTokens(9, spec.n_vocab);
@@ -622,7 +622,7 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
     Runner plain(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
     Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
     RelayoutWeights(relaid.model.get());
-    EXPECT_EQ(relaid.model->weights.layers[0].wq.type, GgmlType::kQ4_0R);
+    EXPECT_EQ(relaid.model->weights.layers[0].wq.type, GgmlType::kQ4_0X16);
     EXPECT_EQ(relaid.model->weights.tok_embd.type, GgmlType::kQ4_0R);
     EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), 1e-5);
   }

@@ -128,7 +128,7 @@ struct BenchOptions {
   int gen_tokens = 128;      // decode steps
   int batch = 1;             // > 1: also decode this many sequences together
   int reps = 3;              // repetitions (medians reported)
-  bool profile = false;      // per-operator shares of the decode step
+  bool profile = false;      // per-operator shares of the decode step and of one prefill
 };
 
 struct BenchReport {
@@ -151,6 +151,8 @@ struct BenchReport {
   };
   std::vector<ProfileEntry> profile;
   double profiled_step_ms = 0, measured_step_ms = 0;
+  std::vector<ProfileEntry> prefill_profile;  // one whole prefill (ms_per_step: the prefill)
+  double prefill_profiled_ms = 0, prefill_measured_ms = 0;
   MemoryReport memory;
 };
 

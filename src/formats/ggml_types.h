@@ -36,8 +36,10 @@ enum class GgmlType : uint32_t {
   // files (FindTypeTraits does not know them).
   kQ8_0R = 46,  // Q8_0 with each row's fp16 scales gathered in front of its 32-byte quants
   kQ4_0R = 47,  // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
+  kQ4_0X16 = 48,  // Q4_0, 16 rows interleaved for the integer micro-kernel (see below)
+  kQ8_0X16 = 49,  // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
 };
-constexpr int kGgmlTypeCount = 48;  // upper bound on type ids we index by
+constexpr int kGgmlTypeCount = 50;  // upper bound on type ids we index by
 
 constexpr int kQK = 32;    // block size of the legacy formats
 constexpr int kQK_K = 256;  // super-block size of the k-quants
@@ -122,6 +124,23 @@ const TypeTraits* FindTypeTraits(uint32_t type);
 void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 // The same for Q8_0 -> kQ8_0R (nb fp16 scales, then nb 32-byte quant groups).
 void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
+// 16-row interleaved layouts (kQ4_0X16, kQ8_0X16): the integer micro-kernel keeps one row per
+// 32-bit lane of a 512-bit register, so one VNNI dot product advances 16 rows by 4 elements,
+// the scales multiply 16 rows at once and no horizontal reduction is needed. `rows` must be a
+// multiple of 16; the size is unchanged (a group of 16 rows takes 16 * row_bytes bytes).
+// Per group of 16 rows, per 32-element block b, in order:
+//   16 fp16 scales (row 0..15), then the quants as 64-byte vectors of 16 lanes x 4 bytes:
+//   Q4_0X16: vector m (0..3), lane i, byte j: low nibble = q[i][4m + j], high nibble =
+//            q[i][4m + 16 + j] (q in 0..15, value (q - 8) * d) — 4 vectors, 288 bytes a block;
+//   Q8_0X16: vector g (0..7), lane i, byte j: q[i][4g + j] + 128 as an unsigned byte (value
+//            (byte - 128) * d) — 8 vectors, 544 bytes a block.
+constexpr int kX16Rows = 16;
+void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
+// The value of element `col` of row `row` (the row within its group) of an interleaved group.
+float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col);
+inline bool IsX16(GgmlType t) { return t == GgmlType::kQ4_0X16 || t == GgmlType::kQ8_0X16; }
+
 // For a known type (asserts).
 const TypeTraits& Traits(GgmlType type);
 inline const char* TypeName(GgmlType t) { return Traits(t).name; }

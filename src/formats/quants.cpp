@@ -396,10 +396,15 @@ static void DequantQ8_0R(const void* src, float* y, int64_t n) {
 
 static const TypeTraits kQ4_0RTraits = {GgmlType::kQ4_0R, "Q4_0R", kQK, 18, DequantQ4_0R, nullptr};
 static const TypeTraits kQ8_0RTraits = {GgmlType::kQ8_0R, "Q8_0R", kQK, 34, DequantQ8_0R, nullptr};
+// Rows of the interleaved layouts are not contiguous: no row dequantizer (X16Element reads one).
+static const TypeTraits kQ4_0X16Traits = {GgmlType::kQ4_0X16, "Q4_0X16", kQK, 18, nullptr, nullptr};
+static const TypeTraits kQ8_0X16Traits = {GgmlType::kQ8_0X16, "Q8_0X16", kQK, 34, nullptr, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
   if (type == GgmlType::kQ8_0R) return kQ8_0RTraits;
+  if (type == GgmlType::kQ4_0X16) return kQ4_0X16Traits;
+  if (type == GgmlType::kQ8_0X16) return kQ8_0X16Traits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
 }
 
@@ -427,6 +432,54 @@ void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols) {
       std::memcpy(out + 2 * nb + 16 * b, in[b].qs, 16);
     }
   }
+}
+
+void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / kQK;
+  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int i = 0; i < kX16Rows; ++i) {
+        const auto* in = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb) + b;
+        std::memcpy(out + 2 * i, &in->d, 2);
+        for (int m = 0; m < 4; ++m) std::memcpy(out + 32 + 64 * m + 4 * i, in->qs + 4 * m, 4);
+      }
+      out += 32 + 4 * 64;
+    }
+  }
+}
+
+void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / kQK;
+  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int i = 0; i < kX16Rows; ++i) {
+        const auto* in = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb) + b;
+        std::memcpy(out + 2 * i, &in->d, 2);
+        for (int k = 0; k < kQK; ++k) out[32 + 64 * (k / 4) + 4 * i + k % 4] = static_cast<uint8_t>(in->qs[k] + 128);
+      }
+      out += 32 + 8 * 64;
+    }
+  }
+}
+
+float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col) {
+  const bool q4 = type == GgmlType::kQ4_0X16;
+  const uint8_t* blk = group + static_cast<size_t>(col / kQK) * (q4 ? 288 : 544);
+  uint16_t h;
+  std::memcpy(&h, blk + 2 * row, 2);
+  const int k = static_cast<int>(col % kQK);
+  int q;
+  if (q4) {
+    const uint8_t byte = blk[32 + 64 * ((k % 16) / 4) + 4 * row + k % 4];
+    q = (k < 16 ? (byte & 15) : (byte >> 4)) - 8;
+  } else {
+    q = blk[32 + 64 * (k / 4) + 4 * row + k % 4] - 128;
+  }
+  return static_cast<float>(q) * Fp16ToFp32(h);
 }
 
 const TypeTraits* FindTypeTraitsByName(const char* name) {

@@ -1,5 +1,6 @@
 // Scalar reference kernels: straightforward loops, double accumulation where it matters.
 #include <cmath>
+#include <cstring>
 
 #include "base/half.h"
 
@@ -125,6 +126,51 @@ void RefGemvQ8Split(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
       int32_t dot = 0;
       for (int j = 0; j < kQK; ++j) dot += SplitQuant<kQ4>(row + 2 * nb, b, j) * x.qs[b * kQK + j];
       acc += static_cast<double>(Fp16ToFp32(sc[b])) * static_cast<double>(x.d[b]) * dot;
+    }
+    y[r] = static_cast<float>(acc);
+  }
+}
+
+// 16-row interleaved layouts (ggml_types.h): row r is lane r % 16 of group r / 16 (`w` points
+// at a group; rows of a call start on a group).
+inline const uint8_t* X16Group(const void* w, size_t row_bytes, int64_t r) {
+  return static_cast<const uint8_t*>(w) + static_cast<size_t>(r / kX16Rows) * kX16Rows * row_bytes;
+}
+
+template <GgmlType T>
+void RefGemvX16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* g = X16Group(w, row_bytes, r);
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(X16Element(T, g, cols, static_cast<int>(r % kX16Rows), c)) * x[c];
+    y[r] = static_cast<float>(s);
+  }
+}
+
+// Int8 activations: exact integer dot per block, scales applied in double.
+template <GgmlType T>
+void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  constexpr bool kQ4 = T == GgmlType::kQ4_0X16;
+  const size_t block_bytes = kQ4 ? 288 : 544;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int i = static_cast<int>(r % kX16Rows);
+    double acc = 0;
+    for (int64_t b = 0; b < cols / kQK; ++b) {
+      const uint8_t* blk = X16Group(w, row_bytes, r) + static_cast<size_t>(b) * block_bytes;
+      int32_t dot = 0;
+      for (int k = 0; k < kQK; ++k) {
+        int q;
+        if constexpr (kQ4) {
+          const uint8_t byte = blk[32 + 64 * ((k % 16) / 4) + 4 * i + k % 4];
+          q = (k < 16 ? (byte & 15) : (byte >> 4)) - 8;
+        } else {
+          q = blk[32 + 64 * (k / 4) + 4 * i + k % 4] - 128;
+        }
+        dot += q * x.qs[b * kQK + k];
+      }
+      uint16_t h;
+      std::memcpy(&h, blk + 2 * i, 2);
+      acc += static_cast<double>(Fp16ToFp32(h)) * static_cast<double>(x.d[b]) * dot;
     }
     y[r] = static_cast<float>(acc);
   }
@@ -281,6 +327,12 @@ KernelTable MakeScalarTable() {
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8Split<false>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Split<true>>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmFromGemv<RefGemvQ8Split<false>>;
+  t.gemv[static_cast<int>(GgmlType::kQ4_0X16)] = RefGemvX16<GgmlType::kQ4_0X16>;
+  t.gemv[static_cast<int>(GgmlType::kQ8_0X16)] = RefGemvX16<GgmlType::kQ8_0X16>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0X16)] = RefGemvQ8X16<GgmlType::kQ4_0X16>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0X16)] = RefGemvQ8X16<GgmlType::kQ8_0X16>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0X16)] = RefGemmFromGemv<RefGemvQ8X16<GgmlType::kQ4_0X16>>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0X16)] = RefGemmFromGemv<RefGemvQ8X16<GgmlType::kQ8_0X16>>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

@@ -949,6 +949,165 @@ void Attend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int
   f(q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
 }
 
+
+// ---- 16-row interleaved layouts (kQ4_0X16, kQ8_0X16; ggml_types.h) ----
+// One row per 32-bit lane: per 32-element block and token, 8 dot-product instructions advance
+// all 16 rows by 4 elements each into an int32 accumulator (exact), then one convert and two
+// FMAs apply the scales to the 16 rows at once:
+//   y[16 rows] += d_w[16] * (d_x * dot + c),   c = -Z * (d_x * sum(q_x)),
+// Z the zero point the stored quants carry (8 for Q4_0; 128 for Q8_0, stored offset so that the
+// weights are the unsigned operand). No horizontal sums. A lane's operations and their order do
+// not depend on how many tokens share the tile, so a token alone (the GEMV) gives bit-identical
+// results to the same token in a batch.
+
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <bool kQ4>
+constexpr size_t kX16BlockBytes = kQ4 ? 288 : 544;
+
+#if defined(__AVX512VNNI__)
+template <bool kQ4>
+constexpr float kX16Zero = kQ4 ? 8.0f : 128.0f;
+
+// One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
+template <bool kQ4, int T>
+void X16Tile(const uint8_t* grp, int64_t nb, const int8_t* xq, int64_t cols, const float* xd,
+             const float* xds, float* y, int64_t ldy) {
+  constexpr bool kSplit = T <= 4;  // two int32 chains per token where few tokens hide latency
+  constexpr size_t BB = kX16BlockBytes<kQ4>;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  __m512 facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + static_cast<size_t>(b) * BB;
+    const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512i acc[T], acc2[T];
+    for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm512_setzero_si512();
+    const int8_t* xb = xq + b * kQK;
+    if constexpr (kQ4) {
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * m);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xt = xb + t * cols;
+          acc[t] = _mm512_dpbusd_epi32(acc[t], lo, _mm512_set1_epi32(Load32(xt + 4 * m)));
+          __m512i& a2 = kSplit ? acc2[t] : acc[t];
+          a2 = _mm512_dpbusd_epi32(a2, hi, _mm512_set1_epi32(Load32(xt + 16 + 4 * m)));
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * g);
+        for (int t = 0; t < T; ++t) {
+          __m512i& a = (kSplit && (g & 1)) ? acc2[t] : acc[t];
+          a = _mm512_dpbusd_epi32(a, v, _mm512_set1_epi32(Load32(xb + t * cols + 4 * g)));
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512i a = kSplit ? _mm512_add_epi32(acc[t], acc2[t]) : acc[t];
+      const float d = xd[t * nb + b], c = -kX16Zero<kQ4> * xds[t * nb + b];
+      const __m512 tmp = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(d), _mm512_set1_ps(c));
+      facc[t] = _mm512_fmadd_ps(tmp, sw, facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, facc[t]);
+}
+constexpr int kX16MaxT = 8;
+#else
+// AVX2: the group as two 8-row halves, each a 256-bit half of every 64-byte vector. Q8_0X16's
+// offset quants would overflow maddubs' int16 pairs, so they are turned back into signed
+// values and multiplied through the sign trick (no zero point left: c = 0).
+template <bool kQ4, int T>
+void X16Tile(const uint8_t* grp, int64_t nb, const int8_t* xq, int64_t cols, const float* xd,
+             const float* xds, float* y, int64_t ldy) {
+  constexpr size_t BB = kX16BlockBytes<kQ4>;
+  const __m256i m4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int h = 0; h < 2; ++h) {
+    __m256 facc[T];
+    for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = grp + static_cast<size_t>(b) * BB;
+      const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
+      __m256i acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+      const int8_t* xb = xq + b * kQK;
+      if constexpr (kQ4) {
+        for (int m = 0; m < 4; ++m) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 64 * m + 32 * h));
+          const __m256i lo = _mm256_and_si256(v, m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xt = xb + t * cols;
+            acc[t] = DpBusd(acc[t], lo, _mm256_set1_epi32(Load32(xt + 4 * m)));
+            acc[t] = DpBusd(acc[t], hi, _mm256_set1_epi32(Load32(xt + 16 + 4 * m)));
+          }
+        }
+      } else {
+        for (int g = 0; g < 8; ++g) {
+          const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 64 * g + 32 * h)), flip);
+          const __m256i va = _mm256_abs_epi8(v);
+          for (int t = 0; t < T; ++t) {
+            const __m256i xv = _mm256_set1_epi32(Load32(xb + t * cols + 4 * g));
+            acc[t] = DpBusd(acc[t], va, _mm256_sign_epi8(xv, v));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const float d = xd[t * nb + b], c = kQ4 ? -8.0f * xds[t * nb + b] : 0.0f;
+        const __m256 tmp = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_set1_ps(d), _mm256_set1_ps(c));
+        facc[t] = _mm256_fmadd_ps(tmp, sw, facc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, facc[t]);
+  }
+}
+constexpr int kX16MaxT = 4;
+#endif
+
+// Token tiles outside (a tile's activations stay in L1), 16-row groups inside.
+template <bool kQ4>
+void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
+             float* y, int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  const auto* base = static_cast<const uint8_t*>(w);
+  const size_t group_bytes = kX16Rows * rb;
+  for (int t0 = 0; t0 < n_tok; t0 += kX16MaxT) {
+    const int T = n_tok - t0 < kX16MaxT ? n_tok - t0 : kX16MaxT;
+    const int8_t* xq = x.qs + static_cast<int64_t>(t0) * cols;
+    const float* xd = x.d + static_cast<int64_t>(t0) * nb;
+    const float* xds = x.ds + static_cast<int64_t>(t0) * nb;
+    for (int64_t g = 0; g < rows / kX16Rows; ++g) {
+      const uint8_t* grp = base + static_cast<size_t>(g) * group_bytes;
+      float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
+      switch (T) {
+#if defined(__AVX512VNNI__)
+        case 8: X16Tile<kQ4, 8>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 7: X16Tile<kQ4, 7>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 6: X16Tile<kQ4, 6>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 5: X16Tile<kQ4, 5>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+#endif
+        case 4: X16Tile<kQ4, 4>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 3: X16Tile<kQ4, 3>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 2: X16Tile<kQ4, 2>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        default: X16Tile<kQ4, 1>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+      }
+    }
+  }
+}
+
+template <bool kQ4>
+void GemvQ8X16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+  GemmX16<kQ4>(w, rb, cols, rows, x, 1, y, rows);
+}
+
 }  // namespace
 
 KernelTable MakeTable() {
@@ -977,6 +1136,10 @@ KernelTable MakeTable() {
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemmQ8<kLayoutQ8_0R>;
   t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8Q8_0R;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0X16)] = GemvQ8X16<true>;
+  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0X16)] = GemvQ8X16<false>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0X16)] = GemmX16<true>;
+  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0X16)] = GemmX16<false>;
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

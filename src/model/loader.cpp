@@ -233,24 +233,32 @@ std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
 
 void RelayoutWeights(LoadedModel* m) {
   ModelWeights& w = m->weights;
-  auto relayout = [&](WeightTensor* t) {
+  const bool tied = w.output.data == w.tok_embd.data;
+  // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
+  // (kQ4_0X16 / kQ8_0X16); the others, and a tied output matrix (the embedding lookup reads
+  // its rows one at a time), get the row-split layout (kQ4_0R / kQ8_0R).
+  auto relayout = [&](WeightTensor* t, bool row_access) {
     if (t->type != GgmlType::kQ4_0 && t->type != GgmlType::kQ8_0) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
     std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
     uint8_t* dst = buf.get() + (64 - reinterpret_cast<uintptr_t>(buf.get()) % 64) % 64;
     const bool q4 = t->type == GgmlType::kQ4_0;
-    if (q4) RepackQ4_0Rows(t->data, dst, t->rows, t->cols); else RepackQ8_0Rows(t->data, dst, t->rows, t->cols);
+    if (!row_access && t->rows % kX16Rows == 0) {
+      if (q4) RepackQ4_0X16(t->data, dst, t->rows, t->cols); else RepackQ8_0X16(t->data, dst, t->rows, t->cols);
+      t->type = q4 ? GgmlType::kQ4_0X16 : GgmlType::kQ8_0X16;
+    } else {
+      if (q4) RepackQ4_0Rows(t->data, dst, t->rows, t->cols); else RepackQ8_0Rows(t->data, dst, t->rows, t->cols);
+      t->type = q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R;
+    }
     ReleasePages(t->data, bytes);
     t->data = dst;
-    t->type = q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R;
     m->relaid_bytes += bytes;
     m->relaid.push_back(std::move(buf));
   };
-  const bool tied = w.output.data == w.tok_embd.data;
   for (LayerWeights& L : w.layers) {
-    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) relayout(t);
+    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) relayout(t, false);
   }
-  relayout(&w.output);
+  relayout(&w.output, tied);
   if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
 }
 

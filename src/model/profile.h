@@ -26,10 +26,11 @@ struct Profiler {
     return t;
   }
   static const char* Name(ProfOp op) {
-    static const char* names[] = {"embedding", "rmsnorm", "quantize activations", "matmul q/k/v",
-                                  "bias, qk-norm, rope", "kv store", "attention", "matmul attn out",
-                                  "residual add", "matmul gate/up", "swiglu", "matmul down",
-                                  "logits (final norm + classifier)", "sampling"};
+    static const char* const names[] = {"embedding", "rmsnorm", "quantize activations", "matmul q/k/v",
+                                        "bias, qk-norm, rope", "kv store", "attention", "matmul attn out",
+                                        "residual add", "matmul gate/up + swiglu", "matmul down",
+                                        "logits (final norm + classifier)", "sampling"};
+    static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ProfOp::kCount), "one name per operator");
     return names[static_cast<int>(op)];
   }
 };

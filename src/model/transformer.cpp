@@ -354,7 +354,8 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   // over each block (an integer GEMM where the type has one, else a GEMV per token), so each
   // weight byte comes from memory once per chunk.
   const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
-  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kMatmulBlockBytes / w.row_bytes));
+  const int64_t unit = RowUnit(w);
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kMatmulBlockBytes / w.row_bytes) / unit) * unit;
   for (int64_t r0 = begin; r0 < end; r0 += block) {
     const int64_t nr = std::min(block, end - r0);
     const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
@@ -366,12 +367,20 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   }
 }
 
+// Rows are split between threads in whole 16-row groups for the interleaved layouts.
+int64_t Transformer::RowUnit(const WeightTensor& w) { return IsX16(w.type) ? kX16Rows : 1; }
+
 void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {
-  pool_.ParallelFor(w.rows, [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b, e); });
+  const int64_t u = RowUnit(w);
+  pool_.ParallelFor(w.rows / u, [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
 }
 
 void Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
-  if (!fuse_qkv_) {
+  // The shares of the fused pass are cut in whole 16-row groups when any matrix is interleaved,
+  // which needs every matrix's rows to be a multiple of 16.
+  const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
+  const bool aligned = L.wq.rows % u == 0 && L.wk.rows % u == 0 && L.wv.rows % u == 0;
+  if (!fuse_qkv_ || !aligned) {
     Matmul(L.wq, x, xq, n, q_);
     Matmul(L.wk, x, xq, n, kv_k_);
     Matmul(L.wv, x, xq, n, kv_v_);
@@ -381,7 +390,9 @@ void Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& 
   // three); each thread's share may span the matrices.
   const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
   float* ys[3] = {q_, kv_k_, kv_v_};
-  pool_.ParallelFor(L.wq.rows + L.wk.rows + L.wv.rows, [&](int64_t b, int64_t e, int) {
+  pool_.ParallelFor((L.wq.rows + L.wk.rows + L.wv.rows) / u, [&](int64_t b, int64_t e, int) {
+    b *= u;
+    e *= u;
     int64_t base = 0;
     for (int m = 0; m < 3; ++m) {
       const int64_t lo = std::max(b, base), hi = std::min(e, base + ws[m]->rows);
@@ -401,7 +412,10 @@ void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ
   }
   // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
   // is still in cache: one fork/join, no separate pass over the hidden activations.
-  pool_.ParallelFor(ffn, [&](int64_t b, int64_t e, int) {
+  const int64_t u = std::max(RowUnit(L.w_gate), RowUnit(L.w_up));  // ffn % u == 0 (layout rule)
+  pool_.ParallelFor(ffn / u, [&](int64_t b, int64_t e, int) {
+    b *= u;
+    e *= u;
     MatmulRows(L.w_gate, x, xq, n, hb_, b, e);
     MatmulRows(L.w_up, x, xq, n, hb2_, b, e);
     for (int j = 0; j < n; ++j) glu_(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);

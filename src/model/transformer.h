@@ -71,6 +71,7 @@ class Transformer {
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   // Rows [begin, end) of w for all n tokens (the unit of work of one thread).
+  static int64_t RowUnit(const WeightTensor& w);
   void MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y,
                   int64_t begin, int64_t end);
   void MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n);

@@ -86,9 +86,10 @@ struct LoadedModel {
   uint64_t relaid_bytes = 0;
 };
 
-// Re-lays the matrices out for the kernels, once (Q4_0 -> Q4_0R, Q8_0 -> Q8_0R: each row's
-// scales in front of its quants, so the integer kernels convert 16 scales per instruction). The original
-// pages are dropped from the mapping. Numerically identical; a switch for measurement.
+// Re-lays the Q4_0 / Q8_0 matrices out for the kernels, once: 16-row interleaved groups
+// (Q4_0X16 / Q8_0X16, ggml_types.h) where the rows allow, else each row's scales in front of its
+// quants (Q4_0R / Q8_0R). The original pages are dropped from the mapping. Same values; a
+// switch for measurement.
 void RelayoutWeights(LoadedModel* model);
 
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)

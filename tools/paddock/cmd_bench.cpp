@@ -34,7 +34,7 @@ std::vector<OptionSpec> BenchSpecs() {
     {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
-      {{"--profile"}, false, "per-operator shares of the decode step"},
+      {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
@@ -65,6 +65,14 @@ void PrintJson(const BenchReport& r) {
     }
     std::printf("]}");
   }
+  if (!r.prefill_profile.empty()) {
+    std::printf(", \"prefill_profile\": {\"measured_ms\": %.4f, \"profiled_ms\": %.4f, \"ops\": [", r.prefill_measured_ms, r.prefill_profiled_ms);
+    for (size_t i = 0; i < r.prefill_profile.size(); ++i) {
+      std::printf("%s{\"op\": \"%s\", \"ms\": %.4f, \"share\": %.4f}", i ? ", " : "",
+                  r.prefill_profile[i].op.c_str(), r.prefill_profile[i].ms_per_step, r.prefill_profile[i].share);
+    }
+    std::printf("]}");
+  }
   std::printf("}\n");
 }
 
@@ -87,6 +95,10 @@ void PrintTable(const std::string& model, const BenchReport& r) {
   if (!r.profile.empty()) {
     std::printf("decode step profile (%.3f ms measured, %.3f ms in operators):\n", r.measured_step_ms, r.profiled_step_ms);
     for (const auto& e : r.profile) std::printf("  %-34s %9.4f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
+  }
+  if (!r.prefill_profile.empty()) {
+    std::printf("prefill %d profile (%.1f ms measured, %.1f ms in operators):\n", r.prompt_tokens, r.prefill_measured_ms, r.prefill_profiled_ms);
+    for (const auto& e : r.prefill_profile) std::printf("  %-34s %9.2f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
   }
 }
 
