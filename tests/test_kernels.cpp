@@ -475,3 +475,68 @@ TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Tiled attention over query rows (the rows are the SIMD lanes) against the reference, for every
+// K/V encoding, every ISA, row counts below, at and above the lane count, rows that see
+// different ranges (causal ends, sliding-window starts, one that sees nothing), and soft-capping.
+TEST(Kernels, AttendRowsMatchesTheReference) {
+  const int hd = 64, n_kv = 2, len = 77, g = 1;
+  const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 41, 2.0f), vf = Random(static_cast<size_t>(len) * n_kv * hd, 42);
+  std::vector<int32_t> table;
+  const int bs = 16;
+  for (int b = 0; b < (len + bs - 1) / bs; ++b) table.push_back((b * 3) % 5);  // scattered blocks
+  for (int kt = 0; kt < kKvDtypeCount; ++kt) {
+    const KvDtype type = static_cast<KvDtype>(kt);
+    const size_t rb = KvRowBytes(type, n_kv, hd);
+    std::vector<uint8_t> kc(rb * bs * 5), vc(rb * bs * 5);
+    for (int t = 0; t < len; ++t) {
+      const size_t slot = static_cast<size_t>(table[t / bs]) * bs + t % bs;
+      ReferenceKernels().kv_store[kt](kc.data() + slot * rb, kf.data() + static_cast<size_t>(t) * n_kv * hd, n_kv, hd);
+      ReferenceKernels().kv_store[kt](vc.data() + slot * rb, vf.data() + static_cast<size_t>(t) * n_kv * hd, n_kv, hd);
+    }
+    KvRowsRef k, v;
+    k.base = kc.data();
+    v.base = vc.data();
+    k.row_bytes = v.row_bytes = rb;
+    k.table = v.table = table.data();
+    k.block_size = v.block_size = bs;
+    k.type = v.type = type;
+    for (int n_rows : {1, 5, 8, 16, 19}) {
+      const auto q = Random(static_cast<size_t>(n_rows) * hd, 43 + n_rows, 2.0f);
+      std::vector<int> lo(n_rows), hi(n_rows);
+      for (int r = 0; r < n_rows; ++r) {
+        hi[r] = len - (r % 7) * 3;         // causal ends
+        lo[r] = r % 4 == 3 ? hi[r] - 20 : 0;  // a window
+      }
+      if (n_rows > 4) lo[4] = hi[4];  // sees nothing: zeros
+      std::vector<float> want(static_cast<size_t>(n_rows) * hd), got(want.size());
+      std::vector<const float*> qr(n_rows);
+      std::vector<float*> wr(n_rows), gr(n_rows);
+      for (int r = 0; r < n_rows; ++r) {
+        qr[r] = q.data() + r * hd;
+        wr[r] = want.data() + r * hd;
+        gr[r] = got.data() + r * hd;
+      }
+      std::vector<float> scratch(AttendScratchFloats(hd));
+      for (float softcap : {0.0f, 3.0f}) {
+        ReferenceKernels().attend_rows(qr.data(), wr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data());
+        for (Isa isa : FastIsas()) {
+          std::fill(got.begin(), got.end(), 1e9f);
+          GetKernels(isa).attend_rows(qr.data(), gr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data());
+          for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 2e-5f) << IsaName(isa) << " " << KvDtypeName(type) << " rows " << n_rows << " softcap " << softcap << " at " << i;
+          }
+        }
+        if (n_rows > 4) {
+          for (int d = 0; d < hd; ++d) ASSERT_EQ(want[4 * hd + d], 0.0f);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -70,6 +70,21 @@ using AttendFn = void (*)(const float* q, int n_q, const KvRowsRef& k, const KvR
                           int start, int end, int kv_head, int n_kv, int hd, float scale,
                           float softcap, float* out, float* scratch);
 
+// Fused attention of query rows that share KV head g (a GQA group's heads, of one or several
+// tokens of one sequence): row r's query q_rows[r] (hd floats) attends to positions
+// [lo[r], hi[r]) with an online, max-subtracted softmax over tiles of kAttnTile positions; each
+// K and V row is read and decoded once per tile for all rows, and the rows are the SIMD lanes.
+// out_rows[r]: the normalized result (zeros if the row sees nothing). scratch:
+// AttendScratchFloats(hd) floats. Any n_rows; the kernel takes up to 16 at a time.
+constexpr int kAttnTile = 32;
+constexpr int kAttnMaxRows = 16;
+inline size_t AttendScratchFloats(int hd) {
+  return static_cast<size_t>(hd) * (2 * kAttnMaxRows + 2 * kAttnTile) + kAttnTile * kAttnMaxRows + 64;
+}
+using AttendRowsFn = void (*)(const float* const* q_rows, float* const* out_rows, int n_rows,
+                              const int* lo, const int* hi, const KvRowsRef& k, const KvRowsRef& v,
+                              int g, int n_kv, int hd, float scale, float softcap, float* scratch);
+
 struct KernelTable {
   Isa isa;
   GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
@@ -115,6 +130,7 @@ struct KernelTable {
   // y += a * head `head` of row
   void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads, int head_dim);
   AttendFn attend;
+  AttendRowsFn attend_rows;
 };
 
 // The table for `isa` (which the CPU must support).

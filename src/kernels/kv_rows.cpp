@@ -175,8 +175,22 @@ void RefAttend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, 
   AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
 }
 
+// One row at a time through the reference single-pass loop.
+void RefAttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
+                   const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
+                   float scale, float softcap, float* scratch) {
+  for (int r = 0; r < n_rows; ++r) {
+    if (lo[r] >= hi[r]) {
+      for (int d = 0; d < hd; ++d) out_rows[r][d] = 0;
+      continue;
+    }
+    RefAttend(q_rows[r], 1, k, v, lo[r], hi[r], g, n_kv, hd, scale, softcap, out_rows[r], scratch);
+  }
+}
+
 void SetReferenceKvKernels(KernelTable* t) {
   t->attend = RefAttend;
+  t->attend_rows = RefAttendRows;
   SetKvStoreKernels(t);
   t->kv_dot[0] = RefDotT<KvDtype::kF32>;
   t->kv_dot[1] = RefDotT<KvDtype::kF16>;

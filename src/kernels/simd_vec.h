@@ -51,6 +51,15 @@ inline VecI OrI(VecI a, VecI b) { return {_mm512_or_si512(a.v, b.v)}; }
 inline VecI ShrV(VecI a, VecI s) { return {_mm512_srlv_epi32(a.v, s.v)}; }
 inline VecI ShlV(VecI a, VecI s) { return {_mm512_sllv_epi32(a.v, s.v)}; }
 inline VecF ToFloat(VecI a) { return {_mm512_cvtepi32_ps(a.v)}; }
+// Lane masks (comparisons, selection).
+struct VecM {
+  __mmask16 m;
+};
+inline VecF Div(VecF a, VecF b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline VecM CmpGe(VecF a, VecF b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_GE_OQ)}; }
+inline VecM CmpLt(VecF a, VecF b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)}; }
+inline VecM And(VecM a, VecM b) { return {static_cast<__mmask16>(a.m & b.m)}; }
+inline VecF Select(VecM m, VecF a, VecF b) { return {_mm512_mask_blend_ps(m.m, b.v, a.v)}; }
 #else  // AVX2 + FMA + F16C
 struct VecF {
   __m256 v;
@@ -101,6 +110,14 @@ inline VecI OrI(VecI a, VecI b) { return {_mm256_or_si256(a.v, b.v)}; }
 inline VecI ShrV(VecI a, VecI s) { return {_mm256_srlv_epi32(a.v, s.v)}; }
 inline VecI ShlV(VecI a, VecI s) { return {_mm256_sllv_epi32(a.v, s.v)}; }
 inline VecF ToFloat(VecI a) { return {_mm256_cvtepi32_ps(a.v)}; }
+struct VecM {
+  __m256 m;
+};
+inline VecF Div(VecF a, VecF b) { return {_mm256_div_ps(a.v, b.v)}; }
+inline VecM CmpGe(VecF a, VecF b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GE_OQ)}; }
+inline VecM CmpLt(VecF a, VecF b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
+inline VecM And(VecM a, VecM b) { return {_mm256_and_ps(a.m, b.m)}; }
+inline VecF Select(VecM m, VecF a, VecF b) { return {_mm256_blendv_ps(b.v, a.v, m.m)}; }
 #endif
 
 }  // namespace PADDOCK_ISA_NS

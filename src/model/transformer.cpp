@@ -33,19 +33,21 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t sizes[] = {
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
       B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
-      B * half, B * half, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)), T * static_cast<size_t>(cfg_.q_dim())};
+      B * half, B * half, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)), T * static_cast<size_t>(cfg_.q_dim()),
+      T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim)};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
   arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_};
+  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_, &attn_scratch_};
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i] = p;
     p += (sizes[i] + 15) / 16 * 16;
   }
   std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
+  attn_tasks_.reserve(B * static_cast<size_t>(cfg_.n_heads));  // at most one task per (token, head)
   tok_pos_.assign(B, 0);
   tok_view_.assign(B, nullptr);
   item_last_.assign(static_cast<size_t>(max_items_), 0);
@@ -237,17 +239,32 @@ void Transformer::AttentionFused(int l, int n) {
   const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = cfg_.AttentionScale();
-  const size_t scratch_stride = static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads));
+  // One task per run of tokens of one sequence, KV head and kAttnMaxRows of its (token, head)
+  // query rows: the rows share every K/V tile.
+  attn_tasks_.clear();
+  for (int j0 = 0; j0 < n;) {
+    int j1 = j0 + 1;
+    while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)]) ++j1;
+    const int rows = (j1 - j0) * group;
+    for (int g = 0; g < nkv; ++g) {
+      for (int first = 0; first < rows; first += kAttnMaxRows) {
+        attn_tasks_.push_back({j0, g, first, std::min(kAttnMaxRows, rows - first)});
+      }
+    }
+    j0 = j1;
+  }
+  const size_t stride = AttendScratchFloats(hd) + static_cast<size_t>(kAttnMaxRows) * hd;
   auto task = [&](int64_t begin, int64_t end, int t) {
-    float* qg = qrot_ + static_cast<size_t>(t) * qd;
-    float* ml = scores_ + static_cast<size_t>(t) * scratch_stride;
+    float* scratch = attn_scratch_ + static_cast<size_t>(t) * stride;
+    float* qrot = scratch + AttendScratchFloats(hd);
+    const float* q_rows[kAttnMaxRows];
+    float* out_rows[kAttnMaxRows];
+    int lo[kAttnMaxRows], hi[kAttnMaxRows];
     for (int64_t idx = begin; idx < end; ++idx) {
-      const int j = static_cast<int>(idx / nkv), g = static_cast<int>(idx % nkv);
-      const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+      const AttnTask& tk = attn_tasks_[static_cast<size_t>(idx)];
+      const KvView& kv = *tok_view_[static_cast<size_t>(tk.j0)];
       const KvLayerView& cache = kv.layers[l];
-      const int p = tok_pos_[static_cast<size_t>(j)];
       const int window = cfg_.LayerWindow(l, kv.window);
-      const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       KvRowsRef kr, vr;
       kr.base = cache.k;
       kr.row_bytes = cache.k_row_bytes;
@@ -257,26 +274,34 @@ void Transformer::AttentionFused(int l, int n) {
       vr.type = cache.v_type;
       kr.table = vr.table = kv.table;
       kr.block_size = vr.block_size = kv.block_size;
-      const float* q = q_ + j * qd + g * group * hd;
-      if (KvRotated(cache.k_type, hd)) {  // keys are stored rotated: (Hq).(Hk) = q.k
-        std::memcpy(qg, q, sizeof(float) * group * hd);
-        for (int h = 0; h < group; ++h) Hadamard(qg + h * hd, hd);
-        q = qg;
+      const bool rot_k = KvRotated(cache.k_type, hd);
+      for (int r = 0; r < tk.count; ++r) {
+        const int p = tk.first + r;
+        const int j = tk.j0 + p / group, h = tk.g * group + p % group;
+        const int pos = tok_pos_[static_cast<size_t>(j)];
+        hi[r] = pos + 1;
+        lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
+        const float* q = q_ + j * qd + h * hd;
+        if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
+          float* qr = qrot + r * hd;
+          std::memcpy(qr, q, sizeof(float) * hd);
+          Hadamard(qr, hd);
+          q = qr;
+        }
+        q_rows[r] = q;
+        out_rows[r] = att_ + j * qd + h * hd;
       }
-      float* out = att_ + j * qd + g * group * hd;
-      k_.attend(q, group, kr, vr, start, p + 1, g, nkv, hd, scale, cfg_.attn_softcap, out, ml);
-      if (KvRotated(cache.v_type, hd)) {
-        for (int h = 0; h < group; ++h) Hadamard(out + h * hd, hd);
+      k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch);
+      if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
+        for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
       }
     }
   };
-  pool_.ParallelFor(static_cast<int64_t>(n) * nkv, task);
+  pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()), task);
 }
 
 void Transformer::Attention(int l, int n) {
-  // Fused (one pass per KV-head group) when there is a task for every thread; otherwise the
-  // per-head form spreads a single token's heads over the threads.
-  if (fuse_attn_ && static_cast<int64_t>(n) * cfg_.n_kv_heads >= pool_.size()) {
+  if (fuse_attn_) {
     AttentionFused(l, n);
     return;
   }

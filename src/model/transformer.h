@@ -50,8 +50,9 @@ class Transformer {
   // Operator fusions (on by default; switches so each gain can be measured alone):
   // qkv: Q, K and V projections in one parallel pass; ffn: gate and up projections and SwiGLU
   // in one parallel pass.
-  // attn: attention as one pass per KV-head group with an online softmax (K/V read once per
-  // group) instead of two passes per head.
+  // attn: attention as one tiled pass per KV head with an online softmax, the group's query
+  // rows (heads x tokens) as SIMD lanes (K/V decoded once per tile for all of them), instead of
+  // two passes per head.
   void SetFusion(bool qkv, bool ffn, bool attn = true) {
     fuse_qkv_ = qkv;
     fuse_ffn_ = ffn;
@@ -122,6 +123,13 @@ class Transformer {
   float* sin_;      // (B, rope_dim / 2)
   float* scores_;   // (threads, ctx) attention scores
   float* qrot_;     // (threads, q_dim) rotated queries for Hadamard-rotated KV
+  float* attn_scratch_;  // (threads, AttendScratchFloats + kAttnMaxRows * head_dim) tiled attention
+  // Tiled attention tasks of the current layer: a run of tokens of one sequence (from token j0),
+  // KV head g, rows [first, first + count) of its (token, head) pairs. Capacity planned once.
+  struct AttnTask {
+    int j0, g, first, count;
+  };
+  std::vector<AttnTask> attn_tasks_;
   std::vector<float> inv_freq_;  // (rope_dim / 2)
   float rope_pos_scale_ = 1.0f;  // linear RoPE scaling: positions are divided by the factor
   // Per token of the current step: position and KV view; per item: its last token's index.
