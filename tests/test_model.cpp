@@ -591,17 +591,31 @@ TEST(Batch, ManySequencesTogetherEqualEachAlone) {
 namespace paddock {
 namespace {
 
+// Q/K/V in one pass with the bias / QK-norm / RoPE epilogue, gate/up + SwiGLU, and residual +
+// norm + quantize fused, against each pass on its own, on interleaved (re-laid) weights and on
+// architectures with QKV biases (qwen2), QK-norm (qwen3), NeoX RoPE (phi3) and post norms (gemma2).
 TEST(Fusion, FusedAndSeparatePassesGiveTheSameLogits) {
-  SynthSpec spec;
-  spec.type = GgmlType::kQ4_0;
-  const std::string path = test::TempPath("fusion.gguf");
-  WriteSyntheticModel(spec, path);
-  const auto toks = SomeTokens(9, spec.n_vocab);
-  for (bool batched : {false, true}) {
-    Runner fused(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
-    Runner separate(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
-    separate.tf->SetFusion(false, false);
-    EXPECT_LT(RelErr(fused.Run(toks, batched), separate.Run(toks, batched)), 1e-6);
+  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma2"}) {
+    SynthSpec spec;
+    spec.arch = arch;
+    spec.type = GgmlType::kQ4_0;
+    if (spec.arch == "qwen3") spec.qk_norm = true;
+    const std::string path = test::TempPath(std::string("fusion-") + arch + ".gguf");
+    WriteSyntheticModel(spec, path);
+    const auto toks = SomeTokens(9, spec.n_vocab);
+    for (bool relaid : {false, true}) {
+      for (bool batched : {false, true}) {
+        Runner fused(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+        Runner separate(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+        if (relaid) {
+          RelayoutWeights(fused.model.get());
+          RelayoutWeights(separate.model.get());
+        }
+        separate.tf->SetFusion(false, false, true, false);
+        EXPECT_LT(RelErr(fused.Run(toks, batched), separate.Run(toks, batched)), 1e-6) << arch << (relaid ? " relaid" : "");
+      }
+    }
+    std::remove(path.c_str());
   }
 }
 

@@ -28,6 +28,7 @@ struct EngineOptions {
   bool int8_activations = true;  // integer dot products for Q8_0/Q4_0/Q4_K/Q6_K (switch to measure)
   bool fuse_qkv = true;          // Q/K/V projections in one parallel pass
   bool fuse_ffn = true;          // gate/up projections + SwiGLU in one parallel pass
+  bool fuse_norm = true;         // residual add + norm + int8 quantization in one pass per token
   bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
   bool relayout_weights = true;  // re-lay Q4_0 matrices out for the kernels at load
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types

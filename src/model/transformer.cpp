@@ -111,7 +111,13 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     }
     RopeTables(n);
   }
+  pending_residual_ = false;
   for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n);
+  if (pending_residual_) {  // the last layer's FFN residual
+    ProfileScope ps(prof_, ProfOp::kResidual);
+    ForTokens(n, [&](int j) { k_.add(x_ + static_cast<size_t>(j) * dim, xb_ + static_cast<size_t>(j) * dim, dim); });
+    pending_residual_ = false;
+  }
   // Only each item's last token needs logits.
   {
     ProfileScope ps(prof_, ProfOp::kLogits);
@@ -143,6 +149,47 @@ void Transformer::RopeTables(int n) {
   }
 }
 
+ActQ8 Transformer::ResidualNormQuant(const float* delta, const float* w, const float* b, int n, const WeightTensor& next) {
+  const int dim = cfg_.dim;
+  const bool quant = TakesInt8(next, dim);
+  {
+    ProfileScope ps(prof_, ProfOp::kNorm);
+    ForTokens(n, [&](int j) {
+      const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
+      if (delta != nullptr) k_.add(x_ + r, delta + r, dim);
+      Norm(xb_ + r, x_ + r, w, b);
+      if (quant) k_.quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
+    });
+  }
+  if (!quant) return {};
+  ActQ8 q;
+  q.qs = act_qs_.get();
+  q.d = act_d_.get();
+  q.ds = act_ds_.get();
+  return q;
+}
+
+void Transformer::QkvEpilogue(const LayerWeights& w, int j, int h0, int h1) {
+  const int hd = cfg_.head_dim, nq = cfg_.n_heads, nkv = cfg_.n_kv_heads;
+  const int half = cfg_.rope_dim / 2;
+  const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
+  for (int h = h0; h < h1; ++h) {
+    if (h < nq + nkv) {  // a query or key head
+      const bool is_q = h < nq;
+      const int hh = is_q ? h : h - nq;
+      float* x = (is_q ? q_ + j * cfg_.q_dim() : kv_k_ + j * cfg_.kv_dim()) + hh * hd;
+      const float* bias = is_q ? w.bq : w.bk;
+      if (bias != nullptr) k_.add(x, bias + hh * hd, hd);
+      const float* norm = is_q ? w.q_norm : w.k_norm;
+      if (norm != nullptr) k_.rmsnorm(x, x, norm, hd, cfg_.norm_eps);
+      if (half > 0) k_.rope(x, 1, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+    } else if (w.bv != nullptr) {
+      const int hh = h - nq - nkv;
+      k_.add(kv_v_ + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
+    }
+  }
+}
+
 void Transformer::Layer(int l, int n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
   const int dim = cfg_.dim, qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hd = cfg_.head_dim;
@@ -150,14 +197,21 @@ void Transformer::Layer(int l, int n) {
   const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
 
   // Attention block: norm, Q/K/V projections, (bias), (QK-norm), RoPE, cache, attend, project.
-  {
-    ProfileScope ps(prof_, ProfOp::kNorm);
-    for (int j = 0; j < n; ++j) Norm(xb_ + j * dim, x_ + j * dim, w.attn_norm, w.attn_norm_b);
+  ActQ8 xq;
+  if (fuse_norm_) {  // (the previous layer's FFN residual) + norm + quantize, one pass
+    xq = ResidualNormQuant(pending_residual_ ? xb_ : nullptr, w.attn_norm, w.attn_norm_b, n, w.wq);
+    pending_residual_ = false;
+  } else {
+    {
+      ProfileScope ps(prof_, ProfOp::kNorm);
+      for (int j = 0; j < n; ++j) Norm(xb_ + j * dim, x_ + j * dim, w.attn_norm, w.attn_norm_b);
+    }
+    xq = QuantizeInput(xb_, n, dim, w.wq);
   }
-  const ActQ8 xq = QuantizeInput(xb_, n, dim, w.wq);
+  bool epilogue_done;
   {
     ProfileScope ps(prof_, ProfOp::kMatmulQkv);
-    MatmulQkv(w, xb_, xq, n);
+    epilogue_done = MatmulQkv(w, xb_, xq, n);
   }
   for (int j = 0; j < n; ++j) {
     const KvView& kv = *tok_view_[static_cast<size_t>(j)];
@@ -166,7 +220,7 @@ void Transformer::Layer(int l, int n) {
     float* q = q_ + j * qd;
     float* k = kv_k_ + j * kvd;
     float* v = kv_v_ + j * kvd;
-    {
+    if (!epilogue_done) {
       ProfileScope ps(prof_, ProfOp::kBiasNormRope);
       if (w.bq != nullptr) {
         k_.add(q, w.bq, qd);
@@ -200,17 +254,22 @@ void Transformer::Layer(int l, int n) {
     ProfileScope ps(prof_, ProfOp::kNorm);
     for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, xb_ + j * dim, w.post_attn_norm, dim, cfg_.norm_eps);
   }
-  {
-    ProfileScope ps(prof_, ProfOp::kResidual);
-    for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
+  // Feed-forward block: (residual) norm, gate/up, SwiGLU, down, residual.
+  const WeightTensor& w_in = w.w_gate ? w.w_gate : w.w_up;
+  ActQ8 fq;
+  if (fuse_norm_) {
+    fq = ResidualNormQuant(xb_, w.ffn_norm, w.ffn_norm_b, n, w_in);
+  } else {
+    {
+      ProfileScope ps(prof_, ProfOp::kResidual);
+      for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
+    }
+    {
+      ProfileScope ps(prof_, ProfOp::kNorm);
+      for (int j = 0; j < n; ++j) Norm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, w.ffn_norm_b);
+    }
+    fq = QuantizeInput(xb_, n, dim, w_in);
   }
-
-  // Feed-forward block: norm, gate/up, SwiGLU, down, residual.
-  {
-    ProfileScope ps(prof_, ProfOp::kNorm);
-    for (int j = 0; j < n; ++j) Norm(xb_ + j * dim, x_ + j * dim, w.ffn_norm, w.ffn_norm_b);
-  }
-  const ActQ8 fq = QuantizeInput(xb_, n, dim, w.w_gate ? w.w_gate : w.w_up);
   if (w.w_gate) {
     ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // includes SwiGLU / GeGLU
     MatmulGateUp(w, xb_, fq, n);
@@ -230,6 +289,10 @@ void Transformer::Layer(int l, int n) {
   if (w.post_ffn_norm != nullptr) {
     ProfileScope ps(prof_, ProfOp::kNorm);
     for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, xb_ + j * dim, w.post_ffn_norm, dim, cfg_.norm_eps);
+  }
+  if (fuse_norm_) {  // carried into the next layer's norm pass (or added before the logits)
+    pending_residual_ = true;
+    return;
   }
   ProfileScope ps(prof_, ProfOp::kResidual);
   for (int j = 0; j < n; ++j) k_.add(x_ + j * dim, xb_ + j * dim, dim);
@@ -343,13 +406,17 @@ void Transformer::Attention(int l, int n) {
   pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);
 }
 
+bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
+  return int8_ && cols % kQK == 0 && k_.gemv_q8[static_cast<int>(w.type)] != nullptr;
+}
+
 ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
-  if (!int8_ || cols % kQK != 0 || k_.gemv_q8[static_cast<int>(w.type)] == nullptr) return {};
+  if (!TakesInt8(w, cols)) return {};
   ProfileScope ps(prof_, ProfOp::kQuantizeAct);
-  for (int j = 0; j < n; ++j) {
+  ForTokens(n, [&](int j) {
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
     k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
-  }
+  });
   ActQ8 q;
   q.qs = act_qs_.get();
   q.d = act_d_.get();
@@ -400,31 +467,31 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
   pool_.ParallelFor(w.rows / u, [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
 }
 
-void Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
-  // The shares of the fused pass are cut in whole 16-row groups when any matrix is interleaved,
-  // which needs every matrix's rows to be a multiple of 16.
+bool Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+  // The fused pass is cut into whole heads, so each thread finishes its heads (bias, QK-norm,
+  // RoPE) while they are in cache; a head must hold whole 16-row groups of interleaved weights.
+  const int hd = cfg_.head_dim;
   const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
-  const bool aligned = L.wq.rows % u == 0 && L.wk.rows % u == 0 && L.wv.rows % u == 0;
-  if (!fuse_qkv_ || !aligned) {
+  if (!fuse_qkv_ || hd % u != 0) {
     Matmul(L.wq, x, xq, n, q_);
     Matmul(L.wk, x, xq, n, kv_k_);
     Matmul(L.wv, x, xq, n, kv_v_);
-    return;
+    return false;
   }
-  // One parallel pass over the concatenated rows of Q, K and V (one fork/join instead of
-  // three); each thread's share may span the matrices.
   const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
   float* ys[3] = {q_, kv_k_, kv_v_};
-  pool_.ParallelFor((L.wq.rows + L.wk.rows + L.wv.rows) / u, [&](int64_t b, int64_t e, int) {
-    b *= u;
-    e *= u;
+  const int heads = cfg_.n_heads + 2 * cfg_.n_kv_heads;
+  pool_.ParallelFor(heads, [&](int64_t hb, int64_t he, int) {
+    const int64_t b = hb * hd, e = he * hd;
     int64_t base = 0;
     for (int m = 0; m < 3; ++m) {
       const int64_t lo = std::max(b, base), hi = std::min(e, base + ws[m]->rows);
       if (lo < hi) MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
       base += ws[m]->rows;
     }
+    for (int j = 0; j < n; ++j) QkvEpilogue(L, j, static_cast<int>(hb), static_cast<int>(he));
   });
+  return true;
 }
 
 void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {

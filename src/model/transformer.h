@@ -53,10 +53,14 @@ class Transformer {
   // attn: attention as one tiled pass per KV head with an online softmax, the group's query
   // rows (heads x tokens) as SIMD lanes (K/V decoded once per tile for all of them), instead of
   // two passes per head.
-  void SetFusion(bool qkv, bool ffn, bool attn = true) {
+  // norm: residual add + normalization + int8 quantization of the normalized row in one pass
+  // per token (threads over tokens), the residual of a layer's FFN carried into the next
+  // layer's pass.
+  void SetFusion(bool qkv, bool ffn, bool attn = true, bool norm = true) {
     fuse_qkv_ = qkv;
     fuse_ffn_ = ffn;
     fuse_attn_ = attn;
+    fuse_norm_ = norm;
   }
   int max_batch() const { return max_batch_; }
   int max_items() const { return max_items_; }
@@ -69,13 +73,15 @@ class Transformer {
   // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
+  bool TakesInt8(const WeightTensor& w, int cols) const;
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   // Rows [begin, end) of w for all n tokens (the unit of work of one thread).
   static int64_t RowUnit(const WeightTensor& w);
   void MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y,
                   int64_t begin, int64_t end);
-  void MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
+  // Returns whether the bias / QK-norm / RoPE epilogue ran inside the fused pass.
+  bool MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
   void MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
   void RopeTables(int n);
 
@@ -88,7 +94,24 @@ class Transformer {
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;
-  bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true;
+  bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
+  bool pending_residual_ = false;  // xb_ holds the last FFN output, not yet added to x_
+  // x += delta (if given), xb = Norm(x) with (w, b), and xb quantized for `next` where it takes
+  // int8: one pass per token row (fuse_norm_).
+  ActQ8 ResidualNormQuant(const float* delta, const float* w, const float* b, int n, const WeightTensor& next);
+  // Runs fn(j) for every token j, over the threads when there are enough tokens.
+  template <class F>
+  void ForTokens(int n, F&& fn) {
+    if (n < 2 * pool_.size()) {
+      for (int j = 0; j < n; ++j) fn(j);
+      return;
+    }
+    pool_.ParallelFor(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t j = b; j < e; ++j) fn(static_cast<int>(j));
+    });
+  }
+  // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
+  void QkvEpilogue(const LayerWeights& w, int j, int h0, int h1);
   void (*glu_)(float* g, const float* u, int64_t n) = nullptr;  // SwiGLU or GeGLU, from the config
   // y[j] += b for each of n rows of `width` (no-op when b is null: most models have no biases).
   void AddBias(float* y, const float* b, int n, int64_t width) const {

@@ -29,10 +29,11 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
       {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
-    {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
-    {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
-    {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
-    {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
+      {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
+      {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
+      {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
+      {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
+      {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
       {{"-h", "--help"}, false, "show this help"},
@@ -132,6 +133,7 @@ int CmdBench(int argc, char** argv) {
     eo.fuse_ffn = !args.Has("--no-fuse-ffn");
     eo.relayout_weights = !args.Has("--no-relayout");
     eo.fuse_attn = !args.Has("--no-fuse-attn");
+    eo.fuse_norm = !args.Has("--no-fuse-norm");
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));

@@ -57,6 +57,7 @@ std::vector<OptionSpec> RunSpecs() {
     {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
     {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
     {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
+    {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
     {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights (default: int8 dot products)"},
     {{"-h", "--help"}, false, "show this help"},
@@ -167,6 +168,7 @@ int CmdRun(int argc, char** argv) {
     eo.fuse_ffn = !args.Has("--no-fuse-ffn");
     eo.relayout_weights = !args.Has("--no-relayout");
     eo.fuse_attn = !args.Has("--no-fuse-attn");
+    eo.fuse_norm = !args.Has("--no-fuse-norm");
   go.ignore_eos = args.Has("--ignore-eos");
   go.add_bos = !args.Has("--no-bos");
   go.parse_special = args.Has("--special");
