@@ -540,3 +540,81 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+double Rmse(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>* w = nullptr) {
+  double s = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double wi = w != nullptr ? (*w)[i % w->size()] : 1.0;
+    s += wi * (a[i] - b[i]) * (a[i] - b[i]);
+    n += wi;
+  }
+  return std::sqrt(s / n);
+}
+
+// The Paddock file types: quantize -> dequantize within RMSE bounds (data of unit variance),
+// PQ4_G32 round-to-nearest identical to Q4_0, activation-weighted quantization never worse in
+// the weighted error than round-to-nearest, and every ISA's GEMV/GEMM against the reference
+// (and a token alone bit-identical to the same token in a batch).
+TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
+  const int rows = 32, cols = 512;
+  const auto wf = Random(static_cast<size_t>(rows) * cols, 51, 1.0f);
+  // Random() is uniform in [-1, 1] times the scale: rms 1/sqrt(3).
+  double rms = 0;
+  for (float v : wf) rms += v * v;
+  rms = std::sqrt(rms / wf.size());
+  std::vector<float> importance(cols);
+  for (int c = 0; c < cols; ++c) importance[c] = c % 7 == 0 ? 20.0f : 0.5f;  // a few loud channels
+  const struct {
+    GgmlType type;
+    double max_rel_rmse;
+  } cases[] = {{GgmlType::kPQ8_C, 0.006}, {GgmlType::kPQ4_G32, 0.09}, {GgmlType::kPQ4_G64, 0.09},
+               {GgmlType::kPQ4_G128, 0.09}, {GgmlType::kPQ4_G32Z, 0.075}, {GgmlType::kPQ4_G64Z, 0.075},
+               {GgmlType::kPQ4_G128Z, 0.075}};
+  const KernelTable& ref = ReferenceKernels();
+  for (const auto& tc : cases) {
+    const TypeTraits& tr = Traits(tc.type);
+    const size_t rb = RowBytes(tr, cols);
+    std::string q(rb * rows, '\0'), qi(q.size(), '\0');
+    QuantizeX16(tc.type, wf.data(), rows, cols, nullptr, q.data());
+    QuantizeX16(tc.type, wf.data(), rows, cols, importance.data(), qi.data());
+    std::vector<float> back(wf.size()), back_i(wf.size());
+    DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(q.data()), rows, cols, back.data());
+    DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(qi.data()), rows, cols, back_i.data());
+    EXPECT_LT(Rmse(back, wf) / rms, tc.max_rel_rmse) << tr.name;
+    EXPECT_LE(Rmse(back_i, wf, &importance), Rmse(back, wf, &importance) * 1.0001) << tr.name << ": weighted search worse than RTN";
+    if (tc.type == GgmlType::kPQ4_G32) {
+      std::string q40(RowBytes(Traits(GgmlType::kQ4_0), cols) * rows, '\0');
+      Traits(GgmlType::kQ4_0).from_float(wf.data(), q40.data(), static_cast<int64_t>(rows) * cols);
+      std::vector<float> b40(wf.size());
+      DequantizeMatrix(GgmlType::kQ4_0, reinterpret_cast<const uint8_t*>(q40.data()), rows, cols, b40.data());
+      for (size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], b40[i]) << "PQ4_G32 round-to-nearest must equal Q4_0, element " << i;
+    }
+    for (int n_tok : {1, 3, 8, 11}) {
+      const auto x = Random(static_cast<size_t>(cols) * n_tok, 53 + n_tok);
+      const QuantizedActs quantized(x);
+      const ActQ8 xq = quantized.act();
+      std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows), fwant(rows), fexact(rows);
+      ref.gemm_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
+      // The integer reference agrees with float math on the dequantized weights and activations.
+      std::vector<float> xdq(static_cast<size_t>(cols));
+      for (int c = 0; c < cols; ++c) xdq[c] = xq.qs[c] * xq.d[c / 32];
+      ref.gemv[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xdq.data(), fwant.data());
+      for (int r = 0; r < rows; ++r) ASSERT_NEAR(want[r], fwant[r], 1e-4 * (std::fabs(fwant[r]) + 1)) << tr.name;
+      for (Isa isa : FastIsas()) {
+        const KernelTable& k = GetKernels(isa);
+        k.gemm_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << tr.name;
+        for (int j = 0; j < n_tok; ++j) {
+          k.gemv_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
+          ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows)) << IsaName(isa) << " " << tr.name;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

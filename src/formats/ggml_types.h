@@ -38,8 +38,19 @@ enum class GgmlType : uint32_t {
   kQ4_0R = 47,  // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
   kQ4_0X16 = 48,  // Q4_0, 16 rows interleaved for the integer micro-kernel (see below)
   kQ8_0X16 = 49,  // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
+  // Paddock file types (written by `paddock quantize`, GGUF key paddock.quantization_version
+  // = 1): stored already interleaved in 16-row groups, so loading is a memory map with no
+  // repacking. Layouts below; docs/quantization.md.
+  kPQ8_C = 100,      // int8, one fp32 scale per output channel (row), symmetric
+  kPQ4_G32 = 101,    // int4, groups of 32, symmetric (the values of Q4_0; layout of Q4_0X16)
+  kPQ4_G64 = 102,    // int4, groups of 64, symmetric
+  kPQ4_G128 = 103,   // int4, groups of 128, symmetric
+  kPQ4_G32Z = 104,   // int4, groups of 32 with a zero point (value q * d + m, as Q4_1)
+  kPQ4_G64Z = 105,   // int4, groups of 64 with a zero point
+  kPQ4_G128Z = 106,  // int4, groups of 128 with a zero point
 };
-constexpr int kGgmlTypeCount = 50;  // upper bound on type ids we index by
+constexpr int kGgmlTypeCount = 107;  // upper bound on type ids we index by
+constexpr uint32_t kPaddockQuantVersion = 1;
 
 constexpr int kQK = 32;    // block size of the legacy formats
 constexpr int kQK_K = 256;  // super-block size of the k-quants
@@ -113,8 +124,9 @@ struct TypeTraits {
   const char* name;
   int block_size;      // elements per block
   int type_size;       // bytes per block
-  DequantizeFn to_float;    // null: parse-only type
+  DequantizeFn to_float;    // null: parse-only type (or interleaved: see X16Element)
   QuantizeFn from_float;    // null: no reference quantizer
+  int row_extra = 0;        // bytes per row besides the blocks (a per-row scale)
 };
 
 // Null if `type` is not a known GGML type id (file types only).
@@ -134,12 +146,41 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 //            q[i][4m + 16 + j] (q in 0..15, value (q - 8) * d) — 4 vectors, 288 bytes a block;
 //   Q8_0X16: vector g (0..7), lane i, byte j: q[i][4g + j] + 128 as an unsigned byte (value
 //            (byte - 128) * d) — 8 vectors, 544 bytes a block.
+// The Paddock file types share this scheme, with a scale group of G elements (32, 64, 128):
+//   PQ4_G*:  per scale group: 16 fp16 scales, then G / 32 Q4 quant blocks as above;
+//   PQ4_G*Z: per scale group: 16 fp16 scales, 16 fp16 minimums, then G / 32 Q4 quant blocks
+//            (q in 0..15, value q * d + m);
+//   PQ8_C:   per group of rows: 16 fp32 scales (one per row), then per 32-element block the 8
+//            Q8 vectors as above (value (byte - 128) * d).
 constexpr int kX16Rows = 16;
+enum class X16Kind : uint8_t {
+  kQ4S,  // 4-bit, symmetric (zero point 8), fp16 scale per group
+  kQ4Z,  // 4-bit with fp16 scale and minimum per group
+  kQ8B,  // 8-bit (offset 128), fp16 scale per 32-block
+  kQ8C,  // 8-bit (offset 128), fp32 scale per row
+};
+struct X16Format {
+  X16Kind kind;
+  int group;  // elements per scale group (kQ8C: 32, the quant block; the scale is per row)
+};
+// False if `t` is not an interleaved type.
+bool X16FormatOf(GgmlType t, X16Format* f);
+inline bool IsX16(GgmlType t) {
+  X16Format f{};
+  return X16FormatOf(t, &f);
+}
 void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
-// The value of element `col` of row `row` (the row within its group) of an interleaved group.
+// Element `col` of row `row` (0..15, within its group) of an interleaved group, as the integer
+// quant q (zero point removed), its scale d and minimum m: value = q * d + m.
+void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m);
 float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col);
-inline bool IsX16(GgmlType t) { return t == GgmlType::kQ4_0X16 || t == GgmlType::kQ8_0X16; }
+// Quantizes `rows` x `cols` floats (rows a multiple of 16) into an interleaved Paddock type.
+// `importance` (cols values, or null) weights each column's squared error in the choice of
+// each group's scale (and minimum): activation-aware quantization from calibration statistics.
+void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst);
+// Dequantizes a whole matrix of any computable type (interleaved or not) to floats.
+void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols, float* out);
 
 // For a known type (asserts).
 const TypeTraits& Traits(GgmlType type);
@@ -149,7 +190,7 @@ const TypeTraits* FindTypeTraitsByName(const char* name);
 
 // Bytes of `n` elements of `type`; n must be a multiple of the block size.
 inline uint64_t RowBytes(const TypeTraits& t, int64_t n) {
-  return static_cast<uint64_t>(n / t.block_size) * static_cast<uint64_t>(t.type_size);
+  return static_cast<uint64_t>(n / t.block_size) * static_cast<uint64_t>(t.type_size) + static_cast<uint64_t>(t.row_extra);
 }
 
 }  // namespace paddock

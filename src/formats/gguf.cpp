@@ -239,6 +239,7 @@ GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
     const uint64_t blocks = static_cast<uint64_t>(n_el / tr->block_size);
     if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->type_size)) Fail("GGUF: tensor '%.*s' byte size overflows", nm, name.data());
     ti.nbytes = blocks * static_cast<uint64_t>(tr->type_size);
+    if (tr->row_extra > 0) ti.nbytes += static_cast<uint64_t>(n_el / ti.ne[0]) * static_cast<uint64_t>(tr->row_extra);  // per-row scales
     ti.offset = c.Read<uint64_t>("tensor offset");
     if (ti.offset % g.alignment_ != 0) Fail("GGUF: tensor '%.*s' offset %llu is not aligned to %llu", nm, name.data(), (unsigned long long)ti.offset, (unsigned long long)g.alignment_);
     g.tensors_.push_back(std::move(ti));

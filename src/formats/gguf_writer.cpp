@@ -67,7 +67,8 @@ void GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& 
   int64_t n = 1;
   for (int64_t d : ne) n *= d;
   if (ne.empty() || ne.size() > 4 || ne[0] % tr.block_size != 0) Fail("GgufWriter: bad shape for tensor '%s'", name.c_str());
-  if (RowBytes(tr, n) != nbytes) Fail("GgufWriter: tensor '%s' has %zu bytes, its shape needs %llu", name.c_str(), nbytes, (unsigned long long)RowBytes(tr, n));
+  const uint64_t need = RowBytes(tr, ne[0]) * static_cast<uint64_t>(n / ne[0]);
+  if (need != nbytes) Fail("GgufWriter: tensor '%s' has %zu bytes, its shape needs %llu", name.c_str(), nbytes, (unsigned long long)need);
   tensors_.push_back({name, ne, type, std::string(static_cast<const char*>(data), nbytes)});
 }
 

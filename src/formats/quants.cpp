@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "base/half.h"
+#include "base/strings.h"
 #include "formats/ggml_types.h"
 
 namespace paddock {
@@ -359,6 +360,14 @@ const TypeTraits kTraits[] = {
     {GgmlType::kI64, "I64", 1, 8, nullptr, nullptr},
     {GgmlType::kF64, "F64", 1, 8, nullptr, nullptr},
     {GgmlType::kBF16, "BF16", 1, 2, DequantBF16, QuantBF16},
+    // Paddock file types: 16-row interleaved, so no row dequantizer (X16Element; QuantizeX16).
+    {GgmlType::kPQ8_C, "PQ8_C", 32, 32, nullptr, nullptr, 4},
+    {GgmlType::kPQ4_G32, "PQ4_G32", 32, 18, nullptr, nullptr},
+    {GgmlType::kPQ4_G64, "PQ4_G64", 64, 34, nullptr, nullptr},
+    {GgmlType::kPQ4_G128, "PQ4_G128", 128, 66, nullptr, nullptr},
+    {GgmlType::kPQ4_G32Z, "PQ4_G32Z", 32, 20, nullptr, nullptr},
+    {GgmlType::kPQ4_G64Z, "PQ4_G64Z", 64, 36, nullptr, nullptr},
+    {GgmlType::kPQ4_G128Z, "PQ4_G128Z", 128, 68, nullptr, nullptr},
 };
 
 }  // namespace
@@ -466,20 +475,261 @@ void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
   }
 }
 
-float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col) {
-  const bool q4 = type == GgmlType::kQ4_0X16;
-  const uint8_t* blk = group + static_cast<size_t>(col / kQK) * (q4 ? 288 : 544);
-  uint16_t h;
-  std::memcpy(&h, blk + 2 * row, 2);
-  const int k = static_cast<int>(col % kQK);
-  int q;
-  if (q4) {
-    const uint8_t byte = blk[32 + 64 * ((k % 16) / 4) + 4 * row + k % 4];
-    q = (k < 16 ? (byte & 15) : (byte >> 4)) - 8;
-  } else {
-    q = blk[32 + 64 * (k / 4) + 4 * row + k % 4] - 128;
+bool X16FormatOf(GgmlType t, X16Format* f) {
+  switch (t) {
+    case GgmlType::kQ4_0X16:
+    case GgmlType::kPQ4_G32: *f = {X16Kind::kQ4S, 32}; return true;
+    case GgmlType::kPQ4_G64: *f = {X16Kind::kQ4S, 64}; return true;
+    case GgmlType::kPQ4_G128: *f = {X16Kind::kQ4S, 128}; return true;
+    case GgmlType::kPQ4_G32Z: *f = {X16Kind::kQ4Z, 32}; return true;
+    case GgmlType::kPQ4_G64Z: *f = {X16Kind::kQ4Z, 64}; return true;
+    case GgmlType::kPQ4_G128Z: *f = {X16Kind::kQ4Z, 128}; return true;
+    case GgmlType::kQ8_0X16: *f = {X16Kind::kQ8B, 32}; return true;
+    case GgmlType::kPQ8_C: *f = {X16Kind::kQ8C, 32}; return true;
+    default: return false;
   }
-  return static_cast<float>(q) * Fp16ToFp32(h);
+}
+
+namespace {
+
+// Byte geometry of a 16-row group: a prefix (PQ8_C's row scales), then per scale group a
+// header (scales, minimums) and G / 32 quant blocks.
+struct X16Geometry {
+  size_t prefix, header, block;
+  int blocks_per_group;
+  explicit X16Geometry(const X16Format& f)
+      : prefix(f.kind == X16Kind::kQ8C ? 64 : 0),
+        header(f.kind == X16Kind::kQ4Z ? 64 : (f.kind == X16Kind::kQ8C ? 0 : 32)),
+        block(f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z ? 256 : 512),
+        blocks_per_group(f.group / kQK) {}
+  size_t GroupStride() const { return header + static_cast<size_t>(blocks_per_group) * block; }
+};
+
+// Position of element k (0..31) of row i's lane in a quant block.
+inline size_t Q4Byte(int i, int k) { return 64 * static_cast<size_t>((k % 16) / 4) + 4 * static_cast<size_t>(i) + k % 4; }
+inline size_t Q8Byte(int i, int k) { return 64 * static_cast<size_t>(k / 4) + 4 * static_cast<size_t>(i) + k % 4; }
+
+}  // namespace
+
+void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m) {
+  X16Format f{};
+  X16FormatOf(type, &f);
+  const X16Geometry geo(f);
+  const int64_t s = col / f.group;
+  const int blk = static_cast<int>((col % f.group) / kQK), k = static_cast<int>(col % kQK);
+  const uint8_t* sg = group + geo.prefix + static_cast<size_t>(s) * geo.GroupStride();
+  const uint8_t* quants = sg + geo.header + static_cast<size_t>(blk) * geo.block;
+  *m = 0;
+  if (f.kind == X16Kind::kQ8C) {
+    std::memcpy(d, group + 4 * row, 4);
+  } else {
+    uint16_t h;
+    std::memcpy(&h, sg + 2 * row, 2);
+    *d = Fp16ToFp32(h);
+    if (f.kind == X16Kind::kQ4Z) {
+      std::memcpy(&h, sg + 32 + 2 * row, 2);
+      *m = Fp16ToFp32(h);
+    }
+  }
+  if (f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z) {
+    const uint8_t byte = quants[Q4Byte(row, k)];
+    const int nib = k < 16 ? (byte & 15) : (byte >> 4);
+    *q = f.kind == X16Kind::kQ4S ? nib - 8 : nib;
+  } else {
+    *q = quants[Q8Byte(row, k)] - 128;
+  }
+}
+
+float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col) {
+  int q;
+  float d, m;
+  X16Quant(type, group, cols, row, col, &q, &d, &m);
+  return static_cast<float>(q) * d + m;
+}
+
+namespace {
+
+// Round to the nearest quant level in [lo, hi].
+inline int Level(float v, int lo, int hi) { return std::min(hi, std::max(lo, static_cast<int>(std::lround(v)))); }
+
+// Symmetric 4-bit group: value (q - 8) * d. Round-to-nearest takes d = max / -8 (as Q4_0);
+// with importance weights, d is searched around it for the least weighted squared error.
+float QuantGroupQ4S(const float* x, int n, const float* imp, int* q) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < n; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  // Levels from the unrounded scale (as Q4_0 does), error with the stored fp16 one.
+  auto assign = [&](float d_exact, int* out) {
+    const float id = d_exact != 0 ? 1.0f / d_exact : 0.0f;
+    const float d = Fp16ToFp32(Fp32ToFp16(d_exact));
+    double err = 0;
+    for (int j = 0; j < n; ++j) {
+      out[j] = std::min(15, std::max(0, static_cast<int>(x[j] * id + 8.5f)));
+      const double e = x[j] - (out[j] - 8) * d;
+      err += (imp != nullptr ? imp[j] : 1.0) * e * e;
+    }
+    return err;
+  };
+  float best_d = max / -8.0f;
+  double best = assign(best_d, q);
+  if (imp == nullptr || amax == 0) return best_d;
+  int trial[256];
+  for (int step = -6; step <= 8; ++step) {
+    if (step == 0) continue;
+    for (float denom : {-8.0f, 7.0f}) {
+      const float d = max / denom * (1.0f + 0.02f * static_cast<float>(step));
+      const double err = assign(d, trial);
+      if (err < best) {
+        best = err;
+        best_d = d;
+        std::memcpy(q, trial, sizeof(int) * static_cast<size_t>(n));
+      }
+    }
+  }
+  return best_d;
+}
+
+// 4-bit group with a minimum: value q * d + m. Round-to-nearest spans [min, max]; with
+// importance weights, shrunken ranges are tried and each assignment's (d, m) refitted by
+// weighted least squares.
+void QuantGroupQ4Z(const float* x, int n, const float* imp, int* q, float* d_out, float* m_out) {
+  float mn = x[0], mx = x[0];
+  for (int j = 1; j < n; ++j) {
+    mn = std::min(mn, x[j]);
+    mx = std::max(mx, x[j]);
+  }
+  auto eval = [&](float d, float m, int* out) {
+    double err = 0;
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < n; ++j) {
+      out[j] = Level((x[j] - m) * id, 0, 15);
+      const double e = x[j] - (out[j] * d + m);
+      err += (imp != nullptr ? imp[j] : 1.0) * e * e;
+    }
+    return err;
+  };
+  auto round16 = [](float v) { return Fp16ToFp32(Fp32ToFp16(v)); };
+  float bd = round16((mx - mn) / 15.0f), bm = round16(mn);
+  double best = eval(bd, bm, q);
+  if (imp == nullptr || mx == mn) {
+    *d_out = bd;
+    *m_out = bm;
+    return;
+  }
+  int trial[256];
+  for (int step = 1; step <= 8; ++step) {
+    const float shrink = 0.025f * static_cast<float>(step);
+    const float lo = mn + shrink * (mx - mn) * 0.5f, hi = mx - shrink * (mx - mn) * 0.5f;
+    float d = (hi - lo) / 15.0f, m = lo;
+    eval(d, m, trial);
+    // Weighted least squares for (d, m) given the levels.
+    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    for (int j = 0; j < n; ++j) {
+      const double w = imp[j];
+      sw += w;
+      sq += w * trial[j];
+      sqq += w * trial[j] * trial[j];
+      sx += w * x[j];
+      sqx += w * trial[j] * x[j];
+    }
+    const double det = sw * sqq - sq * sq;
+    if (det > 0) {
+      d = static_cast<float>((sw * sqx - sq * sx) / det);
+      m = static_cast<float>((sqq * sx - sq * sqx) / det);
+    }
+    if (!(d > 0)) continue;
+    d = round16(d);
+    m = round16(m);
+    const double err = eval(d, m, trial);
+    if (err < best) {
+      best = err;
+      bd = d;
+      bm = m;
+      std::memcpy(q, trial, sizeof(int) * static_cast<size_t>(n));
+    }
+  }
+  *d_out = bd;
+  *m_out = bm;
+}
+
+}  // namespace
+
+void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst) {
+  X16Format f{};
+  if (!X16FormatOf(type, &f)) Fail("QuantizeX16: %s is not an interleaved type", Traits(type).name);
+  const X16Geometry geo(f);
+  const size_t group_bytes = static_cast<size_t>(kX16Rows) * RowBytes(Traits(type), cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, group_bytes * static_cast<size_t>(rows / kX16Rows));
+  int q[256];
+  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
+    uint8_t* grp = out + static_cast<size_t>(g) * group_bytes;
+    for (int i = 0; i < kX16Rows; ++i) {
+      const float* x = src + static_cast<size_t>(g * kX16Rows + i) * static_cast<size_t>(cols);
+      if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kQ8B) {
+        float row_d = 0;
+        if (f.kind == X16Kind::kQ8C) {
+          float amax = 0;
+          for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
+          row_d = amax / 127.0f;
+          std::memcpy(grp + 4 * i, &row_d, 4);
+        }
+        for (int64_t b = 0; b < cols / kQK; ++b) {
+          float d = row_d;
+          uint8_t* sg = grp + geo.prefix + static_cast<size_t>(b) * geo.GroupStride();
+          if (f.kind == X16Kind::kQ8B) {
+            float amax = 0;
+            for (int k = 0; k < kQK; ++k) amax = std::max(amax, std::fabs(x[b * kQK + k]));
+            const uint16_t h = Fp32ToFp16(amax / 127.0f);
+            std::memcpy(sg + 2 * i, &h, 2);
+            d = Fp16ToFp32(h);
+          }
+          const float id = d != 0 ? 1.0f / d : 0.0f;
+          uint8_t* quants = sg + geo.header;
+          for (int k = 0; k < kQK; ++k) quants[Q8Byte(i, k)] = static_cast<uint8_t>(Level(x[b * kQK + k] * id, -127, 127) + 128);
+        }
+        continue;
+      }
+      for (int64_t s = 0; s < cols / f.group; ++s) {
+        const float* xs = x + s * f.group;
+        const float* imp = importance != nullptr ? importance + s * f.group : nullptr;
+        uint8_t* sg = grp + static_cast<size_t>(s) * geo.GroupStride();
+        float d, m = 0;
+        if (f.kind == X16Kind::kQ4S) {
+          d = QuantGroupQ4S(xs, f.group, imp, q);
+        } else {
+          QuantGroupQ4Z(xs, f.group, imp, q, &d, &m);
+          const uint16_t hm = Fp32ToFp16(m);
+          std::memcpy(sg + 32 + 2 * i, &hm, 2);
+        }
+        const uint16_t hd = Fp32ToFp16(d);
+        std::memcpy(sg + 2 * i, &hd, 2);
+        for (int e = 0; e < f.group; ++e) {
+          uint8_t* quants = sg + geo.header + static_cast<size_t>(e / kQK) * geo.block;
+          const int k = e % kQK;
+          quants[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q[e] : q[e] << 4);
+        }
+      }
+    }
+  }
+}
+
+void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols, float* out) {
+  const TypeTraits& tr = Traits(type);
+  const size_t rb = RowBytes(tr, cols);
+  if (!IsX16(type)) {
+    if (tr.to_float == nullptr) Fail("cannot dequantize type %s", tr.name);
+    for (int64_t r = 0; r < rows; ++r) tr.to_float(data + static_cast<size_t>(r) * rb, out + r * cols, cols);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* grp = data + static_cast<size_t>(r / kX16Rows) * kX16Rows * rb;
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = X16Element(type, grp, cols, static_cast<int>(r % kX16Rows), c);
+  }
 }
 
 const TypeTraits* FindTypeTraitsByName(const char* name) {

@@ -147,30 +147,22 @@ void RefGemvX16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, con
   }
 }
 
-// Int8 activations: exact integer dot per block, scales applied in double.
+// Int8 activations: exact integer dot per block, scales (and minimums) applied in double.
 template <GgmlType T>
 void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
-  constexpr bool kQ4 = T == GgmlType::kQ4_0X16;
-  const size_t block_bytes = kQ4 ? 288 : 544;
   for (int64_t r = 0; r < rows; ++r) {
     const int i = static_cast<int>(r % kX16Rows);
+    const uint8_t* g = X16Group(w, row_bytes, r);
     double acc = 0;
     for (int64_t b = 0; b < cols / kQK; ++b) {
-      const uint8_t* blk = X16Group(w, row_bytes, r) + static_cast<size_t>(b) * block_bytes;
       int32_t dot = 0;
+      int q;
+      float d = 0, m = 0;
       for (int k = 0; k < kQK; ++k) {
-        int q;
-        if constexpr (kQ4) {
-          const uint8_t byte = blk[32 + 64 * ((k % 16) / 4) + 4 * i + k % 4];
-          q = (k < 16 ? (byte & 15) : (byte >> 4)) - 8;
-        } else {
-          q = blk[32 + 64 * (k / 4) + 4 * i + k % 4] - 128;
-        }
+        X16Quant(T, g, cols, i, b * kQK + k, &q, &d, &m);  // d, m are constant over a block
         dot += q * x.qs[b * kQK + k];
       }
-      uint16_t h;
-      std::memcpy(&h, blk + 2 * i, 2);
-      acc += static_cast<double>(Fp16ToFp32(h)) * static_cast<double>(x.d[b]) * dot;
+      acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot + static_cast<double>(m) * x.ds[b];
     }
     y[r] = static_cast<float>(acc);
   }
@@ -301,6 +293,13 @@ void RefRope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos
   }
 }
 
+template <GgmlType T>
+void SetRefX16(KernelTable* t) {
+  t->gemv[static_cast<int>(T)] = RefGemvX16<T>;
+  t->gemv_q8[static_cast<int>(T)] = RefGemvQ8X16<T>;
+  t->gemm_q8[static_cast<int>(T)] = RefGemmFromGemv<RefGemvQ8X16<T>>;
+}
+
 }  // namespace
 
 KernelTable MakeScalarTable() {
@@ -327,12 +326,15 @@ KernelTable MakeScalarTable() {
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemvQ8Split<false>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ4_0R)] = RefGemmFromGemv<RefGemvQ8Split<true>>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = RefGemmFromGemv<RefGemvQ8Split<false>>;
-  t.gemv[static_cast<int>(GgmlType::kQ4_0X16)] = RefGemvX16<GgmlType::kQ4_0X16>;
-  t.gemv[static_cast<int>(GgmlType::kQ8_0X16)] = RefGemvX16<GgmlType::kQ8_0X16>;
-  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0X16)] = RefGemvQ8X16<GgmlType::kQ4_0X16>;
-  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0X16)] = RefGemvQ8X16<GgmlType::kQ8_0X16>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0X16)] = RefGemmFromGemv<RefGemvQ8X16<GgmlType::kQ4_0X16>>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0X16)] = RefGemmFromGemv<RefGemvQ8X16<GgmlType::kQ8_0X16>>;
+  SetRefX16<GgmlType::kQ4_0X16>(&t);
+  SetRefX16<GgmlType::kQ8_0X16>(&t);
+  SetRefX16<GgmlType::kPQ8_C>(&t);
+  SetRefX16<GgmlType::kPQ4_G32>(&t);
+  SetRefX16<GgmlType::kPQ4_G64>(&t);
+  SetRefX16<GgmlType::kPQ4_G128>(&t);
+  SetRefX16<GgmlType::kPQ4_G32Z>(&t);
+  SetRefX16<GgmlType::kPQ4_G64Z>(&t);
+  SetRefX16<GgmlType::kPQ4_G128Z>(&t);
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

@@ -950,13 +950,15 @@ void Attend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int
 }
 
 
-// ---- 16-row interleaved layouts (kQ4_0X16, kQ8_0X16; ggml_types.h) ----
+// ---- 16-row interleaved layouts (X16Kind; ggml_types.h) ----
 // One row per 32-bit lane: per 32-element block and token, 8 dot-product instructions advance
-// all 16 rows by 4 elements each into an int32 accumulator (exact), then one convert and two
-// FMAs apply the scales to the 16 rows at once:
-//   y[16 rows] += d_w[16] * (d_x * dot + c),   c = -Z * (d_x * sum(q_x)),
-// Z the zero point the stored quants carry (8 for Q4_0; 128 for Q8_0, stored offset so that the
-// weights are the unsigned operand). No horizontal sums. A lane's operations and their order do
+// all 16 rows by 4 elements each into an int32 accumulator (exact), then one convert and one or
+// two FMAs apply the scales to the 16 rows at once:
+//   kQ4S, kQ8B: y += d_w * (d_x * dot + c)        c = -Z * (d_x * sum(q_x)), Z = 8 or 128
+//   kQ8C:       y += d_x * dot + c, y *= d_w (per row) at the end
+//   kQ4Z:       y += d_w * (d_x * dot) + m_w * (d_x * sum(q_x))
+// (Z: the zero point the stored quants carry; 8-bit quants are stored offset by 128 so the
+// weights are the unsigned operand.) No horizontal sums. A lane's operations and their order do
 // not depend on how many tokens share the tile, so a token alone (the GEMV) gives bit-identical
 // results to the same token in a batch.
 
@@ -966,114 +968,158 @@ inline int32_t Load32(const int8_t* p) {
   return v;
 }
 
-template <bool kQ4>
-constexpr size_t kX16BlockBytes = kQ4 ? 288 : 544;
+constexpr bool IsQ4(X16Kind k) { return k == X16Kind::kQ4S || k == X16Kind::kQ4Z; }
+constexpr size_t X16Header(X16Kind k) { return k == X16Kind::kQ4Z ? 64 : (k == X16Kind::kQ8C ? 0 : 32); }
+constexpr size_t X16Block(X16Kind k) { return IsQ4(k) ? 256 : 512; }
 
 #if defined(__AVX512VNNI__)
-template <bool kQ4>
-constexpr float kX16Zero = kQ4 ? 8.0f : 128.0f;
-
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
-template <bool kQ4, int T>
-void X16Tile(const uint8_t* grp, int64_t nb, const int8_t* xq, int64_t cols, const float* xd,
-             const float* xds, float* y, int64_t ldy) {
+// G: elements per scale group.
+template <X16Kind K, int G, int T>
+void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
+             float* y, int64_t ldy) {
   constexpr bool kSplit = T <= 4;  // two int32 chains per token where few tokens hide latency
-  constexpr size_t BB = kX16BlockBytes<kQ4>;
+  constexpr int BPS = G / kQK;
+  constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ4Z ? 0.0f : 128.0f);
+  const int64_t nb = cols / kQK;
   const __m512i m4 = _mm512_set1_epi8(15);
+  const uint8_t* p = grp;
+  __m512 row_scale = _mm512_setzero_ps();
+  if constexpr (K == X16Kind::kQ8C) {
+    row_scale = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+    p += 64;
+  }
   __m512 facc[T];
   for (int t = 0; t < T; ++t) facc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + static_cast<size_t>(b) * BB;
-    const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    __m512i acc[T], acc2[T];
-    for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm512_setzero_si512();
-    const int8_t* xb = xq + b * kQK;
-    if constexpr (kQ4) {
-#pragma GCC unroll 4
-      for (int m = 0; m < 4; ++m) {
-        const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * m);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int t = 0; t < T; ++t) {
-          const int8_t* xt = xb + t * cols;
-          acc[t] = _mm512_dpbusd_epi32(acc[t], lo, _mm512_set1_epi32(Load32(xt + 4 * m)));
-          __m512i& a2 = kSplit ? acc2[t] : acc[t];
-          a2 = _mm512_dpbusd_epi32(a2, hi, _mm512_set1_epi32(Load32(xt + 16 + 4 * m)));
-        }
-      }
-    } else {
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * g);
-        for (int t = 0; t < T; ++t) {
-          __m512i& a = (kSplit && (g & 1)) ? acc2[t] : acc[t];
-          a = _mm512_dpbusd_epi32(a, v, _mm512_set1_epi32(Load32(xb + t * cols + 4 * g)));
-        }
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const __m512i a = kSplit ? _mm512_add_epi32(acc[t], acc2[t]) : acc[t];
-      const float d = xd[t * nb + b], c = -kX16Zero<kQ4> * xds[t * nb + b];
-      const __m512 tmp = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(d), _mm512_set1_ps(c));
-      facc[t] = _mm512_fmadd_ps(tmp, sw, facc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, facc[t]);
-}
-constexpr int kX16MaxT = 8;
-#else
-// AVX2: the group as two 8-row halves, each a 256-bit half of every 64-byte vector. Q8_0X16's
-// offset quants would overflow maddubs' int16 pairs, so they are turned back into signed
-// values and multiplied through the sign trick (no zero point left: c = 0).
-template <bool kQ4, int T>
-void X16Tile(const uint8_t* grp, int64_t nb, const int8_t* xq, int64_t cols, const float* xd,
-             const float* xds, float* y, int64_t ldy) {
-  constexpr size_t BB = kX16BlockBytes<kQ4>;
-  const __m256i m4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int h = 0; h < 2; ++h) {
-    __m256 facc[T];
-    for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = grp + static_cast<size_t>(b) * BB;
-      const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
-      __m256i acc[T];
-      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+  for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
+    __m512 sw = _mm512_setzero_ps(), mw = _mm512_setzero_ps();
+    if constexpr (K != X16Kind::kQ8C) sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    if constexpr (K == X16Kind::kQ4Z) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    p += X16Header(K);
+    for (int bi = 0; bi < BPS; ++bi, p += X16Block(K)) {
+      const int64_t b = b0 + bi;
+      __m512i acc[T], acc2[T];
+      for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm512_setzero_si512();
       const int8_t* xb = xq + b * kQK;
-      if constexpr (kQ4) {
+      if constexpr (IsQ4(K)) {
+#pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 64 * m + 32 * h));
-          const __m256i lo = _mm256_and_si256(v, m4);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          const __m512i v = _mm512_loadu_si512(p + 64 * m);
+          const __m512i lo = _mm512_and_si512(v, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           for (int t = 0; t < T; ++t) {
             const int8_t* xt = xb + t * cols;
-            acc[t] = DpBusd(acc[t], lo, _mm256_set1_epi32(Load32(xt + 4 * m)));
-            acc[t] = DpBusd(acc[t], hi, _mm256_set1_epi32(Load32(xt + 16 + 4 * m)));
+            acc[t] = _mm512_dpbusd_epi32(acc[t], lo, _mm512_set1_epi32(Load32(xt + 4 * m)));
+            __m512i& a2 = kSplit ? acc2[t] : acc[t];
+            a2 = _mm512_dpbusd_epi32(a2, hi, _mm512_set1_epi32(Load32(xt + 16 + 4 * m)));
           }
         }
       } else {
+#pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
-          const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 64 * g + 32 * h)), flip);
-          const __m256i va = _mm256_abs_epi8(v);
+          const __m512i v = _mm512_loadu_si512(p + 64 * g);
           for (int t = 0; t < T; ++t) {
-            const __m256i xv = _mm256_set1_epi32(Load32(xb + t * cols + 4 * g));
-            acc[t] = DpBusd(acc[t], va, _mm256_sign_epi8(xv, v));
+            __m512i& a = (kSplit && (g & 1)) ? acc2[t] : acc[t];
+            a = _mm512_dpbusd_epi32(a, v, _mm512_set1_epi32(Load32(xb + t * cols + 4 * g)));
           }
         }
       }
       for (int t = 0; t < T; ++t) {
-        const float d = xd[t * nb + b], c = kQ4 ? -8.0f * xds[t * nb + b] : 0.0f;
-        const __m256 tmp = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_set1_ps(d), _mm256_set1_ps(c));
-        facc[t] = _mm256_fmadd_ps(tmp, sw, facc[t]);
+        const __m512 f = _mm512_cvtepi32_ps(kSplit ? _mm512_add_epi32(acc[t], acc2[t]) : acc[t]);
+        const float d = xd[t * nb + b], ds = xds[t * nb + b];
+        if constexpr (K == X16Kind::kQ4Z) {
+          facc[t] = _mm512_fmadd_ps(_mm512_mul_ps(f, _mm512_set1_ps(d)), sw, facc[t]);
+          facc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ds), facc[t]);
+        } else {
+          const __m512 tmp = _mm512_fmadd_ps(f, _mm512_set1_ps(d), _mm512_set1_ps(-kZero * ds));
+          facc[t] = K == X16Kind::kQ8C ? _mm512_add_ps(facc[t], tmp) : _mm512_fmadd_ps(tmp, sw, facc[t]);
+        }
       }
     }
-    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, facc[t]);
+  }
+  for (int t = 0; t < T; ++t) {
+    if constexpr (K == X16Kind::kQ8C) facc[t] = _mm512_mul_ps(facc[t], row_scale);
+    _mm512_storeu_ps(y + t * ldy, facc[t]);
+  }
+}
+constexpr int kX16MaxT = 8;
+#else
+// AVX2: the group as two 8-row halves, each a 256-bit half of every 64-byte vector. 8-bit
+// offset quants would overflow maddubs' int16 pairs, so they are turned back into signed
+// values and multiplied through the sign trick (no zero point left).
+template <X16Kind K, int G, int T>
+void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
+             float* y, int64_t ldy) {
+  constexpr int BPS = G / kQK;
+  const int64_t nb = cols / kQK;
+  const __m256i m4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* p = grp;
+    __m256 row_scale = _mm256_setzero_ps();
+    if constexpr (K == X16Kind::kQ8C) {
+      row_scale = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * h);
+      p += 64;
+    }
+    __m256 facc[T];
+    for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
+      __m256 sw = _mm256_setzero_ps(), mw = _mm256_setzero_ps();
+      if constexpr (K != X16Kind::kQ8C) sw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+      if constexpr (K == X16Kind::kQ4Z) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h)));
+      p += X16Header(K);
+      for (int bi = 0; bi < BPS; ++bi, p += X16Block(K)) {
+        const int64_t b = b0 + bi;
+        __m256i acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+        const int8_t* xb = xq + b * kQK;
+        if constexpr (IsQ4(K)) {
+          for (int m = 0; m < 4; ++m) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * m + 32 * h));
+            const __m256i lo = _mm256_and_si256(v, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            for (int t = 0; t < T; ++t) {
+              const int8_t* xt = xb + t * cols;
+              acc[t] = DpBusd(acc[t], lo, _mm256_set1_epi32(Load32(xt + 4 * m)));
+              acc[t] = DpBusd(acc[t], hi, _mm256_set1_epi32(Load32(xt + 16 + 4 * m)));
+            }
+          }
+        } else {
+          for (int g = 0; g < 8; ++g) {
+            const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * g + 32 * h)), flip);
+            const __m256i va = _mm256_abs_epi8(v);
+            for (int t = 0; t < T; ++t) {
+              const __m256i xv = _mm256_set1_epi32(Load32(xb + t * cols + 4 * g));
+              acc[t] = DpBusd(acc[t], va, _mm256_sign_epi8(xv, v));
+            }
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          const __m256 f = _mm256_cvtepi32_ps(acc[t]);
+          const float d = xd[t * nb + b], ds = xds[t * nb + b];
+          if constexpr (K == X16Kind::kQ4Z) {
+            facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_set1_ps(d)), sw, facc[t]);
+            facc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ds), facc[t]);
+          } else if constexpr (K == X16Kind::kQ4S) {
+            facc[t] = _mm256_fmadd_ps(_mm256_fmadd_ps(f, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * ds)), sw, facc[t]);
+          } else if constexpr (K == X16Kind::kQ8B) {
+            facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_set1_ps(d)), sw, facc[t]);
+          } else {
+            facc[t] = _mm256_fmadd_ps(f, _mm256_set1_ps(d), facc[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      if constexpr (K == X16Kind::kQ8C) facc[t] = _mm256_mul_ps(facc[t], row_scale);
+      _mm256_storeu_ps(y + t * ldy + 8 * h, facc[t]);
+    }
   }
 }
 constexpr int kX16MaxT = 4;
 #endif
 
 // Token tiles outside (a tile's activations stay in L1), 16-row groups inside.
-template <bool kQ4>
+template <X16Kind K, int G>
 void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
              float* y, int64_t ldy) {
   const int64_t nb = cols / kQK;
@@ -1089,23 +1135,29 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
       float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
       switch (T) {
 #if defined(__AVX512VNNI__)
-        case 8: X16Tile<kQ4, 8>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
-        case 7: X16Tile<kQ4, 7>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
-        case 6: X16Tile<kQ4, 6>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
-        case 5: X16Tile<kQ4, 5>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 8: X16Tile<K, G, 8>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 7: X16Tile<K, G, 7>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 6: X16Tile<K, G, 6>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 5: X16Tile<K, G, 5>(grp, cols, xq, xd, xds, yg, ldy); break;
 #endif
-        case 4: X16Tile<kQ4, 4>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
-        case 3: X16Tile<kQ4, 3>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
-        case 2: X16Tile<kQ4, 2>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
-        default: X16Tile<kQ4, 1>(grp, nb, xq, cols, xd, xds, yg, ldy); break;
+        case 4: X16Tile<K, G, 4>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 3: X16Tile<K, G, 3>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 2: X16Tile<K, G, 2>(grp, cols, xq, xd, xds, yg, ldy); break;
+        default: X16Tile<K, G, 1>(grp, cols, xq, xd, xds, yg, ldy); break;
       }
     }
   }
 }
 
-template <bool kQ4>
+template <X16Kind K, int G>
 void GemvQ8X16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
-  GemmX16<kQ4>(w, rb, cols, rows, x, 1, y, rows);
+  GemmX16<K, G>(w, rb, cols, rows, x, 1, y, rows);
+}
+
+template <GgmlType Type, X16Kind K, int G>
+void SetX16(KernelTable* t) {
+  t->gemv_q8[static_cast<int>(Type)] = GemvQ8X16<K, G>;
+  t->gemm_q8[static_cast<int>(Type)] = GemmX16<K, G>;
 }
 
 // ---- tiled attention over query rows (AttendRows) ----
@@ -1316,10 +1368,15 @@ KernelTable MakeTable() {
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemmQ8<kLayoutQ8_0R>;
   t.gemv[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8_0R;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0R)] = GemvQ8Q8_0R;
-  t.gemv_q8[static_cast<int>(GgmlType::kQ4_0X16)] = GemvQ8X16<true>;
-  t.gemv_q8[static_cast<int>(GgmlType::kQ8_0X16)] = GemvQ8X16<false>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ4_0X16)] = GemmX16<true>;
-  t.gemm_q8[static_cast<int>(GgmlType::kQ8_0X16)] = GemmX16<false>;
+  SetX16<GgmlType::kQ4_0X16, X16Kind::kQ4S, 32>(&t);
+  SetX16<GgmlType::kQ8_0X16, X16Kind::kQ8B, 32>(&t);
+  SetX16<GgmlType::kPQ8_C, X16Kind::kQ8C, 32>(&t);
+  SetX16<GgmlType::kPQ4_G32, X16Kind::kQ4S, 32>(&t);
+  SetX16<GgmlType::kPQ4_G64, X16Kind::kQ4S, 64>(&t);
+  SetX16<GgmlType::kPQ4_G128, X16Kind::kQ4S, 128>(&t);
+  SetX16<GgmlType::kPQ4_G32Z, X16Kind::kQ4Z, 32>(&t);
+  SetX16<GgmlType::kPQ4_G64Z, X16Kind::kQ4Z, 64>(&t);
+  SetX16<GgmlType::kPQ4_G128Z, X16Kind::kQ4Z, 128>(&t);
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

@@ -44,7 +44,11 @@ class Binder {
            (long long)cols, (long long)rows);
     }
     const TypeTraits& tr = Traits(t->type);
-    if (tr.to_float == nullptr) Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    if (IsX16(t->type)) {
+      if (rows % kX16Rows != 0) Fail("tensor '%s' (%s) has %lld rows: interleaved types need a multiple of 16", name.c_str(), tr.name, (long long)rows);
+    } else if (tr.to_float == nullptr) {
+      Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    }
     used_++;
     WeightTensor w;
     w.type = t->type;
@@ -86,6 +90,7 @@ class Binder {
 // Rows [r0, r0 + n) of a matrix, as a matrix of its own (fused tensors: Phi-3's attn_qkv and
 // gate/up).
 WeightTensor RowSlice(const WeightTensor& w, int64_t r0, int64_t n) {
+  if (IsX16(w.type) && (r0 % kX16Rows != 0 || n % kX16Rows != 0)) Fail("an interleaved fused tensor must split at multiples of 16 rows");
   WeightTensor s = w;
   s.rows = n;
   s.data = w.data + static_cast<size_t>(r0) * w.row_bytes;
@@ -101,9 +106,12 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   c.Validate();
   ModelWeights& w = m->weights;
   w.tok_embd = b.Matrix("token_embd.weight", c.dim, c.n_vocab);
+  // The embedding is read a row at a time: interleaved (matrix-only) types cannot hold it.
+  if (IsX16(w.tok_embd.type)) Fail("token_embd.weight has the interleaved type %s, which cannot be an embedding table", TypeName(w.tok_embd.type));
   w.output_norm = b.Vector("output_norm.weight", c.dim);
   if (c.layer_norm) w.output_norm_b = b.Vector("output_norm.bias", c.dim);
   if (c.learned_pos) w.pos_embd = b.Matrix("position_embd.weight", c.dim, c.context_length);
+  if (w.pos_embd && IsX16(w.pos_embd.type)) Fail("position_embd.weight cannot have an interleaved type");
   w.output = b.Matrix("output.weight", c.dim, c.n_vocab, false);
   c.tied_embeddings = !w.output;
   if (c.tied_embeddings) w.output = w.tok_embd;
@@ -195,8 +203,16 @@ std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokeniz
   try {
     m->config = ConfigFromGguf(*g);
     std::vector<TensorSource> src;
+    bool paddock_types = false;
     for (const auto& t : g->tensors()) {
       src.push_back({t.name, t.type, t.n_dims, {t.ne[0], t.ne[1], t.ne[2], t.ne[3]}, t.data, t.nbytes});
+      paddock_types = paddock_types || static_cast<uint32_t>(t.type) >= static_cast<uint32_t>(GgmlType::kPQ8_C);
+    }
+    if (paddock_types) {  // the interleaved layouts are versioned (docs/quantization.md)
+      const int64_t v = g->GetInt("paddock.quantization_version").value_or(0);
+      if (v != static_cast<int64_t>(kPaddockQuantVersion)) {
+        Fail("the file uses Paddock tensor types of layout version %lld; this Paddock reads version %u", (long long)v, kPaddockQuantVersion);
+      }
     }
     BindWeights(src, m.get());
     if (need_tokenizer) m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::FromGguf(*g));

@@ -126,6 +126,10 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
       Norm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, model_.weights.output_norm_b);
     }
   }
+  if (stats_ != nullptr) {
+    Accumulate(&stats_->output, xb_, n_items, dim);
+    stats_->tokens += n;
+  }
   const ActQ8 oq = QuantizeInput(xb_, n_items, dim, model_.weights.output);
   ProfileScope ps(prof_, ProfOp::kLogits);
   Matmul(model_.weights.output, xb_, oq, n_items, logits_);
@@ -146,6 +150,27 @@ void Transformer::RopeTables(int n) {
       cos_[j * half + i] = std::cos(a);
       sin_[j * half + i] = std::sin(a);
     }
+  }
+}
+
+void Transformer::set_act_stats(ActStats* s) {
+  stats_ = s;
+  if (s == nullptr) return;
+  const size_t L = static_cast<size_t>(cfg_.n_layers);
+  auto init = [&](std::vector<std::vector<double>>* v, int cols) {
+    if (v->size() != L) v->assign(L, std::vector<double>(static_cast<size_t>(cols), 0.0));
+  };
+  init(&s->attn, cfg_.dim);
+  init(&s->attn_out, cfg_.q_dim());
+  init(&s->ffn, cfg_.dim);
+  init(&s->down, cfg_.ffn_dim);
+  if (s->output.empty()) s->output.assign(static_cast<size_t>(cfg_.dim), 0.0);
+}
+
+void Transformer::Accumulate(std::vector<double>* sums, const float* x, int n, int cols) {
+  for (int j = 0; j < n; ++j) {
+    const float* r = x + static_cast<size_t>(j) * static_cast<size_t>(cols);
+    for (int c = 0; c < cols; ++c) (*sums)[static_cast<size_t>(c)] += static_cast<double>(r[c]) * r[c];
   }
 }
 
@@ -208,6 +233,8 @@ void Transformer::Layer(int l, int n) {
     }
     xq = QuantizeInput(xb_, n, dim, w.wq);
   }
+  const size_t li = static_cast<size_t>(l);
+  if (stats_ != nullptr) Accumulate(&stats_->attn[li], xb_, n, dim);
   bool epilogue_done;
   {
     ProfileScope ps(prof_, ProfOp::kMatmulQkv);
@@ -244,6 +271,7 @@ void Transformer::Layer(int l, int n) {
     ProfileScope ps(prof_, ProfOp::kAttention);
     Attention(l, n);
   }
+  if (stats_ != nullptr) Accumulate(&stats_->attn_out[li], att_, n, qd);
   const ActQ8 aq = QuantizeInput(att_, n, qd, w.wo);
   {
     ProfileScope ps(prof_, ProfOp::kMatmulOut);
@@ -270,6 +298,7 @@ void Transformer::Layer(int l, int n) {
     }
     fq = QuantizeInput(xb_, n, dim, w_in);
   }
+  if (stats_ != nullptr) Accumulate(&stats_->ffn[li], xb_, n, dim);
   if (w.w_gate) {
     ProfileScope ps(prof_, ProfOp::kMatmulGateUp);  // includes SwiGLU / GeGLU
     MatmulGateUp(w, xb_, fq, n);
@@ -280,6 +309,7 @@ void Transformer::Layer(int l, int n) {
     AddBias(hb_, w.b_up, n, ffn);
     k_.gelu_mul(hb_, nullptr, n * ffn);
   }
+  if (stats_ != nullptr) Accumulate(&stats_->down[li], hb_, n, cfg_.ffn_dim);
   const ActQ8 hq = QuantizeInput(hb_, n, cfg_.ffn_dim, w.w_down);
   {
     ProfileScope ps(prof_, ProfOp::kMatmulDown);

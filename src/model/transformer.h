@@ -47,6 +47,16 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
   // Per-operator timing (null: off).
   void set_profiler(Profiler* p) { prof_ = p; }
+  // Calibration statistics: the sum of squares of every input channel of every matrix
+  // multiplication, over the tokens run while set (null: off). Indexed by layer; `output` is
+  // the classifier's input. Inputs: attn (Q/K/V), attn_out (the output projection), ffn
+  // (gate/up), down.
+  struct ActStats {
+    std::vector<std::vector<double>> attn, attn_out, ffn, down;
+    std::vector<double> output;
+    int64_t tokens = 0;
+  };
+  void set_act_stats(ActStats* s);
   // Operator fusions (on by default; switches so each gain can be measured alone):
   // qkv: Q, K and V projections in one parallel pass; ffn: gate and up projections and SwiGLU
   // in one parallel pass.
@@ -94,6 +104,8 @@ class Transformer {
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;
+  ActStats* stats_ = nullptr;
+  static void Accumulate(std::vector<double>* sums, const float* x, int n, int cols);
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool pending_residual_ = false;  // xb_ holds the last FFN output, not yet added to x_
   // x += delta (if given), xb = Norm(x) with (w, b), and xb quantized for `next` where it takes

@@ -33,12 +33,14 @@ namespace paddock::cli {
 namespace {
 
 const std::vector<OptionSpec> kQuantSpecs = {
-    {{"--type"}, true, "target type: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, f32 (required)"},
+    {{"--type"}, true, "target type (required): llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, f32; Paddock pq8_c (int8 per channel), pq4_g32, pq4_g64, pq4_g128 (int4 per group), pq4_g32z, pq4_g64z, pq4_g128z (with a zero point)"},
     {{"--keep"}, true, "keep tensors whose name matches this glob in their input type (repeatable), e.g. '*attn_k*'", true},
     {{"--target-bpw"}, true, "mixed precision: measure each matrix's sensitivity and keep the most sensitive ones in --wide-type until the file reaches this many bits per weight"},
     {{"--wide-type"}, true, "the wider type for sensitive matrices (default q8_0)"},
-    {{"--calib"}, true, "calibration text for the sensitivity measurement (required with --target-bpw)"},
-    {{"--calib-ctx"}, true, "calibration window in tokens (default 128); two windows are used"},
+    {{"--calib"}, true, "calibration text: activation statistics for the Paddock int4 types (activation-aware scales) and the sensitivity measurement of --target-bpw"},
+    {{"--calib-ctx"}, true, "calibration window in tokens (default 128)"},
+    {{"--calib-windows"}, true, "calibration windows for the activation statistics (default 8; sensitivity uses 2)"},
+    {{"--rtn"}, false, "round to nearest: ignore the activation statistics when quantizing (to measure calibration)"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
@@ -69,11 +71,46 @@ void PutString(std::string* p, std::string_view s) {
   p->append(s.data(), s.size());
 }
 
+// The llama.cpp type closest to an interleaved Paddock type, for matrices it cannot hold (rows
+// not a multiple of 16, the embedding table).
+const TypeTraits* LlamaEquivalent(GgmlType t) {
+  X16Format f{};
+  X16FormatOf(t, &f);
+  if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kQ8B) return &Traits(GgmlType::kQ8_0);
+  return &Traits(f.kind == X16Kind::kQ4Z ? GgmlType::kQ4_1 : GgmlType::kQ4_0);
+}
+
+// The type a matrix `name` of `rows` x `cols` gets when `target` is asked for.
+const TypeTraits* TypeFor(const TypeTraits* target, const std::string& name, int64_t rows, int64_t cols);
+
 // The type for rows of `cols` elements that do not fill `target`'s blocks: the closest that fits.
 const TypeTraits* Fallback(const TypeTraits* target, int64_t cols) {
   if (cols % target->block_size == 0) return target;
   if (cols % 32 == 0) return &Traits(target->type_size * 8 < 6 * target->block_size ? GgmlType::kQ5_0 : GgmlType::kQ8_0);
   return &Traits(GgmlType::kF16);
+}
+
+const TypeTraits* TypeFor(const TypeTraits* target, const std::string& name, int64_t rows, int64_t cols) {
+  if (IsX16(target->type) && (rows % kX16Rows != 0 || name == "token_embd.weight" || name == "position_embd.weight")) {
+    target = LlamaEquivalent(target->type);
+  }
+  return Fallback(target, cols);
+}
+
+// Encodes a rows x cols float matrix as `type` (interleaved types over the threads, with the
+// activation statistics when given).
+std::string EncodeMatrix(const TypeTraits& type, const float* f, int64_t rows, int64_t cols, const float* importance) {
+  std::string bytes(RowBytes(type, cols) * static_cast<uint64_t>(rows), '\0');
+  if (!IsX16(type.type)) {
+    type.from_float(f, bytes.data(), rows * cols);
+    return bytes;
+  }
+  ThreadPool pool(PhysicalCores());
+  const size_t group_bytes = kX16Rows * RowBytes(type, cols);
+  pool.ParallelFor(rows / kX16Rows, [&](int64_t b, int64_t e, int) {
+    QuantizeX16(type.type, f + b * kX16Rows * cols, (e - b) * kX16Rows, cols, importance, bytes.data() + static_cast<size_t>(b) * group_bytes);
+  });
+  return bytes;
 }
 
 // Re-encodes a metadata value as GGUF payload; false for nested arrays (not copied).
@@ -110,7 +147,7 @@ bool Encode(const GgufValue& v, std::string* p) {
 // only that matrix is quantized (round trip through `type`), over calibration windows.
 class Sensitivity {
  public:
-  Sensitivity(const std::string& path, const std::string& text, int ctx) : model_(LoadModel(path)), pool_(PhysicalCores()) {
+  Sensitivity(const std::string& path, const std::string& text, int ctx, int max_windows) : model_(LoadModel(path)), pool_(PhysicalCores()) {
     const ModelConfig& c = model_->config;
     ctx_ = std::min(ctx, c.context_length);
     tf_ = std::make_unique<Transformer>(*model_, GetKernels(DetectIsa()), pool_, 256, /*int8_activations=*/false);
@@ -118,7 +155,7 @@ class Sensitivity {
     ko.k_type = ko.v_type = KvDtype::kF32;
     kv_ = std::make_unique<KvManager>(c, ko, ctx_);
     const auto toks = model_->tokenizer->Encode(text, false);
-    for (size_t w = 0; w < 2; ++w) {
+    for (size_t w = 0; w < static_cast<size_t>(max_windows); ++w) {
       const size_t from = w * static_cast<size_t>(ctx_ - 1);
       if (from + static_cast<size_t>(ctx_ - 1) > toks.size()) break;
       std::vector<int32_t> win = {model_->tokenizer->bos()};
@@ -126,7 +163,6 @@ class Sensitivity {
       windows_.push_back(win);
     }
     if (windows_.empty()) Fail("the calibration text is too short for one window of %d tokens", ctx_);
-    ref_ = LogProbs();
     auto& w = model_->weights;
     named_["token_embd.weight"] = &w.tok_embd;
     if (!c.tied_embeddings) named_["output.weight"] = &w.output;
@@ -143,19 +179,41 @@ class Sensitivity {
     }
   }
 
+  // Mean squares of every matrix input channel over the calibration windows, by tensor name.
+  std::map<std::string, std::vector<float>> ActivationStats() {
+    Transformer::ActStats st;
+    tf_->set_act_stats(&st);
+    LogProbs();
+    tf_->set_act_stats(nullptr);
+    std::map<std::string, std::vector<float>> out;
+    auto put = [&](const std::string& name, const std::vector<double>& sums) {
+      std::vector<float>& v = out[name];
+      for (double x : sums) v.push_back(static_cast<float>(x / static_cast<double>(std::max<int64_t>(1, st.tokens))) + 1e-12f);
+    };
+    for (int l = 0; l < model_->config.n_layers; ++l) {
+      const std::string p = StrFormat("blk.%d.", l);
+      const size_t li = static_cast<size_t>(l);
+      for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_qkv"}) put(p + m + ".weight", st.attn[li]);
+      put(p + "attn_output.weight", st.attn_out[li]);
+      for (const char* m : {"ffn_gate", "ffn_up"}) put(p + m + ".weight", st.ffn[li]);
+      put(p + "ffn_down.weight", st.down[li]);
+    }
+    put("output.weight", st.output);
+    return out;
+  }
+
   // KL(reference || with `name` quantized to `type`), or -1 if the tensor is not one it can swap.
-  double Of(const std::string& name, const TypeTraits& type) {
+  double Of(const std::string& name, const TypeTraits& type, const float* importance) {
     auto it = named_.find(name);
     if (it == named_.end() || !*it->second) return -1;
+    if (ref_.empty()) ref_ = LogProbs();
     WeightTensor& t = *it->second;
     const WeightTensor saved = t;
-    const TypeTraits& src = Traits(t.type);
     const int64_t n = t.rows * t.cols;
     std::vector<float> f(static_cast<size_t>(n));
-    for (int64_t r = 0; r < t.rows; ++r) src.to_float(t.data + static_cast<size_t>(r) * t.row_bytes, f.data() + r * t.cols, t.cols);
-    std::vector<uint8_t> q(RowBytes(type, t.cols) * static_cast<size_t>(t.rows));
-    type.from_float(f.data(), q.data(), n);
-    type.to_float(q.data(), f.data(), n);
+    DequantizeMatrix(t.type, t.data, t.rows, t.cols, f.data());
+    const std::string q = EncodeMatrix(type, f.data(), t.rows, t.cols, importance);
+    DequantizeMatrix(type.type, reinterpret_cast<const uint8_t*>(q.data()), t.rows, t.cols, f.data());
     t.type = GgmlType::kF32;
     t.row_bytes = sizeof(float) * static_cast<size_t>(t.cols);
     t.data = reinterpret_cast<const uint8_t*>(f.data());
@@ -227,15 +285,19 @@ int CmdQuantize(int argc, char** argv) {
   const std::string in = args.positional()[0], out = args.positional()[1];
   if (in == out) throw UsageError("quantize: the output must be a different file from the input");
   const std::string tname = args.Str("--type");
+  auto usable = [](const TypeTraits* t) { return t != nullptr && (t->from_float != nullptr || IsX16(t->type)) && t->type != GgmlType::kQ4_0X16 && t->type != GgmlType::kQ8_0X16; };
   const TypeTraits* target = FindTypeTraitsByName(tname.c_str());
-  if (target == nullptr || target->from_float == nullptr) throw UsageError("quantize: unknown or unsupported type '" + args.Str("--type") + "'");
+  if (!usable(target)) throw UsageError("quantize: unknown or unsupported type '" + args.Str("--type") + "'");
   const std::vector<std::string> keep = args.All("--keep");
+  const TypeTraits* wide = FindTypeTraitsByName(args.Str("--wide-type", "q8_0").c_str());
+  if (!usable(wide)) throw UsageError("quantize: unknown --wide-type '" + args.Str("--wide-type") + "'");
+  if (args.Has("--target-bpw") && !args.Has("--calib")) throw UsageError("quantize: --target-bpw needs a calibration text: --calib FILE");
 
   const GgufFile g = GgufFile::Open(in);
   GgufWriter w;
   for (const auto& kv : g.metadata()) {
     const std::string key(kv.key);
-    if (key == "general.file_type" || key == "general.quantization_version") continue;
+    if (key == "general.file_type" || key == "general.quantization_version" || key == "paddock.quantization_version") continue;
     std::string payload;
     if (!Encode(kv.value, &payload)) {
       std::fprintf(stderr, "paddock: warning: metadata '%s' (a nested array) is not copied\n", key.c_str());
@@ -246,42 +308,59 @@ int CmdQuantize(int argc, char** argv) {
   w.SetU32("general.file_type", static_cast<uint32_t>(FileType(target->type)));
   w.SetU32("general.quantization_version", 2);
 
-  const auto& tensors = g.tensors();
-  // Mixed precision: each matrix's sensitivity, then the most sensitive per extra bit go wide
-  // while the whole file stays within --target-bpw.
-  std::map<std::string, const TypeTraits*> wide_for;
-  if (args.Has("--target-bpw")) {
-    const double target_bpw = args.Float("--target-bpw", 0, 1, 32);
-    if (!args.Has("--calib")) throw UsageError("quantize: --target-bpw needs a calibration text: --calib FILE");
-    const TypeTraits* wide = FindTypeTraitsByName(args.Str("--wide-type", "q8_0").c_str());
-    if (wide == nullptr || wide->from_float == nullptr) throw UsageError("quantize: unknown --wide-type '" + args.Str("--wide-type") + "'");
+  // Calibration: activation statistics (for the activation-aware Paddock types), and the
+  // sensitivity measurement of mixed precision.
+  std::unique_ptr<Sensitivity> sens;
+  std::map<std::string, std::vector<float>> importance;
+  if (args.Has("--calib")) {
     std::ifstream cf(args.Str("--calib"), std::ios::binary);
     if (!cf) throw Error("cannot read calibration text '" + args.Str("--calib") + "'");
     std::stringstream ss;
     ss << cf.rdbuf();
-    Sensitivity sens(in, ss.str(), static_cast<int>(args.Int("--calib-ctx", 128, 16, 4096)));
+    const int ctx = static_cast<int>(args.Int("--calib-ctx", 128, 16, 4096));
+    if (!args.Has("--rtn")) {
+      Sensitivity stats(in, ss.str(), ctx, static_cast<int>(args.Int("--calib-windows", 8, 1, 1024)));
+      importance = stats.ActivationStats();
+      std::fprintf(stderr, "paddock: activation statistics from %s\n", args.Str("--calib").c_str());
+    }
+    if (args.Has("--target-bpw")) sens = std::make_unique<Sensitivity>(in, ss.str(), ctx, 2);
+  }
+  auto importance_of = [&](const std::string& name) -> const float* {
+    auto it = importance.find(name);
+    return it == importance.end() ? nullptr : it->second.data();
+  };
+
+  const auto& tensors = g.tensors();
+  auto kept_by_pattern = [&](const GgufTensor& t) {
+    bool kept = !(t.n_dims == 2 && EndsWith(t.name, ".weight"));
+    for (const auto& pat : keep) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
+    return kept;
+  };
+  // Mixed precision: each matrix's sensitivity, then the most sensitive per extra bit go wide
+  // while the whole file stays within --target-bpw.
+  std::map<std::string, const TypeTraits*> wide_for;
+  if (sens != nullptr) {
+    const double target_bpw = args.Float("--target-bpw", 0, 1, 32);
     struct Cand {
       std::string name;
       double kl;
       double extra_bits;
-      int64_t elems;
     };
     std::vector<Cand> cands;
     double total_bits = 0;
     int64_t total_elems = 0;
     for (const auto& t : tensors) {
-      const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
-      bool kept = !matrix;
-      for (const auto& pat : keep) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
-      const TypeTraits* base = kept ? &Traits(t.type) : target;
-      if (!kept) base = Fallback(target, t.ne[0]);
-      total_bits += 8.0 * static_cast<double>(RowBytes(*base, t.ne[0])) * static_cast<double>(t.n_elements / t.ne[0]);
+      const bool kept = kept_by_pattern(t);
+      const int64_t rows = t.n_elements / t.ne[0];
+      const TypeTraits* base = kept ? &Traits(t.type) : TypeFor(target, t.name, rows, t.ne[0]);
+      total_bits += 8.0 * static_cast<double>(RowBytes(*base, t.ne[0])) * static_cast<double>(rows);
       total_elems += t.n_elements;
-      if (kept || base != target || t.ne[0] % wide->block_size != 0) continue;
-      const double kl = sens.Of(t.name, *target);
+      const TypeTraits* wt = TypeFor(wide, t.name, rows, t.ne[0]);
+      if (kept || base->type != TypeFor(target, t.name, rows, t.ne[0])->type || wt == base) continue;
+      const double kl = sens->Of(t.name, *base, importance_of(t.name));
       if (kl < 0) continue;
-      const double extra = 8.0 * (static_cast<double>(RowBytes(*wide, t.ne[0])) - static_cast<double>(RowBytes(*target, t.ne[0]))) * static_cast<double>(t.n_elements / t.ne[0]);
-      cands.push_back({t.name, kl, extra, t.n_elements});
+      const double extra = 8.0 * (static_cast<double>(RowBytes(*wt, t.ne[0])) - static_cast<double>(RowBytes(*base, t.ne[0]))) * static_cast<double>(rows);
+      cands.push_back({t.name, kl, extra});
       std::fprintf(stderr, "sensitivity %-32s KL %.6f\n", t.name.c_str(), kl);
     }
     std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.kl / std::max(1.0, a.extra_bits) > b.kl / std::max(1.0, b.extra_bits); });
@@ -296,34 +375,34 @@ int CmdQuantize(int argc, char** argv) {
   }
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t params = 0;
+  bool paddock_types = false;
   std::vector<float> buf;
   for (size_t k = 0; k < tensors.size(); ++k) {
     const GgufTensor& t = tensors[k];
     const TypeTraits& src = Traits(t.type);
     std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
-    bool kept = !matrix;
-    for (const auto& pat : keep) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
-    const TypeTraits* dst = wide_for.count(t.name) ? wide_for[t.name] : target;
-    if (!kept) dst = Fallback(dst, t.ne[0]);
+    const bool kept = kept_by_pattern(t);
+    const int64_t rows = t.n_elements / t.ne[0];
+    const TypeTraits* dst = TypeFor(wide_for.count(t.name) ? wide_for[t.name] : target, t.name, rows, t.ne[0]);
     if (kept || (dst->type == t.type)) {
       w.AddTensor(t.name, ne, t.type, t.data, t.nbytes);
       dst = &src;
     } else {
-      if (src.to_float == nullptr) Fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), src.name);
+      if (src.to_float == nullptr && !IsX16(t.type)) Fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), src.name);
       buf.resize(static_cast<size_t>(t.n_elements));
-      const size_t rows = static_cast<size_t>(t.n_elements / t.ne[0]);
-      const size_t rb = RowBytes(src, t.ne[0]);
-      for (size_t r = 0; r < rows; ++r) src.to_float(t.data + r * rb, buf.data() + r * static_cast<size_t>(t.ne[0]), t.ne[0]);
-      w.AddTensorF32(t.name, ne, dst->type, buf.data());
+      DequantizeMatrix(t.type, t.data, rows, t.ne[0], buf.data());
+      const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, t.ne[0], importance_of(t.name));
+      w.AddTensor(t.name, ne, dst->type, bytes.data(), bytes.size());
     }
-    const uint64_t nb = RowBytes(*dst, t.ne[0]) * static_cast<uint64_t>(t.n_elements / t.ne[0]);
+    paddock_types = paddock_types || static_cast<uint32_t>(dst->type) >= static_cast<uint32_t>(GgmlType::kPQ8_C);
+    const uint64_t nb = RowBytes(*dst, t.ne[0]) * static_cast<uint64_t>(rows);
     bytes_in += t.nbytes;
     bytes_out += nb;
     params += t.n_elements;
-    std::fprintf(stderr, "[%4zu/%4zu] %-32s %-5s -> %-5s %s -> %s\n", k + 1, tensors.size(), t.name.c_str(), src.name, dst->name,
-                 FormatBytes(t.nbytes).c_str(), FormatBytes(nb).c_str());
+    std::fprintf(stderr, "[%4zu/%4zu] %-32s %-9s -> %-9s %s -> %s%s\n", k + 1, tensors.size(), t.name.c_str(), src.name, dst->name,
+                 FormatBytes(t.nbytes).c_str(), FormatBytes(nb).c_str(), importance_of(t.name) != nullptr && IsX16(dst->type) ? " (activation-aware)" : "");
   }
+  if (paddock_types) w.SetU32("paddock.quantization_version", kPaddockQuantVersion);
   w.Write(out);
   std::fprintf(stderr, "paddock: wrote %s: %s -> %s, %.2f bits per weight\n", out.c_str(), FormatBytes(bytes_in).c_str(),
                FormatBytes(bytes_out).c_str(), 8.0 * static_cast<double>(bytes_out) / static_cast<double>(params));
