@@ -585,6 +585,15 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
     DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(qi.data()), rows, cols, back_i.data());
     EXPECT_LT(Rmse(back, wf) / rms, tc.max_rel_rmse) << tr.name;
     EXPECT_LE(Rmse(back_i, wf, &importance), Rmse(back, wf, &importance) * 1.0001) << tr.name << ": weighted search worse than RTN";
+    if (tc.type == GgmlType::kPQ4_G32Z) {  // Q4_1 re-laid out is exactly this type
+      std::string q41(RowBytes(Traits(GgmlType::kQ4_1), cols) * rows, '\0'), rel(q41.size(), '\0');
+      Traits(GgmlType::kQ4_1).from_float(wf.data(), q41.data(), static_cast<int64_t>(rows) * cols);
+      RepackQ4_1X16(q41.data(), rel.data(), rows, cols);
+      std::vector<float> a(wf.size()), b(wf.size());
+      DequantizeMatrix(GgmlType::kQ4_1, reinterpret_cast<const uint8_t*>(q41.data()), rows, cols, a.data());
+      DequantizeMatrix(GgmlType::kPQ4_G32Z, reinterpret_cast<const uint8_t*>(rel.data()), rows, cols, b.data());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "Q4_1 re-laid as PQ4_G32Z, element " << i;
+    }
     if (tc.type == GgmlType::kPQ4_G32) {
       std::string q40(RowBytes(Traits(GgmlType::kQ4_0), cols) * rows, '\0');
       Traits(GgmlType::kQ4_0).from_float(wf.data(), q40.data(), static_cast<int64_t>(rows) * cols);

@@ -171,6 +171,8 @@ inline bool IsX16(GgmlType t) {
 }
 void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
+// Q4_1 (value q * d + m, groups of 32) is exactly PQ4_G32Z: same values, interleaved.
+void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols);
 // Element `col` of row `row` (0..15, within its group) of an interleaved group, as the integer
 // quant q (zero point removed), its scale d and minimum m: value = q * d + m.
 void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m);

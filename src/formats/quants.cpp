@@ -475,6 +475,23 @@ void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
   }
 }
 
+void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / kQK;
+  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_1);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int i = 0; i < kX16Rows; ++i) {
+        const auto* in = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb) + b;
+        std::memcpy(out + 2 * i, &in->d, 2);
+        std::memcpy(out + 32 + 2 * i, &in->m, 2);
+        for (int m = 0; m < 4; ++m) std::memcpy(out + 64 + 64 * m + 4 * i, in->qs + 4 * m, 4);
+      }
+      out += 64 + 4 * 64;
+    }
+  }
+}
+
 bool X16FormatOf(GgmlType t, X16Format* f) {
   switch (t) {
     case GgmlType::kQ4_0X16:

@@ -254,6 +254,18 @@ void RelayoutWeights(LoadedModel* m) {
   // (kQ4_0X16 / kQ8_0X16); the others, and a tied output matrix (the embedding lookup reads
   // its rows one at a time), get the row-split layout (kQ4_0R / kQ8_0R).
   auto relayout = [&](WeightTensor* t, bool row_access) {
+    if (t->type == GgmlType::kQ4_1 && !row_access && t->rows % kX16Rows == 0) {  // -> PQ4_G32Z
+      const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
+      std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
+      uint8_t* dst = buf.get() + (64 - reinterpret_cast<uintptr_t>(buf.get()) % 64) % 64;
+      RepackQ4_1X16(t->data, dst, t->rows, t->cols);
+      ReleasePages(t->data, bytes);
+      t->data = dst;
+      t->type = GgmlType::kPQ4_G32Z;
+      m->relaid_bytes += bytes;
+      m->relaid.push_back(std::move(buf));
+      return;
+    }
     if (t->type != GgmlType::kQ4_0 && t->type != GgmlType::kQ8_0) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
     std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
