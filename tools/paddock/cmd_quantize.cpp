@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "args.h"
+#include "awq.h"
 #include "base/cpu.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
@@ -41,6 +42,7 @@ const std::vector<OptionSpec> kQuantSpecs = {
     {{"--calib-ctx"}, true, "calibration window in tokens (default 128)"},
     {{"--calib-windows"}, true, "calibration windows for the activation statistics (default 8; sensitivity uses 2)"},
     {{"--rtn"}, false, "round to nearest: ignore the activation statistics when quantizing (to measure calibration)"},
+    {{"--no-awq"}, false, "no activation-aware per-channel scaling (statistics still weight the Paddock types' rounding)"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
@@ -373,6 +375,35 @@ int CmdQuantize(int argc, char** argv) {
       }
     }
   }
+  auto dst_type_of = [&](const GgufTensor& t) {
+    const int64_t rows = t.n_elements / t.ne[0];
+    return TypeFor(wide_for.count(t.name) ? wide_for[t.name] : target, t.name, rows, t.ne[0]);
+  };
+  // Activation-aware per-channel scaling (folded into the norms / FFN-up rows).
+  AwqPlan awq;
+  if (!importance.empty() && !args.Has("--no-awq")) {
+    std::map<std::string, const GgufTensor*> by_name;
+    for (const auto& t : tensors) by_name[t.name] = &t;
+    auto read = [&](const std::string& name, std::vector<float>* data, int64_t* rows, int64_t* cols) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) return false;
+      const GgufTensor& t = *it->second;
+      *cols = t.ne[0];
+      *rows = t.n_elements / t.ne[0];
+      data->resize(static_cast<size_t>(t.n_elements));
+      DequantizeMatrix(t.type, t.data, *rows, *cols, data->data());
+      return true;
+    };
+    auto type_of = [&](const std::string& name, int64_t, int64_t) {
+      const GgufTensor& t = *by_name.at(name);
+      return kept_by_pattern(t) ? GgmlType::kF32 : dst_type_of(t)->type;  // kept: leave its group alone
+    };
+    const bool tied = by_name.count("output.weight") == 0;
+    int n_layers = 0;
+    while (by_name.count(StrFormat("blk.%d.attn_norm.weight", n_layers))) ++n_layers;
+    awq = PlanAwq(n_layers, importance, read, type_of, tied, by_name.count("blk.0.ffn_gate.weight") > 0);
+    for (const auto& line : awq.log) std::fprintf(stderr, "%s\n", line.c_str());
+  }
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t params = 0;
   bool paddock_types = false;
@@ -383,15 +414,43 @@ int CmdQuantize(int argc, char** argv) {
     std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
     const bool kept = kept_by_pattern(t);
     const int64_t rows = t.n_elements / t.ne[0];
-    const TypeTraits* dst = TypeFor(wide_for.count(t.name) ? wide_for[t.name] : target, t.name, rows, t.ne[0]);
-    if (kept || (dst->type == t.type)) {
+    const TypeTraits* dst = dst_type_of(t);
+    const bool transformed = awq.col.count(t.name) || awq.row_div.count(t.name) || awq.vec_div.count(t.name);
+    if (awq.vec_div.count(t.name)) {  // a norm weight / bias absorbing 1 / s
+      buf.resize(static_cast<size_t>(t.n_elements));
+      DequantizeMatrix(t.type, t.data, 1, t.n_elements, buf.data());
+      const auto& div = awq.vec_div.at(t.name);
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] /= div[i % div.size()];
+      w.AddTensorF32(t.name, ne, GgmlType::kF32, buf.data());
+      dst = &Traits(GgmlType::kF32);
+    } else if (!transformed && (kept || (dst->type == t.type))) {
       w.AddTensor(t.name, ne, t.type, t.data, t.nbytes);
       dst = &src;
     } else {
       if (src.to_float == nullptr && !IsX16(t.type)) Fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), src.name);
       buf.resize(static_cast<size_t>(t.n_elements));
       DequantizeMatrix(t.type, t.data, rows, t.ne[0], buf.data());
-      const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, t.ne[0], importance_of(t.name));
+      const int64_t cols = t.ne[0];
+      const float* imp = importance_of(t.name);
+      std::vector<float> scaled_imp;
+      if (auto it = awq.row_div.find(t.name); it != awq.row_div.end()) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(r * cols + c)] /= it->second[static_cast<size_t>(r)];
+        }
+      }
+      if (auto it = awq.col.find(t.name); it != awq.col.end()) {
+        const auto& sc = it->second;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(r * cols + c)] *= sc[static_cast<size_t>(c)];
+        }
+        if (imp != nullptr) {  // the scaled matrix reads x / s
+          scaled_imp.resize(static_cast<size_t>(cols));
+          for (int64_t c = 0; c < cols; ++c) scaled_imp[static_cast<size_t>(c)] = imp[c] / (sc[static_cast<size_t>(c)] * sc[static_cast<size_t>(c)]);
+          imp = scaled_imp.data();
+        }
+      }
+      if (kept) dst = &src;  // (only reached when transformed)
+      const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, cols, imp);
       w.AddTensor(t.name, ne, dst->type, bytes.data(), bytes.size());
     }
     paddock_types = paddock_types || static_cast<uint32_t>(dst->type) >= static_cast<uint32_t>(GgmlType::kPQ8_C);
