@@ -147,6 +147,30 @@ grep -q "^keeping .* in Q8_0" "$TMP/mixed.log" && ok || bad "mixed precision kep
 klm=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/mixed.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
 klu=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4all.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
 python3 -c "import sys; sys.exit(0 if float('$klm') < float('$klu') else 1)" && ok || bad "mixed ($klm) not better than uniform q4_0 ($klu)"
+# 14. Paddock types (stored interleaved): int8 per channel close to the original; calibrated
+# int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
+# file with Paddock types of another layout version is refused.
+kl_of() { "$BIN" compare -m "$M/stories260K.gguf" -m "$1" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])"; }
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/pq8.gguf" --type pq8_c 2>/dev/null && ok || bad "quantize pq8_c"
+"$BIN" info "$TMP/pq8.gguf" 2>/dev/null | grep -q "PQ8_C" && ok || bad "file lacks PQ8_C tensors"
+python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/pq8.gguf")') < 0.01 else 1)" && ok || bad "pq8_c not close to the original"
+"$BIN" run -m "$TMP/pq8.gguf" -p "Once upon a time" -n 8 >/dev/null 2>&1 && ok || bad "pq8_c model does not run"
+for t in pq4_g64 pq4_g32z; do
+  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t-rtn.gguf" --type $t --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 --rtn 2>/dev/null && ok || bad "quantize $t --rtn"
+  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t-cal.gguf" --type $t --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 2>"$TMP/$t.log" && ok || bad "quantize $t --calib"
+  grep -q "(activation-aware)" "$TMP/$t.log" && ok || bad "$t: no activation-aware tensors"
+  [ "$(stat -c %s "$TMP/$t-rtn.gguf")" = "$(stat -c %s "$TMP/$t-cal.gguf")" ] && ok || bad "$t: calibrated and RTN files differ in size"
+  rtn=$(kl_of "$TMP/$t-rtn.gguf"); cal=$(kl_of "$TMP/$t-cal.gguf")
+  python3 -c "import sys; sys.exit(0 if float('$cal') < float('$rtn') else 1)" && ok || bad "$t: calibrated KL $cal not below RTN $rtn"
+done
+python3 - "$TMP/pq8.gguf" "$TMP/pq8-v9.gguf" <<'PY'
+import sys
+d = open(sys.argv[1], 'rb').read()
+key = b'paddock.quantization_version'
+i = d.index(key) + len(key) + 4  # the u32 value after the key and its type
+open(sys.argv[2], 'wb').write(d[:i] + (9).to_bytes(4, 'little') + d[i + 4:])
+PY
+expect_error "paddock types of another version" 1 "layout version 9" -- run -m "$TMP/pq8-v9.gguf" -p "x" -n 1
 expect_error "target-bpw without calibration" 2 "calibration text" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q4_0 --target-bpw 6
 expect_error "quantize unknown type" 2 "unknown or unsupported type" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q3_z
 expect_error "quantize onto itself" 2 "different file" -- quantize "$TMP/q8.gguf" "$TMP/q8.gguf" --type q4_0

@@ -96,6 +96,16 @@ const TypeTraits* TypeFor(const TypeTraits* target, const std::string& name, int
   if (IsX16(target->type) && (rows % kX16Rows != 0 || name == "token_embd.weight" || name == "position_embd.weight")) {
     target = LlamaEquivalent(target->type);
   }
+  // Rows narrower than an int4 group: the same kind with the largest group that fits.
+  static const GgmlType kSym[] = {GgmlType::kPQ4_G128, GgmlType::kPQ4_G64, GgmlType::kPQ4_G32};
+  static const GgmlType kZ[] = {GgmlType::kPQ4_G128Z, GgmlType::kPQ4_G64Z, GgmlType::kPQ4_G32Z};
+  for (const GgmlType* family : {kSym, kZ}) {
+    const auto* it = std::find(family, family + 3, target->type);
+    if (it == family + 3) continue;
+    for (; it != family + 3 && cols % Traits(*it).block_size != 0; ++it) {
+    }
+    if (it != family + 3) target = &Traits(*it);
+  }
   return Fallback(target, cols);
 }
 
