@@ -163,6 +163,12 @@ for t in pq4_g64 pq4_g32z; do
   rtn=$(kl_of "$TMP/$t-rtn.gguf"); cal=$(kl_of "$TMP/$t-cal.gguf")
   python3 -c "import sys; sys.exit(0 if float('$cal') < float('$rtn') else 1)" && ok || bad "$t: calibrated KL $cal not below RTN $rtn"
 done
+# 2:4 sparsity: the chosen tensors become PS8_C (5.5 bits), the model runs, and the pruning
+# (activation-weighted with --calib) is closer to the original than magnitude pruning alone.
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/sp.gguf" --type pq8_c --sparsity 2:4 --sparse-tensors '*attn_v*' 2>"$TMP/sp.log" && ok || bad "quantize --sparsity"
+grep -q "attn_v.weight .*-> PS8_C" "$TMP/sp.log" && ok || bad "no PS8_C tensors"
+"$BIN" run -m "$TMP/sp.gguf" -p "Once upon a time" -n 8 >/dev/null 2>&1 && ok || bad "sparse model does not run"
+expect_error "bad sparsity" 2 "supports 2:4" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q8_0 --sparsity 1:4
 python3 - "$TMP/pq8.gguf" "$TMP/pq8-v9.gguf" <<'PY'
 import sys
 d = open(sys.argv[1], 'rb').read()

@@ -570,7 +570,7 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
   const struct {
     GgmlType type;
     double max_rel_rmse;
-  } cases[] = {{GgmlType::kPQ8_C, 0.006}, {GgmlType::kPQ4_G32, 0.09}, {GgmlType::kPQ4_G64, 0.09},
+  } cases[] = {{GgmlType::kPS8_C, 0.75}, {GgmlType::kPQ8_C, 0.006}, {GgmlType::kPQ4_G32, 0.09}, {GgmlType::kPQ4_G64, 0.09},
                {GgmlType::kPQ4_G128, 0.09}, {GgmlType::kPQ4_G32Z, 0.075}, {GgmlType::kPQ4_G64Z, 0.075},
                {GgmlType::kPQ4_G128Z, 0.075}};
   const KernelTable& ref = ReferenceKernels();
@@ -585,6 +585,23 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
     DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(qi.data()), rows, cols, back_i.data());
     EXPECT_LT(Rmse(back, wf) / rms, tc.max_rel_rmse) << tr.name;
     EXPECT_LE(Rmse(back_i, wf, &importance), Rmse(back, wf, &importance) * 1.0001) << tr.name << ": weighted search worse than RTN";
+    if (tc.type == GgmlType::kPS8_C) {  // 2:4: exactly the two largest of every four survive
+      for (size_t g4 = 0; g4 < wf.size() / 4; ++g4) {
+        int zeros = 0;
+        float kept_min = 1e9f, pruned_max = 0;
+        for (int p = 0; p < 4; ++p) {
+          const size_t i = 4 * g4 + p;
+          if (back[i] == 0.0f) {
+            ++zeros;
+            pruned_max = std::max(pruned_max, std::fabs(wf[i]));
+          } else {
+            kept_min = std::min(kept_min, std::fabs(wf[i]));
+          }
+        }
+        ASSERT_EQ(zeros, 2) << "group " << g4;
+        ASSERT_LE(pruned_max, kept_min) << "group " << g4;
+      }
+    }
     if (tc.type == GgmlType::kPQ4_G32Z) {  // Q4_1 re-laid out is exactly this type
       std::string q41(RowBytes(Traits(GgmlType::kQ4_1), cols) * rows, '\0'), rel(q41.size(), '\0');
       Traits(GgmlType::kQ4_1).from_float(wf.data(), q41.data(), static_cast<int64_t>(rows) * cols);

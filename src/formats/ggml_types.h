@@ -48,8 +48,9 @@ enum class GgmlType : uint32_t {
   kPQ4_G32Z = 104,   // int4, groups of 32 with a zero point (value q * d + m, as Q4_1)
   kPQ4_G64Z = 105,   // int4, groups of 64 with a zero point
   kPQ4_G128Z = 106,  // int4, groups of 128 with a zero point
+  kPS8_C = 107,      // int8 per output channel, 2:4 structured sparse (2 of every 4 stored)
 };
-constexpr int kGgmlTypeCount = 107;  // upper bound on type ids we index by
+constexpr int kGgmlTypeCount = 108;  // upper bound on type ids we index by
 constexpr uint32_t kPaddockQuantVersion = 1;
 
 constexpr int kQK = 32;    // block size of the legacy formats
@@ -152,13 +153,22 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 //            (q in 0..15, value q * d + m);
 //   PQ8_C:   per group of rows: 16 fp32 scales (one per row), then per 32-element block the 8
 //            Q8 vectors as above (value (byte - 128) * d).
+//   PS8_C:   2:4 sparse int8 per channel: per group of rows 16 fp32 scales, then per 32-element
+//            block: 16 int16 lane sums of the stored quants (32 B); 4 vectors of the nonzero
+//            quants (vector s, lane i, byte j: the j-th stored value of elements 8s..8s+7 of
+//            row i, int8); 16 lanes x 4 index bytes (byte s of lane i: which 2 of the 4 elements
+//            of groups 2s (low nibble) and 2s + 1 (high nibble) are stored, code 0..5 for the
+//            pairs 01, 02, 03, 12, 13, 23). 22 bytes per 32 elements: 5.5 bits per weight.
 constexpr int kX16Rows = 16;
 enum class X16Kind : uint8_t {
   kQ4S,  // 4-bit, symmetric (zero point 8), fp16 scale per group
   kQ4Z,  // 4-bit with fp16 scale and minimum per group
   kQ8B,  // 8-bit (offset 128), fp16 scale per 32-block
   kQ8C,  // 8-bit (offset 128), fp32 scale per row
+  kS8C,  // 2:4 sparse 8-bit, fp32 scale per row
 };
+// The stored pair of element positions (0..3) of a 2:4 group for codes 0..5.
+constexpr uint8_t kSparsePairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
 struct X16Format {
   X16Kind kind;
   int group;  // elements per scale group (kQ8C: 32, the quant block; the scale is per row)
@@ -180,6 +190,8 @@ float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int
 // Quantizes `rows` x `cols` floats (rows a multiple of 16) into an interleaved Paddock type.
 // `importance` (cols values, or null) weights each column's squared error in the choice of
 // each group's scale (and minimum): activation-aware quantization from calibration statistics.
+// For PS8_C: the 2 of every 4 consecutive weights with the largest |w| * sqrt(importance)
+// are kept (magnitude pruning without statistics, activation-weighted with them).
 void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst);
 // Dequantizes a whole matrix of any computable type (interleaved or not) to floats.
 void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols, float* out);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include <strings.h>
 
@@ -368,6 +369,7 @@ const TypeTraits kTraits[] = {
     {GgmlType::kPQ4_G32Z, "PQ4_G32Z", 32, 20, nullptr, nullptr},
     {GgmlType::kPQ4_G64Z, "PQ4_G64Z", 64, 36, nullptr, nullptr},
     {GgmlType::kPQ4_G128Z, "PQ4_G128Z", 128, 68, nullptr, nullptr},
+    {GgmlType::kPS8_C, "PS8_C", 32, 22, nullptr, nullptr, 4},
 };
 
 }  // namespace
@@ -503,6 +505,7 @@ bool X16FormatOf(GgmlType t, X16Format* f) {
     case GgmlType::kPQ4_G128Z: *f = {X16Kind::kQ4Z, 128}; return true;
     case GgmlType::kQ8_0X16: *f = {X16Kind::kQ8B, 32}; return true;
     case GgmlType::kPQ8_C: *f = {X16Kind::kQ8C, 32}; return true;
+    case GgmlType::kPS8_C: *f = {X16Kind::kS8C, 32}; return true;
     default: return false;
   }
 }
@@ -515,9 +518,9 @@ struct X16Geometry {
   size_t prefix, header, block;
   int blocks_per_group;
   explicit X16Geometry(const X16Format& f)
-      : prefix(f.kind == X16Kind::kQ8C ? 64 : 0),
-        header(f.kind == X16Kind::kQ4Z ? 64 : (f.kind == X16Kind::kQ8C ? 0 : 32)),
-        block(f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z ? 256 : 512),
+      : prefix(f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C ? 64 : 0),
+        header(f.kind == X16Kind::kQ4Z ? 64 : (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C ? 0 : 32)),
+        block(f.kind == X16Kind::kS8C ? 352 : (f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z ? 256 : 512)),
         blocks_per_group(f.group / kQK) {}
   size_t GroupStride() const { return header + static_cast<size_t>(blocks_per_group) * block; }
 };
@@ -537,7 +540,7 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
   const uint8_t* sg = group + geo.prefix + static_cast<size_t>(s) * geo.GroupStride();
   const uint8_t* quants = sg + geo.header + static_cast<size_t>(blk) * geo.block;
   *m = 0;
-  if (f.kind == X16Kind::kQ8C) {
+  if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C) {
     std::memcpy(d, group + 4 * row, 4);
   } else {
     uint16_t h;
@@ -548,7 +551,15 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
       *m = Fp16ToFp32(h);
     }
   }
-  if (f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z) {
+  if (f.kind == X16Kind::kS8C) {  // stored or pruned (0)
+    const int step = k / 8, grp = k / 4, pos = k % 4;
+    const uint8_t code = quants[288 + 4 * row + step];
+    const int c = (grp % 2 == 0) ? (code & 15) : (code >> 4);
+    *q = 0;
+    for (int j = 0; j < 2; ++j) {
+      if (kSparsePairs[c][j] == pos) *q = static_cast<int8_t>(quants[32 + 64 * step + 4 * row + 2 * (grp % 2) + j]);
+    }
+  } else if (f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z) {
     const uint8_t byte = quants[Q4Byte(row, k)];
     const int nib = k < 16 ? (byte & 15) : (byte >> 4);
     *q = f.kind == X16Kind::kQ4S ? nib - 8 : nib;
@@ -687,6 +698,47 @@ void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, co
     uint8_t* grp = out + static_cast<size_t>(g) * group_bytes;
     for (int i = 0; i < kX16Rows; ++i) {
       const float* x = src + static_cast<size_t>(g * kX16Rows + i) * static_cast<size_t>(cols);
+      if (f.kind == X16Kind::kS8C) {
+        // Prune 2 of every 4 (keep the largest |w| * sqrt(importance)), then int8 per row.
+        std::vector<uint8_t> codes(static_cast<size_t>(cols / 4));
+        float amax = 0;
+        for (int64_t g4 = 0; g4 < cols / 4; ++g4) {
+          float score[4];
+          for (int p = 0; p < 4; ++p) {
+            const int64_t c = 4 * g4 + p;
+            score[p] = std::fabs(x[c]) * (importance != nullptr ? std::sqrt(importance[c]) : 1.0f);
+          }
+          int best = 0;
+          for (int code = 1; code < 6; ++code) {
+            if (score[kSparsePairs[code][0]] + score[kSparsePairs[code][1]] > score[kSparsePairs[best][0]] + score[kSparsePairs[best][1]]) best = code;
+          }
+          codes[static_cast<size_t>(g4)] = static_cast<uint8_t>(best);
+          for (int j = 0; j < 2; ++j) amax = std::max(amax, std::fabs(x[4 * g4 + kSparsePairs[best][j]]));
+        }
+        const float row_d = amax / 127.0f, id = row_d != 0 ? 1.0f / row_d : 0.0f;
+        std::memcpy(grp + 4 * i, &row_d, 4);
+        for (int64_t b = 0; b < cols / kQK; ++b) {
+          uint8_t* blk = grp + geo.prefix + static_cast<size_t>(b) * geo.block;
+          int sum = 0;
+          for (int step = 0; step < 4; ++step) {
+            uint8_t code_byte = 0;
+            for (int half = 0; half < 2; ++half) {
+              const int64_t g4 = b * 8 + 2 * step + half;
+              const uint8_t code = codes[static_cast<size_t>(g4)];
+              code_byte = static_cast<uint8_t>(code_byte | (half == 0 ? code : code << 4));
+              for (int j = 0; j < 2; ++j) {
+                const int q = Level(x[4 * g4 + kSparsePairs[code][j]] * id, -127, 127);
+                sum += q;
+                blk[32 + 64 * step + 4 * i + 2 * half + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+              }
+            }
+            blk[288 + 4 * i + step] = code_byte;
+          }
+          const int16_t s16 = static_cast<int16_t>(sum);
+          std::memcpy(blk + 2 * i, &s16, 2);
+        }
+        continue;
+      }
       if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kQ8B) {
         float row_d = 0;
         if (f.kind == X16Kind::kQ8C) {

@@ -329,6 +329,7 @@ KernelTable MakeScalarTable() {
   SetRefX16<GgmlType::kQ4_0X16>(&t);
   SetRefX16<GgmlType::kQ8_0X16>(&t);
   SetRefX16<GgmlType::kPQ8_C>(&t);
+  SetRefX16<GgmlType::kPS8_C>(&t);
   SetRefX16<GgmlType::kPQ4_G32>(&t);
   SetRefX16<GgmlType::kPQ4_G64>(&t);
   SetRefX16<GgmlType::kPQ4_G128>(&t);

@@ -973,11 +973,63 @@ constexpr size_t X16Header(X16Kind k) { return k == X16Kind::kQ4Z ? 64 : (k == X
 constexpr size_t X16Block(X16Kind k) { return IsQ4(k) ? 256 : 512; }
 
 #if defined(__AVX512VNNI__)
+// 2:4 sparse int8 (PS8_C): per 8 elements of a row, the 4 stored values meet the 4 activations
+// they multiply, picked out of the 8 by a byte shuffle whose indices are expanded from the
+// stored 4-bit pair codes (shared by all tokens of the tile): half the multiply-adds of dense
+// int8, and 5.5 bits per weight instead of 8.
+inline void SparseStepIndices(int step, __m512i codes, __m512i* idx) {
+  const __m512i rep = _mm512_broadcast_i32x4(_mm_setr_epi8(step, step, step, step, 4 + step, 4 + step, 4 + step, 4 + step, 8 + step, 8 + step,
+                                                           8 + step, 8 + step, 12 + step, 12 + step, 12 + step, 12 + step));
+  __m512i r = _mm512_shuffle_epi8(codes, rep);                        // lane's code byte x 4
+  r = _mm512_srlv_epi16(r, _mm512_set1_epi32(4 << 16));              // bytes 2, 3: high nibble
+  r = _mm512_and_si512(r, _mm512_set1_epi8(15));
+  r = _mm512_add_epi8(r, _mm512_set1_epi32(0x08000800));             // odd bytes: second of the pair
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 1, 1, 2, 0, 0, 1, 2, 3, 2, 3, 3, 0, 0));
+  *idx = _mm512_add_epi8(_mm512_shuffle_epi8(lut, r), _mm512_set1_epi32(0x04040000));  // group 2s + 1: +4
+}
+
+template <int T>
+void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, float* y, int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  const __m512 row_scale = _mm512_loadu_ps(reinterpret_cast<const float*>(grp));
+  const uint8_t* p = grp + 64;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, p += 352) {
+    // Activations enter as unsigned (a + 128): start from -128 x the lane's stored-quant sum.
+    const __m512i init = _mm512_sub_epi32(_mm512_setzero_si512(),
+        _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 7));
+    __m512i acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = init;
+    const __m512i codes = _mm512_loadu_si512(p + 288);
+    const int8_t* xb = xq + b * kQK;
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      __m512i idx;
+      SparseStepIndices(s, codes, &idx);
+      const __m512i w = _mm512_loadu_si512(p + 32 + 64 * s);
+      for (int t = 0; t < T; ++t) {
+        int64_t a8;
+        std::memcpy(&a8, xb + t * cols + 8 * s, 8);
+        const __m512i a = _mm512_xor_si512(_mm512_set1_epi64(a8), flip);
+        acc[t] = _mm512_dpbusd_epi32(acc[t], _mm512_shuffle_epi8(a, idx), w);
+      }
+    }
+    for (int t = 0; t < T; ++t) facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_set1_ps(xd[t * nb + b]), facc[t]);
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_mul_ps(facc[t], row_scale));
+}
+
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
 // G: elements per scale group.
 template <X16Kind K, int G, int T>
 void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
              float* y, int64_t ldy) {
+  if constexpr (K == X16Kind::kS8C) {
+    SparseTile<T>(grp, cols, xq, xd, y, ldy);
+    return;
+  }
   constexpr bool kSplit = T <= 4;  // two int32 chains per token where few tokens hide latency
   constexpr int BPS = G / kQK;
   constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ4Z ? 0.0f : 128.0f);
@@ -1044,12 +1096,56 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
 }
 constexpr int kX16MaxT = 8;
 #else
+// AVX2 form of the 2:4 sparse int8 tile (see the AVX-512 one): 8-row halves, signed products
+// through the sign trick (no zero point).
+template <int T>
+void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, float* y, int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  const __m128i lut = _mm_setr_epi8(0, 0, 0, 1, 1, 2, 0, 0, 1, 2, 3, 2, 3, 3, 0, 0);
+  for (int h = 0; h < 2; ++h) {
+    const __m256 row_scale = _mm256_loadu_ps(reinterpret_cast<const float*>(grp) + 8 * h);
+    const uint8_t* p = grp + 64;
+    __m256 facc[T];
+    for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, p += 352) {
+      __m256i acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 288 + 32 * h));
+      const int8_t* xb = xq + b * kQK;
+      for (int s = 0; s < 4; ++s) {
+        const __m256i rep = _mm256_broadcastsi128_si256(_mm_setr_epi8(s, s, s, s, 4 + s, 4 + s, 4 + s, 4 + s, 8 + s, 8 + s, 8 + s, 8 + s,
+                                                                      12 + s, 12 + s, 12 + s, 12 + s));
+        __m256i r = _mm256_shuffle_epi8(codes, rep);
+        // bytes 2, 3 take the high nibble: shift those words by 4
+        r = _mm256_blend_epi16(r, _mm256_srli_epi16(r, 4), 0xAA);
+        r = _mm256_and_si256(r, _mm256_set1_epi8(15));
+        r = _mm256_add_epi8(r, _mm256_set1_epi32(0x08000800));
+        const __m256i idx = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(lut), r), _mm256_set1_epi32(0x04040000));
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 64 * s + 32 * h));
+        const __m256i wa = _mm256_abs_epi8(w);
+        for (int t = 0; t < T; ++t) {
+          int64_t a8;
+          std::memcpy(&a8, xb + t * cols + 8 * s, 8);
+          const __m256i a = _mm256_shuffle_epi8(_mm256_set1_epi64x(a8), idx);
+          acc[t] = DpBusd(acc[t], wa, _mm256_sign_epi8(a, w));
+        }
+      }
+      for (int t = 0; t < T; ++t) facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_set1_ps(xd[t * nb + b]), facc[t]);
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, _mm256_mul_ps(facc[t], row_scale));
+  }
+}
+
 // AVX2: the group as two 8-row halves, each a 256-bit half of every 64-byte vector. 8-bit
 // offset quants would overflow maddubs' int16 pairs, so they are turned back into signed
 // values and multiplied through the sign trick (no zero point left).
 template <X16Kind K, int G, int T>
 void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
              float* y, int64_t ldy) {
+  if constexpr (K == X16Kind::kS8C) {
+    SparseTile<T>(grp, cols, xq, xd, y, ldy);
+    return;
+  }
   constexpr int BPS = G / kQK;
   const int64_t nb = cols / kQK;
   const __m256i m4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -1371,6 +1467,7 @@ KernelTable MakeTable() {
   SetX16<GgmlType::kQ4_0X16, X16Kind::kQ4S, 32>(&t);
   SetX16<GgmlType::kQ8_0X16, X16Kind::kQ8B, 32>(&t);
   SetX16<GgmlType::kPQ8_C, X16Kind::kQ8C, 32>(&t);
+  SetX16<GgmlType::kPS8_C, X16Kind::kS8C, 32>(&t);
   SetX16<GgmlType::kPQ4_G32, X16Kind::kQ4S, 32>(&t);
   SetX16<GgmlType::kPQ4_G64, X16Kind::kQ4S, 64>(&t);
   SetX16<GgmlType::kPQ4_G128, X16Kind::kQ4S, 128>(&t);

@@ -42,6 +42,8 @@ const std::vector<OptionSpec> kQuantSpecs = {
     {{"--calib-ctx"}, true, "calibration window in tokens (default 128)"},
     {{"--calib-windows"}, true, "calibration windows for the activation statistics (default 8; sensitivity uses 2)"},
     {{"--rtn"}, false, "round to nearest: ignore the activation statistics when quantizing (to measure calibration)"},
+    {{"--sparsity"}, true, "2:4: prune 2 of every 4 weights of --sparse-tensors (largest |w| x activation rms kept) and store them as PS8_C (2:4 sparse int8 per channel)"},
+    {{"--sparse-tensors"}, true, "glob of the tensors to prune (default '*ffn_*')"},
     {{"--no-awq"}, false, "no activation-aware per-channel scaling (statistics still weight the Paddock types' rounding)"},
     {{"-h", "--help"}, false, "show this help"},
 };
@@ -385,8 +387,17 @@ int CmdQuantize(int argc, char** argv) {
       }
     }
   }
+  std::string sparse_glob;
+  if (args.Has("--sparsity")) {
+    if (args.Str("--sparsity") != "2:4") throw UsageError("quantize: --sparsity supports 2:4");
+    sparse_glob = args.Str("--sparse-tensors", "*ffn_*");
+  }
   auto dst_type_of = [&](const GgufTensor& t) {
     const int64_t rows = t.n_elements / t.ne[0];
+    if (!sparse_glob.empty() && fnmatch(sparse_glob.c_str(), t.name.c_str(), 0) == 0 && t.n_dims == 2 &&
+        EndsWith(t.name, ".weight") && rows % kX16Rows == 0 && t.ne[0] % 32 == 0 && t.name != "token_embd.weight") {
+      return &Traits(GgmlType::kPS8_C);
+    }
     return TypeFor(wide_for.count(t.name) ? wide_for[t.name] : target, t.name, rows, t.ne[0]);
   };
   // Activation-aware per-channel scaling (folded into the norms / FFN-up rows).
