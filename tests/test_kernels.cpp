@@ -522,12 +522,38 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
       }
       std::vector<float> scratch(AttendScratchFloats(hd));
       for (float softcap : {0.0f, 3.0f}) {
-        ReferenceKernels().attend_rows(qr.data(), wr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data());
+        ReferenceKernels().attend_rows(qr.data(), wr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data(), nullptr);
         for (Isa isa : FastIsas()) {
           std::fill(got.begin(), got.end(), 1e9f);
-          GetKernels(isa).attend_rows(qr.data(), gr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data());
+          GetKernels(isa).attend_rows(qr.data(), gr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data(), nullptr);
           for (size_t i = 0; i < want.size(); ++i) {
             ASSERT_NEAR(got[i], want[i], 2e-5f) << IsaName(isa) << " " << KvDtypeName(type) << " rows " << n_rows << " softcap " << softcap << " at " << i;
+          }
+        }
+        // Split over the positions (three parts, merged) equals the whole, on every table.
+        std::vector<Isa> all = FastIsas();
+        all.push_back(Isa::kScalar);
+        for (Isa isa : all) {
+          std::vector<std::vector<float>> part_out(3, std::vector<float>(want.size()));
+          std::vector<std::vector<float>> part_ml(3, std::vector<float>(2 * static_cast<size_t>(n_rows)));
+          for (int part = 0; part < 3; ++part) {
+            const int c0 = len * part / 3, c1 = len * (part + 1) / 3;
+            std::vector<int> plo(n_rows), phi(n_rows);
+            std::vector<float*> pr(n_rows);
+            for (int r = 0; r < n_rows; ++r) {
+              plo[r] = std::max(lo[r], c0);
+              phi[r] = std::max(plo[r], std::min(hi[r], c1));
+              pr[r] = part_out[part].data() + r * hd;
+            }
+            GetKernels(isa).attend_rows(qr.data(), pr.data(), n_rows, plo.data(), phi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data(), part_ml[part].data());
+          }
+          for (int r = 0; r < n_rows; ++r) {
+            const float* outs[3] = {part_out[0].data() + r * hd, part_out[1].data() + r * hd, part_out[2].data() + r * hd};
+            const float* mls[3] = {part_ml[0].data() + 2 * r, part_ml[1].data() + 2 * r, part_ml[2].data() + 2 * r};
+            MergeAttention(outs, mls, 3, hd, got.data() + r * hd);
+          }
+          for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 2e-5f) << IsaName(isa) << " split, " << KvDtypeName(type) << " rows " << n_rows << " at " << i;
           }
         }
         if (n_rows > 4) {

@@ -661,6 +661,30 @@ namespace {
 
 // The fused online-softmax attention equals the two-pass per-head attention (rounding only),
 // for every KV type, with and without a window, and on both ISAs' tables.
+// Decode past 128 positions with one KV head on 2 threads: the tiled kernel splits the
+// positions between the threads and merges the partial softmax results; equal to two-pass.
+TEST(Fusion, SplitPositionAttentionEqualsTwoPass) {
+  SynthSpec spec;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 1;
+  spec.context = 320;
+  spec.sliding_window = 0;
+  const std::string path = test::TempPath("attn-mqa.gguf");
+  WriteSyntheticModel(spec, path);
+  const auto toks = SomeTokens(300, spec.n_vocab);
+  for (Isa isa : {Isa::kScalar, DetectIsa()}) {
+    for (KvDtype t : {KvDtype::kF16, KvDtype::kI8}) {
+      KvCacheOptions o;
+      o.k_type = o.v_type = t;
+      Runner fused(path, isa, 2, 32, o);
+      Runner two_pass(path, isa, 2, 32, o);
+      two_pass.tf->SetFusion(true, true, false);
+      EXPECT_LT(RelErr(fused.Run(toks, false), two_pass.Run(toks, false)), 2e-5) << IsaName(isa) << " " << KvDtypeName(t);
+    }
+  }
+  std::remove(path.c_str());
+}
+
 TEST(Fusion, FusedAttentionEqualsTwoPassAttention) {
   SynthSpec spec;
   spec.n_heads = 8;

@@ -14,7 +14,8 @@ namespace paddock {
 template <class Dot, class Axpy, class Scale>
 inline void AttendImpl(Dot dot, Axpy axpy, Scale scale_row, const float* q, int n_q,
                        const KvRowsRef& k, const KvRowsRef& v, int start, int end, int g,
-                       int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
+                       int n_kv, int hd, float scale, float softcap, float* out, float* scratch,
+                       bool normalize = true) {
   float* m = scratch;        // running max per head
   float* l = scratch + n_q;  // running sum of exp(s - m) per head
   for (int h = 0; h < n_q; ++h) {
@@ -39,6 +40,7 @@ inline void AttendImpl(Dot dot, Axpy axpy, Scale scale_row, const float* q, int 
       axpy(out + h * hd, p, vr, g, n_kv, hd);
     }
   }
+  if (!normalize) return;  // the caller merges: m and l stay in scratch
   for (int h = 0; h < n_q; ++h) {
     if (l[h] > 0) scale_row(out + h * hd, 1.0f / l[h], hd);
   }

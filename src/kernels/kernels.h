@@ -74,8 +74,10 @@ using AttendFn = void (*)(const float* q, int n_q, const KvRowsRef& k, const KvR
 // tokens of one sequence): row r's query q_rows[r] (hd floats) attends to positions
 // [lo[r], hi[r]) with an online, max-subtracted softmax over tiles of kAttnTile positions; each
 // K and V row is read and decoded once per tile for all rows, and the rows are the SIMD lanes.
-// out_rows[r]: the normalized result (zeros if the row sees nothing). scratch:
-// AttendScratchFloats(hd) floats. Any n_rows; the kernel takes up to 16 at a time.
+// out_rows[r]: the normalized result (zeros if the row sees nothing). With `ml` (2 * n_rows
+// floats) the result is left unnormalized and ml[2r], ml[2r + 1] receive the row's running max
+// and sum, so partial results over disjoint position ranges can be merged (split-K decode).
+// scratch: AttendScratchFloats(hd) floats. Any n_rows; the kernel takes up to 16 at a time.
 constexpr int kAttnTile = 32;
 constexpr int kAttnMaxRows = 16;
 inline size_t AttendScratchFloats(int hd) {
@@ -83,7 +85,23 @@ inline size_t AttendScratchFloats(int hd) {
 }
 using AttendRowsFn = void (*)(const float* const* q_rows, float* const* out_rows, int n_rows,
                               const int* lo, const int* hi, const KvRowsRef& k, const KvRowsRef& v,
-                              int g, int n_kv, int hd, float scale, float softcap, float* scratch);
+                              int g, int n_kv, int hd, float scale, float softcap, float* scratch,
+                              float* ml);
+// Merges `parts` partial results of one row (unnormalized out + (max, sum) each) into `out`.
+inline void MergeAttention(const float* const* outs, const float* const* mls, int parts, int hd, float* out) {
+  float m = -1e30f;
+  for (int p = 0; p < parts; ++p) m = mls[p][0] > m ? mls[p][0] : m;
+  float l = 0;
+  for (int d = 0; d < hd; ++d) out[d] = 0;
+  for (int p = 0; p < parts; ++p) {
+    if (mls[p][1] <= 0) continue;
+    const float c = __builtin_expf(mls[p][0] - m);
+    l += c * mls[p][1];
+    for (int d = 0; d < hd; ++d) out[d] += c * outs[p][d];
+  }
+  const float inv = l > 0 ? 1.0f / l : 0.0f;
+  for (int d = 0; d < hd; ++d) out[d] *= inv;
+}
 
 struct KernelTable {
   Isa isa;

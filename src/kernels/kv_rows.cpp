@@ -165,26 +165,39 @@ void SetKvStoreKernels(KernelTable* t) {
   t->kv_store[static_cast<int>(KvDtype::kI4)] = StoreRotated<StoreI4, KvDtype::kI4>;
 }
 
-void RefAttend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-               int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
+void RefAttendImpl(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
+                   int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch, bool normalize) {
   auto dot = [&](const float* qh, const uint8_t* row, int gg, int nk, int d) { return RefKvDot(k.type, qh, row, gg, nk, d); };
   auto axpy = [&](float* y, float a, const uint8_t* row, int gg, int nk, int d) { RefKvAxpy(v.type, y, a, row, gg, nk, d); };
   auto scale_row = [](float* y, float c, int n) {
     for (int i = 0; i < n; ++i) y[i] *= c;
   };
-  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
+  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch, normalize);
+}
+
+void RefAttend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
+               int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
+  RefAttendImpl(q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch, true);
 }
 
 // One row at a time through the reference single-pass loop.
 void RefAttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                    const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                   float scale, float softcap, float* scratch) {
+                   float scale, float softcap, float* scratch, float* ml) {
   for (int r = 0; r < n_rows; ++r) {
     if (lo[r] >= hi[r]) {
       for (int d = 0; d < hd; ++d) out_rows[r][d] = 0;
+      if (ml != nullptr) {
+        ml[2 * r] = -1e30f;
+        ml[2 * r + 1] = 0;
+      }
       continue;
     }
-    RefAttend(q_rows[r], 1, k, v, lo[r], hi[r], g, n_kv, hd, scale, softcap, out_rows[r], scratch);
+    RefAttendImpl(q_rows[r], 1, k, v, lo[r], hi[r], g, n_kv, hd, scale, softcap, out_rows[r], scratch, ml == nullptr);
+    if (ml != nullptr) {
+      ml[2 * r] = scratch[0];
+      ml[2 * r + 1] = scratch[1];
+    }
   }
 }
 

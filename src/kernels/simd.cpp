@@ -1307,7 +1307,7 @@ void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
 template <KvDtype KT, KvDtype VT>
 void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                 float scale, float softcap, float* scratch) {
+                 float scale, float softcap, float* scratch, float* ml) {
   constexpr int L = kLanes, TILE = kAttnTile;
   float* qt = scratch;                                  // [hd][L] queries, scaled
   float* ot = qt + static_cast<size_t>(hd) * L;         // [hd][L] output accumulators
@@ -1394,19 +1394,26 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
     }
   }
   Store(tmp, l);
+  alignas(64) float mx_rows[L];
+  Store(mx_rows, m);
   for (int r = 0; r < n_rows; ++r) {
-    const float inv = tmp[r] > 0 ? 1.0f / tmp[r] : 0.0f;
-    for (int d = 0; d < hd; ++d) out_rows[r][d] = ot[d * L + r] * inv;
+    const bool real = lo[r] < hi[r];
+    if (ml != nullptr) {  // partial: unnormalized, with the row's max and sum
+      ml[2 * r] = real ? mx_rows[r] : -1e30f;
+      ml[2 * r + 1] = real ? tmp[r] : 0.0f;
+    }
+    const float inv = ml != nullptr ? 1.0f : (tmp[r] > 0 ? 1.0f / tmp[r] : 0.0f);
+    for (int d = 0; d < hd; ++d) out_rows[r][d] = real ? ot[d * L + r] * inv : 0.0f;
   }
 }
 
 template <KvDtype KT, KvDtype VT>
 void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                 float scale, float softcap, float* scratch) {
+                 float scale, float softcap, float* scratch, float* ml) {
   for (int r0 = 0; r0 < n_rows; r0 += kLanes) {
     AttendLanes<KT, VT>(q_rows + r0, out_rows + r0, std::min(kLanes, n_rows - r0), lo + r0, hi + r0, k, v, g, n_kv,
-                        hd, scale, softcap, scratch);
+                        hd, scale, softcap, scratch, ml != nullptr ? ml + 2 * r0 : nullptr);
   }
 }
 
@@ -1424,7 +1431,7 @@ AttendRowsFn AttendRowsFor(KvDtype vt) {
 
 void AttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                 const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                float scale, float softcap, float* scratch) {
+                float scale, float softcap, float* scratch, float* ml) {
   AttendRowsFn f = nullptr;
   switch (k.type) {
     case KvDtype::kF32: f = AttendRowsFor<KvDtype::kF32>(v.type); break;
@@ -1433,7 +1440,7 @@ void AttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, 
     case KvDtype::kI8: f = AttendRowsFor<KvDtype::kI8>(v.type); break;
     case KvDtype::kI4: f = AttendRowsFor<KvDtype::kI4>(v.type); break;
   }
-  f(q_rows, out_rows, n_rows, lo, hi, k, v, g, n_kv, hd, scale, softcap, scratch);
+  f(q_rows, out_rows, n_rows, lo, hi, k, v, g, n_kv, hd, scale, softcap, scratch, ml);
 }
 
 }  // namespace

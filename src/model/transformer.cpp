@@ -13,6 +13,7 @@ namespace {
 constexpr size_t kMatmulBlockBytes = 64 * 1024;
 // Sequences per step (rows of last-token logits kept).
 constexpr int kMaxItems = 256;
+constexpr int kMaxThreadsForSplit = 256;  // bound on the position split of attention
 }  // namespace
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
@@ -34,20 +35,22 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
       B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
       B * half, B * half, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)), T * static_cast<size_t>(cfg_.q_dim()),
-      T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim)};
+      T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim),
+      2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2)};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
   arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_, &attn_scratch_};
+  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_, &attn_scratch_, &attn_part_};
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i] = p;
     p += (sizes[i] + 15) / 16 * 16;
   }
   std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
-  attn_tasks_.reserve(B * static_cast<size_t>(cfg_.n_heads));  // at most one task per (token, head)
+  // At most one task per (token, head), or 2 per thread when positions are split.
+  attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   tok_pos_.assign(B, 0);
   tok_view_.assign(B, nullptr);
   item_last_.assign(static_cast<size_t>(max_items_), 0);
@@ -346,6 +349,27 @@ void Transformer::AttentionFused(int l, int n) {
     }
     j0 = j1;
   }
+  // Fewer tasks than threads over long ranges (decode, few KV heads): split each task's
+  // positions so every thread works, and merge the partial results after.
+  const int threads = pool_.size();
+  const int n_base = static_cast<int>(attn_tasks_.size());
+  int parts = 1;
+  if (n_base < threads && tok_pos_[static_cast<size_t>(n - 1)] + 1 >= 4 * kAttnTile) {
+    parts = std::min({(threads + n_base - 1) / n_base, 2 * threads / n_base, 2 * kMaxThreadsForSplit});
+  }
+  if (parts > 1) {
+    for (int i = n_base - 1; i >= 0; --i) {  // expand in place, back to front
+      const AttnTask base = attn_tasks_[static_cast<size_t>(i)];
+      attn_tasks_.resize(static_cast<size_t>(n_base * parts));
+      for (int p = 0; p < parts; ++p) {
+        AttnTask t = base;
+        t.part = p;
+        t.parts = parts;
+        attn_tasks_[static_cast<size_t>(i * parts + p)] = t;
+      }
+    }
+  }
+  const size_t part_stride = static_cast<size_t>(kAttnMaxRows) * (hd + 2);
   const size_t stride = AttendScratchFloats(hd) + static_cast<size_t>(kAttnMaxRows) * hd;
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* scratch = attn_scratch_ + static_cast<size_t>(t) * stride;
@@ -384,13 +408,50 @@ void Transformer::AttentionFused(int l, int n) {
         q_rows[r] = q;
         out_rows[r] = att_ + j * qd + h * hd;
       }
-      k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch);
+      if (tk.parts > 1) {  // this part's share of the positions, into its partial slot
+        int t_begin = lo[0], t_end = hi[0];
+        for (int r = 1; r < tk.count; ++r) {
+          t_begin = std::min(t_begin, lo[r]);
+          t_end = std::max(t_end, hi[r]);
+        }
+        const int c0 = t_begin + (t_end - t_begin) * tk.part / tk.parts;
+        const int c1 = t_begin + (t_end - t_begin) * (tk.part + 1) / tk.parts;
+        float* slot = attn_part_ + static_cast<size_t>(idx) * part_stride;
+        for (int r = 0; r < tk.count; ++r) {
+          lo[r] = std::max(lo[r], c0);
+          hi[r] = std::max(lo[r], std::min(hi[r], c1));
+          out_rows[r] = slot + static_cast<size_t>(r) * hd;
+        }
+        k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch,
+                       slot + static_cast<size_t>(kAttnMaxRows) * hd);
+        continue;
+      }
+      k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch, nullptr);
       if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
         for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
       }
     }
   };
   pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()), task);
+  if (parts == 1) return;
+  for (int i = 0; i < n_base; ++i) {  // merge each task's parts, row by row
+    const AttnTask& tk = attn_tasks_[static_cast<size_t>(i * parts)];
+    const KvLayerView& cache = tok_view_[static_cast<size_t>(tk.j0)]->layers[l];
+    for (int r = 0; r < tk.count; ++r) {
+      const float* outs[2 * kMaxThreadsForSplit];
+      const float* mls[2 * kMaxThreadsForSplit];
+      for (int p = 0; p < parts; ++p) {
+        const float* slot = attn_part_ + static_cast<size_t>(i * parts + p) * part_stride;
+        outs[p] = slot + static_cast<size_t>(r) * hd;
+        mls[p] = slot + static_cast<size_t>(kAttnMaxRows) * hd + 2 * r;
+      }
+      const int pidx = tk.first + r;
+      const int j = tk.j0 + pidx / group, h = tk.g * group + pidx % group;
+      float* out = att_ + j * qd + h * hd;
+      MergeAttention(outs, mls, parts, hd, out);
+      if (KvRotated(cache.v_type, hd)) Hadamard(out, hd);
+    }
+  }
 }
 
 void Transformer::Attention(int l, int n) {

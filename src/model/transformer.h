@@ -161,9 +161,13 @@ class Transformer {
   float* attn_scratch_;  // (threads, AttendScratchFloats + kAttnMaxRows * head_dim) tiled attention
   // Tiled attention tasks of the current layer: a run of tokens of one sequence (from token j0),
   // KV head g, rows [first, first + count) of its (token, head) pairs. Capacity planned once.
+  // parts > 1: positions split in `parts` ranges (long-context decode with fewer tasks than
+  // threads), partial results in attn_part_ merged after the pass.
   struct AttnTask {
     int j0, g, first, count;
+    int part = 0, parts = 1;
   };
+  float* attn_part_;  // (2 * threads, kAttnMaxRows * (head_dim + 2)) partial attention results
   std::vector<AttnTask> attn_tasks_;
   std::vector<float> inv_freq_;  // (rope_dim / 2)
   float rope_pos_scale_ = 1.0f;  // linear RoPE scaling: positions are divided by the factor
