@@ -164,7 +164,9 @@ class Sensitivity {
   Sensitivity(const std::string& path, const std::string& text, int ctx, int max_windows) : model_(LoadModel(path)), pool_(PhysicalCores()) {
     const ModelConfig& c = model_->config;
     ctx_ = std::min(ctx, c.context_length);
-    tf_ = std::make_unique<Transformer>(*model_, GetKernels(DetectIsa()), pool_, 256, /*int8_activations=*/false);
+    // int8 activations where the weights have integer kernels (both the reference and each trial
+    // run the same way, so the KL isolates the one swapped matrix).
+    tf_ = std::make_unique<Transformer>(*model_, GetKernels(DetectIsa()), pool_, 256, /*int8_activations=*/true);
     KvCacheOptions ko;
     ko.k_type = ko.v_type = KvDtype::kF32;
     kv_ = std::make_unique<KvManager>(c, ko, ctx_);
