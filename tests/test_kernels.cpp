@@ -403,14 +403,20 @@ TEST(Kernels, GeluKnownValuesAndAttentionSoftcap) {
   k.block_size = v.block_size = 8;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> want(static_cast<size_t>(n_q) * hd), got(want.size()), uncapped(want.size());
-  float scratch[8];
-  ReferenceKernels().attend(q.data(), n_q, k, v, 0, len, 1, n_kv, hd, scale, 2.0f, want.data(), scratch);
-  ReferenceKernels().attend(q.data(), n_q, k, v, 0, len, 1, n_kv, hd, scale, 0.0f, uncapped.data(), scratch);
+  std::vector<float> scratch(AttendScratchFloats(hd));
+  const int lo[2] = {0, 0}, hi[2] = {len, len};
+  auto attend = [&](const KernelTable& kt, float cap, std::vector<float>* out) {
+    const float* qr[2] = {q.data(), q.data() + hd};
+    float* orow[2] = {out->data(), out->data() + hd};
+    kt.attend_rows(qr, orow, n_q, lo, hi, k, v, 1, n_kv, hd, scale, cap, scratch.data(), nullptr);
+  };
+  attend(ReferenceKernels(), 2.0f, &want);
+  attend(ReferenceKernels(), 0.0f, &uncapped);
   double diff = 0;
   for (size_t i = 0; i < want.size(); ++i) diff += std::fabs(want[i] - uncapped[i]);
   EXPECT_GT(diff, 1e-3) << "a soft cap of 2 must change attention over scores well above 2";
   for (Isa isa : FastIsas()) {
-    GetKernels(isa).attend(q.data(), n_q, k, v, 0, len, 1, n_kv, hd, scale, 2.0f, got.data(), scratch);
+    attend(GetKernels(isa), 2.0f, &got);
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << IsaName(isa);
   }
 }

@@ -63,13 +63,6 @@ struct KvRowsRef {
   }
 };
 
-// Fused attention of the n_q query heads (q: n_q x hd, contiguous) that share KV head kv_head,
-// over positions [start, end): one pass with an online, max-subtracted softmax; every K and V
-// row is read once for the whole group. out: n_q x hd. scratch: 2 * n_q floats.
-using AttendFn = void (*)(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v,
-                          int start, int end, int kv_head, int n_kv, int hd, float scale,
-                          float softcap, float* out, float* scratch);
-
 // Fused attention of query rows that share KV head g (a GQA group's heads, of one or several
 // tokens of one sequence): row r's query q_rows[r] (hd floats) attends to positions
 // [lo[r], hi[r]) with an online, max-subtracted softmax over tiles of kAttnTile positions; each
@@ -147,7 +140,6 @@ struct KernelTable {
   float (*kv_dot[kKvDtypeCount])(const float* q, const uint8_t* row, int head, int n_heads, int head_dim);
   // y += a * head `head` of row
   void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads, int head_dim);
-  AttendFn attend;
   AttendRowsFn attend_rows;
 };
 

@@ -175,10 +175,6 @@ void RefAttendImpl(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef&
   AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch, normalize);
 }
 
-void RefAttend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-               int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
-  RefAttendImpl(q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch, true);
-}
 
 // One row at a time through the reference single-pass loop.
 void RefAttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
@@ -202,7 +198,6 @@ void RefAttendRows(const float* const* q_rows, float* const* out_rows, int n_row
 }
 
 void SetReferenceKvKernels(KernelTable* t) {
-  t->attend = RefAttend;
   t->attend_rows = RefAttendRows;
   SetKvStoreKernels(t);
   t->kv_dot[0] = RefDotT<KvDtype::kF32>;

@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "base/half.h"
-#include "kernels/attend_impl.h"
 #include "kernels/kv_rows.h"
 #include "kernels/simd_vec.h"
 #include "kernels/tables.h"
@@ -911,43 +910,6 @@ void KvAxpy(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
   }
 }
 
-template <KvDtype KT, KvDtype VT>
-void AttendT(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-             int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
-  auto scale_row = [](float* y, float c, int n) {
-    const VecF vc = Set1(c);
-    int i = 0;
-    for (; i + kLanes <= n; i += kLanes) Store(y + i, Mul(Load(y + i), vc));
-    for (; i < n; ++i) y[i] *= c;
-  };
-  AttendImpl(KvDot<KT>, KvAxpy<VT>, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
-}
-
-template <KvDtype KT>
-AttendFn AttendFor(KvDtype vt) {
-  switch (vt) {
-    case KvDtype::kF32: return AttendT<KT, KvDtype::kF32>;
-    case KvDtype::kF16: return AttendT<KT, KvDtype::kF16>;
-    case KvDtype::kBF16: return AttendT<KT, KvDtype::kBF16>;
-    case KvDtype::kI8: return AttendT<KT, KvDtype::kI8>;
-    case KvDtype::kI4: return AttendT<KT, KvDtype::kI4>;
-  }
-  return nullptr;
-}
-
-// K and V types are known only at run time: pick the instantiation per call.
-void Attend(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-            int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch) {
-  AttendFn f = nullptr;
-  switch (k.type) {
-    case KvDtype::kF32: f = AttendFor<KvDtype::kF32>(v.type); break;
-    case KvDtype::kF16: f = AttendFor<KvDtype::kF16>(v.type); break;
-    case KvDtype::kBF16: f = AttendFor<KvDtype::kBF16>(v.type); break;
-    case KvDtype::kI8: f = AttendFor<KvDtype::kI8>(v.type); break;
-    case KvDtype::kI4: f = AttendFor<KvDtype::kI4>(v.type); break;
-  }
-  f(q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch);
-}
 
 
 // ---- 16-row interleaved layouts (X16Kind; ggml_types.h) ----
@@ -1503,7 +1465,6 @@ KernelTable MakeTable() {
   t.kv_axpy[2] = KvAxpy<KvDtype::kBF16>;
   t.kv_axpy[3] = KvAxpy<KvDtype::kI8>;
   t.kv_axpy[4] = KvAxpy<KvDtype::kI4>;
-  t.attend = Attend;
   t.attend_rows = AttendRows;
   return t;
 }
