@@ -30,7 +30,8 @@ struct EngineOptions {
   bool fuse_ffn = true;          // gate/up projections + SwiGLU in one parallel pass
   bool fuse_norm = true;         // residual add + norm + int8 quantization in one pass per token
   bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
-  bool relayout_weights = true;  // re-lay Q4_0 matrices out for the kernels at load
+  bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load
+  bool huge_pages = true;        // re-laid weights on transparent huge pages (madvise)
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).

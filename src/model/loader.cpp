@@ -1,4 +1,8 @@
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <map>
 
 #include "base/mapped_file.h"
@@ -247,7 +251,22 @@ std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
 
 }  // namespace
 
-void RelayoutWeights(LoadedModel* m) {
+namespace {
+
+// A buffer for re-laid weights: 2 MiB aligned and marked for transparent huge pages, so the
+// decode stream crosses fewer page boundaries (fewer TLB walks, prefetchers run further).
+std::unique_ptr<uint8_t, LoadedModel::FreeDeleter> WeightBuffer(size_t bytes, bool huge_pages) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHuge, size) != 0) throw std::bad_alloc();
+  if (huge_pages) madvise(p, size, MADV_HUGEPAGE);  // advice only: no error if the kernel declines
+  return std::unique_ptr<uint8_t, LoadedModel::FreeDeleter>(static_cast<uint8_t*>(p));
+}
+
+}  // namespace
+
+void RelayoutWeights(LoadedModel* m, bool huge_pages) {
   ModelWeights& w = m->weights;
   const bool tied = w.output.data == w.tok_embd.data;
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
@@ -256,8 +275,8 @@ void RelayoutWeights(LoadedModel* m) {
   auto relayout = [&](WeightTensor* t, bool row_access) {
     if (t->type == GgmlType::kQ4_1 && !row_access && t->rows % kX16Rows == 0) {  // -> PQ4_G32Z
       const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
-      std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
-      uint8_t* dst = buf.get() + (64 - reinterpret_cast<uintptr_t>(buf.get()) % 64) % 64;
+      auto buf = WeightBuffer(bytes, huge_pages);
+      uint8_t* dst = buf.get();
       RepackQ4_1X16(t->data, dst, t->rows, t->cols);
       ReleasePages(t->data, bytes);
       t->data = dst;
@@ -268,8 +287,8 @@ void RelayoutWeights(LoadedModel* m) {
     }
     if (t->type != GgmlType::kQ4_0 && t->type != GgmlType::kQ8_0) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
-    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes + 64]);
-    uint8_t* dst = buf.get() + (64 - reinterpret_cast<uintptr_t>(buf.get()) % 64) % 64;
+    auto buf = WeightBuffer(bytes, huge_pages);
+    uint8_t* dst = buf.get();
     const bool q4 = t->type == GgmlType::kQ4_0;
     if (!row_access && t->rows % kX16Rows == 0) {
       if (q4) RepackQ4_0X16(t->data, dst, t->rows, t->cols); else RepackQ8_0X16(t->data, dst, t->rows, t->cols);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -82,15 +83,19 @@ struct LoadedModel {
 
   std::shared_ptr<const void> storage;             // keeps the mapping alive
   std::vector<std::unique_ptr<float[]>> owned;     // float copies of small vectors
-  std::vector<std::unique_ptr<uint8_t[]>> relaid;  // weights re-laid-out at load
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> relaid;  // weights re-laid-out at load
   uint64_t relaid_bytes = 0;
 };
 
 // Re-lays the Q4_0 / Q8_0 matrices out for the kernels, once: 16-row interleaved groups
 // (Q4_0X16 / Q8_0X16, ggml_types.h) where the rows allow, else each row's scales in front of its
 // quants (Q4_0R / Q8_0R). The original pages are dropped from the mapping. Same values; a
-// switch for measurement.
-void RelayoutWeights(LoadedModel* model);
+// switch for measurement. huge_pages: the new buffers are 2 MiB aligned and marked for
+// transparent huge pages (measured: steadier and faster decode of large models).
+void RelayoutWeights(LoadedModel* model, bool huge_pages = true);
 
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
 // overrides the vocabulary: a llama2.c tokenizer.bin or a GGUF holding a vocabulary. Throws
