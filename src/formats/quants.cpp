@@ -445,53 +445,46 @@ void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols) {
   }
 }
 
-void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+namespace {
+
+// Walks 16-row groups block by block; put(out, lane, block) writes one row's block into the
+// interleaved block at `out`, which is `block_bytes` long.
+template <class Block, class Put>
+void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t block_bytes, Put put) {
   const int64_t nb = cols / kQK;
-  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+  const size_t rb = static_cast<size_t>(nb) * sizeof(Block);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = 0; b < nb; ++b, out += block_bytes) {
       for (int i = 0; i < kX16Rows; ++i) {
-        const auto* in = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb) + b;
-        std::memcpy(out + 2 * i, &in->d, 2);
-        for (int m = 0; m < 4; ++m) std::memcpy(out + 32 + 64 * m + 4 * i, in->qs + 4 * m, 4);
+        put(out, i, reinterpret_cast<const Block*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb)[b]);
       }
-      out += 32 + 4 * 64;
     }
   }
+}
+
+}  // namespace
+
+void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  RepackX16<BlockQ4_0>(src, dst, rows, cols, 32 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_0& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    for (int m = 0; m < 4; ++m) std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+  });
 }
 
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  const int64_t nb = cols / kQK;
-  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int i = 0; i < kX16Rows; ++i) {
-        const auto* in = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb) + b;
-        std::memcpy(out + 2 * i, &in->d, 2);
-        for (int k = 0; k < kQK; ++k) out[32 + 64 * (k / 4) + 4 * i + k % 4] = static_cast<uint8_t>(in->qs[k] + 128);
-      }
-      out += 32 + 8 * 64;
-    }
-  }
+  RepackX16<BlockQ8_0>(src, dst, rows, cols, 32 + 8 * 64, [](uint8_t* out, int i, const BlockQ8_0& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    for (int k = 0; k < kQK; ++k) out[32 + 64 * (k / 4) + 4 * i + k % 4] = static_cast<uint8_t>(in.qs[k] + 128);
+  });
 }
 
 void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  const int64_t nb = cols / kQK;
-  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_1);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int i = 0; i < kX16Rows; ++i) {
-        const auto* in = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb) + b;
-        std::memcpy(out + 2 * i, &in->d, 2);
-        std::memcpy(out + 32 + 2 * i, &in->m, 2);
-        for (int m = 0; m < 4; ++m) std::memcpy(out + 64 + 64 * m + 4 * i, in->qs + 4 * m, 4);
-      }
-      out += 64 + 4 * 64;
-    }
-  }
+  RepackX16<BlockQ4_1>(src, dst, rows, cols, 64 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_1& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    std::memcpy(out + 32 + 2 * i, &in.m, 2);
+    for (int m = 0; m < 4; ++m) std::memcpy(out + 64 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+  });
 }
 
 bool X16FormatOf(GgmlType t, X16Format* f) {

@@ -988,10 +988,6 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
 template <X16Kind K, int G, int T>
 void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
              float* y, int64_t ldy) {
-  if constexpr (K == X16Kind::kS8C) {
-    SparseTile<T>(grp, cols, xq, xd, y, ldy);
-    return;
-  }
   constexpr bool kSplit = T <= 4;  // two int32 chains per token where few tokens hide latency
   constexpr int BPS = G / kQK;
   constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ4Z ? 0.0f : 128.0f);
@@ -1104,10 +1100,6 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
 template <X16Kind K, int G, int T>
 void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
              float* y, int64_t ldy) {
-  if constexpr (K == X16Kind::kS8C) {
-    SparseTile<T>(grp, cols, xq, xd, y, ldy);
-    return;
-  }
   constexpr int BPS = G / kQK;
   const int64_t nb = cols / kQK;
   const __m256i m4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -1176,6 +1168,16 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
 constexpr int kX16MaxT = 4;
 #endif
 
+// The tile of a kind: the 2:4 sparse kind has its own.
+template <X16Kind K, int G, int T>
+inline void Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds, float* y, int64_t ldy) {
+  if constexpr (K == X16Kind::kS8C) {
+    SparseTile<T>(grp, cols, xq, xd, y, ldy);
+  } else {
+    X16Tile<K, G, T>(grp, cols, xq, xd, xds, y, ldy);
+  }
+}
+
 // Token tiles outside (a tile's activations stay in L1), 16-row groups inside.
 template <X16Kind K, int G>
 void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
@@ -1193,15 +1195,15 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
       float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
       switch (T) {
 #if defined(__AVX512VNNI__)
-        case 8: X16Tile<K, G, 8>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 7: X16Tile<K, G, 7>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 6: X16Tile<K, G, 6>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 5: X16Tile<K, G, 5>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 8: Tile<K, G, 8>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 7: Tile<K, G, 7>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 6: Tile<K, G, 6>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 5: Tile<K, G, 5>(grp, cols, xq, xd, xds, yg, ldy); break;
 #endif
-        case 4: X16Tile<K, G, 4>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 3: X16Tile<K, G, 3>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 2: X16Tile<K, G, 2>(grp, cols, xq, xd, xds, yg, ldy); break;
-        default: X16Tile<K, G, 1>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 4: Tile<K, G, 4>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 3: Tile<K, G, 3>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 2: Tile<K, G, 2>(grp, cols, xq, xd, xds, yg, ldy); break;
+        default: Tile<K, G, 1>(grp, cols, xq, xd, xds, yg, ldy); break;
       }
     }
   }
