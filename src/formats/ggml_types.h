@@ -52,6 +52,8 @@ enum class GgmlType : uint32_t {
 };
 constexpr int kGgmlTypeCount = 108;  // upper bound on type ids we index by
 constexpr uint32_t kPaddockQuantVersion = 1;
+// A Paddock file type (its layout is versioned by paddock.quantization_version).
+inline bool IsPaddockFileType(GgmlType t) { return static_cast<uint32_t>(t) >= static_cast<uint32_t>(GgmlType::kPQ8_C); }
 
 constexpr int kQK = 32;    // block size of the legacy formats
 constexpr int kQK_K = 256;  // super-block size of the k-quants

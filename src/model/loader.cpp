@@ -210,7 +210,7 @@ std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokeniz
     bool paddock_types = false;
     for (const auto& t : g->tensors()) {
       src.push_back({t.name, t.type, t.n_dims, {t.ne[0], t.ne[1], t.ne[2], t.ne[3]}, t.data, t.nbytes});
-      paddock_types = paddock_types || static_cast<uint32_t>(t.type) >= static_cast<uint32_t>(GgmlType::kPQ8_C);
+      paddock_types = paddock_types || IsPaddockFileType(t.type);
     }
     if (paddock_types) {  // the interleaved layouts are versioned (docs/quantization.md)
       const int64_t v = g->GetInt("paddock.quantization_version").value_or(0);
@@ -275,33 +275,28 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
   // (kQ4_0X16 / kQ8_0X16); the others, and a tied output matrix (the embedding lookup reads
   // its rows one at a time), get the row-split layout (kQ4_0R / kQ8_0R).
+  using Repack = void (*)(const void*, void*, int64_t, int64_t);
   auto relayout = [&](WeightTensor* t, bool row_access) {
-    if (t->type == GgmlType::kQ4_1 && !row_access && t->rows % kX16Rows == 0) {  // -> PQ4_G32Z
-      const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
-      auto buf = WeightBuffer(bytes, huge_pages);
-      uint8_t* dst = buf.get();
-      RepackQ4_1X16(t->data, dst, t->rows, t->cols);
-      ReleasePages(t->data, bytes);
-      t->data = dst;
-      t->type = GgmlType::kPQ4_G32Z;
-      m->relaid_bytes += bytes;
-      m->relaid.push_back(std::move(buf));
-      return;
+    const bool x16 = !row_access && t->rows % kX16Rows == 0;
+    Repack repack = nullptr;
+    GgmlType to = t->type;
+    if (t->type == GgmlType::kQ4_0) {
+      repack = x16 ? RepackQ4_0X16 : RepackQ4_0Rows;
+      to = x16 ? GgmlType::kQ4_0X16 : GgmlType::kQ4_0R;
+    } else if (t->type == GgmlType::kQ8_0) {
+      repack = x16 ? RepackQ8_0X16 : RepackQ8_0Rows;
+      to = x16 ? GgmlType::kQ8_0X16 : GgmlType::kQ8_0R;
+    } else if (t->type == GgmlType::kQ4_1 && x16) {  // the same values as PQ4_G32Z
+      repack = RepackQ4_1X16;
+      to = GgmlType::kPQ4_G32Z;
     }
-    if (t->type != GgmlType::kQ4_0 && t->type != GgmlType::kQ8_0) return;
+    if (repack == nullptr) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
     auto buf = WeightBuffer(bytes, huge_pages);
-    uint8_t* dst = buf.get();
-    const bool q4 = t->type == GgmlType::kQ4_0;
-    if (!row_access && t->rows % kX16Rows == 0) {
-      if (q4) RepackQ4_0X16(t->data, dst, t->rows, t->cols); else RepackQ8_0X16(t->data, dst, t->rows, t->cols);
-      t->type = q4 ? GgmlType::kQ4_0X16 : GgmlType::kQ8_0X16;
-    } else {
-      if (q4) RepackQ4_0Rows(t->data, dst, t->rows, t->cols); else RepackQ8_0Rows(t->data, dst, t->rows, t->cols);
-      t->type = q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R;
-    }
+    repack(t->data, buf.get(), t->rows, t->cols);
     ReleasePages(t->data, bytes);
-    t->data = dst;
+    t->data = buf.get();
+    t->type = to;
     m->relaid_bytes += bytes;
     m->relaid.push_back(std::move(buf));
   };

@@ -189,12 +189,7 @@ ActQ8 Transformer::ResidualNormQuant(const float* delta, const float* w, const f
       if (quant) k_.quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
     });
   }
-  if (!quant) return {};
-  ActQ8 q;
-  q.qs = act_qs_.get();
-  q.d = act_d_.get();
-  q.ds = act_ds_.get();
-  return q;
+  return quant ? ActBuffers() : ActQ8{};
 }
 
 void Transformer::QkvEpilogue(const LayerWeights& w, int j, int h0, int h1) {
@@ -358,9 +353,9 @@ void Transformer::AttentionFused(int l, int n) {
     parts = std::min({(threads + n_base - 1) / n_base, 2 * threads / n_base, 2 * kMaxThreadsForSplit});
   }
   if (parts > 1) {
+    attn_tasks_.resize(static_cast<size_t>(n_base * parts));  // within the planned capacity
     for (int i = n_base - 1; i >= 0; --i) {  // expand in place, back to front
       const AttnTask base = attn_tasks_[static_cast<size_t>(i)];
-      attn_tasks_.resize(static_cast<size_t>(n_base * parts));
       for (int p = 0; p < parts; ++p) {
         AttnTask t = base;
         t.part = p;
@@ -508,6 +503,10 @@ ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTe
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
     k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
   });
+  return ActBuffers();
+}
+
+ActQ8 Transformer::ActBuffers() const {
   ActQ8 q;
   q.qs = act_qs_.get();
   q.d = act_d_.get();

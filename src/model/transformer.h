@@ -84,6 +84,7 @@ class Transformer {
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
   bool TakesInt8(const WeightTensor& w, int cols) const;
+  ActQ8 ActBuffers() const;  // the planned int8 activation buffers
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   // Rows [begin, end) of w for all n tokens (the unit of work of one thread).

@@ -476,7 +476,7 @@ int CmdQuantize(int argc, char** argv) {
       const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, cols, imp);
       w.AddTensor(t.name, ne, dst->type, bytes.data(), bytes.size());
     }
-    paddock_types = paddock_types || static_cast<uint32_t>(dst->type) >= static_cast<uint32_t>(GgmlType::kPQ8_C);
+    paddock_types = paddock_types || IsPaddockFileType(dst->type);
     const uint64_t nb = RowBytes(*dst, t.ne[0]) * static_cast<uint64_t>(rows);
     bytes_in += t.nbytes;
     bytes_out += nb;
