@@ -676,3 +676,62 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Q4_K and Q6_K re-laid in 16-row groups (the load-time layouts of the k-quants): the same
+// values element for element, the interleaved reference equal to the file-layout one, every
+// ISA's GEMM against it, and one token alone bit-identical to the same token in a batch.
+TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
+  const KernelTable& ref = ReferenceKernels();
+  for (bool is_q4 : {true, false}) {
+    const GgmlType base = is_q4 ? GgmlType::kQ4_K : GgmlType::kQ6_K;
+    const GgmlType x16 = is_q4 ? GgmlType::kQ4_KX16 : GgmlType::kQ6_KX16;
+    const TypeTraits& tr = Traits(base);
+    for (int cols : {256, 768}) {
+      for (int rows : {16, 48}) {
+        // Rows of different magnitudes and a shifted mean, so the scales, minimums and signed
+        // sub-block scales all vary.
+        auto wf = Random(static_cast<size_t>(cols) * rows, 61 + cols + rows);
+        for (int r = 0; r < rows; ++r) {
+          for (int c = 0; c < cols; ++c) wf[static_cast<size_t>(r) * cols + c] = wf[static_cast<size_t>(r) * cols + c] * (1 + r % 5) + (c % 300 < 40 ? 0.5f : 0.0f);
+        }
+        const size_t rb = RowBytes(tr, cols);
+        std::string w(rb * rows, '\0'), wx(w.size(), '\x55');
+        tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+        if (is_q4) RepackQ4_KX16(w.data(), wx.data(), rows, cols); else RepackQ6_KX16(w.data(), wx.data(), rows, cols);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int r = 0; r < rows; ++r) {
+          tr.to_float(w.data() + r * rb, row.data(), cols);
+          const auto* grp = reinterpret_cast<const uint8_t*>(wx.data()) + (r / 16) * 16 * rb;
+          for (int c = 0; c < cols; ++c) ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << tr.name << " " << r << " " << c;
+        }
+        for (int n_tok : {1, 3, 6, 8, 13}) {
+          const auto x = Random(static_cast<size_t>(cols) * n_tok, 67 + cols + n_tok);
+          const QuantizedActs quantized(x);
+          const ActQ8 xq = quantized.act();
+          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows);
+          for (int t = 0; t < n_tok; ++t) ref.gemv_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq.Token(t, cols), want.data() + t * rows);
+          ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
+          for (Isa isa : FastIsas()) {
+            const KernelTable& k = GetKernels(isa);
+            k.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << tr.name << " cols " << cols << " i " << i;
+            }
+            for (int j = 0; j < n_tok; ++j) {
+              k.gemv_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
+              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
+                  << IsaName(isa) << " " << tr.name << " cols " << cols << " token " << j << " of " << n_tok;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock

@@ -653,6 +653,40 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
   }
 }
 
+// A Q4_K_M-style model (Q4_K matrices, Q6_K attn_v / ffn_down of the last layer and the
+// output matrix): the k-quants re-laid for the interleaved kernels give the file layout's
+// logits (int8 activations both ways), in decode and batched prefill; the embedding table
+// keeps its file layout.
+TEST(Relayout, KQuantMixGivesTheSameLogits) {
+  SynthSpec spec;
+  spec.dim = 256;
+  spec.ffn_dim = 512;
+  spec.n_vocab = 512;
+  spec.type = GgmlType::kQ4_K;
+  spec.q4_k_m = true;
+  const std::string path = test::TempPath("relayout-k.gguf");
+  WriteSyntheticModel(spec, path);
+  const auto toks = SomeTokens(11, spec.n_vocab);
+  for (bool batched : {false, true}) {
+    Runner plain(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+    Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+    RelayoutWeights(relaid.model.get());
+    const ModelWeights& w = relaid.model->weights;
+    EXPECT_EQ(w.layers[0].wq.type, GgmlType::kQ4_KX16);
+    EXPECT_EQ(w.layers[0].w_down.type, GgmlType::kQ4_KX16);
+    EXPECT_EQ(w.layers[1].w_down.type, GgmlType::kQ6_KX16);
+    EXPECT_EQ(w.layers[1].wv.type, GgmlType::kQ6_KX16);
+    EXPECT_EQ(w.output.type, GgmlType::kQ6_KX16);
+    EXPECT_EQ(w.tok_embd.type, GgmlType::kQ4_K);
+    for (bool prefetch : {true, false}) {
+      SetWeightPrefetch(prefetch);
+      EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), 1e-5) << batched << prefetch;
+    }
+    SetWeightPrefetch(true);
+  }
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace paddock
 

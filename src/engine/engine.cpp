@@ -88,6 +88,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   auto impl = std::make_unique<Impl>();
   impl->model = LoadModel(o.model_path, o.tokenizer_path);
   if (o.relayout_weights && o.int8_activations) RelayoutWeights(impl->model.get(), o.huge_pages);
+  SetWeightPrefetch(o.prefetch);
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
   if (ctx > c.context_length) Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);

@@ -38,6 +38,8 @@ enum class GgmlType : uint32_t {
   kQ4_0R = 47,  // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
   kQ4_0X16 = 48,  // Q4_0, 16 rows interleaved for the integer micro-kernel (see below)
   kQ8_0X16 = 49,  // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
+  kQ4_KX16 = 50,  // Q4_K, 16 rows interleaved (same size; see below)
+  kQ6_KX16 = 51,  // Q6_K, 16 rows interleaved (same size; see below)
   // Paddock file types (written by `paddock quantize`, GGUF key paddock.quantization_version
   // = 1): stored already interleaved in 16-row groups, so loading is a memory map with no
   // repacking. Layouts below; docs/quantization.md.
@@ -161,6 +163,14 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 //            row i, int8); 16 lanes x 4 index bytes (byte s of lane i: which 2 of the 4 elements
 //            of groups 2s (low nibble) and 2s + 1 (high nibble) are stored, code 0..5 for the
 //            pairs 01, 02, 03, 12, 13, 23). 22 bytes per 32 elements: 5.5 bits per weight.
+// The k-quants, re-laid at load with their bytes unchanged in number (the values are exact):
+//   Q4_KX16: per 256-element super-block: 16 fp16 d, 16 fp16 dmin, the 12 packed 6-bit
+//            scale/min bytes of each row as 3 vectors (vector v, lane i: bytes 4v..4v+3),
+//            then the 8 sub-blocks of 32 as Q4 quant blocks (value d * sc * q - dmin * m);
+//   Q6_KX16: per super-block: 16 fp16 d, the 16 int8 sub-block scales of each row as 4
+//            vectors (vector v, lane i: scales 4v..4v+3), then per 32 elements a Q4 quant block
+//            of the low 4 bits and 2 vectors of the high 2 bits (vector h: elements 16h..16h+15;
+//            lane i, byte j, bits 2m..2m+1: element 16h + 4m + j), value d * sc * (q - 32).
 constexpr int kX16Rows = 16;
 enum class X16Kind : uint8_t {
   kQ4S,  // 4-bit, symmetric (zero point 8), fp16 scale per group
@@ -168,6 +178,8 @@ enum class X16Kind : uint8_t {
   kQ8B,  // 8-bit (offset 128), fp16 scale per 32-block
   kQ8C,  // 8-bit (offset 128), fp32 scale per row
   kS8C,  // 2:4 sparse 8-bit, fp32 scale per row
+  kQ4K,  // Q4_K: 4-bit, per 32 a 6-bit scale and min, per 256 fp16 d and dmin
+  kQ6K,  // Q6_K: 6-bit (zero point 32), per 16 an int8 scale, per 256 an fp16 d
 };
 // The stored pair of element positions (0..3) of a 2:4 group for codes 0..5.
 constexpr uint8_t kSparsePairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -185,6 +197,8 @@ void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 // Q4_1 (value q * d + m, groups of 32) is exactly PQ4_G32Z: same values, interleaved.
 void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 // Element `col` of row `row` (0..15, within its group) of an interleaved group, as the integer
 // quant q (zero point removed), its scale d and minimum m: value = q * d + m.
 void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m);

@@ -410,12 +410,16 @@ static const TypeTraits kQ8_0RTraits = {GgmlType::kQ8_0R, "Q8_0R", kQK, 34, Dequ
 // Rows of the interleaved layouts are not contiguous: no row dequantizer (X16Element reads one).
 static const TypeTraits kQ4_0X16Traits = {GgmlType::kQ4_0X16, "Q4_0X16", kQK, 18, nullptr, nullptr};
 static const TypeTraits kQ8_0X16Traits = {GgmlType::kQ8_0X16, "Q8_0X16", kQK, 34, nullptr, nullptr};
+static const TypeTraits kQ4_KX16Traits = {GgmlType::kQ4_KX16, "Q4_KX16", kQK_K, 144, nullptr, nullptr};
+static const TypeTraits kQ6_KX16Traits = {GgmlType::kQ6_KX16, "Q6_KX16", kQK_K, 210, nullptr, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
   if (type == GgmlType::kQ8_0R) return kQ8_0RTraits;
   if (type == GgmlType::kQ4_0X16) return kQ4_0X16Traits;
   if (type == GgmlType::kQ8_0X16) return kQ8_0X16Traits;
+  if (type == GgmlType::kQ4_KX16) return kQ4_KX16Traits;
+  if (type == GgmlType::kQ6_KX16) return kQ6_KX16Traits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
 }
 
@@ -449,9 +453,10 @@ namespace {
 
 // Walks 16-row groups block by block; put(out, lane, block) writes one row's block into the
 // interleaved block at `out`, which is `block_bytes` long.
-template <class Block, class Put>
+// kElems: elements per source block (32, or 256 for the k-quants).
+template <class Block, int kElems, class Put>
 void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t block_bytes, Put put) {
-  const int64_t nb = cols / kQK;
+  const int64_t nb = cols / kElems;
   const size_t rb = static_cast<size_t>(nb) * sizeof(Block);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
@@ -466,24 +471,66 @@ void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t bl
 }  // namespace
 
 void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_0>(src, dst, rows, cols, 32 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_0& in) {
+  RepackX16<BlockQ4_0, kQK>(src, dst, rows, cols, 32 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_0& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     for (int m = 0; m < 4; ++m) std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
   });
 }
 
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ8_0>(src, dst, rows, cols, 32 + 8 * 64, [](uint8_t* out, int i, const BlockQ8_0& in) {
+  RepackX16<BlockQ8_0, kQK>(src, dst, rows, cols, 32 + 8 * 64, [](uint8_t* out, int i, const BlockQ8_0& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     for (int k = 0; k < kQK; ++k) out[32 + 64 * (k / 4) + 4 * i + k % 4] = static_cast<uint8_t>(in.qs[k] + 128);
   });
 }
 
 void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_1>(src, dst, rows, cols, 64 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_1& in) {
+  RepackX16<BlockQ4_1, kQK>(src, dst, rows, cols, 64 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_1& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.m, 2);
     for (int m = 0; m < 4; ++m) std::memcpy(out + 64 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+  });
+}
+
+namespace {
+// Position of element k (0..31) of lane i in a Q4 quant block (low nibbles: k < 16).
+inline size_t Q4Byte(int i, int k) { return 64 * static_cast<size_t>((k % 16) / 4) + 4 * static_cast<size_t>(i) + k % 4; }
+// Q6_KX16's high 2 bits of element k (0..31) of lane i: byte and shift in the 128-byte part.
+inline size_t Q6HighByte(int i, int k) { return 64 * static_cast<size_t>(k / 16) + 4 * static_cast<size_t>(i) + k % 4; }
+inline int Q6HighShift(int k) { return 2 * ((k % 16) / 4); }
+}  // namespace
+
+// The nibbles and high bits are OR-ed into place: the destination starts zeroed.
+void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K));
+  RepackX16<BlockQ4_K, kQK_K>(src, dst, rows, cols, 256 + 8 * 256, [](uint8_t* out, int i, const BlockQ4_K& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
+    for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+    for (int e = 0; e < kQK_K; ++e) {  // file: per 64 elements, 32 bytes (low nibbles first)
+      const uint8_t byte = in.qs[32 * (e / 64) + e % 32];
+      const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+      const int k = e % kQK;
+      out[256 + 256 * (e / kQK) + Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q : q << 4);
+    }
+  });
+}
+
+void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K));
+  RepackX16<BlockQ6_K, kQK_K>(src, dst, rows, cols, 288 + 8 * 384, [](uint8_t* out, int i, const BlockQ6_K& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    for (int v = 0; v < 4; ++v) std::memcpy(out + 32 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+      const uint8_t lbyte = in.ql[64 * h + l + ((g & 1) ? 32 : 0)];
+      const int lo = g >= 2 ? (lbyte >> 4) : (lbyte & 15);
+      const int hi = (in.qh[32 * h + l] >> (2 * g)) & 3;
+      const int k = e % kQK;
+      uint8_t* blk = out + 288 + 384 * (e / kQK);
+      blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? lo : lo << 4);
+      blk[256 + Q6HighByte(i, k)] |= static_cast<uint8_t>(hi << Q6HighShift(k));
+    }
   });
 }
 
@@ -499,6 +546,8 @@ bool X16FormatOf(GgmlType t, X16Format* f) {
     case GgmlType::kQ8_0X16: *f = {X16Kind::kQ8B, 32}; return true;
     case GgmlType::kPQ8_C: *f = {X16Kind::kQ8C, 32}; return true;
     case GgmlType::kPS8_C: *f = {X16Kind::kS8C, 32}; return true;
+    case GgmlType::kQ4_KX16: *f = {X16Kind::kQ4K, kQK_K}; return true;
+    case GgmlType::kQ6_KX16: *f = {X16Kind::kQ6K, kQK_K}; return true;
     default: return false;
   }
 }
@@ -512,14 +561,22 @@ struct X16Geometry {
   int blocks_per_group;
   explicit X16Geometry(const X16Format& f)
       : prefix(f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C ? 64 : 0),
-        header(f.kind == X16Kind::kQ4Z ? 64 : (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C ? 0 : 32)),
-        block(f.kind == X16Kind::kS8C ? 352 : (f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z ? 256 : 512)),
+        header(Header(f.kind)),
+        block(f.kind == X16Kind::kS8C ? 352 : (f.kind == X16Kind::kQ6K ? 384 : (f.kind == X16Kind::kQ8B || f.kind == X16Kind::kQ8C ? 512 : 256))),
         blocks_per_group(f.group / kQK) {}
   size_t GroupStride() const { return header + static_cast<size_t>(blocks_per_group) * block; }
+  static size_t Header(X16Kind k) {
+    switch (k) {
+      case X16Kind::kQ4Z: return 64;
+      case X16Kind::kQ8C:
+      case X16Kind::kS8C: return 0;
+      case X16Kind::kQ4K: return 256;
+      case X16Kind::kQ6K: return 288;
+      default: return 32;
+    }
+  }
 };
 
-// Position of element k (0..31) of row i's lane in a quant block.
-inline size_t Q4Byte(int i, int k) { return 64 * static_cast<size_t>((k % 16) / 4) + 4 * static_cast<size_t>(i) + k % 4; }
 inline size_t Q8Byte(int i, int k) { return 64 * static_cast<size_t>(k / 4) + 4 * static_cast<size_t>(i) + k % 4; }
 
 }  // namespace
@@ -533,6 +590,32 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
   const uint8_t* sg = group + geo.prefix + static_cast<size_t>(s) * geo.GroupStride();
   const uint8_t* quants = sg + geo.header + static_cast<size_t>(blk) * geo.block;
   *m = 0;
+  if (f.kind == X16Kind::kQ4K) {
+    uint16_t h[2];
+    std::memcpy(&h[0], sg + 2 * row, 2);
+    std::memcpy(&h[1], sg + 32 + 2 * row, 2);
+    uint8_t scales[12];
+    for (int v = 0; v < 3; ++v) std::memcpy(scales + 4 * v, sg + 64 + 64 * v + 4 * row, 4);
+    int sc, mn;
+    KQuantScaleMin(blk, scales, &sc, &mn);
+    const uint8_t byte = quants[Q4Byte(row, k)];
+    *q = k < 16 ? (byte & 15) : (byte >> 4);
+    *d = Fp16ToFp32(h[0]) * static_cast<float>(sc);
+    *m = -(Fp16ToFp32(h[1]) * static_cast<float>(mn));
+    return;
+  }
+  if (f.kind == X16Kind::kQ6K) {
+    uint16_t h;
+    std::memcpy(&h, sg + 2 * row, 2);
+    const int sub = static_cast<int>((col % kQK_K) / 16);
+    const auto sc = static_cast<int8_t>(sg[32 + 64 * (sub / 4) + 4 * row + sub % 4]);
+    const uint8_t byte = quants[Q4Byte(row, k)];
+    const int lo = k < 16 ? (byte & 15) : (byte >> 4);
+    const int hi = (quants[256 + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
+    *q = (lo | (hi << 4)) - 32;
+    *d = Fp16ToFp32(h) * static_cast<float>(sc);
+    return;
+  }
   if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C) {
     std::memcpy(d, group + 4 * row, 4);
   } else {
@@ -682,6 +765,7 @@ void QuantGroupQ4Z(const float* x, int n, const float* imp, int* q, float* d_out
 void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst) {
   X16Format f{};
   if (!X16FormatOf(type, &f)) Fail("QuantizeX16: %s is not an interleaved type", Traits(type).name);
+  if (f.kind == X16Kind::kQ4K || f.kind == X16Kind::kQ6K) Fail("QuantizeX16: %s is a load-time layout (quantize to %s)", Traits(type).name, f.kind == X16Kind::kQ4K ? "Q4_K" : "Q6_K");
   const X16Geometry geo(f);
   const size_t group_bytes = static_cast<size_t>(kX16Rows) * RowBytes(Traits(type), cols);
   auto* out = static_cast<uint8_t*>(dst);

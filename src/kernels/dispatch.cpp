@@ -5,6 +5,10 @@
 
 namespace paddock {
 
+namespace detail {
+std::atomic<bool> weight_prefetch{true};
+}
+
 const KernelTable& GetKernels(Isa isa) {
   if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) {
     Fail("this CPU cannot run %s kernels", IsaName(isa));

@@ -10,6 +10,7 @@
 // row-major in its GGML encoding; activations are float32.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -142,6 +143,15 @@ struct KernelTable {
   void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads, int head_dim);
   AttendRowsFn attend_rows;
 };
+
+// Software prefetch of the weight stream in the interleaved k-quant kernels (on by default;
+// measured in simd.cpp). A process-wide switch, read once per weight block.
+constexpr size_t kWeightPrefetchBytes = 4096;
+namespace detail {
+extern std::atomic<bool> weight_prefetch;
+}
+inline void SetWeightPrefetch(bool on) { detail::weight_prefetch.store(on, std::memory_order_relaxed); }
+inline bool WeightPrefetchEnabled() { return detail::weight_prefetch.load(std::memory_order_relaxed); }
 
 // The table for `isa` (which the CPU must support).
 const KernelTable& GetKernels(Isa isa);

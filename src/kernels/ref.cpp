@@ -155,14 +155,17 @@ void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, c
     const uint8_t* g = X16Group(w, row_bytes, r);
     double acc = 0;
     for (int64_t b = 0; b < cols / kQK; ++b) {
-      int32_t dot = 0;
-      int q;
-      float d = 0, m = 0;
-      for (int k = 0; k < kQK; ++k) {
-        X16Quant(T, g, cols, i, b * kQK + k, &q, &d, &m);  // d, m are constant over a block
-        dot += q * x.qs[b * kQK + k];
+      // d is constant over each half block (Q6_K's scales cover 16 elements), m over a block.
+      for (int h = 0; h < 2; ++h) {
+        int32_t dot = 0;
+        int q;
+        float d = 0, m = 0;
+        for (int k = 16 * h; k < 16 * h + 16; ++k) {
+          X16Quant(T, g, cols, i, b * kQK + k, &q, &d, &m);
+          dot += q * x.qs[b * kQK + k];
+        }
+        acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot + (h == 1 ? static_cast<double>(m) * x.ds[b] : 0.0);
       }
-      acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot + static_cast<double>(m) * x.ds[b];
     }
     y[r] = static_cast<float>(acc);
   }
@@ -336,6 +339,8 @@ KernelTable MakeScalarTable() {
   SetRefX16<GgmlType::kPQ4_G32Z>(&t);
   SetRefX16<GgmlType::kPQ4_G64Z>(&t);
   SetRefX16<GgmlType::kPQ4_G128Z>(&t);
+  SetRefX16<GgmlType::kQ4_KX16>(&t);
+  SetRefX16<GgmlType::kQ6_KX16>(&t);
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

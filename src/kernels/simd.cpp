@@ -930,9 +930,31 @@ inline int32_t Load32(const int8_t* p) {
   return v;
 }
 
-constexpr bool IsQ4(X16Kind k) { return k == X16Kind::kQ4S || k == X16Kind::kQ4Z; }
-constexpr size_t X16Header(X16Kind k) { return k == X16Kind::kQ4Z ? 64 : (k == X16Kind::kQ8C ? 0 : 32); }
-constexpr size_t X16Block(X16Kind k) { return IsQ4(k) ? 256 : 512; }
+// Software prefetch of the weight stream, kWeightPrefetchBytes ahead, for the kinds where it
+// was measured to help: the k-quants (Q4_K streams ~2x faster from memory on one core with it,
+// Q6_K ~1.2x; Q4_0 / Q8_0 / the Paddock types are already at the hardware prefetcher's pace
+// and lose a little). SetWeightPrefetch switches it off to measure.
+template <X16Kind K>
+inline void PrefetchWeights(const uint8_t* p) {
+  if constexpr (K == X16Kind::kQ4K || K == X16Kind::kQ6K) {
+    if (WeightPrefetchEnabled()) {
+      for (size_t l = 0; l < (K == X16Kind::kQ6K ? 384 : 256); l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
+    }
+  }
+}
+
+constexpr bool IsQ4(X16Kind k) { return k == X16Kind::kQ4S || k == X16Kind::kQ4Z || k == X16Kind::kQ4K; }
+constexpr size_t X16Header(X16Kind k) {
+  return k == X16Kind::kQ4Z ? 64 : (k == X16Kind::kQ8C ? 0 : (k == X16Kind::kQ4K ? 256 : (k == X16Kind::kQ6K ? 288 : 32)));
+}
+constexpr size_t X16Block(X16Kind k) { return IsQ4(k) ? 256 : (k == X16Kind::kQ6K ? 384 : 512); }
+// Tokens per register tile: Q6_K keeps two int32 accumulators per token (its scales change
+// every 16 elements), so it takes fewer at once.
+#if defined(__AVX512VNNI__)
+constexpr int X16MaxTile(X16Kind k) { return k == X16Kind::kQ6K ? 6 : 8; }
+#else
+constexpr int X16MaxTile(X16Kind) { return 4; }
+#endif
 
 #if defined(__AVX512VNNI__)
 // 2:4 sparse int8 (PS8_C): per 8 elements of a row, the 4 stored values meet the 4 activations
@@ -983,6 +1005,42 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_mul_ps(facc[t], row_scale));
 }
 
+// One Q6_K 32-element block of a 16-row group for T tokens. The 6-bit quants are rebuilt
+// (low nibbles | high 2 bits << 4) and made signed (q - 32); the activations enter as unsigned
+// bytes (a + 128), and 128 x each lane's quant sum (shared by all tokens) is taken back out.
+// The first and second 16 elements have their own scales (s_lo, s_hi, times d).
+template <int T>
+inline void Q6KBlock(const uint8_t* p, const int8_t* xb, int64_t cols, const float* xd, int64_t nb,
+                     __m512 s_lo, __m512 s_hi, __m512* facc) {
+  const __m512i m4 = _mm512_set1_epi8(15), top = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32),
+                k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i h0 = _mm512_loadu_si512(p + 256), h1 = _mm512_loadu_si512(p + 320);
+  __m512i acc[T], acc2[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm512_setzero_si512();
+  __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    const __m512i v = _mm512_loadu_si512(p + 64 * m);
+    // high bits 2m..2m+1 of each byte moved to bits 4..5
+    const __m512i hb0 = m == 3 ? _mm512_srli_epi16(h0, 2) : _mm512_slli_epi16(h0, 4 - 2 * m);
+    const __m512i hb1 = m == 3 ? _mm512_srli_epi16(h1, 2) : _mm512_slli_epi16(h1, 4 - 2 * m);
+    const __m512i wl = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(hb0, top)), k32);
+    const __m512i wh = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_and_si512(hb1, top)), k32);
+    c_lo = _mm512_dpbusd_epi32(c_lo, k128, wl);
+    c_hi = _mm512_dpbusd_epi32(c_hi, k128, wh);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = xb + t * cols;
+      acc[t] = _mm512_dpbusd_epi32(acc[t], _mm512_set1_epi32(Load32(xt + 4 * m) ^ static_cast<int32_t>(0x80808080u)), wl);
+      acc2[t] = _mm512_dpbusd_epi32(acc2[t], _mm512_set1_epi32(Load32(xt + 16 + 4 * m) ^ static_cast<int32_t>(0x80808080u)), wh);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t], c_lo)), s_lo,
+                                     _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc2[t], c_hi)), s_hi));
+    facc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[t * nb]), facc[t]);
+  }
+}
+
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
 // G: elements per scale group.
 template <X16Kind K, int G, int T>
@@ -1002,15 +1060,49 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   __m512 facc[T];
   for (int t = 0; t < T; ++t) facc[t] = _mm512_setzero_ps();
   for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
-    __m512 sw = _mm512_setzero_ps(), mw = _mm512_setzero_ps();
-    if constexpr (K != X16Kind::kQ8C) sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    if constexpr (K == X16Kind::kQ4Z) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    __m512 sw = _mm512_setzero_ps(), mw = _mm512_setzero_ps(), dv = _mm512_setzero_ps(), ndmin = dv;
+    __m512i sc_lo = _mm512_setzero_si512(), sc_hi = sc_lo, mn_lo = sc_lo, mn_hi = sc_lo;
+    if constexpr (K == X16Kind::kQ4K) {
+      // d, -dmin, and the 6-bit scales / mins unpacked to bytes: sc_lo = sub-blocks 0..3 (byte
+      // j of each lane), sc_hi = 4..7 (the k-quant packing, 16 lanes at once).
+      dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      ndmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))));
+      const __m512i u0 = _mm512_loadu_si512(p + 64), u1 = _mm512_loadu_si512(p + 128), u2 = _mm512_loadu_si512(p + 192);
+      const __m512i m6 = _mm512_set1_epi8(63), m4b = _mm512_set1_epi8(15), top = _mm512_set1_epi8(0x30);
+      sc_lo = _mm512_and_si512(u0, m6);
+      mn_lo = _mm512_and_si512(u1, m6);
+      sc_hi = _mm512_or_si512(_mm512_and_si512(u2, m4b), _mm512_and_si512(_mm512_srli_epi32(u0, 2), top));
+      mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4b), _mm512_and_si512(_mm512_srli_epi32(u1, 2), top));
+    } else if constexpr (K == X16Kind::kQ6K) {
+      dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else {
+      if constexpr (K != X16Kind::kQ8C) sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      if constexpr (K == X16Kind::kQ4Z) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    }
+    const uint8_t* hdr = p;
     p += X16Header(K);
     for (int bi = 0; bi < BPS; ++bi, p += X16Block(K)) {
       const int64_t b = b0 + bi;
+      const int8_t* xb = xq + b * kQK;
+      PrefetchWeights<K>(p);
+      if constexpr (K == X16Kind::kQ6K) {
+        // Sub-block scales 2 bi (first 16 elements) and 2 bi + 1, sign-extended from their bytes.
+        const __m512i sv = _mm512_loadu_si512(hdr + 32 + 64 * (bi / 2));
+        const __m512i shl_lo = _mm512_set1_epi32(24 - 16 * (bi % 2)), shl_hi = _mm512_set1_epi32(16 - 16 * (bi % 2));
+        const __m512 s_lo = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_sllv_epi32(sv, shl_lo), 24)));
+        const __m512 s_hi = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_sllv_epi32(sv, shl_hi), 24)));
+        Q6KBlock<T>(p, xb, cols, xd + b, nb, s_lo, s_hi, facc);
+        continue;
+      }
+      if constexpr (K == X16Kind::kQ4K) {
+        const __m512i shift = _mm512_set1_epi32(8 * (bi % 4)), byte = _mm512_set1_epi32(255);
+        const __m512i sc = _mm512_and_si512(_mm512_srlv_epi32(bi < 4 ? sc_lo : sc_hi, shift), byte);
+        const __m512i mn = _mm512_and_si512(_mm512_srlv_epi32(bi < 4 ? mn_lo : mn_hi, shift), byte);
+        sw = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sc));
+        mw = _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(mn));
+      }
       __m512i acc[T], acc2[T];
       for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm512_setzero_si512();
-      const int8_t* xb = xq + b * kQK;
       if constexpr (IsQ4(K)) {
 #pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
@@ -1037,7 +1129,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       for (int t = 0; t < T; ++t) {
         const __m512 f = _mm512_cvtepi32_ps(kSplit ? _mm512_add_epi32(acc[t], acc2[t]) : acc[t]);
         const float d = xd[t * nb + b], ds = xds[t * nb + b];
-        if constexpr (K == X16Kind::kQ4Z) {
+        if constexpr (K == X16Kind::kQ4Z || K == X16Kind::kQ4K) {
           facc[t] = _mm512_fmadd_ps(_mm512_mul_ps(f, _mm512_set1_ps(d)), sw, facc[t]);
           facc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ds), facc[t]);
         } else {
@@ -1052,7 +1144,6 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     _mm512_storeu_ps(y + t * ldy, facc[t]);
   }
 }
-constexpr int kX16MaxT = 8;
 #else
 // AVX2 form of the 2:4 sparse int8 tile (see the AVX-512 one): 8-row halves, signed products
 // through the sign trick (no zero point).
@@ -1094,6 +1185,39 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
   }
 }
 
+// Q6_K block (see the AVX-512 form), rows 8h..8h+7. (a + 128) * (q - 32) pairs stay within
+// maddubs' int16 range.
+template <int T>
+inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd, int64_t nb,
+                     __m256 s_lo, __m256 s_hi, __m256* facc) {
+  const __m256i m4 = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32),
+                k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 256 + 32 * h));
+  const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 320 + 32 * h));
+  __m256i acc[T], acc2[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm256_setzero_si256();
+  __m256i c_lo = _mm256_setzero_si256(), c_hi = c_lo;
+  for (int m = 0; m < 4; ++m) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * m + 32 * h));
+    const __m256i hb0 = m == 3 ? _mm256_srli_epi16(h0, 2) : _mm256_slli_epi16(h0, 4 - 2 * m);
+    const __m256i hb1 = m == 3 ? _mm256_srli_epi16(h1, 2) : _mm256_slli_epi16(h1, 4 - 2 * m);
+    const __m256i wl = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hb0, top)), k32);
+    const __m256i wh = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hb1, top)), k32);
+    c_lo = DpBusd(c_lo, k128, wl);
+    c_hi = DpBusd(c_hi, k128, wh);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = xb + t * cols;
+      acc[t] = DpBusd(acc[t], _mm256_set1_epi32(Load32(xt + 4 * m) ^ static_cast<int32_t>(0x80808080u)), wl);
+      acc2[t] = DpBusd(acc2[t], _mm256_set1_epi32(Load32(xt + 16 + 4 * m) ^ static_cast<int32_t>(0x80808080u)), wh);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc[t], c_lo)), s_lo,
+                                     _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc2[t], c_hi)), s_hi));
+    facc[t] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[t * nb]), facc[t]);
+  }
+}
+
 // AVX2: the group as two 8-row halves, each a 256-bit half of every 64-byte vector. 8-bit
 // offset quants would overflow maddubs' int16 pairs, so they are turned back into signed
 // values and multiplied through the sign trick (no zero point left).
@@ -1113,15 +1237,46 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     __m256 facc[T];
     for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
-      __m256 sw = _mm256_setzero_ps(), mw = _mm256_setzero_ps();
-      if constexpr (K != X16Kind::kQ8C) sw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
-      if constexpr (K == X16Kind::kQ4Z) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h)));
+      __m256 sw = _mm256_setzero_ps(), mw = _mm256_setzero_ps(), dv = _mm256_setzero_ps(), ndmin = dv;
+      __m256i sc_lo = _mm256_setzero_si256(), sc_hi = sc_lo, mn_lo = sc_lo, mn_hi = sc_lo;
+      if constexpr (K == X16Kind::kQ4K) {  // see the AVX-512 form
+        dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+        ndmin = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h))));
+        const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 32 * h));
+        const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+        const __m256i u2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 192 + 32 * h));
+        const __m256i m6 = _mm256_set1_epi8(63), m4b = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
+        sc_lo = _mm256_and_si256(u0, m6);
+        mn_lo = _mm256_and_si256(u1, m6);
+        sc_hi = _mm256_or_si256(_mm256_and_si256(u2, m4b), _mm256_and_si256(_mm256_srli_epi32(u0, 2), top));
+        mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4b), _mm256_and_si256(_mm256_srli_epi32(u1, 2), top));
+      } else if constexpr (K == X16Kind::kQ6K) {
+        dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+      } else {
+        if constexpr (K != X16Kind::kQ8C) sw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+        if constexpr (K == X16Kind::kQ4Z) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h)));
+      }
+      const uint8_t* hdr = p;
       p += X16Header(K);
       for (int bi = 0; bi < BPS; ++bi, p += X16Block(K)) {
         const int64_t b = b0 + bi;
+        const int8_t* xb = xq + b * kQK;
+        if (h == 0) PrefetchWeights<K>(p);
+        if constexpr (K == X16Kind::kQ6K) {
+          const __m256i sv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 32 + 64 * (bi / 2) + 32 * h));
+          const __m256i shl_lo = _mm256_set1_epi32(24 - 16 * (bi % 2)), shl_hi = _mm256_set1_epi32(16 - 16 * (bi % 2));
+          const __m256 s_lo = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(sv, shl_lo), 24)));
+          const __m256 s_hi = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(sv, shl_hi), 24)));
+          Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
+          continue;
+        }
+        if constexpr (K == X16Kind::kQ4K) {
+          const __m256i shift = _mm256_set1_epi32(8 * (bi % 4)), byte = _mm256_set1_epi32(255);
+          sw = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(bi < 4 ? sc_lo : sc_hi, shift), byte)));
+          mw = _mm256_mul_ps(ndmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(bi < 4 ? mn_lo : mn_hi, shift), byte)));
+        }
         __m256i acc[T];
         for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
-        const int8_t* xb = xq + b * kQK;
         if constexpr (IsQ4(K)) {
           for (int m = 0; m < 4; ++m) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * m + 32 * h));
@@ -1146,7 +1301,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         for (int t = 0; t < T; ++t) {
           const __m256 f = _mm256_cvtepi32_ps(acc[t]);
           const float d = xd[t * nb + b], ds = xds[t * nb + b];
-          if constexpr (K == X16Kind::kQ4Z) {
+          if constexpr (K == X16Kind::kQ4Z || K == X16Kind::kQ4K) {
             facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_set1_ps(d)), sw, facc[t]);
             facc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ds), facc[t]);
           } else if constexpr (K == X16Kind::kQ4S) {
@@ -1165,7 +1320,6 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     }
   }
 }
-constexpr int kX16MaxT = 4;
 #endif
 
 // The tile of a kind: the 2:4 sparse kind has its own.
@@ -1185,8 +1339,9 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
   const int64_t nb = cols / kQK;
   const auto* base = static_cast<const uint8_t*>(w);
   const size_t group_bytes = kX16Rows * rb;
-  for (int t0 = 0; t0 < n_tok; t0 += kX16MaxT) {
-    const int T = n_tok - t0 < kX16MaxT ? n_tok - t0 : kX16MaxT;
+  constexpr int kMaxT = X16MaxTile(K);
+  for (int t0 = 0; t0 < n_tok; t0 += kMaxT) {
+    const int T = n_tok - t0 < kMaxT ? n_tok - t0 : kMaxT;
     const int8_t* xq = x.qs + static_cast<int64_t>(t0) * cols;
     const float* xd = x.d + static_cast<int64_t>(t0) * nb;
     const float* xds = x.ds + static_cast<int64_t>(t0) * nb;
@@ -1195,8 +1350,8 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
       float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
       switch (T) {
 #if defined(__AVX512VNNI__)
-        case 8: Tile<K, G, 8>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 7: Tile<K, G, 7>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 8: if constexpr (kMaxT >= 8) Tile<K, G, 8>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 7: if constexpr (kMaxT >= 7) Tile<K, G, 7>(grp, cols, xq, xd, xds, yg, ldy); break;
         case 6: Tile<K, G, 6>(grp, cols, xq, xd, xds, yg, ldy); break;
         case 5: Tile<K, G, 5>(grp, cols, xq, xd, xds, yg, ldy); break;
 #endif
@@ -1445,6 +1600,8 @@ KernelTable MakeTable() {
   SetX16<GgmlType::kPQ4_G32Z, X16Kind::kQ4Z, 32>(&t);
   SetX16<GgmlType::kPQ4_G64Z, X16Kind::kQ4Z, 64>(&t);
   SetX16<GgmlType::kPQ4_G128Z, X16Kind::kQ4Z, 128>(&t);
+  SetX16<GgmlType::kQ4_KX16, X16Kind::kQ4K, kQK_K>(&t);
+  SetX16<GgmlType::kQ6_KX16, X16Kind::kQ6K, kQK_K>(&t);
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

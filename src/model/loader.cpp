@@ -273,8 +273,9 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
   ModelWeights& w = m->weights;
   const bool tied = w.output.data == w.tok_embd.data;
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
-  // (kQ4_0X16 / kQ8_0X16); the others, and a tied output matrix (the embedding lookup reads
-  // its rows one at a time), get the row-split layout (kQ4_0R / kQ8_0R).
+  // (kQ4_0X16 / kQ8_0X16, Q4_1 as PQ4_G32Z, kQ4_KX16 / kQ6_KX16); the other Q4_0 / Q8_0 ones,
+  // and a tied output matrix (the embedding lookup reads its rows one at a time), get the
+  // row-split layout (kQ4_0R / kQ8_0R).
   using Repack = void (*)(const void*, void*, int64_t, int64_t);
   auto relayout = [&](WeightTensor* t, bool row_access) {
     const bool x16 = !row_access && t->rows % kX16Rows == 0;
@@ -289,6 +290,12 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
     } else if (t->type == GgmlType::kQ4_1 && x16) {  // the same values as PQ4_G32Z
       repack = RepackQ4_1X16;
       to = GgmlType::kPQ4_G32Z;
+    } else if (t->type == GgmlType::kQ4_K && x16) {
+      repack = RepackQ4_KX16;
+      to = GgmlType::kQ4_KX16;
+    } else if (t->type == GgmlType::kQ6_K && x16) {
+      repack = RepackQ6_KX16;
+      to = GgmlType::kQ6_KX16;
     }
     if (repack == nullptr) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;

@@ -1,6 +1,7 @@
 #include "model/synth.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "base/strings.h"
 #include "formats/gguf_writer.h"
@@ -118,11 +119,21 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
 
   Rng rng(s.seed);
   std::vector<float> buf;
+  const int n = s.n_layers;
+  auto more_bits = [n](int i) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
+  auto type_of = [&](const std::string& name) {
+    if (!s.q4_k_m) return s.type;
+    int layer = -1;
+    std::sscanf(name.c_str(), "blk.%d.", &layer);
+    const bool wide = name == "output.weight" ||
+                      (layer >= 0 && more_bits(layer) && (name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos));
+    return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+  };
   auto matrix = [&](const std::string& name, int cols, int rows) {
     buf.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows));
     const float scale = std::sqrt(3.0f / static_cast<float>(cols));  // unit-variance outputs
     for (float& v : buf) v = rng.Uniform() * scale;
-    w->AddTensorF32(name, {cols, rows}, s.type, buf.data());
+    w->AddTensorF32(name, {cols, rows}, type_of(name), buf.data());
   };
   auto vec = [&](const std::string& name, int n, float base, float jitter) {
     buf.resize(static_cast<size_t>(n));
@@ -134,7 +145,7 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
     // Embeddings with larger magnitude, like trained ones relative to the norms.
     buf.resize(static_cast<size_t>(s.dim) * static_cast<size_t>(s.n_vocab));
     for (float& v : buf) v = rng.Uniform();
-    w->AddTensorF32("token_embd.weight", {s.dim, s.n_vocab}, s.type, buf.data());
+    w->AddTensorF32("token_embd.weight", {s.dim, s.n_vocab}, type_of("token_embd.weight"), buf.data());
   }
   const bool gpt2 = s.arch == "gpt2";
   if (gpt2) {  // learned positions, a little smaller than the token embeddings

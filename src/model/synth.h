@@ -34,6 +34,9 @@ struct SynthSpec {
   float attn_softcap = 0;      // gemma2: written as {arch}.attn_logit_softcapping when > 0
   float final_softcap = 0;     // gemma2: {arch}.final_logit_softcapping
   GgmlType type = GgmlType::kF32;  // type of the 2-D weight matrices
+  // llama.cpp's Q4_K_M mix: `type` Q4_K, with output, and attn_v / ffn_down of the layers
+  // llama.cpp gives more bits (first and last eighth, every third between), in Q6_K.
+  bool q4_k_m = false;
   uint64_t seed = 1;
   // Vocabulary: if empty, a synthetic SentencePiece-style one (specials, 256 byte tokens,
   // then made-up pieces) of n_vocab entries.

@@ -32,8 +32,9 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
       {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
       {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
-      {{"--no-relayout"}, false, "use Q4_0 weights in their file layout (no re-layout at load)"},
+      {{"--no-relayout"}, false, "weights in their file layout (no re-layout for the integer kernels at load)"},
       {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
+      {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
       {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
@@ -134,6 +135,7 @@ int CmdBench(int argc, char** argv) {
     eo.fuse_ffn = !args.Has("--no-fuse-ffn");
     eo.relayout_weights = !args.Has("--no-relayout");
     eo.huge_pages = !args.Has("--no-hugepages");
+    eo.prefetch = !args.Has("--no-prefetch");
     eo.fuse_attn = !args.Has("--no-fuse-attn");
     eo.fuse_norm = !args.Has("--no-fuse-norm");
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));

@@ -42,7 +42,7 @@ const std::vector<OptionSpec> kTokSpecs = {
 
 const std::vector<OptionSpec> kSynthSpecs = {
     {{"--shape"}, true, "tiny, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b (default tinyllama)"},
-    {{"--type"}, true, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (default q4_0)"},
+    {{"--type"}, true, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (Q4_K with Q6_K where llama.cpp's Q4_K_M puts it) (default q4_0)"},
     {{"-o", "--output"}, true, "output GGUF path (required)"},
     {{"--layers"}, true, "override the number of layers"},
     {{"--ctx"}, true, "override the context length"},
@@ -143,8 +143,10 @@ int CmdSynth(int argc, char** argv) {
   SynthSpec spec;
   try {
     spec = SynthPreset(args.Str("--shape", "tinyllama"));
-    const TypeTraits* t = FindTypeTraitsByName(args.Str("--type", "q4_0").c_str());
-    if (t == nullptr || t->from_float == nullptr) throw Error("unknown or unsupported weight type '" + args.Str("--type") + "'");
+    const std::string type = args.Str("--type", "q4_0");
+    spec.q4_k_m = type == "q4_k_m" || type == "Q4_K_M";
+    const TypeTraits* t = FindTypeTraitsByName(spec.q4_k_m ? "q4_k" : type.c_str());
+    if (t == nullptr || t->from_float == nullptr) throw Error("unknown or unsupported weight type '" + type + "'");
     spec.type = t->type;
     spec.n_layers = static_cast<int>(args.Int("--layers", spec.n_layers, 1, 1024));
     spec.context = static_cast<int>(args.Int("--ctx", spec.context, 1, 1 << 22));
@@ -156,7 +158,7 @@ int CmdSynth(int argc, char** argv) {
     throw UsageError(e.what());
   }
   std::fprintf(stderr, "paddock: writing synthetic %s model (%s weights) to %s\n", spec.arch.c_str(),
-               TypeName(spec.type), args.Str("-o").c_str());
+               spec.q4_k_m ? "Q4_K_M mix" : TypeName(spec.type), args.Str("-o").c_str());
   WriteSyntheticModel(spec, args.Str("-o"));
   return 0;
 }
