@@ -630,7 +630,9 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
     GgmlType type, matrix, embedding;
   } cases[] = {{GgmlType::kQ4_0, GgmlType::kQ4_0X16, GgmlType::kQ4_0R},
                {GgmlType::kQ8_0, GgmlType::kQ8_0X16, GgmlType::kQ8_0R},
-               {GgmlType::kQ4_1, GgmlType::kPQ4_G32Z, GgmlType::kQ4_1}};
+               {GgmlType::kQ4_1, GgmlType::kPQ4_G32Z, GgmlType::kQ4_1},
+               {GgmlType::kQ5_0, GgmlType::kQ5_0X16, GgmlType::kQ5_0},
+               {GgmlType::kQ5_1, GgmlType::kQ5_1X16, GgmlType::kQ5_1}};
   for (const auto& tc : cases) {
     SynthSpec spec;
     spec.type = tc.type;
@@ -644,9 +646,9 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
       RelayoutWeights(relaid.model.get());
       EXPECT_EQ(relaid.model->weights.layers[0].wq.type, tc.matrix);
       EXPECT_EQ(relaid.model->weights.tok_embd.type, tc.embedding);
-      // Q4_1 has no integer kernel in its file layout (float activations there): the re-laid one
-      // quantizes activations to int8, a ~1% difference; Q4_0 / Q8_0 are int8 both ways.
-      const double tol = tc.type == GgmlType::kQ4_1 ? 3e-2 : 1e-5;
+      // Q4_1 / Q5_x have no integer kernel in their file layout (float activations there): the
+      // re-laid one quantizes activations to int8, a ~1% difference; Q4_0 / Q8_0 are int8 both ways.
+      const double tol = tc.type == GgmlType::kQ4_0 || tc.type == GgmlType::kQ8_0 ? 1e-5 : 3e-2;
       EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << TypeName(tc.type);
     }
     std::remove(path.c_str());
@@ -654,37 +656,42 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
 }
 
 // A Q4_K_M-style model (Q4_K matrices, Q6_K attn_v / ffn_down of the last layer and the
-// output matrix): the k-quants re-laid for the interleaved kernels give the file layout's
-// logits (int8 activations both ways), in decode and batched prefill; the embedding table
-// keeps its file layout.
+// output matrix) and a Q5_K one: the k-quants re-laid for the interleaved kernels give the file
+// layout's logits, in decode and batched prefill, with and without prefetch; the embedding
+// table keeps its file layout.
 TEST(Relayout, KQuantMixGivesTheSameLogits) {
-  SynthSpec spec;
-  spec.dim = 256;
-  spec.ffn_dim = 512;
-  spec.n_vocab = 512;
-  spec.type = GgmlType::kQ4_K;
-  spec.q4_k_m = true;
-  const std::string path = test::TempPath("relayout-k.gguf");
-  WriteSyntheticModel(spec, path);
-  const auto toks = SomeTokens(11, spec.n_vocab);
-  for (bool batched : {false, true}) {
-    Runner plain(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
-    Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
-    RelayoutWeights(relaid.model.get());
-    const ModelWeights& w = relaid.model->weights;
-    EXPECT_EQ(w.layers[0].wq.type, GgmlType::kQ4_KX16);
-    EXPECT_EQ(w.layers[0].w_down.type, GgmlType::kQ4_KX16);
-    EXPECT_EQ(w.layers[1].w_down.type, GgmlType::kQ6_KX16);
-    EXPECT_EQ(w.layers[1].wv.type, GgmlType::kQ6_KX16);
-    EXPECT_EQ(w.output.type, GgmlType::kQ6_KX16);
-    EXPECT_EQ(w.tok_embd.type, GgmlType::kQ4_K);
-    for (bool prefetch : {true, false}) {
-      SetWeightPrefetch(prefetch);
-      EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), 1e-5) << batched << prefetch;
+  for (bool q5 : {false, true}) {
+    SynthSpec spec;
+    spec.dim = 256;
+    spec.ffn_dim = 512;
+    spec.n_vocab = 512;
+    spec.type = q5 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    spec.q4_k_m = !q5;
+    const std::string path = test::TempPath("relayout-k.gguf");
+    WriteSyntheticModel(spec, path);
+    const auto toks = SomeTokens(11, spec.n_vocab);
+    for (bool batched : {false, true}) {
+      Runner plain(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+      Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+      RelayoutWeights(relaid.model.get());
+      const ModelWeights& w = relaid.model->weights;
+      const GgmlType main = q5 ? GgmlType::kQ5_KX16 : GgmlType::kQ4_KX16, wide = q5 ? main : GgmlType::kQ6_KX16;
+      EXPECT_EQ(w.layers[0].wq.type, main);
+      EXPECT_EQ(w.layers[0].w_down.type, main);
+      EXPECT_EQ(w.layers[1].w_down.type, wide);
+      EXPECT_EQ(w.layers[1].wv.type, wide);
+      EXPECT_EQ(w.output.type, wide);
+      EXPECT_EQ(w.tok_embd.type, spec.type);
+      // Q5_K has no integer kernel in its file layout (float activations there).
+      const double tol = q5 ? 3e-2 : 1e-5;
+      for (bool prefetch : {true, false}) {
+        SetWeightPrefetch(prefetch);
+        EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << q5 << batched << prefetch;
+      }
+      SetWeightPrefetch(true);
     }
-    SetWeightPrefetch(true);
+    std::remove(path.c_str());
   }
-  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ enum class GgmlType : uint32_t {
   kQ8_0X16 = 49,  // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
   kQ4_KX16 = 50,  // Q4_K, 16 rows interleaved (same size; see below)
   kQ6_KX16 = 51,  // Q6_K, 16 rows interleaved (same size; see below)
+  kQ5_0X16 = 52,  // Q5_0, 16 rows interleaved (same size; see below)
+  kQ5_1X16 = 53,  // Q5_1, 16 rows interleaved (same size)
+  kQ5_KX16 = 54,  // Q5_K, 16 rows interleaved (same size)
   // Paddock file types (written by `paddock quantize`, GGUF key paddock.quantization_version
   // = 1): stored already interleaved in 16-row groups, so loading is a memory map with no
   // repacking. Layouts below; docs/quantization.md.
@@ -171,6 +174,11 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 //            vectors (vector v, lane i: scales 4v..4v+3), then per 32 elements a Q4 quant block
 //            of the low 4 bits and 2 vectors of the high 2 bits (vector h: elements 16h..16h+15;
 //            lane i, byte j, bits 2m..2m+1: element 16h + 4m + j), value d * sc * (q - 32).
+//   The 5-bit types keep Q4's nibble blocks and add one vector of 5th bits per 32 elements
+//   (lane i, byte j: bit m = element 4m + j, bit 4 + m = element 16 + 4m + j):
+//   Q5_0X16: per 32: 16 fp16 d, nibbles, 5th bits (value (q - 16) * d);
+//   Q5_1X16: per 32: 16 fp16 d, 16 fp16 m, nibbles, 5th bits (value q * d + m);
+//   Q5_KX16: Q4_KX16's super-block header, then per 32: nibbles, 5th bits.
 constexpr int kX16Rows = 16;
 enum class X16Kind : uint8_t {
   kQ4S,  // 4-bit, symmetric (zero point 8), fp16 scale per group
@@ -180,6 +188,9 @@ enum class X16Kind : uint8_t {
   kS8C,  // 2:4 sparse 8-bit, fp32 scale per row
   kQ4K,  // Q4_K: 4-bit, per 32 a 6-bit scale and min, per 256 fp16 d and dmin
   kQ6K,  // Q6_K: 6-bit (zero point 32), per 16 an int8 scale, per 256 an fp16 d
+  kQ5S,  // Q5_0: 5-bit, symmetric (zero point 16), fp16 scale per 32
+  kQ5Z,  // Q5_1: 5-bit with fp16 scale and minimum per 32
+  kQ5K,  // Q5_K: Q4_K's scales with 5-bit quants
 };
 // The stored pair of element positions (0..3) of a 2:4 group for codes 0..5.
 constexpr uint8_t kSparsePairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -199,6 +210,9 @@ void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 // Element `col` of row `row` (0..15, within its group) of an interleaved group, as the integer
 // quant q (zero point removed), its scale d and minimum m: value = q * d + m.
 void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m);

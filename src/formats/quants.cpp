@@ -412,6 +412,9 @@ static const TypeTraits kQ4_0X16Traits = {GgmlType::kQ4_0X16, "Q4_0X16", kQK, 18
 static const TypeTraits kQ8_0X16Traits = {GgmlType::kQ8_0X16, "Q8_0X16", kQK, 34, nullptr, nullptr};
 static const TypeTraits kQ4_KX16Traits = {GgmlType::kQ4_KX16, "Q4_KX16", kQK_K, 144, nullptr, nullptr};
 static const TypeTraits kQ6_KX16Traits = {GgmlType::kQ6_KX16, "Q6_KX16", kQK_K, 210, nullptr, nullptr};
+static const TypeTraits kQ5_0X16Traits = {GgmlType::kQ5_0X16, "Q5_0X16", kQK, 22, nullptr, nullptr};
+static const TypeTraits kQ5_1X16Traits = {GgmlType::kQ5_1X16, "Q5_1X16", kQK, 24, nullptr, nullptr};
+static const TypeTraits kQ5_KX16Traits = {GgmlType::kQ5_KX16, "Q5_KX16", kQK_K, 176, nullptr, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
@@ -420,6 +423,9 @@ const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ8_0X16) return kQ8_0X16Traits;
   if (type == GgmlType::kQ4_KX16) return kQ4_KX16Traits;
   if (type == GgmlType::kQ6_KX16) return kQ6_KX16Traits;
+  if (type == GgmlType::kQ5_0X16) return kQ5_0X16Traits;
+  if (type == GgmlType::kQ5_1X16) return kQ5_1X16Traits;
+  if (type == GgmlType::kQ5_KX16) return kQ5_KX16Traits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
 }
 
@@ -498,7 +504,61 @@ inline size_t Q4Byte(int i, int k) { return 64 * static_cast<size_t>((k % 16) / 
 // Q6_KX16's high 2 bits of element k (0..31) of lane i: byte and shift in the 128-byte part.
 inline size_t Q6HighByte(int i, int k) { return 64 * static_cast<size_t>(k / 16) + 4 * static_cast<size_t>(i) + k % 4; }
 inline int Q6HighShift(int k) { return 2 * ((k % 16) / 4); }
+// The 5th bit of element k (0..31) of lane i in a 5-bit type's 64-byte high-bit vector.
+inline size_t Q5HighByte(int i, int k) { return 4 * static_cast<size_t>(i) + k % 4; }
+inline int Q5HighBit(int k) { return (k % 16) / 4 + (k >= 16 ? 4 : 0); }
+// Writes 5-bit quant q of element k of lane i into a block of nibbles followed by the 5th bits.
+inline void PutQ5(uint8_t* blk, int i, int k, int q) {
+  blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? (q & 15) : (q & 15) << 4);
+  blk[256 + Q5HighByte(i, k)] |= static_cast<uint8_t>((q >> 4) << Q5HighBit(k));
+}
+inline int GetQ5(const uint8_t* blk, int i, int k) {
+  const uint8_t byte = blk[Q4Byte(i, k)];
+  return (k < 16 ? (byte & 15) : (byte >> 4)) | (((blk[256 + Q5HighByte(i, k)] >> Q5HighBit(k)) & 1) << 4);
+}
 }  // namespace
+
+void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK) * sizeof(BlockQ5_0));
+  RepackX16<BlockQ5_0, kQK>(src, dst, rows, cols, 32 + 320, [](uint8_t* out, int i, const BlockQ5_0& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    uint32_t qh;
+    std::memcpy(&qh, in.qh, 4);
+    for (int k = 0; k < kQK; ++k) {
+      const int nib = k < 16 ? (in.qs[k] & 15) : (in.qs[k - 16] >> 4);
+      PutQ5(out + 32, i, k, nib | static_cast<int>(((qh >> k) & 1) << 4));
+    }
+  });
+}
+
+void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK) * sizeof(BlockQ5_1));
+  RepackX16<BlockQ5_1, kQK>(src, dst, rows, cols, 64 + 320, [](uint8_t* out, int i, const BlockQ5_1& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    std::memcpy(out + 32 + 2 * i, &in.m, 2);
+    uint32_t qh;
+    std::memcpy(&qh, in.qh, 4);
+    for (int k = 0; k < kQK; ++k) {
+      const int nib = k < 16 ? (in.qs[k] & 15) : (in.qs[k - 16] >> 4);
+      PutQ5(out + 64, i, k, nib | static_cast<int>(((qh >> k) & 1) << 4));
+    }
+  });
+}
+
+void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ5_K));
+  RepackX16<BlockQ5_K, kQK_K>(src, dst, rows, cols, 256 + 8 * 320, [](uint8_t* out, int i, const BlockQ5_K& in) {
+    std::memcpy(out + 2 * i, &in.d, 2);
+    std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
+    for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+    for (int e = 0; e < kQK_K; ++e) {  // sub-block j = e / 32: nibbles of chunk j / 2, 5th bit j of qh
+      const int j = e / kQK, l = e % kQK;
+      const uint8_t byte = in.qs[32 * (j / 2) + l];
+      const int q = ((j % 2) == 0 ? (byte & 15) : (byte >> 4)) | (((in.qh[l] >> j) & 1) << 4);
+      PutQ5(out + 256 + 320 * j, i, l, q);
+    }
+  });
+}
 
 // The nibbles and high bits are OR-ed into place: the destination starts zeroed.
 void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
@@ -548,6 +608,9 @@ bool X16FormatOf(GgmlType t, X16Format* f) {
     case GgmlType::kPS8_C: *f = {X16Kind::kS8C, 32}; return true;
     case GgmlType::kQ4_KX16: *f = {X16Kind::kQ4K, kQK_K}; return true;
     case GgmlType::kQ6_KX16: *f = {X16Kind::kQ6K, kQK_K}; return true;
+    case GgmlType::kQ5_0X16: *f = {X16Kind::kQ5S, kQK}; return true;
+    case GgmlType::kQ5_1X16: *f = {X16Kind::kQ5Z, kQK}; return true;
+    case GgmlType::kQ5_KX16: *f = {X16Kind::kQ5K, kQK_K}; return true;
     default: return false;
   }
 }
@@ -562,17 +625,31 @@ struct X16Geometry {
   explicit X16Geometry(const X16Format& f)
       : prefix(f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C ? 64 : 0),
         header(Header(f.kind)),
-        block(f.kind == X16Kind::kS8C ? 352 : (f.kind == X16Kind::kQ6K ? 384 : (f.kind == X16Kind::kQ8B || f.kind == X16Kind::kQ8C ? 512 : 256))),
+        block(Block(f.kind)),
         blocks_per_group(f.group / kQK) {}
   size_t GroupStride() const { return header + static_cast<size_t>(blocks_per_group) * block; }
   static size_t Header(X16Kind k) {
     switch (k) {
-      case X16Kind::kQ4Z: return 64;
+      case X16Kind::kQ4Z:
+      case X16Kind::kQ5Z: return 64;
       case X16Kind::kQ8C:
       case X16Kind::kS8C: return 0;
-      case X16Kind::kQ4K: return 256;
+      case X16Kind::kQ4K:
+      case X16Kind::kQ5K: return 256;
       case X16Kind::kQ6K: return 288;
       default: return 32;
+    }
+  }
+  static size_t Block(X16Kind k) {
+    switch (k) {
+      case X16Kind::kS8C: return 352;
+      case X16Kind::kQ6K: return 384;
+      case X16Kind::kQ8B:
+      case X16Kind::kQ8C: return 512;
+      case X16Kind::kQ5S:
+      case X16Kind::kQ5Z:
+      case X16Kind::kQ5K: return 320;
+      default: return 256;
     }
   }
 };
@@ -590,7 +667,18 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
   const uint8_t* sg = group + geo.prefix + static_cast<size_t>(s) * geo.GroupStride();
   const uint8_t* quants = sg + geo.header + static_cast<size_t>(blk) * geo.block;
   *m = 0;
-  if (f.kind == X16Kind::kQ4K) {
+  if (f.kind == X16Kind::kQ5S || f.kind == X16Kind::kQ5Z) {
+    uint16_t h;
+    std::memcpy(&h, sg + 2 * row, 2);
+    *d = Fp16ToFp32(h);
+    if (f.kind == X16Kind::kQ5Z) {
+      std::memcpy(&h, sg + 32 + 2 * row, 2);
+      *m = Fp16ToFp32(h);
+    }
+    *q = GetQ5(quants, row, k) - (f.kind == X16Kind::kQ5S ? 16 : 0);
+    return;
+  }
+  if (f.kind == X16Kind::kQ4K || f.kind == X16Kind::kQ5K) {
     uint16_t h[2];
     std::memcpy(&h[0], sg + 2 * row, 2);
     std::memcpy(&h[1], sg + 32 + 2 * row, 2);
@@ -599,7 +687,7 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
     int sc, mn;
     KQuantScaleMin(blk, scales, &sc, &mn);
     const uint8_t byte = quants[Q4Byte(row, k)];
-    *q = k < 16 ? (byte & 15) : (byte >> 4);
+    *q = f.kind == X16Kind::kQ5K ? GetQ5(quants, row, k) : (k < 16 ? (byte & 15) : (byte >> 4));
     *d = Fp16ToFp32(h[0]) * static_cast<float>(sc);
     *m = -(Fp16ToFp32(h[1]) * static_cast<float>(mn));
     return;
@@ -765,7 +853,7 @@ void QuantGroupQ4Z(const float* x, int n, const float* imp, int* q, float* d_out
 void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst) {
   X16Format f{};
   if (!X16FormatOf(type, &f)) Fail("QuantizeX16: %s is not an interleaved type", Traits(type).name);
-  if (f.kind == X16Kind::kQ4K || f.kind == X16Kind::kQ6K) Fail("QuantizeX16: %s is a load-time layout (quantize to %s)", Traits(type).name, f.kind == X16Kind::kQ4K ? "Q4_K" : "Q6_K");
+  if (!IsPaddockFileType(type)) Fail("QuantizeX16: %s is a load-time layout of a llama.cpp type, not a file type", Traits(type).name);
   const X16Geometry geo(f);
   const size_t group_bytes = static_cast<size_t>(kX16Rows) * RowBytes(Traits(type), cols);
   auto* out = static_cast<uint8_t*>(dst);

@@ -341,6 +341,9 @@ KernelTable MakeScalarTable() {
   SetRefX16<GgmlType::kPQ4_G128Z>(&t);
   SetRefX16<GgmlType::kQ4_KX16>(&t);
   SetRefX16<GgmlType::kQ6_KX16>(&t);
+  SetRefX16<GgmlType::kQ5_0X16>(&t);
+  SetRefX16<GgmlType::kQ5_1X16>(&t);
+  SetRefX16<GgmlType::kQ5_KX16>(&t);
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

@@ -930,24 +930,31 @@ inline int32_t Load32(const int8_t* p) {
   return v;
 }
 
+// 5-bit kinds: Q4's nibble blocks plus a vector of 5th bits.
+constexpr bool IsQ5(X16Kind k) { return k == X16Kind::kQ5S || k == X16Kind::kQ5Z || k == X16Kind::kQ5K; }
+// Kinds whose quants are nibbles (+ 5th bits) dotted as unsigned bytes with the activations.
+constexpr bool IsQ4(X16Kind k) { return k == X16Kind::kQ4S || k == X16Kind::kQ4Z || k == X16Kind::kQ4K || IsQ5(k); }
+// Scale and minimum per block (value q * d + m); k-quant scales (6-bit, per 32, from the super-block header).
+constexpr bool HasMin(X16Kind k) { return k == X16Kind::kQ4Z || k == X16Kind::kQ5Z || k == X16Kind::kQ4K || k == X16Kind::kQ5K; }
+constexpr bool IsK(X16Kind k) { return k == X16Kind::kQ4K || k == X16Kind::kQ5K; }
+constexpr size_t X16Header(X16Kind k) {
+  return (k == X16Kind::kQ4Z || k == X16Kind::kQ5Z) ? 64 : (k == X16Kind::kQ8C ? 0 : (IsK(k) ? 256 : (k == X16Kind::kQ6K ? 288 : 32)));
+}
+constexpr size_t X16Block(X16Kind k) { return IsQ5(k) ? 320 : (IsQ4(k) ? 256 : (k == X16Kind::kQ6K ? 384 : 512)); }
 // Software prefetch of the weight stream, kWeightPrefetchBytes ahead, for the kinds where it
-// was measured to help: the k-quants (Q4_K streams ~2x faster from memory on one core with it,
-// Q6_K ~1.2x; Q4_0 / Q8_0 / the Paddock types are already at the hardware prefetcher's pace
-// and lose a little). SetWeightPrefetch switches it off to measure.
+// was measured to help: the k-quants, whose super-block headers seem to keep the hardware
+// prefetcher behind (one core streaming from memory: Q4_K 21 -> 38 GB/s, Q5_K 19 -> 34, Q6_K
+// 29 -> 37); Q4_0, Q5_0, Q5_1, Q8_0 are at the hardware prefetcher's pace already and lose a
+// little with it. SetWeightPrefetch switches it off to measure.
 template <X16Kind K>
 inline void PrefetchWeights(const uint8_t* p) {
-  if constexpr (K == X16Kind::kQ4K || K == X16Kind::kQ6K) {
+  if constexpr (IsK(K) || K == X16Kind::kQ6K) {
     if (WeightPrefetchEnabled()) {
-      for (size_t l = 0; l < (K == X16Kind::kQ6K ? 384 : 256); l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
+      for (size_t l = 0; l < X16Block(K); l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
     }
   }
 }
 
-constexpr bool IsQ4(X16Kind k) { return k == X16Kind::kQ4S || k == X16Kind::kQ4Z || k == X16Kind::kQ4K; }
-constexpr size_t X16Header(X16Kind k) {
-  return k == X16Kind::kQ4Z ? 64 : (k == X16Kind::kQ8C ? 0 : (k == X16Kind::kQ4K ? 256 : (k == X16Kind::kQ6K ? 288 : 32)));
-}
-constexpr size_t X16Block(X16Kind k) { return IsQ4(k) ? 256 : (k == X16Kind::kQ6K ? 384 : 512); }
 // Tokens per register tile: Q6_K keeps two int32 accumulators per token (its scales change
 // every 16 elements), so it takes fewer at once.
 #if defined(__AVX512VNNI__)
@@ -1048,7 +1055,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
              float* y, int64_t ldy) {
   constexpr bool kSplit = T <= 4;  // two int32 chains per token where few tokens hide latency
   constexpr int BPS = G / kQK;
-  constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ4Z ? 0.0f : 128.0f);
+  constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ5S ? 16.0f : (HasMin(K) ? 0.0f : 128.0f));
   const int64_t nb = cols / kQK;
   const __m512i m4 = _mm512_set1_epi8(15);
   const uint8_t* p = grp;
@@ -1062,7 +1069,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
     __m512 sw = _mm512_setzero_ps(), mw = _mm512_setzero_ps(), dv = _mm512_setzero_ps(), ndmin = dv;
     __m512i sc_lo = _mm512_setzero_si512(), sc_hi = sc_lo, mn_lo = sc_lo, mn_hi = sc_lo;
-    if constexpr (K == X16Kind::kQ4K) {
+    if constexpr (IsK(K)) {
       // d, -dmin, and the 6-bit scales / mins unpacked to bytes: sc_lo = sub-blocks 0..3 (byte
       // j of each lane), sc_hi = 4..7 (the k-quant packing, 16 lanes at once).
       dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -1077,7 +1084,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     } else {
       if constexpr (K != X16Kind::kQ8C) sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-      if constexpr (K == X16Kind::kQ4Z) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+      if constexpr (HasMin(K)) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
     }
     const uint8_t* hdr = p;
     p += X16Header(K);
@@ -1094,7 +1101,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         Q6KBlock<T>(p, xb, cols, xd + b, nb, s_lo, s_hi, facc);
         continue;
       }
-      if constexpr (K == X16Kind::kQ4K) {
+      if constexpr (IsK(K)) {
         const __m512i shift = _mm512_set1_epi32(8 * (bi % 4)), byte = _mm512_set1_epi32(255);
         const __m512i sc = _mm512_and_si512(_mm512_srlv_epi32(bi < 4 ? sc_lo : sc_hi, shift), byte);
         const __m512i mn = _mm512_and_si512(_mm512_srlv_epi32(bi < 4 ? mn_lo : mn_hi, shift), byte);
@@ -1104,11 +1111,18 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       __m512i acc[T], acc2[T];
       for (int t = 0; t < T; ++t) acc[t] = acc2[t] = _mm512_setzero_si512();
       if constexpr (IsQ4(K)) {
+        __m512i q5 = _mm512_setzero_si512();
+        if constexpr (IsQ5(K)) q5 = _mm512_loadu_si512(p + 256);
 #pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
           const __m512i v = _mm512_loadu_si512(p + 64 * m);
-          const __m512i lo = _mm512_and_si512(v, m4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          __m512i lo = _mm512_and_si512(v, m4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          if constexpr (IsQ5(K)) {  // 5th bits m (low half) and 4 + m (high half) to bit 4
+            const __m512i b4 = _mm512_set1_epi8(16);
+            lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(q5, 4 - m), b4));
+            hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_srli_epi16(q5, m), b4));
+          }
           for (int t = 0; t < T; ++t) {
             const int8_t* xt = xb + t * cols;
             acc[t] = _mm512_dpbusd_epi32(acc[t], lo, _mm512_set1_epi32(Load32(xt + 4 * m)));
@@ -1129,7 +1143,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       for (int t = 0; t < T; ++t) {
         const __m512 f = _mm512_cvtepi32_ps(kSplit ? _mm512_add_epi32(acc[t], acc2[t]) : acc[t]);
         const float d = xd[t * nb + b], ds = xds[t * nb + b];
-        if constexpr (K == X16Kind::kQ4Z || K == X16Kind::kQ4K) {
+        if constexpr (HasMin(K)) {
           facc[t] = _mm512_fmadd_ps(_mm512_mul_ps(f, _mm512_set1_ps(d)), sw, facc[t]);
           facc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ds), facc[t]);
         } else {
@@ -1239,7 +1253,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
       __m256 sw = _mm256_setzero_ps(), mw = _mm256_setzero_ps(), dv = _mm256_setzero_ps(), ndmin = dv;
       __m256i sc_lo = _mm256_setzero_si256(), sc_hi = sc_lo, mn_lo = sc_lo, mn_hi = sc_lo;
-      if constexpr (K == X16Kind::kQ4K) {  // see the AVX-512 form
+      if constexpr (IsK(K)) {  // see the AVX-512 form
         dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
         ndmin = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h))));
         const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 32 * h));
@@ -1254,7 +1268,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
       } else {
         if constexpr (K != X16Kind::kQ8C) sw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
-        if constexpr (K == X16Kind::kQ4Z) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h)));
+        if constexpr (HasMin(K)) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * h)));
       }
       const uint8_t* hdr = p;
       p += X16Header(K);
@@ -1270,7 +1284,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
           continue;
         }
-        if constexpr (K == X16Kind::kQ4K) {
+        if constexpr (IsK(K)) {
           const __m256i shift = _mm256_set1_epi32(8 * (bi % 4)), byte = _mm256_set1_epi32(255);
           sw = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(bi < 4 ? sc_lo : sc_hi, shift), byte)));
           mw = _mm256_mul_ps(ndmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(bi < 4 ? mn_lo : mn_hi, shift), byte)));
@@ -1278,10 +1292,17 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         __m256i acc[T];
         for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
         if constexpr (IsQ4(K)) {
+          __m256i q5 = _mm256_setzero_si256();
+          if constexpr (IsQ5(K)) q5 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 256 + 32 * h));
           for (int m = 0; m < 4; ++m) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * m + 32 * h));
-            const __m256i lo = _mm256_and_si256(v, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if constexpr (IsQ5(K)) {
+              const __m256i b4 = _mm256_set1_epi8(16);
+              lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(q5, 4 - m), b4));
+              hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(q5, m), b4));
+            }
             for (int t = 0; t < T; ++t) {
               const int8_t* xt = xb + t * cols;
               acc[t] = DpBusd(acc[t], lo, _mm256_set1_epi32(Load32(xt + 4 * m)));
@@ -1301,11 +1322,11 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         for (int t = 0; t < T; ++t) {
           const __m256 f = _mm256_cvtepi32_ps(acc[t]);
           const float d = xd[t * nb + b], ds = xds[t * nb + b];
-          if constexpr (K == X16Kind::kQ4Z || K == X16Kind::kQ4K) {
+          if constexpr (HasMin(K)) {
             facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_set1_ps(d)), sw, facc[t]);
             facc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ds), facc[t]);
-          } else if constexpr (K == X16Kind::kQ4S) {
-            facc[t] = _mm256_fmadd_ps(_mm256_fmadd_ps(f, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * ds)), sw, facc[t]);
+          } else if constexpr (K == X16Kind::kQ4S || K == X16Kind::kQ5S) {
+            facc[t] = _mm256_fmadd_ps(_mm256_fmadd_ps(f, _mm256_set1_ps(d), _mm256_set1_ps((K == X16Kind::kQ5S ? -16.0f : -8.0f) * ds)), sw, facc[t]);
           } else if constexpr (K == X16Kind::kQ8B) {
             facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_set1_ps(d)), sw, facc[t]);
           } else {
@@ -1602,6 +1623,9 @@ KernelTable MakeTable() {
   SetX16<GgmlType::kPQ4_G128Z, X16Kind::kQ4Z, 128>(&t);
   SetX16<GgmlType::kQ4_KX16, X16Kind::kQ4K, kQK_K>(&t);
   SetX16<GgmlType::kQ6_KX16, X16Kind::kQ6K, kQK_K>(&t);
+  SetX16<GgmlType::kQ5_0X16, X16Kind::kQ5S, kQK>(&t);
+  SetX16<GgmlType::kQ5_1X16, X16Kind::kQ5Z, kQK>(&t);
+  SetX16<GgmlType::kQ5_KX16, X16Kind::kQ5K, kQK_K>(&t);
   t.quantize_act = QuantizeAct;
   t.int8_peak_probe = Int8PeakProbe;
   t.dot = Dot;

@@ -273,7 +273,8 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
   ModelWeights& w = m->weights;
   const bool tied = w.output.data == w.tok_embd.data;
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
-  // (kQ4_0X16 / kQ8_0X16, Q4_1 as PQ4_G32Z, kQ4_KX16 / kQ6_KX16); the other Q4_0 / Q8_0 ones,
+  // (kQ4_0X16 / kQ8_0X16, Q4_1 as PQ4_G32Z, Q5_0 / Q5_1 and the k-quants Q4_K, Q5_K, Q6_K
+  // into their X16 forms); the other Q4_0 / Q8_0 ones,
   // and a tied output matrix (the embedding lookup reads its rows one at a time), get the
   // row-split layout (kQ4_0R / kQ8_0R).
   using Repack = void (*)(const void*, void*, int64_t, int64_t);
@@ -296,6 +297,15 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
     } else if (t->type == GgmlType::kQ6_K && x16) {
       repack = RepackQ6_KX16;
       to = GgmlType::kQ6_KX16;
+    } else if (t->type == GgmlType::kQ5_K && x16) {
+      repack = RepackQ5_KX16;
+      to = GgmlType::kQ5_KX16;
+    } else if (t->type == GgmlType::kQ5_0 && x16) {
+      repack = RepackQ5_0X16;
+      to = GgmlType::kQ5_0X16;
+    } else if (t->type == GgmlType::kQ5_1 && x16) {
+      repack = RepackQ5_1X16;
+      to = GgmlType::kQ5_1X16;
     }
     if (repack == nullptr) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
