@@ -752,3 +752,59 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Float-activation GEMM (F32, F16, BF16 weights) on every ISA against the reference, with row
+// and column counts that leave remainders; one token alone bit-identical to the same token in
+// a batch (the GEMV is the GEMM's one-token case). The BF16 dot product (where the CPU has
+// it) against its reference: activations rounded to bf16, exact products.
+TEST(Kernels, FloatGemmAndBf16DotMatchTheReference) {
+  const KernelTable& ref = ReferenceKernels();
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    const TypeTraits& tr = Traits(type);
+    for (int cols : {16, 100, 2048}) {
+      for (int rows : {1, 7, 33}) {
+        const auto wf = Random(static_cast<size_t>(cols) * rows, 71 + cols + rows);
+        const size_t rb = RowBytes(tr, cols);
+        std::string w(rb * rows, '\0');
+        tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+        for (int n_tok : {1, 3, 4, 9}) {
+          const auto x = Random(static_cast<size_t>(cols) * n_tok, 73 + cols + n_tok);
+          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows);
+          ref.gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, want.data(), rows);
+          std::vector<const KernelTable*> tables;
+          for (Isa isa : FastIsas()) tables.push_back(&GetKernels(isa));
+          for (const KernelTable* k : tables) {
+            k->gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, got.data(), rows);
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1)) << IsaName(k->isa) << " " << tr.name;
+            for (int j = 0; j < n_tok; ++j) {
+              k->gemv[static_cast<int>(type)](w.data(), rb, cols, rows, x.data() + static_cast<size_t>(j) * cols, alone.data());
+              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows)) << IsaName(k->isa) << " " << tr.name;
+            }
+          }
+          if (type != GgmlType::kBF16) continue;
+          ref.gemm_bf16_dot(w.data(), rb, cols, rows, x.data(), n_tok, want.data(), rows);
+          // bf16-rounded activations: within ~2^-8 relative of each product, averaged over cols.
+          std::vector<float> exact(want.size());
+          ref.gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, exact.data(), rows);
+          for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], exact[i], 0.01 * std::sqrt(static_cast<double>(cols)));
+          for (const KernelTable* k : tables) {
+            if (k->gemm_bf16_dot == nullptr) continue;
+            k->gemm_bf16_dot(w.data(), rb, cols, rows, x.data(), n_tok, got.data(), rows);
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1)) << "bf16 dot";
+            for (int j = 0; j < n_tok; ++j) {
+              k->gemm_bf16_dot(w.data(), rb, cols, rows, x.data() + static_cast<size_t>(j) * cols, 1, alone.data(), rows);
+              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows)) << "bf16 dot";
+            }
+          }
+        }
+      }
+    }
+  }
+  if (CpuHasAvx512Bf16()) EXPECT_NE(GetKernels(Isa::kAvx512).gemm_bf16_dot, nullptr);
+}
+
+}  // namespace
+}  // namespace paddock

@@ -37,6 +37,13 @@ Isa DetectIsa() {
   return Isa::kScalar;
 }
 
+bool CpuHasAvx512Bf16() {
+  // CPUID.(EAX=7, ECX=1):EAX bit 5, and the AVX-512 level the BF16 kernels build on.
+  unsigned a, b, c, d;
+  if (DetectIsa() != Isa::kAvx512 || __get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  return (a & (1u << 5)) != 0;
+}
+
 const char* IsaName(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";

@@ -14,6 +14,8 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // The best ISA this CPU supports among those Paddock has kernels for.
 Isa DetectIsa();
+// AVX-512 BF16 (vdpbf16ps) on top of the AVX-512 level.
+bool CpuHasAvx512Bf16();
 const char* IsaName(Isa isa);
 // Parses "scalar", "avx2", "avx512" or "auto"; throws Error otherwise, and if the CPU
 // cannot run the requested ISA.

@@ -95,6 +95,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const int threads = o.threads > 0 ? o.threads : PhysicalCores();
   impl->pool = std::make_unique<ThreadPool>(threads);
   impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch, o.int8_activations);
+  impl->transformer->SetBf16Dot(o.bf16_dot);
   KvCacheOptions ko;
   ko.memory_bytes = o.kv_memory;
   ko.block_size = o.kv_block_size;

@@ -15,7 +15,11 @@ const KernelTable& GetKernels(Isa isa) {
   }
   switch (isa) {
     case Isa::kAvx512: {
-      static const KernelTable t = avx512::MakeTable();
+      static const KernelTable t = [] {
+        KernelTable k = avx512::MakeTable();
+        if (CpuHasAvx512Bf16()) k.gemm_bf16_dot = avx512bf16::GemmBf16Dot;
+        return k;
+      }();
       return t;
     }
     case Isa::kAvx2: {

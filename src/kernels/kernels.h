@@ -41,6 +41,10 @@ struct ActQ8 {
   }
 };
 
+// Several tokens with float activations: y[t * ldy + r] = dot(row r of w, x + t * cols).
+using GemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                        const float* x, int n_tok, float* y, int64_t ldy);
+
 // Like GemvFn, with the activation vector quantized (cols a multiple of 32).
 using GemvQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
                           const ActQ8& x, float* y);
@@ -100,6 +104,14 @@ inline void MergeAttention(const float* const* outs, const float* const* mls, in
 struct KernelTable {
   Isa isa;
   GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
+  // Float-activation GEMM (F32, F16, BF16 weights): register tiles of rows x tokens; the GEMV
+  // of the same type gives bit-identical results for a token alone. Null where none.
+  GemmFn gemm[kGgmlTypeCount];
+  // BF16 weights times activations rounded to bf16 (round to nearest even), products exact,
+  // sums in fp32: AVX-512 BF16 `vdpbf16ps`, 32 products per instruction. Any n_tok (1: the
+  // GEMV, bit-identical to a token in a batch). The scalar table has the reference; null on
+  // CPUs without the instruction.
+  GemmFn gemm_bf16_dot;
   // Integer-dot GEMV (int8 activations); null where a type has no integer path.
   GemvQ8Fn gemv_q8[kGgmlTypeCount];
   // Integer GEMM (prefill, batched decode): register tiles of rows x tokens; null where none.

@@ -224,6 +224,26 @@ void RefGemvQ8Q6_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, 
   }
 }
 
+// Float-activation reference GEMM: the reference GEMV of every token.
+template <GemvFn Gemv>
+void RefGemmFloat(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                  int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) Gemv(w, row_bytes, cols, rows, x + static_cast<int64_t>(t) * cols, y + t * ldy);
+}
+
+// BF16 weights x activations rounded to bf16 (nearest even): exact products, double sums.
+void RefGemmBf16Dot(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                    int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes);
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(Bf16ToFp32(row[c])) * Bf16ToFp32(Fp32ToBf16(x[t * cols + c]));
+      y[t * ldy + r] = static_cast<float>(s);
+    }
+  }
+}
+
 // Reference GEMM: the reference GEMV of every token.
 template <GemvQ8Fn Gemv>
 void RefGemmFromGemv(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
@@ -311,6 +331,10 @@ KernelTable MakeScalarTable() {
   t.gemv[static_cast<int>(GgmlType::kF32)] = RefGemv<GgmlType::kF32>;
   t.gemv[static_cast<int>(GgmlType::kF16)] = RefGemv<GgmlType::kF16>;
   t.gemv[static_cast<int>(GgmlType::kBF16)] = RefGemv<GgmlType::kBF16>;
+  t.gemm[static_cast<int>(GgmlType::kF32)] = RefGemmFloat<RefGemv<GgmlType::kF32>>;
+  t.gemm[static_cast<int>(GgmlType::kF16)] = RefGemmFloat<RefGemv<GgmlType::kF16>>;
+  t.gemm[static_cast<int>(GgmlType::kBF16)] = RefGemmFloat<RefGemv<GgmlType::kBF16>>;
+  t.gemm_bf16_dot = RefGemmBf16Dot;
   t.gemv[static_cast<int>(GgmlType::kQ4_0)] = RefGemv<GgmlType::kQ4_0>;
   t.gemv[static_cast<int>(GgmlType::kQ4_1)] = RefGemv<GgmlType::kQ4_1>;
   t.gemv[static_cast<int>(GgmlType::kQ5_0)] = RefGemv<GgmlType::kQ5_0>;

@@ -46,24 +46,88 @@ float DotHalf(const uint16_t* w, const float* x, int64_t n, LoadFn load, ScalarF
   return s;
 }
 
-void GemvF32(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    y[r] = Dot(reinterpret_cast<const float*>(static_cast<const uint8_t*>(w) + r * rb), x, cols);
+// Float-activation GEMM for F32 / F16 / BF16 weights: R rows x T tokens of accumulators in
+// registers, so each weight vector is loaded (and converted) once for T tokens and each
+// activation vector once for R rows. Every (row, token) pair has one accumulator and the same
+// operations in the same order whatever R and T are, so the one-token GEMV (this with T = 1)
+// is bit-identical to the same token inside a batch.
+template <GgmlType W>
+inline VecF LoadWeights(const uint8_t* row, int64_t i) {
+  if constexpr (W == GgmlType::kF32) {
+    return Load(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (W == GgmlType::kF16) {
+    return LoadF16(reinterpret_cast<const uint16_t*>(row) + i);
+  } else {
+    return LoadBf16(reinterpret_cast<const uint16_t*>(row) + i);
+  }
+}
+template <GgmlType W>
+inline float WeightAt(const uint8_t* row, int64_t i) {
+  if constexpr (W == GgmlType::kF32) {
+    return reinterpret_cast<const float*>(row)[i];
+  } else if constexpr (W == GgmlType::kF16) {
+    return Fp16ToFp32(reinterpret_cast<const uint16_t*>(row)[i]);
+  } else {
+    return Bf16ToFp32(reinterpret_cast<const uint16_t*>(row)[i]);
   }
 }
 
-void GemvF16(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + r * rb);
-    y[r] = DotHalf(row, x, cols, LoadF16, Fp16ToFp32);
+template <GgmlType W, int R, int T>
+void FloatTile(const uint8_t* w, size_t rb, int64_t cols, const float* x, float* y, int64_t ldy) {
+  VecF acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = Zero();
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= cols; i += kLanes) {
+    VecF xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = Load(x + t * cols + i);
+    for (int r = 0; r < R; ++r) {
+      const VecF wv = LoadWeights<W>(w + r * rb, i);
+      for (int t = 0; t < T; ++t) acc[r][t] = Fma(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float s = ReduceAdd(acc[r][t]);
+      for (int64_t j = i; j < cols; ++j) s += WeightAt<W>(w + r * rb, j) * x[t * cols + j];
+      y[t * ldy + r] = s;
+    }
   }
 }
 
-void GemvBF16(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + r * rb);
-    y[r] = DotHalf(row, x, cols, LoadBf16, Bf16ToFp32);
+#if defined(__AVX512F__)
+constexpr int kFloatRows = 4;
+#else
+constexpr int kFloatRows = 2;
+#endif
+constexpr int kFloatTokens = 4;
+
+template <GgmlType W, int T>
+void FloatRows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + kFloatRows <= rows; r += kFloatRows) FloatTile<W, kFloatRows, T>(w + r * rb, rb, cols, x, y + r, ldy);
+  for (; r < rows; ++r) FloatTile<W, 1, T>(w + r * rb, rb, cols, x, y + r, ldy);
+}
+
+template <GgmlType W>
+void GemmFloat(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok, float* y, int64_t ldy) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for (int t0 = 0; t0 < n_tok; t0 += kFloatTokens) {
+    const float* xt = x + static_cast<int64_t>(t0) * cols;
+    float* yt = y + static_cast<int64_t>(t0) * ldy;
+    switch (n_tok - t0 < kFloatTokens ? n_tok - t0 : kFloatTokens) {
+      case 4: FloatRows<W, 4>(wb, rb, cols, rows, xt, yt, ldy); break;
+      case 3: FloatRows<W, 3>(wb, rb, cols, rows, xt, yt, ldy); break;
+      case 2: FloatRows<W, 2>(wb, rb, cols, rows, xt, yt, ldy); break;
+      default: FloatRows<W, 1>(wb, rb, cols, rows, xt, yt, ldy); break;
+    }
   }
+}
+
+template <GgmlType W>
+void GemvFloat(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y) {
+  GemmFloat<W>(w, rb, cols, rows, x, 1, y, rows);
 }
 
 // Dot of 32 int8 quants with 32 floats.
@@ -1588,9 +1652,12 @@ void AttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, 
 KernelTable MakeTable() {
   KernelTable t{};
   t.isa = kLanes == 16 ? Isa::kAvx512 : Isa::kAvx2;
-  t.gemv[static_cast<int>(GgmlType::kF32)] = GemvF32;
-  t.gemv[static_cast<int>(GgmlType::kF16)] = GemvF16;
-  t.gemv[static_cast<int>(GgmlType::kBF16)] = GemvBF16;
+  t.gemv[static_cast<int>(GgmlType::kF32)] = GemvFloat<GgmlType::kF32>;
+  t.gemv[static_cast<int>(GgmlType::kF16)] = GemvFloat<GgmlType::kF16>;
+  t.gemv[static_cast<int>(GgmlType::kBF16)] = GemvFloat<GgmlType::kBF16>;
+  t.gemm[static_cast<int>(GgmlType::kF32)] = GemmFloat<GgmlType::kF32>;
+  t.gemm[static_cast<int>(GgmlType::kF16)] = GemmFloat<GgmlType::kF16>;
+  t.gemm[static_cast<int>(GgmlType::kBF16)] = GemmFloat<GgmlType::kBF16>;
   t.gemv[static_cast<int>(GgmlType::kQ8_0)] = GemvQ8_0;
   t.gemv[static_cast<int>(GgmlType::kQ4_0)] = GemvQLegacy<BlockQ4_0, false, false>;
   t.gemv[static_cast<int>(GgmlType::kQ4_1)] = GemvQLegacy<BlockQ4_1, false, true>;

@@ -9,4 +9,7 @@ KernelTable MakeScalarTable();
 void SetKvStoreKernels(KernelTable* t);
 namespace avx2 { KernelTable MakeTable(); }
 namespace avx512 { KernelTable MakeTable(); }
+namespace avx512bf16 {
+void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok, float* y, int64_t ldy);
+}
 }  // namespace paddock

@@ -518,10 +518,16 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
                              float* y, int64_t begin, int64_t end) {
   const GemvQ8Fn gemv_q8 = xq.qs != nullptr ? k_.gemv_q8[static_cast<int>(w.type)] : nullptr;
   const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
+  // Float activations: the BF16 dot product for BF16 weights where enabled and present, else
+  // the float GEMM of the type (null: a GEMV per token).
+  const bool bf16_dot = gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_.gemm_bf16_dot != nullptr;
+  const GemmFn gemm = gemv_q8 != nullptr ? nullptr : (bf16_dot ? k_.gemm_bf16_dot : k_.gemm[static_cast<int>(w.type)]);
   // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
   auto run = [&](const uint8_t* wr, int64_t nr, int j, float* out) {
     if (gemv_q8 != nullptr) {
       gemv_q8(wr, w.row_bytes, w.cols, nr, xq.Token(j, w.cols), out);
+    } else if (bf16_dot) {
+      gemm(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, 1, out, nr);
     } else {
       gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, out);
     }
@@ -533,7 +539,7 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
     return;
   }
   // Several tokens: walk the rows in blocks small enough to stay in cache and run every token
-  // over each block (an integer GEMM where the type has one, else a GEMV per token), so each
+  // over each block (an integer or float GEMM where the type has one, else a GEMV per token), so each
   // weight byte comes from memory once per chunk.
   const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
   const int64_t unit = RowUnit(w);
@@ -543,6 +549,8 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
     const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
     if (gemm_q8 != nullptr) {
       gemm_q8(wr, w.row_bytes, w.cols, nr, xq, n, y + r0, w.rows);
+    } else if (gemm != nullptr) {
+      gemm(wr, w.row_bytes, w.cols, nr, x, n, y + r0, w.rows);
     } else {
       for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
     }

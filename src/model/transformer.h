@@ -72,6 +72,9 @@ class Transformer {
     fuse_attn_ = attn;
     fuse_norm_ = norm;
   }
+  // BF16 weights: activations rounded to bf16 for the AVX-512 BF16 dot product (where the
+  // CPU has it), instead of fp32 FMAs on converted weights.
+  void SetBf16Dot(bool on) { bf16_dot_ = on; }
   int max_batch() const { return max_batch_; }
   int max_items() const { return max_items_; }
   size_t scratch_bytes() const { return arena_bytes_; }
@@ -108,6 +111,7 @@ class Transformer {
   ActStats* stats_ = nullptr;
   static void Accumulate(std::vector<double>* sums, const float* x, int n, int cols);
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
+  bool bf16_dot_ = true;
   bool pending_residual_ = false;  // xb_ holds the last FFN output, not yet added to x_
   // x += delta (if given), xb = Norm(x) with (w, b), and xb quantized for `next` where it takes
   // int8: one pass per token row (fuse_norm_).

@@ -61,6 +61,7 @@ std::vector<OptionSpec> RunSpecs() {
     {{"--no-relayout"}, false, "weights in their file layout (no re-layout for the integer kernels at load)"},
     {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
     {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
+    {{"--no-bf16-dot"}, false, "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
     {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights (default: int8 dot products)"},
     {{"-h", "--help"}, false, "show this help"},
   };
@@ -171,6 +172,7 @@ int CmdRun(int argc, char** argv) {
     eo.relayout_weights = !args.Has("--no-relayout");
     eo.huge_pages = !args.Has("--no-hugepages");
     eo.prefetch = !args.Has("--no-prefetch");
+    eo.bf16_dot = !args.Has("--no-bf16-dot");
     eo.fuse_attn = !args.Has("--no-fuse-attn");
     eo.fuse_norm = !args.Has("--no-fuse-norm");
   go.ignore_eos = args.Has("--ignore-eos");
