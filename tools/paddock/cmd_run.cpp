@@ -62,7 +62,7 @@ std::vector<OptionSpec> RunSpecs() {
     {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
     {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
     {{"--no-bf16-dot"}, false, "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
-    {{"--no-int8-act"}, false, "float activations for Q8_0/Q4_0 weights (default: int8 dot products)"},
+    {{"--no-int8-act"}, false, "float activations for quantized weights (default: int8 dot products)"},
     {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
