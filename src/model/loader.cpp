@@ -256,10 +256,10 @@ namespace {
 // A buffer for re-laid weights. Matrices of 2 MiB or more: 2 MiB aligned and marked for
 // transparent huge pages, so the decode stream crosses fewer page boundaries (fewer TLB walks,
 // prefetchers run further). Smaller ones: 64-byte aligned (a huge page each would waste memory).
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 std::unique_ptr<uint8_t, LoadedModel::FreeDeleter> WeightBuffer(size_t bytes, bool huge_pages) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const bool huge = huge_pages && bytes >= kHuge;
-  const size_t align = huge ? kHuge : 64;
+  const bool huge = huge_pages && bytes >= kHugePageBytes;
+  const size_t align = huge ? kHugePageBytes : 64;
   const size_t size = (bytes + align - 1) / align * align;
   void* p = nullptr;
   if (posix_memalign(&p, align, size) != 0) throw std::bad_alloc();
@@ -307,10 +307,18 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
       repack = RepackQ5_1X16;
       to = GgmlType::kQ5_1X16;
     }
-    if (repack == nullptr) return;
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
+    // Paddock file types are stored in the kernels' layout already: with huge pages, the large
+    // ones are copied out of the 4 KiB-paged file mapping into huge-page buffers (the same
+    // decode-stream benefit the re-laid types get).
+    const bool copy = repack == nullptr && huge_pages && IsPaddockFileType(t->type) && bytes >= kHugePageBytes;
+    if (repack == nullptr && !copy) return;
     auto buf = WeightBuffer(bytes, huge_pages);
-    repack(t->data, buf.get(), t->rows, t->cols);
+    if (copy) {
+      std::memcpy(buf.get(), t->data, bytes);
+    } else {
+      repack(t->data, buf.get(), t->rows, t->cols);
+    }
     ReleasePages(t->data, bytes);
     t->data = buf.get();
     t->type = to;

@@ -90,11 +90,13 @@ struct LoadedModel {
   uint64_t relaid_bytes = 0;
 };
 
-// Re-lays the Q4_0 / Q8_0 matrices out for the kernels, once: 16-row interleaved groups
-// (Q4_0X16 / Q8_0X16, ggml_types.h) where the rows allow, else each row's scales in front of its
-// quants (Q4_0R / Q8_0R). The original pages are dropped from the mapping. Same values; a
-// switch for measurement. huge_pages: the new buffers are 2 MiB aligned and marked for
-// transparent huge pages (measured: steadier and faster decode of large models).
+// Re-lays the quantized matrices out for the kernels, once: 16-row interleaved groups (Q4_0,
+// Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K -> their X16 layouts, ggml_types.h) where the rows
+// allow, else for Q4_0 / Q8_0 each row's scales in front of its quants (Q4_0R / Q8_0R). The
+// original pages are dropped from the mapping. Same values and size; a switch for measurement.
+// huge_pages: the new buffers are 2 MiB aligned and marked for transparent huge pages
+// (measured: steadier and faster decode of large models), and large Paddock-type matrices
+// (already in the kernels' layout) are copied into such buffers too.
 void RelayoutWeights(LoadedModel* model, bool huge_pages = true);
 
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
