@@ -223,6 +223,11 @@ float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int
 // For PS8_C: the 2 of every 4 consecutive weights with the largest |w| * sqrt(importance)
 // are kept (magnitude pruning without statistics, activation-weighted with them).
 void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst);
+// Q4_K / Q5_K with each 32-element sub-block's (scale, min) fitted by weighted least squares
+// over candidate level assignments instead of taken from its min and max; weights from
+// `importance` (cols values: activation statistics) when given. Still plain Q4_K / Q5_K.
+bool HasFittedQuantizer(GgmlType t);
+void QuantizeRowsFitted(GgmlType t, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst);
 // Dequantizes a whole matrix of any computable type (interleaved or not) to floats.
 void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols, float* out);
 

@@ -227,23 +227,93 @@ void DequantQxK(const void* src, float* y, int64_t n) {
 void DequantQ4_K(const void* s, float* y, int64_t n) { DequantQxK<BlockQ4_K, false>(s, y, n); }
 void DequantQ5_K(const void* s, float* y, int64_t n) { DequantQxK<BlockQ5_K, true>(s, y, n); }
 
-// Round-to-nearest k-quant: per 32-element sub-block an affine (scale, min) pair, both
-// quantized to 6 bits against the super-block's fp16 d and dmin.
+// Weighted least-squares affine fit of n values to levels 0..nmax: x ~= scale * q - offset with
+// offset >= 0 (the k-quants store the minimum as a non-negative offset). Candidate level
+// assignments come from 21 inverse scales around nmax / (max - min) (as llama.cpp's
+// make_qkx2_quants); for each, (scale, offset) is solved in closed form. Returns the best.
+void FitAffine(const float* x, const float* w, int n, int nmax, float* scale, float* offset) {
+  float mn = 0, mx = 0;
+  for (int l = 0; l < n; ++l) {
+    mn = std::min(mn, x[l]);
+    mx = std::max(mx, x[l]);
+  }
+  *scale = (mx - mn) / static_cast<float>(nmax);
+  *offset = -mn;
+  if (mx <= mn) return;
+  double best = 0;
+  for (int l = 0; l < n; ++l) {
+    const int q = std::clamp(static_cast<int>(std::lround((x[l] - mn) / *scale)), 0, nmax);
+    const double e = *scale * q + mn - x[l];
+    best += w[l] * e * e;
+  }
+  for (int step = 0; step <= 20; ++step) {
+    const float iscale = (-1.0f + 0.1f * static_cast<float>(step) + static_cast<float>(nmax)) / (mx - mn);
+    double sw = 0, swq = 0, swq2 = 0, swx = 0, swqx = 0;
+    int qs[64];
+    for (int l = 0; l < n; ++l) {
+      qs[l] = std::clamp(static_cast<int>(std::lround(iscale * (x[l] - mn))), 0, nmax);
+      sw += w[l];
+      swq += w[l] * qs[l];
+      swq2 += w[l] * qs[l] * qs[l];
+      swx += w[l] * x[l];
+      swqx += w[l] * qs[l] * x[l];
+    }
+    const double det = sw * swq2 - swq * swq;
+    if (det <= 0) continue;
+    double a = (sw * swqx - swx * swq) / det, b = (swq2 * swx - swq * swqx) / det;
+    if (b > 0) {  // the offset cannot be negative: fit the scale alone
+      b = 0;
+      a = swq2 > 0 ? swqx / swq2 : 0;
+    }
+    if (a <= 0) continue;
+    double err = 0;
+    for (int l = 0; l < n; ++l) {
+      const double e = a * qs[l] + b - x[l];
+      err += w[l] * e * e;
+    }
+    if (err < best) {
+      best = err;
+      *scale = static_cast<float>(a);
+      *offset = static_cast<float>(-b);
+    }
+  }
+}
+
+// K-quant encoding: per 32-element sub-block an affine (scale, min) pair, both quantized to 6
+// bits against the super-block's fp16 d and dmin. Without `search`: the sub-block's min and
+// max (round to nearest, the reference). With it: a weighted least-squares fit per sub-block,
+// weights importance[l] * sqrt(sigma^2 + x^2) (activation statistics, as llama.cpp's imatrix)
+// or rms(x) + |x| without statistics.
 template <class Block, bool kFiveBit>
-void QuantQxK(const float* x, void* dst, int64_t n) {
+void QuantQxKRow(const float* x, void* dst, int64_t n, const float* importance, bool search) {
   constexpr int kMaxQ = kFiveBit ? 31 : 15;
   auto* y = static_cast<Block*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     float scale[8], minv[8];
     float max_scale = 0, max_min = 0;
+    double sum_x2 = 0;
+    for (int l = 0; l < kQK_K; ++l) sum_x2 += static_cast<double>(x[l]) * x[l];
+    const float sigma2 = static_cast<float>(2 * sum_x2 / kQK_K);
     for (int j = 0; j < 8; ++j) {
-      float mn = 0, mx = 0;  // the min is stored as a non-negative offset, so clamp at 0
-      for (int l = 0; l < 32; ++l) {
-        mn = std::min(mn, x[32 * j + l]);
-        mx = std::max(mx, x[32 * j + l]);
+      if (search) {
+        float w[32];
+        double sub_x2 = 0;
+        for (int l = 0; l < 32; ++l) sub_x2 += static_cast<double>(x[32 * j + l]) * x[32 * j + l];
+        const float av = static_cast<float>(std::sqrt(sub_x2 / 32));
+        for (int l = 0; l < 32; ++l) {
+          const float v = x[32 * j + l];
+          w[l] = importance != nullptr ? importance[i * kQK_K + 32 * j + l] * std::sqrt(sigma2 + v * v) : av + std::fabs(v);
+        }
+        FitAffine(x + 32 * j, w, 32, kMaxQ, &scale[j], &minv[j]);
+      } else {
+        float mn = 0, mx = 0;  // the min is stored as a non-negative offset, so clamp at 0
+        for (int l = 0; l < 32; ++l) {
+          mn = std::min(mn, x[32 * j + l]);
+          mx = std::max(mx, x[32 * j + l]);
+        }
+        scale[j] = (mx - mn) / kMaxQ;
+        minv[j] = -mn;
       }
-      scale[j] = (mx - mn) / kMaxQ;
-      minv[j] = -mn;
       max_scale = std::max(max_scale, scale[j]);
       max_min = std::max(max_min, minv[j]);
     }
@@ -277,8 +347,8 @@ void QuantQxK(const float* x, void* dst, int64_t n) {
     }
   }
 }
-void QuantQ4_K(const float* x, void* d, int64_t n) { QuantQxK<BlockQ4_K, false>(x, d, n); }
-void QuantQ5_K(const float* x, void* d, int64_t n) { QuantQxK<BlockQ5_K, true>(x, d, n); }
+void QuantQ4_K(const float* x, void* d, int64_t n) { QuantQxKRow<BlockQ4_K, false>(x, d, n, nullptr, false); }
+void QuantQ5_K(const float* x, void* d, int64_t n) { QuantQxKRow<BlockQ5_K, true>(x, d, n, nullptr, false); }
 
 void DequantQ6_K(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(src);
@@ -963,6 +1033,21 @@ void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* grp = data + static_cast<size_t>(r / kX16Rows) * kX16Rows * rb;
     for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = X16Element(type, grp, cols, static_cast<int>(r % kX16Rows), c);
+  }
+}
+
+bool HasFittedQuantizer(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K; }
+
+void QuantizeRowsFitted(GgmlType t, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst) {
+  if (!HasFittedQuantizer(t)) Fail("QuantizeRowsFitted: no fitted quantizer for %s", Traits(t).name);
+  const size_t rb = RowBytes(Traits(t), cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* out = static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * rb;
+    if (t == GgmlType::kQ4_K) {
+      QuantQxKRow<BlockQ4_K, false>(src + r * cols, out, cols, importance, true);
+    } else {
+      QuantQxKRow<BlockQ5_K, true>(src + r * cols, out, cols, importance, true);
+    }
   }
 }
 

@@ -11,6 +11,7 @@ namespace paddock {
 namespace {
 // Weight bytes per row block in batched matmul: well inside L2 (1-2 MiB per core here).
 constexpr size_t kMatmulBlockBytes = 64 * 1024;
+constexpr size_t kFloatMatmulBlockBytes = 512 * 1024;
 // Sequences per step (rows of last-token logits kept).
 constexpr int kMaxItems = 256;
 constexpr int kMaxThreadsForSplit = 256;  // bound on the position split of attention
@@ -543,7 +544,10 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   // weight byte comes from memory once per chunk.
   const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
   const int64_t unit = RowUnit(w);
-  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kMatmulBlockBytes / w.row_bytes) / unit) * unit;
+  // Float activations are 4 bytes per element (int8: 1) and every token's must be re-read for
+  // each block: larger blocks for them, so that traffic stays small next to the weights'.
+  const size_t block_bytes = gemv_q8 != nullptr ? kMatmulBlockBytes : kFloatMatmulBlockBytes;
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / w.row_bytes) / unit) * unit;
   for (int64_t r0 = begin; r0 < end; r0 += block) {
     const int64_t nr = std::min(block, end - r0);
     const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;

@@ -41,7 +41,7 @@ const std::vector<OptionSpec> kQuantSpecs = {
     {{"--calib"}, true, "calibration text: activation statistics for the Paddock int4 types (activation-aware scales) and the sensitivity measurement of --target-bpw"},
     {{"--calib-ctx"}, true, "calibration window in tokens (default 128)"},
     {{"--calib-windows"}, true, "calibration windows for the activation statistics (default 8; sensitivity uses 2)"},
-    {{"--rtn"}, false, "round to nearest: ignore the activation statistics when quantizing (to measure calibration)"},
+    {{"--rtn"}, false, "round to nearest: no activation statistics and no fitted k-quant scales (to measure calibration)"},
     {{"--sparsity"}, true, "2:4: prune 2 of every 4 weights of --sparse-tensors (largest |w| x activation rms kept) and store them as PS8_C (2:4 sparse int8 per channel)"},
     {{"--sparse-tensors"}, true, "glob of the tensors to prune (default '*ffn_*')"},
     {{"--no-awq"}, false, "no activation-aware per-channel scaling (statistics still weight the Paddock types' rounding)"},
@@ -111,18 +111,26 @@ const TypeTraits* TypeFor(const TypeTraits* target, const std::string& name, int
   return Fallback(target, cols);
 }
 
-// Encodes a rows x cols float matrix as `type` (interleaved types over the threads, with the
-// activation statistics when given).
-std::string EncodeMatrix(const TypeTraits& type, const float* f, int64_t rows, int64_t cols, const float* importance) {
+// Encodes a rows x cols float matrix as `type` over the threads: interleaved types with the
+// activation statistics when given; Q4_K / Q5_K with fitted sub-block scales (weighted by the
+// statistics when given) unless `rtn` (round to nearest: the reference encoder).
+std::string EncodeMatrix(const TypeTraits& type, const float* f, int64_t rows, int64_t cols, const float* importance, bool rtn) {
   std::string bytes(RowBytes(type, cols) * static_cast<uint64_t>(rows), '\0');
-  if (!IsX16(type.type)) {
+  const bool fitted = !rtn && HasFittedQuantizer(type.type);
+  if (!IsX16(type.type) && !fitted) {
     type.from_float(f, bytes.data(), rows * cols);
     return bytes;
   }
   ThreadPool pool(PhysicalCores());
-  const size_t group_bytes = kX16Rows * RowBytes(type, cols);
-  pool.ParallelFor(rows / kX16Rows, [&](int64_t b, int64_t e, int) {
-    QuantizeX16(type.type, f + b * kX16Rows * cols, (e - b) * kX16Rows, cols, importance, bytes.data() + static_cast<size_t>(b) * group_bytes);
+  const int64_t unit = IsX16(type.type) ? kX16Rows : 1;
+  const size_t unit_bytes = static_cast<size_t>(unit) * RowBytes(type, cols);
+  pool.ParallelFor(rows / unit, [&](int64_t b, int64_t e, int) {
+    uint8_t* out = reinterpret_cast<uint8_t*>(bytes.data()) + static_cast<size_t>(b) * unit_bytes;
+    if (fitted) {
+      QuantizeRowsFitted(type.type, f + b * cols, e - b, cols, importance, out);
+    } else {
+      QuantizeX16(type.type, f + b * kX16Rows * cols, (e - b) * kX16Rows, cols, importance, out);
+    }
   });
   return bytes;
 }
@@ -219,7 +227,7 @@ class Sensitivity {
   }
 
   // KL(reference || with `name` quantized to `type`), or -1 if the tensor is not one it can swap.
-  double Of(const std::string& name, const TypeTraits& type, const float* importance) {
+  double Of(const std::string& name, const TypeTraits& type, const float* importance, bool rtn) {
     auto it = named_.find(name);
     if (it == named_.end() || !*it->second) return -1;
     if (ref_.empty()) ref_ = LogProbs();
@@ -228,7 +236,7 @@ class Sensitivity {
     const int64_t n = t.rows * t.cols;
     std::vector<float> f(static_cast<size_t>(n));
     DequantizeMatrix(t.type, t.data, t.rows, t.cols, f.data());
-    const std::string q = EncodeMatrix(type, f.data(), t.rows, t.cols, importance);
+    const std::string q = EncodeMatrix(type, f.data(), t.rows, t.cols, importance, rtn);
     DequantizeMatrix(type.type, reinterpret_cast<const uint8_t*>(q.data()), t.rows, t.cols, f.data());
     t.type = GgmlType::kF32;
     t.row_bytes = sizeof(float) * static_cast<size_t>(t.cols);
@@ -326,6 +334,7 @@ int CmdQuantize(int argc, char** argv) {
 
   // Calibration: activation statistics (for the activation-aware Paddock types), and the
   // sensitivity measurement of mixed precision.
+  const bool rtn = args.Has("--rtn");
   std::unique_ptr<Sensitivity> sens;
   std::map<std::string, std::vector<float>> importance;
   if (args.Has("--calib")) {
@@ -334,7 +343,7 @@ int CmdQuantize(int argc, char** argv) {
     std::stringstream ss;
     ss << cf.rdbuf();
     const int ctx = static_cast<int>(args.Int("--calib-ctx", 128, 16, 4096));
-    if (!args.Has("--rtn")) {
+    if (!rtn) {
       Sensitivity stats(in, ss.str(), ctx, static_cast<int>(args.Int("--calib-windows", 8, 1, 1024)));
       importance = stats.ActivationStats();
       std::fprintf(stderr, "paddock: activation statistics from %s\n", args.Str("--calib").c_str());
@@ -373,7 +382,7 @@ int CmdQuantize(int argc, char** argv) {
       total_elems += t.n_elements;
       const TypeTraits* wt = TypeFor(wide, t.name, rows, t.ne[0]);
       if (kept || base->type != TypeFor(target, t.name, rows, t.ne[0])->type || wt == base) continue;
-      const double kl = sens->Of(t.name, *base, importance_of(t.name));
+      const double kl = sens->Of(t.name, *base, importance_of(t.name), rtn);
       if (kl < 0) continue;
       const double extra = 8.0 * (static_cast<double>(RowBytes(*wt, t.ne[0])) - static_cast<double>(RowBytes(*base, t.ne[0]))) * static_cast<double>(rows);
       cands.push_back({t.name, kl, extra});
@@ -473,7 +482,7 @@ int CmdQuantize(int argc, char** argv) {
         }
       }
       if (kept) dst = &src;  // (only reached when transformed)
-      const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, cols, imp);
+      const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, cols, imp, rtn);
       w.AddTensor(t.name, ne, dst->type, bytes.data(), bytes.size());
     }
     paddock_types = paddock_types || IsPaddockFileType(dst->type);
@@ -482,7 +491,7 @@ int CmdQuantize(int argc, char** argv) {
     bytes_out += nb;
     params += t.n_elements;
     std::fprintf(stderr, "[%4zu/%4zu] %-32s %-9s -> %-9s %s -> %s%s\n", k + 1, tensors.size(), t.name.c_str(), src.name, dst->name,
-                 FormatBytes(t.nbytes).c_str(), FormatBytes(nb).c_str(), importance_of(t.name) != nullptr && IsX16(dst->type) ? " (activation-aware)" : "");
+                 FormatBytes(t.nbytes).c_str(), FormatBytes(nb).c_str(), importance_of(t.name) != nullptr && (IsX16(dst->type) || (!rtn && HasFittedQuantizer(dst->type))) ? " (activation-aware)" : "");
   }
   if (paddock_types) w.SetU32("paddock.quantization_version", kPaddockQuantVersion);
   w.Write(out);
