@@ -803,7 +803,9 @@ TEST(Kernels, FloatGemmAndBf16DotMatchTheReference) {
       }
     }
   }
-  if (CpuHasAvx512Bf16()) EXPECT_NE(GetKernels(Isa::kAvx512).gemm_bf16_dot, nullptr);
+  if (CpuHasAvx512Bf16()) {
+    EXPECT_NE(GetKernels(Isa::kAvx512).gemm_bf16_dot, nullptr);
+  }
 }
 
 }  // namespace

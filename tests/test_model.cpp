@@ -696,11 +696,11 @@ TEST(Relayout, KQuantMixGivesTheSameLogits) {
       EXPECT_EQ(w.tok_embd.type, spec.type);
       // Q5_K has no integer kernel in its file layout (float activations there).
       const double tol = q5 ? 3e-2 : 1e-5;
-      for (bool prefetch : {true, false}) {
+      for (Prefetch prefetch : {Prefetch::kAuto, Prefetch::kOff, Prefetch::kAll}) {
         SetWeightPrefetch(prefetch);
-        EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << q5 << batched << prefetch;
+        EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << q5 << batched << static_cast<int>(prefetch);
       }
-      SetWeightPrefetch(true);
+      SetWeightPrefetch(Prefetch::kAuto);
     }
     std::remove(path.c_str());
   }

@@ -213,6 +213,11 @@ void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
+// The load-time interleaved layout of a file type (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K) and the function that re-lays `rows` (a multiple of 16) rows into it, same size.
+// False for the other types.
+using X16RepackFn = void (*)(const void* src, void* dst, int64_t rows, int64_t cols);
+bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack);
 // Element `col` of row `row` (0..15, within its group) of an interleaved group, as the integer
 // quant q (zero point removed), its scale d and minimum m: value = q * d + m.
 void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m);

@@ -664,6 +664,20 @@ void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
   });
 }
 
+bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack) {
+  switch (from) {
+    case GgmlType::kQ4_0: *to = GgmlType::kQ4_0X16; *repack = RepackQ4_0X16; return true;
+    case GgmlType::kQ8_0: *to = GgmlType::kQ8_0X16; *repack = RepackQ8_0X16; return true;
+    case GgmlType::kQ4_1: *to = GgmlType::kPQ4_G32Z; *repack = RepackQ4_1X16; return true;  // same values
+    case GgmlType::kQ5_0: *to = GgmlType::kQ5_0X16; *repack = RepackQ5_0X16; return true;
+    case GgmlType::kQ5_1: *to = GgmlType::kQ5_1X16; *repack = RepackQ5_1X16; return true;
+    case GgmlType::kQ4_K: *to = GgmlType::kQ4_KX16; *repack = RepackQ4_KX16; return true;
+    case GgmlType::kQ5_K: *to = GgmlType::kQ5_KX16; *repack = RepackQ5_KX16; return true;
+    case GgmlType::kQ6_K: *to = GgmlType::kQ6_KX16; *repack = RepackQ6_KX16; return true;
+    default: return false;
+  }
+}
+
 bool X16FormatOf(GgmlType t, X16Format* f) {
   switch (t) {
     case GgmlType::kQ4_0X16:

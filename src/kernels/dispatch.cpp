@@ -6,7 +6,7 @@
 namespace paddock {
 
 namespace detail {
-std::atomic<bool> weight_prefetch{true};
+std::atomic<int> weight_prefetch{static_cast<int>(Prefetch::kAuto)};
 }
 
 const KernelTable& GetKernels(Isa isa) {

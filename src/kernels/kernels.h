@@ -156,14 +156,20 @@ struct KernelTable {
   AttendRowsFn attend_rows;
 };
 
-// Software prefetch of the weight stream in the interleaved k-quant kernels (on by default;
-// measured in simd.cpp). A process-wide switch, read once per weight block.
+// Software prefetch of the weight stream in the interleaved kernels, kWeightPrefetchBytes
+// ahead. kAuto (the default): in the kinds where it was measured to help (the k-quants;
+// `paddock bench --kernels` measures every kind with and without); kAll: every interleaved
+// kind (for that measurement); kOff. A process-wide switch, read once per weight block.
 constexpr size_t kWeightPrefetchBytes = 4096;
+enum class Prefetch : int { kOff = 0, kAuto = 1, kAll = 2 };
 namespace detail {
-extern std::atomic<bool> weight_prefetch;
+extern std::atomic<int> weight_prefetch;
 }
-inline void SetWeightPrefetch(bool on) { detail::weight_prefetch.store(on, std::memory_order_relaxed); }
-inline bool WeightPrefetchEnabled() { return detail::weight_prefetch.load(std::memory_order_relaxed); }
+inline void SetWeightPrefetch(Prefetch p) { detail::weight_prefetch.store(static_cast<int>(p), std::memory_order_relaxed); }
+inline void SetWeightPrefetch(bool on) { SetWeightPrefetch(on ? Prefetch::kAuto : Prefetch::kOff); }
+inline Prefetch WeightPrefetch() { return static_cast<Prefetch>(detail::weight_prefetch.load(std::memory_order_relaxed)); }
+// The interleaved kinds that prefetch under kAuto.
+constexpr bool PrefetchesByDefault(X16Kind k) { return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K; }
 
 // The table for `isa` (which the CPU must support).
 const KernelTable& GetKernels(Isa isa);

@@ -1009,13 +1009,13 @@ constexpr size_t X16Block(X16Kind k) { return IsQ5(k) ? 320 : (IsQ4(k) ? 256 : (
 // was measured to help: the k-quants, whose super-block headers seem to keep the hardware
 // prefetcher behind (one core streaming from memory: Q4_K 21 -> 38 GB/s, Q5_K 19 -> 34, Q6_K
 // 29 -> 37); Q4_0, Q5_0, Q5_1, Q8_0 are at the hardware prefetcher's pace already and lose a
-// little with it. SetWeightPrefetch switches it off to measure.
+// little with it (`paddock bench --kernels`). SetWeightPrefetch switches it off, or on for
+// every kind, to measure.
 template <X16Kind K>
 inline void PrefetchWeights(const uint8_t* p) {
-  if constexpr (IsK(K) || K == X16Kind::kQ6K) {
-    if (WeightPrefetchEnabled()) {
-      for (size_t l = 0; l < X16Block(K); l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
-    }
+  constexpr Prefetch kMin = PrefetchesByDefault(K) ? Prefetch::kAuto : Prefetch::kAll;
+  if (static_cast<int>(WeightPrefetch()) >= static_cast<int>(kMin)) {
+    for (size_t l = 0; l < X16Block(K); l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
   }
 }
 

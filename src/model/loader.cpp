@@ -282,30 +282,14 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
     const bool x16 = !row_access && t->rows % kX16Rows == 0;
     Repack repack = nullptr;
     GgmlType to = t->type;
-    if (t->type == GgmlType::kQ4_0) {
-      repack = x16 ? RepackQ4_0X16 : RepackQ4_0Rows;
-      to = x16 ? GgmlType::kQ4_0X16 : GgmlType::kQ4_0R;
+    if (x16) {
+      if (!X16RelayoutOf(t->type, &to, &repack)) repack = nullptr;
+    } else if (t->type == GgmlType::kQ4_0) {
+      repack = RepackQ4_0Rows;
+      to = GgmlType::kQ4_0R;
     } else if (t->type == GgmlType::kQ8_0) {
-      repack = x16 ? RepackQ8_0X16 : RepackQ8_0Rows;
-      to = x16 ? GgmlType::kQ8_0X16 : GgmlType::kQ8_0R;
-    } else if (t->type == GgmlType::kQ4_1 && x16) {  // the same values as PQ4_G32Z
-      repack = RepackQ4_1X16;
-      to = GgmlType::kPQ4_G32Z;
-    } else if (t->type == GgmlType::kQ4_K && x16) {
-      repack = RepackQ4_KX16;
-      to = GgmlType::kQ4_KX16;
-    } else if (t->type == GgmlType::kQ6_K && x16) {
-      repack = RepackQ6_KX16;
-      to = GgmlType::kQ6_KX16;
-    } else if (t->type == GgmlType::kQ5_K && x16) {
-      repack = RepackQ5_KX16;
-      to = GgmlType::kQ5_KX16;
-    } else if (t->type == GgmlType::kQ5_0 && x16) {
-      repack = RepackQ5_0X16;
-      to = GgmlType::kQ5_0X16;
-    } else if (t->type == GgmlType::kQ5_1 && x16) {
-      repack = RepackQ5_1X16;
-      to = GgmlType::kQ5_1X16;
+      repack = RepackQ8_0Rows;
+      to = GgmlType::kQ8_0R;
     }
     const size_t bytes = static_cast<size_t>(t->rows) * t->row_bytes;
     // Paddock file types are stored in the kernels' layout already: with huge pages, the large

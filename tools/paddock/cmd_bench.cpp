@@ -7,6 +7,7 @@
 #include "args.h"
 #include "base/strings.h"
 #include "commands.h"
+#include "kernel_bench.h"
 #include "paddock/paddock.h"
 
 namespace paddock::cli {
@@ -39,6 +40,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--no-int8-act"}, false, "float activations for quantized weights (default: int8 dot products)"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
+      {{"--kernels"}, false, "no model: one core's GEMV streaming rate per weight layout, with and without prefetch (-r rounds, default 9)"},
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
@@ -118,11 +120,22 @@ int CmdBench(int argc, char** argv) {
     }
   }();
   if (args.Has("--help")) {
-    std::fputs(Usage("bench", "-m MODEL [-t THREADS] [-p 512] [-n 128] [-b BATCH] [--json] [--profile]", specs).c_str(), stdout);
+    std::fputs(Usage("bench", "-m MODEL [-t THREADS] [-p 512] [-n 128] [-b BATCH] [--json] [--profile] | --kernels", specs).c_str(), stdout);
     return 0;
   }
   if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
-  if (!args.Has("-m")) throw UsageError("bench needs a model: -m MODEL");
+  if (args.Has("--kernels")) {
+    int rounds = 9;
+    Isa isa = DetectIsa();
+    try {
+      rounds = static_cast<int>(args.Int("-r", 9, 1, 1000));
+      isa = ParseIsa(args.Str("--isa", "auto"));
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    return RunKernelStreamBench(isa, rounds, args.Has("--json"));
+  }
+  if (!args.Has("-m")) throw UsageError("bench needs a model: -m MODEL (or --kernels)");
   EngineOptions eo;
   BenchOptions bo;
   try {
