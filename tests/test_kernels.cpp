@@ -427,6 +427,25 @@ TEST(Kernels, GeluKnownValuesAndAttentionSoftcap) {
 namespace paddock {
 namespace {
 
+// Every fast ISA's GEMM of interleaved type `x16` against `want` (n_tok x rows), and each
+// token alone through the GEMV bit-identical to its row of the batch.
+void ExpectFastIsasMatch(GgmlType x16, const void* w, size_t rb, int cols, int rows, const ActQ8& xq, int n_tok,
+                         const std::vector<float>& want, const char* name) {
+  std::vector<float> got(want.size()), alone(static_cast<size_t>(rows));
+  for (Isa isa : FastIsas()) {
+    const KernelTable& k = GetKernels(isa);
+    k.gemm_q8[static_cast<int>(x16)](w, rb, cols, rows, xq, n_tok, got.data(), rows);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << name << " cols " << cols << " i " << i;
+    }
+    for (int j = 0; j < n_tok; ++j) {
+      k.gemv_q8[static_cast<int>(x16)](w, rb, cols, rows, xq.Token(j, cols), alone.data());
+      ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
+          << IsaName(isa) << " " << name << " cols " << cols << " token " << j << " of " << n_tok;
+    }
+  }
+}
+
 // The 16-row interleaved layouts: every element in its place, the reference kernels equal the
 // file layouts' (rounding only), every ISA's GEMV/GEMM equal the reference, and a token alone
 // bit-identical to the same token in any batch (tiles of 1..8 tokens and remainders).
@@ -453,7 +472,7 @@ TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 29 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
-          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows);
+          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size());
           ref.gemm_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
           ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
           for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
@@ -461,18 +480,7 @@ TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
           ref.gemv[static_cast<int>(base)](w.data(), rb, cols, rows, x.data(), fwant.data());
           ref.gemv[static_cast<int>(x16)](wx.data(), rb, cols, rows, x.data(), fgot.data());
           for (int r = 0; r < rows; ++r) ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + 1));
-          for (Isa isa : FastIsas()) {
-            const KernelTable& k = GetKernels(isa);
-            k.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
-            for (size_t i = 0; i < got.size(); ++i) {
-              ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << tr.name << " cols " << cols;
-            }
-            for (int j = 0; j < n_tok; ++j) {
-              k.gemv_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
-              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
-                  << IsaName(isa) << " " << tr.name << " cols " << cols << " token " << j << " of " << n_tok;
-            }
-          }
+          ASSERT_NO_FATAL_FAILURE(ExpectFastIsasMatch(x16, wx.data(), rb, cols, rows, xq, n_tok, want, tr.name));
         }
       }
     }
@@ -720,7 +728,7 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 67 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
-          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows);
+          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size());
           ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
           if (ref.gemv_q8[static_cast<int>(base)] != nullptr) {  // the file layout's integer reference
             for (int t = 0; t < n_tok; ++t) ref.gemv_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq.Token(t, cols), got.data() + t * rows);
@@ -732,18 +740,7 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
             ref.gemv[static_cast<int>(base)](w.data(), rb, cols, rows, x.data() + static_cast<size_t>(t) * cols, fwant.data());
             for (int r = 0; r < rows; ++r) ASSERT_NEAR(want[t * rows + r], fwant[r], 0.02 * std::sqrt(static_cast<double>(cols)) + 0.01 * std::fabs(fwant[r])) << tr.name;
           }
-          for (Isa isa : FastIsas()) {
-            const KernelTable& k = GetKernels(isa);
-            k.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
-            for (size_t i = 0; i < got.size(); ++i) {
-              ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << tr.name << " cols " << cols << " i " << i;
-            }
-            for (int j = 0; j < n_tok; ++j) {
-              k.gemv_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
-              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
-                  << IsaName(isa) << " " << tr.name << " cols " << cols << " token " << j << " of " << n_tok;
-            }
-          }
+          ASSERT_NO_FATAL_FAILURE(ExpectFastIsasMatch(x16, wx.data(), rb, cols, rows, xq, n_tok, want, tr.name));
         }
       }
     }

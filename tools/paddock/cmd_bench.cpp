@@ -14,6 +14,8 @@ namespace paddock::cli {
 
 void AddKvOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
 extern const std::vector<OptionSpec> kKvSpecs;
+void AddTuningOptions(const Args& args, EngineOptions* eo);
+extern const std::vector<OptionSpec> kTuningSpecs;
 
 namespace {
 
@@ -29,21 +31,13 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
-      {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
-      {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
-      {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
-      {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
-      {{"--no-relayout"}, false, "weights in their file layout (no re-layout for the integer kernels at load)"},
-      {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
-      {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
-      {{"--no-bf16-dot"}, false, "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
-      {{"--no-int8-act"}, false, "float activations for quantized weights (default: int8 dot products)"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
       {{"--kernels"}, false, "no model: one core's GEMV streaming rate per weight layout, with and without prefetch (-r rounds, default 9)"},
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
   return s;
 }
 
@@ -144,15 +138,7 @@ int CmdBench(int argc, char** argv) {
     eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
     eo.isa = args.Str("--isa", "auto");
     if (eo.isa != "auto" && eo.isa != "scalar" && eo.isa != "avx2" && eo.isa != "avx512") throw Error("unknown ISA '" + eo.isa + "' for --isa");
-    eo.int8_activations = !args.Has("--no-int8-act");
-    eo.fuse_qkv = !args.Has("--no-fuse-qkv");
-    eo.fuse_ffn = !args.Has("--no-fuse-ffn");
-    eo.relayout_weights = !args.Has("--no-relayout");
-    eo.huge_pages = !args.Has("--no-hugepages");
-    eo.prefetch = !args.Has("--no-prefetch");
-    eo.bf16_dot = !args.Has("--no-bf16-dot");
-    eo.fuse_attn = !args.Has("--no-fuse-attn");
-    eo.fuse_norm = !args.Has("--no-fuse-norm");
+    AddTuningOptions(args, &eo);
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));

@@ -27,6 +27,32 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
 };
 
+// The optimization switches (each on by default, off to measure its gain alone).
+extern const std::vector<OptionSpec> kTuningSpecs;  // shared with bench
+const std::vector<OptionSpec> kTuningSpecs = {
+    {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
+    {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
+    {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
+    {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
+    {{"--no-relayout"}, false, "weights in their file layout (no re-layout for the integer kernels at load)"},
+    {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
+    {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
+    {{"--no-bf16-dot"}, false, "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
+    {{"--no-int8-act"}, false, "float activations for quantized weights (default: int8 dot products)"},
+};
+
+void AddTuningOptions(const Args& args, EngineOptions* eo) {
+  eo->int8_activations = !args.Has("--no-int8-act");
+  eo->fuse_qkv = !args.Has("--no-fuse-qkv");
+  eo->fuse_ffn = !args.Has("--no-fuse-ffn");
+  eo->fuse_attn = !args.Has("--no-fuse-attn");
+  eo->fuse_norm = !args.Has("--no-fuse-norm");
+  eo->relayout_weights = !args.Has("--no-relayout");
+  eo->huge_pages = !args.Has("--no-hugepages");
+  eo->prefetch = !args.Has("--no-prefetch");
+  eo->bf16_dot = !args.Has("--no-bf16-dot");
+}
+
 namespace {
 
 const std::vector<OptionSpec> kSpecs = RunSpecs();
@@ -54,18 +80,10 @@ std::vector<OptionSpec> RunSpecs() {
     {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
     {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
     {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
-    {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
-    {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
-    {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
-    {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
-    {{"--no-relayout"}, false, "weights in their file layout (no re-layout for the integer kernels at load)"},
-    {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
-    {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
-    {{"--no-bf16-dot"}, false, "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
-    {{"--no-int8-act"}, false, "float activations for quantized weights (default: int8 dot products)"},
     {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
   return s;
 }
 
@@ -166,15 +184,7 @@ int CmdRun(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  eo.int8_activations = !args.Has("--no-int8-act");
-    eo.fuse_qkv = !args.Has("--no-fuse-qkv");
-    eo.fuse_ffn = !args.Has("--no-fuse-ffn");
-    eo.relayout_weights = !args.Has("--no-relayout");
-    eo.huge_pages = !args.Has("--no-hugepages");
-    eo.prefetch = !args.Has("--no-prefetch");
-    eo.bf16_dot = !args.Has("--no-bf16-dot");
-    eo.fuse_attn = !args.Has("--no-fuse-attn");
-    eo.fuse_norm = !args.Has("--no-fuse-norm");
+  AddTuningOptions(args, &eo);
   go.ignore_eos = args.Has("--ignore-eos");
   go.add_bos = !args.Has("--no-bos");
   go.parse_special = args.Has("--special");
