@@ -535,6 +535,7 @@ void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t bl
   const int64_t nb = cols / kElems;
   const size_t rb = static_cast<size_t>(nb) * sizeof(Block);
   auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, rb * static_cast<size_t>(rows));  // puts may OR bits into place
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
     for (int64_t b = 0; b < nb; ++b, out += block_bytes) {
       for (int i = 0; i < kX16Rows; ++i) {
@@ -582,6 +583,15 @@ inline void PutQ5(uint8_t* blk, int i, int k, int q) {
   blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? (q & 15) : (q & 15) << 4);
   blk[256 + Q5HighByte(i, k)] |= static_cast<uint8_t>((q >> 4) << Q5HighBit(k));
 }
+// A Q5_0 / Q5_1 block's 32 quants (nibbles qs, 5th bits qh) into lane i of an X16 block.
+inline void PutQ5Legacy(uint8_t* blk, int i, const uint8_t* qs, const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int k = 0; k < kQK; ++k) {
+    const int nib = k < 16 ? (qs[k] & 15) : (qs[k - 16] >> 4);
+    PutQ5(blk, i, k, nib | static_cast<int>(((qh >> k) & 1) << 4));
+  }
+}
 inline int GetQ5(const uint8_t* blk, int i, int k) {
   const uint8_t byte = blk[Q4Byte(i, k)];
   return (k < 16 ? (byte & 15) : (byte >> 4)) | (((blk[256 + Q5HighByte(i, k)] >> Q5HighBit(k)) & 1) << 4);
@@ -589,34 +599,21 @@ inline int GetQ5(const uint8_t* blk, int i, int k) {
 }  // namespace
 
 void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK) * sizeof(BlockQ5_0));
   RepackX16<BlockQ5_0, kQK>(src, dst, rows, cols, 32 + 320, [](uint8_t* out, int i, const BlockQ5_0& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
-    uint32_t qh;
-    std::memcpy(&qh, in.qh, 4);
-    for (int k = 0; k < kQK; ++k) {
-      const int nib = k < 16 ? (in.qs[k] & 15) : (in.qs[k - 16] >> 4);
-      PutQ5(out + 32, i, k, nib | static_cast<int>(((qh >> k) & 1) << 4));
-    }
+    PutQ5Legacy(out + 32, i, in.qs, in.qh);
   });
 }
 
 void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK) * sizeof(BlockQ5_1));
   RepackX16<BlockQ5_1, kQK>(src, dst, rows, cols, 64 + 320, [](uint8_t* out, int i, const BlockQ5_1& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.m, 2);
-    uint32_t qh;
-    std::memcpy(&qh, in.qh, 4);
-    for (int k = 0; k < kQK; ++k) {
-      const int nib = k < 16 ? (in.qs[k] & 15) : (in.qs[k - 16] >> 4);
-      PutQ5(out + 64, i, k, nib | static_cast<int>(((qh >> k) & 1) << 4));
-    }
+    PutQ5Legacy(out + 64, i, in.qs, in.qh);
   });
 }
 
 void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ5_K));
   RepackX16<BlockQ5_K, kQK_K>(src, dst, rows, cols, 256 + 8 * 320, [](uint8_t* out, int i, const BlockQ5_K& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
@@ -630,9 +627,7 @@ void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
   });
 }
 
-// The nibbles and high bits are OR-ed into place: the destination starts zeroed.
 void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K));
   RepackX16<BlockQ4_K, kQK_K>(src, dst, rows, cols, 256 + 8 * 256, [](uint8_t* out, int i, const BlockQ4_K& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
@@ -647,7 +642,6 @@ void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
 }
 
 void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  std::memset(dst, 0, static_cast<size_t>(rows) * static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K));
   RepackX16<BlockQ6_K, kQK_K>(src, dst, rows, cols, 288 + 8 * 384, [](uint8_t* out, int i, const BlockQ6_K& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     for (int v = 0; v < 4; ++v) std::memcpy(out + 32 + 64 * v + 4 * i, in.scales + 4 * v, 4);
