@@ -28,3 +28,24 @@ ensure_node() {
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PADDOCK_MODELS=${PADDOCK_MODELS:-$ROOT/../shared/models}
 JOBS=${JOBS:-$(nproc)}
+
+# run_ctest DIR LOG [CTEST_ARGS...] : runs CTest in DIR, appends its output to LOG, and fails
+# unless at least one test ran and none failed. (CTest itself exits 0 when it finds no test
+# at all — "No tests were found!!!" — which would let a misconfigured stage pass silently.)
+run_ctest() {
+  local dir=$1 log=$2
+  shift 2
+  local out rc=0
+  out=$(mktemp)
+  (cd "$dir" && ctest "$@") >"$out" 2>&1 || rc=$?
+  cat "$out"
+  cat "$out" >>"$log"
+  local ran
+  ran=$(grep -o 'tests failed out of [0-9]*' "$out" | awk '{s += $5} END {print s + 0}')
+  rm -f "$out"
+  if [ "$ran" -eq 0 ]; then
+    echo "no test ran in $dir (ctest $*): a stage that runs no test fails" >&2
+    return 1
+  fi
+  return "$rc"
+}
