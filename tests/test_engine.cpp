@@ -67,7 +67,8 @@ TEST(Engine, ContextLimitStopsGenerationCleanly) {
   auto e = Stories(32);
   GenerateResult r = e->Generate("Once upon a time", Greedy(100));
   EXPECT_EQ(r.finish, FinishReason::kContext);
-  EXPECT_EQ(r.prompt_tokens + r.generated_tokens, 33);  // 32 positions + the last sampled token
+  // The stop rule of the engine and the service alike: prompt + generated fill the context.
+  EXPECT_EQ(r.prompt_tokens + r.generated_tokens, 32);
   GenerateOptions o = Greedy(5);
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += " Lily";

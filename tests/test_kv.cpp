@@ -14,6 +14,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_manager.h"
 #include "paddock/error.h"
+#include "test_util.h"
 
 namespace paddock {
 namespace {
@@ -68,26 +69,10 @@ TEST(BlockPool, OwnershipCannotChangeDuringAStep) {
 }
 
 ModelConfig TinyConfig(int layers = 2, int kv_heads = 1, int head_dim = 4) {
-  ModelConfig c;
-  c.arch = "llama";
-  c.dim = kv_heads * head_dim;
-  c.n_layers = layers;
-  c.n_heads = kv_heads;
-  c.n_kv_heads = kv_heads;
-  c.head_dim = head_dim;
-  c.ffn_dim = 8;
-  c.n_vocab = 100;
-  c.context_length = 1 << 16;
-  c.rope_dim = head_dim;
-  return c;
+  return test::TinyKvConfig(layers, kv_heads, head_dim);
 }
-
 KvCacheOptions Opts(int block_size, size_t blocks, const ModelConfig& c) {
-  KvCacheOptions o;
-  o.block_size = block_size;
-  o.k_type = o.v_type = KvDtype::kF32;
-  o.memory_bytes = (blocks + 1) * static_cast<size_t>(block_size) * KvBytesPerToken(c, o);  // + null
-  return o;
+  return test::TinyKvOptions(block_size, blocks, c);
 }
 
 TEST(KvManager, PrefixReuseHitsExactBlocksAndLeavesTheLastToken) {

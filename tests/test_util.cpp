@@ -50,4 +50,27 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+ModelConfig TinyKvConfig(int layers, int kv_heads, int head_dim) {
+  ModelConfig c;
+  c.arch = "llama";
+  c.dim = kv_heads * head_dim;
+  c.n_layers = layers;
+  c.n_heads = kv_heads;
+  c.n_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.ffn_dim = 8;
+  c.n_vocab = 100;
+  c.context_length = 1 << 16;
+  c.rope_dim = head_dim;
+  return c;
+}
+
+KvCacheOptions TinyKvOptions(int block_size, size_t blocks, const ModelConfig& c) {
+  KvCacheOptions o;
+  o.block_size = block_size;
+  o.k_type = o.v_type = KvDtype::kF32;
+  o.memory_bytes = (blocks + 1) * static_cast<size_t>(block_size) * KvBytesPerToken(c, o);  // + null
+  return o;
+}
+
 }  // namespace paddock::test

@@ -1,7 +1,10 @@
 // Shared helpers for the tests: where the shared test models live, temp files.
 #pragma once
 
+#include <cstddef>
 #include <string>
+
+#include "kv/kv_manager.h"
 
 namespace paddock::test {
 
@@ -11,5 +14,11 @@ std::string ModelPath(const std::string& name);
 // A fresh path under the system temp directory (removed by the OS, not by the test).
 std::string TempPath(const std::string& stem);
 std::string ReadFile(const std::string& path);
+
+// A model configuration with tiny attention shapes: enough for the KV cache and the
+// scheduler, no weights.
+ModelConfig TinyKvConfig(int layers = 2, int kv_heads = 1, int head_dim = 4);
+// F32 K/V in blocks of block_size tokens, room for exactly `blocks` blocks (+ the null block).
+KvCacheOptions TinyKvOptions(int block_size, size_t blocks, const ModelConfig& c);
 
 }  // namespace paddock::test

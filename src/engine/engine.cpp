@@ -18,6 +18,7 @@
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "engine/engine_impl.h"
+#include "engine/stop_rule.h"
 #include "paddock/paddock.h"
 
 namespace paddock {
@@ -219,12 +220,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   Impl& s = *impl_;
   const Tokenizer& tok = *s.model->tokenizer;
   const int ctx = s.context;
-  if (o.max_tokens < 0) Fail("max tokens %d must not be negative", o.max_tokens);
-  if (prompt.empty()) Fail("empty prompt: nothing to condition on (enable BOS or give text)");
-  if (static_cast<int>(prompt.size()) >= ctx) Fail("prompt of %zu tokens does not fit the context of %d tokens", prompt.size(), ctx);
-  for (const auto& st : o.stop) {
-    if (st.empty()) Fail("stop strings must not be empty");
-  }
+  ValidatePrompt(prompt, ctx, s.model->config.n_vocab, o);
   s.sampler->Reset(o.sampling);
 
   GenerateResult r;
@@ -258,28 +254,30 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   float* mlogits = const_cast<float*>(logits);
   double t_first = 0;
   r.finish = FinishReason::kLength;
+  // The stop rule (engine/stop_rule.h), as the scheduler applies it.
   for (int i = 0; i < o.max_tokens; ++i) {
     const int next = s.sampler->Sample(mlogits, s.history.data(), static_cast<int>(s.history.size()));
     if (i == 0) t_first = NowSeconds();
-    if (!o.ignore_eos && (tok.IsEndOfGeneration(next) || next == tok.bos())) {
+    if (EndsAtToken(tok.IsEndOfGeneration(next) || next == tok.bos(), o.ignore_eos)) {
       r.finish = FinishReason::kEos;
       break;
     }
     s.history.push_back(next);
     r.generated_tokens++;
-    const bool stopped = out.Push(tok, next);
+    const bool stop_string = out.Push(tok, next);
     emit();
-    if (stopped) {
-      r.finish = FinishReason::kStop;
+    const std::optional<FinishReason> why = StopAfterAppend(
+        stop_string, r.generated_tokens, o.max_tokens, static_cast<int>(s.history.size()), ctx);
+    if (why) {
+      r.finish = *why;
       break;
     }
     if (cancelled) {
       r.finish = FinishReason::kCancelled;
       break;
     }
-    if (i + 1 == o.max_tokens) break;
-    if (pos >= ctx || !s.kv->Reserve(seq, pos + 1)) {
-      r.finish = FinishReason::kContext;  // context or KV memory exhausted
+    if (!s.kv->Reserve(seq, pos + 1)) {
+      r.finish = FinishReason::kContext;  // KV memory exhausted
       break;
     }
     const int32_t tok_in = next;

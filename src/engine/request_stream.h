@@ -1,0 +1,31 @@
+// engine/request_stream.h: the state a RequestStream shares with the engine thread (private
+// to the engine layer): the engine thread appends text and sets the result, the caller waits.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "paddock/service.h"
+
+namespace paddock {
+
+struct RequestStream::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;  // produced, not yet read
+  bool done = false;
+  GenerateResult result;
+  double queue_seconds = 0;
+  std::atomic<bool> cancel{false};
+  std::function<void()> wake_engine;
+
+  // Engine thread: text that became final.
+  void Append(std::string_view text);
+  // Engine thread: the end, with the result.
+  void Complete(GenerateResult result, double queue_seconds);
+};
+
+}  // namespace paddock
