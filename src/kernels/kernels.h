@@ -103,6 +103,9 @@ inline void MergeAttention(const float* const* outs, const float* const* mls, in
 
 struct KernelTable {
   Isa isa;
+  // Rows of a weight type are given to threads in multiples of this (16 for the interleaved
+  // layouts, whose kernels advance 16 rows at once; else 1).
+  int32_t row_unit[kGgmlTypeCount];
   GemvFn gemv[kGgmlTypeCount];  // null where the type is not computable
   // Float-activation GEMM (F32, F16, BF16 weights): register tiles of rows x tokens; the GEMV
   // of the same type gives bit-identical results for a token alone. Null where none.

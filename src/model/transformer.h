@@ -20,6 +20,24 @@
 
 namespace paddock {
 
+// Where the forward pass shows its matrix inputs to an ActivationObserver.
+enum class ActSite { kAttnIn, kAttnOut, kFfnIn, kDownIn, kOutput };
+
+// Sees every matrix multiplication's input (n rows of `cols` floats) while set: calibration
+// statistics for quantization (engine/calibration.h). A Transformer without one pays one
+// predictable branch per site.
+class ActivationObserver {
+ public:
+  virtual ~ActivationObserver() = default;
+  virtual void Start(const ModelConfig& cfg) {}
+  // layer: -1 for kOutput (the classifier's input).
+  virtual void Observe(ActSite site, int layer, const float* x, int n, int cols) = 0;
+  virtual void Tokens(int n) {}  // a step ran n tokens
+};
+
+// Upper bound on the parts one attention task's positions are split into.
+constexpr int kAttnMaxSplit = 256;
+
 class Transformer {
  public:
   // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0, Q4_K, Q6_K), quantize each
@@ -47,16 +65,8 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
   // Per-operator timing (null: off).
   void set_profiler(Profiler* p) { prof_ = p; }
-  // Calibration statistics: the sum of squares of every input channel of every matrix
-  // multiplication, over the tokens run while set (null: off). Indexed by layer; `output` is
-  // the classifier's input. Inputs: attn (Q/K/V), attn_out (the output projection), ffn
-  // (gate/up), down.
-  struct ActStats {
-    std::vector<std::vector<double>> attn, attn_out, ffn, down;
-    std::vector<double> output;
-    int64_t tokens = 0;
-  };
-  void set_act_stats(ActStats* s);
+  // Calibration: every matrix input shown to `o` (null: off).
+  void set_observer(ActivationObserver* o);
   // Operator fusions (on by default; switches so each gain can be measured alone):
   // qkv: Q, K and V projections in one parallel pass; ffn: gate and up projections and SwiGLU
   // in one parallel pass.
@@ -80,9 +90,20 @@ class Transformer {
   size_t scratch_bytes() const { return arena_bytes_; }
 
  private:
+  // The layer and its blocks (transformer.cpp).
   void Layer(int l, int n);
+  ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n, const WeightTensor& next);
+  void AddResidual(int n);
+  void PostNorm(const float* w, int n);
+  void AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
+  void FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
+  // Attention (attention.cpp).
+  void StoreKv(int l, int n);
   void Attention(int l, int n);
-  void AttentionFused(int l, int n);
+  void AttentionTiled(int l, int n);
+  // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
+  void QkvEpilogue(const LayerWeights& w, int j, int h0, int h1);
+  // Matrix multiplication (matmul.cpp).
   // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
@@ -90,8 +111,9 @@ class Transformer {
   ActQ8 ActBuffers() const;  // the planned int8 activation buffers
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
+  // Rows are given to threads in multiples of this (the kernel table's row unit).
+  int64_t RowUnit(const WeightTensor& w) const;
   // Rows [begin, end) of w for all n tokens (the unit of work of one thread).
-  static int64_t RowUnit(const WeightTensor& w);
   void MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y,
                   int64_t begin, int64_t end);
   // Returns whether the bias / QK-norm / RoPE epilogue ran inside the fused pass.
@@ -108,14 +130,19 @@ class Transformer {
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;
-  ActStats* stats_ = nullptr;
-  static void Accumulate(std::vector<double>* sums, const float* x, int n, int cols);
+  ActivationObserver* observer_ = nullptr;
+  void Observe(ActSite site, int l, const float* x, int n, int cols) {
+    if (observer_ != nullptr) observer_->Observe(site, l, x, n, cols);
+  }
+  // Runs fn, its wall time counted under `op` when profiling.
+  template <class F>
+  void Timed(ProfOp op, F&& fn) {
+    ProfileScope ps(prof_, op);
+    fn();
+  }
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool bf16_dot_ = true;
   bool pending_residual_ = false;  // xb_ holds the last FFN output, not yet added to x_
-  // x += delta (if given), xb = Norm(x) with (w, b), and xb quantized for `next` where it takes
-  // int8: one pass per token row (fuse_norm_).
-  ActQ8 ResidualNormQuant(const float* delta, const float* w, const float* b, int n, const WeightTensor& next);
   // Runs fn(j) for every token j, over the threads when there are enough tokens.
   template <class F>
   void ForTokens(int n, F&& fn) {
@@ -127,8 +154,6 @@ class Transformer {
       for (int64_t j = b; j < e; ++j) fn(static_cast<int>(j));
     });
   }
-  // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
-  void QkvEpilogue(const LayerWeights& w, int j, int h0, int h1);
   void (*glu_)(float* g, const float* u, int64_t n) = nullptr;  // SwiGLU or GeGLU, from the config
   // y[j] += b for each of n rows of `width` (no-op when b is null: most models have no biases).
   void AddBias(float* y, const float* b, int n, int64_t width) const {

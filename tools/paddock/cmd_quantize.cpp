@@ -25,9 +25,7 @@
 #include "formats/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "kernels/kernels.h"
-#include "kv/kv_manager.h"
-#include "model/transformer.h"
+#include "engine/calibration.h"
 #include "model/weights.h"
 
 namespace paddock::cli {
@@ -165,137 +163,6 @@ bool Encode(const GgufValue& v, std::string* p) {
   return true;
 }
 
-// Sensitivity of each matrix: the KL divergence of the model's next-token distributions when
-// only that matrix is quantized (round trip through `type`), over calibration windows.
-class Sensitivity {
- public:
-  Sensitivity(const std::string& path, const std::string& text, int ctx, int max_windows) : model_(LoadModel(path)), pool_(PhysicalCores()) {
-    const ModelConfig& c = model_->config;
-    ctx_ = std::min(ctx, c.context_length);
-    // int8 activations where the weights have integer kernels (both the reference and each trial
-    // run the same way, so the KL isolates the one swapped matrix).
-    tf_ = std::make_unique<Transformer>(*model_, GetKernels(DetectIsa()), pool_, 256, /*int8_activations=*/true);
-    KvCacheOptions ko;
-    ko.k_type = ko.v_type = KvDtype::kF32;
-    kv_ = std::make_unique<KvManager>(c, ko, ctx_);
-    const auto toks = model_->tokenizer->Encode(text, false);
-    for (size_t w = 0; w < static_cast<size_t>(max_windows); ++w) {
-      const size_t from = w * static_cast<size_t>(ctx_ - 1);
-      if (from + static_cast<size_t>(ctx_ - 1) > toks.size()) break;
-      std::vector<int32_t> win = {model_->tokenizer->bos()};
-      win.insert(win.end(), toks.begin() + static_cast<std::ptrdiff_t>(from), toks.begin() + static_cast<std::ptrdiff_t>(from + ctx_ - 1));
-      windows_.push_back(win);
-    }
-    if (windows_.empty()) Fail("the calibration text is too short for one window of %d tokens", ctx_);
-    auto& w = model_->weights;
-    named_["token_embd.weight"] = &w.tok_embd;
-    if (!c.tied_embeddings) named_["output.weight"] = &w.output;
-    for (int l = 0; l < c.n_layers; ++l) {
-      auto& L = w.layers[static_cast<size_t>(l)];
-      const std::string p = StrFormat("blk.%d.", l);
-      named_[p + "attn_q.weight"] = &L.wq;
-      named_[p + "attn_k.weight"] = &L.wk;
-      named_[p + "attn_v.weight"] = &L.wv;
-      named_[p + "attn_output.weight"] = &L.wo;
-      named_[p + "ffn_gate.weight"] = &L.w_gate;
-      named_[p + "ffn_up.weight"] = &L.w_up;
-      named_[p + "ffn_down.weight"] = &L.w_down;
-    }
-  }
-
-  // Mean squares of every matrix input channel over the calibration windows, by tensor name.
-  std::map<std::string, std::vector<float>> ActivationStats() {
-    Transformer::ActStats st;
-    tf_->set_act_stats(&st);
-    LogProbs();
-    tf_->set_act_stats(nullptr);
-    std::map<std::string, std::vector<float>> out;
-    auto put = [&](const std::string& name, const std::vector<double>& sums) {
-      std::vector<float>& v = out[name];
-      for (double x : sums) v.push_back(static_cast<float>(x / static_cast<double>(std::max<int64_t>(1, st.tokens))) + 1e-12f);
-    };
-    for (int l = 0; l < model_->config.n_layers; ++l) {
-      const std::string p = StrFormat("blk.%d.", l);
-      const size_t li = static_cast<size_t>(l);
-      for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_qkv"}) put(p + m + ".weight", st.attn[li]);
-      put(p + "attn_output.weight", st.attn_out[li]);
-      for (const char* m : {"ffn_gate", "ffn_up"}) put(p + m + ".weight", st.ffn[li]);
-      put(p + "ffn_down.weight", st.down[li]);
-    }
-    put("output.weight", st.output);
-    return out;
-  }
-
-  // KL(reference || with `name` quantized to `type`), or -1 if the tensor is not one it can swap.
-  double Of(const std::string& name, const TypeTraits& type, const float* importance, bool rtn) {
-    auto it = named_.find(name);
-    if (it == named_.end() || !*it->second) return -1;
-    if (ref_.empty()) ref_ = LogProbs();
-    WeightTensor& t = *it->second;
-    const WeightTensor saved = t;
-    const int64_t n = t.rows * t.cols;
-    std::vector<float> f(static_cast<size_t>(n));
-    DequantizeMatrix(t.type, t.data, t.rows, t.cols, f.data());
-    const std::string q = EncodeMatrix(type, f.data(), t.rows, t.cols, importance, rtn);
-    DequantizeMatrix(type.type, reinterpret_cast<const uint8_t*>(q.data()), t.rows, t.cols, f.data());
-    t.type = GgmlType::kF32;
-    t.row_bytes = sizeof(float) * static_cast<size_t>(t.cols);
-    t.data = reinterpret_cast<const uint8_t*>(f.data());
-    if (&t == &model_->weights.tok_embd && model_->config.tied_embeddings) model_->weights.output = t;
-    const std::vector<double> lp = LogProbs();
-    t = saved;
-    if (&t == &model_->weights.tok_embd && model_->config.tied_embeddings) model_->weights.output = t;
-    const size_t V = static_cast<size_t>(model_->config.n_vocab);
-    double kl = 0;
-    const size_t positions = ref_.size() / V;
-    for (size_t p = 0; p < positions; ++p) {
-      for (size_t v = 0; v < V; ++v) kl += std::exp(ref_[p * V + v]) * (ref_[p * V + v] - lp[p * V + v]);
-    }
-    return std::max(0.0, kl / static_cast<double>(positions));
-  }
-
- private:
-  std::vector<double> LogProbs() {
-    const size_t V = static_cast<size_t>(model_->config.n_vocab);
-    std::vector<double> out;
-    for (const auto& win : windows_) {
-      const auto seq = kv_->Create(ctx_);
-      const int n = static_cast<int>(win.size());
-      if (!kv_->Reserve(seq, n)) Fail("calibration: the KV cache cannot hold %d tokens", n);
-      const KvView view = kv_->View(seq);
-      std::vector<Transformer::BatchItem> items;
-      for (int i = 0; i < n; ++i) items.push_back({&win[static_cast<size_t>(i)], 1, i, &view});
-      std::vector<const float*> logits(static_cast<size_t>(n));
-      for (int b = 0; b < n; b += tf_->max_items()) {
-        const int m = std::min(tf_->max_items(), n - b);
-        kv_->BeginStep();
-        tf_->ForwardBatch(items.data() + b, m, logits.data() + b);
-        kv_->EndStep();
-        for (int i = b; i < b + m; ++i) {
-          const float* l = logits[static_cast<size_t>(i)];
-          double mx = l[0], sum = 0;
-          for (size_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(l[v]));
-          for (size_t v = 0; v < V; ++v) sum += std::exp(l[v] - mx);
-          const double lse = mx + std::log(sum);
-          for (size_t v = 0; v < V; ++v) out.push_back(l[v] - lse);
-        }
-        kv_->Commit(seq, win.data() + b, m);
-      }
-      kv_->Free(seq);
-    }
-    return out;
-  }
-
-  std::unique_ptr<LoadedModel> model_;
-  ThreadPool pool_;
-  std::unique_ptr<Transformer> tf_;
-  std::unique_ptr<KvManager> kv_;
-  int ctx_ = 0;
-  std::vector<std::vector<int32_t>> windows_;
-  std::vector<double> ref_;
-  std::map<std::string, WeightTensor*> named_;
-};
-
 }  // namespace
 
 int CmdQuantize(int argc, char** argv) {
@@ -335,7 +202,7 @@ int CmdQuantize(int argc, char** argv) {
   // Calibration: activation statistics (for the activation-aware Paddock types), and the
   // sensitivity measurement of mixed precision.
   const bool rtn = args.Has("--rtn");
-  std::unique_ptr<Sensitivity> sens;
+  std::unique_ptr<Calibration> sens;
   std::map<std::string, std::vector<float>> importance;
   if (args.Has("--calib")) {
     std::ifstream cf(args.Str("--calib"), std::ios::binary);
@@ -344,11 +211,11 @@ int CmdQuantize(int argc, char** argv) {
     ss << cf.rdbuf();
     const int ctx = static_cast<int>(args.Int("--calib-ctx", 128, 16, 4096));
     if (!rtn) {
-      Sensitivity stats(in, ss.str(), ctx, static_cast<int>(args.Int("--calib-windows", 8, 1, 1024)));
+      Calibration stats(in, ss.str(), ctx, static_cast<int>(args.Int("--calib-windows", 8, 1, 1024)));
       importance = stats.ActivationStats();
       std::fprintf(stderr, "paddock: activation statistics from %s\n", args.Str("--calib").c_str());
     }
-    if (args.Has("--target-bpw")) sens = std::make_unique<Sensitivity>(in, ss.str(), ctx, 2);
+    if (args.Has("--target-bpw")) sens = std::make_unique<Calibration>(in, ss.str(), ctx, 2);
   }
   auto importance_of = [&](const std::string& name) -> const float* {
     auto it = importance.find(name);
@@ -382,7 +249,11 @@ int CmdQuantize(int argc, char** argv) {
       total_elems += t.n_elements;
       const TypeTraits* wt = TypeFor(wide, t.name, rows, t.ne[0]);
       if (kept || base->type != TypeFor(target, t.name, rows, t.ne[0])->type || wt == base) continue;
-      const double kl = sens->Of(t.name, *base, importance_of(t.name), rtn);
+      const float* imp = importance_of(t.name);
+      const double kl = sens->Sensitivity(t.name, [&](float* m, int64_t nr, int64_t nc) {
+        const std::string q = EncodeMatrix(*base, m, nr, nc, imp, rtn);
+        DequantizeMatrix(base->type, reinterpret_cast<const uint8_t*>(q.data()), nr, nc, m);
+      });
       if (kl < 0) continue;
       const double extra = 8.0 * (static_cast<double>(RowBytes(*wt, t.ne[0])) - static_cast<double>(RowBytes(*base, t.ne[0]))) * static_cast<double>(rows);
       cands.push_back({t.name, kl, extra});

@@ -1,0 +1,211 @@
+// model/attention.cpp: the attention step of a layer: the Q/K/V epilogue (bias, QK-norm,
+// RoPE), the KV store, and attention itself: tiled (tasks planned over sequences, KV heads
+// and query rows, split over positions when there are fewer tasks than threads) or two-pass.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/transformer.h"
+
+namespace paddock {
+
+void Transformer::QkvEpilogue(const LayerWeights& w, int j, int h0, int h1) {
+  const int hd = cfg_.head_dim, nq = cfg_.n_heads, nkv = cfg_.n_kv_heads;
+  const int half = cfg_.rope_dim / 2;
+  const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
+  for (int h = h0; h < h1; ++h) {
+    if (h < nq + nkv) {  // a query or key head
+      const bool is_q = h < nq;
+      const int hh = is_q ? h : h - nq;
+      float* x = (is_q ? q_ + j * cfg_.q_dim() : kv_k_ + j * cfg_.kv_dim()) + hh * hd;
+      const float* bias = is_q ? w.bq : w.bk;
+      if (bias != nullptr) k_.add(x, bias + hh * hd, hd);
+      const float* norm = is_q ? w.q_norm : w.k_norm;
+      if (norm != nullptr) k_.rmsnorm(x, x, norm, hd, cfg_.norm_eps);
+      if (half > 0) k_.rope(x, 1, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+    } else if (w.bv != nullptr) {
+      const int hh = h - nq - nkv;
+      k_.add(kv_v_ + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
+    }
+  }
+}
+
+// Token j's K and V rows into its sequence's cache at its position.
+void Transformer::StoreKv(int l, int n) {
+  const int hd = cfg_.head_dim;
+  for (int j = 0; j < n; ++j) {
+    const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+    const KvLayerView& cache = kv.layers[l];
+    const int pos = tok_pos_[static_cast<size_t>(j)];
+    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(), cfg_.n_kv_heads, hd);
+    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(), cfg_.n_kv_heads, hd);
+  }
+}
+
+void Transformer::AttentionTiled(int l, int n) {
+  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
+  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const float scale = cfg_.AttentionScale();
+  // One task per run of tokens of one sequence, KV head and kAttnMaxRows of its (token, head)
+  // query rows: the rows share every K/V tile.
+  attn_tasks_.clear();
+  for (int j0 = 0; j0 < n;) {
+    int j1 = j0 + 1;
+    while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)]) ++j1;
+    const int rows = (j1 - j0) * group;
+    for (int g = 0; g < nkv; ++g) {
+      for (int first = 0; first < rows; first += kAttnMaxRows) {
+        attn_tasks_.push_back({j0, g, first, std::min(kAttnMaxRows, rows - first)});
+      }
+    }
+    j0 = j1;
+  }
+  // Fewer tasks than threads over long ranges (decode, few KV heads): split each task's
+  // positions so every thread works, and merge the partial results after.
+  const int threads = pool_.size();
+  const int n_base = static_cast<int>(attn_tasks_.size());
+  int parts = 1;
+  if (n_base < threads && tok_pos_[static_cast<size_t>(n - 1)] + 1 >= 4 * kAttnTile) {
+    parts = std::min({(threads + n_base - 1) / n_base, 2 * threads / n_base, 2 * kAttnMaxSplit});
+  }
+  if (parts > 1) {
+    attn_tasks_.resize(static_cast<size_t>(n_base * parts));  // within the planned capacity
+    for (int i = n_base - 1; i >= 0; --i) {  // expand in place, back to front
+      const AttnTask base = attn_tasks_[static_cast<size_t>(i)];
+      for (int p = 0; p < parts; ++p) {
+        AttnTask t = base;
+        t.part = p;
+        t.parts = parts;
+        attn_tasks_[static_cast<size_t>(i * parts + p)] = t;
+      }
+    }
+  }
+  const size_t part_stride = static_cast<size_t>(kAttnMaxRows) * (hd + 2);
+  const size_t stride = AttendScratchFloats(hd) + static_cast<size_t>(kAttnMaxRows) * hd;
+  auto task = [&](int64_t begin, int64_t end, int t) {
+    float* scratch = attn_scratch_ + static_cast<size_t>(t) * stride;
+    float* qrot = scratch + AttendScratchFloats(hd);
+    const float* q_rows[kAttnMaxRows];
+    float* out_rows[kAttnMaxRows];
+    int lo[kAttnMaxRows], hi[kAttnMaxRows];
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const AttnTask& tk = attn_tasks_[static_cast<size_t>(idx)];
+      const KvView& kv = *tok_view_[static_cast<size_t>(tk.j0)];
+      const KvLayerView& cache = kv.layers[l];
+      const int window = cfg_.LayerWindow(l, kv.window);
+      KvRowsRef kr, vr;
+      kr.base = cache.k;
+      kr.row_bytes = cache.k_row_bytes;
+      kr.type = cache.k_type;
+      vr.base = cache.v;
+      vr.row_bytes = cache.v_row_bytes;
+      vr.type = cache.v_type;
+      kr.table = vr.table = kv.table;
+      kr.block_size = vr.block_size = kv.block_size;
+      const bool rot_k = KvRotated(cache.k_type, hd);
+      for (int r = 0; r < tk.count; ++r) {
+        const int p = tk.first + r;
+        const int j = tk.j0 + p / group, h = tk.g * group + p % group;
+        const int pos = tok_pos_[static_cast<size_t>(j)];
+        hi[r] = pos + 1;
+        lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
+        const float* q = q_ + j * qd + h * hd;
+        if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
+          float* qr = qrot + r * hd;
+          std::memcpy(qr, q, sizeof(float) * hd);
+          Hadamard(qr, hd);
+          q = qr;
+        }
+        q_rows[r] = q;
+        out_rows[r] = att_ + j * qd + h * hd;
+      }
+      if (tk.parts > 1) {  // this part's share of the positions, into its partial slot
+        int t_begin = lo[0], t_end = hi[0];
+        for (int r = 1; r < tk.count; ++r) {
+          t_begin = std::min(t_begin, lo[r]);
+          t_end = std::max(t_end, hi[r]);
+        }
+        const int c0 = t_begin + (t_end - t_begin) * tk.part / tk.parts;
+        const int c1 = t_begin + (t_end - t_begin) * (tk.part + 1) / tk.parts;
+        float* slot = attn_part_ + static_cast<size_t>(idx) * part_stride;
+        for (int r = 0; r < tk.count; ++r) {
+          lo[r] = std::max(lo[r], c0);
+          hi[r] = std::max(lo[r], std::min(hi[r], c1));
+          out_rows[r] = slot + static_cast<size_t>(r) * hd;
+        }
+        k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch,
+                       slot + static_cast<size_t>(kAttnMaxRows) * hd);
+        continue;
+      }
+      k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch, nullptr);
+      if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
+        for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
+      }
+    }
+  };
+  pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()), task);
+  if (parts == 1) return;
+  for (int i = 0; i < n_base; ++i) {  // merge each task's parts, row by row
+    const AttnTask& tk = attn_tasks_[static_cast<size_t>(i * parts)];
+    const KvLayerView& cache = tok_view_[static_cast<size_t>(tk.j0)]->layers[l];
+    for (int r = 0; r < tk.count; ++r) {
+      const float* outs[2 * kAttnMaxSplit];
+      const float* mls[2 * kAttnMaxSplit];
+      for (int p = 0; p < parts; ++p) {
+        const float* slot = attn_part_ + static_cast<size_t>(i * parts + p) * part_stride;
+        outs[p] = slot + static_cast<size_t>(r) * hd;
+        mls[p] = slot + static_cast<size_t>(kAttnMaxRows) * hd + 2 * r;
+      }
+      const int pidx = tk.first + r;
+      const int j = tk.j0 + pidx / group, h = tk.g * group + pidx % group;
+      float* out = att_ + j * qd + h * hd;
+      MergeAttention(outs, mls, parts, hd, out);
+      if (KvRotated(cache.v_type, hd)) Hadamard(out, hd);
+    }
+  }
+}
+
+void Transformer::Attention(int l, int n) {
+  if (fuse_attn_) {
+    AttentionTiled(l, n);
+    return;
+  }
+  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
+  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const float scale = cfg_.AttentionScale();
+  auto task = [&](int64_t begin, int64_t end, int t) {
+    float* scores = scores_ + static_cast<size_t>(t) * ctx_;
+    float* qrot = qrot_ + static_cast<size_t>(t) * hd;
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
+      const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+      const KvLayerView& cache = kv.layers[l];
+      const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
+      const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
+      const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
+      const int window = cfg_.LayerWindow(l, kv.window);
+      const int p = tok_pos_[static_cast<size_t>(j)];
+      const int start = window > 0 ? std::max(0, p - window + 1) : 0;
+      const float* q = q_ + j * qd + h * hd;
+      if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
+        std::memcpy(qrot, q, sizeof(float) * hd);
+        Hadamard(qrot, hd);
+        q = qrot;
+      }
+      const int g = h / group;
+      const int len = p - start + 1;
+      for (int s = 0; s < len; ++s) scores[s] = kdot(q, kv.K(l, start + s), g, nkv, hd) * scale;
+      if (cfg_.attn_softcap > 0) {
+        for (int s = 0; s < len; ++s) scores[s] = cfg_.attn_softcap * std::tanh(scores[s] / cfg_.attn_softcap);
+      }
+      k_.softmax(scores, len);
+      float* out = att_ + j * qd + h * hd;
+      std::memset(out, 0, sizeof(float) * hd);
+      for (int s = 0; s < len; ++s) vaxpy(out, scores[s], kv.V(l, start + s), g, nkv, hd);
+      if (rot_v) Hadamard(out, hd);  // values are stored rotated: rotate the sum back
+    }
+  };
+  pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);
+}
+
+}  // namespace paddock

@@ -1,0 +1,144 @@
+// model/matmul.cpp: matrix multiplication dispatch: the int8 activation buffers, the kernel
+// for a weight type (integer, BF16 dot or float; GEMV for one token, cache-blocked GEMM for
+// several), threads split by the kernel table's row unit, and the fused Q/K/V and gate/up
+// passes.
+#include <algorithm>
+
+#include "model/transformer.h"
+
+namespace paddock {
+
+namespace {
+// Weight bytes per row block in batched matmul: well inside L2 (1-2 MiB per core here).
+constexpr size_t kMatmulBlockBytes = 64 * 1024;
+// Float activations are re-read (4 bytes each) for every block: larger blocks for them.
+constexpr size_t kFloatMatmulBlockBytes = 512 * 1024;
+}  // namespace
+
+bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
+  return int8_ && cols % kQK == 0 && k_.gemv_q8[static_cast<int>(w.type)] != nullptr;
+}
+
+ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
+  if (!TakesInt8(w, cols)) return {};
+  ProfileScope ps(prof_, ProfOp::kQuantizeAct);
+  ForTokens(n, [&](int j) {
+    const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
+    k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
+  });
+  return ActBuffers();
+}
+
+ActQ8 Transformer::ActBuffers() const {
+  ActQ8 q;
+  q.qs = act_qs_.get();
+  q.d = act_d_.get();
+  q.ds = act_ds_.get();
+  return q;
+}
+
+void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n,
+                             float* y, int64_t begin, int64_t end) {
+  const GemvQ8Fn gemv_q8 = xq.qs != nullptr ? k_.gemv_q8[static_cast<int>(w.type)] : nullptr;
+  const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
+  // Float activations: the BF16 dot product for BF16 weights where enabled and present, else
+  // the float GEMM of the type (null: a GEMV per token).
+  const bool bf16_dot = gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_.gemm_bf16_dot != nullptr;
+  const GemmFn gemm = gemv_q8 != nullptr ? nullptr : (bf16_dot ? k_.gemm_bf16_dot : k_.gemm[static_cast<int>(w.type)]);
+  // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
+  auto run = [&](const uint8_t* wr, int64_t nr, int j, float* out) {
+    if (gemv_q8 != nullptr) {
+      gemv_q8(wr, w.row_bytes, w.cols, nr, xq.Token(j, w.cols), out);
+    } else if (bf16_dot) {
+      gemm(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, 1, out, nr);
+    } else {
+      gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, out);
+    }
+  };
+  // One token: the GEMV (bit-identical to the GEMM's result for that token, so a sequence's
+  // results do not depend on its batch-mates; a kernel test holds both to that).
+  if (n == 1) {
+    run(w.data + static_cast<size_t>(begin) * w.row_bytes, end - begin, 0, y + begin);
+    return;
+  }
+  // Several tokens: walk the rows in blocks small enough to stay in cache and run every token
+  // over each block (an integer or float GEMM where the type has one, else a GEMV per token), so each
+  // weight byte comes from memory once per chunk.
+  const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
+  const int64_t unit = RowUnit(w);
+  // Float activations are 4 bytes per element (int8: 1) and every token's must be re-read for
+  // each block: larger blocks for them, so that traffic stays small next to the weights'.
+  const size_t block_bytes = gemv_q8 != nullptr ? kMatmulBlockBytes : kFloatMatmulBlockBytes;
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / w.row_bytes) / unit) * unit;
+  for (int64_t r0 = begin; r0 < end; r0 += block) {
+    const int64_t nr = std::min(block, end - r0);
+    const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
+    if (gemm_q8 != nullptr) {
+      gemm_q8(wr, w.row_bytes, w.cols, nr, xq, n, y + r0, w.rows);
+    } else if (gemm != nullptr) {
+      gemm(wr, w.row_bytes, w.cols, nr, x, n, y + r0, w.rows);
+    } else {
+      for (int j = 0; j < n; ++j) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
+    }
+  }
+}
+
+// Rows are split between threads in the kernel's row unit (whole 16-row groups for the
+// interleaved layouts): the kernel table says, not the file format.
+int64_t Transformer::RowUnit(const WeightTensor& w) const {
+  return k_.row_unit[static_cast<int>(w.type)];
+}
+
+void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {
+  const int64_t u = RowUnit(w);
+  pool_.ParallelFor(w.rows / u, [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
+}
+
+bool Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+  // The fused pass is cut into whole heads, so each thread finishes its heads (bias, QK-norm,
+  // RoPE) while they are in cache; a head must hold whole 16-row groups of interleaved weights.
+  const int hd = cfg_.head_dim;
+  const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
+  if (!fuse_qkv_ || hd % u != 0) {
+    Matmul(L.wq, x, xq, n, q_);
+    Matmul(L.wk, x, xq, n, kv_k_);
+    Matmul(L.wv, x, xq, n, kv_v_);
+    return false;
+  }
+  const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
+  float* ys[3] = {q_, kv_k_, kv_v_};
+  const int heads = cfg_.n_heads + 2 * cfg_.n_kv_heads;
+  pool_.ParallelFor(heads, [&](int64_t hb, int64_t he, int) {
+    const int64_t b = hb * hd, e = he * hd;
+    int64_t base = 0;
+    for (int m = 0; m < 3; ++m) {
+      const int64_t lo = std::max(b, base), hi = std::min(e, base + ws[m]->rows);
+      if (lo < hi) MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
+      base += ws[m]->rows;
+    }
+    for (int j = 0; j < n; ++j) QkvEpilogue(L, j, static_cast<int>(hb), static_cast<int>(he));
+  });
+  return true;
+}
+
+void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+  const int64_t ffn = cfg_.ffn_dim;
+  if (!fuse_ffn_) {
+    Matmul(L.w_gate, x, xq, n, hb_);
+    Matmul(L.w_up, x, xq, n, hb2_);
+    glu_(hb_, hb2_, static_cast<int64_t>(n) * ffn);
+    return;
+  }
+  // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
+  // is still in cache: one fork/join, no separate pass over the hidden activations.
+  const int64_t u = std::max(RowUnit(L.w_gate), RowUnit(L.w_up));  // ffn % u == 0 (layout rule)
+  pool_.ParallelFor(ffn / u, [&](int64_t b, int64_t e, int) {
+    b *= u;
+    e *= u;
+    MatmulRows(L.w_gate, x, xq, n, hb_, b, e);
+    MatmulRows(L.w_up, x, xq, n, hb2_, b, e);
+    for (int j = 0; j < n; ++j) glu_(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);
+  });
+}
+
+}  // namespace paddock
