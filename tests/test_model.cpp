@@ -103,10 +103,16 @@ struct Runner {
   KvManager::SeqId seq = -1;
   Runner(const std::string& path, Isa isa, int threads, int max_batch, KvCacheOptions ko = F32Kv(),
          bool int8_activations = false)
-      : model(LoadModel(path)), pool(threads) {
+      : model(LoadModel(path)), pool(threads), max_batch_(max_batch), int8_(int8_activations) {
     tf = std::make_unique<Transformer>(*model, GetKernels(isa), pool, max_batch, int8_activations);
     kv = std::make_unique<KvManager>(model->config, ko, model->config.context_length);
   }
+  // The same model on another kernel table (e.g. another prefetch mode).
+  void UseKernels(const KernelTable& k) {
+    tf = std::make_unique<Transformer>(*model, k, pool, max_batch_, int8_);
+  }
+  int max_batch_;
+  bool int8_;
   // Logits after the whole sequence, fed token by token (or all at once when `batched`).
   std::vector<float> Run(const std::vector<int32_t>& toks, bool batched) {
     const int V = model->config.n_vocab;
@@ -697,10 +703,9 @@ TEST(Relayout, KQuantMixGivesTheSameLogits) {
       // Q5_K has no integer kernel in its file layout (float activations there).
       const double tol = q5 ? 3e-2 : 1e-5;
       for (Prefetch prefetch : {Prefetch::kAuto, Prefetch::kOff, Prefetch::kAll}) {
-        SetWeightPrefetch(prefetch);
+        relaid.UseKernels(GetKernels(DetectIsa(), prefetch));
         EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << q5 << batched << static_cast<int>(prefetch);
       }
-      SetWeightPrefetch(Prefetch::kAuto);
     }
     std::remove(path.c_str());
   }

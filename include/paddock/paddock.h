@@ -32,7 +32,7 @@ struct EngineOptions {
   bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
   bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load
   bool huge_pages = true;        // re-laid weights on transparent huge pages (madvise)
-  bool prefetch = true;          // software prefetch in the k-quant kernels (process-wide)
+  bool prefetch = true;          // software prefetch in the k-quant kernels (this engine's kernel table)
   bool bf16_dot = true;          // BF16 weights: bf16 activations, AVX-512 BF16 dot products
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),

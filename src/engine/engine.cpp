@@ -89,13 +89,12 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   auto impl = std::make_unique<Impl>();
   impl->model = LoadModel(o.model_path, o.tokenizer_path);
   if (o.relayout_weights && o.int8_activations) RelayoutWeights(impl->model.get(), o.huge_pages);
-  SetWeightPrefetch(o.prefetch);
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
   if (ctx > c.context_length) Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
   const int threads = o.threads > 0 ? o.threads : PhysicalCores();
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa), *impl->pool, o.max_batch, o.int8_activations);
+  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, o.prefetch ? Prefetch::kAuto : Prefetch::kOff), *impl->pool, o.max_batch, o.int8_activations);
   impl->transformer->SetBf16Dot(o.bf16_dot);
   KvCacheOptions ko;
   ko.memory_bytes = o.kv_memory;

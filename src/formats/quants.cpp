@@ -14,6 +14,7 @@
 #include "base/half.h"
 #include "base/strings.h"
 #include "formats/ggml_types.h"
+#include "formats/x16_layout.h"
 
 namespace paddock {
 namespace {
@@ -581,7 +582,7 @@ inline int Q5HighBit(int k) { return (k % 16) / 4 + (k >= 16 ? 4 : 0); }
 // Writes 5-bit quant q of element k of lane i into a block of nibbles followed by the 5th bits.
 inline void PutQ5(uint8_t* blk, int i, int k, int q) {
   blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? (q & 15) : (q & 15) << 4);
-  blk[256 + Q5HighByte(i, k)] |= static_cast<uint8_t>((q >> 4) << Q5HighBit(k));
+  blk[X16LayoutOf(X16Kind::kQ5S).extra + Q5HighByte(i, k)] |= static_cast<uint8_t>((q >> 4) << Q5HighBit(k));
 }
 // A Q5_0 / Q5_1 block's 32 quants (nibbles qs, 5th bits qh) into lane i of an X16 block.
 inline void PutQ5Legacy(uint8_t* blk, int i, const uint8_t* qs, const uint8_t* qh_bytes) {
@@ -594,19 +595,19 @@ inline void PutQ5Legacy(uint8_t* blk, int i, const uint8_t* qs, const uint8_t* q
 }
 inline int GetQ5(const uint8_t* blk, int i, int k) {
   const uint8_t byte = blk[Q4Byte(i, k)];
-  return (k < 16 ? (byte & 15) : (byte >> 4)) | (((blk[256 + Q5HighByte(i, k)] >> Q5HighBit(k)) & 1) << 4);
+  return (k < 16 ? (byte & 15) : (byte >> 4)) | (((blk[X16LayoutOf(X16Kind::kQ5S).extra + Q5HighByte(i, k)] >> Q5HighBit(k)) & 1) << 4);
 }
 }  // namespace
 
 void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ5_0, kQK>(src, dst, rows, cols, 32 + 320, [](uint8_t* out, int i, const BlockQ5_0& in) {
+  RepackX16<BlockQ5_0, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5S, 1), [](uint8_t* out, int i, const BlockQ5_0& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     PutQ5Legacy(out + 32, i, in.qs, in.qh);
   });
 }
 
 void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ5_1, kQK>(src, dst, rows, cols, 64 + 320, [](uint8_t* out, int i, const BlockQ5_1& in) {
+  RepackX16<BlockQ5_1, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5Z, 1), [](uint8_t* out, int i, const BlockQ5_1& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.m, 2);
     PutQ5Legacy(out + 64, i, in.qs, in.qh);
@@ -614,7 +615,7 @@ void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
 }
 
 void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ5_K, kQK_K>(src, dst, rows, cols, 256 + 8 * 320, [](uint8_t* out, int i, const BlockQ5_K& in) {
+  RepackX16<BlockQ5_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5K, 8), [](uint8_t* out, int i, const BlockQ5_K& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
     for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
@@ -622,13 +623,13 @@ void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
       const int j = e / kQK, l = e % kQK;
       const uint8_t byte = in.qs[32 * (j / 2) + l];
       const int q = ((j % 2) == 0 ? (byte & 15) : (byte >> 4)) | (((in.qh[l] >> j) & 1) << 4);
-      PutQ5(out + 256 + 320 * j, i, l, q);
+      PutQ5(out + X16GroupBytes(X16Kind::kQ5K, j), i, l, q);
     }
   });
 }
 
 void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_K, kQK_K>(src, dst, rows, cols, 256 + 8 * 256, [](uint8_t* out, int i, const BlockQ4_K& in) {
+  RepackX16<BlockQ4_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ4K, 8), [](uint8_t* out, int i, const BlockQ4_K& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
     for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
@@ -636,13 +637,13 @@ void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
       const uint8_t byte = in.qs[32 * (e / 64) + e % 32];
       const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
       const int k = e % kQK;
-      out[256 + 256 * (e / kQK) + Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q : q << 4);
+      out[X16GroupBytes(X16Kind::kQ4K, e / kQK) + Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q : q << 4);
     }
   });
 }
 
 void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ6_K, kQK_K>(src, dst, rows, cols, 288 + 8 * 384, [](uint8_t* out, int i, const BlockQ6_K& in) {
+  RepackX16<BlockQ6_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ6K, 8), [](uint8_t* out, int i, const BlockQ6_K& in) {
     std::memcpy(out + 2 * i, &in.d, 2);
     for (int v = 0; v < 4; ++v) std::memcpy(out + 32 + 64 * v + 4 * i, in.scales + 4 * v, 4);
     for (int e = 0; e < kQK_K; ++e) {
@@ -651,9 +652,9 @@ void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
       const int lo = g >= 2 ? (lbyte >> 4) : (lbyte & 15);
       const int hi = (in.qh[32 * h + l] >> (2 * g)) & 3;
       const int k = e % kQK;
-      uint8_t* blk = out + 288 + 384 * (e / kQK);
+      uint8_t* blk = out + X16GroupBytes(X16Kind::kQ6K, e / kQK);
       blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? lo : lo << 4);
-      blk[256 + Q6HighByte(i, k)] |= static_cast<uint8_t>(hi << Q6HighShift(k));
+      blk[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(i, k)] |= static_cast<uint8_t>(hi << Q6HighShift(k));
     }
   });
 }
@@ -697,39 +698,15 @@ namespace {
 
 // Byte geometry of a 16-row group: a prefix (PQ8_C's row scales), then per scale group a
 // header (scales, minimums) and G / 32 quant blocks.
-struct X16Geometry {
+struct X16Geometry {  // formats/x16_layout.h, for one format's group size
   size_t prefix, header, block;
   int blocks_per_group;
   explicit X16Geometry(const X16Format& f)
-      : prefix(f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C ? 64 : 0),
-        header(Header(f.kind)),
-        block(Block(f.kind)),
+      : prefix(X16LayoutOf(f.kind).prefix),
+        header(X16LayoutOf(f.kind).header),
+        block(X16LayoutOf(f.kind).block),
         blocks_per_group(f.group / kQK) {}
   size_t GroupStride() const { return header + static_cast<size_t>(blocks_per_group) * block; }
-  static size_t Header(X16Kind k) {
-    switch (k) {
-      case X16Kind::kQ4Z:
-      case X16Kind::kQ5Z: return 64;
-      case X16Kind::kQ8C:
-      case X16Kind::kS8C: return 0;
-      case X16Kind::kQ4K:
-      case X16Kind::kQ5K: return 256;
-      case X16Kind::kQ6K: return 288;
-      default: return 32;
-    }
-  }
-  static size_t Block(X16Kind k) {
-    switch (k) {
-      case X16Kind::kS8C: return 352;
-      case X16Kind::kQ6K: return 384;
-      case X16Kind::kQ8B:
-      case X16Kind::kQ8C: return 512;
-      case X16Kind::kQ5S:
-      case X16Kind::kQ5Z:
-      case X16Kind::kQ5K: return 320;
-      default: return 256;
-    }
-  }
 };
 
 inline size_t Q8Byte(int i, int k) { return 64 * static_cast<size_t>(k / 4) + 4 * static_cast<size_t>(i) + k % 4; }
@@ -777,7 +754,7 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
     const auto sc = static_cast<int8_t>(sg[32 + 64 * (sub / 4) + 4 * row + sub % 4]);
     const uint8_t byte = quants[Q4Byte(row, k)];
     const int lo = k < 16 ? (byte & 15) : (byte >> 4);
-    const int hi = (quants[256 + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
+    const int hi = (quants[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
     *q = (lo | (hi << 4)) - 32;
     *d = Fp16ToFp32(h) * static_cast<float>(sc);
     return;
@@ -795,7 +772,7 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
   }
   if (f.kind == X16Kind::kS8C) {  // stored or pruned (0)
     const int step = k / 8, grp = k / 4, pos = k % 4;
-    const uint8_t code = quants[288 + 4 * row + step];
+    const uint8_t code = quants[X16LayoutOf(X16Kind::kS8C).extra + 4 * row + step];
     const int c = (grp % 2 == 0) ? (code & 15) : (code >> 4);
     *q = 0;
     for (int j = 0; j < 2; ++j) {
@@ -975,7 +952,7 @@ void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, co
                 blk[32 + 64 * step + 4 * i + 2 * half + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
               }
             }
-            blk[288 + 4 * i + step] = code_byte;
+            blk[X16LayoutOf(X16Kind::kS8C).extra + 4 * i + step] = code_byte;
           }
           const int16_t s16 = static_cast<int16_t>(sum);
           std::memcpy(blk + 2 * i, &s16, 2);

@@ -5,34 +5,34 @@
 
 namespace paddock {
 
-namespace detail {
-std::atomic<int> weight_prefetch{static_cast<int>(Prefetch::kAuto)};
-}
-
 namespace {
 // What every table shares: the row unit of each weight type.
 KernelTable Finish(KernelTable k) {
   for (int t = 0; t < kGgmlTypeCount; ++t) k.row_unit[t] = IsX16(static_cast<GgmlType>(t)) ? kX16Rows : 1;
   return k;
 }
+KernelTable Avx512(Prefetch prefetch) {
+  KernelTable k = avx512::MakeTable(prefetch);
+  if (CpuHasAvx512Bf16()) k.gemm_bf16_dot = avx512bf16::GemmBf16Dot;
+  return Finish(k);
+}
 }  // namespace
 
-const KernelTable& GetKernels(Isa isa) {
+const KernelTable& GetKernels(Isa isa, Prefetch prefetch) {
   if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) {
     Fail("this CPU cannot run %s kernels", IsaName(isa));
   }
+  const int pf = static_cast<int>(prefetch);
+  if (pf < 0 || pf > 2) Fail("unknown prefetch mode %d", pf);
   switch (isa) {
     case Isa::kAvx512: {
-      static const KernelTable t = [] {
-        KernelTable k = avx512::MakeTable();
-        if (CpuHasAvx512Bf16()) k.gemm_bf16_dot = avx512bf16::GemmBf16Dot;
-        return Finish(k);
-      }();
-      return t;
+      static const KernelTable t[3] = {Avx512(Prefetch::kOff), Avx512(Prefetch::kAuto), Avx512(Prefetch::kAll)};
+      return t[pf];
     }
     case Isa::kAvx2: {
-      static const KernelTable t = Finish(avx2::MakeTable());
-      return t;
+      static const KernelTable t[3] = {Finish(avx2::MakeTable(Prefetch::kOff)), Finish(avx2::MakeTable(Prefetch::kAuto)),
+                                       Finish(avx2::MakeTable(Prefetch::kAll))};
+      return t[pf];
     }
     case Isa::kScalar: break;
   }

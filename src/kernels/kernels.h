@@ -10,7 +10,6 @@
 // row-major in its GGML encoding; activations are float32.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -101,8 +100,19 @@ inline void MergeAttention(const float* const* outs, const float* const* mls, in
   for (int d = 0; d < hd; ++d) out[d] *= inv;
 }
 
+// Software prefetch of the weight stream in the interleaved kernels, kWeightPrefetchBytes
+// ahead. kAuto (the default): in the kinds where it was measured to help (the k-quants;
+// `paddock bench --kernels` measures every kind with and without); kAll: every interleaved
+// kind (for that measurement); kOff. Chosen when a table is built (GetKernels): each mode has
+// its own table, so the kernels test it at compile time and no global state is read.
+constexpr size_t kWeightPrefetchBytes = 4096;
+enum class Prefetch : int { kOff = 0, kAuto = 1, kAll = 2 };
+// The interleaved kinds that prefetch under kAuto.
+constexpr bool PrefetchesByDefault(X16Kind k) { return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K; }
+
 struct KernelTable {
   Isa isa;
+  Prefetch prefetch;  // the interleaved kernels' weight prefetch (see below)
   // Rows of a weight type are given to threads in multiples of this (16 for the interleaved
   // layouts, whose kernels advance 16 rows at once; else 1).
   int32_t row_unit[kGgmlTypeCount];
@@ -159,23 +169,9 @@ struct KernelTable {
   AttendRowsFn attend_rows;
 };
 
-// Software prefetch of the weight stream in the interleaved kernels, kWeightPrefetchBytes
-// ahead. kAuto (the default): in the kinds where it was measured to help (the k-quants;
-// `paddock bench --kernels` measures every kind with and without); kAll: every interleaved
-// kind (for that measurement); kOff. A process-wide switch, read once per weight block.
-constexpr size_t kWeightPrefetchBytes = 4096;
-enum class Prefetch : int { kOff = 0, kAuto = 1, kAll = 2 };
-namespace detail {
-extern std::atomic<int> weight_prefetch;
-}
-inline void SetWeightPrefetch(Prefetch p) { detail::weight_prefetch.store(static_cast<int>(p), std::memory_order_relaxed); }
-inline void SetWeightPrefetch(bool on) { SetWeightPrefetch(on ? Prefetch::kAuto : Prefetch::kOff); }
-inline Prefetch WeightPrefetch() { return static_cast<Prefetch>(detail::weight_prefetch.load(std::memory_order_relaxed)); }
-// The interleaved kinds that prefetch under kAuto.
-constexpr bool PrefetchesByDefault(X16Kind k) { return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K; }
 
-// The table for `isa` (which the CPU must support).
-const KernelTable& GetKernels(Isa isa);
+// The table for `isa` (which the CPU must support), with the given weight prefetch.
+const KernelTable& GetKernels(Isa isa, Prefetch prefetch = Prefetch::kAuto);
 // The reference table.
 inline const KernelTable& ReferenceKernels() { return GetKernels(Isa::kScalar); }
 

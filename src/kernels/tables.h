@@ -7,8 +7,8 @@ namespace paddock {
 KernelTable MakeScalarTable();
 // Fills the kv_store entries (shared by every table).
 void SetKvStoreKernels(KernelTable* t);
-namespace avx2 { KernelTable MakeTable(); }
-namespace avx512 { KernelTable MakeTable(); }
+namespace avx2 { KernelTable MakeTable(Prefetch prefetch); }
+namespace avx512 { KernelTable MakeTable(Prefetch prefetch); }
 namespace avx512bf16 {
 void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok, float* y, int64_t ldy);
 }

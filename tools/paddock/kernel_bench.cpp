@@ -1,6 +1,6 @@
 // paddock bench --kernels: how fast one core streams each weight type's GEMV from memory, with
 // and without the software prefetch of the weight stream (the measurement behind the choice of
-// the kinds that prefetch, simd.cpp). No model needed.
+// the kinds that prefetch, kernels/simd/gemm_x16.cpp). No model needed.
 #include "kernel_bench.h"
 
 #include <algorithm>
@@ -20,6 +20,8 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
   constexpr int64_t kCols = 2048, kRows = 5632;
   constexpr int kMats = 24;
   const KernelTable& k = GetKernels(isa);
+  // The same kernels with the prefetch on for every kind, and off.
+  const KernelTable* tables[2] = {&GetKernels(isa, Prefetch::kAll), &GetKernels(isa, Prefetch::kOff)};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> wf(static_cast<size_t>(kCols * kRows)), x(kCols), y(kRows);
@@ -32,7 +34,6 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
   a.qs = qs.data();
   a.d = d.data();
   a.ds = ds.data();
-  const Prefetch saved = WeightPrefetch();
   if (json) std::printf("{\"isa\": \"%s\", \"rounds\": %d, \"types\": [", IsaName(isa), rounds);
   if (!json) std::printf("one core streaming a %lld x %lld GEMV from memory, %s kernels, medians of %d\n%-8s %-9s %14s %14s\n", static_cast<long long>(kRows),
                          static_cast<long long>(kCols), IsaName(isa), rounds, "type", "layout", "prefetch GB/s", "no prefetch");
@@ -48,11 +49,10 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
     tr.from_float(wf.data(), file.data(), kCols * kRows);
     std::vector<std::vector<uint8_t>> mats(kMats, std::vector<uint8_t>(bytes));
     for (auto& m : mats) repack(file.data(), m.data(), kRows, kCols);
-    const GemvQ8Fn gemv = k.gemv_q8[static_cast<int>(to)];
     std::vector<double> gbs[2];
     for (int r = 0; r < rounds + 1; ++r) {
       for (int pf = 0; pf < 2; ++pf) {
-        SetWeightPrefetch(pf == 0 ? Prefetch::kAll : Prefetch::kOff);
+        const GemvQ8Fn gemv = tables[pf]->gemv_q8[static_cast<int>(to)];
         const auto t0 = std::chrono::steady_clock::now();
         for (const auto& m : mats) gemv(m.data(), rb, kCols, kRows, a, y.data());
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -73,7 +73,6 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
     first = false;
   }
   if (json) std::printf("]}\n");
-  SetWeightPrefetch(saved);
   return 0;
 }
 

@@ -1,15 +1,16 @@
-// kernels/simd_vec.h: a minimal float-vector abstraction so that simd.cpp is written once and
-// compiled per instruction set. Only what the kernels need; every function is inline.
+// kernels/simd/vec_avx512.h: the vector primitives on AVX-512 (F, BW, DQ, VL, VNNI): the only
+// place the kernel families meet AVX-512 intrinsics directly, besides the ISA's own x16 tile.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "formats/ggml_types.h"
+
 namespace paddock {
 namespace PADDOCK_ISA_NS {
 
-#if defined(__AVX512F__)
 struct VecF {
   __m512 v;
 };
@@ -60,65 +61,54 @@ inline VecM CmpGe(VecF a, VecF b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_GE
 inline VecM CmpLt(VecF a, VecF b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)}; }
 inline VecM And(VecM a, VecM b) { return {static_cast<__mmask16>(a.m & b.m)}; }
 inline VecF Select(VecM m, VecF a, VecF b) { return {_mm512_mask_blend_ps(m.m, b.v, a.v)}; }
-#else  // AVX2 + FMA + F16C
-struct VecF {
-  __m256 v;
-};
-constexpr int kLanes = 8;
-inline VecF Zero() { return {_mm256_setzero_ps()}; }
-inline VecF Set1(float a) { return {_mm256_set1_ps(a)}; }
-inline VecF Load(const float* p) { return {_mm256_loadu_ps(p)}; }
-inline void Store(float* p, VecF a) { _mm256_storeu_ps(p, a.v); }
-inline VecF Add(VecF a, VecF b) { return {_mm256_add_ps(a.v, b.v)}; }
-inline VecF Sub(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }
-inline VecF Mul(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
-inline VecF Max(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
-inline VecF Fma(VecF a, VecF b, VecF c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
-inline float ReduceAdd(VecF a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+inline VecF Min(VecF a, VecF b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline VecF RoundNearest(VecF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// p * 2^n for integral n.
+inline VecF Ldexp(VecF p, VecF n) { return {_mm512_scalef_ps(p.v, n.v)}; }
+
+// Float GEMM register tile: rows per tile (4 x 4 tokens of 512-bit accumulators).
+constexpr int kFloatRows = 4;
+// Tokens per register tile of the interleaved integer kernels (Q6_K keeps two int32
+// accumulators per token, so it takes fewer).
+constexpr int X16MaxTile(X16Kind k) { return k == X16Kind::kQ6K ? 6 : 8; }
+#define PADDOCK_X16_TILE_HEADER "kernels/simd/x16_tile_avx512.h"
+
+// 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): VNNI.
+inline __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-inline float ReduceMax(VecF a) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+
+// Final reduction of the even/odd-block accumulators. The AVX-512 GEMM keeps the same two
+// accumulators in one register and reduces it this way; the GEMV reduces the same way, so a
+// one-token GEMV is bit-identical to the same token in a batched GEMM (batch invariance).
+inline float ReducePair(__m256 acc0, __m256 acc1) {
+  return _mm512_reduce_add_ps(_mm512_insertf32x8(_mm512_castps256_ps512(acc0), acc1, 1));
 }
-inline VecF LoadF16(const uint16_t* p) {
-  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+// Q4_0 nibbles as 32 unsigned bytes in element order (low nibbles: 0..15, high: 16..31).
+inline __m256i UnpackQ4(const uint8_t* qs) {
+  const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i shifted = _mm256_srlv_epi16(raw, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
+  return _mm256_and_si256(shifted, _mm256_set1_epi8(15));
 }
-inline VecF LoadBf16(const uint16_t* p) {
-  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return {_mm256_castsi256_ps(_mm256_slli_epi32(w, 16))};
+// Runs `iters` iterations of 8 independent int8 dot-product instructions; returns the int8
+// operations done (multiply + add = 2): the machine's integer peak, for benchmarks.
+inline int64_t DotProductPeak(int64_t iters) {
+  __m512i a[8];
+  for (int k = 0; k < 8; ++k) a[k] = _mm512_set1_epi32(k);
+  const __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 8; ++k) a[k] = _mm512_dpbusd_epi32(a[k], u, v);
+  }
+  __m512i s = a[0];
+  for (int k = 1; k < 8; ++k) s = _mm512_add_epi32(s, a[k]);
+  volatile int sink = _mm_cvtsi128_si32(_mm512_castsi512_si128(s));  // keeps the work alive
+  (void)sink;
+  return iters * 8 * 64 * 2;
 }
-inline VecF LoadI8(const int8_t* p) {
-  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
-}
-struct VecI {
-  __m256i v;
-};
-inline VecI LoadU8(const uint8_t* p) {
-  return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))};
-}
-inline VecI SetI(int32_t a) { return {_mm256_set1_epi32(a)}; }
-inline VecI LaneIndex() { return {_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)}; }
-inline VecI AddI(VecI a, VecI b) { return {_mm256_add_epi32(a.v, b.v)}; }
-inline VecI AndI(VecI a, VecI b) { return {_mm256_and_si256(a.v, b.v)}; }
-inline VecI OrI(VecI a, VecI b) { return {_mm256_or_si256(a.v, b.v)}; }
-inline VecI ShrV(VecI a, VecI s) { return {_mm256_srlv_epi32(a.v, s.v)}; }
-inline VecI ShlV(VecI a, VecI s) { return {_mm256_sllv_epi32(a.v, s.v)}; }
-inline VecF ToFloat(VecI a) { return {_mm256_cvtepi32_ps(a.v)}; }
-struct VecM {
-  __m256 m;
-};
-inline VecF Div(VecF a, VecF b) { return {_mm256_div_ps(a.v, b.v)}; }
-inline VecM CmpGe(VecF a, VecF b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GE_OQ)}; }
-inline VecM CmpLt(VecF a, VecF b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
-inline VecM And(VecM a, VecM b) { return {_mm256_and_ps(a.m, b.m)}; }
-inline VecF Select(VecM m, VecF a, VecF b) { return {_mm256_blendv_ps(b.v, a.v, m.m)}; }
-#endif
 
 }  // namespace PADDOCK_ISA_NS
 }  // namespace paddock

@@ -1,0 +1,105 @@
+// kernels/simd/common.h: helpers shared by the per-ISA kernel families (each family file is
+// compiled once per instruction set, PADDOCK_ISA_NS = avx2 | avx512). Intrinsics live in the
+// vector headers (vec.h); here only code written once over them. Internal to kernels/simd.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "base/half.h"
+#include "formats/x16_layout.h"
+#include "kernels/kv_rows.h"
+#include "kernels/simd/vec.h"
+#include "kernels/tables.h"
+
+namespace paddock {
+namespace PADDOCK_ISA_NS {
+
+inline float Dot(const float* a, const float* b, int64_t n) {
+  VecF s0 = Zero(), s1 = Zero(), s2 = Zero(), s3 = Zero();
+  int64_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    s0 = Fma(Load(a + i), Load(b + i), s0);
+    s1 = Fma(Load(a + i + kLanes), Load(b + i + kLanes), s1);
+    s2 = Fma(Load(a + i + 2 * kLanes), Load(b + i + 2 * kLanes), s2);
+    s3 = Fma(Load(a + i + 3 * kLanes), Load(b + i + 3 * kLanes), s3);
+  }
+  for (; i + kLanes <= n; i += kLanes) s0 = Fma(Load(a + i), Load(b + i), s0);
+  float s = ReduceAdd(Add(Add(s0, s1), Add(s2, s3)));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <class LoadFn, class ScalarFn>
+inline float DotHalf(const uint16_t* w, const float* x, int64_t n, LoadFn load, ScalarFn scalar) {
+  VecF s0 = Zero(), s1 = Zero();
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    s0 = Fma(load(w + i), Load(x + i), s0);
+    s1 = Fma(load(w + i + kLanes), Load(x + i + kLanes), s1);
+  }
+  for (; i + kLanes <= n; i += kLanes) s0 = Fma(load(w + i), Load(x + i), s0);
+  float s = ReduceAdd(Add(s0, s1));
+  for (; i < n; ++i) s += scalar(w[i]) * x[i];
+  return s;
+}
+
+// Dot of 32 int8 quants with 32 floats.
+inline VecF DotBlock32(const int8_t* q, const float* x, VecF acc) {
+  for (int j = 0; j < 32; j += kLanes) acc = Fma(LoadI8(q + j), Load(x + j), acc);
+  return acc;
+}
+
+// (byte >> shift) & mask for kLanes consecutive bytes.
+inline VecI Bits(const uint8_t* p, int shift, int mask) {
+  return AndI(ShrV(LoadU8(p), SetI(shift)), SetI(mask));
+}
+
+// Per-block sums of x over 32-element blocks, computed once per GEMV call and shared by all
+// rows (the min/offset terms of the affine formats need them).
+constexpr int kMaxBlockSums = 8192;  // cols up to 262144
+
+inline void BlockSums(const float* x, int64_t cols, float* sums) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    VecF s = Zero();
+    for (int j = 0; j < kQK; j += kLanes) s = Add(s, Load(x + b * kQK + j));
+    sums[b] = ReduceAdd(s);
+  }
+}
+
+// sum_j q_j * x_j over one 32-element legacy block: low nibbles (+ fifth bit) are elements
+// 0..15, high nibbles 16..31; qh (may be null) holds bit j of element j.
+inline VecF DotQ4Legacy(const uint8_t* qs, const uint8_t* qh_bytes, const float* x) {
+  VecF acc = Zero();
+  uint32_t qh = 0;
+  if (qh_bytes != nullptr) std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; j += kLanes) {
+    VecI lo = Bits(qs + j, 0, 15), hi = Bits(qs + j, 4, 15);
+    if (qh_bytes != nullptr) {
+      const VecI idx = AddI(LaneIndex(), SetI(j));
+      lo = OrI(lo, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), idx), SetI(1)), SetI(4)));
+      hi = OrI(hi, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), AddI(idx, SetI(16))), SetI(1)), SetI(4)));
+    }
+    acc = Fma(ToFloat(lo), Load(x + j), acc);
+    acc = Fma(ToFloat(hi), Load(x + 16 + j), acc);
+  }
+  return acc;
+}
+
+// y += a * x
+inline void Axpy(float* y, float a, const float* x, int64_t n) {
+  const VecF va = Set1(a);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) Store(y + i, Fma(va, Load(x + i), Load(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// Per-ISA family setters: each fills its entries of the table (table.cpp calls them all).
+void SetFloatKernels(KernelTable* t);
+void SetElementwiseKernels(KernelTable* t);
+void SetInt8Kernels(KernelTable* t);
+void SetX16Kernels(KernelTable* t, Prefetch prefetch);
+void SetAttentionKernels(KernelTable* t);
+
+}  // namespace PADDOCK_ISA_NS
+}  // namespace paddock

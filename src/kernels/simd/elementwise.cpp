@@ -1,0 +1,124 @@
+// kernels/simd/elementwise.cpp: norms, softmax, gated activations, vector adds, RoPE. Compiled once per ISA.
+#include "kernels/simd/common.h"
+
+namespace paddock {
+namespace PADDOCK_ISA_NS {
+namespace {
+
+void RmsNorm(float* out, const float* x, const float* w, int64_t n, float eps) {
+  const float ss = Dot(x, x, n);
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  const VecF vi = Set1(inv);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) Store(out + i, Mul(Mul(Load(x + i), vi), Load(w + i)));
+  for (; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void LayerNorm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+  VecF acc = Zero();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = Add(acc, Load(x + i));
+  float sum = ReduceAdd(acc);
+  for (; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  const VecF vm = Set1(mean);
+  acc = Zero();
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    const VecF d = Sub(Load(x + i), vm);
+    acc = Fma(d, d, acc);
+  }
+  float var = ReduceAdd(acc);
+  for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  const VecF vi = Set1(inv);
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    const VecF y = Mul(Mul(Sub(Load(x + i), vm), vi), Load(w + i));
+    Store(out + i, b != nullptr ? Add(y, Load(b + i)) : y);
+  }
+  for (; i < n; ++i) out[i] = (x[i] - mean) * inv * w[i] + (b != nullptr ? b[i] : 0.0f);
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  int64_t i = 0;
+  if (n >= kLanes) {
+    VecF m = Load(x);
+    for (i = kLanes; i + kLanes <= n; i += kLanes) m = Max(m, Load(x + i));
+    mx = ReduceMax(m);
+  }
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0;
+  for (i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const VecF inv = Set1(1.0f / sum);
+  for (i = 0; i + kLanes <= n; i += kLanes) Store(x + i, Mul(Load(x + i), inv));
+  for (; i < n; ++i) x[i] *= 1.0f / sum;
+}
+
+void SiluMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+// GELU (tanh form) as tanh(y) = 1 - 2 / (exp(2y) + 1), in float.
+void GeluMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float y = 0.7978845608f * (x + 0.044715f * x * x * x);
+    const float t = y > 15.0f ? 1.0f : (y < -15.0f ? -1.0f : 1.0f - 2.0f / (std::exp(2.0f * y) + 1.0f));
+    g[i] = 0.5f * x * (1.0f + t) * (u != nullptr ? u[i] : 1.0f);
+  }
+}
+
+void AddVec(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) Store(y + i, Add(Load(y + i), Load(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+void Rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+          bool half_split) {
+  const int half = rope_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    if (half_split) {
+      int i = 0;
+      for (; i + kLanes <= half; i += kLanes) {
+        const VecF v0 = Load(v + i), v1 = Load(v + half + i);
+        const VecF c = Load(cos + i), s = Load(sin + i);
+        Store(v + i, Sub(Mul(v0, c), Mul(v1, s)));
+        Store(v + half + i, Fma(v0, s, Mul(v1, c)));
+      }
+      for (; i < half; ++i) {
+        const float v0 = v[i], v1 = v[i + half];
+        v[i] = v0 * cos[i] - v1 * sin[i];
+        v[i + half] = v0 * sin[i] + v1 * cos[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float v0 = v[2 * i], v1 = v[2 * i + 1];
+        v[2 * i] = v0 * cos[i] - v1 * sin[i];
+        v[2 * i + 1] = v0 * sin[i] + v1 * cos[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void SetElementwiseKernels(KernelTable* t) {
+  t->dot = Dot;
+  t->rmsnorm = RmsNorm;
+  t->softmax = Softmax;
+  t->silu_mul = SiluMul;
+  t->gelu_mul = GeluMul;
+  t->layernorm = LayerNorm;
+  t->add = AddVec;
+  t->axpy = Axpy;
+  t->rope = Rope;
+}
+
+}  // namespace PADDOCK_ISA_NS
+}  // namespace paddock

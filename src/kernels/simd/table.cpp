@@ -1,0 +1,20 @@
+// kernels/simd/table.cpp: this ISA's kernel table, from the families' setters.
+#include "kernels/simd/common.h"
+
+namespace paddock {
+namespace PADDOCK_ISA_NS {
+
+KernelTable MakeTable(Prefetch prefetch) {
+  KernelTable t{};
+  t.isa = kLanes == 16 ? Isa::kAvx512 : Isa::kAvx2;
+  t.prefetch = prefetch;
+  SetFloatKernels(&t);
+  SetElementwiseKernels(&t);
+  SetInt8Kernels(&t);
+  SetX16Kernels(&t, prefetch);
+  SetAttentionKernels(&t);
+  return t;
+}
+
+}  // namespace PADDOCK_ISA_NS
+}  // namespace paddock
