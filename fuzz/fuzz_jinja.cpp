@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/jinja.h"
+#include "chat/jinja.h"
 #include "paddock/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -100,7 +100,7 @@ TEST(Chat, EndOfTurnTokensEndGeneration) {
 }  // namespace
 }  // namespace paddock
 
-#include "engine/jinja.h"
+#include "chat/jinja.h"
 
 namespace paddock {
 namespace {

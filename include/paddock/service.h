@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "paddock/paddock.h"
+#include "paddock/engine.h"
 
 namespace paddock {
 

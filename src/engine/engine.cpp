@@ -19,7 +19,7 @@
 #include "model/weights.h"
 #include "engine/engine_impl.h"
 #include "engine/stop_rule.h"
-#include "paddock/paddock.h"
+#include "paddock/engine.h"
 
 namespace paddock {
 

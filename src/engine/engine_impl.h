@@ -10,7 +10,7 @@
 #include "kv/kv_manager.h"
 #include "model/transformer.h"
 #include "model/weights.h"
-#include "paddock/paddock.h"
+#include "paddock/engine.h"
 
 namespace paddock {
 

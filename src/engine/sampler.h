@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "paddock/paddock.h"
+#include "paddock/engine.h"
 
 namespace paddock {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kv/kv_manager.h"
-#include "paddock/paddock.h"
+#include "paddock/engine.h"
 
 namespace paddock {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "paddock/paddock.h"
+#include "paddock/engine.h"
 
 namespace paddock {
 

@@ -5,7 +5,7 @@
 
 #include "base/strings.h"
 #include "base/timer.h"
-#include "paddock/paddock.h"
+#include "paddock/eval.h"
 
 namespace paddock {
 namespace {

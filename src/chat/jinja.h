@@ -1,4 +1,4 @@
-// engine/jinja.h: the subset of Jinja that chat templates use.
+// chat/jinja.h: the subset of Jinja that chat templates use.
 //
 // Enough for the templates shipped in GGUF files of the common families (Llama 2/3, ChatML /
 // Qwen, Mistral, Phi-3, Gemma, Zephyr...): text, {{ expressions }}, {% if / elif / else %},
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "paddock/paddock.h"
+#include "paddock/chat.h"
 
 namespace paddock {
 

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "base/strings.h"
-#include "engine/jinja.h"
-#include "paddock/paddock.h"
+#include "chat/jinja.h"
+#include "paddock/chat.h"
 
 namespace paddock {
 namespace {

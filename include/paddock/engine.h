@@ -1,0 +1,222 @@
+// paddock/engine.h: loading a model and generating text: the core of the public C++ API.
+//
+// An Engine owns one loaded model, its kernels, threads and KV cache, and generates text for
+// one sequence at a time with a per-piece streaming callback. Many requests at once (continuous
+// batching, admission, preemption) go through paddock::Service (paddock/service.h), which
+// takes the engine over.
+// Chat formatting (paddock/chat.h) and evaluation (paddock/eval.h) are clients of the engine.
+// Errors are reported by throwing paddock::Error with a one-line message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paddock/error.h"
+
+namespace paddock {
+
+struct EngineOptions {
+  std::string model_path;      // GGUF or llama2.c checkpoint
+  std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
+  int threads = 0;             // 0: one per physical core
+  std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
+  int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
+  int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
+  bool int8_activations = true;  // integer dot products for Q8_0/Q4_0/Q4_K/Q6_K (switch to measure)
+  bool fuse_qkv = true;          // Q/K/V projections in one parallel pass
+  bool fuse_ffn = true;          // gate/up projections + SwiGLU in one parallel pass
+  bool fuse_norm = true;         // residual add + norm + int8 quantization in one pass per token
+  bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
+  bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load
+  bool huge_pages = true;        // re-laid weights on transparent huge pages (madvise)
+  bool prefetch = true;          // software prefetch in the k-quant kernels (this engine's kernel table)
+  bool bf16_dot = true;          // BF16 weights: bf16 activations, AVX-512 BF16 dot products
+  // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
+  // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
+  // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).
+  uint64_t kv_memory = 0;
+  int kv_tokens = 0;           // with kv_memory 0: size the pool for this many tokens (0: context)
+  int kv_sequences = 1;        // with both 0: room for this many full-context sequences, at most
+                               // 30% of the available memory (servers set their batch size)
+  int kv_block_size = 16;
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
+  std::string kv_layer_types;
+  bool prefix_cache = true;
+  int sliding_window = -1;
+};
+
+struct SamplingParams {
+  float temperature = 0.8f;    // 0: greedy
+  int top_k = 40;              // 0: off
+  float top_p = 0.95f;         // 1: off
+  float min_p = 0.05f;         // 0: off
+  float repeat_penalty = 1.0f; // 1: off (divides positive logits, multiplies negative ones)
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int penalty_last_n = 64;     // tokens the penalties look back over
+  uint64_t seed = 0x5eed;
+};
+
+struct GenerateOptions {
+  int max_tokens = 256;        // tokens to generate
+  bool ignore_eos = false;     // keep going past end-of-sequence (benchmarks)
+  bool add_bos = true;
+  bool parse_special = false;  // control tokens spelled in the prompt become tokens
+  std::vector<std::string> stop;  // stop strings (excluded from the output)
+  SamplingParams sampling;
+};
+
+enum class FinishReason { kLength, kEos, kStop, kContext, kCancelled, kTimeout };
+constexpr int kFinishReasons = 6;
+const char* FinishReasonName(FinishReason r);
+
+struct GenerateResult {
+  std::string text;            // generated text (without the prompt)
+  int prompt_tokens = 0;
+  int cached_tokens = 0;       // prompt tokens whose KV came from the prefix cache
+  int generated_tokens = 0;
+  double prompt_seconds = 0;   // time to first token
+  double decode_seconds = 0;   // after the first token
+  FinishReason finish = FinishReason::kLength;
+};
+
+// Receives generated text as it becomes final (whole UTF-8 characters, stop strings held back
+// until ruled out). Return false to cancel.
+using StreamCallback = std::function<bool(std::string_view text)>;
+
+struct ModelInfo {
+  std::string path, format, arch, name;
+  int64_t n_params = 0;
+  uint64_t weight_bytes = 0;
+  int n_vocab = 0, dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0;
+  int trained_context = 0;
+  float rope_base = 0;
+  std::string rope_style, rope_scaling;
+  int sliding_window = 0;
+  bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
+  std::string chat_template;   // the file's tokenizer.chat_template (empty if none)
+  std::string bos_token, eos_token;  // their spellings (for chat templates)
+  struct TypeCount {
+    std::string type;
+    int tensors = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<TypeCount> tensor_types;
+  uint64_t kv_bytes_per_1k_tokens = 0;
+  // Set by a running Engine only:
+  int context = 0;
+  uint64_t kv_bytes = 0, scratch_bytes = 0;
+  std::string isa;
+  int threads = 0;
+};
+
+// Where the memory goes, for observability.
+struct MemoryReport {
+  uint64_t weight_bytes = 0;       // model weights (memory-mapped)
+  uint64_t kv_allocated_bytes = 0; // the KV block pool
+  uint64_t kv_used_bytes = 0;      // blocks held by sequences right now
+  uint64_t kv_bytes_per_token = 0;
+  uint64_t scratch_bytes = 0;      // activation buffers
+  int kv_block_size = 0;
+  int64_t kv_total_blocks = 0, kv_used_blocks = 0;
+  int64_t prefix_queries = 0, prefix_hits = 0, prefix_evictions = 0;  // in blocks
+  int kv_window = 0;
+};
+
+struct BenchOptions {
+  int prompt_tokens = 512;   // prefill length
+  int gen_tokens = 128;      // decode steps
+  int batch = 1;             // > 1: also decode this many sequences together
+  int reps = 3;              // repetitions (medians reported)
+  bool profile = false;      // per-operator shares of the decode step and of one prefill
+};
+
+struct BenchReport {
+  std::string isa;
+  int threads = 0, batch = 1, prompt_tokens = 0, gen_tokens = 0, reps = 0;
+  uint64_t streamed_bytes = 0;  // weight bytes read per decode step
+  double prefill_tps = 0, prefill_tps_min = 0, prefill_tps_max = 0;
+  double decode_tps = 0, decode_tps_min = 0, decode_tps_max = 0;
+  double batch_decode_tps = 0, batch_decode_tps_min = 0, batch_decode_tps_max = 0;  // all sequences
+  double read_bandwidth_gbs = 0;     // this machine's read bandwidth, measured by the bench
+  double decode_gbs = 0;             // weights streamed per second while decoding one sequence
+  double bandwidth_utilization = 0;  // decode_gbs / read_bandwidth_gbs
+  double prefill_gops = 0;           // matmul operations per second in prefill
+  double peak_int8_gops = 0;         // measured int8 dot-product peak (all threads)
+  double compute_utilization = 0;    // prefill_gops / peak_int8_gops
+  struct ProfileEntry {
+    std::string op;
+    double ms_per_step = 0;
+    double share = 0;
+  };
+  std::vector<ProfileEntry> profile;
+  double profiled_step_ms = 0, measured_step_ms = 0;
+  std::vector<ProfileEntry> prefill_profile;  // one whole prefill (ms_per_step: the prefill)
+  double prefill_profiled_ms = 0, prefill_measured_ms = 0;
+  MemoryReport memory;
+};
+
+// Loads a model's metadata and weight views without building an engine (cheap: mmap only).
+ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path = "");
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> Create(const EngineOptions& options);
+  ~Engine();
+
+  const ModelInfo& info() const;
+  double load_seconds() const;
+  MemoryReport Memory() const;
+
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::string Detokenize(const std::vector<int32_t>& tokens) const;
+  bool AddsBos() const;  // the vocabulary's add-BOS default
+
+  GenerateResult Generate(std::string_view prompt, const GenerateOptions& options,
+                          const StreamCallback& on_text = nullptr);
+  GenerateResult GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                                const StreamCallback& on_text = nullptr);
+
+  // Runs `tokens` at positions pos.. of an evaluation sequence (pos 0 starts a new one) and
+  // returns the logits after the last one (n_vocab floats, valid until the next call). For
+  // tests and evaluation tools.
+  const float* Evaluate(const std::vector<int32_t>& tokens, int pos);
+
+  // Like Evaluate, but returns the logits after every one of `tokens` (n x n_vocab floats, valid
+  // until the next call); at most max_eval_tokens() tokens per call.
+  const float* EvaluateAll(const std::vector<int32_t>& tokens, int pos);
+  int max_eval_tokens() const;
+
+  // Prefill, decode and batched-decode throughput with roofline figures (paddock bench).
+  BenchReport Bench(const BenchOptions& options);
+
+  struct Impl;
+
+ private:
+  friend class Service;  // the batching service drives the engine's internals
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A vocabulary on its own (e.g. a vocabulary-only GGUF), for tokenization tools.
+class Vocabulary {
+ public:
+  static std::unique_ptr<Vocabulary> Load(const std::string& path);
+  ~Vocabulary();
+  int size() const;
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::string_view Piece(int id) const;
+
+  struct Impl;
+
+ private:
+  explicit Vocabulary(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace paddock
