@@ -73,11 +73,127 @@ double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k) {
 uint64_t MatmulBytes(const WeightTensor& w) { return static_cast<uint64_t>(w.rows) * w.row_bytes; }
 uint64_t MatmulParams(const WeightTensor& w) { return static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols); }
 
+// The measurements of one Engine::Bench call, each a named step.
+class BenchRun {
+ public:
+  BenchRun(Engine::Impl& s, const BenchOptions& o)
+      : s_(s), o_(o), n_vocab_(s.model->config.n_vocab), cap_(o.prompt_tokens + o.gen_tokens + 1) {}
+
+  // Bytes each decode step streams (every matrix once) and the matrices' parameters.
+  void Weights(uint64_t* bytes, uint64_t* params) const {
+    *bytes = *params = 0;
+    for (const LayerWeights& L : s_.model->weights.layers) {
+      for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+        *bytes += MatmulBytes(*w);
+        *params += MatmulParams(*w);
+      }
+    }
+    *bytes += MatmulBytes(s_.model->weights.output);
+    *params += MatmulParams(s_.model->weights.output);
+  }
+
+  // Prompt tokens per second of one prefill of fresh random tokens (profiled into `prof`).
+  double Prefill(Profiler* prof, double* seconds) {
+    const auto toks = RandomTokens(o_.prompt_tokens);
+    const KvManager::SeqId seq = NewSequence(o_.prompt_tokens);
+    s_.transformer->set_profiler(prof);
+    const double t0 = NowSeconds();
+    s_.Step(seq, toks.data(), o_.prompt_tokens, 0);
+    *seconds = NowSeconds() - t0;
+    s_.transformer->set_profiler(nullptr);
+    s_.kv->Free(seq);
+    return o_.prompt_tokens / *seconds;
+  }
+
+  // Tokens per second of gen_tokens greedy decode steps after an 8-token prompt.
+  double Decode(Profiler* prof, double* seconds) {
+    const auto prompt = RandomTokens(8);
+    const KvManager::SeqId seq = NewSequence(8);
+    const float* logits = s_.Step(seq, prompt.data(), 8, 0);
+    s_.transformer->set_profiler(prof);
+    const double t0 = NowSeconds();
+    for (int i = 0; i < o_.gen_tokens; ++i) {
+      int32_t next;
+      {
+        ProfileScope sp(prof, ProfOp::kSample);
+        next = Argmax(logits);
+      }
+      if (!s_.kv->Reserve(seq, 8 + i + 1)) Fail("bench: the KV cache is too small");
+      logits = s_.Step(seq, &next, 1, 8 + i);
+    }
+    *seconds = NowSeconds() - t0;
+    s_.transformer->set_profiler(nullptr);
+    s_.kv->Free(seq);
+    return o_.gen_tokens / *seconds;
+  }
+
+  // Tokens per second over `batch` sequences decoding together, one token each per step.
+  double BatchedDecode() {
+    const int B = o_.batch;
+    const size_t nb = static_cast<size_t>(B);
+    std::vector<KvManager::SeqId> ids(nb);
+    std::vector<KvView> views(nb);
+    std::vector<Transformer::BatchItem> items(nb);
+    std::vector<const float*> logits(nb);
+    std::vector<int32_t> next(nb);
+    for (size_t k = 0; k < nb; ++k) {
+      const auto prompt = RandomTokens(8);
+      ids[k] = NewSequence(8);
+      next[k] = Argmax(s_.Step(ids[k], prompt.data(), 8, 0));
+    }
+    const double t0 = NowSeconds();
+    for (int i = 0; i < o_.gen_tokens; ++i) {
+      for (size_t k = 0; k < nb; ++k) {
+        if (!s_.kv->Reserve(ids[k], 8 + i + 1)) Fail("bench: the KV cache cannot hold %d sequences (raise --kv-memory)", B);
+        views[k] = s_.kv->View(ids[k]);
+        items[k] = {&next[k], 1, 8 + i, &views[k]};
+      }
+      s_.StepBatch(items.data(), B, logits.data());
+      for (size_t k = 0; k < nb; ++k) {
+        s_.kv->Commit(ids[k], &next[k], 1);
+        next[k] = Argmax(logits[k]);
+      }
+    }
+    const double tps = static_cast<double>(B) * o_.gen_tokens / (NowSeconds() - t0);
+    for (auto id : ids) s_.kv->Free(id);
+    return tps;
+  }
+
+ private:
+  std::vector<int32_t> RandomTokens(int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng_() % static_cast<uint32_t>(n_vocab_));
+    return t;
+  }
+  KvManager::SeqId NewSequence(int tokens) {
+    const KvManager::SeqId seq = s_.kv->Create(cap_);
+    if (!s_.kv->Reserve(seq, tokens)) Fail("bench: the KV cache cannot hold %d tokens (raise --kv-memory)", tokens);
+    return seq;
+  }
+  int32_t Argmax(const float* logits) const {
+    return static_cast<int32_t>(std::max_element(logits, logits + n_vocab_) - logits);
+  }
+
+  Engine::Impl& s_;
+  const BenchOptions& o_;
+  int n_vocab_, cap_;
+  std::mt19937 rng_{1234};
+};
+
+// Operator shares of a profile over `seconds` of `steps` steps (skipping `skip`).
+std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double seconds, int steps, ProfOp skip) {
+  std::vector<BenchReport::ProfileEntry> out;
+  for (int op = 0; op < static_cast<int>(ProfOp::kCount); ++op) {
+    if (static_cast<ProfOp>(op) == skip) continue;
+    out.push_back({Profiler::Name(static_cast<ProfOp>(op)), prof.seconds[op] / steps * 1e3, prof.seconds[op] / seconds});
+  }
+  return out;
+}
+
 }  // namespace
 
 BenchReport Engine::Bench(const BenchOptions& o) {
   Impl& s = *impl_;
-  const ModelConfig& c = s.model->config;
   if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.batch < 1) Fail("bench: counts must be positive");
   if (o.prompt_tokens + o.gen_tokens + 1 > s.context) Fail("bench: %d + %d tokens exceed the context of %d (raise -c)", o.prompt_tokens, o.gen_tokens, s.context);
   if (o.batch > s.transformer->max_batch()) Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch, s.transformer->max_batch());
@@ -92,88 +208,33 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   r.prompt_tokens = o.prompt_tokens;
   r.gen_tokens = o.gen_tokens;
   r.reps = o.reps;
+  BenchRun run(s, o);
   uint64_t params = 0;
-  for (const LayerWeights& L : s.model->weights.layers) {
-    for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-      r.streamed_bytes += MatmulBytes(*w);
-      params += MatmulParams(*w);
-    }
-  }
-  r.streamed_bytes += MatmulBytes(s.model->weights.output);
-  params += MatmulParams(s.model->weights.output);
-
+  run.Weights(&r.streamed_bytes, &params);
+  // 1. The machine's roofline, in the same run.
   r.read_bandwidth_gbs = MeasureReadBandwidth(*s.pool);
   r.peak_int8_gops = MeasureInt8Peak(*s.pool, GetKernels(ParseIsa(s.info.isa)));
-
-  std::mt19937 rng(1234);
-  auto random_tokens = [&](int n) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab));
-    return t;
-  };
-  const int cap = o.prompt_tokens + o.gen_tokens + 1;
-
-  // Prefill.
-  std::vector<double> prefill;
-  for (int rep = 0; rep < o.reps; ++rep) {
-    const auto toks = random_tokens(o.prompt_tokens);
-    const KvManager::SeqId seq = s.kv->Create(cap);
-    if (!s.kv->Reserve(seq, o.prompt_tokens)) Fail("bench: the KV cache cannot hold %d tokens (raise --kv-memory)", o.prompt_tokens);
-    const double t0 = NowSeconds();
-    s.Step(seq, toks.data(), o.prompt_tokens, 0);
-    prefill.push_back(o.prompt_tokens / (NowSeconds() - t0));
-    s.kv->Free(seq);
-  }
-  if (o.profile) {  // one more prefill, profiled (not counted in the figures above)
+  // 2. Prefill (and one more, profiled, not counted).
+  std::vector<double> prefill, decode, batched;
+  double seconds = 0;
+  for (int rep = 0; rep < o.reps; ++rep) prefill.push_back(run.Prefill(nullptr, &seconds));
+  if (o.profile) {
     Profiler pprof;
-    const auto toks = random_tokens(o.prompt_tokens);
-    const KvManager::SeqId seq = s.kv->Create(cap);
-    if (!s.kv->Reserve(seq, o.prompt_tokens)) Fail("bench: the KV cache cannot hold %d tokens (raise --kv-memory)", o.prompt_tokens);
-    s.transformer->set_profiler(&pprof);
-    const double t0 = NowSeconds();
-    s.Step(seq, toks.data(), o.prompt_tokens, 0);
-    const double dt = NowSeconds() - t0;
-    s.transformer->set_profiler(nullptr);
-    s.kv->Free(seq);
-    r.prefill_measured_ms = dt * 1e3;
+    run.Prefill(&pprof, &seconds);
+    r.prefill_measured_ms = seconds * 1e3;
     r.prefill_profiled_ms = pprof.Total() * 1e3;
-    for (int op = 0; op < static_cast<int>(ProfOp::kCount); ++op) {
-      if (static_cast<ProfOp>(op) == ProfOp::kSample) continue;  // prefill samples nothing
-      r.prefill_profile.push_back({Profiler::Name(static_cast<ProfOp>(op)), pprof.seconds[op] * 1e3, pprof.seconds[op] / dt});
-    }
+    r.prefill_profile = Shares(pprof, seconds, 1, ProfOp::kSample);  // prefill samples nothing
   }
   const Stats ps = Summarize(prefill);
   r.prefill_tps = ps.median;
   r.prefill_tps_min = ps.min;
   r.prefill_tps_max = ps.max;
-
-  // Decode, one sequence (optionally profiled).
+  // 3. Decode, one sequence (profiled when asked).
   Profiler prof;
-  std::vector<double> decode;
   double decode_time = 0;
-  int decode_steps = 0;
   for (int rep = 0; rep < o.reps; ++rep) {
-    const auto prompt = random_tokens(8);
-    const KvManager::SeqId seq = s.kv->Create(cap);
-    if (!s.kv->Reserve(seq, 8)) Fail("bench: the KV cache is too small");
-    const float* logits = s.Step(seq, prompt.data(), 8, 0);
-    if (o.profile) s.transformer->set_profiler(&prof);
-    const double t0 = NowSeconds();
-    for (int i = 0; i < o.gen_tokens; ++i) {
-      int32_t next;
-      {
-        ProfileScope sp(o.profile ? &prof : nullptr, ProfOp::kSample);
-        next = static_cast<int32_t>(std::max_element(logits, logits + c.n_vocab) - logits);
-      }
-      if (!s.kv->Reserve(seq, 8 + i + 1)) Fail("bench: the KV cache is too small");
-      logits = s.Step(seq, &next, 1, 8 + i);
-    }
-    const double dt = NowSeconds() - t0;
-    s.transformer->set_profiler(nullptr);
-    decode.push_back(o.gen_tokens / dt);
-    decode_time += dt;
-    decode_steps += o.gen_tokens;
-    s.kv->Free(seq);
+    decode.push_back(run.Decode(o.profile ? &prof : nullptr, &seconds));
+    decode_time += seconds;
   }
   const Stats ds = Summarize(decode);
   r.decode_tps = ds.median;
@@ -184,53 +245,14 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
   r.compute_utilization = r.peak_int8_gops > 0 ? r.prefill_gops / r.peak_int8_gops : 0;
   if (o.profile) {
-    r.measured_step_ms = decode_time / decode_steps * 1e3;
-    r.profiled_step_ms = prof.Total() / decode_steps * 1e3;
-    for (int op = 0; op < static_cast<int>(ProfOp::kCount); ++op) {
-      BenchReport::ProfileEntry e;
-      e.op = Profiler::Name(static_cast<ProfOp>(op));
-      e.ms_per_step = prof.seconds[op] / decode_steps * 1e3;
-      e.share = prof.seconds[op] / decode_time;
-      r.profile.push_back(e);
-    }
+    const int steps = o.reps * o.gen_tokens;
+    r.measured_step_ms = decode_time / steps * 1e3;
+    r.profiled_step_ms = prof.Total() / steps * 1e3;
+    r.profile = Shares(prof, decode_time, steps, ProfOp::kCount);
   }
-
-  // Batched decode: `batch` sequences, one token each per step.
+  // 4. Batched decode.
   if (o.batch > 1) {
-    std::vector<double> batched;
-    const int B = o.batch;
-    for (int rep = 0; rep < o.reps; ++rep) {
-      std::vector<KvManager::SeqId> ids(static_cast<size_t>(B));
-      std::vector<KvView> views(static_cast<size_t>(B));
-      std::vector<Transformer::BatchItem> items(static_cast<size_t>(B));
-      std::vector<const float*> logits(static_cast<size_t>(B));
-      std::vector<int32_t> next(static_cast<size_t>(B));
-      for (int b = 0; b < B; ++b) {
-        const auto prompt = random_tokens(8);
-        ids[static_cast<size_t>(b)] = s.kv->Create(cap);
-        if (!s.kv->Reserve(ids[static_cast<size_t>(b)], 8)) Fail("bench: the KV cache cannot hold %d sequences (raise --kv-memory)", B);
-        logits[static_cast<size_t>(b)] = nullptr;
-        const float* l = s.Step(ids[static_cast<size_t>(b)], prompt.data(), 8, 0);
-        next[static_cast<size_t>(b)] = static_cast<int32_t>(std::max_element(l, l + c.n_vocab) - l);
-      }
-      const double t0 = NowSeconds();
-      for (int i = 0; i < o.gen_tokens; ++i) {
-        for (int b = 0; b < B; ++b) {
-          const size_t k = static_cast<size_t>(b);
-          if (!s.kv->Reserve(ids[k], 8 + i + 1)) Fail("bench: the KV cache cannot hold %d sequences (raise --kv-memory)", B);
-          views[k] = s.kv->View(ids[k]);
-          items[k] = {&next[k], 1, 8 + i, &views[k]};
-        }
-        s.StepBatch(items.data(), B, logits.data());
-        for (int b = 0; b < B; ++b) {
-          const size_t k = static_cast<size_t>(b);
-          s.kv->Commit(ids[k], &next[k], 1);
-          next[k] = static_cast<int32_t>(std::max_element(logits[k], logits[k] + c.n_vocab) - logits[k]);
-        }
-      }
-      batched.push_back(static_cast<double>(B) * o.gen_tokens / (NowSeconds() - t0));
-      for (auto id : ids) s.kv->Free(id);
-    }
+    for (int rep = 0; rep < o.reps; ++rep) batched.push_back(run.BatchedDecode());
     const Stats bs = Summarize(batched);
     r.batch_decode_tps = bs.median;
     r.batch_decode_tps_min = bs.min;

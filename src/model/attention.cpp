@@ -42,12 +42,22 @@ void Transformer::StoreKv(int l, int n) {
   }
 }
 
+// Tiled attention: plan the tasks, run them over the threads, merge split parts.
 void Transformer::AttentionTiled(int l, int n) {
-  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
+  const int parts = PlanAttention(n);
+  pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t begin, int64_t end, int t) {
+    for (int64_t idx = begin; idx < end; ++idx) AttendTask(l, static_cast<size_t>(idx), t);
+  });
+  if (parts > 1) MergeAttentionParts(l, parts);
+}
+
+// One task per run of tokens of one sequence, KV head and kAttnMaxRows of its (token, head)
+// query rows: the rows share every K/V tile. With fewer tasks than threads over long ranges
+// (decode, few KV heads), each task's positions are split in `parts` (returned) so every
+// thread works; the partial results are merged after.
+int Transformer::PlanAttention(int n) {
+  const int nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
-  const float scale = cfg_.AttentionScale();
-  // One task per run of tokens of one sequence, KV head and kAttnMaxRows of its (token, head)
-  // query rows: the rows share every K/V tile.
   attn_tasks_.clear();
   for (int j0 = 0; j0 < n;) {
     int j1 = j0 + 1;
@@ -60,8 +70,6 @@ void Transformer::AttentionTiled(int l, int n) {
     }
     j0 = j1;
   }
-  // Fewer tasks than threads over long ranges (decode, few KV heads): split each task's
-  // positions so every thread works, and merge the partial results after.
   const int threads = pool_.size();
   const int n_base = static_cast<int>(attn_tasks_.size());
   int parts = 1;
@@ -80,79 +88,88 @@ void Transformer::AttentionTiled(int l, int n) {
       }
     }
   }
-  const size_t part_stride = static_cast<size_t>(kAttnMaxRows) * (hd + 2);
-  const size_t stride = AttendScratchFloats(hd) + static_cast<size_t>(kAttnMaxRows) * hd;
-  auto task = [&](int64_t begin, int64_t end, int t) {
-    float* scratch = attn_scratch_ + static_cast<size_t>(t) * stride;
-    float* qrot = scratch + AttendScratchFloats(hd);
-    const float* q_rows[kAttnMaxRows];
-    float* out_rows[kAttnMaxRows];
-    int lo[kAttnMaxRows], hi[kAttnMaxRows];
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const AttnTask& tk = attn_tasks_[static_cast<size_t>(idx)];
-      const KvView& kv = *tok_view_[static_cast<size_t>(tk.j0)];
-      const KvLayerView& cache = kv.layers[l];
-      const int window = cfg_.LayerWindow(l, kv.window);
-      KvRowsRef kr, vr;
-      kr.base = cache.k;
-      kr.row_bytes = cache.k_row_bytes;
-      kr.type = cache.k_type;
-      vr.base = cache.v;
-      vr.row_bytes = cache.v_row_bytes;
-      vr.type = cache.v_type;
-      kr.table = vr.table = kv.table;
-      kr.block_size = vr.block_size = kv.block_size;
-      const bool rot_k = KvRotated(cache.k_type, hd);
-      for (int r = 0; r < tk.count; ++r) {
-        const int p = tk.first + r;
-        const int j = tk.j0 + p / group, h = tk.g * group + p % group;
-        const int pos = tok_pos_[static_cast<size_t>(j)];
-        hi[r] = pos + 1;
-        lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
-        const float* q = q_ + j * qd + h * hd;
-        if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
-          float* qr = qrot + r * hd;
-          std::memcpy(qr, q, sizeof(float) * hd);
-          Hadamard(qr, hd);
-          q = qr;
-        }
-        q_rows[r] = q;
-        out_rows[r] = att_ + j * qd + h * hd;
-      }
-      if (tk.parts > 1) {  // this part's share of the positions, into its partial slot
-        int t_begin = lo[0], t_end = hi[0];
-        for (int r = 1; r < tk.count; ++r) {
-          t_begin = std::min(t_begin, lo[r]);
-          t_end = std::max(t_end, hi[r]);
-        }
-        const int c0 = t_begin + (t_end - t_begin) * tk.part / tk.parts;
-        const int c1 = t_begin + (t_end - t_begin) * (tk.part + 1) / tk.parts;
-        float* slot = attn_part_ + static_cast<size_t>(idx) * part_stride;
-        for (int r = 0; r < tk.count; ++r) {
-          lo[r] = std::max(lo[r], c0);
-          hi[r] = std::max(lo[r], std::min(hi[r], c1));
-          out_rows[r] = slot + static_cast<size_t>(r) * hd;
-        }
-        k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch,
-                       slot + static_cast<size_t>(kAttnMaxRows) * hd);
-        continue;
-      }
-      k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch, nullptr);
-      if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
-        for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
-      }
+  return parts;
+}
+
+// Task idx on thread t: its query rows (rotated where keys are stored rotated), their
+// causal / window ranges, and the tiled kernel; a split task writes its partial slot.
+void Transformer::AttendTask(int l, size_t idx, int t) {
+  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
+  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const float scale = cfg_.AttentionScale();
+  float* scratch = attn_scratch_ + static_cast<size_t>(t) * AttnScratchStride();
+  float* qrot = scratch + AttendScratchFloats(hd);
+  const float* q_rows[kAttnMaxRows];
+  float* out_rows[kAttnMaxRows];
+  int lo[kAttnMaxRows], hi[kAttnMaxRows];
+  const AttnTask& tk = attn_tasks_[idx];
+  const KvView& kv = *tok_view_[static_cast<size_t>(tk.j0)];
+  const KvLayerView& cache = kv.layers[l];
+  const int window = cfg_.LayerWindow(l, kv.window);
+  KvRowsRef kr, vr;
+  kr.base = cache.k;
+  kr.row_bytes = cache.k_row_bytes;
+  kr.type = cache.k_type;
+  vr.base = cache.v;
+  vr.row_bytes = cache.v_row_bytes;
+  vr.type = cache.v_type;
+  kr.table = vr.table = kv.table;
+  kr.block_size = vr.block_size = kv.block_size;
+  const bool rot_k = KvRotated(cache.k_type, hd);
+  for (int r = 0; r < tk.count; ++r) {
+    const int p = tk.first + r;
+    const int j = tk.j0 + p / group, h = tk.g * group + p % group;
+    const int pos = tok_pos_[static_cast<size_t>(j)];
+    hi[r] = pos + 1;
+    lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
+    const float* q = q_ + j * qd + h * hd;
+    if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
+      float* qr = qrot + r * hd;
+      std::memcpy(qr, q, sizeof(float) * hd);
+      Hadamard(qr, hd);
+      q = qr;
     }
-  };
-  pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()), task);
-  if (parts == 1) return;
-  for (int i = 0; i < n_base; ++i) {  // merge each task's parts, row by row
+    q_rows[r] = q;
+    out_rows[r] = att_ + j * qd + h * hd;
+  }
+  if (tk.parts == 1) {
+    k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch, nullptr);
+    if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
+      for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
+    }
+    return;
+  }
+  // This part's share of the positions, into its partial slot.
+  int t_begin = lo[0], t_end = hi[0];
+  for (int r = 1; r < tk.count; ++r) {
+    t_begin = std::min(t_begin, lo[r]);
+    t_end = std::max(t_end, hi[r]);
+  }
+  const int c0 = t_begin + (t_end - t_begin) * tk.part / tk.parts;
+  const int c1 = t_begin + (t_end - t_begin) * (tk.part + 1) / tk.parts;
+  float* slot = attn_part_ + idx * AttnPartStride();
+  for (int r = 0; r < tk.count; ++r) {
+    lo[r] = std::max(lo[r], c0);
+    hi[r] = std::max(lo[r], std::min(hi[r], c1));
+    out_rows[r] = slot + static_cast<size_t>(r) * hd;
+  }
+  k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch,
+                 slot + static_cast<size_t>(kAttnMaxRows) * hd);
+}
+
+// Each split task's parts merged row by row (MergeAttention) into att_.
+void Transformer::MergeAttentionParts(int l, int parts) {
+  const int hd = cfg_.head_dim, qd = cfg_.q_dim();
+  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const int n_base = static_cast<int>(attn_tasks_.size()) / parts;
+  for (int i = 0; i < n_base; ++i) {
     const AttnTask& tk = attn_tasks_[static_cast<size_t>(i * parts)];
     const KvLayerView& cache = tok_view_[static_cast<size_t>(tk.j0)]->layers[l];
     for (int r = 0; r < tk.count; ++r) {
       const float* outs[2 * kAttnMaxSplit];
       const float* mls[2 * kAttnMaxSplit];
       for (int p = 0; p < parts; ++p) {
-        const float* slot = attn_part_ + static_cast<size_t>(i * parts + p) * part_stride;
+        const float* slot = attn_part_ + static_cast<size_t>(i * parts + p) * AttnPartStride();
         outs[p] = slot + static_cast<size_t>(r) * hd;
         mls[p] = slot + static_cast<size_t>(kAttnMaxRows) * hd + 2 * r;
       }

@@ -101,6 +101,14 @@ class Transformer {
   void StoreKv(int l, int n);
   void Attention(int l, int n);
   void AttentionTiled(int l, int n);
+  int PlanAttention(int n);  // returns the parts each task's positions are split into
+  void AttendTask(int l, size_t idx, int thread);
+  void MergeAttentionParts(int l, int parts);
+  // Per-thread scratch of the tiled kernel; one task's partial results (rows x (hd + 2)).
+  size_t AttnScratchStride() const {
+    return AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim;
+  }
+  size_t AttnPartStride() const { return static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2); }
   // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
   void QkvEpilogue(const LayerWeights& w, int j, int h0, int h1);
   // Matrix multiplication (matmul.cpp).

@@ -87,14 +87,9 @@ std::string MessageContent(const json& c, size_t i) {
   return out;
 }
 
-}  // namespace
-
-ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) Bad("", "the request body is not valid JSON");
-  if (!j.is_object()) Bad("", "the request body must be a JSON object");
-  ApiRequest r;
-  r.chat = chat;
+// The model name (the served one, or 400 model_not_found) and streaming options.
+void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
+  ApiRequest& r = *rp;
   r.model = Text(j, "model");
   if (!r.model.empty() && r.model != ctx.model_name) {
     ApiError e;
@@ -110,8 +105,10 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
     if (!so->is_object()) Bad("stream_options", "'stream_options' must be an object");
     r.include_usage = Bool(*so, "include_usage", false);
   }
+}
 
-  // Features we do not implement are refused by name rather than silently ignored.
+// Features we do not implement are refused by name rather than silently ignored.
+void RefuseUnsupported(const json& j) {
   if (Integer(j, "n", 1, 1, 1000000) != 1) Bad("n", "only n = 1 is supported (send one request per completion)");
   if (Integer(j, "best_of", 1, 1, 1000000) != 1) Bad("best_of", "best_of is not supported");
   if (Bool(j, "echo", false)) Bad("echo", "echo is not supported");
@@ -130,51 +127,59 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
     if (!rf->is_object() || rf->value("type", std::string("text")) != "text") Bad("response_format", "only the text response format is supported");
   }
 
-  if (chat) {
-    const json* m = Field(j, "messages");
-    if (m == nullptr) Bad("messages", "'messages' is required");
-    if (!m->is_array() || m->empty()) Bad("messages", "'messages' must be a non-empty array");
-    for (size_t i = 0; i < m->size(); ++i) {
-      const json& msg = (*m)[i];
-      const std::string param = "messages[" + std::to_string(i) + "]";
-      if (!msg.is_object()) Bad(param, "'" + param + "' must be an object");
-      const json* role = Field(msg, "role");
-      if (role == nullptr || !role->is_string()) Bad(param + ".role", "'" + param + ".role' must be a string");
-      std::string rs = role->get<std::string>();
-      if (rs == "developer") rs = "system";
-      if (rs != "system" && rs != "user" && rs != "assistant") Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant)");
-      r.messages.push_back({rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)});
-    }
-  } else {
-    const json* p = Field(j, "prompt");
-    if (p == nullptr) Bad("prompt", "'prompt' is required");
-    auto tokens = [&](const json& a) {
-      for (const auto& t : a) {
-        if (!t.is_number_integer()) Bad("prompt", "a token prompt must be an array of integers");
-        const int64_t v = t.get<int64_t>();
-        if (v < 0 || v > INT32_MAX) Bad("prompt", "token id " + t.dump() + " is out of range");
-        r.prompt_tokens.push_back(static_cast<int32_t>(v));
-      }
-      r.prompt_is_tokens = true;
-    };
-    if (p->is_string()) {
-      r.prompt_text = p->get<std::string>();
-    } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
-      tokens(*p);
-    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
-      r.prompt_text = (*p)[0].get<std::string>();
-    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) {
-      tokens((*p)[0]);
-    } else if (p->is_array() && p->size() > 1) {
-      Bad("prompt", "several prompts in one request are not supported (send one request per prompt)");
-    } else {
-      Bad("prompt", "'prompt' must be a string, an array of token ids, or an array holding one of those");
-    }
-  }
+}
 
-  GenerateOptions& g = r.options.generate;
-  SamplingParams& s = g.sampling;
-  // OpenAI semantics: only what the request asks for is applied.
+// Chat: messages[] of {role, content}; roles system (or developer), user, assistant.
+void ParseMessages(const json& j, ApiRequest* rp) {
+  ApiRequest& r = *rp;
+  const json* m = Field(j, "messages");
+  if (m == nullptr) Bad("messages", "'messages' is required");
+  if (!m->is_array() || m->empty()) Bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) Bad(param, "'" + param + "' must be an object");
+    const json* role = Field(msg, "role");
+    if (role == nullptr || !role->is_string()) Bad(param + ".role", "'" + param + ".role' must be a string");
+    std::string rs = role->get<std::string>();
+    if (rs == "developer") rs = "system";
+    if (rs != "system" && rs != "user" && rs != "assistant") Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant)");
+    r.messages.push_back({rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)});
+  }
+}
+
+// Completions: a string, an array of token ids, or an array holding one of those.
+void ParsePrompt(const json& j, ApiRequest* rp) {
+  ApiRequest& r = *rp;
+  const json* p = Field(j, "prompt");
+  if (p == nullptr) Bad("prompt", "'prompt' is required");
+  auto tokens = [&](const json& a) {
+    for (const auto& t : a) {
+      if (!t.is_number_integer()) Bad("prompt", "a token prompt must be an array of integers");
+      const int64_t v = t.get<int64_t>();
+      if (v < 0 || v > INT32_MAX) Bad("prompt", "token id " + t.dump() + " is out of range");
+      r.prompt_tokens.push_back(static_cast<int32_t>(v));
+    }
+    r.prompt_is_tokens = true;
+  };
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    tokens(*p);
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    r.prompt_text = (*p)[0].get<std::string>();
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) {
+    tokens((*p)[0]);
+  } else if (p->is_array() && p->size() > 1) {
+    Bad("prompt", "several prompts in one request are not supported (send one request per prompt)");
+  } else {
+    Bad("prompt", "'prompt' must be a string, an array of token ids, or an array holding one of those");
+  }
+}
+
+// OpenAI semantics: only what the request asks for is applied.
+void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
+  SamplingParams& s = *sp;
   s.temperature = static_cast<float>(Number(j, "temperature", 1.0, 0.0, 2.0));
   s.top_p = static_cast<float>(Number(j, "top_p", 1.0, 0.0, 1.0));
   if (s.top_p == 0) s.top_p = 1e-6f;  // "nucleus of zero" = the single most likely token
@@ -192,6 +197,12 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
     static std::atomic<uint64_t> counter{0x9e3779b97f4a7c15ull};
     s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
   }
+}
+
+// max_tokens (or max_completion_tokens), ignore_eos and stop sequences.
+void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp) {
+  ApiRequest& r = *rp;
+  GenerateOptions& g = r.options.generate;
   const char* max_name = Field(j, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
   r.max_tokens_given = Field(j, max_name) != nullptr;
   // Completions default to 16 tokens (as OpenAI); chat runs to the end of the context.
@@ -213,6 +224,25 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
       if (x.empty()) Bad("stop", "stop sequences must not be empty");
     }
   }
+}
+
+}  // namespace
+
+ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) Bad("", "the request body is not valid JSON");
+  if (!j.is_object()) Bad("", "the request body must be a JSON object");
+  ApiRequest r;
+  r.chat = chat;
+  ParseModelAndStream(j, ctx, &r);
+  RefuseUnsupported(j);
+  if (chat) {
+    ParseMessages(j, &r);
+  } else {
+    ParsePrompt(j, &r);
+  }
+  ParseSampling(j, ctx, &r.options.generate.sampling);
+  ParseLimits(j, chat, ctx, &r);
   r.options.priority = static_cast<int>(Integer(j, "priority", 0, -1000000, 1000000));
   r.options.timeout_seconds = Number(j, "timeout", ctx.default_timeout, 0.0, 1e6);
   return r;

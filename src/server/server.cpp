@@ -65,7 +65,16 @@ class Server {
     res.set_content(ErrorBody(e), "application/json");
     Count(e.status);
   }
+  // POST /v1/completions and /v1/chat/completions: the named steps below.
   void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  bool Ready(httplib::Response& res);
+  std::vector<int32_t> Prompt(ApiRequest& ar, bool chat) const;  // throws ApiError / Error
+  std::shared_ptr<RequestStream> Submit(const std::vector<int32_t>& prompt, const ApiRequest& ar,
+                                        httplib::Response& res);
+  static void StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream> stream,
+                           const ApiRequest& ar, const ResponseMeta& meta);
+  static void SendBody(httplib::Response& res, std::shared_ptr<RequestStream> stream,
+                       const ApiRequest& ar, const ResponseMeta& meta);
   void LoadModel();
   // stop() before listen() has started would be lost: wait until it runs.
   void StopHttp() {
@@ -75,7 +84,8 @@ class Server {
 
   ServerOptions opt_;
   httplib::Server http_server_;
-  std::atomic<int> state_{0};  // 0 loading, 1 ready, 2 failed, 3 stopping
+  enum class State { kLoading, kReady, kFailed, kStopping };
+  std::atomic<State> state_{State::kLoading};
   std::unique_ptr<Service> service_;
   ApiContext ctx_;
   std::unique_ptr<ChatFormatter> chat_;
@@ -98,67 +108,21 @@ void Server::LoadModel() {
     std::fprintf(stderr, "paddock: serving '%s' (%s, context %d, chat: %s); weights %s, KV cache %s, scratch %s\n",
                  ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_->description().c_str(),
                  FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(), FormatBytes(m.scratch_bytes).c_str());
-    state_.store(1);
+    state_.store(State::kReady);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paddock: error: %s\n", e.what());
-    state_.store(2);
+    state_.store(State::kFailed);
     StopHttp();
   }
 }
 
 void Server::Completion(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const int st = state_.load();
-  if (st != 1) {
-    ApiError e;
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = st == 0 ? "the model is still loading" : "the server is shutting down";
-    res.set_header("Retry-After", "1");
-    SendError(res, e);
-    return;
-  }
+  if (!Ready(res)) return;
   ApiRequest ar;
   std::vector<int32_t> prompt;
-  const Engine& engine = service_->engine();
   try {
     ar = ParseRequest(req.body, chat, ctx_);
-    if (chat) {
-      const std::string text = chat_->Render(ar.messages, true);
-      // A template that writes BOS itself must not get a second one from the tokenizer.
-      const std::string& bos = engine.info().bos_token;
-      const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
-      prompt = engine.Tokenize(text, engine.AddsBos() && !has_bos, true);
-    } else if (ar.prompt_is_tokens) {
-      prompt = ar.prompt_tokens;
-      for (int32_t t : prompt) {
-        if (t >= n_vocab_) {
-          ApiError e;
-          e.param = "prompt";
-          e.message = StrFormat("token id %d is outside the vocabulary (0..%d)", t, n_vocab_ - 1);
-          throw e;
-        }
-      }
-    } else {
-      prompt = engine.Tokenize(ar.prompt_text, engine.AddsBos(), true);
-    }
-    const int64_t n = static_cast<int64_t>(prompt.size());
-    if (n == 0) {
-      ApiError e;
-      e.param = chat ? "messages" : "prompt";
-      e.message = "the prompt is empty";
-      throw e;
-    }
-    GenerateOptions& g = ar.options.generate;
-    if (n >= ctx_.context || (ar.max_tokens_given && n + g.max_tokens > ctx_.context)) {
-      ApiError e;
-      e.param = ar.max_tokens_given && n < ctx_.context ? "max_tokens" : (chat ? "messages" : "prompt");
-      e.code = "context_length_exceeded";
-      e.message = StrFormat("This model's maximum context length is %d tokens. However, you requested %lld tokens (%lld in the prompt, %d for the completion).",
-                            ctx_.context, static_cast<long long>(n + (ar.max_tokens_given ? g.max_tokens : 1)), static_cast<long long>(n),
-                            ar.max_tokens_given ? g.max_tokens : 1);
-      throw e;
-    }
-    if (!ar.max_tokens_given || n + g.max_tokens > ctx_.context) g.max_tokens = std::min<int>(g.max_tokens, ctx_.context - static_cast<int>(n));
+    prompt = Prompt(ar, chat);
   } catch (const ApiError& e) {
     SendError(res, e);
     return;
@@ -168,7 +132,79 @@ void Server::Completion(const httplib::Request& req, httplib::Response& res, boo
     SendError(res, e);
     return;
   }
+  std::shared_ptr<RequestStream> stream = Submit(prompt, ar, res);
+  if (!stream) return;
+  Count(200);
+  const ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
+  if (ar.stream) {
+    StreamEvents(res, std::move(stream), ar, meta);
+  } else {
+    SendBody(res, std::move(stream), ar, meta);
+  }
+}
 
+// 503 with Retry-After unless the model is loaded and the server is not stopping.
+bool Server::Ready(httplib::Response& res) {
+  const State st = state_.load();
+  if (st == State::kReady) return true;
+  ApiError e;
+  e.status = 503;
+  e.type = "service_unavailable";
+  e.message = st == State::kLoading ? "the model is still loading" : "the server is shutting down";
+  res.set_header("Retry-After", "1");
+  SendError(res, e);
+  return false;
+}
+
+// The request's prompt tokens: the chat rendered by the template, token ids as given, or text
+// tokenized; checked against the vocabulary and the context (max_tokens clamped to fit).
+std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
+  const Engine& engine = service_->engine();
+  std::vector<int32_t> prompt;
+  if (chat) {
+    const std::string text = chat_->Render(ar.messages, true);
+    // A template that writes BOS itself must not get a second one from the tokenizer.
+    const std::string& bos = engine.info().bos_token;
+    const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
+    prompt = engine.Tokenize(text, engine.AddsBos() && !has_bos, true);
+  } else if (ar.prompt_is_tokens) {
+    prompt = ar.prompt_tokens;
+    for (int32_t t : prompt) {
+      if (t >= n_vocab_) {
+        ApiError e;
+        e.param = "prompt";
+        e.message = StrFormat("token id %d is outside the vocabulary (0..%d)", t, n_vocab_ - 1);
+        throw e;
+      }
+    }
+  } else {
+    prompt = engine.Tokenize(ar.prompt_text, engine.AddsBos(), true);
+  }
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n == 0) {
+    ApiError e;
+    e.param = chat ? "messages" : "prompt";
+    e.message = "the prompt is empty";
+    throw e;
+  }
+  GenerateOptions& g = ar.options.generate;
+  if (n >= ctx_.context || (ar.max_tokens_given && n + g.max_tokens > ctx_.context)) {
+    ApiError e;
+    e.param = ar.max_tokens_given && n < ctx_.context ? "max_tokens" : (chat ? "messages" : "prompt");
+    e.code = "context_length_exceeded";
+    e.message = StrFormat("This model's maximum context length is %d tokens. However, you requested %lld tokens (%lld in the prompt, %d for the completion).",
+                          ctx_.context, static_cast<long long>(n + (ar.max_tokens_given ? g.max_tokens : 1)), static_cast<long long>(n),
+                          ar.max_tokens_given ? g.max_tokens : 1);
+    throw e;
+  }
+  if (!ar.max_tokens_given || n + g.max_tokens > ctx_.context) g.max_tokens = std::min<int>(g.max_tokens, ctx_.context - static_cast<int>(n));
+  return prompt;
+}
+
+// Queues the request; on refusal answers 400 (invalid), 429 (queue full) or 503 (stopping)
+// and returns null.
+std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt, const ApiRequest& ar,
+                                              httplib::Response& res) {
   std::shared_ptr<RequestStream> stream;
   SubmitStatus ss;
   try {
@@ -177,73 +213,83 @@ void Server::Completion(const httplib::Request& req, httplib::Response& res, boo
     ApiError e;
     e.message = ex.what();
     SendError(res, e);
-    return;
+    return nullptr;
   }
-  if (ss != SubmitStatus::kAccepted) {
-    ApiError e;
-    e.status = ss == SubmitStatus::kQueueFull ? 429 : 503;
-    e.type = ss == SubmitStatus::kQueueFull ? "rate_limit_exceeded" : "service_unavailable";
-    e.message = ss == SubmitStatus::kQueueFull ? "the server is at capacity (request queue full); retry later" : "the server is shutting down";
-    res.set_header("Retry-After", "1");
-    SendError(res, e);
-    return;
-  }
-  Count(200);
-  ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
-  auto releaser = [stream](bool success) {
-    if (!success) stream->Cancel();  // the client went away: free everything now
+  if (ss == SubmitStatus::kAccepted) return stream;
+  ApiError e;
+  e.status = ss == SubmitStatus::kQueueFull ? 429 : 503;
+  e.type = ss == SubmitStatus::kQueueFull ? "rate_limit_exceeded" : "service_unavailable";
+  e.message = ss == SubmitStatus::kQueueFull ? "the server is at capacity (request queue full); retry later" : "the server is shutting down";
+  res.set_header("Retry-After", "1");
+  SendError(res, e);
+  return nullptr;
+}
+
+// The client went away: free everything now.
+auto Releaser(std::shared_ptr<RequestStream> stream) {
+  return [stream](bool success) {
+    if (!success) stream->Cancel();
   };
-  if (ar.stream) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [stream, ar, meta, first = true](size_t, httplib::DataSink& sink) mutable {
-          std::string text;
-          for (;;) {
-            text.clear();
-            const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
-            std::string out;
-            if (s == RequestStream::Status::kText) {
-              out = StreamChunk(ar, meta, text, nullptr, first);
-              first = false;
-            } else if (s == RequestStream::Status::kTimeout) {
-              out = ": keep-alive\n\n";  // an SSE comment: lets us notice a closed connection
-            } else {
-              const GenerateResult& g = stream->result();
-              out = StreamChunk(ar, meta, "", OpenAiFinishReason(g.finish), first);
-              if (ar.include_usage) out += StreamUsageChunk(ar, meta, g);
-              out += "data: [DONE]\n\n";
-              if (!sink.write(out.data(), out.size())) return false;
-              sink.done();
-              return true;
-            }
-            if (!sink.write(out.data(), out.size())) {
-              stream->Cancel();
-              return false;
-            }
+}
+
+// Server-sent events: a chunk per piece of text, keep-alive comments while waiting (so a
+// closed connection is noticed), the finish reason, usage if asked, and [DONE].
+void Server::StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream> stream, const ApiRequest& ar,
+                          const ResponseMeta& meta) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [stream, ar, meta, first = true](size_t, httplib::DataSink& sink) mutable {
+        std::string text;
+        for (;;) {
+          text.clear();
+          const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
+          std::string out;
+          if (s == RequestStream::Status::kText) {
+            out = StreamChunk(ar, meta, text, nullptr, first);
+            first = false;
+          } else if (s == RequestStream::Status::kTimeout) {
+            out = ": keep-alive\n\n";  // an SSE comment: lets us notice a closed connection
+          } else {
+            const GenerateResult& g = stream->result();
+            out = StreamChunk(ar, meta, "", OpenAiFinishReason(g.finish), first);
+            if (ar.include_usage) out += StreamUsageChunk(ar, meta, g);
+            out += "data: [DONE]\n\n";
+            if (!sink.write(out.data(), out.size())) return false;
+            sink.done();
+            return true;
           }
-        },
-        releaser);
-  } else {
-    res.set_chunked_content_provider(
-        "application/json",
-        [stream, ar, meta](size_t, httplib::DataSink& sink) {
-          std::string text;
-          for (;;) {
-            const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
-            if (s == RequestStream::Status::kDone) break;
-            if (s == RequestStream::Status::kTimeout && !sink.write(" ", 1)) {  // whitespace before JSON is valid JSON
-              stream->Cancel();
-              return false;
-            }
+          if (!sink.write(out.data(), out.size())) {
+            stream->Cancel();
+            return false;
           }
-          const std::string body = CompletionBody(ar, meta, stream->result());
-          if (!sink.write(body.data(), body.size())) return false;
-          sink.done();
-          return true;
-        },
-        releaser);
-  }
+        }
+      },
+      Releaser(stream));
+}
+
+// One JSON body at the end; whitespace while waiting (valid before JSON) notices a closed
+// connection.
+void Server::SendBody(httplib::Response& res, std::shared_ptr<RequestStream> stream, const ApiRequest& ar,
+                      const ResponseMeta& meta) {
+  res.set_chunked_content_provider(
+      "application/json",
+      [stream, ar, meta](size_t, httplib::DataSink& sink) {
+        std::string text;
+        for (;;) {
+          const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
+          if (s == RequestStream::Status::kDone) break;
+          if (s == RequestStream::Status::kTimeout && !sink.write(" ", 1)) {
+            stream->Cancel();
+            return false;
+          }
+        }
+        const std::string body = CompletionBody(ar, meta, stream->result());
+        if (!sink.write(body.data(), body.size())) return false;
+        sink.done();
+        return true;
+      },
+      Releaser(stream));
 }
 
 // SIGTERM/SIGINT are blocked in every thread and taken by one waiter thread (sigwait), so no
@@ -296,7 +342,7 @@ int Server::Run() {
   h.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
   h.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
   h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
-    if (state_.load() != 1) {
+    if (state_.load() != State::kReady) {
       ApiError e;
       e.status = 503;
       e.type = "service_unavailable";
@@ -308,13 +354,16 @@ int Server::Run() {
     Count(200);
   });
   h.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-    const int st = state_.load();
-    r.status = st == 1 ? 200 : 503;
-    r.set_content(st == 1 ? "{\"status\":\"ok\"}" : st == 0 ? "{\"status\":\"loading\"}" : "{\"status\":\"stopping\"}", "application/json");
+    const State st = state_.load();
+    r.status = st == State::kReady ? 200 : 503;
+    r.set_content(st == State::kReady     ? "{\"status\":\"ok\"}"
+                  : st == State::kLoading ? "{\"status\":\"loading\"}"
+                                          : "{\"status\":\"stopping\"}",
+                  "application/json");
     Count(r.status);
   });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-    if (state_.load() == 0 || !service_) {
+    if (state_.load() == State::kLoading || !service_) {
       r.set_content("", "text/plain; version=0.0.4");
       return;
     }
@@ -354,9 +403,9 @@ int Server::Run() {
     signalled = true;
     std::fprintf(stderr, "paddock: %s: no new requests; letting in-flight requests finish (up to %.0f s)\n",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT", opt_.grace_seconds);
-    while (state_.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (state_.load() == 1) {
-      state_.store(3);
+    while (state_.load() == State::kLoading) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (state_.load() == State::kReady) {
+      state_.store(State::kStopping);
       service_->Shutdown(opt_.grace_seconds);
     }
     // Handlers still writing their last bytes finish before listen() returns.
@@ -371,7 +420,7 @@ int Server::Run() {
   waiter.join();
   loader.join();
   service_.reset();
-  if (state_.load() == 2) return 1;
+  if (state_.load() == State::kFailed) return 1;
   if (!ok && !signalled) return 1;
   std::fprintf(stderr, "paddock: stopped\n");
   return 0;
