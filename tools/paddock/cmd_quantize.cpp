@@ -163,76 +163,88 @@ bool Encode(const GgufValue& v, std::string* p) {
   return true;
 }
 
-}  // namespace
+// One quantize run, as named steps over its state: the target types from the flags, the
+// metadata copied, calibration, the mixed-precision and sparsity plans, AWQ scaling, then each
+// tensor converted and written.
+class QuantizeJob {
+ public:
+  explicit QuantizeJob(Args& args) : args_(args), rtn_(args.Has("--rtn")) {}
 
-int CmdQuantize(int argc, char** argv) {
-  Args args("quantize", kQuantSpecs, argc, argv);
-  if (args.Has("-h")) {
-    std::fputs(Usage("quantize", "IN.gguf OUT.gguf --type TYPE [--keep PATTERN]...", kQuantSpecs).c_str(), stdout);
+  int Run() {
+    ParseTypes();
+    g_ = std::make_unique<GgufFile>(GgufFile::Open(in_));
+    CopyMetadata();
+    Calibrate();
+    PlanMixedPrecision();
+    PlanSparsity();
+    PlanAwqScaling();
+    WriteTensors();
     return 0;
   }
-  if (args.positional().size() != 2) throw UsageError("quantize needs an input and an output file: IN.gguf OUT.gguf");
-  if (!args.Has("--type")) throw UsageError("quantize needs a target type: --type q4_0 (or q8_0, q4_k, ...)");
-  const std::string in = args.positional()[0], out = args.positional()[1];
-  if (in == out) throw UsageError("quantize: the output must be a different file from the input");
-  const std::string tname = args.Str("--type");
-  auto usable = [](const TypeTraits* t) { return t != nullptr && (t->from_float != nullptr || IsX16(t->type)) && t->type != GgmlType::kQ4_0X16 && t->type != GgmlType::kQ8_0X16; };
-  const TypeTraits* target = FindTypeTraitsByName(tname.c_str());
-  if (!usable(target)) throw UsageError("quantize: unknown or unsupported type '" + args.Str("--type") + "'");
-  const std::vector<std::string> keep = args.All("--keep");
-  const TypeTraits* wide = FindTypeTraitsByName(args.Str("--wide-type", "q8_0").c_str());
-  if (!usable(wide)) throw UsageError("quantize: unknown --wide-type '" + args.Str("--wide-type") + "'");
-  if (args.Has("--target-bpw") && !args.Has("--calib")) throw UsageError("quantize: --target-bpw needs a calibration text: --calib FILE");
 
-  const GgufFile g = GgufFile::Open(in);
-  GgufWriter w;
-  for (const auto& kv : g.metadata()) {
-    const std::string key(kv.key);
-    if (key == "general.file_type" || key == "general.quantization_version" || key == "paddock.quantization_version") continue;
-    std::string payload;
-    if (!Encode(kv.value, &payload)) {
-      std::fprintf(stderr, "paddock: warning: metadata '%s' (a nested array) is not copied\n", key.c_str());
-      continue;
-    }
-    w.SetRaw(key, kv.value.type, payload);
+ private:
+  void ParseTypes() {
+    if (args_.positional().size() != 2) throw UsageError("quantize needs an input and an output file: IN.gguf OUT.gguf");
+    if (!args_.Has("--type")) throw UsageError("quantize needs a target type: --type q4_0 (or q8_0, q4_k, ...)");
+    in_ = args_.positional()[0];
+    out_ = args_.positional()[1];
+    if (in_ == out_) throw UsageError("quantize: the output must be a different file from the input");
+    auto usable = [](const TypeTraits* t) { return t != nullptr && (t->from_float != nullptr || IsX16(t->type)) && t->type != GgmlType::kQ4_0X16 && t->type != GgmlType::kQ8_0X16; };
+    target_ = FindTypeTraitsByName(args_.Str("--type").c_str());
+    if (!usable(target_)) throw UsageError("quantize: unknown or unsupported type '" + args_.Str("--type") + "'");
+    keep_ = args_.All("--keep");
+    wide_ = FindTypeTraitsByName(args_.Str("--wide-type", "q8_0").c_str());
+    if (!usable(wide_)) throw UsageError("quantize: unknown --wide-type '" + args_.Str("--wide-type") + "'");
+    if (args_.Has("--target-bpw") && !args_.Has("--calib")) throw UsageError("quantize: --target-bpw needs a calibration text: --calib FILE");
   }
-  w.SetU32("general.file_type", static_cast<uint32_t>(FileType(target->type)));
-  w.SetU32("general.quantization_version", 2);
 
-  // Calibration: activation statistics (for the activation-aware Paddock types), and the
+  void CopyMetadata() {
+    for (const auto& kv : g_->metadata()) {
+      const std::string key(kv.key);
+      if (key == "general.file_type" || key == "general.quantization_version" || key == "paddock.quantization_version") continue;
+      std::string payload;
+      if (!Encode(kv.value, &payload)) {
+        std::fprintf(stderr, "paddock: warning: metadata '%s' (a nested array) is not copied\n", key.c_str());
+        continue;
+      }
+      w_.SetRaw(key, kv.value.type, payload);
+    }
+    w_.SetU32("general.file_type", static_cast<uint32_t>(FileType(target_->type)));
+    w_.SetU32("general.quantization_version", 2);
+  }
+
+  // Activation statistics (for the activation-aware types) and, with --target-bpw, the
   // sensitivity measurement of mixed precision.
-  const bool rtn = args.Has("--rtn");
-  std::unique_ptr<Calibration> sens;
-  std::map<std::string, std::vector<float>> importance;
-  if (args.Has("--calib")) {
-    std::ifstream cf(args.Str("--calib"), std::ios::binary);
-    if (!cf) throw Error("cannot read calibration text '" + args.Str("--calib") + "'");
+  void Calibrate() {
+    if (!args_.Has("--calib")) return;
+    std::ifstream cf(args_.Str("--calib"), std::ios::binary);
+    if (!cf) throw Error("cannot read calibration text '" + args_.Str("--calib") + "'");
     std::stringstream ss;
     ss << cf.rdbuf();
-    const int ctx = static_cast<int>(args.Int("--calib-ctx", 128, 16, 4096));
-    if (!rtn) {
-      Calibration stats(in, ss.str(), ctx, static_cast<int>(args.Int("--calib-windows", 8, 1, 1024)));
-      importance = stats.ActivationStats();
-      std::fprintf(stderr, "paddock: activation statistics from %s\n", args.Str("--calib").c_str());
+    const int ctx = static_cast<int>(args_.Int("--calib-ctx", 128, 16, 4096));
+    if (!rtn_) {
+      Calibration stats(in_, ss.str(), ctx, static_cast<int>(args_.Int("--calib-windows", 8, 1, 1024)));
+      importance_ = stats.ActivationStats();
+      std::fprintf(stderr, "paddock: activation statistics from %s\n", args_.Str("--calib").c_str());
     }
-    if (args.Has("--target-bpw")) sens = std::make_unique<Calibration>(in, ss.str(), ctx, 2);
+    if (args_.Has("--target-bpw")) sens_ = std::make_unique<Calibration>(in_, ss.str(), ctx, 2);
   }
-  auto importance_of = [&](const std::string& name) -> const float* {
-    auto it = importance.find(name);
-    return it == importance.end() ? nullptr : it->second.data();
-  };
 
-  const auto& tensors = g.tensors();
-  auto kept_by_pattern = [&](const GgufTensor& t) {
+  const float* ImportanceOf(const std::string& name) const {
+    auto it = importance_.find(name);
+    return it == importance_.end() ? nullptr : it->second.data();
+  }
+  bool Kept(const GgufTensor& t) const {
     bool kept = !(t.n_dims == 2 && EndsWith(t.name, ".weight"));
-    for (const auto& pat : keep) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
+    for (const auto& pat : keep_) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
     return kept;
-  };
-  // Mixed precision: each matrix's sensitivity, then the most sensitive per extra bit go wide
-  // while the whole file stays within --target-bpw.
-  std::map<std::string, const TypeTraits*> wide_for;
-  if (sens != nullptr) {
-    const double target_bpw = args.Float("--target-bpw", 0, 1, 32);
+  }
+
+  // Each matrix's sensitivity, then the most sensitive per extra bit go wide while the whole
+  // file stays within --target-bpw.
+  void PlanMixedPrecision() {
+    if (sens_ == nullptr) return;
+    const double target_bpw = args_.Float("--target-bpw", 0, 1, 32);
     struct Cand {
       std::string name;
       double kl;
@@ -241,17 +253,17 @@ int CmdQuantize(int argc, char** argv) {
     std::vector<Cand> cands;
     double total_bits = 0;
     int64_t total_elems = 0;
-    for (const auto& t : tensors) {
-      const bool kept = kept_by_pattern(t);
+    for (const auto& t : g_->tensors()) {
+      const bool kept = Kept(t);
       const int64_t rows = t.n_elements / t.ne[0];
-      const TypeTraits* base = kept ? &Traits(t.type) : TypeFor(target, t.name, rows, t.ne[0]);
+      const TypeTraits* base = kept ? &Traits(t.type) : TypeFor(target_, t.name, rows, t.ne[0]);
       total_bits += 8.0 * static_cast<double>(RowBytes(*base, t.ne[0])) * static_cast<double>(rows);
       total_elems += t.n_elements;
-      const TypeTraits* wt = TypeFor(wide, t.name, rows, t.ne[0]);
-      if (kept || base->type != TypeFor(target, t.name, rows, t.ne[0])->type || wt == base) continue;
-      const float* imp = importance_of(t.name);
-      const double kl = sens->Sensitivity(t.name, [&](float* m, int64_t nr, int64_t nc) {
-        const std::string q = EncodeMatrix(*base, m, nr, nc, imp, rtn);
+      const TypeTraits* wt = TypeFor(wide_, t.name, rows, t.ne[0]);
+      if (kept || base->type != TypeFor(target_, t.name, rows, t.ne[0])->type || wt == base) continue;
+      const float* imp = ImportanceOf(t.name);
+      const double kl = sens_->Sensitivity(t.name, [&](float* m, int64_t nr, int64_t nc) {
+        const std::string q = EncodeMatrix(*base, m, nr, nc, imp, rtn_);
         DequantizeMatrix(base->type, reinterpret_cast<const uint8_t*>(q.data()), nr, nc, m);
       });
       if (kl < 0) continue;
@@ -264,29 +276,33 @@ int CmdQuantize(int argc, char** argv) {
     for (const auto& c : cands) {
       if (total_bits + c.extra_bits <= budget) {
         total_bits += c.extra_bits;
-        wide_for[c.name] = wide;
-        std::fprintf(stderr, "keeping %s in %s (KL %.6f)\n", c.name.c_str(), wide->name, c.kl);
+        wide_for_[c.name] = wide_;
+        std::fprintf(stderr, "keeping %s in %s (KL %.6f)\n", c.name.c_str(), wide_->name, c.kl);
       }
     }
   }
-  std::string sparse_glob;
-  if (args.Has("--sparsity")) {
-    if (args.Str("--sparsity") != "2:4") throw UsageError("quantize: --sparsity supports 2:4");
-    sparse_glob = args.Str("--sparse-tensors", "*ffn_*");
+
+  void PlanSparsity() {
+    if (!args_.Has("--sparsity")) return;
+    if (args_.Str("--sparsity") != "2:4") throw UsageError("quantize: --sparsity supports 2:4");
+    sparse_glob_ = args_.Str("--sparse-tensors", "*ffn_*");
   }
-  auto dst_type_of = [&](const GgufTensor& t) {
+
+  // The type a tensor is written in (before --keep).
+  const TypeTraits* DstType(const GgufTensor& t) {
     const int64_t rows = t.n_elements / t.ne[0];
-    if (!sparse_glob.empty() && fnmatch(sparse_glob.c_str(), t.name.c_str(), 0) == 0 && t.n_dims == 2 &&
+    if (!sparse_glob_.empty() && fnmatch(sparse_glob_.c_str(), t.name.c_str(), 0) == 0 && t.n_dims == 2 &&
         EndsWith(t.name, ".weight") && rows % kX16Rows == 0 && t.ne[0] % 32 == 0 && t.name != "token_embd.weight") {
       return &Traits(GgmlType::kPS8_C);
     }
-    return TypeFor(wide_for.count(t.name) ? wide_for[t.name] : target, t.name, rows, t.ne[0]);
-  };
+    return TypeFor(wide_for_.count(t.name) ? wide_for_[t.name] : target_, t.name, rows, t.ne[0]);
+  }
+
   // Activation-aware per-channel scaling (folded into the norms / FFN-up rows).
-  AwqPlan awq;
-  if (!importance.empty() && !args.Has("--no-awq")) {
+  void PlanAwqScaling() {
+    if (importance_.empty() || args_.Has("--no-awq")) return;
     std::map<std::string, const GgufTensor*> by_name;
-    for (const auto& t : tensors) by_name[t.name] = &t;
+    for (const auto& t : g_->tensors()) by_name[t.name] = &t;
     auto read = [&](const std::string& name, std::vector<float>* data, int64_t* rows, int64_t* cols) {
       auto it = by_name.find(name);
       if (it == by_name.end()) return false;
@@ -299,76 +315,110 @@ int CmdQuantize(int argc, char** argv) {
     };
     auto type_of = [&](const std::string& name, int64_t, int64_t) {
       const GgufTensor& t = *by_name.at(name);
-      return kept_by_pattern(t) ? GgmlType::kF32 : dst_type_of(t)->type;  // kept: leave its group alone
+      return Kept(t) ? GgmlType::kF32 : DstType(t)->type;  // kept: leave its group alone
     };
     const bool tied = by_name.count("output.weight") == 0;
     int n_layers = 0;
     while (by_name.count(StrFormat("blk.%d.attn_norm.weight", n_layers))) ++n_layers;
-    awq = PlanAwq(n_layers, importance, read, type_of, tied, by_name.count("blk.0.ffn_gate.weight") > 0);
-    for (const auto& line : awq.log) std::fprintf(stderr, "%s\n", line.c_str());
+    awq_ = PlanAwq(n_layers, importance_, read, type_of, tied, by_name.count("blk.0.ffn_gate.weight") > 0);
+    for (const auto& line : awq_.log) std::fprintf(stderr, "%s\n", line.c_str());
   }
-  uint64_t bytes_in = 0, bytes_out = 0;
-  int64_t params = 0;
-  bool paddock_types = false;
-  std::vector<float> buf;
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const GgufTensor& t = tensors[k];
+
+  // A matrix re-encoded as dst, with the AWQ row and column scales applied.
+  void Convert(const GgufTensor& t, const TypeTraits& dst, const std::vector<int64_t>& ne) {
     const TypeTraits& src = Traits(t.type);
-    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    const bool kept = kept_by_pattern(t);
-    const int64_t rows = t.n_elements / t.ne[0];
-    const TypeTraits* dst = dst_type_of(t);
-    const bool transformed = awq.col.count(t.name) || awq.row_div.count(t.name) || awq.vec_div.count(t.name);
-    if (awq.vec_div.count(t.name)) {  // a norm weight / bias absorbing 1 / s
-      buf.resize(static_cast<size_t>(t.n_elements));
-      DequantizeMatrix(t.type, t.data, 1, t.n_elements, buf.data());
-      const auto& div = awq.vec_div.at(t.name);
-      for (size_t i = 0; i < buf.size(); ++i) buf[i] /= div[i % div.size()];
-      w.AddTensorF32(t.name, ne, GgmlType::kF32, buf.data());
-      dst = &Traits(GgmlType::kF32);
-    } else if (!transformed && (kept || (dst->type == t.type))) {
-      w.AddTensor(t.name, ne, t.type, t.data, t.nbytes);
-      dst = &src;
-    } else {
-      if (src.to_float == nullptr && !IsX16(t.type)) Fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), src.name);
-      buf.resize(static_cast<size_t>(t.n_elements));
-      DequantizeMatrix(t.type, t.data, rows, t.ne[0], buf.data());
-      const int64_t cols = t.ne[0];
-      const float* imp = importance_of(t.name);
-      std::vector<float> scaled_imp;
-      if (auto it = awq.row_div.find(t.name); it != awq.row_div.end()) {
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(r * cols + c)] /= it->second[static_cast<size_t>(r)];
-        }
+    if (src.to_float == nullptr && !IsX16(t.type)) Fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), src.name);
+    const int64_t rows = t.n_elements / t.ne[0], cols = t.ne[0];
+    buf_.resize(static_cast<size_t>(t.n_elements));
+    DequantizeMatrix(t.type, t.data, rows, cols, buf_.data());
+    const float* imp = ImportanceOf(t.name);
+    std::vector<float> scaled_imp;
+    if (auto it = awq_.row_div.find(t.name); it != awq_.row_div.end()) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) buf_[static_cast<size_t>(r * cols + c)] /= it->second[static_cast<size_t>(r)];
       }
-      if (auto it = awq.col.find(t.name); it != awq.col.end()) {
-        const auto& sc = it->second;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(r * cols + c)] *= sc[static_cast<size_t>(c)];
-        }
-        if (imp != nullptr) {  // the scaled matrix reads x / s
-          scaled_imp.resize(static_cast<size_t>(cols));
-          for (int64_t c = 0; c < cols; ++c) scaled_imp[static_cast<size_t>(c)] = imp[c] / (sc[static_cast<size_t>(c)] * sc[static_cast<size_t>(c)]);
-          imp = scaled_imp.data();
-        }
-      }
-      if (kept) dst = &src;  // (only reached when transformed)
-      const std::string bytes = EncodeMatrix(*dst, buf.data(), rows, cols, imp, rtn);
-      w.AddTensor(t.name, ne, dst->type, bytes.data(), bytes.size());
     }
-    paddock_types = paddock_types || IsPaddockFileType(dst->type);
-    const uint64_t nb = RowBytes(*dst, t.ne[0]) * static_cast<uint64_t>(rows);
-    bytes_in += t.nbytes;
-    bytes_out += nb;
-    params += t.n_elements;
-    std::fprintf(stderr, "[%4zu/%4zu] %-32s %-9s -> %-9s %s -> %s%s\n", k + 1, tensors.size(), t.name.c_str(), src.name, dst->name,
-                 FormatBytes(t.nbytes).c_str(), FormatBytes(nb).c_str(), importance_of(t.name) != nullptr && (IsX16(dst->type) || (!rtn && HasFittedQuantizer(dst->type))) ? " (activation-aware)" : "");
+    if (auto it = awq_.col.find(t.name); it != awq_.col.end()) {
+      const auto& sc = it->second;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) buf_[static_cast<size_t>(r * cols + c)] *= sc[static_cast<size_t>(c)];
+      }
+      if (imp != nullptr) {  // the scaled matrix reads x / s
+        scaled_imp.resize(static_cast<size_t>(cols));
+        for (int64_t c = 0; c < cols; ++c) scaled_imp[static_cast<size_t>(c)] = imp[c] / (sc[static_cast<size_t>(c)] * sc[static_cast<size_t>(c)]);
+        imp = scaled_imp.data();
+      }
+    }
+    const std::string bytes = EncodeMatrix(dst, buf_.data(), rows, cols, imp, rtn_);
+    w_.AddTensor(t.name, ne, dst.type, bytes.data(), bytes.size());
   }
-  if (paddock_types) w.SetU32("paddock.quantization_version", kPaddockQuantVersion);
-  w.Write(out);
-  std::fprintf(stderr, "paddock: wrote %s: %s -> %s, %.2f bits per weight\n", out.c_str(), FormatBytes(bytes_in).c_str(),
-               FormatBytes(bytes_out).c_str(), 8.0 * static_cast<double>(bytes_out) / static_cast<double>(params));
-  return 0;
+
+  void WriteTensors() {
+    const auto& tensors = g_->tensors();
+    uint64_t bytes_in = 0, bytes_out = 0;
+    int64_t params = 0;
+    bool paddock_types = false;
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const GgufTensor& t = tensors[k];
+      const TypeTraits& src = Traits(t.type);
+      std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+      const bool kept = Kept(t);
+      const int64_t rows = t.n_elements / t.ne[0];
+      const TypeTraits* dst = DstType(t);
+      const bool transformed = awq_.col.count(t.name) || awq_.row_div.count(t.name) || awq_.vec_div.count(t.name);
+      if (awq_.vec_div.count(t.name)) {  // a norm weight / bias absorbing 1 / s
+        buf_.resize(static_cast<size_t>(t.n_elements));
+        DequantizeMatrix(t.type, t.data, 1, t.n_elements, buf_.data());
+        const auto& div = awq_.vec_div.at(t.name);
+        for (size_t i = 0; i < buf_.size(); ++i) buf_[i] /= div[i % div.size()];
+        w_.AddTensorF32(t.name, ne, GgmlType::kF32, buf_.data());
+        dst = &Traits(GgmlType::kF32);
+      } else if (!transformed && (kept || (dst->type == t.type))) {
+        w_.AddTensor(t.name, ne, t.type, t.data, t.nbytes);
+        dst = &src;
+      } else {
+        if (kept) dst = &src;  // (only reached when transformed)
+        Convert(t, *dst, ne);
+      }
+      paddock_types = paddock_types || IsPaddockFileType(dst->type);
+      const uint64_t nb = RowBytes(*dst, t.ne[0]) * static_cast<uint64_t>(rows);
+      bytes_in += t.nbytes;
+      bytes_out += nb;
+      params += t.n_elements;
+      std::fprintf(stderr, "[%4zu/%4zu] %-32s %-9s -> %-9s %s -> %s%s\n", k + 1, tensors.size(), t.name.c_str(), src.name, dst->name,
+                   FormatBytes(t.nbytes).c_str(), FormatBytes(nb).c_str(), ImportanceOf(t.name) != nullptr && (IsX16(dst->type) || (!rtn_ && HasFittedQuantizer(dst->type))) ? " (activation-aware)" : "");
+    }
+    if (paddock_types) w_.SetU32("paddock.quantization_version", kPaddockQuantVersion);
+    w_.Write(out_);
+    std::fprintf(stderr, "paddock: wrote %s: %s -> %s, %.2f bits per weight\n", out_.c_str(), FormatBytes(bytes_in).c_str(),
+                 FormatBytes(bytes_out).c_str(), 8.0 * static_cast<double>(bytes_out) / static_cast<double>(params));
+  }
+
+  Args& args_;
+  const bool rtn_;
+  std::string in_, out_;
+  const TypeTraits* target_ = nullptr;
+  const TypeTraits* wide_ = nullptr;
+  std::vector<std::string> keep_;
+  std::unique_ptr<GgufFile> g_;
+  GgufWriter w_;
+  std::unique_ptr<Calibration> sens_;
+  std::map<std::string, std::vector<float>> importance_;
+  std::map<std::string, const TypeTraits*> wide_for_;
+  std::string sparse_glob_;
+  AwqPlan awq_;
+  std::vector<float> buf_;
+};
+
+}  // namespace
+
+int CmdQuantize(int argc, char** argv) {
+  Args args("quantize", kQuantSpecs, argc, argv);
+  if (args.Has("-h")) {
+    std::fputs(Usage("quantize", "IN.gguf OUT.gguf --type TYPE [--keep PATTERN]...", kQuantSpecs).c_str(), stdout);
+    return 0;
+  }
+  return QuantizeJob(args).Run();
 }
 
 }  // namespace paddock::cli
