@@ -1,8 +1,8 @@
 // kernels/simd/gemm_x16.cpp: the 16-row interleaved layouts (formats/x16_layout.h): one row per
-// 32-bit lane, int8 activations broadcast 4 bytes at a time. The register tile itself differs
-// between the ISAs (AVX-512: 16 rows per register with VNNI and a zero point for the 8-bit
-// kinds; AVX2: two 8-row halves, maddubs and the sign trick), so it has one header per ISA;
-// the token tiling, the prefetch choice and the table entries are written once here.
+// 32-bit lane, int8 activations broadcast 4 bytes at a time. Written once over vec.h: a register
+// holds kLanes rows (AVX-512: the whole group; AVX2: one of two 8-row halves, each a 32-byte half
+// of every 64-byte vector); the ISA's DotU8S8 / DotOffset8 are VNNI or maddubs + the sign trick.
+// Only the 2:4 sparse tile differs in method and has one header per ISA.
 #include "kernels/simd/common.h"
 
 namespace paddock {
@@ -41,13 +41,174 @@ inline void PrefetchWeights(const uint8_t* p) {
   }
 }
 
-constexpr bool IsQ5(X16Kind k) { return X16IsQ5(k); }
-constexpr bool IsQ4(X16Kind k) { return X16IsQ4(k); }
-constexpr bool HasMin(X16Kind k) { return X16HasMin(k); }
-constexpr bool IsK(X16Kind k) { return X16IsK(k); }
+constexpr X16Layout kSparse = X16LayoutOf(X16Kind::kS8C);
+constexpr X16Layout kQ6K = X16LayoutOf(X16Kind::kQ6K);
+constexpr int kHalves = kX16Rows / kLanes;  // registers per 16-row group: 1 or 2
+constexpr int kRowBytes = 4 * kLanes;       // bytes of a 64-byte group vector per register
 
+// Activation bytes x[0..3] broadcast to every lane (optionally as unsigned: + 128).
+inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
+  return SetI(Load32(x) ^ (plus128 ? static_cast<int32_t>(0x80808080u) : 0));
+}
 
-#include PADDOCK_X16_TILE_HEADER  // the ISA's tile (vec.h names it)
+// One Q6_K 32-element block of half h of a 16-row group for T tokens. The 6-bit quants are
+// rebuilt (low nibbles | high 2 bits << 4) and made signed (q - 32); the activations enter as
+// unsigned bytes (a + 128; (a + 128) * (q - 32) pairs stay within maddubs' int16 range), and
+// 128 x each lane's quant sum (shared by all tokens) is taken back out. The first and second
+// 16 elements have their own scales (s_lo, s_hi, times d).
+template <int T>
+inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd, int64_t nb,
+                     VecF s_lo, VecF s_hi, VecF* facc) {
+  const VecI m4 = Set1I8(15), top = Set1I8(0x30), k32 = Set1I8(32), k128 = Set1I8(static_cast<int8_t>(0x80));
+  const VecI h0 = LoadRaw(p + kQ6K.extra + kRowBytes * h), h1 = LoadRaw(p + kQ6K.extra + 64 + kRowBytes * h);
+  VecI acc[T], acc2[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
+  VecI c_lo = ZeroI(), c_hi = ZeroI();
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+    // high bits 2m..2m+1 of each byte moved to bits 4..5
+    const VecI hb0 = m == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * m);
+    const VecI hb1 = m == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * m);
+    const VecI wl = Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32);
+    const VecI wh = Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32);
+    c_lo = DotU8S8(c_lo, k128, wl);
+    c_hi = DotU8S8(c_hi, k128, wh);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = xb + t * cols;
+      acc[t] = DotU8S8(acc[t], Bcast4(xt + 4 * m, true), wl);
+      acc2[t] = DotU8S8(acc2[t], Bcast4(xt + 16 + 4 * m, true), wh);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const VecF f = Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
+    facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
+  }
+}
+
+// Per scale group of the k-quants: d, -dmin, and the 6-bit scales / mins unpacked to bytes:
+// sc_lo = sub-blocks 0..3 (byte j of each lane), sc_hi = 4..7 (the k-quant packing, all lanes
+// at once).
+struct KHeader {
+  VecF d, ndmin;
+  VecI sc_lo, sc_hi, mn_lo, mn_hi;
+};
+inline KHeader LoadKHeader(const uint8_t* p, int h) {
+  KHeader k;
+  k.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+  k.ndmin = Sub(Zero(), LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h));
+  const VecI u0 = LoadRaw(p + 64 + kRowBytes * h), u1 = LoadRaw(p + 128 + kRowBytes * h), u2 = LoadRaw(p + 192 + kRowBytes * h);
+  const VecI m6 = Set1I8(63), m4 = Set1I8(15), top = Set1I8(0x30);
+  k.sc_lo = AndI(u0, m6);
+  k.mn_lo = AndI(u1, m6);
+  k.sc_hi = OrI(AndI(u2, m4), AndI(Srl32(u0, 2), top));
+  k.mn_hi = OrI(AndI(Srl32(u2, 4), m4), AndI(Srl32(u1, 2), top));
+  return k;
+}
+
+// One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
+// G: elements per scale group.
+template <X16Kind K, int G, int T, bool kPf>
+void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
+             float* y, int64_t ldy) {
+  constexpr bool kSplit = T <= kX16SplitTokens;  // two int32 chains per token
+  constexpr int BPS = G / kQK;
+  constexpr X16Layout kL = X16LayoutOf(K);
+  constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ5S ? 16.0f : (X16HasMin(K) ? 0.0f : kOffset8Zero));
+  const int64_t nb = cols / kQK;
+  const VecI m4 = Set1I8(15);
+  for (int h = 0; h < kHalves; ++h) {
+    const uint8_t* p = grp;
+    VecF row_scale = Zero();
+    if constexpr (K == X16Kind::kQ8C) {
+      row_scale = Load(reinterpret_cast<const float*>(p) + kLanes * h);
+      p += kL.prefix;
+    }
+    VecF facc[T];
+    for (int t = 0; t < T; ++t) facc[t] = Zero();
+    for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
+      VecF sw = Zero(), mw = Zero();
+      KHeader kh{};
+      if constexpr (X16IsK(K)) {
+        kh = LoadKHeader(p, h);
+      } else if constexpr (K == X16Kind::kQ6K) {
+        kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+      } else {
+        if constexpr (K != X16Kind::kQ8C) sw = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+        if constexpr (X16HasMin(K)) mw = LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h);
+      }
+      const uint8_t* hdr = p;
+      p += kL.header;
+      for (int bi = 0; bi < BPS; ++bi, p += kL.block) {
+        const int64_t b = b0 + bi;
+        const int8_t* xb = xq + b * kQK;
+        if (h == 0) PrefetchWeights<K, kPf>(p);
+        if constexpr (K == X16Kind::kQ6K) {
+          // Sub-block scales 2 bi (first 16 elements) and 2 bi + 1, sign-extended from their bytes.
+          const VecI sv = LoadRaw(hdr + 32 + 64 * (bi / 2) + kRowBytes * h);
+          const VecF s_lo = Mul(kh.d, ToFloat(Sra32(ShlV(sv, SetI(24 - 16 * (bi % 2))), 24)));
+          const VecF s_hi = Mul(kh.d, ToFloat(Sra32(ShlV(sv, SetI(16 - 16 * (bi % 2))), 24)));
+          Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
+          continue;
+        }
+        if constexpr (X16IsK(K)) {
+          const VecI shift = SetI(8 * (bi % 4)), byte = SetI(255);
+          sw = Mul(kh.d, ToFloat(AndI(ShrV(bi < 4 ? kh.sc_lo : kh.sc_hi, shift), byte)));
+          mw = Mul(kh.ndmin, ToFloat(AndI(ShrV(bi < 4 ? kh.mn_lo : kh.mn_hi, shift), byte)));
+        }
+        VecI acc[T], acc2[T];
+        for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
+        if constexpr (X16IsQ4(K)) {
+          VecI q5 = ZeroI();
+          if constexpr (X16IsQ5(K)) q5 = LoadRaw(p + kL.extra + kRowBytes * h);
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+            VecI lo = AndI(v, m4);
+            VecI hi = AndI(Srl16(v, 4), m4);
+            if constexpr (X16IsQ5(K)) {  // 5th bits m (low half) and 4 + m (high half) to bit 4
+              const VecI b4 = Set1I8(16);
+              lo = OrI(lo, AndI(Sll16(q5, 4 - m), b4));
+              hi = OrI(hi, AndI(Srl16(q5, m), b4));
+            }
+            for (int t = 0; t < T; ++t) {
+              const int8_t* xt = xb + t * cols;
+              acc[t] = DotU8S8(acc[t], lo, Bcast4(xt + 4 * m));
+              VecI& a2 = kSplit ? acc2[t] : acc[t];
+              a2 = DotU8S8(a2, hi, Bcast4(xt + 16 + 4 * m));
+            }
+          }
+        } else {
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) {
+            const VecI v = LoadRaw(p + 64 * g + kRowBytes * h);
+            for (int t = 0; t < T; ++t) {
+              VecI& a = (kSplit && (g & 1)) ? acc2[t] : acc[t];
+              a = DotOffset8(a, v, Bcast4(xb + t * cols + 4 * g));
+            }
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          const VecF f = ToFloat(kSplit ? AddI(acc[t], acc2[t]) : acc[t]);
+          const float d = xd[t * nb + b], ds = xds[t * nb + b];
+          if constexpr (X16HasMin(K)) {
+            facc[t] = Fma(Mul(f, Set1(d)), sw, facc[t]);
+            facc[t] = Fma(mw, Set1(ds), facc[t]);
+          } else {
+            const VecF tmp = Fma(f, Set1(d), Set1(-kZero * ds));
+            facc[t] = K == X16Kind::kQ8C ? Add(facc[t], tmp) : Fma(tmp, sw, facc[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      if constexpr (K == X16Kind::kQ8C) facc[t] = Mul(facc[t], row_scale);
+      Store(y + t * ldy + kLanes * h, facc[t]);
+    }
+  }
+}
+
+#include PADDOCK_X16_SPARSE_HEADER  // the ISA's 2:4 sparse tile (vec.h names it)
 
 // The tile of a kind: the 2:4 sparse kind has its own.
 template <X16Kind K, int G, int T, bool kPf>

@@ -76,11 +76,39 @@ inline VecF Ldexp(VecF p, VecF n) {
   return {_mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p.v), bits))};
 }
 
+// Whole-register integer operations (bytes, 16- and 32-bit lanes) for the interleaved tiles.
+inline VecI ZeroI() { return {_mm256_setzero_si256()}; }
+inline VecI LoadRaw(const uint8_t* p) { return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))}; }
+inline VecI Set1I8(int8_t a) { return {_mm256_set1_epi8(a)}; }
+inline VecI XorI(VecI a, VecI b) { return {_mm256_xor_si256(a.v, b.v)}; }
+inline VecI Sub8(VecI a, VecI b) { return {_mm256_sub_epi8(a.v, b.v)}; }
+inline VecI SubI(VecI a, VecI b) { return {_mm256_sub_epi32(a.v, b.v)}; }
+inline VecI Srl16(VecI a, int n) { return {_mm256_srli_epi16(a.v, n)}; }
+inline VecI Sll16(VecI a, int n) { return {_mm256_slli_epi16(a.v, n)}; }
+inline VecI Srl32(VecI a, int n) { return {_mm256_srli_epi32(a.v, n)}; }
+inline VecI Sra32(VecI a, int n) { return {_mm256_srai_epi32(a.v, n)}; }
+// acc (int32 lanes) += the 4 products u8 x s8 of each lane: maddubs + madd (exact while each
+// pair of products stays within int16: |u8| <= 128, or u8 <= 255 with |s8| <= 64).
+inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) {
+  const __m256i p = _mm256_maddubs_epi16(u8.v, s8.v);
+  return {_mm256_add_epi32(acc.v, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))};
+}
+// 8-bit interleaved quants are stored + 128: (w + 128) x s8 pairs would overflow maddubs'
+// int16, so the quants are made signed again and multiplied through the sign trick (no zero
+// point left for the epilogue).
+inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) {
+  const __m256i w = _mm256_xor_si256(w_stored.v, _mm256_set1_epi8(static_cast<char>(0x80)));
+  return DotU8S8(acc, {_mm256_abs_epi8(w)}, {_mm256_sign_epi8(x.v, w)});
+}
+constexpr float kOffset8Zero = 0.0f;
+// One int32 chain per token (16 registers leave no room for a second).
+constexpr int kX16SplitTokens = 0;
+
 // Float GEMM register tile: rows per tile (2 x 4 tokens of 256-bit accumulators).
 constexpr int kFloatRows = 2;
 // Tokens per register tile of the interleaved integer kernels.
 constexpr int X16MaxTile(X16Kind) { return 4; }
-#define PADDOCK_X16_TILE_HEADER "kernels/simd/x16_tile_avx2.h"
+#define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_avx2.h"
 
 // 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): maddubs + madd (safe from int16
 // saturation for |u8| <= 128 and |s8| <= 127).

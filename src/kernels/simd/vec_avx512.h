@@ -66,12 +66,34 @@ inline VecF RoundNearest(VecF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_
 // p * 2^n for integral n.
 inline VecF Ldexp(VecF p, VecF n) { return {_mm512_scalef_ps(p.v, n.v)}; }
 
+// Whole-register integer operations (bytes, 16- and 32-bit lanes) for the interleaved tiles.
+inline VecI ZeroI() { return {_mm512_setzero_si512()}; }
+inline VecI LoadRaw(const uint8_t* p) { return {_mm512_loadu_si512(p)}; }  // kLanes * 4 bytes
+inline VecI Set1I8(int8_t a) { return {_mm512_set1_epi8(a)}; }
+inline VecI XorI(VecI a, VecI b) { return {_mm512_xor_si512(a.v, b.v)}; }
+inline VecI Sub8(VecI a, VecI b) { return {_mm512_sub_epi8(a.v, b.v)}; }
+inline VecI SubI(VecI a, VecI b) { return {_mm512_sub_epi32(a.v, b.v)}; }
+inline VecI Srl16(VecI a, int n) { return {_mm512_srli_epi16(a.v, static_cast<unsigned>(n))}; }
+inline VecI Sll16(VecI a, int n) { return {_mm512_slli_epi16(a.v, static_cast<unsigned>(n))}; }
+inline VecI Srl32(VecI a, int n) { return {_mm512_srli_epi32(a.v, static_cast<unsigned>(n))}; }
+inline VecI Sra32(VecI a, int n) { return {_mm512_srai_epi32(a.v, static_cast<unsigned>(n))}; }
+// acc (int32 lanes) += the 4 products u8 x s8 of each lane (VNNI).
+inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) { return {_mm512_dpbusd_epi32(acc.v, u8.v, s8.v)}; }
+// 8-bit interleaved quants are stored + 128 (unsigned). With VNNI they are the unsigned operand
+// as stored: acc += (w + 128) . x, and kOffset8Zero x the activations' block sum comes out in
+// the float epilogue.
+inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) { return DotU8S8(acc, w_stored, x); }
+constexpr float kOffset8Zero = 128.0f;
+// Two int32 chains per token where few tokens leave the latency exposed (16 rows per register
+// leave room for them).
+constexpr int kX16SplitTokens = 4;
+
 // Float GEMM register tile: rows per tile (4 x 4 tokens of 512-bit accumulators).
 constexpr int kFloatRows = 4;
 // Tokens per register tile of the interleaved integer kernels (Q6_K keeps two int32
 // accumulators per token, so it takes fewer).
 constexpr int X16MaxTile(X16Kind k) { return k == X16Kind::kQ6K ? 6 : 8; }
-#define PADDOCK_X16_TILE_HEADER "kernels/simd/x16_tile_avx512.h"
+#define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_avx512.h"
 
 // 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): VNNI.
 inline __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
