@@ -6,8 +6,9 @@
 namespace paddock {
 
 namespace {
-// What every table shares: the row unit of each weight type.
+// What every table shares: the row unit of each weight type, and a GEMV for every readable type.
 KernelTable Finish(KernelTable k) {
+  SetGenericGemv(&k);
   for (int t = 0; t < kGgmlTypeCount; ++t) k.row_unit[t] = IsX16(static_cast<GgmlType>(t)) ? kX16Rows : 1;
   return k;
 }

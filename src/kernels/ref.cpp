@@ -1,4 +1,6 @@
 // Scalar reference kernels: straightforward loops, double accumulation where it matters.
+#include <array>
+#include <utility>
 #include <cmath>
 #include <cstring>
 
@@ -325,24 +327,29 @@ void SetRefX16(KernelTable* t) {
 
 }  // namespace
 
+namespace {
+template <size_t... I>
+constexpr std::array<GemvFn, sizeof...(I)> GenericGemvs(std::index_sequence<I...>) {
+  return {RefGemv<static_cast<GgmlType>(I)>...};
+}
+}  // namespace
+
+void SetGenericGemv(KernelTable* t) {
+  static constexpr auto kAll = GenericGemvs(std::make_index_sequence<kGgmlTypeCount>());
+  for (int i = 0; i < kGgmlTypeCount; ++i) {
+    const TypeTraits* tr = FindTypeTraits(static_cast<uint32_t>(i));
+    if (t->gemv[i] == nullptr && tr != nullptr && tr->to_float != nullptr) t->gemv[i] = kAll[static_cast<size_t>(i)];
+  }
+}
+
 KernelTable MakeScalarTable() {
   KernelTable t{};
   t.isa = Isa::kScalar;
-  t.gemv[static_cast<int>(GgmlType::kF32)] = RefGemv<GgmlType::kF32>;
-  t.gemv[static_cast<int>(GgmlType::kF16)] = RefGemv<GgmlType::kF16>;
-  t.gemv[static_cast<int>(GgmlType::kBF16)] = RefGemv<GgmlType::kBF16>;
+  SetGenericGemv(&t);  // every type with a dequantizer
   t.gemm[static_cast<int>(GgmlType::kF32)] = RefGemmFloat<RefGemv<GgmlType::kF32>>;
   t.gemm[static_cast<int>(GgmlType::kF16)] = RefGemmFloat<RefGemv<GgmlType::kF16>>;
   t.gemm[static_cast<int>(GgmlType::kBF16)] = RefGemmFloat<RefGemv<GgmlType::kBF16>>;
   t.gemm_bf16_dot = RefGemmBf16Dot;
-  t.gemv[static_cast<int>(GgmlType::kQ4_0)] = RefGemv<GgmlType::kQ4_0>;
-  t.gemv[static_cast<int>(GgmlType::kQ4_1)] = RefGemv<GgmlType::kQ4_1>;
-  t.gemv[static_cast<int>(GgmlType::kQ5_0)] = RefGemv<GgmlType::kQ5_0>;
-  t.gemv[static_cast<int>(GgmlType::kQ5_1)] = RefGemv<GgmlType::kQ5_1>;
-  t.gemv[static_cast<int>(GgmlType::kQ8_0)] = RefGemv<GgmlType::kQ8_0>;
-  t.gemv[static_cast<int>(GgmlType::kQ4_K)] = RefGemv<GgmlType::kQ4_K>;
-  t.gemv[static_cast<int>(GgmlType::kQ5_K)] = RefGemv<GgmlType::kQ5_K>;
-  t.gemv[static_cast<int>(GgmlType::kQ6_K)] = RefGemv<GgmlType::kQ6_K>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemvQ8<GgmlType::kQ8_0>;
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_0)] = RefGemvQ8<GgmlType::kQ4_0>;
   t.gemm_q8[static_cast<int>(GgmlType::kQ8_0)] = RefGemmFromGemv<RefGemvQ8<GgmlType::kQ8_0>>;

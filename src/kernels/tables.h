@@ -5,6 +5,10 @@
 
 namespace paddock {
 KernelTable MakeScalarTable();
+// Every type with a dequantizer (TypeTraits::to_float) and no GEMV of its own gets the
+// reference one (dequantize a chunk, double-accumulated dot): a new weight type runs on every
+// table as soon as it can be read; fast kernels are additions.
+void SetGenericGemv(KernelTable* t);
 // Fills the kv_store entries (shared by every table).
 void SetKvStoreKernels(KernelTable* t);
 namespace avx2 { KernelTable MakeTable(Prefetch prefetch); }

@@ -47,19 +47,74 @@ float ModelConfig::AttentionScale() const {
   return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
 
+namespace {
+
+// ---- architectures ----------------------------------------------------------------------
+// Each architecture Paddock runs, and how its GGUF metadata departs from the common Llama-style
+// keys read by ConfigFromGguf. Adding an architecture: one entry here (and its tensor names in
+// loader.cpp if it has new ones; a shape in synth.cpp to test it).
+
+void Gemma(const GgufFile&, const std::string&, ModelConfig* c) {  // GeGLU, scaled embeddings
+  c->ffn_act = FfnAct::kGeluTanh;
+  c->embed_scale = std::sqrt(static_cast<float>(c->dim));
+}
+
+void Gemma2(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  Gemma(g, p, c);
+  c->attn_softcap = static_cast<float>(g.GetFloat(p + "attn_logit_softcapping").value_or(50.0));
+  c->final_softcap = static_cast<float>(g.GetFloat(p + "final_logit_softcapping").value_or(30.0));
+  c->swa_pattern = 2;  // local and global layers alternate
+  c->post_norms = true;
+  // As the reference: the 27B model (46 layers) scales queries by 1/sqrt(dim / heads).
+  if (c->n_layers == 46) c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->dim) / static_cast<float>(c->n_heads));
+}
+
+void Gpt2(const GgufFile& g, const std::string& p, ModelConfig* c) {  // LayerNorm, learned positions
+  c->layer_norm = true;
+  c->learned_pos = true;
+  c->rope_dim = 0;
+  c->ffn_gated = false;
+  c->ffn_act = FfnAct::kGeluTanh;
+  c->qkv_bias = g.FindTensor("blk.0.attn_qkv.bias") != nullptr;
+  if (auto eps = g.GetFloat(p + "attention.layer_norm_epsilon")) c->norm_eps = static_cast<float>(*eps);
+}
+
+struct Architecture {
+  const char* name;
+  RopeStyle rope_style;
+  void (*specifics)(const GgufFile& g, const std::string& prefix, ModelConfig* c);  // null: none
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"llama", RopeStyle::kAdjacentPairs, nullptr},    // Llama 2/3, TinyLlama, SmolLM
+    {"mistral", RopeStyle::kAdjacentPairs, nullptr},  // sliding window from the metadata
+    {"qwen2", RopeStyle::kHalfSplit, nullptr},        // QKV bias (found by its tensors)
+    {"qwen3", RopeStyle::kHalfSplit, nullptr},        // QK-norm (found by its tensors)
+    {"phi3", RopeStyle::kHalfSplit, nullptr},         // fused QKV and gate/up (loader.cpp)
+    {"gemma", RopeStyle::kHalfSplit, Gemma},
+    {"gemma2", RopeStyle::kHalfSplit, Gemma2},
+    {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},
+};
+
+const Architecture& FindArchitecture(const std::string& name) {
+  for (const auto& a : kArchitectures) {
+    if (name == a.name) return a;
+  }
+  std::string known;
+  for (const auto& a : kArchitectures) known += std::string(known.empty() ? "" : ", ") + a.name;
+  Fail("unsupported architecture '%s' (supported: %s)", name.c_str(), known.c_str());
+}
+
+}  // namespace
+
 ModelConfig ConfigFromGguf(const GgufFile& g) {
   ModelConfig c;
   auto arch = g.GetString("general.architecture");
   if (!arch) Fail("model metadata lacks 'general.architecture'");
   c.arch.assign(*arch);
   if (auto name = g.GetString("general.name")) c.name.assign(*name);
-  if (c.arch == "llama" || c.arch == "mistral") {
-    c.rope_style = RopeStyle::kAdjacentPairs;
-  } else if (c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma" || c.arch == "gemma2") {
-    c.rope_style = RopeStyle::kHalfSplit;
-  } else if (c.arch != "gpt2") {
-    Fail("unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gpt2)", c.arch.c_str());
-  }
+  const Architecture& spec = FindArchitecture(c.arch);
+  c.rope_style = spec.rope_style;
   const std::string p = c.arch + ".";
   c.dim = RequireInt(g, p + "embedding_length");
   c.n_layers = RequireInt(g, p + "block_count");
@@ -81,27 +136,7 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   c.qkv_bias = g.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = g.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
   c.tied_embeddings = g.FindTensor("output.weight") == nullptr;
-  if (c.arch == "gemma" || c.arch == "gemma2") {
-    c.ffn_act = FfnAct::kGeluTanh;
-    c.embed_scale = std::sqrt(static_cast<float>(c.dim));
-  }
-  if (c.arch == "gpt2") {
-    c.layer_norm = true;
-    c.learned_pos = true;
-    c.rope_dim = 0;
-    c.ffn_gated = false;
-    c.ffn_act = FfnAct::kGeluTanh;
-    c.qkv_bias = g.FindTensor("blk.0.attn_qkv.bias") != nullptr;
-    if (auto eps = g.GetFloat(p + "attention.layer_norm_epsilon")) c.norm_eps = static_cast<float>(*eps);
-  }
-  if (c.arch == "gemma2") {
-    c.attn_softcap = static_cast<float>(g.GetFloat(p + "attn_logit_softcapping").value_or(50.0));
-    c.final_softcap = static_cast<float>(g.GetFloat(p + "final_logit_softcapping").value_or(30.0));
-    c.swa_pattern = 2;
-    c.post_norms = true;
-    // As the reference: the 27B model (46 layers) scales queries by 1/sqrt(dim / heads).
-    if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim) / static_cast<float>(c.n_heads));
-  }
+  if (spec.specifics != nullptr) spec.specifics(g, p, &c);
   return c;
 }
 
