@@ -4,9 +4,9 @@
 #include <cstdint>
 
 #include "formats/gguf.h"
-#include "paddock/error.h"
 #include "model/config.h"
 #include "model/tokenizer.h"
+#include "paddock/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string src(reinterpret_cast<const char*>(data), size);
   try {
     paddock::JinjaTemplate t(src);
-    t.RenderChat({{"system", "s"}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}}, true, "<s>", "</s>");
+    t.RenderChat({{"system", "s"}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}}, true,
+                 "<s>", "</s>");
   } catch (const paddock::Error&) {
   }
   return 0;

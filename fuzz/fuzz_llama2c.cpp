@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "formats/llama2c.h"
-#include "paddock/error.h"
 #include "model/tokenizer.h"
+#include "paddock/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

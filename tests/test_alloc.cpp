@@ -2,14 +2,13 @@
 // new in this binary is counted, and the count must not move between two tokens mid-stream.
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <new>
 #include <vector>
 
 #include "model/synth.h"
+#include "paddock/error.h"
 #include "paddock/paddock.h"
 #include "test_util.h"
 
@@ -22,11 +21,21 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void* operator new[](std::size_t n) {
+  return operator new(n);
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 namespace paddock {
 namespace {

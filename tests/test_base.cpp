@@ -1,7 +1,5 @@
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -9,6 +7,7 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "base/utf8.h"
+#include "paddock/error.h"
 
 namespace paddock {
 namespace {
@@ -26,10 +25,10 @@ TEST(Half, KnownValuesAndRounding) {
   EXPECT_EQ(Fp16ToFp32(0xc000), -2.0f);
   EXPECT_EQ(Fp16ToFp32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(Fp32ToFp16(65504.0f), 0x7bff);
-  EXPECT_EQ(Fp32ToFp16(1e6f), 0x7c00);                     // overflow to inf
+  EXPECT_EQ(Fp32ToFp16(1e6f), 0x7c00);                          // overflow to inf
   EXPECT_EQ(Fp32ToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie -> even
   EXPECT_EQ(Fp32ToFp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
-  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);   // tie at half the smallest -> even (0)
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie at half the smallest -> even (0)
   EXPECT_EQ(Fp32ToFp16(std::ldexp(1.5f, -25)), 0x0001);
   EXPECT_TRUE(std::isnan(Fp16ToFp32(Fp32ToFp16(NAN))));
 }
@@ -59,13 +58,13 @@ TEST(Utf8Stream, HoldsBackSplitCharacters) {
 TEST(Utf8Stream, ReplacesInvalidBytes) {
   Utf8Stream s;
   std::string out;
-  s.Feed("\x80x", &out);                 // stray continuation byte
+  s.Feed("\x80x", &out);  // stray continuation byte
   EXPECT_EQ(out, "\xEF\xBF\xBDx");
   out.clear();
-  s.Feed("\xE2\x82y", &out);             // truncated sequence, then ASCII
+  s.Feed("\xE2\x82y", &out);  // truncated sequence, then ASCII
   EXPECT_EQ(out, "\xEF\xBF\xBDy");
   out.clear();
-  s.Feed("\xED\xA0\x80", &out);          // UTF-16 surrogate: invalid in UTF-8
+  s.Feed("\xED\xA0\x80", &out);  // UTF-16 surrogate: invalid in UTF-8
   EXPECT_EQ(out.substr(0, 3), "\xEF\xBF\xBD");
   out.clear();
   s.Feed("\xE2", &out);

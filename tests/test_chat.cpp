@@ -18,7 +18,8 @@ const std::vector<ChatMessage> kConversation = {
 TEST(Chat, ChatMl) {
   EXPECT_EQ(RenderChat("chatml", kConversation),
             "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>"
+            "assistant\n");
 }
 
 TEST(Chat, Llama3) {
@@ -31,24 +32,31 @@ TEST(Chat, Llama3) {
 }
 
 TEST(Chat, Llama2) {
-  EXPECT_EQ(RenderChat("llama2", kConversation),
-            "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
+  EXPECT_EQ(
+      RenderChat("llama2", kConversation),
+      "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
 }
 
 TEST(Chat, Mistral) {
-  EXPECT_EQ(RenderChat("mistral", kConversation), "[INST] You are terse.\n\nHi [/INST]Hello.</s>[INST] Bye [/INST]");
+  EXPECT_EQ(RenderChat("mistral", kConversation),
+            "[INST] You are terse.\n\nHi [/INST]Hello.</s>[INST] Bye [/INST]");
 }
 
 TEST(Chat, Phi3AndZephyr) {
   EXPECT_EQ(RenderChat("phi3", kConversation),
-            "<|system|>\nYou are terse.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello.<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n");
+            "<|system|>\nYou are "
+            "terse.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello.<|end|>\n<|user|>\nBye<|end|>"
+            "\n<|assistant|>\n");
   EXPECT_EQ(RenderChat("zephyr", kConversation),
-            "<|system|>\nYou are terse.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello.</s>\n<|user|>\nBye</s>\n<|assistant|>\n");
+            "<|system|>\nYou are "
+            "terse.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello.</s>\n<|user|>\nBye</"
+            "s>\n<|assistant|>\n");
 }
 
 TEST(Chat, GemmaFoldsTheSystemPromptIntoTheFirstTurn) {
   EXPECT_EQ(RenderChat("gemma", kConversation),
-            "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nYou are "
+            "terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
 }
 
@@ -62,13 +70,15 @@ TEST(Chat, RecognizesTheModelsTemplate) {
   ModelInfo info;
   info.arch = "llama";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "llama2");  // no template: the architecture's usual one
-  info.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+  info.chat_template =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "chatml");
   info.chat_template = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' }}";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "llama3");
   info.chat_template = "{{ '<start_of_turn>' + role + '\n' }}";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "gemma");
-  info.chat_template = "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}";
+  info.chat_template =
+      "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "phi3");
   info.chat_template = "{{ bos_token + '[INST] ' + content + ' [/INST]' }}";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "mistral");
@@ -85,7 +95,8 @@ TEST(Chat, EndOfTurnTokensEndGeneration) {
   GgufWriter w;
   w.SetString("general.architecture", "llama");
   w.SetString("tokenizer.ggml.model", "llama");
-  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<|im_end|>", "<end_of_turn>", "<|eot_id|>", "a", "<|end|>", "b"});
+  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<|im_end|>", "<end_of_turn>",
+                                             "<|eot_id|>", "a", "<|end|>", "b"});
   w.SetF32Array("tokenizer.ggml.scores", std::vector<float>(9, 0.0f));
   w.SetI32Array("tokenizer.ggml.token_type", {2, 3, 3, 3, 3, 1, 1, 3, 1});
   w.SetI32("tokenizer.ggml.eot_token_id", 8);
@@ -108,55 +119,87 @@ namespace {
 // The chat templates as the families publish them (Hugging Face tokenizer_config.json /
 // GGUF tokenizer.chat_template), rendered by the Jinja subset.
 const char* kChatMlJinja =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% "
+    "endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 const char* kLlama3Jinja =
-    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + "
-    "'<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
-    "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+    "%}{% set content = bos_token + content %}"
+    "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
 const char* kLlama2Jinja =
-    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
-    "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
-    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
-    "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
-    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
-    "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}"
+    "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for "
+    "message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+    "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% "
+    "endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + "
+    "system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' "
+    "%}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% "
+    "endif %}{% endfor %}";
 const char* kMistralJinja =
-    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
-    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
-    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 "
+    "% 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+    "}}{% endif %}{% if message['role'] == 'user' %}"
+    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
+    "message['content'] + eos_token}}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% "
+    "endfor %}";
 const char* kPhi3Jinja =
-    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}"
-    "{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'assistant' %}"
-    "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + "
+    "message['content'] + '<|end|>\\n'}}"
+    "{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% "
+    "elif message['role'] == 'assistant' %}"
+    "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>\\n' }}"
     "{% else %}{{ eos_token }}{% endif %}";
 const char* kGemmaJinja =
-    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+    "supported') }}{% endif %}"
     "{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
-    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
-    "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+    "}}{% endif %}"
+    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = "
+    "message['role'] %}{% endif %}"
+    "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% "
+    "endfor %}"
     "{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}";
 
-const std::vector<ChatMessage> kNoSystem = {{"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
+const std::vector<ChatMessage> kNoSystem = {
+    {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
 
 TEST(Jinja, RendersTheFamiliesTemplates) {
-  EXPECT_EQ(JinjaTemplate(kChatMlJinja).RenderChat(kConversation, true, "", "<|endoftext|>"), RenderChat("chatml", kConversation));
-  EXPECT_EQ(JinjaTemplate(kChatMlJinja).RenderChat(kNoSystem, false, "", ""),
-            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n");
-  EXPECT_EQ(JinjaTemplate(kLlama3Jinja).RenderChat(kConversation, true, "<|begin_of_text|>", "<|eot_id|>"),
+  EXPECT_EQ(JinjaTemplate(kChatMlJinja).RenderChat(kConversation, true, "", "<|endoftext|>"),
+            RenderChat("chatml", kConversation));
+  EXPECT_EQ(
+      JinjaTemplate(kChatMlJinja).RenderChat(kNoSystem, false, "", ""),
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n");
+  EXPECT_EQ(JinjaTemplate(kLlama3Jinja)
+                .RenderChat(kConversation, true, "<|begin_of_text|>", "<|eot_id|>"),
             "<|begin_of_text|>" + RenderChat("llama3", kConversation));
-  EXPECT_EQ(JinjaTemplate(kLlama2Jinja).RenderChat(kConversation, true, "<s>", "</s>"),
-            "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
-  EXPECT_EQ(JinjaTemplate(kMistralJinja).RenderChat(kNoSystem, true, "<s>", "</s>"), "<s>[INST] Hi [/INST]Hello.</s>[INST] Bye [/INST]");
-  EXPECT_EQ(JinjaTemplate(kPhi3Jinja).RenderChat(kConversation, true, "<s>", "<|endoftext|>"), RenderChat("phi3", kConversation));
-  EXPECT_EQ(JinjaTemplate(kPhi3Jinja).RenderChat(kNoSystem, false, "<s>", "<|endoftext|>"),
-            "<|user|>\nHi<|end|>\n<|assistant|>\nHello.<|end|>\n<|user|>\nBye<|end|>\n<|endoftext|>");
+  EXPECT_EQ(
+      JinjaTemplate(kLlama2Jinja).RenderChat(kConversation, true, "<s>", "</s>"),
+      "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
+  EXPECT_EQ(JinjaTemplate(kMistralJinja).RenderChat(kNoSystem, true, "<s>", "</s>"),
+            "<s>[INST] Hi [/INST]Hello.</s>[INST] Bye [/INST]");
+  EXPECT_EQ(JinjaTemplate(kPhi3Jinja).RenderChat(kConversation, true, "<s>", "<|endoftext|>"),
+            RenderChat("phi3", kConversation));
+  EXPECT_EQ(
+      JinjaTemplate(kPhi3Jinja).RenderChat(kNoSystem, false, "<s>", "<|endoftext|>"),
+      "<|user|>\nHi<|end|>\n<|assistant|>\nHello.<|end|>\n<|user|>\nBye<|end|>\n<|endoftext|>");
   EXPECT_EQ(JinjaTemplate(kGemmaJinja).RenderChat(kNoSystem, true, "<bos>", "<eos>"),
-            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>"
+            "\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
 }
 
 TEST(Jinja, RaiseExceptionAndUnsupportedConstructsAreErrors) {
@@ -164,12 +207,15 @@ TEST(Jinja, RaiseExceptionAndUnsupportedConstructsAreErrors) {
     JinjaTemplate(kGemmaJinja).RenderChat(kConversation, true, "", "");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("System role not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("System role not supported"), std::string::npos)
+        << e.what();
   }
   // Found by fuzzing: an integer literal past int64 was an uncaught std::out_of_range.
   EXPECT_THROW(JinjaTemplate("{% if messages[999999999999999999999999] %}{% endif %}"), Error);
-  EXPECT_THROW(JinjaTemplate("{{ 'ab' * 100000000000 }}").RenderChat(kConversation, true, "", ""), Error);
-  for (const char* bad : {"{% macro f() %}x{% endmacro %}", "{{ x | wordcount }}", "{% for m in messages %}", "{{ 'a' ", "{% if x %}{% endfor %}",
+  EXPECT_THROW(JinjaTemplate("{{ 'ab' * 100000000000 }}").RenderChat(kConversation, true, "", ""),
+               Error);
+  for (const char* bad : {"{% macro f() %}x{% endmacro %}", "{{ x | wordcount }}",
+                          "{% for m in messages %}", "{{ 'a' ", "{% if x %}{% endfor %}",
                           "{{ x is divisibleby(3) }}", "{% set x %}a{% endset %}"}) {
     EXPECT_THROW(JinjaTemplate(bad).RenderChat(kConversation, true, "", ""), Error) << bad;
   }
@@ -177,18 +223,33 @@ TEST(Jinja, RaiseExceptionAndUnsupportedConstructsAreErrors) {
     JinjaTemplate("{% macro f() %}{% endmacro %}");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'macro'"), std::string::npos) << e.what();  // names the construct
+    EXPECT_NE(std::string(e.what()).find("'macro'"), std::string::npos)
+        << e.what();  // names the construct
   }
 }
 
 TEST(Jinja, ExpressionsFiltersAndWhitespaceControl) {
-  auto r = [](const char* src) { return JinjaTemplate(src).RenderChat(kConversation, true, "<s>", "</s>"); };
-  EXPECT_EQ(r("{{ messages | length }} {{ messages[-1].content }} {{ messages[1:3] | length }} {{ (messages | first).role }}"), "4 Bye 2 system");
-  EXPECT_EQ(r("{% for m in messages %}{{ loop.index }}{% if not loop.last %},{% endif %}{% endfor %}"), "1,2,3,4");
-  EXPECT_EQ(r("{% set ns = namespace(n=0) %}{% for m in messages %}{% if m.role == 'user' %}{% set ns.n = ns.n + 1 %}{% endif %}{% endfor %}{{ ns.n }}"), "2");
-  EXPECT_EQ(r("{{ '  x  ' | trim }}|{{ 'ab' | upper }}|{{ 'a-b' .replace('-', '+') }}|{{ 'x' ~ 3 ~ none }}|{{ 7 // 2 }} {{ -7 % 3 }} {{ 1 / 2 }}"), "x|AB|a+b|x3None|3 2 0.5");
-  EXPECT_EQ(r("{{ undefined_thing is defined }} {{ 'a' in 'cat' }} {{ 3 if false else 4 }} {{ x | default('d') }} {{ [1, 2] | tojson }}"), "False True 4 d [1, 2]");
-  EXPECT_EQ(r("{{ 'a b  c'.split() | join('-') }} {{ 'Hello'.startswith('He') }} {{ {'k': 1}.get('k') }} {{ {'k': 1}.get('z', 9) }}"), "a-b-c True 1 9");
+  auto r = [](const char* src) {
+    return JinjaTemplate(src).RenderChat(kConversation, true, "<s>", "</s>");
+  };
+  EXPECT_EQ(r("{{ messages | length }} {{ messages[-1].content }} {{ messages[1:3] | length }} {{ "
+              "(messages | first).role }}"),
+            "4 Bye 2 system");
+  EXPECT_EQ(
+      r("{% for m in messages %}{{ loop.index }}{% if not loop.last %},{% endif %}{% endfor %}"),
+      "1,2,3,4");
+  EXPECT_EQ(r("{% set ns = namespace(n=0) %}{% for m in messages %}{% if m.role == 'user' %}{% set "
+              "ns.n = ns.n + 1 %}{% endif %}{% endfor %}{{ ns.n }}"),
+            "2");
+  EXPECT_EQ(r("{{ '  x  ' | trim }}|{{ 'ab' | upper }}|{{ 'a-b' .replace('-', '+') }}|{{ 'x' ~ 3 ~ "
+              "none }}|{{ 7 // 2 }} {{ -7 % 3 }} {{ 1 / 2 }}"),
+            "x|AB|a+b|x3None|3 2 0.5");
+  EXPECT_EQ(r("{{ undefined_thing is defined }} {{ 'a' in 'cat' }} {{ 3 if false else 4 }} {{ x | "
+              "default('d') }} {{ [1, 2] | tojson }}"),
+            "False True 4 d [1, 2]");
+  EXPECT_EQ(r("{{ 'a b  c'.split() | join('-') }} {{ 'Hello'.startswith('He') }} {{ {'k': "
+              "1}.get('k') }} {{ {'k': 1}.get('z', 9) }}"),
+            "a-b-c True 1 9");
   // HF renders with trim_blocks and lstrip_blocks; '-' strips whitespace explicitly.
   EXPECT_EQ(r("{% if true %}\n  a\n{% endif %}\nb"), "  a\nb");
   EXPECT_EQ(r("x  {%- if true -%}  y  {%- endif -%}  z"), "xyz");

@@ -1,10 +1,9 @@
 // Engine behaviour around generation: stop strings, cancellation, EOS, context, bad options.
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <string>
 
+#include "paddock/error.h"
 #include "paddock/paddock.h"
 #include "test_util.h"
 
@@ -36,7 +35,9 @@ TEST(Engine, StopStringEndsGenerationAndIsNotEmitted) {
     return true;
   });
   EXPECT_EQ(r.finish, FinishReason::kStop);
-  EXPECT_EQ(r.text, "Once upon a time, there was a little girl named Lily. She loved to play outside in the ");
+  EXPECT_EQ(
+      r.text,
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the ");
   EXPECT_EQ(streamed, r.text);
 }
 

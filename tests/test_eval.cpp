@@ -31,7 +31,8 @@ TEST(Eval, PerplexityOfTheModelsOwnGreedyTextIsLow) {
   EXPECT_GT(own.ppl_se, 0.0);
   // Scrambled words are much less likely.
   std::string scrambled;
-  for (size_t i = 0; i + 7 < golden.size(); i += 7) scrambled += golden.substr((i * 7919) % (golden.size() - 7), 7);
+  for (size_t i = 0; i + 7 < golden.size(); i += 7)
+    scrambled += golden.substr((i * 7919) % (golden.size() - 7), 7);
   EXPECT_GT(Perplexity(*e, scrambled, o).ppl, 3 * own.ppl);
   // Too short for one window: a clear error.
   EXPECT_THROW(Perplexity(*e, "Once upon", o), Error);

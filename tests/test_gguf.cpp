@@ -2,8 +2,6 @@
 // with a clear error each (this file also runs under ASan/UBSan in scripts/test).
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <cstring>
 #include <functional>
 #include <string>
@@ -12,6 +10,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/weights.h"
+#include "paddock/error.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -56,7 +55,8 @@ TEST(Gguf, EveryMetadataTypeRoundTrips) {
   w.SetI32Array("arr.i32", {3, -4, 5});
   // An array of arrays (allowed by the spec, skipped by the reader).
   std::string nested = Encode<uint32_t>(9) + Encode<uint64_t>(2);
-  for (int k = 0; k < 2; ++k) nested += Encode<uint32_t>(4) + Encode<uint64_t>(1) + Encode<uint32_t>(k);
+  for (int k = 0; k < 2; ++k)
+    nested += Encode<uint32_t>(4) + Encode<uint64_t>(1) + Encode<uint32_t>(k);
   w.SetRaw("arr.nested", GgufType::kArray, nested);
   const std::string s = w.Serialize();
   GgufFile g = ParseString(s);
@@ -133,8 +133,8 @@ TEST(Gguf, CorruptedFilesAreRejectedWithClearErrors) {
   const std::string good = SmallFile();
   // Layout anchors: tensor info of "t0": len(8) "t0" n_dims(4) dims(8*2) type(4) offset(8).
   const size_t t0 = Find(good, std::string("\x02\0\0\0\0\0\0\0t0", 10));
-  const size_t t0_ndims = t0 + 10, t0_dim0 = t0_ndims + 4, t0_dim1 = t0_dim0 + 8, t0_type = t0_dim1 + 8,
-               t0_off = t0_type + 4;
+  const size_t t0_ndims = t0 + 10, t0_dim0 = t0_ndims + 4, t0_dim1 = t0_dim0 + 8,
+               t0_type = t0_dim1 + 8, t0_off = t0_type + 4;
   const size_t t1 = Find(good, std::string("\x02\0\0\0\0\0\0\0t1", 10));
   const size_t t1_off = t1 + 10 + 4 + 8 + 4;
   const size_t key_u32 = Find(good, "a.u32") - 8;
@@ -146,24 +146,44 @@ TEST(Gguf, CorruptedFilesAreRejectedWithClearErrors) {
       {"bad magic", [](std::string* s) { (*s)[0] = 'X'; }, "bad magic"},
       {"version 1", [](std::string* s) { Poke<uint32_t>(s, 4, 1); }, "version 1"},
       {"version 99", [](std::string* s) { Poke<uint32_t>(s, 4, 99); }, "unsupported version"},
-      {"huge tensor count", [](std::string* s) { Poke<uint64_t>(s, 8, 1ull << 60); }, "tensor count"},
-      {"huge metadata count", [](std::string* s) { Poke<uint64_t>(s, 16, 1ull << 60); }, "metadata count"},
+      {"huge tensor count", [](std::string* s) { Poke<uint64_t>(s, 8, 1ull << 60); },
+       "tensor count"},
+      {"huge metadata count", [](std::string* s) { Poke<uint64_t>(s, 16, 1ull << 60); },
+       "metadata count"},
       {"truncated header", [](std::string* s) { s->resize(30); }, "impossible"},
       {"truncated in tensor infos", [&](std::string* s) { s->resize(t0_type); }, "truncated"},
       {"truncated tensor data", [](std::string* s) { s->resize(s->size() - 40); }, "past the end"},
-      {"key length past end", [&](std::string* s) { Poke<uint64_t>(s, key_u32, 1ull << 40); }, "truncated"},
-      {"string length past end", [&](std::string* s) { Poke<uint64_t>(s, arch_val_len, 1ull << 50); }, "truncated"},
-      {"unknown value type", [&](std::string* s) { Poke<uint32_t>(s, u32_type, 77); }, "unknown value type"},
+      {"key length past end", [&](std::string* s) { Poke<uint64_t>(s, key_u32, 1ull << 40); },
+       "truncated"},
+      {"string length past end",
+       [&](std::string* s) { Poke<uint64_t>(s, arch_val_len, 1ull << 50); }, "truncated"},
+      {"unknown value type", [&](std::string* s) { Poke<uint32_t>(s, u32_type, 77); },
+       "unknown value type"},
       {"zero dimensions", [&](std::string* s) { Poke<uint32_t>(s, t0_ndims, 0); }, "dimensions"},
       {"five dimensions", [&](std::string* s) { Poke<uint32_t>(s, t0_ndims, 5); }, "dimensions"},
-      {"zero-sized dimension", [&](std::string* s) { Poke<uint64_t>(s, t0_dim1, 0); }, "invalid size"},
-      {"negative dimension", [&](std::string* s) { Poke<uint64_t>(s, t0_dim1, ~0ull); }, "invalid size"},
-      {"element count overflow", [&](std::string* s) { Poke<uint64_t>(s, t0_dim0, 1ull << 40); Poke<uint64_t>(s, t0_dim1, 1ull << 40); }, "overflows"},
-      {"tensor larger than file", [&](std::string* s) { Poke<uint64_t>(s, t0_dim1, 1ull << 30); }, "past the end"},
-      {"unknown tensor type", [&](std::string* s) { Poke<uint32_t>(s, t0_type, 123); }, "unknown type"},
-      {"row not a block multiple", [&](std::string* s) { Poke<uint32_t>(s, t0_type, 2); Poke<uint64_t>(s, t0_dim0, 48); }, "block size"},
+      {"zero-sized dimension", [&](std::string* s) { Poke<uint64_t>(s, t0_dim1, 0); },
+       "invalid size"},
+      {"negative dimension", [&](std::string* s) { Poke<uint64_t>(s, t0_dim1, ~0ull); },
+       "invalid size"},
+      {"element count overflow",
+       [&](std::string* s) {
+         Poke<uint64_t>(s, t0_dim0, 1ull << 40);
+         Poke<uint64_t>(s, t0_dim1, 1ull << 40);
+       },
+       "overflows"},
+      {"tensor larger than file", [&](std::string* s) { Poke<uint64_t>(s, t0_dim1, 1ull << 30); },
+       "past the end"},
+      {"unknown tensor type", [&](std::string* s) { Poke<uint32_t>(s, t0_type, 123); },
+       "unknown type"},
+      {"row not a block multiple",
+       [&](std::string* s) {
+         Poke<uint32_t>(s, t0_type, 2);
+         Poke<uint64_t>(s, t0_dim0, 48);
+       },
+       "block size"},
       {"misaligned offset", [&](std::string* s) { Poke<uint64_t>(s, t0_off, 4); }, "not aligned"},
-      {"offset past end", [&](std::string* s) { Poke<uint64_t>(s, t1_off, 1ull << 40); }, "past the end"},
+      {"offset past end", [&](std::string* s) { Poke<uint64_t>(s, t1_off, 1ull << 40); },
+       "past the end"},
       {"overlapping tensors", [&](std::string* s) { Poke<uint64_t>(s, t1_off, 0); }, "overlap"},
       {"duplicate tensor name", [&](std::string* s) { (*s)[t1 + 9] = '0'; }, "duplicate tensor"},
   };
@@ -176,7 +196,8 @@ TEST(Gguf, CorruptedFilesAreRejectedWithClearErrors) {
       ADD_FAILURE() << c.name << ": accepted";
     } catch (const Error& e) {
       ++rejected;
-      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << c.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos)
+          << c.name << ": " << e.what();
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
     }
   }
@@ -231,7 +252,8 @@ TEST(Gguf, ModelLevelChecksNameTheProblem) {
     LoadModel(path2);
     FAIL() << "accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported architecture"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unsupported architecture"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -2,8 +2,6 @@
 // lengths that hit loop tails. Tolerances scale with the data (sum of |terms|).
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,6 +11,7 @@
 #include "base/cpu.h"
 #include "formats/ggml_types.h"
 #include "kernels/kernels.h"
+#include "paddock/error.h"
 
 namespace paddock {
 namespace {
@@ -38,8 +37,10 @@ const int kLengths[] = {1, 3, 17, 31, 33, 257};
 struct QuantizedActs {
   std::vector<int8_t> qs;
   std::vector<float> d, ds;
-  explicit QuantizedActs(const std::vector<float>& x) : qs(x.size()), d(x.size() / 32), ds(x.size() / 32) {
-    ReferenceKernels().quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(), ds.data());
+  explicit QuantizedActs(const std::vector<float>& x)
+      : qs(x.size()), d(x.size() / 32), ds(x.size() / 32) {
+    ReferenceKernels().quantize_act(x.data(), static_cast<int64_t>(x.size()), qs.data(), d.data(),
+                                    ds.data());
   }
   ActQ8 act() const {
     ActQ8 a;
@@ -66,9 +67,12 @@ TEST(Kernels, GemvEveryTypeMatchesReference) {
     for (GgmlType t : types) {
       const TypeTraits& tr = Traits(t);
       std::vector<int> col_sizes;
-      if (tr.block_size == 1) col_sizes.assign(std::begin(kLengths), std::end(kLengths));
-      else if (tr.block_size == 32) col_sizes = {32, 96, 288};
-      else col_sizes = {256, 768};
+      if (tr.block_size == 1)
+        col_sizes.assign(std::begin(kLengths), std::end(kLengths));
+      else if (tr.block_size == 32)
+        col_sizes = {32, 96, 288};
+      else
+        col_sizes = {256, 768};
       for (int cols : col_sizes) {
         for (int rows : {1, 3, 17}) {
           const auto wf = Random(static_cast<size_t>(cols) * rows, 11 + cols + rows);
@@ -78,11 +82,13 @@ TEST(Kernels, GemvEveryTypeMatchesReference) {
           std::vector<float> y_ref(rows), y(rows), wd(static_cast<size_t>(cols) * rows);
           tr.to_float(w.data(), wd.data(), static_cast<int64_t>(cols) * rows);
           ASSERT_NE(k.gemv[static_cast<int>(t)], nullptr) << tr.name;
-          ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y_ref.data());
+          ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(),
+                                        y_ref.data());
           k.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y.data());
           for (int r = 0; r < rows; ++r) {
             double mag = 0;
-            for (int c = 0; c < cols; ++c) mag += std::fabs(wd[static_cast<size_t>(r) * cols + c] * x[c]);
+            for (int c = 0; c < cols; ++c)
+              mag += std::fabs(wd[static_cast<size_t>(r) * cols + c] * x[c]);
             ASSERT_NEAR(y[r], y_ref[r], 1e-5 * mag + 1e-6)
                 << IsaName(isa) << " " << tr.name << " cols=" << cols << " row=" << r;
           }
@@ -108,10 +114,12 @@ TEST(Kernels, VectorOpsMatchReference) {
       for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << n;
       ref.layernorm(o1.data(), a.data(), w.data(), b.data(), n, 1e-5f);
       k.layernorm(o2.data(), a.data(), w.data(), b.data(), n, 1e-5f);
-      for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << "layernorm " << n;
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << "layernorm " << n;
       ref.layernorm(o1.data(), a.data(), w.data(), nullptr, n, 1e-5f);
       k.layernorm(o2.data(), a.data(), w.data(), nullptr, n, 1e-5f);
-      for (int i = 0; i < n; ++i) ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << "layernorm, no bias " << n;
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(o2[i], o1[i], 1e-5f * (1 + std::fabs(o1[i]))) << "layernorm, no bias " << n;
 
       auto s1 = Random(n, 9 + n, 20.0f), s2 = s1;
       ref.softmax(s1.data(), n);
@@ -130,10 +138,12 @@ TEST(Kernels, VectorOpsMatchReference) {
       auto e1 = Random(n, 5 + n, 8.0f), e2 = e1, e3 = e1, e4 = e1;
       ref.gelu_mul(e1.data(), b.data(), n);
       k.gelu_mul(e2.data(), b.data(), n);
-      for (int i = 0; i < n; ++i) ASSERT_NEAR(e2[i], e1[i], 1e-5f * (1 + std::fabs(e1[i]))) << "gelu_mul";
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(e2[i], e1[i], 1e-5f * (1 + std::fabs(e1[i]))) << "gelu_mul";
       ref.gelu_mul(e3.data(), nullptr, n);
       k.gelu_mul(e4.data(), nullptr, n);
-      for (int i = 0; i < n; ++i) ASSERT_NEAR(e4[i], e3[i], 1e-5f * (1 + std::fabs(e3[i]))) << "gelu";
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(e4[i], e3[i], 1e-5f * (1 + std::fabs(e3[i]))) << "gelu";
 
       auto y1 = a, y2 = a;
       ref.axpy(y1.data(), 0.37f, b.data(), n);
@@ -171,7 +181,8 @@ TEST(Kernels, RopeMatchesReferenceInBothLayouts) {
             s[i] = std::sin(0.1f * (i + 1));
           }
           ref.rope(x1.data(), heads, head_dim, rope_dim, c.data(), s.data(), half_split);
-          GetKernels(isa).rope(x2.data(), heads, head_dim, rope_dim, c.data(), s.data(), half_split);
+          GetKernels(isa).rope(x2.data(), heads, head_dim, rope_dim, c.data(), s.data(),
+                               half_split);
           for (size_t i = 0; i < x1.size(); ++i) ASSERT_NEAR(x2[i], x1[i], 1e-6f);
         }
       }
@@ -211,7 +222,8 @@ TEST(Kernels, ActivationQuantizationIsIdenticalOnEveryIsa) {
     EXPECT_EQ(d, d_ref) << IsaName(isa);
     EXPECT_EQ(s, s_ref) << IsaName(isa);
   }
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(q_ref[i] * d_ref[i / 32], x[i], d_ref[i / 32] * 0.5f + 1e-7f);
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(q_ref[i] * d_ref[i / 32], x[i], d_ref[i / 32] * 0.5f + 1e-7f);
 }
 
 TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {
@@ -228,16 +240,21 @@ TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {
         const QuantizedActs quantized(x);
         const ActQ8 xq = quantized.act();
         std::vector<float> y_ref(rows), y(rows), y_float(rows);
-        ref.gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, y_ref.data());
-        ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(), y_float.data());
+        ref.gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq,
+                                         y_ref.data());
+        ref.gemv[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, x.data(),
+                                      y_float.data());
         for (int r = 0; r < rows; ++r) {
           // int8 activations vs float activations: within the activation quantization error.
-          ASSERT_NEAR(y_ref[r], y_float[r], 0.02 * std::sqrt(static_cast<double>(cols)) * 0.3) << tr.name;
+          ASSERT_NEAR(y_ref[r], y_float[r], 0.02 * std::sqrt(static_cast<double>(cols)) * 0.3)
+              << tr.name;
         }
         for (Isa isa : FastIsas()) {
-          GetKernels(isa).gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, y.data());
+          GetKernels(isa).gemv_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq,
+                                                       y.data());
           for (int r = 0; r < rows; ++r) {
-            ASSERT_NEAR(y[r], y_ref[r], 1e-5 * (std::fabs(y_ref[r]) + cols * 0.01)) << IsaName(isa) << " " << tr.name << " cols " << cols;
+            ASSERT_NEAR(y[r], y_ref[r], 1e-5 * (std::fabs(y_ref[r]) + cols * 0.01))
+                << IsaName(isa) << " " << tr.name << " cols " << cols;
           }
         }
       }
@@ -266,13 +283,16 @@ TEST(Kernels, IntegerGemmMatchesReferenceOnTileRemainders) {
           const ActQ8 xq = quantized.act();
           const int64_t ldy = rows + 3;
           std::vector<float> y_ref(static_cast<size_t>(ldy) * n_tok, -1.0f), y(y_ref);
-          ref.gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, n_tok, y_ref.data(), ldy);
+          ref.gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, n_tok,
+                                           y_ref.data(), ldy);
           for (Isa isa : FastIsas()) {
             std::fill(y.begin(), y.end(), -1.0f);
-            GetKernels(isa).gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows, xq, n_tok, y.data(), ldy);
+            GetKernels(isa).gemm_q8[static_cast<int>(t)](w.data(), RowBytes(tr, cols), cols, rows,
+                                                         xq, n_tok, y.data(), ldy);
             for (size_t i = 0; i < y.size(); ++i) {
               ASSERT_NEAR(y[i], y_ref[i], 1e-5 * (std::fabs(y_ref[i]) + cols * 0.01))
-                  << IsaName(isa) << " " << tr.name << " cols " << cols << " rows " << rows << " tokens " << n_tok << " at " << i;
+                  << IsaName(isa) << " " << tr.name << " cols " << cols << " rows " << rows
+                  << " tokens " << n_tok << " at " << i;
             }
           }
         }
@@ -291,42 +311,52 @@ namespace {
 TEST(Kernels, RelaidQ4_0AndQ8_0MatchTheFileLayouts) {
   const KernelTable& ref = ReferenceKernels();
   for (bool is_q4 : {true, false}) {
-  const TypeTraits& tr = Traits(is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0);
-  const int q4 = static_cast<int>(is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0);
-  const int q4r = static_cast<int>(is_q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R);
-  for (int cols : {32, 96, 512, 544, 2048}) {
-    for (int rows : {1, 5, 9}) {
-      for (int n_tok : {1, 3, 6}) {
-        const auto wf = Random(static_cast<size_t>(cols) * rows, 11 + cols + rows);
-        std::string w(RowBytes(tr, cols) * rows, '\0'), wr(w.size(), '\0');
-        tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
-        if (is_q4) RepackQ4_0Rows(w.data(), wr.data(), rows, cols); else RepackQ8_0Rows(w.data(), wr.data(), rows, cols);
-        // Row-level dequantization agrees.
-        std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
-        tr.to_float(w.data(), a.data(), cols);
-        Traits(static_cast<GgmlType>(q4r)).to_float(wr.data(), b.data(), cols);
-        ASSERT_EQ(a, b);
-        const auto x = Random(static_cast<size_t>(cols) * n_tok, 13 + cols);
-        const QuantizedActs quantized(x);
-        const ActQ8 xq = quantized.act();
-        const size_t rb = RowBytes(tr, cols);
-        std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), fwant(rows), fgot(rows);
-        ref.gemm_q8[q4](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
-        ref.gemv[q4](w.data(), rb, cols, rows, x.data(), fwant.data());
-        std::vector<Isa> isas = FastIsas();
-        isas.push_back(Isa::kScalar);
-        for (Isa isa : isas) {
-          const KernelTable& k = GetKernels(isa);
-          k.gemm_q8[q4r](wr.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
-          for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " gemm";
-          k.gemv_q8[q4r](wr.data(), rb, cols, rows, xq, got.data());
-          for (int r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], 1e-5 * (std::fabs(want[r]) + cols * 0.01)) << IsaName(isa) << " gemv_q8 cols " << cols;
-          k.gemv[q4r](wr.data(), rb, cols, rows, x.data(), fgot.data());
-          for (int r = 0; r < rows; ++r) ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + cols * 0.01)) << IsaName(isa) << " gemv";
+    const TypeTraits& tr = Traits(is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0);
+    const int q4 = static_cast<int>(is_q4 ? GgmlType::kQ4_0 : GgmlType::kQ8_0);
+    const int q4r = static_cast<int>(is_q4 ? GgmlType::kQ4_0R : GgmlType::kQ8_0R);
+    for (int cols : {32, 96, 512, 544, 2048}) {
+      for (int rows : {1, 5, 9}) {
+        for (int n_tok : {1, 3, 6}) {
+          const auto wf = Random(static_cast<size_t>(cols) * rows, 11 + cols + rows);
+          std::string w(RowBytes(tr, cols) * rows, '\0'), wr(w.size(), '\0');
+          tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
+          if (is_q4)
+            RepackQ4_0Rows(w.data(), wr.data(), rows, cols);
+          else
+            RepackQ8_0Rows(w.data(), wr.data(), rows, cols);
+          // Row-level dequantization agrees.
+          std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
+          tr.to_float(w.data(), a.data(), cols);
+          Traits(static_cast<GgmlType>(q4r)).to_float(wr.data(), b.data(), cols);
+          ASSERT_EQ(a, b);
+          const auto x = Random(static_cast<size_t>(cols) * n_tok, 13 + cols);
+          const QuantizedActs quantized(x);
+          const ActQ8 xq = quantized.act();
+          const size_t rb = RowBytes(tr, cols);
+          std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), fwant(rows),
+              fgot(rows);
+          ref.gemm_q8[q4](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
+          ref.gemv[q4](w.data(), rb, cols, rows, x.data(), fwant.data());
+          std::vector<Isa> isas = FastIsas();
+          isas.push_back(Isa::kScalar);
+          for (Isa isa : isas) {
+            const KernelTable& k = GetKernels(isa);
+            k.gemm_q8[q4r](wr.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01))
+                  << IsaName(isa) << " gemm";
+            k.gemv_q8[q4r](wr.data(), rb, cols, rows, xq, got.data());
+            for (int r = 0; r < rows; ++r)
+              ASSERT_NEAR(got[r], want[r], 1e-5 * (std::fabs(want[r]) + cols * 0.01))
+                  << IsaName(isa) << " gemv_q8 cols " << cols;
+            k.gemv[q4r](wr.data(), rb, cols, rows, x.data(), fgot.data());
+            for (int r = 0; r < rows; ++r)
+              ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + cols * 0.01))
+                  << IsaName(isa) << " gemv";
+          }
         }
       }
     }
-  }
   }
 }
 
@@ -349,7 +379,10 @@ TEST(Kernels, IntegerGemvIsBitIdenticalToGemm) {
       const auto wf = Random(static_cast<size_t>(cols) * rows, 17 + cols);
       std::string w(RowBytes(tr, cols) * rows, '\0'), wr(w.size(), '\0');
       tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
-      if (is_q4) RepackQ4_0Rows(w.data(), wr.data(), rows, cols); else RepackQ8_0Rows(w.data(), wr.data(), rows, cols);
+      if (is_q4)
+        RepackQ4_0Rows(w.data(), wr.data(), rows, cols);
+      else
+        RepackQ8_0Rows(w.data(), wr.data(), rows, cols);
       const size_t rb = RowBytes(tr, cols);
       for (int n_tok : {2, 5, 9}) {
         const auto x = Random(static_cast<size_t>(cols) * n_tok, 19 + cols + n_tok);
@@ -361,12 +394,17 @@ TEST(Kernels, IntegerGemvIsBitIdenticalToGemm) {
           const KernelTable& k = GetKernels(isa);
           for (GgmlType t : {base, relaid}) {
             const std::string& wt = t == base ? w : wr;
-            std::vector<float> batched(static_cast<size_t>(rows) * n_tok), alone(static_cast<size_t>(rows));
-            k.gemm_q8[static_cast<int>(t)](wt.data(), rb, cols, rows, xq, n_tok, batched.data(), rows);
+            std::vector<float> batched(static_cast<size_t>(rows) * n_tok),
+                alone(static_cast<size_t>(rows));
+            k.gemm_q8[static_cast<int>(t)](wt.data(), rb, cols, rows, xq, n_tok, batched.data(),
+                                           rows);
             for (int j = 0; j < n_tok; ++j) {
-              k.gemv_q8[static_cast<int>(t)](wt.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
-              ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
-                  << IsaName(isa) << " " << Traits(t).name << " cols " << cols << " token " << j << " of " << n_tok;
+              k.gemv_q8[static_cast<int>(t)](wt.data(), rb, cols, rows, xq.Token(j, cols),
+                                             alone.data());
+              ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + static_cast<size_t>(j) * rows,
+                                       sizeof(float) * rows))
+                  << IsaName(isa) << " " << Traits(t).name << " cols " << cols << " token " << j
+                  << " of " << n_tok;
             }
           }
         }
@@ -387,13 +425,14 @@ TEST(Kernels, GeluKnownValuesAndAttentionSoftcap) {
   float g[4] = {0.0f, 1.0f, -1.0f, 3.0f};
   ReferenceKernels().gelu_mul(g, nullptr, 4);
   EXPECT_NEAR(g[0], 0.0f, 1e-7f);
-  EXPECT_NEAR(g[1], 0.841192f, 1e-5f);   // 0.5 (1 + tanh(0.79788 * 1.044715))
+  EXPECT_NEAR(g[1], 0.841192f, 1e-5f);  // 0.5 (1 + tanh(0.79788 * 1.044715))
   EXPECT_NEAR(g[2], -0.158808f, 1e-5f);
   EXPECT_NEAR(g[3], 2.996363f, 1e-5f);
 
   const int hd = 32, n_kv = 2, n_q = 2, len = 19;
   const auto q = Random(static_cast<size_t>(n_q) * hd, 31, 3.0f);
-  const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 32, 3.0f), vf = Random(static_cast<size_t>(len) * n_kv * hd, 33);
+  const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 32, 3.0f),
+             vf = Random(static_cast<size_t>(len) * n_kv * hd, 33);
   std::vector<int32_t> table = {0, 1, 2};
   KvRowsRef k, v;
   k.base = reinterpret_cast<const uint8_t*>(kf.data());
@@ -429,18 +468,21 @@ namespace {
 
 // Every fast ISA's GEMM of interleaved type `x16` against `want` (n_tok x rows), and each
 // token alone through the GEMV bit-identical to its row of the batch.
-void ExpectFastIsasMatch(GgmlType x16, const void* w, size_t rb, int cols, int rows, const ActQ8& xq, int n_tok,
-                         const std::vector<float>& want, const char* name) {
+void ExpectFastIsasMatch(GgmlType x16, const void* w, size_t rb, int cols, int rows,
+                         const ActQ8& xq, int n_tok, const std::vector<float>& want,
+                         const char* name) {
   std::vector<float> got(want.size()), alone(static_cast<size_t>(rows));
   for (Isa isa : FastIsas()) {
     const KernelTable& k = GetKernels(isa);
     k.gemm_q8[static_cast<int>(x16)](w, rb, cols, rows, xq, n_tok, got.data(), rows);
     for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << name << " cols " << cols << " i " << i;
+      ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01))
+          << IsaName(isa) << " " << name << " cols " << cols << " i " << i;
     }
     for (int j = 0; j < n_tok; ++j) {
       k.gemv_q8[static_cast<int>(x16)](w, rb, cols, rows, xq.Token(j, cols), alone.data());
-      ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows))
+      ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows,
+                               sizeof(float) * rows))
           << IsaName(isa) << " " << name << " cols " << cols << " token " << j << " of " << n_tok;
     }
   }
@@ -460,27 +502,36 @@ TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
         const auto wf = Random(static_cast<size_t>(cols) * rows, 23 + cols + rows);
         std::string w(RowBytes(tr, cols) * rows, '\0'), wx(w.size(), '\0');
         tr.from_float(wf.data(), w.data(), static_cast<int64_t>(cols) * rows);
-        if (is_q4) RepackQ4_0X16(w.data(), wx.data(), rows, cols); else RepackQ8_0X16(w.data(), wx.data(), rows, cols);
+        if (is_q4)
+          RepackQ4_0X16(w.data(), wx.data(), rows, cols);
+        else
+          RepackQ8_0X16(w.data(), wx.data(), rows, cols);
         const size_t rb = RowBytes(tr, cols);
         std::vector<float> row(static_cast<size_t>(cols));
         for (int r = 0; r < rows; ++r) {
           tr.to_float(w.data() + r * rb, row.data(), cols);
           const auto* grp = reinterpret_cast<const uint8_t*>(wx.data()) + (r / 16) * 16 * rb;
-          for (int c = 0; c < cols; ++c) ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << r << " " << c;
+          for (int c = 0; c < cols; ++c)
+            ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << r << " " << c;
         }
         for (int n_tok : {1, 3, 8, 11}) {
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 29 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
           std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size());
-          ref.gemm_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
-          ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
-          for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
+          ref.gemm_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq, n_tok, want.data(),
+                                              rows);
+          ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, got.data(),
+                                             rows);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
           std::vector<float> fwant(rows), fgot(rows);
           ref.gemv[static_cast<int>(base)](w.data(), rb, cols, rows, x.data(), fwant.data());
           ref.gemv[static_cast<int>(x16)](wx.data(), rb, cols, rows, x.data(), fgot.data());
-          for (int r = 0; r < rows; ++r) ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + 1));
-          ASSERT_NO_FATAL_FAILURE(ExpectFastIsasMatch(x16, wx.data(), rb, cols, rows, xq, n_tok, want, tr.name));
+          for (int r = 0; r < rows; ++r)
+            ASSERT_NEAR(fgot[r], fwant[r], 1e-5 * (std::fabs(fwant[r]) + 1));
+          ASSERT_NO_FATAL_FAILURE(
+              ExpectFastIsasMatch(x16, wx.data(), rb, cols, rows, xq, n_tok, want, tr.name));
         }
       }
     }
@@ -498,7 +549,8 @@ namespace {
 // different ranges (causal ends, sliding-window starts, one that sees nothing), and soft-capping.
 TEST(Kernels, AttendRowsMatchesTheReference) {
   const int hd = 64, n_kv = 2, len = 77, g = 1;
-  const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 41, 2.0f), vf = Random(static_cast<size_t>(len) * n_kv * hd, 42);
+  const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 41, 2.0f),
+             vf = Random(static_cast<size_t>(len) * n_kv * hd, 42);
   std::vector<int32_t> table;
   const int bs = 16;
   for (int b = 0; b < (len + bs - 1) / bs; ++b) table.push_back((b * 3) % 5);  // scattered blocks
@@ -508,8 +560,10 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
     std::vector<uint8_t> kc(rb * bs * 5), vc(rb * bs * 5);
     for (int t = 0; t < len; ++t) {
       const size_t slot = static_cast<size_t>(table[t / bs]) * bs + t % bs;
-      ReferenceKernels().kv_store[kt](kc.data() + slot * rb, kf.data() + static_cast<size_t>(t) * n_kv * hd, n_kv, hd);
-      ReferenceKernels().kv_store[kt](vc.data() + slot * rb, vf.data() + static_cast<size_t>(t) * n_kv * hd, n_kv, hd);
+      ReferenceKernels().kv_store[kt](kc.data() + slot * rb,
+                                      kf.data() + static_cast<size_t>(t) * n_kv * hd, n_kv, hd);
+      ReferenceKernels().kv_store[kt](vc.data() + slot * rb,
+                                      vf.data() + static_cast<size_t>(t) * n_kv * hd, n_kv, hd);
     }
     KvRowsRef k, v;
     k.base = kc.data();
@@ -522,7 +576,7 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
       const auto q = Random(static_cast<size_t>(n_rows) * hd, 43 + n_rows, 2.0f);
       std::vector<int> lo(n_rows), hi(n_rows);
       for (int r = 0; r < n_rows; ++r) {
-        hi[r] = len - (r % 7) * 3;         // causal ends
+        hi[r] = len - (r % 7) * 3;            // causal ends
         lo[r] = r % 4 == 3 ? hi[r] - 20 : 0;  // a window
       }
       if (n_rows > 4) lo[4] = hi[4];  // sees nothing: zeros
@@ -536,12 +590,16 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
       }
       std::vector<float> scratch(AttendScratchFloats(hd));
       for (float softcap : {0.0f, 3.0f}) {
-        ReferenceKernels().attend_rows(qr.data(), wr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data(), nullptr);
+        ReferenceKernels().attend_rows(qr.data(), wr.data(), n_rows, lo.data(), hi.data(), k, v, g,
+                                       n_kv, hd, 0.125f, softcap, scratch.data(), nullptr);
         for (Isa isa : FastIsas()) {
           std::fill(got.begin(), got.end(), 1e9f);
-          GetKernels(isa).attend_rows(qr.data(), gr.data(), n_rows, lo.data(), hi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data(), nullptr);
+          GetKernels(isa).attend_rows(qr.data(), gr.data(), n_rows, lo.data(), hi.data(), k, v, g,
+                                      n_kv, hd, 0.125f, softcap, scratch.data(), nullptr);
           for (size_t i = 0; i < want.size(); ++i) {
-            ASSERT_NEAR(got[i], want[i], 2e-5f) << IsaName(isa) << " " << KvDtypeName(type) << " rows " << n_rows << " softcap " << softcap << " at " << i;
+            ASSERT_NEAR(got[i], want[i], 2e-5f)
+                << IsaName(isa) << " " << KvDtypeName(type) << " rows " << n_rows << " softcap "
+                << softcap << " at " << i;
           }
         }
         // Split over the positions (three parts, merged) equals the whole, on every table.
@@ -549,7 +607,8 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
         all.push_back(Isa::kScalar);
         for (Isa isa : all) {
           std::vector<std::vector<float>> part_out(3, std::vector<float>(want.size()));
-          std::vector<std::vector<float>> part_ml(3, std::vector<float>(2 * static_cast<size_t>(n_rows)));
+          std::vector<std::vector<float>> part_ml(
+              3, std::vector<float>(2 * static_cast<size_t>(n_rows)));
           for (int part = 0; part < 3; ++part) {
             const int c0 = len * part / 3, c1 = len * (part + 1) / 3;
             std::vector<int> plo(n_rows), phi(n_rows);
@@ -559,15 +618,20 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
               phi[r] = std::max(plo[r], std::min(hi[r], c1));
               pr[r] = part_out[part].data() + r * hd;
             }
-            GetKernels(isa).attend_rows(qr.data(), pr.data(), n_rows, plo.data(), phi.data(), k, v, g, n_kv, hd, 0.125f, softcap, scratch.data(), part_ml[part].data());
+            GetKernels(isa).attend_rows(qr.data(), pr.data(), n_rows, plo.data(), phi.data(), k, v,
+                                        g, n_kv, hd, 0.125f, softcap, scratch.data(),
+                                        part_ml[part].data());
           }
           for (int r = 0; r < n_rows; ++r) {
-            const float* outs[3] = {part_out[0].data() + r * hd, part_out[1].data() + r * hd, part_out[2].data() + r * hd};
-            const float* mls[3] = {part_ml[0].data() + 2 * r, part_ml[1].data() + 2 * r, part_ml[2].data() + 2 * r};
+            const float* outs[3] = {part_out[0].data() + r * hd, part_out[1].data() + r * hd,
+                                    part_out[2].data() + r * hd};
+            const float* mls[3] = {part_ml[0].data() + 2 * r, part_ml[1].data() + 2 * r,
+                                   part_ml[2].data() + 2 * r};
             MergeAttention(outs, mls, 3, hd, got.data() + r * hd);
           }
           for (size_t i = 0; i < want.size(); ++i) {
-            ASSERT_NEAR(got[i], want[i], 2e-5f) << IsaName(isa) << " split, " << KvDtypeName(type) << " rows " << n_rows << " at " << i;
+            ASSERT_NEAR(got[i], want[i], 2e-5f) << IsaName(isa) << " split, " << KvDtypeName(type)
+                                                << " rows " << n_rows << " at " << i;
           }
         }
         if (n_rows > 4) {
@@ -584,7 +648,8 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
 namespace paddock {
 namespace {
 
-double Rmse(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>* w = nullptr) {
+double Rmse(const std::vector<float>& a, const std::vector<float>& b,
+            const std::vector<float>* w = nullptr) {
   double s = 0, n = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double wi = w != nullptr ? (*w)[i % w->size()] : 1.0;
@@ -610,9 +675,10 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
   const struct {
     GgmlType type;
     double max_rel_rmse;
-  } cases[] = {{GgmlType::kPS8_C, 0.75}, {GgmlType::kPQ8_C, 0.006}, {GgmlType::kPQ4_G32, 0.09}, {GgmlType::kPQ4_G64, 0.09},
-               {GgmlType::kPQ4_G128, 0.09}, {GgmlType::kPQ4_G32Z, 0.075}, {GgmlType::kPQ4_G64Z, 0.075},
-               {GgmlType::kPQ4_G128Z, 0.075}};
+  } cases[] = {{GgmlType::kPS8_C, 0.75},     {GgmlType::kPQ8_C, 0.006},
+               {GgmlType::kPQ4_G32, 0.09},   {GgmlType::kPQ4_G64, 0.09},
+               {GgmlType::kPQ4_G128, 0.09},  {GgmlType::kPQ4_G32Z, 0.075},
+               {GgmlType::kPQ4_G64Z, 0.075}, {GgmlType::kPQ4_G128Z, 0.075}};
   const KernelTable& ref = ReferenceKernels();
   for (const auto& tc : cases) {
     const TypeTraits& tr = Traits(tc.type);
@@ -622,9 +688,11 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
     QuantizeX16(tc.type, wf.data(), rows, cols, importance.data(), qi.data());
     std::vector<float> back(wf.size()), back_i(wf.size());
     DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(q.data()), rows, cols, back.data());
-    DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(qi.data()), rows, cols, back_i.data());
+    DequantizeMatrix(tc.type, reinterpret_cast<const uint8_t*>(qi.data()), rows, cols,
+                     back_i.data());
     EXPECT_LT(Rmse(back, wf) / rms, tc.max_rel_rmse) << tr.name;
-    EXPECT_LE(Rmse(back_i, wf, &importance), Rmse(back, wf, &importance) * 1.0001) << tr.name << ": weighted search worse than RTN";
+    EXPECT_LE(Rmse(back_i, wf, &importance), Rmse(back, wf, &importance) * 1.0001)
+        << tr.name << ": weighted search worse than RTN";
     if (tc.type == GgmlType::kPS8_C) {  // 2:4: exactly the two largest of every four survive
       for (size_t g4 = 0; g4 < wf.size() / 4; ++g4) {
         int zeros = 0;
@@ -647,35 +715,49 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
       Traits(GgmlType::kQ4_1).from_float(wf.data(), q41.data(), static_cast<int64_t>(rows) * cols);
       RepackQ4_1X16(q41.data(), rel.data(), rows, cols);
       std::vector<float> a(wf.size()), b(wf.size());
-      DequantizeMatrix(GgmlType::kQ4_1, reinterpret_cast<const uint8_t*>(q41.data()), rows, cols, a.data());
-      DequantizeMatrix(GgmlType::kPQ4_G32Z, reinterpret_cast<const uint8_t*>(rel.data()), rows, cols, b.data());
-      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "Q4_1 re-laid as PQ4_G32Z, element " << i;
+      DequantizeMatrix(GgmlType::kQ4_1, reinterpret_cast<const uint8_t*>(q41.data()), rows, cols,
+                       a.data());
+      DequantizeMatrix(GgmlType::kPQ4_G32Z, reinterpret_cast<const uint8_t*>(rel.data()), rows,
+                       cols, b.data());
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(a[i], b[i]) << "Q4_1 re-laid as PQ4_G32Z, element " << i;
     }
     if (tc.type == GgmlType::kPQ4_G32) {
       std::string q40(RowBytes(Traits(GgmlType::kQ4_0), cols) * rows, '\0');
       Traits(GgmlType::kQ4_0).from_float(wf.data(), q40.data(), static_cast<int64_t>(rows) * cols);
       std::vector<float> b40(wf.size());
-      DequantizeMatrix(GgmlType::kQ4_0, reinterpret_cast<const uint8_t*>(q40.data()), rows, cols, b40.data());
-      for (size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], b40[i]) << "PQ4_G32 round-to-nearest must equal Q4_0, element " << i;
+      DequantizeMatrix(GgmlType::kQ4_0, reinterpret_cast<const uint8_t*>(q40.data()), rows, cols,
+                       b40.data());
+      for (size_t i = 0; i < back.size(); ++i)
+        ASSERT_EQ(back[i], b40[i]) << "PQ4_G32 round-to-nearest must equal Q4_0, element " << i;
     }
     for (int n_tok : {1, 3, 8, 11}) {
       const auto x = Random(static_cast<size_t>(cols) * n_tok, 53 + n_tok);
       const QuantizedActs quantized(x);
       const ActQ8 xq = quantized.act();
-      std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows), fwant(rows), fexact(rows);
-      ref.gemm_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
+      std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows),
+          fwant(rows), fexact(rows);
+      ref.gemm_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq, n_tok, want.data(),
+                                             rows);
       // The integer reference agrees with float math on the dequantized weights and activations.
       std::vector<float> xdq(static_cast<size_t>(cols));
       for (int c = 0; c < cols; ++c) xdq[c] = xq.qs[c] * xq.d[c / 32];
       ref.gemv[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xdq.data(), fwant.data());
-      for (int r = 0; r < rows; ++r) ASSERT_NEAR(want[r], fwant[r], 1e-4 * (std::fabs(fwant[r]) + 1)) << tr.name;
+      for (int r = 0; r < rows; ++r)
+        ASSERT_NEAR(want[r], fwant[r], 1e-4 * (std::fabs(fwant[r]) + 1)) << tr.name;
       for (Isa isa : FastIsas()) {
         const KernelTable& k = GetKernels(isa);
-        k.gemm_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq, n_tok, got.data(), rows);
-        for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01)) << IsaName(isa) << " " << tr.name;
+        k.gemm_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq, n_tok, got.data(),
+                                             rows);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-5 * (std::fabs(want[i]) + cols * 0.01))
+              << IsaName(isa) << " " << tr.name;
         for (int j = 0; j < n_tok; ++j) {
-          k.gemv_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq.Token(j, cols), alone.data());
-          ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows)) << IsaName(isa) << " " << tr.name;
+          k.gemv_q8[static_cast<int>(tc.type)](qi.data(), rb, cols, rows, xq.Token(j, cols),
+                                               alone.data());
+          ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows,
+                                   sizeof(float) * rows))
+              << IsaName(isa) << " " << tr.name;
         }
       }
     }
@@ -712,7 +794,9 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
         // sub-block scales all vary.
         auto wf = Random(static_cast<size_t>(cols) * rows, 61 + cols + rows);
         for (int r = 0; r < rows; ++r) {
-          for (int c = 0; c < cols; ++c) wf[static_cast<size_t>(r) * cols + c] = wf[static_cast<size_t>(r) * cols + c] * (1 + r % 5) + (c % 300 < 40 ? 0.5f : 0.0f);
+          for (int c = 0; c < cols; ++c)
+            wf[static_cast<size_t>(r) * cols + c] =
+                wf[static_cast<size_t>(r) * cols + c] * (1 + r % 5) + (c % 300 < 40 ? 0.5f : 0.0f);
         }
         const size_t rb = RowBytes(tr, cols);
         std::string w(rb * rows, '\0'), wx(w.size(), '\x55');
@@ -722,25 +806,37 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
         for (int r = 0; r < rows; ++r) {
           tr.to_float(w.data() + r * rb, row.data(), cols);
           const auto* grp = reinterpret_cast<const uint8_t*>(wx.data()) + (r / 16) * 16 * rb;
-          for (int c = 0; c < cols; ++c) ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << tr.name << " " << r << " " << c;
+          for (int c = 0; c < cols; ++c)
+            ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c))
+                << tr.name << " " << r << " " << c;
         }
         for (int n_tok : {1, 3, 6, 8, 13}) {
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 67 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
           std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size());
-          ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, want.data(), rows);
-          if (ref.gemv_q8[static_cast<int>(base)] != nullptr) {  // the file layout's integer reference
-            for (int t = 0; t < n_tok; ++t) ref.gemv_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq.Token(t, cols), got.data() + t * rows);
-            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
+          ref.gemm_q8[static_cast<int>(x16)](wx.data(), rb, cols, rows, xq, n_tok, want.data(),
+                                             rows);
+          if (ref.gemv_q8[static_cast<int>(base)] !=
+              nullptr) {  // the file layout's integer reference
+            for (int t = 0; t < n_tok; ++t)
+              ref.gemv_q8[static_cast<int>(base)](w.data(), rb, cols, rows, xq.Token(t, cols),
+                                                  got.data() + t * rows);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
           }
           // Against float math on the file layout's values: only the activations' int8 rounding.
           std::vector<float> fwant(rows);
           for (int t = 0; t < n_tok; ++t) {
-            ref.gemv[static_cast<int>(base)](w.data(), rb, cols, rows, x.data() + static_cast<size_t>(t) * cols, fwant.data());
-            for (int r = 0; r < rows; ++r) ASSERT_NEAR(want[t * rows + r], fwant[r], 0.02 * std::sqrt(static_cast<double>(cols)) + 0.01 * std::fabs(fwant[r])) << tr.name;
+            ref.gemv[static_cast<int>(base)](
+                w.data(), rb, cols, rows, x.data() + static_cast<size_t>(t) * cols, fwant.data());
+            for (int r = 0; r < rows; ++r)
+              ASSERT_NEAR(want[t * rows + r], fwant[r],
+                          0.02 * std::sqrt(static_cast<double>(cols)) + 0.01 * std::fabs(fwant[r]))
+                  << tr.name;
           }
-          ASSERT_NO_FATAL_FAILURE(ExpectFastIsasMatch(x16, wx.data(), rb, cols, rows, xq, n_tok, want, tr.name));
+          ASSERT_NO_FATAL_FAILURE(
+              ExpectFastIsasMatch(x16, wx.data(), rb, cols, rows, xq, n_tok, want, tr.name));
         }
       }
     }
@@ -770,30 +866,43 @@ TEST(Kernels, FloatGemmAndBf16DotMatchTheReference) {
         for (int n_tok : {1, 3, 4, 9}) {
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 73 + cols + n_tok);
           std::vector<float> want(static_cast<size_t>(rows) * n_tok), got(want.size()), alone(rows);
-          ref.gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, want.data(), rows);
+          ref.gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, want.data(),
+                                           rows);
           std::vector<const KernelTable*> tables;
           for (Isa isa : FastIsas()) tables.push_back(&GetKernels(isa));
           for (const KernelTable* k : tables) {
-            k->gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, got.data(), rows);
-            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1)) << IsaName(k->isa) << " " << tr.name;
+            k->gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, got.data(),
+                                            rows);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1))
+                  << IsaName(k->isa) << " " << tr.name;
             for (int j = 0; j < n_tok; ++j) {
-              k->gemv[static_cast<int>(type)](w.data(), rb, cols, rows, x.data() + static_cast<size_t>(j) * cols, alone.data());
-              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows)) << IsaName(k->isa) << " " << tr.name;
+              k->gemv[static_cast<int>(type)](
+                  w.data(), rb, cols, rows, x.data() + static_cast<size_t>(j) * cols, alone.data());
+              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows,
+                                       sizeof(float) * rows))
+                  << IsaName(k->isa) << " " << tr.name;
             }
           }
           if (type != GgmlType::kBF16) continue;
           ref.gemm_bf16_dot(w.data(), rb, cols, rows, x.data(), n_tok, want.data(), rows);
           // bf16-rounded activations: within ~2^-8 relative of each product, averaged over cols.
           std::vector<float> exact(want.size());
-          ref.gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, exact.data(), rows);
-          for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], exact[i], 0.01 * std::sqrt(static_cast<double>(cols)));
+          ref.gemm[static_cast<int>(type)](w.data(), rb, cols, rows, x.data(), n_tok, exact.data(),
+                                           rows);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(want[i], exact[i], 0.01 * std::sqrt(static_cast<double>(cols)));
           for (const KernelTable* k : tables) {
             if (k->gemm_bf16_dot == nullptr) continue;
             k->gemm_bf16_dot(w.data(), rb, cols, rows, x.data(), n_tok, got.data(), rows);
-            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1)) << "bf16 dot";
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1)) << "bf16 dot";
             for (int j = 0; j < n_tok; ++j) {
-              k->gemm_bf16_dot(w.data(), rb, cols, rows, x.data() + static_cast<size_t>(j) * cols, 1, alone.data(), rows);
-              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows, sizeof(float) * rows)) << "bf16 dot";
+              k->gemm_bf16_dot(w.data(), rb, cols, rows, x.data() + static_cast<size_t>(j) * cols,
+                               1, alone.data(), rows);
+              ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(j) * rows,
+                                       sizeof(float) * rows))
+                  << "bf16 dot";
             }
           }
         }

@@ -133,7 +133,8 @@ TEST(KvManager, ForkSharesBlocksAndCopiesOnWrite) {
   const auto a = kv.Create(32);
   const int32_t toks[6] = {1, 2, 3, 4, 5, 6};
   ASSERT_TRUE(kv.Reserve(a, 6));
-  for (int t = 0; t < 6; ++t) reinterpret_cast<float*>(kv.View(a).K(0, t))[0] = static_cast<float>(100 + t);
+  for (int t = 0; t < 6; ++t)
+    reinterpret_cast<float*>(kv.View(a).K(0, t))[0] = static_cast<float>(100 + t);
   kv.Commit(a, toks, 6);
   const auto b = kv.Fork(a);
   EXPECT_EQ(kv.Table(b), kv.Table(a));
@@ -190,8 +191,10 @@ TEST(KvManager, UtilizationOf200RandomSequences) {
   }
   const KvMemoryStats m = kv.Memory();
   EXPECT_EQ(m.used_tokens, tokens);
-  const double util = static_cast<double>(m.used_tokens) / (static_cast<double>(m.total_blocks) * 16);
-  std::printf("KV utilization of 200 random sequences: %.2f%% of allocated slots hold tokens\n", 100 * util);
+  const double util =
+      static_cast<double>(m.used_tokens) / (static_cast<double>(m.total_blocks) * 16);
+  std::printf("KV utilization of 200 random sequences: %.2f%% of allocated slots hold tokens\n",
+              100 * util);
   EXPECT_GE(util, 0.95) << "utilization " << util;
   EXPECT_EQ(m.used_blocks, m.total_blocks);  // every block holds live tokens
 }
@@ -258,7 +261,11 @@ TEST(KvKernels, EveryDtypeAndIsaMatchesTheReference) {
             ss += x * x;
             mag += std::fabs(x * q[i]);
           }
-          const double band = dt == KvDtype::kF32 ? 1e-7 : dt == KvDtype::kF16 ? 1e-3 : dt == KvDtype::kBF16 ? 6e-3 : dt == KvDtype::kI8 ? 0.012 : 0.15;
+          const double band = dt == KvDtype::kF32    ? 1e-7
+                              : dt == KvDtype::kF16  ? 1e-3
+                              : dt == KvDtype::kBF16 ? 6e-3
+                              : dt == KvDtype::kI8   ? 0.012
+                                                     : 0.15;
           EXPECT_LE(std::sqrt(se / ss), band) << KvDtypeName(dt) << " hd=" << hd;
           const float d_ref = ref.kv_dot[t](q.data(), row.data(), h, nh, hd);
           for (Isa isa : isas) {
@@ -268,7 +275,8 @@ TEST(KvKernels, EveryDtypeAndIsaMatchesTheReference) {
             std::vector<float> y1(static_cast<size_t>(hd), 0.5f), y2 = y1;
             ref.kv_axpy[t](y1.data(), -0.7f, row.data(), h, nh, hd);
             k.kv_axpy[t](y2.data(), -0.7f, row.data(), h, nh, hd);
-            for (int i = 0; i < hd; ++i) ASSERT_NEAR(y2[i], y1[i], 1e-5f) << IsaName(isa) << " " << KvDtypeName(dt);
+            for (int i = 0; i < hd; ++i)
+              ASSERT_NEAR(y2[i], y1[i], 1e-5f) << IsaName(isa) << " " << KvDtypeName(dt);
           }
         }
       }
@@ -287,7 +295,9 @@ struct StressSeq {
   int pending = 0;               // tokens appended but not yet computed
 };
 
-uint32_t PrefixHash(uint32_t prev, int32_t tok) { return (prev ^ static_cast<uint32_t>(tok)) * 16777619u + 1; }
+uint32_t PrefixHash(uint32_t prev, int32_t tok) {
+  return (prev ^ static_cast<uint32_t>(tok)) * 16777619u + 1;
+}
 
 void StressRun(int window, uint32_t seed) {
   const ModelConfig c = TinyConfig(2, 2, 4);
@@ -307,7 +317,8 @@ void StressRun(int window, uint32_t seed) {
       StressSeq s;
       s.id = kv.Create(256);
       const int n = 1 + static_cast<int>(rng() % 12);
-      for (int i = 0; i < n; ++i) s.tokens.push_back(rng() % 2 ? shared[i % 8] : static_cast<int32_t>(rng() % 20));
+      for (int i = 0; i < n; ++i)
+        s.tokens.push_back(rng() % 2 ? shared[i % 8] : static_cast<int32_t>(rng() % 20));
       uint32_t h = 0;
       for (int32_t t : s.tokens) s.prefix.push_back(h = PrefixHash(h, t));
       const int reused = kv.MatchPrefix(s.id, s.tokens.data(), n);
@@ -363,15 +374,19 @@ void StressRun(int window, uint32_t seed) {
             k[2] = static_cast<float>(l);
           }
         }
-        // The first query of this step (position len - pending) sees positions >= that - window + 1.
+        // The first query of this step (position len - pending) sees positions >= that - window
+        // + 1.
         const int start = window > 0 ? std::max(0, len - s.pending - window + 1) : 0;
         for (int t = start; t < len - s.pending; ++t) {
           for (int l = 0; l < c.n_layers; ++l) {
             const float* k = reinterpret_cast<const float*>(v.K(l, t));
-            if (k[0] != static_cast<float>(s.prefix[static_cast<size_t>(t)] & 0xffff) || k[1] != static_cast<float>(t) || k[2] != static_cast<float>(l)) {
+            if (k[0] != static_cast<float>(s.prefix[static_cast<size_t>(t)] & 0xffff) ||
+                k[1] != static_cast<float>(t) || k[2] != static_cast<float>(l)) {
               ADD_FAILURE() << "corrupt KV row: seq " << s.id << " position " << t << " layer " << l
-                            << " len " << len << " pending " << s.pending << " block " << v.table[t / v.block_size]
-                            << " got " << k[0] << "," << k[1] << " want " << (s.prefix[static_cast<size_t>(t)] & 0xffff) << " step " << step;
+                            << " len " << len << " pending " << s.pending << " block "
+                            << v.table[t / v.block_size] << " got " << k[0] << "," << k[1]
+                            << " want " << (s.prefix[static_cast<size_t>(t)] & 0xffff) << " step "
+                            << step;
               return;
             }
             verified++;
@@ -398,8 +413,12 @@ void StressRun(int window, uint32_t seed) {
   EXPECT_GT(ops, 1000);
 }
 
-TEST(KvStress, RandomOperationsWithConcurrentReaders) { StressRun(0, 11); }
-TEST(KvStress, RandomOperationsWithSlidingWindow) { StressRun(12, 12); }
+TEST(KvStress, RandomOperationsWithConcurrentReaders) {
+  StressRun(0, 11);
+}
+TEST(KvStress, RandomOperationsWithSlidingWindow) {
+  StressRun(12, 12);
+}
 
 }  // namespace
 }  // namespace paddock

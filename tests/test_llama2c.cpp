@@ -1,11 +1,10 @@
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <cstring>
 #include <string>
 
 #include "formats/llama2c.h"
+#include "paddock/error.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -56,7 +55,8 @@ TEST(Llama2c, CorruptHeadersAndTruncationsAreRejected) {
       Parse(s);
       ADD_FAILURE() << c.name;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << c.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos)
+          << c.name << ": " << e.what();
     }
   }
   for (size_t n : {0ul, 3ul, 27ul, 28ul, 1000ul, good.size() / 2}) {

@@ -2,8 +2,6 @@
 // models of every architecture variant checked against the scalar reference path.
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <cmath>
 #include <string>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "model/synth.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "paddock/error.h"
 #include "paddock/paddock.h"
 #include "test_util.h"
 
@@ -62,7 +61,9 @@ TEST(Model, Stories260KGgufContinuesTheStory) {
   eo.model_path = test::ModelPath("stories260K.gguf");
   auto e = Engine::Create(eo);
   GenerateResult r = e->Generate("Once upon a time", Greedy(60));
-  const std::string expect = ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball.";
+  const std::string expect =
+      ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
+      "saw a big, red ball.";
   EXPECT_EQ(r.text.substr(0, expect.size()), expect);
   // And it is the same story the llama2.c checkpoint tells from the same prompt.
   EngineOptions eb;
@@ -156,27 +157,59 @@ std::vector<Variant> Variants() {
   std::vector<Variant> v;
   SynthSpec base;  // llama, GQA 4 heads / 2 KV heads
   v.push_back({"llama_gqa_f32", base});
-  SynthSpec mha = base; mha.n_kv_heads = 4; v.push_back({"llama_mha", mha});
-  SynthSpec mqa = base; mqa.n_kv_heads = 1; v.push_back({"llama_mqa", mqa});
-  SynthSpec tied = base; tied.tied_embeddings = true; v.push_back({"llama_tied", tied});
-  SynthSpec mistral = base; mistral.sliding_window = 5; v.push_back({"mistral_window", mistral});
-  SynthSpec qwen2 = base; qwen2.arch = "qwen2"; qwen2.qkv_bias = true; qwen2.rope_base = 1e6f; v.push_back({"qwen2_bias", qwen2});
-  SynthSpec qwen3 = base; qwen3.arch = "qwen3"; qwen3.qk_norm = true; qwen3.head_dim = 32; v.push_back({"qwen3_qknorm", qwen3});
-  SynthSpec phi3 = base; phi3.arch = "phi3"; v.push_back({"phi3_fused", phi3});
-  SynthSpec gemma = base; gemma.arch = "gemma"; gemma.tied_embeddings = true; v.push_back({"gemma_geglu", gemma});
-  SynthSpec gemma2 = gemma; gemma2.arch = "gemma2"; gemma2.sliding_window = 4; gemma2.attn_softcap = 1.5f; gemma2.final_softcap = 3.0f;
+  SynthSpec mha = base;
+  mha.n_kv_heads = 4;
+  v.push_back({"llama_mha", mha});
+  SynthSpec mqa = base;
+  mqa.n_kv_heads = 1;
+  v.push_back({"llama_mqa", mqa});
+  SynthSpec tied = base;
+  tied.tied_embeddings = true;
+  v.push_back({"llama_tied", tied});
+  SynthSpec mistral = base;
+  mistral.sliding_window = 5;
+  v.push_back({"mistral_window", mistral});
+  SynthSpec qwen2 = base;
+  qwen2.arch = "qwen2";
+  qwen2.qkv_bias = true;
+  qwen2.rope_base = 1e6f;
+  v.push_back({"qwen2_bias", qwen2});
+  SynthSpec qwen3 = base;
+  qwen3.arch = "qwen3";
+  qwen3.qk_norm = true;
+  qwen3.head_dim = 32;
+  v.push_back({"qwen3_qknorm", qwen3});
+  SynthSpec phi3 = base;
+  phi3.arch = "phi3";
+  v.push_back({"phi3_fused", phi3});
+  SynthSpec gemma = base;
+  gemma.arch = "gemma";
+  gemma.tied_embeddings = true;
+  v.push_back({"gemma_geglu", gemma});
+  SynthSpec gemma2 = gemma;
+  gemma2.arch = "gemma2";
+  gemma2.sliding_window = 4;
+  gemma2.attn_softcap = 1.5f;
+  gemma2.final_softcap = 3.0f;
   gemma2.n_layers = 3;
   v.push_back({"gemma2_softcap", gemma2});
-  SynthSpec gpt2 = base; gpt2.arch = "gpt2"; gpt2.n_kv_heads = 4; gpt2.context = 64; v.push_back({"gpt2_layernorm", gpt2});
-  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
-                     GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+  SynthSpec gpt2 = base;
+  gpt2.arch = "gpt2";
+  gpt2.n_kv_heads = 4;
+  gpt2.context = 64;
+  v.push_back({"gpt2_layernorm", gpt2});
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                     GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
     SynthSpec q = base;
     q.type = t;
     v.push_back({TypeName(t), q});
   }
   for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     SynthSpec q = base;  // k-quants need rows of 256
-    q.dim = 256; q.n_heads = 4; q.n_kv_heads = 2; q.ffn_dim = 512;
+    q.dim = 256;
+    q.n_heads = 4;
+    q.n_kv_heads = 2;
+    q.ffn_dim = 512;
     q.type = t;
     v.push_back({TypeName(t), q});
   }
@@ -216,7 +249,8 @@ TEST(Model, EveryVariantMatchesTheScalarReference) {
       fast.tf->SetBf16Dot(false);
       const auto lf = ref.Run(toks, false);
       EXPECT_LT(RelErr(fast.Run(toks, false), lf), kLogitTol) << v.name << " fp32 activations";
-      EXPECT_LT(RelErr(fast.Run(toks, true), lf), kLogitTol) << v.name << " fp32 activations, batched";
+      EXPECT_LT(RelErr(fast.Run(toks, true), lf), kLogitTol)
+          << v.name << " fp32 activations, batched";
       EXPECT_LT(RelErr(lr, lf), kInt8LogitTol) << v.name << " bf16 vs fp32 activations";
     }
     Runner ref8(path, Isa::kScalar, 1, 4, F32Kv(), true);
@@ -268,7 +302,8 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     KvCacheOptions no_window = F32Kv();
     no_window.sliding_window = 0;
     Runner full(path, DetectIsa(), 1, 4, no_window);
-    EXPECT_LT(RelErr(full.Run(short_toks, false), win_short), 1e-6) << "window changed a short sequence";
+    EXPECT_LT(RelErr(full.Run(short_toks, false), win_short), 1e-6)
+        << "window changed a short sequence";
     EXPECT_GT(RelErr(full.Run(toks, false), win_long), 1e-3) << "sliding window ignored";
   }
   {
@@ -281,7 +316,8 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     r.model->config.embed_scale = 8.0f;
     Runner silu(WriteVariant(find("gemma_geglu")), DetectIsa(), 1, 4);
     silu.model->config.ffn_act = FfnAct::kSilu;
-    silu.tf = std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
+    silu.tf =
+        std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
     EXPECT_GT(RelErr(silu.Run(toks, false), with), 1e-3) << "GELU ignored";
   }
   {
@@ -304,25 +340,34 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
       EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-4) << what << " ignored";
       undo(r.model->config, r.model->weights);
     };
-    differs("attention soft-cap", [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 0; }, [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 1.5f; });
-    differs("final soft-cap", [](ModelConfig& m, ModelWeights&) { m.final_softcap = 0; }, [](ModelConfig& m, ModelWeights&) { m.final_softcap = 3.0f; });
-    differs("layer alternation", [](ModelConfig& m, ModelWeights&) { m.swa_pattern = 0; }, [](ModelConfig& m, ModelWeights&) { m.swa_pattern = 2; });
+    differs(
+        "attention soft-cap", [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 0; },
+        [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 1.5f; });
+    differs(
+        "final soft-cap", [](ModelConfig& m, ModelWeights&) { m.final_softcap = 0; },
+        [](ModelConfig& m, ModelWeights&) { m.final_softcap = 3.0f; });
+    differs(
+        "layer alternation", [](ModelConfig& m, ModelWeights&) { m.swa_pattern = 0; },
+        [](ModelConfig& m, ModelWeights&) { m.swa_pattern = 2; });
     std::vector<const float*> saved;
-    differs("post-norms",
-            [&](ModelConfig&, ModelWeights& w) {
-              for (auto& l : w.layers) {
-                saved.push_back(l.post_attn_norm);
-                l.post_attn_norm = nullptr;
-              }
-            },
-            [&](ModelConfig&, ModelWeights& w) {
-              for (size_t i = 0; i < w.layers.size(); ++i) w.layers[i].post_attn_norm = saved[i];
-            });
-    EXPECT_LT(RelErr(r.Run(toks, false), with), 1e-7) << "restoring the features restores the logits";
+    differs(
+        "post-norms",
+        [&](ModelConfig&, ModelWeights& w) {
+          for (auto& l : w.layers) {
+            saved.push_back(l.post_attn_norm);
+            l.post_attn_norm = nullptr;
+          }
+        },
+        [&](ModelConfig&, ModelWeights& w) {
+          for (size_t i = 0; i < w.layers.size(); ++i) w.layers[i].post_attn_norm = saved[i];
+        });
+    EXPECT_LT(RelErr(r.Run(toks, false), with), 1e-7)
+        << "restoring the features restores the logits";
     // Global layers keep every block: the KV manager must not release blocks out of the window.
     std::vector<int32_t> long_toks = SomeTokens(40, 320);
     r.Run(long_toks, false);
-    for (int32_t b : r.kv->Table(r.seq)) EXPECT_GT(b, 0) << "a block was released under alternating windows";
+    for (int32_t b : r.kv->Table(r.seq))
+      EXPECT_GT(b, 0) << "a block was released under alternating windows";
   }
   {
     // GPT-2: LayerNorm biases, learned positions and projection biases each matter; no RoPE.
@@ -381,14 +426,19 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
       const size_t rb = t.nbytes / static_cast<size_t>(t.ne[1] > 0 ? t.ne[1] : 1);
       if (name.find("attn_qkv") != std::string::npos) {
         const std::string p = name.substr(0, name.find("attn_qkv"));
-        out.AddTensor(p + "attn_q.weight", {t.ne[0], qd}, t.type, t.data, rb * static_cast<size_t>(qd));
-        out.AddTensor(p + "attn_k.weight", {t.ne[0], kvd}, t.type, t.data + rb * static_cast<size_t>(qd), rb * static_cast<size_t>(kvd));
-        out.AddTensor(p + "attn_v.weight", {t.ne[0], kvd}, t.type, t.data + rb * static_cast<size_t>(qd + kvd), rb * static_cast<size_t>(kvd));
+        out.AddTensor(p + "attn_q.weight", {t.ne[0], qd}, t.type, t.data,
+                      rb * static_cast<size_t>(qd));
+        out.AddTensor(p + "attn_k.weight", {t.ne[0], kvd}, t.type,
+                      t.data + rb * static_cast<size_t>(qd), rb * static_cast<size_t>(kvd));
+        out.AddTensor(p + "attn_v.weight", {t.ne[0], kvd}, t.type,
+                      t.data + rb * static_cast<size_t>(qd + kvd), rb * static_cast<size_t>(kvd));
       } else if (name.find("ffn_up") != std::string::npos) {
         const std::string p = name.substr(0, name.find("ffn_up"));
         const int64_t f = t.ne[1] / 2;
-        out.AddTensor(p + "ffn_gate.weight", {t.ne[0], f}, t.type, t.data, rb * static_cast<size_t>(f));
-        out.AddTensor(p + "ffn_up.weight", {t.ne[0], f}, t.type, t.data + rb * static_cast<size_t>(f), rb * static_cast<size_t>(f));
+        out.AddTensor(p + "ffn_gate.weight", {t.ne[0], f}, t.type, t.data,
+                      rb * static_cast<size_t>(f));
+        out.AddTensor(p + "ffn_up.weight", {t.ne[0], f}, t.type,
+                      t.data + rb * static_cast<size_t>(f), rb * static_cast<size_t>(f));
       } else {
         std::vector<int64_t> ne;
         for (int d = 0; d < t.n_dims; ++d) ne.push_back(t.ne[d]);
@@ -398,7 +448,8 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     out.Write(split);
     Runner a(fused, DetectIsa(), 1, 4), b(split, DetectIsa(), 1, 4);
     EXPECT_EQ(a.model->config.rope_style, RopeStyle::kHalfSplit);
-    EXPECT_LT(RelErr(a.Run(toks, false), b.Run(toks, false)), 1e-6) << "fused Phi-3 tensors split wrongly";
+    EXPECT_LT(RelErr(a.Run(toks, false), b.Run(toks, false)), 1e-6)
+        << "fused Phi-3 tensors split wrongly";
   }
   {
     Runner r(WriteVariant(find("qwen2_bias")), DetectIsa(), 1, 4);
@@ -456,7 +507,8 @@ TEST(PagedKv, PagedEqualsContiguous) {
           for (int bs : {1, 16, 64}) {
             const auto paged = RunWithBlocks(path, toks, bs, type, batched);
             // Same numerics, other addresses: equal up to float rounding (in practice exactly).
-            EXPECT_LE(RelErr(paged, contiguous), 1e-6) << path << " len " << len << " bs " << bs << " " << KvDtypeName(type);
+            EXPECT_LE(RelErr(paged, contiguous), 1e-6)
+                << path << " len " << len << " bs " << bs << " " << KvDtypeName(type);
           }
         }
       }
@@ -465,7 +517,8 @@ TEST(PagedKv, PagedEqualsContiguous) {
 }
 
 std::unique_ptr<Engine> StoriesEngine(const std::string& k_type, const std::string& v_type,
-                                      bool prefix_cache = true, const std::string& layer_types = "") {
+                                      bool prefix_cache = true,
+                                      const std::string& layer_types = "") {
   EngineOptions eo;
   eo.model_path = test::ModelPath("stories260K.bin");
   eo.tokenizer_path = test::ModelPath("tok512.bin");
@@ -480,7 +533,8 @@ TEST(PagedKv, GoldenStoryWithReducedPrecisionKv) {
   // f16 and bf16 K/V, and int8 V, reproduce the f32 golden story exactly.
   for (auto kv : {std::pair{"f16", "f16"}, std::pair{"bf16", "bf16"}, std::pair{"f16", "int8"}}) {
     auto e = StoriesEngine(kv.first, kv.second);
-    EXPECT_EQ(e->Generate("", Greedy(256)).text, Golden()) << "K " << kv.first << " V " << kv.second;
+    EXPECT_EQ(e->Generate("", Greedy(256)).text, Golden())
+        << "K " << kv.first << " V " << kv.second;
   }
   // int8 K (one scale per token and head of 8) perturbs logits by up to ~0.6 on this model,
   // whose greedy path has top-1/top-2 gaps as small as 0.004: it follows the golden story for
@@ -488,7 +542,8 @@ TEST(PagedKv, GoldenStoryWithReducedPrecisionKv) {
   auto e = StoriesEngine("int8", "int8");
   const std::string text = e->Generate("", Greedy(256)).text;
   size_t common = 0;
-  while (common < text.size() && common < Golden().size() && text[common] == Golden()[common]) ++common;
+  while (common < text.size() && common < Golden().size() && text[common] == Golden()[common])
+    ++common;
   EXPECT_GE(common, 250u);  // ~100 tokens
 }
 
@@ -507,7 +562,8 @@ TEST(PagedKv, SharedPrefixIsReusedAndChangesNothing) {
   const GenerateResult first = cached->Generate(a, Greedy(20));
   EXPECT_EQ(first.cached_tokens, 0);
   const GenerateResult second = cached->Generate(b, Greedy(20));
-  EXPECT_GE(second.cached_tokens, n_prefix * 9 / 10) << "second request recomputed too much of the prefix";
+  EXPECT_GE(second.cached_tokens, n_prefix * 9 / 10)
+      << "second request recomputed too much of the prefix";
   EXPECT_EQ(second.text, uncached->Generate(b, Greedy(20)).text);
   const MemoryReport m = cached->Memory();
   EXPECT_GT(m.prefix_hits, 0);
@@ -549,7 +605,8 @@ TEST(Batch, ManySequencesTogetherEqualEachAlone) {
       for (int s = 0; s < n_seq; ++s) {
         prompts[s] = SomeTokens(1 + (s * 7) % 11, 320);
         prompts[s][0] = 1;
-        for (size_t i = 1; i < prompts[s].size(); ++i) prompts[s][i] = 3 + (s * 31 + static_cast<int>(i) * 17) % 300;
+        for (size_t i = 1; i < prompts[s].size(); ++i)
+          prompts[s][i] = 3 + (s * 31 + static_cast<int>(i) * 17) % 300;
       }
       // Alone: each prompt's last logits.
       std::vector<std::vector<float>> alone(n_seq);
@@ -571,7 +628,8 @@ TEST(Batch, ManySequencesTogetherEqualEachAlone) {
       const int V = r.model->config.n_vocab;
       const double tol = int8 ? kInt8LogitTol : 1e-5;
       for (int s = 0; s < n_seq; ++s) {
-        EXPECT_LT(RelErr(std::vector<float>(logits[s], logits[s] + V), alone[s]), tol) << path << " seq " << s;
+        EXPECT_LT(RelErr(std::vector<float>(logits[s], logits[s] + V), alone[s]), tol)
+            << path << " seq " << s;
         kv.Commit(ids[s], prompts[s].data(), static_cast<int>(prompts[s].size()));
       }
       std::vector<int32_t> next(n_seq);
@@ -630,7 +688,8 @@ TEST(Fusion, FusedAndSeparatePassesGiveTheSameLogits) {
           RelayoutWeights(separate.model.get());
         }
         separate.tf->SetFusion(false, false, true, false);
-        EXPECT_LT(RelErr(fused.Run(toks, batched), separate.Run(toks, batched)), 1e-6) << arch << (relaid ? " relaid" : "");
+        EXPECT_LT(RelErr(fused.Run(toks, batched), separate.Run(toks, batched)), 1e-6)
+            << arch << (relaid ? " relaid" : "");
       }
     }
     std::remove(path.c_str());
@@ -665,9 +724,11 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
       EXPECT_EQ(relaid.model->weights.layers[0].wq.type, tc.matrix);
       EXPECT_EQ(relaid.model->weights.tok_embd.type, tc.embedding);
       // Q4_1 / Q5_x have no integer kernel in their file layout (float activations there): the
-      // re-laid one quantizes activations to int8, a ~1% difference; Q4_0 / Q8_0 are int8 both ways.
+      // re-laid one quantizes activations to int8, a ~1% difference; Q4_0 / Q8_0 are int8 both
+      // ways.
       const double tol = tc.type == GgmlType::kQ4_0 || tc.type == GgmlType::kQ8_0 ? 1e-5 : 3e-2;
-      EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << TypeName(tc.type);
+      EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol)
+          << TypeName(tc.type);
     }
     std::remove(path.c_str());
   }
@@ -693,7 +754,8 @@ TEST(Relayout, KQuantMixGivesTheSameLogits) {
       Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
       RelayoutWeights(relaid.model.get());
       const ModelWeights& w = relaid.model->weights;
-      const GgmlType main = q5 ? GgmlType::kQ5_KX16 : GgmlType::kQ4_KX16, wide = q5 ? main : GgmlType::kQ6_KX16;
+      const GgmlType main = q5 ? GgmlType::kQ5_KX16 : GgmlType::kQ4_KX16,
+                     wide = q5 ? main : GgmlType::kQ6_KX16;
       EXPECT_EQ(w.layers[0].wq.type, main);
       EXPECT_EQ(w.layers[0].w_down.type, main);
       EXPECT_EQ(w.layers[1].w_down.type, wide);
@@ -704,7 +766,8 @@ TEST(Relayout, KQuantMixGivesTheSameLogits) {
       const double tol = q5 ? 3e-2 : 1e-5;
       for (Prefetch prefetch : {Prefetch::kAuto, Prefetch::kOff, Prefetch::kAll}) {
         relaid.UseKernels(GetKernels(DetectIsa(), prefetch));
-        EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol) << q5 << batched << static_cast<int>(prefetch);
+        EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol)
+            << q5 << batched << static_cast<int>(prefetch);
       }
     }
     std::remove(path.c_str());
@@ -737,7 +800,8 @@ TEST(Fusion, SplitPositionAttentionEqualsTwoPass) {
       Runner fused(path, isa, 2, 32, o);
       Runner two_pass(path, isa, 2, 32, o);
       two_pass.tf->SetFusion(true, true, false);
-      EXPECT_LT(RelErr(fused.Run(toks, false), two_pass.Run(toks, false)), 2e-5) << IsaName(isa) << " " << KvDtypeName(t);
+      EXPECT_LT(RelErr(fused.Run(toks, false), two_pass.Run(toks, false)), 2e-5)
+          << IsaName(isa) << " " << KvDtypeName(t);
     }
   }
   std::remove(path.c_str());
@@ -763,7 +827,8 @@ TEST(Fusion, FusedAttentionEqualsTwoPassAttention) {
         two_pass.tf->SetFusion(true, true, false);
         for (bool batched : {false, true}) {
           EXPECT_LT(RelErr(fused.Run(toks, batched), two_pass.Run(toks, batched)), 2e-5)
-              << IsaName(isa) << " " << KvDtypeName(t) << " window " << window << " batched " << batched;
+              << IsaName(isa) << " " << KvDtypeName(t) << " window " << window << " batched "
+              << batched;
         }
       }
     }

@@ -2,8 +2,6 @@
 // and error bands of the reference quantizers.
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +12,7 @@
 #include "formats/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "paddock/error.h"
 
 namespace paddock {
 namespace {
@@ -53,12 +52,24 @@ std::vector<float> ExactValues(GgmlType t, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const int j = static_cast<int>(i % 32);
     switch (t) {
-      case GgmlType::kQ8_0: x[i] = (j == 0 ? 127 : (j * 37 % 255) - 127) * 0.25f; break;
-      case GgmlType::kQ4_0: x[i] = (j == 0 ? -8 : (j * 5 % 16) - 8) * 0.5f; break;
-      case GgmlType::kQ4_1: x[i] = (j == 0 ? 0 : j == 1 ? 15 : (j * 7 % 16)) * 0.25f - 1.0f; break;
-      case GgmlType::kQ5_0: x[i] = (j == 0 ? -16 : (j * 11 % 32) - 16) * 0.125f; break;
-      case GgmlType::kQ5_1: x[i] = (j == 0 ? 0 : j == 1 ? 31 : (j * 13 % 32)) * 0.5f + 2.0f; break;
-      default: x[i] = static_cast<float>((i * 7919) % 97 - 48) * 0.03125f; break;  // exact in f16/bf16
+      case GgmlType::kQ8_0:
+        x[i] = (j == 0 ? 127 : (j * 37 % 255) - 127) * 0.25f;
+        break;
+      case GgmlType::kQ4_0:
+        x[i] = (j == 0 ? -8 : (j * 5 % 16) - 8) * 0.5f;
+        break;
+      case GgmlType::kQ4_1:
+        x[i] = (j == 0 ? 0 : j == 1 ? 15 : (j * 7 % 16)) * 0.25f - 1.0f;
+        break;
+      case GgmlType::kQ5_0:
+        x[i] = (j == 0 ? -16 : (j * 11 % 32) - 16) * 0.125f;
+        break;
+      case GgmlType::kQ5_1:
+        x[i] = (j == 0 ? 0 : j == 1 ? 31 : (j * 13 % 32)) * 0.5f + 2.0f;
+        break;
+      default:
+        x[i] = static_cast<float>((i * 7919) % 97 - 48) * 0.03125f;
+        break;  // exact in f16/bf16
     }
   }
   return x;
@@ -73,8 +84,8 @@ TEST(Quants, BlockSizesMatchTheGgmlLayouts) {
 }
 
 TEST(Quants, ExactValuesRoundTripThroughWriterAndReader) {
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
-                     GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                     GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
     const int64_t cols = 64, rows = 3;
     const auto x = ExactValues(t, cols * rows);
     GgufWriter w;
@@ -116,7 +127,7 @@ TEST(Quants, HandBuiltQ4_0AndQ8_0Blocks) {
 TEST(Quants, HandBuiltQ5Blocks) {
   BlockQ5_0 b{};
   b.d = Fp32ToFp16(1.0f);
-  b.qs[2] = 0x3F;                     // element 2: low 0xF, element 18: low 0x3
+  b.qs[2] = 0x3F;                              // element 2: low 0xF, element 18: low 0x3
   const uint32_t qh = (1u << 2) | (1u << 18);  // fifth bits of elements 2 and 18
   std::memcpy(b.qh, &qh, 4);
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
@@ -128,7 +139,7 @@ TEST(Quants, HandBuiltQ5Blocks) {
   c.d = Fp32ToFp16(0.5f);
   c.m = Fp32ToFp16(-3.0f);
   c.qs[0] = 0x21;
-  const uint32_t qh1 = 1u << 16;      // element 16 gets +16
+  const uint32_t qh1 = 1u << 16;  // element 16 gets +16
   std::memcpy(c.qh, &qh1, 4);
   bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
   y = DequantThroughFile(GgmlType::kQ5_1, bytes, 32);
@@ -144,12 +155,13 @@ TEST(Quants, HandBuiltQ4_KAndQ5_KBlocks) {
   b.dmin = Fp32ToFp16(0.5f);
   b.scales[0] = 2;
   b.scales[4] = 3;
-  // j = 5: sc = (scales[9] & 0xF) | (scales[1] >> 6) << 4; m = (scales[9] >> 4) | (scales[5] >> 6) << 4
+  // j = 5: sc = (scales[9] & 0xF) | (scales[1] >> 6) << 4; m = (scales[9] >> 4) | (scales[5] >> 6)
+  // << 4
   b.scales[9] = static_cast<uint8_t>((45 & 0xF) | ((33 & 0xF) << 4));
   b.scales[1] = static_cast<uint8_t>((45 >> 4) << 6);
   b.scales[5] = static_cast<uint8_t>((33 >> 4) << 6);
-  b.qs[0] = 0x07;        // element 0 (sub-block 0): q = 7
-  b.qs[64 + 3] = 0x90;   // chunk 2, high nibble: element 128 + 32 + 3 = 163 (sub-block 5): q = 9
+  b.qs[0] = 0x07;       // element 0 (sub-block 0): q = 7
+  b.qs[64 + 3] = 0x90;  // chunk 2, high nibble: element 128 + 32 + 3 = 163 (sub-block 5): q = 9
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
   auto y = DequantThroughFile(GgmlType::kQ4_K, bytes, 256);
   EXPECT_EQ(y[0], 2 * 7 - 0.5f * 3);
@@ -160,9 +172,9 @@ TEST(Quants, HandBuiltQ4_KAndQ5_KBlocks) {
   c.d = Fp32ToFp16(1.0f);
   c.dmin = Fp32ToFp16(1.0f);
   c.scales[0] = 1;
-  c.scales[1] = 1;       // sub-block 1 scale 1
-  c.qs[4] = 0x21;        // element 4 (sub-block 0) low = 1; element 36 (sub-block 1) high = 2
-  c.qh[4] = 0x03;        // bit 0: element 4 +16; bit 1: element 36 +16
+  c.scales[1] = 1;  // sub-block 1 scale 1
+  c.qs[4] = 0x21;   // element 4 (sub-block 0) low = 1; element 36 (sub-block 1) high = 2
+  c.qh[4] = 0x03;   // bit 0: element 4 +16; bit 1: element 36 +16
   bytes.assign(reinterpret_cast<const char*>(&c), sizeof(c));
   y = DequantThroughFile(GgmlType::kQ5_K, bytes, 256);
   EXPECT_EQ(y[4], 17.0f);
@@ -176,9 +188,9 @@ TEST(Quants, HandBuiltQ6_KBlock) {
   // Element 0: ql[0] low, qh[0] bits 0-1. Element 200 = half 1, r 72: group 2, l 8:
   // ql[64 + 8] high nibble, qh[32 + 8] bits 4-5, scale index 200 / 16 = 12.
   b.ql[0] = 0x05;
-  b.qh[0] = 0x02;          // q = 5 | 2 << 4 = 37 -> 5
+  b.qh[0] = 0x02;  // q = 5 | 2 << 4 = 37 -> 5
   b.ql[72] = 0xA0;
-  b.qh[40] = 0x30;         // q = 10 | 3 << 4 = 58 -> 26
+  b.qh[40] = 0x30;  // q = 10 | 3 << 4 = 58 -> 26
   std::string bytes(reinterpret_cast<const char*>(&b), sizeof(b));
   auto y = DequantThroughFile(GgmlType::kQ6_K, bytes, 256);
   EXPECT_EQ(y[0], 0.5f * -8 * 5);
@@ -193,9 +205,9 @@ TEST(Quants, RoundTripErrorBands) {
     GgmlType t;
     double lo, hi;
   } bands[] = {
-      {GgmlType::kF16, 0.0, 1e-3},     {GgmlType::kBF16, 1e-4, 5e-3},  {GgmlType::kQ8_0, 1e-3, 0.01},
-      {GgmlType::kQ6_K, 0.005, 0.04},  {GgmlType::kQ5_0, 0.01, 0.06},  {GgmlType::kQ5_1, 0.01, 0.06},
-      {GgmlType::kQ5_K, 0.01, 0.06},   {GgmlType::kQ4_0, 0.04, 0.12},  {GgmlType::kQ4_1, 0.03, 0.12},
+      {GgmlType::kF16, 0.0, 1e-3},    {GgmlType::kBF16, 1e-4, 5e-3}, {GgmlType::kQ8_0, 1e-3, 0.01},
+      {GgmlType::kQ6_K, 0.005, 0.04}, {GgmlType::kQ5_0, 0.01, 0.06}, {GgmlType::kQ5_1, 0.01, 0.06},
+      {GgmlType::kQ5_K, 0.01, 0.06},  {GgmlType::kQ4_0, 0.04, 0.12}, {GgmlType::kQ4_1, 0.03, 0.12},
       {GgmlType::kQ4_K, 0.03, 0.12},
   };
   std::mt19937 rng(7);
@@ -223,7 +235,6 @@ TEST(Quants, ZeroBlocksStayZero) {
   }
 }
 
-
 // Fitted k-quant scales (weighted least squares per 32-element sub-block) against the
 // min/max reference encoder: never worse in total on the weighted error they optimize, with
 // the default weights and with activation statistics (a few loud channels), and still plain
@@ -247,7 +258,8 @@ TEST(Quants, FittedKQuantScalesBeatMinMax) {
       std::vector<float> y(x.size());
       DequantizeMatrix(t, reinterpret_cast<const uint8_t*>(q.data()), rows, cols, y.data());
       double e = 0;
-      for (size_t i = 0; i < y.size(); ++i) e += (weighted ? imp[i % cols] : 1.0) * (y[i] - x[i]) * (y[i] - x[i]);
+      for (size_t i = 0; i < y.size(); ++i)
+        e += (weighted ? imp[i % cols] : 1.0) * (y[i] - x[i]) * (y[i] - x[i]);
       return e;
     };
     EXPECT_LT(err(fit, false), 0.9 * err(rtn, false)) << tr.name;

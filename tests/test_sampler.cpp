@@ -1,12 +1,11 @@
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <cmath>
 #include <map>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "paddock/error.h"
 
 namespace paddock {
 namespace {

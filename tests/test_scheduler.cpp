@@ -73,7 +73,7 @@ TEST(Scheduler, ChunkedPrefillSharesTheBudgetWithDecodesFirst) {
   EXPECT_EQ(f.Ns(), (std::vector<int>{1, 7}));
   EXPECT_EQ(b->computed, 7);
   EXPECT_EQ(b->generated, 0);  // a chunk in progress samples nothing
-  f.Step();  // decodes first, then b's last 5 prompt tokens
+  f.Step();                    // decodes first, then b's last 5 prompt tokens
   EXPECT_EQ(f.sched.batch().seqs[0], a);
   EXPECT_EQ(f.Ns(), (std::vector<int>{1, 5}));
   EXPECT_EQ(b->generated, 1);
@@ -137,8 +137,8 @@ TEST(Scheduler, OutOfBlocksPreemptsTheLowestPriorityLatestArrival) {
   EXPECT_EQ(f.sched.preemptions(), 1u);
   ASSERT_EQ(f.sched.waiting().size(), 1u);
   EXPECT_EQ(f.sched.waiting()[0].get(), c);
-  EXPECT_EQ(c->computed, 0);            // recomputed later
-  EXPECT_EQ(c->tokens.size(), 5u);      // its tokens are kept
+  EXPECT_EQ(c->computed, 0);        // recomputed later
+  EXPECT_EQ(c->tokens.size(), 5u);  // its tokens are kept
   EXPECT_EQ(c->seq, -1);
   EXPECT_EQ(f.sched.batch().seqs, (std::vector<Sequence*>{a, b}));
   EXPECT_TRUE(f.finished.empty());
@@ -146,7 +146,7 @@ TEST(Scheduler, OutOfBlocksPreemptsTheLowestPriorityLatestArrival) {
 
 TEST(Scheduler, AdmissionStopsAtTheWatermarkAndPriorityDisplaces) {
   Fixture f(8, Opt(64, 8, 0.25));  // admit only while under 2 of 8 blocks
-  Sequence* a = f.Add(9, 20);  // 3 blocks: admitted (nothing runs yet)
+  Sequence* a = f.Add(9, 20);      // 3 blocks: admitted (nothing runs yet)
   f.Add(2, 20);
   f.Step();
   EXPECT_EQ(f.sched.running().size(), 1u);  // the second waits: usage 3/8 >= 0.25

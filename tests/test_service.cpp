@@ -28,8 +28,9 @@ Outcome Drain(RequestStream& s, std::string already = "") {
   return {text, s.result().finish, s.result().generated_tokens};
 }
 
-std::unique_ptr<Service> MakeService(const std::string& model, const std::string& tokenizer, ServiceOptions so = {},
-                                     uint64_t kv_memory = 0, int max_batch = 64) {
+std::unique_ptr<Service> MakeService(const std::string& model, const std::string& tokenizer,
+                                     ServiceOptions so = {}, uint64_t kv_memory = 0,
+                                     int max_batch = 64) {
   EngineOptions eo;
   eo.model_path = model;
   eo.tokenizer_path = tokenizer;
@@ -47,7 +48,8 @@ RequestOptions Greedy(int max_tokens, bool ignore_eos = false) {
   return o;
 }
 
-std::shared_ptr<RequestStream> SubmitOk(Service& s, const std::vector<int32_t>& prompt, const RequestOptions& o) {
+std::shared_ptr<RequestStream> SubmitOk(Service& s, const std::vector<int32_t>& prompt,
+                                        const RequestOptions& o) {
   std::shared_ptr<RequestStream> st;
   EXPECT_EQ(s.Submit(prompt, o, &st), SubmitStatus::kAccepted);
   return st;
@@ -55,8 +57,12 @@ std::shared_ptr<RequestStream> SubmitOk(Service& s, const std::vector<int32_t>& 
 
 // Prompts of different lengths (1 to ~150 tokens) built from real text.
 std::vector<std::vector<int32_t>> Prompts(const Engine& e, int n) {
-  const char* seeds[] = {"Once upon a time", "Lily and Tom went to the park", "The sun was hot and the sky was blue.",
-                         "A little dog", "Mom said", "One day, a big bird flew over the tree and saw a cat."};
+  const char* seeds[] = {"Once upon a time",
+                         "Lily and Tom went to the park",
+                         "The sun was hot and the sky was blue.",
+                         "A little dog",
+                         "Mom said",
+                         "One day, a big bird flew over the tree and saw a cat."};
   std::vector<std::vector<int32_t>> out;
   for (int i = 0; i < n; ++i) {
     std::string text;
@@ -77,16 +83,18 @@ ServiceStats Idle(Service& s) {
   return s.Stats();
 }
 
-void CheckBatchInvariance(const std::string& model, const std::string& tok, bool ignore_eos, ServiceOptions so,
-                          uint64_t kv_memory = 0, int max_batch = 64) {
+void CheckBatchInvariance(const std::string& model, const std::string& tok, bool ignore_eos,
+                          ServiceOptions so, uint64_t kv_memory = 0, int max_batch = 64) {
   auto svc = MakeService(model, tok, so, kv_memory, max_batch);
   auto prompts = Prompts(svc->engine(), 16);
   std::vector<Outcome> alone;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    alone.push_back(Drain(*SubmitOk(*svc, prompts[i], Greedy(20 + 9 * static_cast<int>(i), ignore_eos))));
+    alone.push_back(
+        Drain(*SubmitOk(*svc, prompts[i], Greedy(20 + 9 * static_cast<int>(i), ignore_eos))));
   }
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (size_t i = 0; i < prompts.size(); ++i) streams.push_back(SubmitOk(*svc, prompts[i], Greedy(20 + 9 * static_cast<int>(i), ignore_eos)));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    streams.push_back(SubmitOk(*svc, prompts[i], Greedy(20 + 9 * static_cast<int>(i), ignore_eos)));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const Outcome o = Drain(*streams[i]);
     EXPECT_EQ(o.text, alone[i].text) << "request " << i;
@@ -112,7 +120,9 @@ std::string SynthModel(GgmlType type, bool slow = false) {
     spec.n_layers = 4;
     spec.context = 8192;
   }
-  const std::string path = test::TempPath(std::string("svc-synth-") + std::to_string(static_cast<int>(type)) + (slow ? "-slow" : "") + ".gguf");
+  const std::string path =
+      test::TempPath(std::string("svc-synth-") + std::to_string(static_cast<int>(type)) +
+                     (slow ? "-slow" : "") + ".gguf");
   WriteSyntheticModel(spec, path);
   return path;
 }
@@ -120,7 +130,8 @@ std::string SynthModel(GgmlType type, bool slow = false) {
 TEST(Service, BatchInvarianceStories260K) {
   ServiceOptions so;
   so.max_batch_tokens = 48;  // forces chunked prefill alongside decodes
-  CheckBatchInvariance(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), false, so);
+  CheckBatchInvariance(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), false,
+                       so);
 }
 
 TEST(Service, BatchInvarianceSyntheticQ4_0) {
@@ -136,7 +147,8 @@ TEST(Service, BatchInvarianceSyntheticQ8_0) {
 TEST(Service, StaticBatchingGivesTheSameOutputs) {
   ServiceOptions so;
   so.static_batching = true;
-  CheckBatchInvariance(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), false, so);
+  CheckBatchInvariance(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), false,
+                       so);
 }
 
 TEST(Service, PreemptionUnderKvPressureKeepsOutputs) {
@@ -145,14 +157,16 @@ TEST(Service, PreemptionUnderKvPressureKeepsOutputs) {
   ServiceOptions so;
   so.kv_watermark = 1.0;
   const std::string model = test::ModelPath("stories260K.bin");
-  const uint64_t per_token = InspectModel(model, test::ModelPath("tok512.bin")).kv_bytes_per_1k_tokens / 1000;
+  const uint64_t per_token =
+      InspectModel(model, test::ModelPath("tok512.bin")).kv_bytes_per_1k_tokens / 1000;
   auto svc = MakeService(model, test::ModelPath("tok512.bin"), so, per_token * 16 * 40);
   auto prompts = Prompts(svc->engine(), 16);
   std::vector<Outcome> alone;
   for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(*svc, p, Greedy(180, true))));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (auto& p : prompts) streams.push_back(SubmitOk(*svc, p, Greedy(180, true)));
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
   const ServiceStats st = Idle(*svc);
   EXPECT_GT(st.preemptions, 0u);
   EXPECT_EQ(st.memory.kv_used_blocks, 0);

@@ -2,8 +2,6 @@
 // decoding that reproduces the text and streams whole UTF-8 characters.
 #include <gtest/gtest.h>
 
-#include "paddock/error.h"
-
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -12,6 +10,7 @@
 #include "base/utf8.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
+#include "paddock/error.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -61,7 +60,8 @@ TEST(Tokenizer, LlamaSpmVectorsExactly) {
   auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
   EXPECT_EQ(tok->vocab_size(), 32000);
   for (size_t i = 0; i < v.texts.size(); ++i) {
-    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i]) << "text #" << i << ": '" << v.texts[i] << "'";
+    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i])
+        << "text #" << i << ": '" << v.texts[i] << "'";
   }
 }
 
@@ -81,7 +81,8 @@ TEST(Tokenizer, Gpt2ByteLevelBpeVectorsExactly) {
   EXPECT_EQ(tok->vocab_size(), 50257);
   EXPECT_TRUE(tok->byte_level());
   for (size_t i = 0; i < v.texts.size(); ++i) {
-    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i]) << "text #" << i << ": '" << v.texts[i] << "'";
+    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i])
+        << "text #" << i << ": '" << v.texts[i] << "'";
     // Byte-level BPE is lossless: decoding gives back every byte.
     EXPECT_EQ(DecodeAll(*tok, v.ids[i]), v.texts[i]) << "text #" << i;
   }
@@ -109,12 +110,14 @@ TEST(Tokenizer, TokenizerBinMatchesGgufVocabulary) {
   auto gguf = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
   auto bin = LoadTokenizer(test::ModelPath("tokenizer.bin"));
   ASSERT_EQ(bin->vocab_size(), gguf->vocab_size());
-  for (const auto& text : v.texts) EXPECT_EQ(bin->Encode(text, true), gguf->Encode(text, true)) << text;
+  for (const auto& text : v.texts)
+    EXPECT_EQ(bin->Encode(text, true), gguf->Encode(text, true)) << text;
 
   auto small_bin = LoadTokenizer(test::ModelPath("tok512.bin"));
   auto small_gguf = LoadTokenizer(test::ModelPath("stories260K.gguf"));
   const std::string story = test::ReadFile(test::ModelPath("stories260K.expected_t0.txt"));
-  for (const auto& text : v.texts) EXPECT_EQ(small_bin->Encode(text, true), small_gguf->Encode(text, true)) << text;
+  for (const auto& text : v.texts)
+    EXPECT_EQ(small_bin->Encode(text, true), small_gguf->Encode(text, true)) << text;
   EXPECT_EQ(small_bin->Encode(story, true), small_gguf->Encode(story, true));
 }
 
@@ -175,8 +178,10 @@ std::vector<std::string> Pieces(const std::string& pre, const std::string& text)
 // The pre-tokenizer families split as their reference expressions do.
 TEST(PreTokenizer, FamiliesSplitAsTheirExpressions) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(Pieces("gpt2", "Hello world's 12345!!  ok"), (V{"Hello", " world", "'s", " 12345", "!!", " ", " ok"}));
-  EXPECT_EQ(Pieces("llama3", "Hello world's 12345!!\n\nok"), (V{"Hello", " world", "'s", " ", "123", "45", "!!\n\n", "ok"}));
+  EXPECT_EQ(Pieces("gpt2", "Hello world's 12345!!  ok"),
+            (V{"Hello", " world", "'s", " 12345", "!!", " ", " ok"}));
+  EXPECT_EQ(Pieces("llama3", "Hello world's 12345!!\n\nok"),
+            (V{"Hello", " world", "'s", " ", "123", "45", "!!\n\n", "ok"}));
   EXPECT_EQ(Pieces("qwen2", "ab 123"), (V{"ab", " ", "1", "2", "3"}));
   EXPECT_EQ(Pieces("starcoder", "x1 22"), (V{"x", "1", " ", "2", "2"}));
   EXPECT_EQ(Pieces("llama3", "Grüße, 世界"), (V{"Grüße", ",", " 世界"}));
@@ -186,7 +191,8 @@ TEST(PreTokenizer, FamiliesSplitAsTheirExpressions) {
     PreTokenizer p("no-such-pre");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("llama3"), std::string::npos) << e.what();  // lists the known ones
+    EXPECT_NE(std::string(e.what()).find("llama3"), std::string::npos)
+        << e.what();  // lists the known ones
   }
 }
 

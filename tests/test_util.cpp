@@ -17,7 +17,9 @@ std::string ModelsDir() {
   return env != nullptr && *env != '\0' ? env : PADDOCK_MODELS_DEFAULT;
 }
 
-std::string ModelPath(const std::string& name) { return ModelsDir() + "/" + name; }
+std::string ModelPath(const std::string& name) {
+  return ModelsDir() + "/" + name;
+}
 
 namespace {
 // Every temporary path handed out, removed when the test process exits.
@@ -32,8 +34,8 @@ void RemoveTempPaths() {
 std::string TempPath(const std::string& stem) {
   static std::atomic<int> counter{0};
   const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/paddock_test_" + std::to_string(getpid()) +
-                     "_" + std::to_string(counter++) + "_" + stem;
+  std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/paddock_test_" +
+                     std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + stem;
   std::lock_guard<std::mutex> lock(g_temp_mu);
   if (g_temp_paths == nullptr) {
     g_temp_paths = new std::vector<std::string>();
@@ -69,7 +71,8 @@ KvCacheOptions TinyKvOptions(int block_size, size_t blocks, const ModelConfig& c
   KvCacheOptions o;
   o.block_size = block_size;
   o.k_type = o.v_type = KvDtype::kF32;
-  o.memory_bytes = (blocks + 1) * static_cast<size_t>(block_size) * KvBytesPerToken(c, o);  // + null
+  o.memory_bytes =
+      (blocks + 1) * static_cast<size_t>(block_size) * KvBytesPerToken(c, o);  // + null
   return o;
 }
 

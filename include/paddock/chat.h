@@ -14,7 +14,7 @@ namespace paddock {
 // Chat formatting. Built-in templates for the common families; the model's own template
 // (GGUF tokenizer.chat_template) is recognized by its markers and mapped to one of them.
 struct ChatMessage {
-  std::string role;     // system, user, assistant
+  std::string role;  // system, user, assistant
   std::string content;
 };
 // Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr.
@@ -35,10 +35,12 @@ class ChatFormatter {
   // family_override: a built-in family name (wins), or empty. template_file: a Jinja template
   // file to use instead of the model's, or empty. Throws Error for an unknown family, an
   // unreadable file, or a template file Paddock cannot render (naming the construct).
-  static std::unique_ptr<ChatFormatter> Create(const ModelInfo& info, const std::string& family_override = "",
+  static std::unique_ptr<ChatFormatter> Create(const ModelInfo& info,
+                                               const std::string& family_override = "",
                                                const std::string& template_file = "");
   ~ChatFormatter();
-  std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  std::string Render(const std::vector<ChatMessage>& messages,
+                     bool add_generation_prompt = true) const;
   // What is used, e.g. "the model's template" or "built-in chatml"; `warning` says why a
   // model template was not used (empty if it was, or there was none).
   const std::string& description() const { return description_; }

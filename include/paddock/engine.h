@@ -33,15 +33,15 @@ struct EngineOptions {
   bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
   bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load
   bool huge_pages = true;        // re-laid weights on transparent huge pages (madvise)
-  bool prefetch = true;          // software prefetch in the k-quant kernels (this engine's kernel table)
-  bool bf16_dot = true;          // BF16 weights: bf16 activations, AVX-512 BF16 dot products
+  bool prefetch = true;  // software prefetch in the k-quant kernels (this engine's kernel table)
+  bool bf16_dot = true;  // BF16 weights: bf16 activations, AVX-512 BF16 dot products
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).
   uint64_t kv_memory = 0;
-  int kv_tokens = 0;           // with kv_memory 0: size the pool for this many tokens (0: context)
-  int kv_sequences = 1;        // with both 0: room for this many full-context sequences, at most
-                               // 30% of the available memory (servers set their batch size)
+  int kv_tokens = 0;     // with kv_memory 0: size the pool for this many tokens (0: context)
+  int kv_sequences = 1;  // with both 0: room for this many full-context sequences, at most
+                         // 30% of the available memory (servers set their batch size)
   int kv_block_size = 16;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
@@ -51,22 +51,22 @@ struct EngineOptions {
 };
 
 struct SamplingParams {
-  float temperature = 0.8f;    // 0: greedy
-  int top_k = 40;              // 0: off
-  float top_p = 0.95f;         // 1: off
-  float min_p = 0.05f;         // 0: off
-  float repeat_penalty = 1.0f; // 1: off (divides positive logits, multiplies negative ones)
+  float temperature = 0.8f;     // 0: greedy
+  int top_k = 40;               // 0: off
+  float top_p = 0.95f;          // 1: off
+  float min_p = 0.05f;          // 0: off
+  float repeat_penalty = 1.0f;  // 1: off (divides positive logits, multiplies negative ones)
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
-  int penalty_last_n = 64;     // tokens the penalties look back over
+  int penalty_last_n = 64;  // tokens the penalties look back over
   uint64_t seed = 0x5eed;
 };
 
 struct GenerateOptions {
-  int max_tokens = 256;        // tokens to generate
-  bool ignore_eos = false;     // keep going past end-of-sequence (benchmarks)
+  int max_tokens = 256;     // tokens to generate
+  bool ignore_eos = false;  // keep going past end-of-sequence (benchmarks)
   bool add_bos = true;
-  bool parse_special = false;  // control tokens spelled in the prompt become tokens
+  bool parse_special = false;     // control tokens spelled in the prompt become tokens
   std::vector<std::string> stop;  // stop strings (excluded from the output)
   SamplingParams sampling;
 };
@@ -76,12 +76,12 @@ constexpr int kFinishReasons = 6;
 const char* FinishReasonName(FinishReason r);
 
 struct GenerateResult {
-  std::string text;            // generated text (without the prompt)
+  std::string text;  // generated text (without the prompt)
   int prompt_tokens = 0;
-  int cached_tokens = 0;       // prompt tokens whose KV came from the prefix cache
+  int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
   int generated_tokens = 0;
-  double prompt_seconds = 0;   // time to first token
-  double decode_seconds = 0;   // after the first token
+  double prompt_seconds = 0;  // time to first token
+  double decode_seconds = 0;  // after the first token
   FinishReason finish = FinishReason::kLength;
 };
 
@@ -99,7 +99,7 @@ struct ModelInfo {
   std::string rope_style, rope_scaling;
   int sliding_window = 0;
   bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
-  std::string chat_template;   // the file's tokenizer.chat_template (empty if none)
+  std::string chat_template;         // the file's tokenizer.chat_template (empty if none)
   std::string bos_token, eos_token;  // their spellings (for chat templates)
   struct TypeCount {
     std::string type;
@@ -117,11 +117,11 @@ struct ModelInfo {
 
 // Where the memory goes, for observability.
 struct MemoryReport {
-  uint64_t weight_bytes = 0;       // model weights (memory-mapped)
-  uint64_t kv_allocated_bytes = 0; // the KV block pool
-  uint64_t kv_used_bytes = 0;      // blocks held by sequences right now
+  uint64_t weight_bytes = 0;        // model weights (memory-mapped)
+  uint64_t kv_allocated_bytes = 0;  // the KV block pool
+  uint64_t kv_used_bytes = 0;       // blocks held by sequences right now
   uint64_t kv_bytes_per_token = 0;
-  uint64_t scratch_bytes = 0;      // activation buffers
+  uint64_t scratch_bytes = 0;  // activation buffers
   int kv_block_size = 0;
   int64_t kv_total_blocks = 0, kv_used_blocks = 0;
   int64_t prefix_queries = 0, prefix_hits = 0, prefix_evictions = 0;  // in blocks
@@ -129,11 +129,11 @@ struct MemoryReport {
 };
 
 struct BenchOptions {
-  int prompt_tokens = 512;   // prefill length
-  int gen_tokens = 128;      // decode steps
-  int batch = 1;             // > 1: also decode this many sequences together
-  int reps = 3;              // repetitions (medians reported)
-  bool profile = false;      // per-operator shares of the decode step and of one prefill
+  int prompt_tokens = 512;  // prefill length
+  int gen_tokens = 128;     // decode steps
+  int batch = 1;            // > 1: also decode this many sequences together
+  int reps = 3;             // repetitions (medians reported)
+  bool profile = false;     // per-operator shares of the decode step and of one prefill
 };
 
 struct BenchReport {
@@ -173,7 +173,8 @@ class Engine {
   double load_seconds() const;
   MemoryReport Memory() const;
 
-  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos,
+                                bool parse_special = false) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
   bool AddsBos() const;  // the vocabulary's add-BOS default
 
@@ -209,7 +210,8 @@ class Vocabulary {
   static std::unique_ptr<Vocabulary> Load(const std::string& path);
   ~Vocabulary();
   int size() const;
-  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_bos,
+                                bool parse_special = false) const;
   std::string_view Piece(int id) const;
 
   struct Impl;

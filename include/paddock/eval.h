@@ -16,15 +16,15 @@ namespace paddock {
 // into windows of `ctx` tokens; in each window the first half is context and the second half
 // is scored (as llama.cpp's perplexity does, so figures are comparable).
 struct EvalOptions {
-  int ctx = 0;         // window in tokens (0: the model's context, at most 512)
-  int max_windows = 0; // 0: the whole text
-  int worst = 5;       // compare: how many worst positions to report
+  int ctx = 0;          // window in tokens (0: the model's context, at most 512)
+  int max_windows = 0;  // 0: the whole text
+  int worst = 5;        // compare: how many worst positions to report
 };
 
 struct PerplexityReport {
-  double ppl = 0, ppl_se = 0;   // exp(mean NLL) and its standard error (delta method)
+  double ppl = 0, ppl_se = 0;  // exp(mean NLL) and its standard error (delta method)
   double mean_nll = 0;
-  int64_t scored = 0;           // tokens scored
+  int64_t scored = 0;  // tokens scored
   int windows = 0, ctx = 0;
   double seconds = 0;
 };
@@ -34,10 +34,10 @@ struct CompareReport {
   double kl = 0, kl_se = 0, kl_max = 0;  // KL(P_a || P_b) per scored token: mean, its SE, max
   double top1_agreement = 0;             // share of positions where the argmax tokens agree
   struct Position {
-    int64_t index = 0;          // scored-token index in the text
+    int64_t index = 0;  // scored-token index in the text
     double kl = 0;
-    std::string context;        // the text just before
-    std::string top_a, top_b;   // each model's most likely next token
+    std::string context;       // the text just before
+    std::string top_a, top_b;  // each model's most likely next token
   };
   std::vector<Position> worst;
 };

@@ -22,34 +22,35 @@
 namespace paddock {
 
 struct ServiceOptions {
-  int max_batch_tokens = 0;    // tokens per step over all requests (0: the engine's max_batch)
-  int max_running = 64;        // requests decoding together at most
-  int max_queue = 256;         // waiting requests at most; more are rejected (HTTP 429)
-  double kv_watermark = 0.90;  // admit new requests only while KV usage is below this share
+  int max_batch_tokens = 0;      // tokens per step over all requests (0: the engine's max_batch)
+  int max_running = 64;          // requests decoding together at most
+  int max_queue = 256;           // waiting requests at most; more are rejected (HTTP 429)
+  double kv_watermark = 0.90;    // admit new requests only while KV usage is below this share
   bool static_batching = false;  // whole batch in, whole batch out (only to measure the difference)
 };
 
 struct RequestOptions {
   GenerateOptions generate;
-  int priority = 0;             // higher runs first
-  double timeout_seconds = 0;   // deadline from submission (0: none)
+  int priority = 0;            // higher runs first
+  double timeout_seconds = 0;  // deadline from submission (0: none)
 };
 
-// Latency histogram with fixed bucket bounds (Prometheus style: counts[i] counts values <= bounds[i],
-// the last count is +Inf).
+// Latency histogram with fixed bucket bounds (Prometheus style: counts[i] counts values <=
+// bounds[i], the last count is +Inf).
 struct Histogram {
   std::vector<double> bounds;
   std::vector<uint64_t> counts;
   double sum = 0;
   uint64_t count = 0;
-  explicit Histogram(std::vector<double> b = {}) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  explicit Histogram(std::vector<double> b = {})
+      : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
   void Observe(double v);
   double Quantile(double q) const;  // bucket upper bound holding quantile q (approximate)
 };
 
 struct ServiceStats {
   int running = 0, waiting = 0;
-  double kv_usage = 0;               // used / total blocks
+  double kv_usage = 0;  // used / total blocks
   uint64_t prompt_tokens = 0, generation_tokens = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;  // tokens
   uint64_t preemptions = 0, rejected = 0, cancelled = 0, timeouts = 0;
@@ -89,7 +90,8 @@ class RequestStream {
 
 class Service {
  public:
-  static std::unique_ptr<Service> Create(std::unique_ptr<Engine> engine, const ServiceOptions& options);
+  static std::unique_ptr<Service> Create(std::unique_ptr<Engine> engine,
+                                         const ServiceOptions& options);
   ~Service();  // cancels what is left and joins the engine thread
 
   const Engine& engine() const;

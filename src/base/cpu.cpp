@@ -26,12 +26,10 @@ Isa DetectIsa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vnni") &&
-      __builtin_cpu_supports("fma") && HasF16c()) {
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && HasF16c()) {
     return Isa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      HasF16c()) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c()) {
     return Isa::kAvx2;
   }
   return Isa::kScalar;
@@ -46,9 +44,12 @@ bool CpuHasAvx512Bf16() {
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -57,10 +58,15 @@ Isa ParseIsa(std::string_view name) {
   const Isa best = DetectIsa();
   Isa want;
   if (name == "auto" || name.empty()) return best;
-  if (name == "scalar") want = Isa::kScalar;
-  else if (name == "avx2") want = Isa::kAvx2;
-  else if (name == "avx512") want = Isa::kAvx512;
-  else Fail("unknown ISA '%.*s' (expected auto, scalar, avx2 or avx512)", (int)name.size(), name.data());
+  if (name == "scalar")
+    want = Isa::kScalar;
+  else if (name == "avx2")
+    want = Isa::kAvx2;
+  else if (name == "avx512")
+    want = Isa::kAvx512;
+  else
+    Fail("unknown ISA '%.*s' (expected auto, scalar, avx2 or avx512)", (int)name.size(),
+         name.data());
   if (static_cast<int>(want) > static_cast<int>(best)) {
     Fail("this CPU cannot run %s kernels (best available: %s)", IsaName(want), IsaName(best));
   }
@@ -84,7 +90,8 @@ int PhysicalCores() {
   std::set<std::string> cores;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &set)) continue;
-    const std::string path = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list";
+    const std::string path =
+        "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list";
     std::ifstream f(path);
     std::string siblings;
     if (!(f >> siblings)) return HardwareThreads();

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-
 #include <string>
 #include <string_view>
 

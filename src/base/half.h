@@ -61,7 +61,9 @@ static inline uint16_t Fp32ToFp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-static inline float Bf16ToFp32(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+static inline float Bf16ToFp32(uint16_t b) {
+  return BitsToFloat(static_cast<uint32_t>(b) << 16);
+}
 
 static inline uint16_t Fp32ToBf16(float f) {
   uint32_t x = FloatToBits(f);

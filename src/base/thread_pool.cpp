@@ -8,7 +8,7 @@ namespace {
 // About 100-200 us of spinning: long enough to bridge the gaps between the parallel sections
 // of one decode step, short enough not to steal a core that another process needs.
 constexpr int kSpinIterations = 1 << 12;
-}
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));

@@ -33,8 +33,7 @@ class ThreadPool {
   void ParallelFor(int64_t n, F&& f) {
     using T = std::remove_reference_t<F>;
     Run(
-        n,
-        [](void* c, int64_t b, int64_t e, int t) { (*static_cast<T*>(c))(b, e, t); },
+        n, [](void* c, int64_t b, int64_t e, int t) { (*static_cast<T*>(c))(b, e, t); },
         const_cast<void*>(static_cast<const void*>(&f)));
   }
 

@@ -4,19 +4,21 @@
 // tokenizer's add-BOS flag, so it is not repeated here). A model's template is recognized by
 // the markers it emits, as llama.cpp does for its built-ins; a full Jinja renderer is separate
 // work.
-#include <algorithm>
+#include "paddock/chat.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "base/strings.h"
 #include "chat/jinja.h"
-#include "paddock/chat.h"
 
 namespace paddock {
 namespace {
 
-bool Has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+bool Has(const std::string& s, const char* needle) {
+  return s.find(needle) != std::string::npos;
+}
 
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
@@ -47,7 +49,8 @@ std::vector<ChatMessage> FoldSystem(const std::vector<ChatMessage>& msgs, const 
 }  // namespace
 
 const std::vector<std::string>& ChatTemplateNames() {
-  static const std::vector<std::string> names = {"chatml", "llama2", "llama3", "mistral", "phi3", "gemma", "zephyr"};
+  static const std::vector<std::string> names = {"chatml", "llama2", "llama3", "mistral",
+                                                 "phi3",   "gemma",  "zephyr"};
   return names;
 }
 
@@ -55,7 +58,8 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
   const auto& names = ChatTemplateNames();
   if (!override_name.empty()) {
     if (std::find(names.begin(), names.end(), override_name) == names.end()) {
-      Fail("unknown chat template '%s' (known: %s)", override_name.c_str(), Join(names, ", ").c_str());
+      Fail("unknown chat template '%s' (known: %s)", override_name.c_str(),
+           Join(names, ", ").c_str());
     }
     return override_name;
   }
@@ -75,7 +79,8 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
   return "chatml";
 }
 
-std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& messages, bool gen) {
+std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& messages,
+                       bool gen) {
   for (const auto& m : messages) {
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {
       Fail("unknown chat role '%s' (system, user or assistant)", m.role.c_str());
@@ -83,10 +88,13 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
   }
   std::string out;
   if (name == "chatml") {
-    for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    for (const auto& m : messages)
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     if (gen) out += "<|im_start|>assistant\n";
   } else if (name == "llama3") {
-    for (const auto& m : messages) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+    for (const auto& m : messages)
+      out +=
+          "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
     if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   } else if (name == "llama2") {
     // [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
@@ -112,8 +120,10 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
   } else if (name == "mistral") {
     // [INST] {system}\n\n{user} [/INST]{assistant}</s>[INST] ...
     for (const auto& m : FoldSystem(messages, "\n\n")) {
-      if (m.role == "user") out += "[INST] " + m.content + " [/INST]";
-      else out += m.content + "</s>";
+      if (m.role == "user")
+        out += "[INST] " + m.content + " [/INST]";
+      else
+        out += m.content + "</s>";
     }
   } else if (name == "phi3") {
     for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
@@ -123,7 +133,8 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
     if (gen) out += "<|assistant|>\n";
   } else if (name == "gemma") {
     for (const auto& m : FoldSystem(messages, "\n\n")) {
-      out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + Trim(m.content) + "<end_of_turn>\n";
+      out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" +
+             Trim(m.content) + "<end_of_turn>\n";
     }
     if (gen) out += "<start_of_turn>model\n";
   } else {
@@ -141,13 +152,15 @@ struct ChatFormatter::Impl {
 ChatFormatter::ChatFormatter() : impl_(std::make_unique<Impl>()) {}
 ChatFormatter::~ChatFormatter() = default;
 
-std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info, const std::string& family_override,
+std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info,
+                                                     const std::string& family_override,
                                                      const std::string& template_file) {
   std::unique_ptr<ChatFormatter> f(new ChatFormatter());
   Impl& im = *f->impl_;
   im.bos = info.bos_token;
   im.eos = info.eos_token;
-  const std::vector<ChatMessage> probe = {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "u"}};
+  const std::vector<ChatMessage> probe = {
+      {"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "u"}};
   if (!family_override.empty()) {
     im.family = ResolveChatTemplate(info, family_override);
     f->description_ = "built-in " + im.family;
@@ -177,14 +190,17 @@ std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info, cons
       im.jinja = std::move(t);
       f->description_ = "the model's template";
     } catch (const Error& e) {
-      f->warning_ = std::string(e.what()) + "; using the built-in " + im.family + " template instead";
+      f->warning_ =
+          std::string(e.what()) + "; using the built-in " + im.family + " template instead";
     }
   }
   return f;
 }
 
-std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  if (impl_->jinja) return impl_->jinja->RenderChat(messages, add_generation_prompt, impl_->bos, impl_->eos);
+std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt) const {
+  if (impl_->jinja)
+    return impl_->jinja->RenderChat(messages, add_generation_prompt, impl_->bos, impl_->eos);
   return RenderChat(impl_->family, messages, add_generation_prompt);
 }
 

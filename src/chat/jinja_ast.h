@@ -29,28 +29,72 @@ struct Value {
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict;
 
-  static Value None() { Value v; v.kind = kNone; return v; }
-  static Value Bool(bool x) { Value v; v.kind = kBool; v.b = x; return v; }
-  static Value Int(int64_t x) { Value v; v.kind = kInt; v.i = x; return v; }
-  static Value Float(double x) { Value v; v.kind = kFloat; v.f = x; return v; }
-  static Value Str(std::string x) { Value v; v.kind = kString; v.s = std::move(x); return v; }
-  static Value MakeList(List l = {}) { Value v; v.kind = kList; v.list = std::make_shared<List>(std::move(l)); return v; }
-  static Value MakeDict(Dict d = {}) { Value v; v.kind = kDict; v.dict = std::make_shared<Dict>(std::move(d)); return v; }
+  static Value None() {
+    Value v;
+    v.kind = kNone;
+    return v;
+  }
+  static Value Bool(bool x) {
+    Value v;
+    v.kind = kBool;
+    v.b = x;
+    return v;
+  }
+  static Value Int(int64_t x) {
+    Value v;
+    v.kind = kInt;
+    v.i = x;
+    return v;
+  }
+  static Value Float(double x) {
+    Value v;
+    v.kind = kFloat;
+    v.f = x;
+    return v;
+  }
+  static Value Str(std::string x) {
+    Value v;
+    v.kind = kString;
+    v.s = std::move(x);
+    return v;
+  }
+  static Value MakeList(List l = {}) {
+    Value v;
+    v.kind = kList;
+    v.list = std::make_shared<List>(std::move(l));
+    return v;
+  }
+  static Value MakeDict(Dict d = {}) {
+    Value v;
+    v.kind = kDict;
+    v.dict = std::make_shared<Dict>(std::move(d));
+    return v;
+  }
 
   bool Truthy() const {
     switch (kind) {
-      case kUndefined: case kNone: return false;
-      case kBool: return b;
-      case kInt: return i != 0;
-      case kFloat: return f != 0;
-      case kString: return !s.empty();
-      case kList: return !list->empty();
-      case kDict: return !dict->empty();
+      case kUndefined:
+      case kNone:
+        return false;
+      case kBool:
+        return b;
+      case kInt:
+        return i != 0;
+      case kFloat:
+        return f != 0;
+      case kString:
+        return !s.empty();
+      case kList:
+        return !list->empty();
+      case kDict:
+        return !dict->empty();
     }
     return false;
   }
   bool IsNumber() const { return kind == kInt || kind == kFloat || kind == kBool; }
-  double Num() const { return kind == kFloat ? f : kind == kBool ? (b ? 1 : 0) : static_cast<double>(i); }
+  double Num() const {
+    return kind == kFloat ? f : kind == kBool ? (b ? 1 : 0) : static_cast<double>(i);
+  }
   const Value* Get(const std::string& key) const {
     if (kind != kDict) return nullptr;
     for (const auto& [k, v] : *dict) {
@@ -96,15 +140,28 @@ std::vector<Chunk> Cut(const std::string& src);
 // ---- expression trees ---------------------------------------------------------------------
 
 struct Expr {
-  enum Kind { kLiteral, kName, kList, kDict, kAttr, kIndex, kSlice, kCall, kFilter, kTest, kUnary, kBinary, kTernary } kind;
+  enum Kind {
+    kLiteral,
+    kName,
+    kList,
+    kDict,
+    kAttr,
+    kIndex,
+    kSlice,
+    kCall,
+    kFilter,
+    kTest,
+    kUnary,
+    kBinary,
+    kTernary
+  } kind;
   Value literal;
-  std::string name;  // variable, attribute, filter, test or operator
+  std::string name;                         // variable, attribute, filter, test or operator
   std::vector<std::unique_ptr<Expr>> args;  // operands / elements / call arguments
-  std::vector<std::string> kwnames;         // keyword argument names (calls), aligned with trailing args
-  bool negate = false;                      // `is not`
+  std::vector<std::string> kwnames;  // keyword argument names (calls), aligned with trailing args
+  bool negate = false;               // `is not`
 };
 using ExprP = std::unique_ptr<Expr>;
-
 
 }  // namespace paddock::jinja
 
@@ -113,10 +170,11 @@ namespace paddock {
 // A statement (text, output, if, for, set) with its nested statements.
 struct JinjaTemplate::Node {
   enum Kind { kText, kOutput, kIf, kFor, kSet } kind;
-  std::string text;                                  // kText
-  jinja::ExprP expr;                                        // kOutput, kSet value, kFor iterable
-  std::vector<std::pair<jinja::ExprP, std::vector<std::unique_ptr<Node>>>> branches;  // kIf (null cond: else)
-  std::vector<std::string> vars;                     // kFor targets; kSet: name[, attribute]
+  std::string text;   // kText
+  jinja::ExprP expr;  // kOutput, kSet value, kFor iterable
+  std::vector<std::pair<jinja::ExprP, std::vector<std::unique_ptr<Node>>>>
+      branches;                                        // kIf (null cond: else)
+  std::vector<std::string> vars;                       // kFor targets; kSet: name[, attribute]
   std::vector<std::unique_ptr<Node>> body, else_body;  // kFor
   std::string where;
 };

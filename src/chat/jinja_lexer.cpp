@@ -16,13 +16,16 @@ std::vector<Tok> Lex(const std::string& src, const std::string& where) {
       ++i;
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t j = i;
-      while (j < src.size() && (std::isalnum(static_cast<unsigned char>(src[j])) || src[j] == '_')) ++j;
+      while (j < src.size() && (std::isalnum(static_cast<unsigned char>(src[j])) || src[j] == '_'))
+        ++j;
       out.push_back({Tok::kName, src.substr(i, j - i)});
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i;
       bool is_float = false;
-      while (j < src.size() && (std::isdigit(static_cast<unsigned char>(src[j])) || (src[j] == '.' && !is_float && j + 1 < src.size() && std::isdigit(static_cast<unsigned char>(src[j + 1]))))) {
+      while (j < src.size() && (std::isdigit(static_cast<unsigned char>(src[j])) ||
+                                (src[j] == '.' && !is_float && j + 1 < src.size() &&
+                                 std::isdigit(static_cast<unsigned char>(src[j + 1]))))) {
         if (src[j] == '.') is_float = true;
         ++j;
       }
@@ -35,10 +38,17 @@ std::vector<Tok> Lex(const std::string& src, const std::string& where) {
         if (src[j] == '\\' && j + 1 < src.size()) {
           const char e = src[++j];
           switch (e) {
-            case 'n': s += '\n'; break;
-            case 't': s += '\t'; break;
-            case 'r': s += '\r'; break;
-            default: s += e;
+            case 'n':
+              s += '\n';
+              break;
+            case 't':
+              s += '\t';
+              break;
+            case 'r':
+              s += '\r';
+              break;
+            default:
+              s += e;
           }
         } else {
           s += src[j];
@@ -59,7 +69,8 @@ std::vector<Tok> Lex(const std::string& src, const std::string& where) {
         }
       }
       if (matched) continue;
-      if (std::string("()[]{},.:|+-*/%~<>=").find(c) == std::string::npos) Fail("chat template: unexpected character '%c' in %s", c, where.c_str());
+      if (std::string("()[]{},.:|+-*/%~<>=").find(c) == std::string::npos)
+        Fail("chat template: unexpected character '%c' in %s", c, where.c_str());
       out.push_back({Tok::kOp, std::string(1, c)});
       ++i;
     }
@@ -67,7 +78,6 @@ std::vector<Tok> Lex(const std::string& src, const std::string& where) {
   out.push_back({Tok::kEnd, ""});
   return out;
 }
-
 
 std::vector<Chunk> Cut(const std::string& src) {
   std::vector<Chunk> out;
@@ -92,8 +102,10 @@ std::vector<Chunk> Cut(const std::string& src) {
     for (; j + 1 < src.size(); ++j) {
       if (t != '#') {
         if (quote) {
-          if (src[j] == '\\') ++j;
-          else if (src[j] == quote) quote = 0;
+          if (src[j] == '\\')
+            ++j;
+          else if (src[j] == quote)
+            quote = 0;
           continue;
         }
         if (src[j] == '\'' || src[j] == '"') {
@@ -104,7 +116,10 @@ std::vector<Chunk> Cut(const std::string& src) {
       if (src.compare(j, 2, close) == 0) break;
     }
     if (j + 1 >= src.size()) Fail("chat template: unclosed tag starting on line %zu", line);
-    Chunk c{t == '{' ? Chunk::kExpr : t == '%' ? Chunk::kStmt : Chunk::kComment, "", false, false, line};
+    Chunk c{t == '{'   ? Chunk::kExpr
+            : t == '%' ? Chunk::kStmt
+                       : Chunk::kComment,
+            "", false, false, line};
     size_t b = open + 2, e = j;
     if (b < e && src[b] == '-') {
       c.trim_left = true;
@@ -145,8 +160,10 @@ std::vector<Chunk> Cut(const std::string& src) {
         while (b < s.size() && is_ws(s[b])) ++b;
         s.erase(0, b);
       } else if (prev.kind == Chunk::kStmt || prev.kind == Chunk::kComment) {
-        if (s.compare(0, 2, "\r\n") == 0) s.erase(0, 2);
-        else if (!s.empty() && s[0] == '\n') s.erase(0, 1);
+        if (s.compare(0, 2, "\r\n") == 0)
+          s.erase(0, 2);
+        else if (!s.empty() && s[0] == '\n')
+          s.erase(0, 1);
       }
     }
   }

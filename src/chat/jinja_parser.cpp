@@ -18,12 +18,15 @@ ExprP Make(Expr::Kind k, std::string name = "") {
 
 class Parser {
  public:
-  Parser(std::vector<Tok> toks, std::string where) : t_(std::move(toks)), where_(std::move(where)) {}
+  Parser(std::vector<Tok> toks, std::string where)
+      : t_(std::move(toks)), where_(std::move(where)) {}
 
   ExprP Expression() { return Ternary(); }
   bool AtEnd() const { return t_[p_].kind == Tok::kEnd; }
   const Tok& Peek(size_t ahead = 0) const { return t_[std::min(p_ + ahead, t_.size() - 1)]; }
-  bool IsName(const char* n, size_t ahead = 0) const { return Peek(ahead).kind == Tok::kName && Peek(ahead).text == n; }
+  bool IsName(const char* n, size_t ahead = 0) const {
+    return Peek(ahead).kind == Tok::kName && Peek(ahead).text == n;
+  }
   bool IsOp(const char* o) const { return Peek().kind == Tok::kOp && Peek().text == o; }
   std::string Name() {
     if (Peek().kind != Tok::kName) Error("a name");
@@ -38,7 +41,8 @@ class Parser {
     ++p_;
   }
   [[noreturn]] void Error(const std::string& wanted) const {
-    Fail("chat template: expected %s, found '%s' in %s", wanted.c_str(), Peek().text.c_str(), where_.c_str());
+    Fail("chat template: expected %s, found '%s' in %s", wanted.c_str(), Peek().text.c_str(),
+         where_.c_str());
   }
   void Skip() { ++p_; }
 
@@ -105,7 +109,8 @@ class Parser {
   ExprP Compare() {
     ExprP a = Concat();
     for (;;) {
-      if (Peek().kind == Tok::kOp && (IsOp("==") || IsOp("!=") || IsOp("<") || IsOp(">") || IsOp("<=") || IsOp(">="))) {
+      if (Peek().kind == Tok::kOp &&
+          (IsOp("==") || IsOp("!=") || IsOp("<") || IsOp(">") || IsOp("<=") || IsOp(">="))) {
         const std::string op = t_[p_++].text;
         a = Binary(op.c_str(), std::move(a), Concat());
       } else if (IsName("in")) {
@@ -253,7 +258,8 @@ class Parser {
       errno = 0;
       if (t.kind == Tok::kInt) {
         const long long v = std::strtoll(t.text.c_str(), nullptr, 10);
-        if (errno == ERANGE) Fail("chat template: integer %s is out of range in %s", t.text.c_str(), where_.c_str());
+        if (errno == ERANGE)
+          Fail("chat template: integer %s is out of range in %s", t.text.c_str(), where_.c_str());
         e->literal = Value::Int(v);
       } else {
         e->literal = Value::Float(std::strtod(t.text.c_str(), nullptr));
@@ -264,10 +270,14 @@ class Parser {
     if (t.kind == Tok::kName) {
       const std::string n = t_[p_++].text;
       auto e = Make(Expr::kLiteral);
-      if (n == "true" || n == "True") e->literal = Value::Bool(true);
-      else if (n == "false" || n == "False") e->literal = Value::Bool(false);
-      else if (n == "none" || n == "None") e->literal = Value::None();
-      else return Make(Expr::kName, n);
+      if (n == "true" || n == "True")
+        e->literal = Value::Bool(true);
+      else if (n == "false" || n == "False")
+        e->literal = Value::Bool(false);
+      else if (n == "none" || n == "None")
+        e->literal = Value::None();
+      else
+        return Make(Expr::kName, n);
       return e;
     }
     if (IsOp("(")) {
@@ -370,7 +380,8 @@ void JinjaTemplate::Parse(const std::string& source) {
       into = &raw->branches.back().second;
       if (stack.size() > 64) Fail("chat template: blocks nested too deeply (%s)", where.c_str());
     } else if (kw == "elif" || kw == "else") {
-      if (stack.empty()) Fail("chat template: '%s' outside a block in %s", kw.c_str(), where.c_str());
+      if (stack.empty())
+        Fail("chat template: '%s' outside a block in %s", kw.c_str(), where.c_str());
       Node* top = stack.back().node;
       if (top->kind == Node::kFor && kw == "else") {
         into = &top->else_body;
@@ -381,7 +392,8 @@ void JinjaTemplate::Parse(const std::string& source) {
         Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
       }
     } else if (kw == "endif" || kw == "endfor") {
-      if (stack.empty() || (stack.back().node->kind == Node::kIf) != (kw == "endif")) Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
+      if (stack.empty() || (stack.back().node->kind == Node::kIf) != (kw == "endif"))
+        Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
       into = stack.back().into;
       stack.pop_back();
     } else if (kw == "for") {
@@ -395,8 +407,10 @@ void JinjaTemplate::Parse(const std::string& source) {
       }
       p.ExpectName("in");
       n->expr = p.Expression();
-      if (p.IsName("if")) Fail("chat template: loop filters ('for ... if') are not supported (%s)", where.c_str());
-      if (p.IsName("recursive")) Fail("chat template: recursive loops are not supported (%s)", where.c_str());
+      if (p.IsName("if"))
+        Fail("chat template: loop filters ('for ... if') are not supported (%s)", where.c_str());
+      if (p.IsName("recursive"))
+        Fail("chat template: recursive loops are not supported (%s)", where.c_str());
       Node* raw = n.get();
       into->push_back(std::move(n));
       stack.push_back({raw, into});
@@ -411,7 +425,11 @@ void JinjaTemplate::Parse(const std::string& source) {
         p.Skip();
         n->vars.push_back(p.Name());
       }
-      if (!p.IsOp("=")) Fail("chat template: block assignments ('{%% set x %%}...{%% endset %%}') are not supported (%s)", where.c_str());
+      if (!p.IsOp("="))
+        Fail(
+            "chat template: block assignments ('{%% set x %%}...{%% endset %%}') are not supported "
+            "(%s)",
+            where.c_str());
       p.Skip();
       n->expr = p.Expression();
       into->push_back(std::move(n));
@@ -420,7 +438,9 @@ void JinjaTemplate::Parse(const std::string& source) {
     }
     if (!p.AtEnd() && kw != "else" && kw != "endif" && kw != "endfor") p.Error("'%}'");
   }
-  if (!stack.empty()) Fail("chat template: '%s' opened in %s is never closed", stack.back().node->kind == Node::kIf ? "if" : "for", stack.back().node->where.c_str());
+  if (!stack.empty())
+    Fail("chat template: '%s' opened in %s is never closed",
+         stack.back().node->kind == Node::kIf ? "if" : "for", stack.back().node->where.c_str());
 }
 
 JinjaTemplate::~JinjaTemplate() = default;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -38,10 +38,15 @@ class Renderer {
   void Exec(const JinjaTemplate::Node& n) {
     using Node = JinjaTemplate::Node;
     // Bounded work and output: a template from a file must not hang or exhaust memory.
-    if (++steps > 2000000 || out.size() > (16u << 20)) Fail("chat template: rendering exceeds the work or size limit (%s)", n.where.c_str());
+    if (++steps > 2000000 || out.size() > (16u << 20))
+      Fail("chat template: rendering exceeds the work or size limit (%s)", n.where.c_str());
     switch (n.kind) {
-      case Node::kText: out += n.text; break;
-      case Node::kOutput: out += ToString(Eval(*n.expr, n.where)); break;
+      case Node::kText:
+        out += n.text;
+        break;
+      case Node::kOutput:
+        out += ToString(Eval(*n.expr, n.where));
+        break;
       case Node::kIf:
         for (const auto& [cond, body] : n.branches) {
           if (cond == nullptr || Eval(*cond, n.where).Truthy()) {
@@ -54,7 +59,8 @@ class Renderer {
         Value v = Eval(*n.expr, n.where);
         if (n.vars.size() == 2) {
           Value ns = Lookup(n.vars[0]);
-          if (ns.kind != Value::kDict) Fail("chat template: '%s' is not a namespace (%s)", n.vars[0].c_str(), n.where.c_str());
+          if (ns.kind != Value::kDict)
+            Fail("chat template: '%s' is not a namespace (%s)", n.vars[0].c_str(), n.where.c_str());
           ns.Set(n.vars[1], std::move(v));
         } else {
           scopes.back()[n.vars[0]] = std::move(v);
@@ -85,7 +91,9 @@ class Renderer {
             sc[n.vars[0]] = items[static_cast<size_t>(k)];
           } else {
             const Value& item = items[static_cast<size_t>(k)];
-            if (item.kind != Value::kList || item.list->size() != n.vars.size()) Fail("chat template: cannot unpack a loop item into %zu names (%s)", n.vars.size(), n.where.c_str());
+            if (item.kind != Value::kList || item.list->size() != n.vars.size())
+              Fail("chat template: cannot unpack a loop item into %zu names (%s)", n.vars.size(),
+                   n.where.c_str());
             for (size_t v = 0; v < n.vars.size(); ++v) sc[n.vars[v]] = (*item.list)[v];
           }
           Value loop = Value::MakeDict();
@@ -111,8 +119,10 @@ class Renderer {
 
   Value Eval(const Expr& e, const std::string& where) {
     switch (e.kind) {
-      case Expr::kLiteral: return e.literal;
-      case Expr::kName: return Lookup(e.name);
+      case Expr::kLiteral:
+        return e.literal;
+      case Expr::kName:
+        return Lookup(e.name);
       case Expr::kList: {
         List l;
         for (const auto& a : e.args) l.push_back(Eval(*a, where));
@@ -120,7 +130,8 @@ class Renderer {
       }
       case Expr::kDict: {
         Value d = Value::MakeDict();
-        for (size_t k = 0; k + 1 < e.args.size(); k += 2) d.Set(ToString(Eval(*e.args[k], where)), Eval(*e.args[k + 1], where));
+        for (size_t k = 0; k + 1 < e.args.size(); k += 2)
+          d.Set(ToString(Eval(*e.args[k], where)), Eval(*e.args[k + 1], where));
         return d;
       }
       case Expr::kAttr: {
@@ -136,17 +147,22 @@ class Renderer {
           return v ? *v : Value();
         }
         if ((o.kind == Value::kList || o.kind == Value::kString) && k.kind == Value::kInt) {
-          const int64_t n = o.kind == Value::kList ? static_cast<int64_t>(o.list->size()) : static_cast<int64_t>(o.s.size());
+          const int64_t n = o.kind == Value::kList ? static_cast<int64_t>(o.list->size())
+                                                   : static_cast<int64_t>(o.s.size());
           const int64_t i = Index(k.i, n);
           if (i < 0 || i >= n) return Value();
-          return o.kind == Value::kList ? (*o.list)[static_cast<size_t>(i)] : Value::Str(std::string(1, o.s[static_cast<size_t>(i)]));
+          return o.kind == Value::kList ? (*o.list)[static_cast<size_t>(i)]
+                                        : Value::Str(std::string(1, o.s[static_cast<size_t>(i)]));
         }
         return Value();
       }
       case Expr::kSlice: {
         const Value o = Eval(*e.args[0], where);
-        const int64_t n = o.kind == Value::kList ? static_cast<int64_t>(o.list->size()) : o.kind == Value::kString ? static_cast<int64_t>(o.s.size()) : -1;
-        if (n < 0) Fail("chat template: cannot slice %s (%s)", ToString(o, true).c_str(), where.c_str());
+        const int64_t n = o.kind == Value::kList     ? static_cast<int64_t>(o.list->size())
+                          : o.kind == Value::kString ? static_cast<int64_t>(o.s.size())
+                                                     : -1;
+        if (n < 0)
+          Fail("chat template: cannot slice %s (%s)", ToString(o, true).c_str(), where.c_str());
         const int64_t step = e.args[3] ? Eval(*e.args[3], where).i : 1;
         if (step == 0) Fail("chat template: slice step 0 (%s)", where.c_str());
         int64_t lo = e.args[1] ? Index(Eval(*e.args[1], where).i, n) : (step > 0 ? 0 : n - 1);
@@ -161,23 +177,32 @@ class Renderer {
           hi = std::clamp<int64_t>(hi, -1, n - 1);
         }
         for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
-          if (o.kind == Value::kList) l.push_back((*o.list)[static_cast<size_t>(i)]);
-          else s += o.s[static_cast<size_t>(i)];
+          if (o.kind == Value::kList)
+            l.push_back((*o.list)[static_cast<size_t>(i)]);
+          else
+            s += o.s[static_cast<size_t>(i)];
         }
         return o.kind == Value::kList ? Value::MakeList(std::move(l)) : Value::Str(s);
       }
-      case Expr::kTernary: return Eval(*e.args[0], where).Truthy() ? Eval(*e.args[1], where) : Eval(*e.args[2], where);
+      case Expr::kTernary:
+        return Eval(*e.args[0], where).Truthy() ? Eval(*e.args[1], where) : Eval(*e.args[2], where);
       case Expr::kUnary: {
         const Value v = Eval(*e.args[0], where);
         if (e.name == "not") return Value::Bool(!v.Truthy());
-        if (!v.IsNumber()) Fail("chat template: unary %s on a non-number (%s)", e.name.c_str(), where.c_str());
+        if (!v.IsNumber())
+          Fail("chat template: unary %s on a non-number (%s)", e.name.c_str(), where.c_str());
         if (e.name == "+") return v;
-        return v.kind == Value::kFloat ? Value::Float(-v.f) : Value::Int(-static_cast<int64_t>(v.Num()));
+        return v.kind == Value::kFloat ? Value::Float(-v.f)
+                                       : Value::Int(-static_cast<int64_t>(v.Num()));
       }
-      case Expr::kBinary: return BinaryOp(e, where);
-      case Expr::kTest: return TestOp(e, where);
-      case Expr::kFilter: return FilterOp(e, where);
-      case Expr::kCall: return CallOp(e, where);
+      case Expr::kBinary:
+        return BinaryOp(e, where);
+      case Expr::kTest:
+        return TestOp(e, where);
+      case Expr::kFilter:
+        return FilterOp(e, where);
+      case Expr::kCall:
+        return CallOp(e, where);
     }
     return Value();
   }
@@ -198,32 +223,46 @@ class Renderer {
     if (op == "~") return Value::Str(ToString(a) + ToString(b));
     if (op == "in" || op == "not in") {
       bool found = false;
-      if (b.kind == Value::kString) found = b.s.find(ToString(a)) != std::string::npos;
-      else if (b.kind == Value::kList) found = std::any_of(b.list->begin(), b.list->end(), [&](const Value& x) { return Equal(x, a); });
-      else if (b.kind == Value::kDict) found = b.Get(ToString(a)) != nullptr;
+      if (b.kind == Value::kString)
+        found = b.s.find(ToString(a)) != std::string::npos;
+      else if (b.kind == Value::kList)
+        found = std::any_of(b.list->begin(), b.list->end(),
+                            [&](const Value& x) { return Equal(x, a); });
+      else if (b.kind == Value::kDict)
+        found = b.Get(ToString(a)) != nullptr;
       return Value::Bool(op == "in" ? found : !found);
     }
-    if (op == "+" && a.kind == Value::kString && b.kind == Value::kString) return Value::Str(a.s + b.s);
+    if (op == "+" && a.kind == Value::kString && b.kind == Value::kString)
+      return Value::Str(a.s + b.s);
     if (op == "+" && a.kind == Value::kList && b.kind == Value::kList) {
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::MakeList(std::move(l));
     }
     if (op == "*" && a.kind == Value::kString && b.kind == Value::kInt) {
-      if (b.i > 0 && static_cast<double>(b.i) * static_cast<double>(a.s.size()) > (16u << 20)) Fail("chat template: string repetition too large (%s)", where.c_str());
+      if (b.i > 0 && static_cast<double>(b.i) * static_cast<double>(a.s.size()) > (16u << 20))
+        Fail("chat template: string repetition too large (%s)", where.c_str());
       std::string s;
       for (int64_t k = 0; k < b.i; ++k) s += a.s;
       return Value::Str(s);
     }
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       int cmp;
-      if (a.IsNumber() && b.IsNumber()) cmp = a.Num() < b.Num() ? -1 : a.Num() > b.Num() ? 1 : 0;
-      else if (a.kind == Value::kString && b.kind == Value::kString) cmp = a.s.compare(b.s);
-      else Fail("chat template: cannot compare %s and %s (%s)", ToString(a, true).c_str(), ToString(b, true).c_str(), where.c_str());
-      return Value::Bool(op == "<" ? cmp < 0 : op == ">" ? cmp > 0 : op == "<=" ? cmp <= 0 : cmp >= 0);
+      if (a.IsNumber() && b.IsNumber())
+        cmp = a.Num() < b.Num() ? -1 : a.Num() > b.Num() ? 1 : 0;
+      else if (a.kind == Value::kString && b.kind == Value::kString)
+        cmp = a.s.compare(b.s);
+      else
+        Fail("chat template: cannot compare %s and %s (%s)", ToString(a, true).c_str(),
+             ToString(b, true).c_str(), where.c_str());
+      return Value::Bool(op == "<"    ? cmp < 0
+                         : op == ">"  ? cmp > 0
+                         : op == "<=" ? cmp <= 0
+                                      : cmp >= 0);
     }
     if (!a.IsNumber() || !b.IsNumber()) {
-      Fail("chat template: '%s' between %s and %s is not supported (%s)", op.c_str(), ToString(a, true).c_str(), ToString(b, true).c_str(), where.c_str());
+      Fail("chat template: '%s' between %s and %s is not supported (%s)", op.c_str(),
+           ToString(a, true).c_str(), ToString(b, true).c_str(), where.c_str());
     }
     const bool ints = a.kind != Value::kFloat && b.kind != Value::kFloat;
     if (op == "/") {
@@ -253,21 +292,36 @@ class Renderer {
     const Value v = Eval(*e.args[0], where);
     bool r;
     const std::string& t = e.name;
-    if (t == "defined") r = v.kind != Value::kUndefined;
-    else if (t == "undefined") r = v.kind == Value::kUndefined;
-    else if (t == "none") r = v.kind == Value::kNone;
-    else if (t == "string") r = v.kind == Value::kString;
-    else if (t == "number") r = v.kind == Value::kInt || v.kind == Value::kFloat;
-    else if (t == "integer") r = v.kind == Value::kInt;
-    else if (t == "boolean") r = v.kind == Value::kBool;
-    else if (t == "mapping") r = v.kind == Value::kDict;
-    else if (t == "iterable") r = v.kind == Value::kList || v.kind == Value::kDict || v.kind == Value::kString;
-    else if (t == "sequence") r = v.kind == Value::kList || v.kind == Value::kString;
-    else if (t == "true") r = v.kind == Value::kBool && v.b;
-    else if (t == "false") r = v.kind == Value::kBool && !v.b;
-    else if (t == "even" || t == "odd") r = v.kind == Value::kInt && (v.i % 2 == 0) == (t == "even");
-    else if (t == "equalto" || t == "eq") r = e.args.size() > 1 && Equal(v, Eval(*e.args[1], where));
-    else Fail("chat template: the test 'is %s' is not supported (%s)", t.c_str(), where.c_str());
+    if (t == "defined")
+      r = v.kind != Value::kUndefined;
+    else if (t == "undefined")
+      r = v.kind == Value::kUndefined;
+    else if (t == "none")
+      r = v.kind == Value::kNone;
+    else if (t == "string")
+      r = v.kind == Value::kString;
+    else if (t == "number")
+      r = v.kind == Value::kInt || v.kind == Value::kFloat;
+    else if (t == "integer")
+      r = v.kind == Value::kInt;
+    else if (t == "boolean")
+      r = v.kind == Value::kBool;
+    else if (t == "mapping")
+      r = v.kind == Value::kDict;
+    else if (t == "iterable")
+      r = v.kind == Value::kList || v.kind == Value::kDict || v.kind == Value::kString;
+    else if (t == "sequence")
+      r = v.kind == Value::kList || v.kind == Value::kString;
+    else if (t == "true")
+      r = v.kind == Value::kBool && v.b;
+    else if (t == "false")
+      r = v.kind == Value::kBool && !v.b;
+    else if (t == "even" || t == "odd")
+      r = v.kind == Value::kInt && (v.i % 2 == 0) == (t == "even");
+    else if (t == "equalto" || t == "eq")
+      r = e.args.size() > 1 && Equal(v, Eval(*e.args[1], where));
+    else
+      Fail("chat template: the test 'is %s' is not supported (%s)", t.c_str(), where.c_str());
     return Value::Bool(e.negate ? !r : r);
   }
 
@@ -287,8 +341,10 @@ class Renderer {
     for (size_t k = 0; k < s.size(); ++k) {
       char& c = s[k];
       const bool alpha = std::isalpha(static_cast<unsigned char>(c)) != 0;
-      if (how == 0 || (how == 3 && k > 0) || (how == 2 && !start)) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      else if (how == 1 || (how == 3 && k == 0) || (how == 2 && start)) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (how == 0 || (how == 3 && k > 0) || (how == 2 && !start))
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      else if (how == 1 || (how == 3 && k == 0) || (how == 2 && start))
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       start = !alpha;
     }
     return s;
@@ -315,14 +371,17 @@ class Renderer {
     if (f == "capitalize") return Value::Str(Case(ToString(v), 3));
     if (f == "string") return Value::Str(ToString(v));
     if (f == "tojson") return Value::Str(ToJson(v));
-    if (f == "int") return Value::Int(v.IsNumber() ? static_cast<int64_t>(v.Num()) : std::atoll(ToString(v).c_str()));
+    if (f == "int")
+      return Value::Int(v.IsNumber() ? static_cast<int64_t>(v.Num())
+                                     : std::atoll(ToString(v).c_str()));
     if (f == "length" || f == "count") {
       if (v.kind == Value::kList) return Value::Int(static_cast<int64_t>(v.list->size()));
       if (v.kind == Value::kDict) return Value::Int(static_cast<int64_t>(v.dict->size()));
       return Value::Int(static_cast<int64_t>(ToString(v).size()));
     }
     if (f == "first" || f == "last") {
-      if (v.kind == Value::kList) return v.list->empty() ? Value() : (f == "first" ? v.list->front() : v.list->back());
+      if (v.kind == Value::kList)
+        return v.list->empty() ? Value() : (f == "first" ? v.list->front() : v.list->back());
       const std::string s = ToString(v);
       return s.empty() ? Value() : Value::Str(std::string(1, f == "first" ? s.front() : s.back()));
     }
@@ -342,8 +401,10 @@ class Renderer {
     if (f == "list") {
       if (v.kind == Value::kList) return v;
       List l;
-      if (v.kind == Value::kDict) for (const auto& kv : *v.dict) l.push_back(Value::Str(kv.first));
-      if (v.kind == Value::kString) for (char c : v.s) l.push_back(Value::Str(std::string(1, c)));
+      if (v.kind == Value::kDict)
+        for (const auto& kv : *v.dict) l.push_back(Value::Str(kv.first));
+      if (v.kind == Value::kString)
+        for (char c : v.s) l.push_back(Value::Str(std::string(1, c)));
       return Value::MakeList(std::move(l));
     }
     if (f == "items") return Items(v);
@@ -365,10 +426,12 @@ class Renderer {
     for (size_t k = 1; k < e.args.size(); ++k) args.push_back(Eval(*e.args[k], where));
     if (callee.kind == Expr::kName) {
       const std::string& fn = callee.name;
-      if (fn == "raise_exception") Fail("chat template raised: %s", args.empty() ? "(no message)" : ToString(args[0]).c_str());
+      if (fn == "raise_exception")
+        Fail("chat template raised: %s", args.empty() ? "(no message)" : ToString(args[0]).c_str());
       if (fn == "range") {
         int64_t lo = 0, hi = 0, step = 1;
-        if (args.size() == 1) hi = args[0].i;
+        if (args.size() == 1)
+          hi = args[0].i;
         else if (args.size() >= 2) {
           lo = args[0].i;
           hi = args[1].i;
@@ -387,7 +450,8 @@ class Renderer {
         for (size_t k = 0; k < e.kwnames.size(); ++k) d.Set(e.kwnames[k], args[n_pos + k]);
         return d;
       }
-      if (fn == "strftime_now") Fail("chat template: strftime_now is not supported (%s)", where.c_str());
+      if (fn == "strftime_now")
+        Fail("chat template: strftime_now is not supported (%s)", where.c_str());
       Fail("chat template: the function '%s' is not supported (%s)", fn.c_str(), where.c_str());
     }
     if (callee.kind == Expr::kAttr) {  // methods
@@ -404,10 +468,12 @@ class Renderer {
         if (m == "lower") return Value::Str(Case(o.s, 0));
         if (m == "title") return Value::Str(Case(o.s, 2));
         if (m == "capitalize") return Value::Str(Case(o.s, 3));
-        if (m == "startswith") return Value::Bool(o.s.compare(0, ToString(a(0)).size(), ToString(a(0))) == 0);
+        if (m == "startswith")
+          return Value::Bool(o.s.compare(0, ToString(a(0)).size(), ToString(a(0))) == 0);
         if (m == "endswith") {
           const std::string x = ToString(a(0));
-          return Value::Bool(o.s.size() >= x.size() && o.s.compare(o.s.size() - x.size(), x.size(), x) == 0);
+          return Value::Bool(o.s.size() >= x.size() &&
+                             o.s.compare(o.s.size() - x.size(), x.size(), x) == 0);
         }
         if (m == "replace") return Value::Str(Replace(o.s, ToString(a(0)), ToString(a(1))));
         if (m == "split") {
@@ -454,8 +520,9 @@ class Renderer {
 }  // namespace
 }  // namespace jinja
 
-std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                      const std::string& bos_token, const std::string& eos_token) const {
+std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages,
+                                      bool add_generation_prompt, const std::string& bos_token,
+                                      const std::string& eos_token) const {
   jinja::Renderer r;
   r.scopes.emplace_back();
   jinja::List msgs;

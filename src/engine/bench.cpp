@@ -30,7 +30,8 @@ double MeasureReadBandwidth(ThreadPool& pool) {
   const size_t n = (512u << 20) / sizeof(uint64_t);
   std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
   pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+    for (int64_t i = b; i < e; ++i)
+      buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
   });
   std::vector<uint64_t> sums(static_cast<size_t>(pool.size()), 0);
   std::vector<double> rates;
@@ -70,8 +71,12 @@ double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k) {
   return static_cast<double>(total) / dt / 1e9;
 }
 
-uint64_t MatmulBytes(const WeightTensor& w) { return static_cast<uint64_t>(w.rows) * w.row_bytes; }
-uint64_t MatmulParams(const WeightTensor& w) { return static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols); }
+uint64_t MatmulBytes(const WeightTensor& w) {
+  return static_cast<uint64_t>(w.rows) * w.row_bytes;
+}
+uint64_t MatmulParams(const WeightTensor& w) {
+  return static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols);
+}
 
 // The measurements of one Engine::Bench call, each a named step.
 class BenchRun {
@@ -144,7 +149,8 @@ class BenchRun {
     const double t0 = NowSeconds();
     for (int i = 0; i < o_.gen_tokens; ++i) {
       for (size_t k = 0; k < nb; ++k) {
-        if (!s_.kv->Reserve(ids[k], 8 + i + 1)) Fail("bench: the KV cache cannot hold %d sequences (raise --kv-memory)", B);
+        if (!s_.kv->Reserve(ids[k], 8 + i + 1))
+          Fail("bench: the KV cache cannot hold %d sequences (raise --kv-memory)", B);
         views[k] = s_.kv->View(ids[k]);
         items[k] = {&next[k], 1, 8 + i, &views[k]};
       }
@@ -167,7 +173,8 @@ class BenchRun {
   }
   KvManager::SeqId NewSequence(int tokens) {
     const KvManager::SeqId seq = s_.kv->Create(cap_);
-    if (!s_.kv->Reserve(seq, tokens)) Fail("bench: the KV cache cannot hold %d tokens (raise --kv-memory)", tokens);
+    if (!s_.kv->Reserve(seq, tokens))
+      Fail("bench: the KV cache cannot hold %d tokens (raise --kv-memory)", tokens);
     return seq;
   }
   int32_t Argmax(const float* logits) const {
@@ -181,11 +188,13 @@ class BenchRun {
 };
 
 // Operator shares of a profile over `seconds` of `steps` steps (skipping `skip`).
-std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double seconds, int steps, ProfOp skip) {
+std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double seconds, int steps,
+                                              ProfOp skip) {
   std::vector<BenchReport::ProfileEntry> out;
   for (int op = 0; op < static_cast<int>(ProfOp::kCount); ++op) {
     if (static_cast<ProfOp>(op) == skip) continue;
-    out.push_back({Profiler::Name(static_cast<ProfOp>(op)), prof.seconds[op] / steps * 1e3, prof.seconds[op] / seconds});
+    out.push_back({Profiler::Name(static_cast<ProfOp>(op)), prof.seconds[op] / steps * 1e3,
+                   prof.seconds[op] / seconds});
   }
   return out;
 }
@@ -194,9 +203,14 @@ std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double secon
 
 BenchReport Engine::Bench(const BenchOptions& o) {
   Impl& s = *impl_;
-  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.batch < 1) Fail("bench: counts must be positive");
-  if (o.prompt_tokens + o.gen_tokens + 1 > s.context) Fail("bench: %d + %d tokens exceed the context of %d (raise -c)", o.prompt_tokens, o.gen_tokens, s.context);
-  if (o.batch > s.transformer->max_batch()) Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch, s.transformer->max_batch());
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.batch < 1)
+    Fail("bench: counts must be positive");
+  if (o.prompt_tokens + o.gen_tokens + 1 > s.context)
+    Fail("bench: %d + %d tokens exceed the context of %d (raise -c)", o.prompt_tokens, o.gen_tokens,
+         s.context);
+  if (o.batch > s.transformer->max_batch())
+    Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch,
+         s.transformer->max_batch());
   if (s.eval_seq >= 0) {
     s.kv->Free(s.eval_seq);
     s.eval_seq = -1;

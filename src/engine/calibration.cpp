@@ -37,15 +37,25 @@ class ChannelSquares : public ActivationObserver {
     std::vector<double>* sums = &output;
     const size_t l = static_cast<size_t>(std::max(layer, 0));
     switch (site) {
-      case ActSite::kAttnIn: sums = &attn[l]; break;
-      case ActSite::kAttnOut: sums = &attn_out[l]; break;
-      case ActSite::kFfnIn: sums = &ffn[l]; break;
-      case ActSite::kDownIn: sums = &down[l]; break;
-      case ActSite::kOutput: break;
+      case ActSite::kAttnIn:
+        sums = &attn[l];
+        break;
+      case ActSite::kAttnOut:
+        sums = &attn_out[l];
+        break;
+      case ActSite::kFfnIn:
+        sums = &ffn[l];
+        break;
+      case ActSite::kDownIn:
+        sums = &down[l];
+        break;
+      case ActSite::kOutput:
+        break;
     }
     for (int j = 0; j < n; ++j) {
       const float* r = x + static_cast<size_t>(j) * static_cast<size_t>(cols);
-      for (int c = 0; c < cols; ++c) (*sums)[static_cast<size_t>(c)] += static_cast<double>(r[c]) * r[c];
+      for (int c = 0; c < cols; ++c)
+        (*sums)[static_cast<size_t>(c)] += static_cast<double>(r[c]) * r[c];
     }
   }
   void Tokens(int n) override { tokens += n; }
@@ -74,7 +84,8 @@ Calibration::Calibration(const std::string& path, const std::string& text, int c
   s.ctx = std::min(ctx, c.context_length);
   // int8 activations where the weights have integer kernels (both the reference and each
   // trial run the same way, so the KL isolates the one swapped matrix).
-  s.tf = std::make_unique<Transformer>(*s.model, GetKernels(DetectIsa()), s.pool, 256, /*int8_activations=*/true);
+  s.tf = std::make_unique<Transformer>(*s.model, GetKernels(DetectIsa()), s.pool, 256,
+                                       /*int8_activations=*/true);
   KvCacheOptions ko;
   ko.k_type = ko.v_type = KvDtype::kF32;
   s.kv = std::make_unique<KvManager>(c, ko, s.ctx);
@@ -84,10 +95,12 @@ Calibration::Calibration(const std::string& path, const std::string& text, int c
     const size_t from = w * span;
     if (from + span > toks.size()) break;
     std::vector<int32_t> win = {s.model->tokenizer->bos()};
-    win.insert(win.end(), toks.begin() + static_cast<std::ptrdiff_t>(from), toks.begin() + static_cast<std::ptrdiff_t>(from + span));
+    win.insert(win.end(), toks.begin() + static_cast<std::ptrdiff_t>(from),
+               toks.begin() + static_cast<std::ptrdiff_t>(from + span));
     s.windows.push_back(win);
   }
-  if (s.windows.empty()) Fail("the calibration text is too short for one window of %d tokens", s.ctx);
+  if (s.windows.empty())
+    Fail("the calibration text is too short for one window of %d tokens", s.ctx);
   auto& w = s.model->weights;
   s.named["token_embd.weight"] = &w.tok_embd;
   if (!c.tied_embeddings) s.named["output.weight"] = &w.output;
@@ -115,12 +128,15 @@ std::map<std::string, std::vector<float>> Calibration::ActivationStats() {
   std::map<std::string, std::vector<float>> out;
   auto put = [&](const std::string& name, const std::vector<double>& sums) {
     std::vector<float>& v = out[name];
-    for (double x : sums) v.push_back(static_cast<float>(x / static_cast<double>(std::max<int64_t>(1, st.tokens))) + 1e-12f);
+    for (double x : sums)
+      v.push_back(static_cast<float>(x / static_cast<double>(std::max<int64_t>(1, st.tokens))) +
+                  1e-12f);
   };
   for (int l = 0; l < s.model->config.n_layers; ++l) {
     const std::string p = StrFormat("blk.%d.", l);
     const size_t li = static_cast<size_t>(l);
-    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_qkv"}) put(p + m + ".weight", st.attn[li]);
+    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_qkv"})
+      put(p + m + ".weight", st.attn[li]);
     put(p + "attn_output.weight", st.attn_out[li]);
     for (const char* m : {"ffn_gate", "ffn_up"}) put(p + m + ".weight", st.ffn[li]);
     put(p + "ffn_down.weight", st.down[li]);
@@ -151,7 +167,8 @@ double Calibration::Sensitivity(const std::string& name, const RoundTrip& round_
   double kl = 0;
   const size_t positions = s.ref.size() / V;
   for (size_t p = 0; p < positions; ++p) {
-    for (size_t v = 0; v < V; ++v) kl += std::exp(s.ref[p * V + v]) * (s.ref[p * V + v] - lp[p * V + v]);
+    for (size_t v = 0; v < V; ++v)
+      kl += std::exp(s.ref[p * V + v]) * (s.ref[p * V + v] - lp[p * V + v]);
   }
   return std::max(0.0, kl / static_cast<double>(positions));
 }

@@ -4,6 +4,8 @@
 // -> UTF-8 assembly -> stop-string check -> callback -> forward. Buffers used per token (the
 // history, the output text, sampler scratch) are reserved before the loop, so the steady-state
 // loop performs no heap allocation (a test counts them).
+#include "paddock/engine.h"
+
 #include <algorithm>
 
 #include "base/cpu.h"
@@ -11,26 +13,31 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "base/utf8.h"
-#include "engine/text_stream.h"
+#include "engine/engine_impl.h"
 #include "engine/sampler.h"
+#include "engine/stop_rule.h"
+#include "engine/text_stream.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
 #include "model/transformer.h"
 #include "model/weights.h"
-#include "engine/engine_impl.h"
-#include "engine/stop_rule.h"
-#include "paddock/engine.h"
 
 namespace paddock {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kContext: return "context";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kContext:
+      return "context";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kTimeout:
+      return "timeout";
   }
   return "?";
 }
@@ -84,17 +91,21 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   if (o.model_path.empty()) Fail("no model given");
   if (o.threads < 0 || o.threads > 1024) Fail("thread count %d is out of range", o.threads);
   if (o.context < 0) Fail("context %d must not be negative", o.context);
-  if (o.max_batch < 1 || o.max_batch > 4096) Fail("max batch %d is out of range [1, 4096]", o.max_batch);
+  if (o.max_batch < 1 || o.max_batch > 4096)
+    Fail("max batch %d is out of range [1, 4096]", o.max_batch);
   const Isa isa = ParseIsa(o.isa);
   auto impl = std::make_unique<Impl>();
   impl->model = LoadModel(o.model_path, o.tokenizer_path);
   if (o.relayout_weights && o.int8_activations) RelayoutWeights(impl->model.get(), o.huge_pages);
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
-  if (ctx > c.context_length) Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
+  if (ctx > c.context_length)
+    Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
   const int threads = o.threads > 0 ? o.threads : PhysicalCores();
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, o.prefetch ? Prefetch::kAuto : Prefetch::kOff), *impl->pool, o.max_batch, o.int8_activations);
+  impl->transformer = std::make_unique<Transformer>(
+      *impl->model, GetKernels(isa, o.prefetch ? Prefetch::kAuto : Prefetch::kOff), *impl->pool,
+      o.max_batch, o.int8_activations);
   impl->transformer->SetBf16Dot(o.bf16_dot);
   KvCacheOptions ko;
   ko.memory_bytes = o.kv_memory;
@@ -106,14 +117,17 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   ko.sliding_window = o.sliding_window;
   if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
   impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
-  if (o.kv_sequences < 1 || o.kv_sequences > 4096) Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
+  if (o.kv_sequences < 1 || o.kv_sequences > 4096)
+    Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
   int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;
   if (o.kv_memory == 0 && o.kv_tokens == 0 && o.kv_sequences > 1) {
     // Many sequences: as many full contexts as asked, within 30% of the available memory
     // (never below one context).
     const uint64_t want = static_cast<uint64_t>(kv_tokens) * KvBytesPerToken(c, ko);
     const uint64_t cap = AvailableMemoryBytes() * 3 / 10;
-    if (cap > 0 && want > cap) ko.memory_bytes = std::max<uint64_t>(cap, static_cast<uint64_t>(ctx) * KvBytesPerToken(c, ko));
+    if (cap > 0 && want > cap)
+      ko.memory_bytes =
+          std::max<uint64_t>(cap, static_cast<uint64_t>(ctx) * KvBytesPerToken(c, ko));
   }
   if (kv_tokens > INT32_MAX) kv_tokens = INT32_MAX;
   impl->kv = std::make_unique<KvManager>(c, ko, static_cast<int>(kv_tokens));
@@ -131,10 +145,15 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-const ModelInfo& Engine::info() const { return impl_->info; }
-double Engine::load_seconds() const { return impl_->load_seconds; }
+const ModelInfo& Engine::info() const {
+  return impl_->info;
+}
+double Engine::load_seconds() const {
+  return impl_->load_seconds;
+}
 
-std::vector<int32_t> Engine::Tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> Engine::Tokenize(std::string_view text, bool add_bos,
+                                      bool parse_special) const {
   return impl_->model->tokenizer->Encode(text, add_bos, parse_special);
 }
 
@@ -151,7 +170,9 @@ std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
   return out;
 }
 
-bool Engine::AddsBos() const { return impl_->model->tokenizer->add_bos_default(); }
+bool Engine::AddsBos() const {
+  return impl_->model->tokenizer->add_bos_default();
+}
 
 MemoryReport Engine::Memory() const {
   const KvMemoryStats m = impl_->kv->Memory();
@@ -179,30 +200,40 @@ const float* Engine::Evaluate(const std::vector<int32_t>& tokens, int pos) {
     if (s.eval_seq >= 0) s.kv->Free(s.eval_seq);
     s.eval_seq = s.kv->Create(s.context);
   }
-  if (pos != s.kv->Length(s.eval_seq)) Fail("Evaluate: position %d does not continue the sequence (length %d)", pos, s.kv->Length(s.eval_seq));
+  if (pos != s.kv->Length(s.eval_seq))
+    Fail("Evaluate: position %d does not continue the sequence (length %d)", pos,
+         s.kv->Length(s.eval_seq));
   const int n = static_cast<int>(tokens.size());
-  if (pos + n > s.context || !s.kv->Reserve(s.eval_seq, pos + n)) Fail("Evaluate: %d tokens do not fit the KV cache", pos + n);
+  if (pos + n > s.context || !s.kv->Reserve(s.eval_seq, pos + n))
+    Fail("Evaluate: %d tokens do not fit the KV cache", pos + n);
   return s.Step(s.eval_seq, tokens.data(), n, pos);
 }
 
-int Engine::max_eval_tokens() const { return impl_->transformer->max_items(); }
+int Engine::max_eval_tokens() const {
+  return impl_->transformer->max_items();
+}
 
 const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
   Impl& s = *impl_;
   const int n = static_cast<int>(tokens.size());
   if (n == 0) Fail("EvaluateAll: no tokens");
-  if (n > max_eval_tokens()) Fail("EvaluateAll: %d tokens exceed the %d per call", n, max_eval_tokens());
+  if (n > max_eval_tokens())
+    Fail("EvaluateAll: %d tokens exceed the %d per call", n, max_eval_tokens());
   if (pos == 0 || s.eval_seq < 0) {
     if (s.eval_seq >= 0) s.kv->Free(s.eval_seq);
     s.eval_seq = s.kv->Create(s.context);
   }
-  if (pos != s.kv->Length(s.eval_seq)) Fail("EvaluateAll: position %d does not continue the sequence (length %d)", pos, s.kv->Length(s.eval_seq));
-  if (pos + n > s.context || !s.kv->Reserve(s.eval_seq, pos + n)) Fail("EvaluateAll: %d tokens do not fit the KV cache", pos + n);
+  if (pos != s.kv->Length(s.eval_seq))
+    Fail("EvaluateAll: position %d does not continue the sequence (length %d)", pos,
+         s.kv->Length(s.eval_seq));
+  if (pos + n > s.context || !s.kv->Reserve(s.eval_seq, pos + n))
+    Fail("EvaluateAll: %d tokens do not fit the KV cache", pos + n);
   // One batch item per token of the same sequence: every position gets its logits (the step
   // stores all keys and values before any token attends, so each sees the ones before it).
   const KvView view = s.kv->View(s.eval_seq);
   std::vector<Transformer::BatchItem> items(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) items[static_cast<size_t>(i)] = {&tokens[static_cast<size_t>(i)], 1, pos + i, &view};
+  for (int i = 0; i < n; ++i)
+    items[static_cast<size_t>(i)] = {&tokens[static_cast<size_t>(i)], 1, pos + i, &view};
   std::vector<const float*> logits(static_cast<size_t>(n));
   s.StepBatch(items.data(), n, logits.data());
   s.kv->Commit(s.eval_seq, tokens.data(), n);
@@ -247,15 +278,20 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   int pos = static_cast<int>(prompt.size());
   r.cached_tokens = s.kv->MatchPrefix(seq, prompt.data(), pos);
   if (!s.kv->Reserve(seq, pos)) {
-    Fail("the prompt of %d tokens does not fit in the KV cache (%d blocks of %d tokens; raise --kv-memory)", pos, s.kv->Memory().total_blocks, s.kv->block_size());
+    Fail(
+        "the prompt of %d tokens does not fit in the KV cache (%d blocks of %d tokens; raise "
+        "--kv-memory)",
+        pos, s.kv->Memory().total_blocks, s.kv->block_size());
   }
-  const float* logits = s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens);
+  const float* logits =
+      s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens);
   float* mlogits = const_cast<float*>(logits);
   double t_first = 0;
   r.finish = FinishReason::kLength;
   // The stop rule (engine/stop_rule.h), as the scheduler applies it.
   for (int i = 0; i < o.max_tokens; ++i) {
-    const int next = s.sampler->Sample(mlogits, s.history.data(), static_cast<int>(s.history.size()));
+    const int next =
+        s.sampler->Sample(mlogits, s.history.data(), static_cast<int>(s.history.size()));
     if (i == 0) t_first = NowSeconds();
     if (EndsAtToken(tok.IsEndOfGeneration(next) || next == tok.bos(), o.ignore_eos)) {
       r.finish = FinishReason::kEos;
@@ -310,10 +346,15 @@ std::unique_ptr<Vocabulary> Vocabulary::Load(const std::string& path) {
   impl->tok = LoadTokenizer(path);
   return std::unique_ptr<Vocabulary>(new Vocabulary(std::move(impl)));
 }
-int Vocabulary::size() const { return impl_->tok->vocab_size(); }
-std::vector<int32_t> Vocabulary::Tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+int Vocabulary::size() const {
+  return impl_->tok->vocab_size();
+}
+std::vector<int32_t> Vocabulary::Tokenize(std::string_view text, bool add_bos,
+                                          bool parse_special) const {
   return impl_->tok->Encode(text, add_bos, parse_special);
 }
-std::string_view Vocabulary::Piece(int id) const { return impl_->tok->Piece(id); }
+std::string_view Vocabulary::Piece(int id) const {
+  return impl_->tok->Piece(id);
+}
 
 }  // namespace paddock

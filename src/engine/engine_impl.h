@@ -52,5 +52,4 @@ struct Engine::Impl {
   }
 };
 
-
 }  // namespace paddock

@@ -8,18 +8,24 @@
 namespace paddock {
 
 void ValidateSampling(const SamplingParams& p) {
-  if (!(p.temperature >= 0 && p.temperature <= 100)) Fail("temperature %g is out of range [0, 100]", p.temperature);
+  if (!(p.temperature >= 0 && p.temperature <= 100))
+    Fail("temperature %g is out of range [0, 100]", p.temperature);
   if (p.top_k < 0) Fail("top-k %d must not be negative", p.top_k);
   if (!(p.top_p > 0 && p.top_p <= 1)) Fail("top-p %g is out of range (0, 1]", p.top_p);
   if (!(p.min_p >= 0 && p.min_p <= 1)) Fail("min-p %g is out of range [0, 1]", p.min_p);
-  if (!(p.repeat_penalty > 0 && p.repeat_penalty <= 100)) Fail("repeat penalty %g is out of range (0, 100]", p.repeat_penalty);
-  if (!(std::fabs(p.frequency_penalty) <= 2)) Fail("frequency penalty %g is out of range [-2, 2]", p.frequency_penalty);
-  if (!(std::fabs(p.presence_penalty) <= 2)) Fail("presence penalty %g is out of range [-2, 2]", p.presence_penalty);
+  if (!(p.repeat_penalty > 0 && p.repeat_penalty <= 100))
+    Fail("repeat penalty %g is out of range (0, 100]", p.repeat_penalty);
+  if (!(std::fabs(p.frequency_penalty) <= 2))
+    Fail("frequency penalty %g is out of range [-2, 2]", p.frequency_penalty);
+  if (!(std::fabs(p.presence_penalty) <= 2))
+    Fail("presence penalty %g is out of range [-2, 2]", p.presence_penalty);
   if (p.penalty_last_n < 0) Fail("penalty window %d must not be negative", p.penalty_last_n);
 }
 
 Sampler::Sampler(int n_vocab)
-    : n_vocab_(n_vocab), cand_(static_cast<size_t>(n_vocab)), counts_(static_cast<size_t>(n_vocab), 0) {}
+    : n_vocab_(n_vocab),
+      cand_(static_cast<size_t>(n_vocab)),
+      counts_(static_cast<size_t>(n_vocab), 0) {}
 
 void Sampler::Reset(const SamplingParams& p) {
   ValidateSampling(p);
@@ -28,7 +34,8 @@ void Sampler::Reset(const SamplingParams& p) {
 }
 
 void Sampler::ApplyPenalties(float* logits, const int32_t* history, int n_history) {
-  const bool on = p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f;
+  const bool on =
+      p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f;
   if (!on || p_.penalty_last_n == 0 || n_history == 0) return;
   const int start = std::max(0, n_history - p_.penalty_last_n);
   for (int i = start; i < n_history; ++i) counts_[static_cast<size_t>(history[i])]++;
@@ -58,7 +65,8 @@ int Sampler::Sample(float* logits, const int32_t* history, int n_history) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
-    std::nth_element(cand_.begin(), cand_.begin() + p_.top_k, cand_.begin() + static_cast<long>(n), desc);
+    std::nth_element(cand_.begin(), cand_.begin() + p_.top_k, cand_.begin() + static_cast<long>(n),
+                     desc);
     n = static_cast<size_t>(p_.top_k);
   }
   std::sort(cand_.begin(), cand_.begin() + static_cast<long>(n), desc);
@@ -86,7 +94,8 @@ int Sampler::Sample(float* logits, const int32_t* history, int n_history) {
   }
   // Temperature and the draw.
   double total = 0;
-  for (size_t i = 0; i < n; ++i) total += std::exp(static_cast<double>(cand_[i].logit - mx) / p_.temperature);
+  for (size_t i = 0; i < n; ++i)
+    total += std::exp(static_cast<double>(cand_[i].logit - mx) / p_.temperature);
   const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
   double acc = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -17,11 +17,14 @@ void ValidatePrompt(const std::vector<int32_t>& prompt, int context, int n_vocab
                     const GenerateOptions& o) {
   if (prompt.empty()) Fail("empty prompt: nothing to condition on (enable BOS or give text)");
   if (static_cast<int>(prompt.size()) >= context) {
-    Fail("the prompt has %zu tokens; the context holds %d (prompt plus at least one generated token)",
-         prompt.size(), context);
+    Fail(
+        "the prompt has %zu tokens; the context holds %d (prompt plus at least one generated "
+        "token)",
+        prompt.size(), context);
   }
   for (int32_t t : prompt) {
-    if (t < 0 || t >= n_vocab) Fail("token id %d is outside the vocabulary (0..%d)", t, n_vocab - 1);
+    if (t < 0 || t >= n_vocab)
+      Fail("token id %d is outside the vocabulary (0..%d)", t, n_vocab - 1);
   }
   if (o.max_tokens < 0) Fail("max tokens %d must not be negative", o.max_tokens);
   for (const auto& st : o.stop) {
@@ -47,7 +50,9 @@ void Scheduler::Wait(std::unique_ptr<Sequence> s) {
   waiting_.insert(it, std::move(s));
 }
 
-void Scheduler::Add(std::unique_ptr<Sequence> s) { Wait(std::move(s)); }
+void Scheduler::Add(std::unique_ptr<Sequence> s) {
+  Wait(std::move(s));
+}
 
 std::unique_ptr<Sequence> Scheduler::Take(std::vector<std::unique_ptr<Sequence>>& list,
                                           const Sequence* s) {

@@ -26,11 +26,11 @@ namespace paddock {
 // One request as the scheduler sees it. The Service derives its Request from it.
 struct Sequence {
   virtual ~Sequence() = default;
-  uint64_t arrival = 0;  // submission order (ties in priority: earlier first)
-  int priority = 0;      // higher first
+  uint64_t arrival = 0;         // submission order (ties in priority: earlier first)
+  int priority = 0;             // higher first
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int n_prompt = 0;
-  int computed = 0;   // leading tokens whose K/V are in the cache
+  int computed = 0;  // leading tokens whose K/V are in the cache
   int generated = 0;
   int max_tokens = 0;  // tokens to generate at most (0: prompt only)
   int limit = 0;       // tokens (prompt + generated) the sequence may reach (the context)
@@ -45,9 +45,9 @@ struct Sequence {
 bool RunsBefore(const Sequence& a, const Sequence& b);
 
 struct SchedulerOptions {
-  int token_budget = 32;       // tokens per step over all sequences
-  int max_running = 64;        // sequences per step at most
-  double kv_watermark = 0.90;  // admit only while KV usage is below this share
+  int token_budget = 32;         // tokens per step over all sequences
+  int max_running = 64;          // sequences per step at most
+  double kv_watermark = 0.90;    // admit only while KV usage is below this share
   bool static_batching = false;  // admit only when nothing runs (to measure the difference)
 };
 

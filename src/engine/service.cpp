@@ -30,7 +30,8 @@ namespace paddock {
 namespace {
 
 std::vector<double> LatencyBuckets() {
-  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,  0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
 }
 std::vector<double> TokenBuckets() {
   return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000};
@@ -49,7 +50,9 @@ struct Request : Sequence {
   bool Cancelled() const { return state->cancel.load(std::memory_order_relaxed); }
 };
 
-Request& AsRequest(Sequence& s) { return static_cast<Request&>(s); }
+Request& AsRequest(Sequence& s) {
+  return static_cast<Request&>(s);
+}
 
 }  // namespace
 
@@ -103,18 +106,27 @@ Service::~Service() {
   Shutdown(0);
 }
 
-const Engine& Service::engine() const { return *impl_->engine; }
-const ServiceOptions& Service::options() const { return impl_->opt; }
+const Engine& Service::engine() const {
+  return *impl_->engine;
+}
+const ServiceOptions& Service::options() const {
+  return impl_->opt;
+}
 
 std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const ServiceOptions& o) {
   if (!engine) Fail("service: no engine");
   auto impl = std::make_unique<Impl>();
   impl->e = engine->impl_.get();
   const int engine_batch = impl->e->transformer->max_batch();
-  if (o.max_batch_tokens < 0 || o.max_batch_tokens > engine_batch) Fail("max batch tokens %d is out of range [1, %d] (the engine's batch limit)", o.max_batch_tokens, engine_batch);
-  if (o.max_running < 1 || o.max_running > 256) Fail("max running requests %d is out of range [1, 256]", o.max_running);
-  if (o.max_queue < 0 || o.max_queue > 1000000) Fail("max queue %d is out of range [0, 1000000]", o.max_queue);
-  if (!(o.kv_watermark > 0 && o.kv_watermark <= 1)) Fail("KV watermark %g is out of range (0, 1]", o.kv_watermark);
+  if (o.max_batch_tokens < 0 || o.max_batch_tokens > engine_batch)
+    Fail("max batch tokens %d is out of range [1, %d] (the engine's batch limit)",
+         o.max_batch_tokens, engine_batch);
+  if (o.max_running < 1 || o.max_running > 256)
+    Fail("max running requests %d is out of range [1, 256]", o.max_running);
+  if (o.max_queue < 0 || o.max_queue > 1000000)
+    Fail("max queue %d is out of range [0, 1000000]", o.max_queue);
+  if (!(o.kv_watermark > 0 && o.kv_watermark <= 1))
+    Fail("KV watermark %g is out of range (0, 1]", o.kv_watermark);
   impl->opt = o;
   SchedulerOptions so;
   so.token_budget = o.max_batch_tokens > 0 ? o.max_batch_tokens : engine_batch;
@@ -149,12 +161,15 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
   Impl& s = *impl_;
   const int ctx = s.e->context;
   ValidatePrompt(prompt, ctx, s.e->model->config.n_vocab, o.generate);
-  if (!(o.timeout_seconds >= 0) || o.timeout_seconds > 1e7) Fail("timeout %g is out of range", o.timeout_seconds);
+  if (!(o.timeout_seconds >= 0) || o.timeout_seconds > 1e7)
+    Fail("timeout %g is out of range", o.timeout_seconds);
   // A prompt the whole pool cannot hold would wait forever. (Pool geometry is fixed at
   // creation; the KV manager itself belongs to the engine thread.)
-  const int64_t need_blocks = (static_cast<int64_t>(prompt.size()) + 1 + s.kv_block_size - 1) / s.kv_block_size;
+  const int64_t need_blocks =
+      (static_cast<int64_t>(prompt.size()) + 1 + s.kv_block_size - 1) / s.kv_block_size;
   if (s.kv_window == 0 && need_blocks > s.kv_total_blocks) {
-    Fail("the prompt of %zu tokens does not fit in the KV cache (%d blocks of %d tokens)", prompt.size(), s.kv_total_blocks, s.kv_block_size);
+    Fail("the prompt of %zu tokens does not fit in the KV cache (%d blocks of %d tokens)",
+         prompt.size(), s.kv_total_blocks, s.kv_block_size);
   }
 
   auto r = std::make_unique<Request>();
@@ -163,7 +178,8 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
   r->max_tokens = o.generate.max_tokens;
   r->ignore_eos = o.generate.ignore_eos;
   r->n_prompt = static_cast<int>(prompt.size());
-  r->limit = static_cast<int>(std::min<int64_t>(ctx, static_cast<int64_t>(prompt.size()) + o.generate.max_tokens));
+  r->limit = static_cast<int>(
+      std::min<int64_t>(ctx, static_cast<int64_t>(prompt.size()) + o.generate.max_tokens));
   r->tokens.reserve(static_cast<size_t>(r->limit) + 1);
   r->tokens.assign(prompt.begin(), prompt.end());
   r->t_submit = NowSeconds();

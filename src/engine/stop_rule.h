@@ -16,7 +16,9 @@ namespace paddock {
 //   2. otherwise the token is appended; if its text completed a stop string: kStop;
 //   3. max_tokens generated: kLength;
 //   4. the sequence holds `limit` tokens (prompt + generated = the context): kContext.
-inline bool EndsAtToken(bool is_end_token, bool ignore_eos) { return is_end_token && !ignore_eos; }
+inline bool EndsAtToken(bool is_end_token, bool ignore_eos) {
+  return is_end_token && !ignore_eos;
+}
 inline std::optional<FinishReason> StopAfterAppend(bool stop_string, int generated, int max_tokens,
                                                    int length, int limit) {
   if (stop_string) return FinishReason::kStop;

@@ -1,11 +1,12 @@
 // engine/eval.cpp: perplexity and model-vs-model comparison over a text (paddock perplexity,
 // paddock compare). Log-probabilities are computed in double from each position's logits.
+#include "paddock/eval.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include "base/strings.h"
 #include "base/timer.h"
-#include "paddock/eval.h"
 
 namespace paddock {
 namespace {
@@ -19,13 +20,18 @@ Windows Plan(Engine& e, std::string_view text, const EvalOptions& o) {
   Windows w;
   if (o.ctx < 0 || o.max_windows < 0) Fail("evaluation: negative window size or count");
   w.ctx = o.ctx > 0 ? o.ctx : std::min(e.info().context, 512);
-  if (w.ctx > e.info().context) Fail("evaluation window %d exceeds the context %d (raise -c)", w.ctx, e.info().context);
+  if (w.ctx > e.info().context)
+    Fail("evaluation window %d exceeds the context %d (raise -c)", w.ctx, e.info().context);
   if (w.ctx < 8) Fail("evaluation window %d is too small (at least 8 tokens)", w.ctx);
   w.tokens = e.Tokenize(text, false, false);
   const int per = w.ctx - 1;  // BOS + ctx-1 text tokens per window
   w.n = static_cast<int>(w.tokens.size() / static_cast<size_t>(per));
   if (o.max_windows > 0) w.n = std::min(w.n, o.max_windows);
-  if (w.n == 0) Fail("the text has %zu tokens: too short for one window of %d (use a longer text or a smaller --ctx)", w.tokens.size(), w.ctx);
+  if (w.n == 0)
+    Fail(
+        "the text has %zu tokens: too short for one window of %d (use a longer text or a smaller "
+        "--ctx)",
+        w.tokens.size(), w.ctx);
   return w;
 }
 
@@ -37,7 +43,8 @@ void RunWindow(Engine& e, const Windows& w, int k, int bos, F&& f) {
   std::vector<int32_t> toks;
   toks.reserve(static_cast<size_t>(w.ctx));
   toks.push_back(bos);
-  toks.insert(toks.end(), w.tokens.begin() + static_cast<std::ptrdiff_t>(k) * per, w.tokens.begin() + static_cast<std::ptrdiff_t>(k + 1) * per);
+  toks.insert(toks.end(), w.tokens.begin() + static_cast<std::ptrdiff_t>(k) * per,
+              w.tokens.begin() + static_cast<std::ptrdiff_t>(k + 1) * per);
   const int vocab = e.info().n_vocab;
   const int step = e.max_eval_tokens();
   const int first_scored = w.ctx / 2;
@@ -47,7 +54,9 @@ void RunWindow(Engine& e, const Windows& w, int k, int bos, F&& f) {
     const float* logits = e.EvaluateAll(chunk, pos);
     for (int i = 0; i < n; ++i) {
       const int p = pos + i;
-      if (p >= first_scored - 1) f(p, logits + static_cast<size_t>(i) * static_cast<size_t>(vocab), toks[static_cast<size_t>(p + 1)]);
+      if (p >= first_scored - 1)
+        f(p, logits + static_cast<size_t>(i) * static_cast<size_t>(vocab),
+          toks[static_cast<size_t>(p + 1)]);
     }
   }
 }
@@ -79,7 +88,8 @@ struct Moments {
   double Se() const {
     if (n < 2) return 0;
     const double m = Mean();
-    const double var = std::max(0.0, (sum2 / static_cast<double>(n) - m * m) * static_cast<double>(n) / static_cast<double>(n - 1));
+    const double var = std::max(0.0, (sum2 / static_cast<double>(n) - m * m) *
+                                         static_cast<double>(n) / static_cast<double>(n - 1));
     return std::sqrt(var / static_cast<double>(n));
   }
 };
@@ -120,11 +130,14 @@ PerplexityReport Perplexity(Engine& e, std::string_view text, const EvalOptions&
 }
 
 CompareReport Compare(Engine& a, Engine& b, std::string_view text, const EvalOptions& o) {
-  if (a.info().n_vocab != b.info().n_vocab) Fail("the models have different vocabularies (%d vs %d tokens)", a.info().n_vocab, b.info().n_vocab);
+  if (a.info().n_vocab != b.info().n_vocab)
+    Fail("the models have different vocabularies (%d vs %d tokens)", a.info().n_vocab,
+         b.info().n_vocab);
   const double t0 = NowSeconds();
   const Windows wa = Plan(a, text, o);
   const Windows wb = Plan(b, text, o);
-  if (wa.tokens != wb.tokens || wa.ctx != wb.ctx) Fail("the models tokenize the text differently; compare needs the same vocabulary");
+  if (wa.tokens != wb.tokens || wa.ctx != wb.ctx)
+    Fail("the models tokenize the text differently; compare needs the same vocabulary");
   const int bos = BosOf(a);
   const int vocab = a.info().n_vocab;
   // Model A's log-probabilities per scored position are kept for one window, then B runs.
@@ -151,7 +164,9 @@ CompareReport Compare(Engine& a, Engine& b, std::string_view text, const EvalOpt
       nll_b.Add(-lp_b[static_cast<size_t>(next)]);
       const std::vector<double>& pa = lp_a[j];
       double d = 0;
-      for (int t = 0; t < vocab; ++t) d += std::exp(pa[static_cast<size_t>(t)]) * (pa[static_cast<size_t>(t)] - lp_b[static_cast<size_t>(t)]);
+      for (int t = 0; t < vocab; ++t)
+        d += std::exp(pa[static_cast<size_t>(t)]) *
+             (pa[static_cast<size_t>(t)] - lp_b[static_cast<size_t>(t)]);
       d = std::max(0.0, d);
       kl.Add(d);
       kl_max = std::max(kl_max, d);
@@ -161,13 +176,16 @@ CompareReport Compare(Engine& a, Engine& b, std::string_view text, const EvalOpt
         w.index = index;
         w.kl = d;
         const int from = std::max(0, p - 8);
-        std::vector<int32_t> ctx(wa.tokens.begin() + static_cast<std::ptrdiff_t>(k) * (wa.ctx - 1) + std::max(0, from - 1),
-                                 wa.tokens.begin() + static_cast<std::ptrdiff_t>(k) * (wa.ctx - 1) + p);
+        std::vector<int32_t> ctx(
+            wa.tokens.begin() + static_cast<std::ptrdiff_t>(k) * (wa.ctx - 1) +
+                std::max(0, from - 1),
+            wa.tokens.begin() + static_cast<std::ptrdiff_t>(k) * (wa.ctx - 1) + p);
         worst.push_back(w);
         worst.back().context = a.Detokenize(ctx);
         worst.back().top_a = a.Detokenize({arg_a[j]});
         worst.back().top_b = a.Detokenize({arg_b});
-        std::sort(worst.begin(), worst.end(), [](const auto& x, const auto& y) { return x.kl > y.kl; });
+        std::sort(worst.begin(), worst.end(),
+                  [](const auto& x, const auto& y) { return x.kl > y.kl; });
         if (static_cast<int>(worst.size()) > o.worst) worst.pop_back();
       }
       ++j;

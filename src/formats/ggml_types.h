@@ -34,8 +34,8 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
   // Internal layouts, produced by re-laying weights out at load; never read from or written to
   // files (FindTypeTraits does not know them).
-  kQ8_0R = 46,  // Q8_0 with each row's fp16 scales gathered in front of its 32-byte quants
-  kQ4_0R = 47,  // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
+  kQ8_0R = 46,    // Q8_0 with each row's fp16 scales gathered in front of its 32-byte quants
+  kQ4_0R = 47,    // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
   kQ4_0X16 = 48,  // Q4_0, 16 rows interleaved for the integer micro-kernel (see below)
   kQ8_0X16 = 49,  // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
   kQ4_KX16 = 50,  // Q4_K, 16 rows interleaved (same size; see below)
@@ -58,23 +58,25 @@ enum class GgmlType : uint32_t {
 constexpr int kGgmlTypeCount = 108;  // upper bound on type ids we index by
 constexpr uint32_t kPaddockQuantVersion = 1;
 // A Paddock file type (its layout is versioned by paddock.quantization_version).
-inline bool IsPaddockFileType(GgmlType t) { return static_cast<uint32_t>(t) >= static_cast<uint32_t>(GgmlType::kPQ8_C); }
+inline bool IsPaddockFileType(GgmlType t) {
+  return static_cast<uint32_t>(t) >= static_cast<uint32_t>(GgmlType::kPQ8_C);
+}
 
-constexpr int kQK = 32;    // block size of the legacy formats
+constexpr int kQK = 32;     // block size of the legacy formats
 constexpr int kQK_K = 256;  // super-block size of the k-quants
 
 struct BlockQ4_0 {
-  uint16_t d;       // fp16 scale
-  uint8_t qs[16];   // nibbles: low = elements 0..15, high = 16..31; value (q - 8) * d
+  uint16_t d;      // fp16 scale
+  uint8_t qs[16];  // nibbles: low = elements 0..15, high = 16..31; value (q - 8) * d
 };
 struct BlockQ4_1 {
-  uint16_t d, m;    // fp16 scale and minimum; value q * d + m
+  uint16_t d, m;  // fp16 scale and minimum; value q * d + m
   uint8_t qs[16];
 };
 struct BlockQ5_0 {
   uint16_t d;
-  uint8_t qh[4];    // 5th bits, bit j for element j
-  uint8_t qs[16];   // value (q - 16) * d
+  uint8_t qh[4];   // 5th bits, bit j for element j
+  uint8_t qs[16];  // value (q - 16) * d
 };
 struct BlockQ5_1 {
   uint16_t d, m;
@@ -83,23 +85,23 @@ struct BlockQ5_1 {
 };
 struct BlockQ8_0 {
   uint16_t d;
-  int8_t qs[32];    // value q * d
+  int8_t qs[32];  // value q * d
 };
 struct BlockQ4_K {
-  uint16_t d, dmin;     // super-block scales for the 6-bit sub-block scales and mins
-  uint8_t scales[12];   // 8 scales + 8 mins, 6 bits each, packed
-  uint8_t qs[128];      // 4-bit quants, 64 elements per 32 bytes (low nibbles first)
+  uint16_t d, dmin;    // super-block scales for the 6-bit sub-block scales and mins
+  uint8_t scales[12];  // 8 scales + 8 mins, 6 bits each, packed
+  uint8_t qs[128];     // 4-bit quants, 64 elements per 32 bytes (low nibbles first)
 };
 struct BlockQ5_K {
   uint16_t d, dmin;
   uint8_t scales[12];
-  uint8_t qh[32];       // 5th bits
+  uint8_t qh[32];  // 5th bits
   uint8_t qs[128];
 };
 struct BlockQ6_K {
-  uint8_t ql[128];      // low 4 bits
-  uint8_t qh[64];       // high 2 bits
-  int8_t scales[16];    // 8-bit sub-block scales (16 elements each)
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // 8-bit sub-block scales (16 elements each)
   uint16_t d;
 };
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -130,11 +132,11 @@ using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 struct TypeTraits {
   GgmlType type;
   const char* name;
-  int block_size;      // elements per block
-  int type_size;       // bytes per block
-  DequantizeFn to_float;    // null: parse-only type (or interleaved: see X16Element)
-  QuantizeFn from_float;    // null: no reference quantizer
-  int row_extra = 0;        // bytes per row besides the blocks (a per-row scale)
+  int block_size;         // elements per block
+  int type_size;          // bytes per block
+  DequantizeFn to_float;  // null: parse-only type (or interleaved: see X16Element)
+  QuantizeFn from_float;  // null: no reference quantizer
+  int row_extra = 0;      // bytes per row besides the blocks (a per-row scale)
 };
 
 // Null if `type` is not a known GGML type id (file types only).
@@ -220,31 +222,37 @@ using X16RepackFn = void (*)(const void* src, void* dst, int64_t rows, int64_t c
 bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack);
 // Element `col` of row `row` (0..15, within its group) of an interleaved group, as the integer
 // quant q (zero point removed), its scale d and minimum m: value = q * d + m.
-void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m);
+void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q,
+              float* d, float* m);
 float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col);
 // Quantizes `rows` x `cols` floats (rows a multiple of 16) into an interleaved Paddock type.
 // `importance` (cols values, or null) weights each column's squared error in the choice of
 // each group's scale (and minimum): activation-aware quantization from calibration statistics.
 // For PS8_C: the 2 of every 4 consecutive weights with the largest |w| * sqrt(importance)
 // are kept (magnitude pruning without statistics, activation-weighted with them).
-void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst);
+void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols,
+                 const float* importance, void* dst);
 // Q4_K / Q5_K with each 32-element sub-block's (scale, min) fitted by weighted least squares
 // over candidate level assignments instead of taken from its min and max; weights from
 // `importance` (cols values: activation statistics) when given. Still plain Q4_K / Q5_K.
 bool HasFittedQuantizer(GgmlType t);
-void QuantizeRowsFitted(GgmlType t, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst);
+void QuantizeRowsFitted(GgmlType t, const float* src, int64_t rows, int64_t cols,
+                        const float* importance, void* dst);
 // Dequantizes a whole matrix of any computable type (interleaved or not) to floats.
 void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols, float* out);
 
 // For a known type (asserts).
 const TypeTraits& Traits(GgmlType type);
-inline const char* TypeName(GgmlType t) { return Traits(t).name; }
+inline const char* TypeName(GgmlType t) {
+  return Traits(t).name;
+}
 // Looks a type up by its name ("q4_0", "Q4_K", "f16" ...); null if unknown.
 const TypeTraits* FindTypeTraitsByName(const char* name);
 
 // Bytes of `n` elements of `type`; n must be a multiple of the block size.
 inline uint64_t RowBytes(const TypeTraits& t, int64_t n) {
-  return static_cast<uint64_t>(n / t.block_size) * static_cast<uint64_t>(t.type_size) + static_cast<uint64_t>(t.row_extra);
+  return static_cast<uint64_t>(n / t.block_size) * static_cast<uint64_t>(t.type_size) +
+         static_cast<uint64_t>(t.row_extra);
 }
 
 }  // namespace paddock

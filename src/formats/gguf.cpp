@@ -10,7 +10,7 @@
 namespace paddock {
 
 const char* GgufTypeName(GgufType t) {
-  static const char* names[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+  static const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                 "bool", "string", "array", "u64", "i64", "f64"};
   const auto i = static_cast<uint32_t>(t);
   return i < 13 ? names[i] : "unknown";
@@ -18,8 +18,14 @@ const char* GgufTypeName(GgufType t) {
 
 bool GgufValue::IsInteger() const {
   switch (type) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kU16: case GgufType::kI16:
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kU64: case GgufType::kI64:
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kU16:
+    case GgufType::kI16:
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kU64:
+    case GgufType::kI64:
       return true;
     default:
       return false;
@@ -28,11 +34,23 @@ bool GgufValue::IsInteger() const {
 
 size_t GgufScalarSize(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    default: return 0;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -42,7 +60,9 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;
 
-int ScalarSize(GgufType t) { return static_cast<int>(GgufScalarSize(t)); }
+int ScalarSize(GgufType t) {
+  return static_cast<int>(GgufScalarSize(t));
+}
 
 // Bounds-checked little-endian reader over the file bytes.
 class Cursor {
@@ -97,23 +117,48 @@ GgufType ReadValueType(Cursor& c, std::string_view key) {
 
 void ReadScalar(Cursor& c, GgufType t, GgufValue* v) {
   switch (t) {
-    case GgufType::kU8: v->u = c.Read<uint8_t>("u8 value"); v->i = static_cast<int64_t>(v->u); break;
-    case GgufType::kI8: v->i = c.Read<int8_t>("i8 value"); break;
-    case GgufType::kU16: v->u = c.Read<uint16_t>("u16 value"); v->i = static_cast<int64_t>(v->u); break;
-    case GgufType::kI16: v->i = c.Read<int16_t>("i16 value"); break;
-    case GgufType::kU32: v->u = c.Read<uint32_t>("u32 value"); v->i = static_cast<int64_t>(v->u); break;
-    case GgufType::kI32: v->i = c.Read<int32_t>("i32 value"); break;
-    case GgufType::kU64: v->u = c.Read<uint64_t>("u64 value"); v->i = static_cast<int64_t>(v->u); break;
-    case GgufType::kI64: v->i = c.Read<int64_t>("i64 value"); break;
-    case GgufType::kF32: v->f = c.Read<float>("f32 value"); break;
-    case GgufType::kF64: v->f = c.Read<double>("f64 value"); break;
+    case GgufType::kU8:
+      v->u = c.Read<uint8_t>("u8 value");
+      v->i = static_cast<int64_t>(v->u);
+      break;
+    case GgufType::kI8:
+      v->i = c.Read<int8_t>("i8 value");
+      break;
+    case GgufType::kU16:
+      v->u = c.Read<uint16_t>("u16 value");
+      v->i = static_cast<int64_t>(v->u);
+      break;
+    case GgufType::kI16:
+      v->i = c.Read<int16_t>("i16 value");
+      break;
+    case GgufType::kU32:
+      v->u = c.Read<uint32_t>("u32 value");
+      v->i = static_cast<int64_t>(v->u);
+      break;
+    case GgufType::kI32:
+      v->i = c.Read<int32_t>("i32 value");
+      break;
+    case GgufType::kU64:
+      v->u = c.Read<uint64_t>("u64 value");
+      v->i = static_cast<int64_t>(v->u);
+      break;
+    case GgufType::kI64:
+      v->i = c.Read<int64_t>("i64 value");
+      break;
+    case GgufType::kF32:
+      v->f = c.Read<float>("f32 value");
+      break;
+    case GgufType::kF64:
+      v->f = c.Read<double>("f64 value");
+      break;
     case GgufType::kBool: {
       const uint8_t b = c.Read<uint8_t>("bool value");
       if (b > 1) Fail("GGUF: bool value %u is neither 0 nor 1 (offset %zu)", b, c.pos() - 1);
       v->u = b;
       break;
     }
-    default: break;
+    default:
+      break;
   }
   if (t == GgufType::kI8 || t == GgufType::kI16 || t == GgufType::kI32 || t == GgufType::kI64) {
     v->u = static_cast<uint64_t>(v->i);
@@ -122,20 +167,28 @@ void ReadScalar(Cursor& c, GgufType t, GgufValue* v) {
 
 // Validates and skips an array body (used for nested arrays, which nothing reads).
 void SkipArray(Cursor& c, std::string_view key, int depth) {
-  if (depth > kMaxArrayDepth) Fail("GGUF: arrays nested too deeply under key '%.*s'", (int)std::min<size_t>(key.size(), 80), key.data());
+  if (depth > kMaxArrayDepth)
+    Fail("GGUF: arrays nested too deeply under key '%.*s'", (int)std::min<size_t>(key.size(), 80),
+         key.data());
   const GgufType et = ReadValueType(c, key);
   const uint64_t n = c.Read<uint64_t>("array length");
   if (et == GgufType::kString || et == GgufType::kArray) {
     const uint64_t min_elem = et == GgufType::kString ? 8 : 12;
-    if (n > c.remaining() / min_elem) Fail("GGUF: array length %llu under key '%.*s' exceeds the file size", (unsigned long long)n, (int)std::min<size_t>(key.size(), 80), key.data());
+    if (n > c.remaining() / min_elem)
+      Fail("GGUF: array length %llu under key '%.*s' exceeds the file size", (unsigned long long)n,
+           (int)std::min<size_t>(key.size(), 80), key.data());
     for (uint64_t k = 0; k < n; ++k) {
-      if (et == GgufType::kString) c.ReadString("array string");
-      else SkipArray(c, key, depth + 1);
+      if (et == GgufType::kString)
+        c.ReadString("array string");
+      else
+        SkipArray(c, key, depth + 1);
     }
     return;
   }
   const int es = ScalarSize(et);
-  if (n > c.remaining() / static_cast<uint64_t>(es)) Fail("GGUF: array length %llu under key '%.*s' exceeds the file size", (unsigned long long)n, (int)std::min<size_t>(key.size(), 80), key.data());
+  if (n > c.remaining() / static_cast<uint64_t>(es))
+    Fail("GGUF: array length %llu under key '%.*s' exceeds the file size", (unsigned long long)n,
+         (int)std::min<size_t>(key.size(), 80), key.data());
   c.Skip(n * static_cast<uint64_t>(es), "array data");
 }
 
@@ -154,15 +207,21 @@ void ReadValue(Cursor& c, std::string_view key, GgufValue* v) {
   v->count = c.Read<uint64_t>("array length");
   const int k = static_cast<int>(std::min<size_t>(key.size(), 80));
   if (v->elem_type == GgufType::kString) {
-    if (v->count > c.remaining() / 8) Fail("GGUF: array '%.*s' claims %llu strings, more than the file can hold (offset %zu)", k, key.data(), (unsigned long long)v->count, at);
+    if (v->count > c.remaining() / 8)
+      Fail("GGUF: array '%.*s' claims %llu strings, more than the file can hold (offset %zu)", k,
+           key.data(), (unsigned long long)v->count, at);
     v->strings.reserve(static_cast<size_t>(v->count));
     for (uint64_t j = 0; j < v->count; ++j) v->strings.push_back(c.ReadString("array string"));
   } else if (v->elem_type == GgufType::kArray) {
-    if (v->count > c.remaining() / 12) Fail("GGUF: array '%.*s' claims %llu arrays, more than the file can hold (offset %zu)", k, key.data(), (unsigned long long)v->count, at);
+    if (v->count > c.remaining() / 12)
+      Fail("GGUF: array '%.*s' claims %llu arrays, more than the file can hold (offset %zu)", k,
+           key.data(), (unsigned long long)v->count, at);
     for (uint64_t j = 0; j < v->count; ++j) SkipArray(c, key, 1);
   } else {
     const uint64_t es = static_cast<uint64_t>(ScalarSize(v->elem_type));
-    if (v->count > c.remaining() / es) Fail("GGUF: array '%.*s' claims %llu elements, more than the file can hold (offset %zu)", k, key.data(), (unsigned long long)v->count, at);
+    if (v->count > c.remaining() / es)
+      Fail("GGUF: array '%.*s' claims %llu elements, more than the file can hold (offset %zu)", k,
+           key.data(), (unsigned long long)v->count, at);
     v->raw = c.Skip(v->count * es, "array data");
   }
 }
@@ -189,25 +248,34 @@ GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
   if (magic != kMagic) Fail("GGUF: bad magic 0x%08x: not a GGUF file", magic);
   g.version_ = c.Read<uint32_t>("version");
   if (g.version_ == 1) Fail("GGUF: version 1 files are not supported (re-convert to v3)");
-  if (g.version_ != 2 && g.version_ != 3) Fail("GGUF: unsupported version %u (supported: 2, 3)", g.version_);
+  if (g.version_ != 2 && g.version_ != 3)
+    Fail("GGUF: unsupported version %u (supported: 2, 3)", g.version_);
   const uint64_t n_tensors = c.Read<uint64_t>("tensor count");
   const uint64_t n_kv = c.Read<uint64_t>("metadata count");
-  if (n_tensors > c.remaining() / 32) Fail("GGUF: tensor count %llu is impossible for a file of %zu bytes", (unsigned long long)n_tensors, size);
-  if (n_kv > c.remaining() / 13) Fail("GGUF: metadata count %llu is impossible for a file of %zu bytes", (unsigned long long)n_kv, size);
+  if (n_tensors > c.remaining() / 32)
+    Fail("GGUF: tensor count %llu is impossible for a file of %zu bytes",
+         (unsigned long long)n_tensors, size);
+  if (n_kv > c.remaining() / 13)
+    Fail("GGUF: metadata count %llu is impossible for a file of %zu bytes",
+         (unsigned long long)n_kv, size);
 
   g.kvs_.reserve(static_cast<size_t>(n_kv));
   std::unordered_set<std::string_view> keys;
   for (uint64_t k = 0; k < n_kv; ++k) {
     GgufKv kv;
     kv.key = c.ReadString("metadata key");
-    if (!keys.insert(kv.key).second) Fail("GGUF: duplicate metadata key '%.*s'", (int)std::min<size_t>(kv.key.size(), 80), kv.key.data());
+    if (!keys.insert(kv.key).second)
+      Fail("GGUF: duplicate metadata key '%.*s'", (int)std::min<size_t>(kv.key.size(), 80),
+           kv.key.data());
     ReadValue(c, kv.key, &kv.value);
     g.kvs_.push_back(std::move(kv));
   }
 
   if (const GgufValue* a = g.Find("general.alignment")) {
-    if (a->type != GgufType::kU32) Fail("GGUF: general.alignment must be u32, found %s", GgufTypeName(a->type));
-    if (a->u == 0 || (a->u & (a->u - 1)) != 0) Fail("GGUF: general.alignment %llu is not a power of two", (unsigned long long)a->u);
+    if (a->type != GgufType::kU32)
+      Fail("GGUF: general.alignment must be u32, found %s", GgufTypeName(a->type));
+    if (a->u == 0 || (a->u & (a->u - 1)) != 0)
+      Fail("GGUF: general.alignment %llu is not a power of two", (unsigned long long)a->u);
     g.alignment_ = a->u;
   }
 
@@ -221,38 +289,56 @@ GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
     const int nm = static_cast<int>(name.size());
     if (!names.insert(name).second) Fail("GGUF: duplicate tensor name '%.*s'", nm, name.data());
     const uint32_t n_dims = c.Read<uint32_t>("tensor dimension count");
-    if (n_dims == 0 || n_dims > kMaxDims) Fail("GGUF: tensor '%.*s' has %u dimensions (1 to %d allowed)", nm, name.data(), n_dims, kMaxDims);
+    if (n_dims == 0 || n_dims > kMaxDims)
+      Fail("GGUF: tensor '%.*s' has %u dimensions (1 to %d allowed)", nm, name.data(), n_dims,
+           kMaxDims);
     ti.n_dims = static_cast<int>(n_dims);
     int64_t n_el = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne = c.Read<uint64_t>("tensor dimension");
-      if (ne == 0 || ne > static_cast<uint64_t>(INT64_MAX)) Fail("GGUF: tensor '%.*s' dimension %u has invalid size %llu", nm, name.data(), d, (unsigned long long)ne);
+      if (ne == 0 || ne > static_cast<uint64_t>(INT64_MAX))
+        Fail("GGUF: tensor '%.*s' dimension %u has invalid size %llu", nm, name.data(), d,
+             (unsigned long long)ne);
       ti.ne[d] = static_cast<int64_t>(ne);
-      if (__builtin_mul_overflow(n_el, ti.ne[d], &n_el)) Fail("GGUF: tensor '%.*s' element count overflows", nm, name.data());
+      if (__builtin_mul_overflow(n_el, ti.ne[d], &n_el))
+        Fail("GGUF: tensor '%.*s' element count overflows", nm, name.data());
     }
     ti.n_elements = n_el;
     const uint32_t type = c.Read<uint32_t>("tensor type");
     const TypeTraits* tr = FindTypeTraits(type);
     if (tr == nullptr) Fail("GGUF: tensor '%.*s' has unknown type id %u", nm, name.data(), type);
     ti.type = tr->type;
-    if (ti.ne[0] % tr->block_size != 0) Fail("GGUF: tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nm, name.data(), (long long)ti.ne[0], tr->name, tr->block_size);
+    if (ti.ne[0] % tr->block_size != 0)
+      Fail("GGUF: tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nm,
+           name.data(), (long long)ti.ne[0], tr->name, tr->block_size);
     const uint64_t blocks = static_cast<uint64_t>(n_el / tr->block_size);
-    if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->type_size)) Fail("GGUF: tensor '%.*s' byte size overflows", nm, name.data());
+    if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->type_size))
+      Fail("GGUF: tensor '%.*s' byte size overflows", nm, name.data());
     ti.nbytes = blocks * static_cast<uint64_t>(tr->type_size);
-    if (tr->row_extra > 0) ti.nbytes += static_cast<uint64_t>(n_el / ti.ne[0]) * static_cast<uint64_t>(tr->row_extra);  // per-row scales
+    if (tr->row_extra > 0)
+      ti.nbytes += static_cast<uint64_t>(n_el / ti.ne[0]) *
+                   static_cast<uint64_t>(tr->row_extra);  // per-row scales
     ti.offset = c.Read<uint64_t>("tensor offset");
-    if (ti.offset % g.alignment_ != 0) Fail("GGUF: tensor '%.*s' offset %llu is not aligned to %llu", nm, name.data(), (unsigned long long)ti.offset, (unsigned long long)g.alignment_);
+    if (ti.offset % g.alignment_ != 0)
+      Fail("GGUF: tensor '%.*s' offset %llu is not aligned to %llu", nm, name.data(),
+           (unsigned long long)ti.offset, (unsigned long long)g.alignment_);
     g.tensors_.push_back(std::move(ti));
   }
 
   // The data section starts at the next alignment boundary after the header.
   const uint64_t header_end = c.pos();
   g.data_offset_ = (header_end + g.alignment_ - 1) / g.alignment_ * g.alignment_;
-  if (!g.tensors_.empty() && g.data_offset_ > size) Fail("GGUF: data section starts at %llu, past the end of the file (%zu bytes)", (unsigned long long)g.data_offset_, size);
+  if (!g.tensors_.empty() && g.data_offset_ > size)
+    Fail("GGUF: data section starts at %llu, past the end of the file (%zu bytes)",
+         (unsigned long long)g.data_offset_, size);
   const uint64_t data_size = g.data_offset_ <= size ? size - g.data_offset_ : 0;
   for (auto& ti : g.tensors_) {
     if (ti.offset > data_size || ti.nbytes > data_size - ti.offset) {
-      Fail("GGUF: tensor '%s' data [%llu, +%llu) lies past the end of the file (data section holds %llu bytes)", ti.name.c_str(), (unsigned long long)ti.offset, (unsigned long long)ti.nbytes, (unsigned long long)data_size);
+      Fail(
+          "GGUF: tensor '%s' data [%llu, +%llu) lies past the end of the file (data section holds "
+          "%llu bytes)",
+          ti.name.c_str(), (unsigned long long)ti.offset, (unsigned long long)ti.nbytes,
+          (unsigned long long)data_size);
     }
     ti.data = data + g.data_offset_ + ti.offset;
   }
@@ -260,11 +346,13 @@ GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
   std::vector<const GgufTensor*> by_offset;
   by_offset.reserve(g.tensors_.size());
   for (const auto& t : g.tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const GgufTensor* a = by_offset[i - 1];
     const GgufTensor* b = by_offset[i];
-    if (a->offset + a->nbytes > b->offset) Fail("GGUF: tensors '%s' and '%s' overlap", a->name.c_str(), b->name.c_str());
+    if (a->offset + a->nbytes > b->offset)
+      Fail("GGUF: tensors '%s' and '%s' overlap", a->name.c_str(), b->name.c_str());
   }
   return g;
 }
@@ -284,14 +372,16 @@ const GgufTensor* GgufFile::FindTensor(std::string_view name) const {
 }
 
 static void WrongType(std::string_view key, const GgufValue& v, const char* want) {
-  Fail("GGUF: metadata '%.*s' has type %s, expected %s", (int)key.size(), key.data(), GgufTypeName(v.type), want);
+  Fail("GGUF: metadata '%.*s' has type %s, expected %s", (int)key.size(), key.data(),
+       GgufTypeName(v.type), want);
 }
 
 std::optional<int64_t> GgufFile::GetInt(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return std::nullopt;
   if (!v->IsInteger()) WrongType(key, *v, "an integer");
-  if (v->type == GgufType::kU64 && v->u > static_cast<uint64_t>(INT64_MAX)) Fail("GGUF: metadata '%.*s' value is out of range", (int)key.size(), key.data());
+  if (v->type == GgufType::kU64 && v->u > static_cast<uint64_t>(INT64_MAX))
+    Fail("GGUF: metadata '%.*s' value is out of range", (int)key.size(), key.data());
   return v->i;
 }
 
@@ -327,8 +417,10 @@ static std::vector<T> ConvertArray(const GgufValue& v) {
     GgufValue s;
     Cursor c(p, static_cast<size_t>(es));
     ReadScalar(c, v.elem_type, &s);
-    if (v.elem_type == GgufType::kF32 || v.elem_type == GgufType::kF64) out[j] = static_cast<T>(s.f);
-    else out[j] = static_cast<T>(s.i);
+    if (v.elem_type == GgufType::kF32 || v.elem_type == GgufType::kF64)
+      out[j] = static_cast<T>(s.f);
+    else
+      out[j] = static_cast<T>(s.i);
   }
   return out;
 }
@@ -336,21 +428,24 @@ static std::vector<T> ConvertArray(const GgufValue& v) {
 std::vector<float> GgufFile::GetFloatArray(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return {};
-  if (v->type != GgufType::kArray || ScalarSize(v->elem_type) == 0) WrongType(key, *v, "a numeric array");
+  if (v->type != GgufType::kArray || ScalarSize(v->elem_type) == 0)
+    WrongType(key, *v, "a numeric array");
   return ConvertArray<float>(*v);
 }
 
 std::vector<int64_t> GgufFile::GetIntArray(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return {};
-  if (v->type != GgufType::kArray || ScalarSize(v->elem_type) == 0) WrongType(key, *v, "a numeric array");
+  if (v->type != GgufType::kArray || ScalarSize(v->elem_type) == 0)
+    WrongType(key, *v, "a numeric array");
   return ConvertArray<int64_t>(*v);
 }
 
 const std::vector<std::string_view>* GgufFile::GetStringArray(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return nullptr;
-  if (v->type != GgufType::kArray || v->elem_type != GgufType::kString) WrongType(key, *v, "an array of strings");
+  if (v->type != GgufType::kArray || v->elem_type != GgufType::kString)
+    WrongType(key, *v, "an array of strings");
   return &v->strings;
 }
 

@@ -22,8 +22,19 @@ namespace paddock {
 class MappedFile;
 
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 const char* GgufTypeName(GgufType t);
 
@@ -32,9 +43,9 @@ size_t GgufScalarSize(GgufType t);
 
 struct GgufValue {
   GgufType type = GgufType::kU8;
-  uint64_t u = 0;   // unsigned scalars and bool
-  int64_t i = 0;    // signed scalars
-  double f = 0;     // float scalars
+  uint64_t u = 0;  // unsigned scalars and bool
+  int64_t i = 0;   // signed scalars
+  double f = 0;    // float scalars
   std::string_view str;
   // Arrays: element type and count; numeric elements stay in the file (`raw`),
   // string elements are indexed in `strings`. Nested arrays are validated and skipped.
@@ -57,7 +68,7 @@ struct GgufTensor {
   int n_dims = 0;
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;            // relative to the data section
+  uint64_t offset = 0;  // relative to the data section
   uint64_t nbytes = 0;
   int64_t n_elements = 0;
   const uint8_t* data = nullptr;  // points into the mapping

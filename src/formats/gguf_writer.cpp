@@ -31,13 +31,39 @@ void GgufWriter::Put(const std::string& key, GgufType type, std::string payload)
   kvs_.push_back({key, type, std::move(payload)});
 }
 
-void GgufWriter::SetU32(const std::string& k, uint32_t v) { std::string p; Append(&p, v); Put(k, GgufType::kU32, p); }
-void GgufWriter::SetI32(const std::string& k, int32_t v) { std::string p; Append(&p, v); Put(k, GgufType::kI32, p); }
-void GgufWriter::SetU64(const std::string& k, uint64_t v) { std::string p; Append(&p, v); Put(k, GgufType::kU64, p); }
-void GgufWriter::SetF32(const std::string& k, float v) { std::string p; Append(&p, v); Put(k, GgufType::kF32, p); }
-void GgufWriter::SetBool(const std::string& k, bool v) { std::string p; Append<uint8_t>(&p, v ? 1 : 0); Put(k, GgufType::kBool, p); }
-void GgufWriter::SetString(const std::string& k, const std::string& v) { std::string p; AppendString(&p, v); Put(k, GgufType::kString, p); }
-void GgufWriter::SetRaw(const std::string& k, GgufType type, const std::string& payload) { Put(k, type, payload); }
+void GgufWriter::SetU32(const std::string& k, uint32_t v) {
+  std::string p;
+  Append(&p, v);
+  Put(k, GgufType::kU32, p);
+}
+void GgufWriter::SetI32(const std::string& k, int32_t v) {
+  std::string p;
+  Append(&p, v);
+  Put(k, GgufType::kI32, p);
+}
+void GgufWriter::SetU64(const std::string& k, uint64_t v) {
+  std::string p;
+  Append(&p, v);
+  Put(k, GgufType::kU64, p);
+}
+void GgufWriter::SetF32(const std::string& k, float v) {
+  std::string p;
+  Append(&p, v);
+  Put(k, GgufType::kF32, p);
+}
+void GgufWriter::SetBool(const std::string& k, bool v) {
+  std::string p;
+  Append<uint8_t>(&p, v ? 1 : 0);
+  Put(k, GgufType::kBool, p);
+}
+void GgufWriter::SetString(const std::string& k, const std::string& v) {
+  std::string p;
+  AppendString(&p, v);
+  Put(k, GgufType::kString, p);
+}
+void GgufWriter::SetRaw(const std::string& k, GgufType type, const std::string& payload) {
+  Put(k, type, payload);
+}
 
 void GgufWriter::SetStringArray(const std::string& k, const std::vector<std::string>& v) {
   std::string p;
@@ -61,14 +87,17 @@ void GgufWriter::SetI32Array(const std::string& k, const std::vector<int32_t>& v
   Put(k, GgufType::kArray, std::move(p));
 }
 
-void GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& ne,
-                           GgmlType type, const void* data, size_t nbytes) {
+void GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
+                           const void* data, size_t nbytes) {
   const TypeTraits& tr = Traits(type);
   int64_t n = 1;
   for (int64_t d : ne) n *= d;
-  if (ne.empty() || ne.size() > 4 || ne[0] % tr.block_size != 0) Fail("GgufWriter: bad shape for tensor '%s'", name.c_str());
+  if (ne.empty() || ne.size() > 4 || ne[0] % tr.block_size != 0)
+    Fail("GgufWriter: bad shape for tensor '%s'", name.c_str());
   const uint64_t need = RowBytes(tr, ne[0]) * static_cast<uint64_t>(n / ne[0]);
-  if (need != nbytes) Fail("GgufWriter: tensor '%s' has %zu bytes, its shape needs %llu", name.c_str(), nbytes, (unsigned long long)need);
+  if (need != nbytes)
+    Fail("GgufWriter: tensor '%s' has %zu bytes, its shape needs %llu", name.c_str(), nbytes,
+         (unsigned long long)need);
   tensors_.push_back({name, ne, type, std::string(static_cast<const char*>(data), nbytes)});
 }
 
@@ -78,7 +107,9 @@ void GgufWriter::AddTensorF32(const std::string& name, const std::vector<int64_t
   if (tr.from_float == nullptr) Fail("GgufWriter: no quantizer for type %s", tr.name);
   int64_t n = 1;
   for (int64_t d : ne) n *= d;
-  if (ne.empty() || ne[0] % tr.block_size != 0) Fail("GgufWriter: tensor '%s' row length is not a multiple of the %s block size", name.c_str(), tr.name);
+  if (ne.empty() || ne[0] % tr.block_size != 0)
+    Fail("GgufWriter: tensor '%s' row length is not a multiple of the %s block size", name.c_str(),
+         tr.name);
   std::string bytes(RowBytes(tr, n), '\0');
   tr.from_float(data, bytes.data(), n);
   AddTensor(name, ne, type, bytes.data(), bytes.size());

@@ -22,7 +22,7 @@ struct Llama2cConfig {
 };
 
 struct Llama2cTensor {
-  std::string name;      // GGUF-style name, e.g. "blk.0.attn_q.weight"
+  std::string name;        // GGUF-style name, e.g. "blk.0.attn_q.weight"
   int64_t ne[2] = {1, 1};  // ne[0] = row length
   const float* data = nullptr;
 };

@@ -1,13 +1,13 @@
 // formats/quants_fit.cpp: the fitted quantizers: Q4_K / Q5_K scales and mins by weighted least
 // squares (llama.cpp's make_qkx2_quants search), and the int4 group encoders of the Paddock
 // types with importance weights (activation statistics from calibration).
+#include <strings.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
-
-#include <strings.h>
 
 #include "base/half.h"
 #include "base/strings.h"
@@ -39,7 +39,8 @@ void FitAffine(const float* x, const float* w, int n, int nmax, float* scale, fl
     best += w[l] * e * e;
   }
   for (int step = 0; step <= 20; ++step) {
-    const float iscale = (-1.0f + 0.1f * static_cast<float>(step) + static_cast<float>(nmax)) / (mx - mn);
+    const float iscale =
+        (-1.0f + 0.1f * static_cast<float>(step) + static_cast<float>(nmax)) / (mx - mn);
     double sw = 0, swq = 0, swq2 = 0, swx = 0, swqx = 0;
     int qs[64];
     for (int l = 0; l < n; ++l) {
@@ -95,7 +96,9 @@ void QuantQxKRow(const float* x, void* dst, int64_t n, const float* importance, 
         const float av = static_cast<float>(std::sqrt(sub_x2 / 32));
         for (int l = 0; l < 32; ++l) {
           const float v = x[32 * j + l];
-          w[l] = importance != nullptr ? importance[i * kQK_K + 32 * j + l] * std::sqrt(sigma2 + v * v) : av + std::fabs(v);
+          w[l] = importance != nullptr
+                     ? importance[i * kQK_K + 32 * j + l] * std::sqrt(sigma2 + v * v)
+                     : av + std::fabs(v);
         }
         FitAffine(x + 32 * j, w, 32, kMaxQ, &scale[j], &minv[j]);
       } else {
@@ -143,7 +146,8 @@ void QuantQxKRow(const float* x, void* dst, int64_t n, const float* importance, 
 
 }  // namespace
 
-void QuantKRow(bool five_bit, const float* x, void* dst, int64_t n, const float* importance, bool search) {
+void QuantKRow(bool five_bit, const float* x, void* dst, int64_t n, const float* importance,
+               bool search) {
   if (five_bit) {
     QuantQxKRow<BlockQ5_K, true>(x, dst, n, importance, search);
   } else {
@@ -248,10 +252,14 @@ void QuantGroupQ4Z(const float* x, int n, const float* imp, int* q, float* d_out
 
 }  // namespace quants
 
-bool HasFittedQuantizer(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K; }
+bool HasFittedQuantizer(GgmlType t) {
+  return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K;
+}
 
-void QuantizeRowsFitted(GgmlType t, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst) {
-  if (!HasFittedQuantizer(t)) Fail("QuantizeRowsFitted: no fitted quantizer for %s", Traits(t).name);
+void QuantizeRowsFitted(GgmlType t, const float* src, int64_t rows, int64_t cols,
+                        const float* importance, void* dst) {
+  if (!HasFittedQuantizer(t))
+    Fail("QuantizeRowsFitted: no fitted quantizer for %s", Traits(t).name);
   const size_t rb = RowBytes(Traits(t), cols);
   for (int64_t r = 0; r < rows; ++r) {
     auto* out = static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * rb;

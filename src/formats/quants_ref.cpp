@@ -4,13 +4,13 @@
 // Dequantizers follow the published GGML block layouts exactly. Quantizers are round to
 // nearest (the fitted k-quant encoder is quants_fit.cpp); they write test and synthetic models
 // and are the baseline for the offline quantizer. The interleaved layouts: quants_x16.cpp.
+#include <strings.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
-
-#include <strings.h>
 
 #include "base/half.h"
 #include "base/strings.h"
@@ -105,8 +105,12 @@ void DequantQ5(const void* src, float* y, int64_t n) {
     }
   }
 }
-void DequantQ5_0(const void* src, float* y, int64_t n) { DequantQ5<BlockQ5_0>(src, y, n); }
-void DequantQ5_1(const void* src, float* y, int64_t n) { DequantQ5<BlockQ5_1>(src, y, n); }
+void DequantQ5_0(const void* src, float* y, int64_t n) {
+  DequantQ5<BlockQ5_0>(src, y, n);
+}
+void DequantQ5_1(const void* src, float* y, int64_t n) {
+  DequantQ5<BlockQ5_1>(src, y, n);
+}
 
 void PackQ5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {
   uint32_t qh = 0;
@@ -183,10 +187,18 @@ void DequantQxK(const void* src, float* y, int64_t n) {
     }
   }
 }
-void DequantQ4_K(const void* s, float* y, int64_t n) { DequantQxK<BlockQ4_K, false>(s, y, n); }
-void DequantQ5_K(const void* s, float* y, int64_t n) { DequantQxK<BlockQ5_K, true>(s, y, n); }
-void QuantQ4_K(const float* x, void* d, int64_t n) { QuantKRow(false, x, d, n, nullptr, false); }
-void QuantQ5_K(const float* x, void* d, int64_t n) { QuantKRow(true, x, d, n, nullptr, false); }
+void DequantQ4_K(const void* s, float* y, int64_t n) {
+  DequantQxK<BlockQ4_K, false>(s, y, n);
+}
+void DequantQ5_K(const void* s, float* y, int64_t n) {
+  DequantQxK<BlockQ5_K, true>(s, y, n);
+}
+void QuantQ4_K(const float* x, void* d, int64_t n) {
+  QuantKRow(false, x, d, n, nullptr, false);
+}
+void QuantQ5_K(const float* x, void* d, int64_t n) {
+  QuantKRow(true, x, d, n, nullptr, false);
+}
 
 void DequantQ6_K(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(src);
@@ -318,11 +330,14 @@ static const TypeTraits kQ8_0RTraits = {GgmlType::kQ8_0R, "Q8_0R", kQK, 34, Dequ
 // Rows of the interleaved layouts are not contiguous: no row dequantizer (X16Element reads one).
 static const TypeTraits kQ4_0X16Traits = {GgmlType::kQ4_0X16, "Q4_0X16", kQK, 18, nullptr, nullptr};
 static const TypeTraits kQ8_0X16Traits = {GgmlType::kQ8_0X16, "Q8_0X16", kQK, 34, nullptr, nullptr};
-static const TypeTraits kQ4_KX16Traits = {GgmlType::kQ4_KX16, "Q4_KX16", kQK_K, 144, nullptr, nullptr};
-static const TypeTraits kQ6_KX16Traits = {GgmlType::kQ6_KX16, "Q6_KX16", kQK_K, 210, nullptr, nullptr};
+static const TypeTraits kQ4_KX16Traits = {
+    GgmlType::kQ4_KX16, "Q4_KX16", kQK_K, 144, nullptr, nullptr};
+static const TypeTraits kQ6_KX16Traits = {
+    GgmlType::kQ6_KX16, "Q6_KX16", kQK_K, 210, nullptr, nullptr};
 static const TypeTraits kQ5_0X16Traits = {GgmlType::kQ5_0X16, "Q5_0X16", kQK, 22, nullptr, nullptr};
 static const TypeTraits kQ5_1X16Traits = {GgmlType::kQ5_1X16, "Q5_1X16", kQK, 24, nullptr, nullptr};
-static const TypeTraits kQ5_KX16Traits = {GgmlType::kQ5_KX16, "Q5_KX16", kQK_K, 176, nullptr, nullptr};
+static const TypeTraits kQ5_KX16Traits = {
+    GgmlType::kQ5_KX16, "Q5_KX16", kQK_K, 176, nullptr, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
@@ -336,7 +351,6 @@ const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ5_KX16) return kQ5_KX16Traits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
 }
-
 
 const TypeTraits* FindTypeTraitsByName(const char* name) {
   for (const auto& t : kTraits) {

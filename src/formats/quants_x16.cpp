@@ -1,13 +1,13 @@
 // formats/quants_x16.cpp: the re-laid layouts: Q4_0R / Q8_0R rows, and the 16-row interleaved
 // layouts (formats/x16_layout.h): repacking file blocks into them at load, reading one element
 // back, and writing the Paddock types (QuantizeX16) from floats.
+#include <strings.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
-
-#include <strings.h>
 
 #include "base/half.h"
 #include "base/strings.h"
@@ -22,7 +22,8 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols) {
   const int64_t nb = cols / kQK;
   const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* in = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * rb);
+    const auto* in = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) +
+                                                        static_cast<size_t>(r) * rb);
     auto* out = static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * rb;
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(out + 2 * b, &in[b].d, 2);
@@ -35,7 +36,8 @@ void RepackQ4_0Rows(const void* src, void* dst, int64_t rows, int64_t cols) {
   const int64_t nb = cols / kQK;
   const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* in = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * rb);
+    const auto* in = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) +
+                                                        static_cast<size_t>(r) * rb);
     auto* out = static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * rb;
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(out + 2 * b, &in[b].d, 2);
@@ -50,7 +52,8 @@ namespace {
 // interleaved block at `out`, which is `block_bytes` long.
 // kElems: elements per source block (32, or 256 for the k-quants).
 template <class Block, int kElems, class Put>
-void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t block_bytes, Put put) {
+void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t block_bytes,
+               Put put) {
   const int64_t nb = cols / kElems;
   const size_t rb = static_cast<size_t>(nb) * sizeof(Block);
   auto* out = static_cast<uint8_t*>(dst);
@@ -58,7 +61,9 @@ void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t bl
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
     for (int64_t b = 0; b < nb; ++b, out += block_bytes) {
       for (int i = 0; i < kX16Rows; ++i) {
-        put(out, i, reinterpret_cast<const Block*>(static_cast<const uint8_t*>(src) + static_cast<size_t>(g * kX16Rows + i) * rb)[b]);
+        put(out, i,
+            reinterpret_cast<const Block*>(static_cast<const uint8_t*>(src) +
+                                           static_cast<size_t>(g * kX16Rows + i) * rb)[b]);
       }
     }
   }
@@ -67,40 +72,57 @@ void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t bl
 }  // namespace
 
 void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_0, kQK>(src, dst, rows, cols, 32 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_0& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    for (int m = 0; m < 4; ++m) std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
-  });
+  RepackX16<BlockQ4_0, kQK>(src, dst, rows, cols, 32 + 4 * 64,
+                            [](uint8_t* out, int i, const BlockQ4_0& in) {
+                              std::memcpy(out + 2 * i, &in.d, 2);
+                              for (int m = 0; m < 4; ++m)
+                                std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+                            });
 }
 
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ8_0, kQK>(src, dst, rows, cols, 32 + 8 * 64, [](uint8_t* out, int i, const BlockQ8_0& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    for (int k = 0; k < kQK; ++k) out[32 + 64 * (k / 4) + 4 * i + k % 4] = static_cast<uint8_t>(in.qs[k] + 128);
-  });
+  RepackX16<BlockQ8_0, kQK>(
+      src, dst, rows, cols, 32 + 8 * 64, [](uint8_t* out, int i, const BlockQ8_0& in) {
+        std::memcpy(out + 2 * i, &in.d, 2);
+        for (int k = 0; k < kQK; ++k)
+          out[32 + 64 * (k / 4) + 4 * i + k % 4] = static_cast<uint8_t>(in.qs[k] + 128);
+      });
 }
 
 void RepackQ4_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_1, kQK>(src, dst, rows, cols, 64 + 4 * 64, [](uint8_t* out, int i, const BlockQ4_1& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    std::memcpy(out + 32 + 2 * i, &in.m, 2);
-    for (int m = 0; m < 4; ++m) std::memcpy(out + 64 + 64 * m + 4 * i, in.qs + 4 * m, 4);
-  });
+  RepackX16<BlockQ4_1, kQK>(src, dst, rows, cols, 64 + 4 * 64,
+                            [](uint8_t* out, int i, const BlockQ4_1& in) {
+                              std::memcpy(out + 2 * i, &in.d, 2);
+                              std::memcpy(out + 32 + 2 * i, &in.m, 2);
+                              for (int m = 0; m < 4; ++m)
+                                std::memcpy(out + 64 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+                            });
 }
 
 namespace {
 // Position of element k (0..31) of lane i in a Q4 quant block (low nibbles: k < 16).
-inline size_t Q4Byte(int i, int k) { return 64 * static_cast<size_t>((k % 16) / 4) + 4 * static_cast<size_t>(i) + k % 4; }
+inline size_t Q4Byte(int i, int k) {
+  return 64 * static_cast<size_t>((k % 16) / 4) + 4 * static_cast<size_t>(i) + k % 4;
+}
 // Q6_KX16's high 2 bits of element k (0..31) of lane i: byte and shift in the 128-byte part.
-inline size_t Q6HighByte(int i, int k) { return 64 * static_cast<size_t>(k / 16) + 4 * static_cast<size_t>(i) + k % 4; }
-inline int Q6HighShift(int k) { return 2 * ((k % 16) / 4); }
+inline size_t Q6HighByte(int i, int k) {
+  return 64 * static_cast<size_t>(k / 16) + 4 * static_cast<size_t>(i) + k % 4;
+}
+inline int Q6HighShift(int k) {
+  return 2 * ((k % 16) / 4);
+}
 // The 5th bit of element k (0..31) of lane i in a 5-bit type's 64-byte high-bit vector.
-inline size_t Q5HighByte(int i, int k) { return 4 * static_cast<size_t>(i) + k % 4; }
-inline int Q5HighBit(int k) { return (k % 16) / 4 + (k >= 16 ? 4 : 0); }
+inline size_t Q5HighByte(int i, int k) {
+  return 4 * static_cast<size_t>(i) + k % 4;
+}
+inline int Q5HighBit(int k) {
+  return (k % 16) / 4 + (k >= 16 ? 4 : 0);
+}
 // Writes 5-bit quant q of element k of lane i into a block of nibbles followed by the 5th bits.
 inline void PutQ5(uint8_t* blk, int i, int k, int q) {
   blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? (q & 15) : (q & 15) << 4);
-  blk[X16LayoutOf(X16Kind::kQ5S).extra + Q5HighByte(i, k)] |= static_cast<uint8_t>((q >> 4) << Q5HighBit(k));
+  blk[X16LayoutOf(X16Kind::kQ5S).extra + Q5HighByte(i, k)] |=
+      static_cast<uint8_t>((q >> 4) << Q5HighBit(k));
 }
 // A Q5_0 / Q5_1 block's 32 quants (nibbles qs, 5th bits qh) into lane i of an X16 block.
 inline void PutQ5Legacy(uint8_t* blk, int i, const uint8_t* qs, const uint8_t* qh_bytes) {
@@ -113,102 +135,169 @@ inline void PutQ5Legacy(uint8_t* blk, int i, const uint8_t* qs, const uint8_t* q
 }
 inline int GetQ5(const uint8_t* blk, int i, int k) {
   const uint8_t byte = blk[Q4Byte(i, k)];
-  return (k < 16 ? (byte & 15) : (byte >> 4)) | (((blk[X16LayoutOf(X16Kind::kQ5S).extra + Q5HighByte(i, k)] >> Q5HighBit(k)) & 1) << 4);
+  return (k < 16 ? (byte & 15) : (byte >> 4)) |
+         (((blk[X16LayoutOf(X16Kind::kQ5S).extra + Q5HighByte(i, k)] >> Q5HighBit(k)) & 1) << 4);
 }
 }  // namespace
 
 void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ5_0, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5S, 1), [](uint8_t* out, int i, const BlockQ5_0& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    PutQ5Legacy(out + 32, i, in.qs, in.qh);
-  });
+  RepackX16<BlockQ5_0, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5S, 1),
+                            [](uint8_t* out, int i, const BlockQ5_0& in) {
+                              std::memcpy(out + 2 * i, &in.d, 2);
+                              PutQ5Legacy(out + 32, i, in.qs, in.qh);
+                            });
 }
 
 void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ5_1, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5Z, 1), [](uint8_t* out, int i, const BlockQ5_1& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    std::memcpy(out + 32 + 2 * i, &in.m, 2);
-    PutQ5Legacy(out + 64, i, in.qs, in.qh);
-  });
+  RepackX16<BlockQ5_1, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5Z, 1),
+                            [](uint8_t* out, int i, const BlockQ5_1& in) {
+                              std::memcpy(out + 2 * i, &in.d, 2);
+                              std::memcpy(out + 32 + 2 * i, &in.m, 2);
+                              PutQ5Legacy(out + 64, i, in.qs, in.qh);
+                            });
 }
 
 void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ5_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5K, 8), [](uint8_t* out, int i, const BlockQ5_K& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
-    for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
-    for (int e = 0; e < kQK_K; ++e) {  // sub-block j = e / 32: nibbles of chunk j / 2, 5th bit j of qh
-      const int j = e / kQK, l = e % kQK;
-      const uint8_t byte = in.qs[32 * (j / 2) + l];
-      const int q = ((j % 2) == 0 ? (byte & 15) : (byte >> 4)) | (((in.qh[l] >> j) & 1) << 4);
-      PutQ5(out + X16GroupBytes(X16Kind::kQ5K, j), i, l, q);
-    }
-  });
+  RepackX16<BlockQ5_K, kQK_K>(
+      src, dst, rows, cols, X16GroupBytes(X16Kind::kQ5K, 8),
+      [](uint8_t* out, int i, const BlockQ5_K& in) {
+        std::memcpy(out + 2 * i, &in.d, 2);
+        std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
+        for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+        for (int e = 0; e < kQK_K;
+             ++e) {  // sub-block j = e / 32: nibbles of chunk j / 2, 5th bit j of qh
+          const int j = e / kQK, l = e % kQK;
+          const uint8_t byte = in.qs[32 * (j / 2) + l];
+          const int q = ((j % 2) == 0 ? (byte & 15) : (byte >> 4)) | (((in.qh[l] >> j) & 1) << 4);
+          PutQ5(out + X16GroupBytes(X16Kind::kQ5K, j), i, l, q);
+        }
+      });
 }
 
 void RepackQ4_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ4K, 8), [](uint8_t* out, int i, const BlockQ4_K& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
-    for (int v = 0; v < 3; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
-    for (int e = 0; e < kQK_K; ++e) {  // file: per 64 elements, 32 bytes (low nibbles first)
-      const uint8_t byte = in.qs[32 * (e / 64) + e % 32];
-      const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
-      const int k = e % kQK;
-      out[X16GroupBytes(X16Kind::kQ4K, e / kQK) + Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q : q << 4);
-    }
-  });
+  RepackX16<BlockQ4_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ4K, 8),
+                              [](uint8_t* out, int i, const BlockQ4_K& in) {
+                                std::memcpy(out + 2 * i, &in.d, 2);
+                                std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
+                                for (int v = 0; v < 3; ++v)
+                                  std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+                                for (int e = 0; e < kQK_K;
+                                     ++e) {  // file: per 64 elements, 32 bytes (low nibbles first)
+                                  const uint8_t byte = in.qs[32 * (e / 64) + e % 32];
+                                  const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+                                  const int k = e % kQK;
+                                  out[X16GroupBytes(X16Kind::kQ4K, e / kQK) + Q4Byte(i, k)] |=
+                                      static_cast<uint8_t>(k < 16 ? q : q << 4);
+                                }
+                              });
 }
 
 void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ6_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ6K, 8), [](uint8_t* out, int i, const BlockQ6_K& in) {
-    std::memcpy(out + 2 * i, &in.d, 2);
-    for (int v = 0; v < 4; ++v) std::memcpy(out + 32 + 64 * v + 4 * i, in.scales + 4 * v, 4);
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, r = e % 128, g = r / 32, l = r % 32;
-      const uint8_t lbyte = in.ql[64 * h + l + ((g & 1) ? 32 : 0)];
-      const int lo = g >= 2 ? (lbyte >> 4) : (lbyte & 15);
-      const int hi = (in.qh[32 * h + l] >> (2 * g)) & 3;
-      const int k = e % kQK;
-      uint8_t* blk = out + X16GroupBytes(X16Kind::kQ6K, e / kQK);
-      blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? lo : lo << 4);
-      blk[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(i, k)] |= static_cast<uint8_t>(hi << Q6HighShift(k));
-    }
-  });
+  RepackX16<BlockQ6_K, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kQ6K, 8),
+                              [](uint8_t* out, int i, const BlockQ6_K& in) {
+                                std::memcpy(out + 2 * i, &in.d, 2);
+                                for (int v = 0; v < 4; ++v)
+                                  std::memcpy(out + 32 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+                                for (int e = 0; e < kQK_K; ++e) {
+                                  const int h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+                                  const uint8_t lbyte = in.ql[64 * h + l + ((g & 1) ? 32 : 0)];
+                                  const int lo = g >= 2 ? (lbyte >> 4) : (lbyte & 15);
+                                  const int hi = (in.qh[32 * h + l] >> (2 * g)) & 3;
+                                  const int k = e % kQK;
+                                  uint8_t* blk = out + X16GroupBytes(X16Kind::kQ6K, e / kQK);
+                                  blk[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? lo : lo << 4);
+                                  blk[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(i, k)] |=
+                                      static_cast<uint8_t>(hi << Q6HighShift(k));
+                                }
+                              });
 }
 
 bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack) {
   switch (from) {
-    case GgmlType::kQ4_0: *to = GgmlType::kQ4_0X16; *repack = RepackQ4_0X16; return true;
-    case GgmlType::kQ8_0: *to = GgmlType::kQ8_0X16; *repack = RepackQ8_0X16; return true;
-    case GgmlType::kQ4_1: *to = GgmlType::kPQ4_G32Z; *repack = RepackQ4_1X16; return true;  // same values
-    case GgmlType::kQ5_0: *to = GgmlType::kQ5_0X16; *repack = RepackQ5_0X16; return true;
-    case GgmlType::kQ5_1: *to = GgmlType::kQ5_1X16; *repack = RepackQ5_1X16; return true;
-    case GgmlType::kQ4_K: *to = GgmlType::kQ4_KX16; *repack = RepackQ4_KX16; return true;
-    case GgmlType::kQ5_K: *to = GgmlType::kQ5_KX16; *repack = RepackQ5_KX16; return true;
-    case GgmlType::kQ6_K: *to = GgmlType::kQ6_KX16; *repack = RepackQ6_KX16; return true;
-    default: return false;
+    case GgmlType::kQ4_0:
+      *to = GgmlType::kQ4_0X16;
+      *repack = RepackQ4_0X16;
+      return true;
+    case GgmlType::kQ8_0:
+      *to = GgmlType::kQ8_0X16;
+      *repack = RepackQ8_0X16;
+      return true;
+    case GgmlType::kQ4_1:
+      *to = GgmlType::kPQ4_G32Z;
+      *repack = RepackQ4_1X16;
+      return true;  // same values
+    case GgmlType::kQ5_0:
+      *to = GgmlType::kQ5_0X16;
+      *repack = RepackQ5_0X16;
+      return true;
+    case GgmlType::kQ5_1:
+      *to = GgmlType::kQ5_1X16;
+      *repack = RepackQ5_1X16;
+      return true;
+    case GgmlType::kQ4_K:
+      *to = GgmlType::kQ4_KX16;
+      *repack = RepackQ4_KX16;
+      return true;
+    case GgmlType::kQ5_K:
+      *to = GgmlType::kQ5_KX16;
+      *repack = RepackQ5_KX16;
+      return true;
+    case GgmlType::kQ6_K:
+      *to = GgmlType::kQ6_KX16;
+      *repack = RepackQ6_KX16;
+      return true;
+    default:
+      return false;
   }
 }
 
 bool X16FormatOf(GgmlType t, X16Format* f) {
   switch (t) {
     case GgmlType::kQ4_0X16:
-    case GgmlType::kPQ4_G32: *f = {X16Kind::kQ4S, 32}; return true;
-    case GgmlType::kPQ4_G64: *f = {X16Kind::kQ4S, 64}; return true;
-    case GgmlType::kPQ4_G128: *f = {X16Kind::kQ4S, 128}; return true;
-    case GgmlType::kPQ4_G32Z: *f = {X16Kind::kQ4Z, 32}; return true;
-    case GgmlType::kPQ4_G64Z: *f = {X16Kind::kQ4Z, 64}; return true;
-    case GgmlType::kPQ4_G128Z: *f = {X16Kind::kQ4Z, 128}; return true;
-    case GgmlType::kQ8_0X16: *f = {X16Kind::kQ8B, 32}; return true;
-    case GgmlType::kPQ8_C: *f = {X16Kind::kQ8C, 32}; return true;
-    case GgmlType::kPS8_C: *f = {X16Kind::kS8C, 32}; return true;
-    case GgmlType::kQ4_KX16: *f = {X16Kind::kQ4K, kQK_K}; return true;
-    case GgmlType::kQ6_KX16: *f = {X16Kind::kQ6K, kQK_K}; return true;
-    case GgmlType::kQ5_0X16: *f = {X16Kind::kQ5S, kQK}; return true;
-    case GgmlType::kQ5_1X16: *f = {X16Kind::kQ5Z, kQK}; return true;
-    case GgmlType::kQ5_KX16: *f = {X16Kind::kQ5K, kQK_K}; return true;
-    default: return false;
+    case GgmlType::kPQ4_G32:
+      *f = {X16Kind::kQ4S, 32};
+      return true;
+    case GgmlType::kPQ4_G64:
+      *f = {X16Kind::kQ4S, 64};
+      return true;
+    case GgmlType::kPQ4_G128:
+      *f = {X16Kind::kQ4S, 128};
+      return true;
+    case GgmlType::kPQ4_G32Z:
+      *f = {X16Kind::kQ4Z, 32};
+      return true;
+    case GgmlType::kPQ4_G64Z:
+      *f = {X16Kind::kQ4Z, 64};
+      return true;
+    case GgmlType::kPQ4_G128Z:
+      *f = {X16Kind::kQ4Z, 128};
+      return true;
+    case GgmlType::kQ8_0X16:
+      *f = {X16Kind::kQ8B, 32};
+      return true;
+    case GgmlType::kPQ8_C:
+      *f = {X16Kind::kQ8C, 32};
+      return true;
+    case GgmlType::kPS8_C:
+      *f = {X16Kind::kS8C, 32};
+      return true;
+    case GgmlType::kQ4_KX16:
+      *f = {X16Kind::kQ4K, kQK_K};
+      return true;
+    case GgmlType::kQ6_KX16:
+      *f = {X16Kind::kQ6K, kQK_K};
+      return true;
+    case GgmlType::kQ5_0X16:
+      *f = {X16Kind::kQ5S, kQK};
+      return true;
+    case GgmlType::kQ5_1X16:
+      *f = {X16Kind::kQ5Z, kQK};
+      return true;
+    case GgmlType::kQ5_KX16:
+      *f = {X16Kind::kQ5K, kQK_K};
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -227,11 +316,14 @@ struct X16Geometry {  // formats/x16_layout.h, for one format's group size
   size_t GroupStride() const { return header + static_cast<size_t>(blocks_per_group) * block; }
 };
 
-inline size_t Q8Byte(int i, int k) { return 64 * static_cast<size_t>(k / 4) + 4 * static_cast<size_t>(i) + k % 4; }
+inline size_t Q8Byte(int i, int k) {
+  return 64 * static_cast<size_t>(k / 4) + 4 * static_cast<size_t>(i) + k % 4;
+}
 
 }  // namespace
 
-void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q, float* d, float* m) {
+void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q,
+              float* d, float* m) {
   X16Format f{};
   X16FormatOf(type, &f);
   const X16Geometry geo(f);
@@ -272,7 +364,8 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
     const auto sc = static_cast<int8_t>(sg[32 + 64 * (sub / 4) + 4 * row + sub % 4]);
     const uint8_t byte = quants[Q4Byte(row, k)];
     const int lo = k < 16 ? (byte & 15) : (byte >> 4);
-    const int hi = (quants[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
+    const int hi =
+        (quants[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
     *q = (lo | (hi << 4)) - 32;
     *d = Fp16ToFp32(h) * static_cast<float>(sc);
     return;
@@ -294,7 +387,8 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
     const int c = (grp % 2 == 0) ? (code & 15) : (code >> 4);
     *q = 0;
     for (int j = 0; j < 2; ++j) {
-      if (kSparsePairs[c][j] == pos) *q = static_cast<int8_t>(quants[32 + 64 * step + 4 * row + 2 * (grp % 2) + j]);
+      if (kSparsePairs[c][j] == pos)
+        *q = static_cast<int8_t>(quants[32 + 64 * step + 4 * row + 2 * (grp % 2) + j]);
     }
   } else if (f.kind == X16Kind::kQ4S || f.kind == X16Kind::kQ4Z) {
     const uint8_t byte = quants[Q4Byte(row, k)];
@@ -312,11 +406,13 @@ float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int
   return static_cast<float>(q) * d + m;
 }
 
-
-void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, const float* importance, void* dst) {
+void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols,
+                 const float* importance, void* dst) {
   X16Format f{};
   if (!X16FormatOf(type, &f)) Fail("QuantizeX16: %s is not an interleaved type", Traits(type).name);
-  if (!IsPaddockFileType(type)) Fail("QuantizeX16: %s is a load-time layout of a llama.cpp type, not a file type", Traits(type).name);
+  if (!IsPaddockFileType(type))
+    Fail("QuantizeX16: %s is a load-time layout of a llama.cpp type, not a file type",
+         Traits(type).name);
   const X16Geometry geo(f);
   const size_t group_bytes = static_cast<size_t>(kX16Rows) * RowBytes(Traits(type), cols);
   auto* out = static_cast<uint8_t*>(dst);
@@ -338,10 +434,13 @@ void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, co
           }
           int best = 0;
           for (int code = 1; code < 6; ++code) {
-            if (score[kSparsePairs[code][0]] + score[kSparsePairs[code][1]] > score[kSparsePairs[best][0]] + score[kSparsePairs[best][1]]) best = code;
+            if (score[kSparsePairs[code][0]] + score[kSparsePairs[code][1]] >
+                score[kSparsePairs[best][0]] + score[kSparsePairs[best][1]])
+              best = code;
           }
           codes[static_cast<size_t>(g4)] = static_cast<uint8_t>(best);
-          for (int j = 0; j < 2; ++j) amax = std::max(amax, std::fabs(x[4 * g4 + kSparsePairs[best][j]]));
+          for (int j = 0; j < 2; ++j)
+            amax = std::max(amax, std::fabs(x[4 * g4 + kSparsePairs[best][j]]));
         }
         const float row_d = amax / 127.0f, id = row_d != 0 ? 1.0f / row_d : 0.0f;
         std::memcpy(grp + 4 * i, &row_d, 4);
@@ -357,7 +456,8 @@ void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, co
               for (int j = 0; j < 2; ++j) {
                 const int q = Level(x[4 * g4 + kSparsePairs[code][j]] * id, -127, 127);
                 sum += q;
-                blk[32 + 64 * step + 4 * i + 2 * half + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+                blk[32 + 64 * step + 4 * i + 2 * half + j] =
+                    static_cast<uint8_t>(static_cast<int8_t>(q));
               }
             }
             blk[X16LayoutOf(X16Kind::kS8C).extra + 4 * i + step] = code_byte;
@@ -387,7 +487,9 @@ void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols, co
           }
           const float id = d != 0 ? 1.0f / d : 0.0f;
           uint8_t* quants = sg + geo.header;
-          for (int k = 0; k < kQK; ++k) quants[Q8Byte(i, k)] = static_cast<uint8_t>(Level(x[b * kQK + k] * id, -127, 127) + 128);
+          for (int k = 0; k < kQK; ++k)
+            quants[Q8Byte(i, k)] =
+                static_cast<uint8_t>(Level(x[b * kQK + k] * id, -127, 127) + 128);
         }
         continue;
       }
@@ -420,12 +522,14 @@ void DequantizeMatrix(GgmlType type, const uint8_t* data, int64_t rows, int64_t 
   const size_t rb = RowBytes(tr, cols);
   if (!IsX16(type)) {
     if (tr.to_float == nullptr) Fail("cannot dequantize type %s", tr.name);
-    for (int64_t r = 0; r < rows; ++r) tr.to_float(data + static_cast<size_t>(r) * rb, out + r * cols, cols);
+    for (int64_t r = 0; r < rows; ++r)
+      tr.to_float(data + static_cast<size_t>(r) * rb, out + r * cols, cols);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* grp = data + static_cast<size_t>(r / kX16Rows) * kX16Rows * rb;
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = X16Element(type, grp, cols, static_cast<int>(r % kX16Rows), c);
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = X16Element(type, grp, cols, static_cast<int>(r % kX16Rows), c);
   }
 }
 }  // namespace paddock

@@ -33,20 +33,32 @@ constexpr bool X16HasMin(X16Kind k) {
   return k == X16Kind::kQ4Z || k == X16Kind::kQ5Z || k == X16Kind::kQ4K || k == X16Kind::kQ5K;
 }
 // k-quant super-block header (6-bit scales and mins per 32 elements).
-constexpr bool X16IsK(X16Kind k) { return k == X16Kind::kQ4K || k == X16Kind::kQ5K; }
+constexpr bool X16IsK(X16Kind k) {
+  return k == X16Kind::kQ4K || k == X16Kind::kQ5K;
+}
 
 constexpr X16Layout X16LayoutOf(X16Kind k) {
   switch (k) {
-    case X16Kind::kQ4S: return {0, 32, 256, 0, 0};      // 16 fp16 d | nibbles
-    case X16Kind::kQ4Z: return {0, 64, 256, 0, 0};      // 16 fp16 d, 16 fp16 m | nibbles
-    case X16Kind::kQ5S: return {0, 32, 320, 0, 256};    // d | nibbles, 5th bits
-    case X16Kind::kQ5Z: return {0, 64, 320, 0, 256};    // d, m | nibbles, 5th bits
-    case X16Kind::kQ8B: return {0, 32, 512, 0, 0};      // d | int8 + 128
-    case X16Kind::kQ8C: return {64, 0, 512, 0, 0};      // row scales | int8 + 128
-    case X16Kind::kS8C: return {64, 0, 352, 32, 288};   // row scales | sums, 4 of 8, codes
-    case X16Kind::kQ4K: return {0, 256, 256, 0, 0};     // d, dmin, 12 scale bytes | nibbles
-    case X16Kind::kQ5K: return {0, 256, 320, 0, 256};   // as Q4_K | nibbles, 5th bits
-    case X16Kind::kQ6K: return {0, 288, 384, 0, 256};   // d, int8 scales | nibbles, high bits
+    case X16Kind::kQ4S:
+      return {0, 32, 256, 0, 0};  // 16 fp16 d | nibbles
+    case X16Kind::kQ4Z:
+      return {0, 64, 256, 0, 0};  // 16 fp16 d, 16 fp16 m | nibbles
+    case X16Kind::kQ5S:
+      return {0, 32, 320, 0, 256};  // d | nibbles, 5th bits
+    case X16Kind::kQ5Z:
+      return {0, 64, 320, 0, 256};  // d, m | nibbles, 5th bits
+    case X16Kind::kQ8B:
+      return {0, 32, 512, 0, 0};  // d | int8 + 128
+    case X16Kind::kQ8C:
+      return {64, 0, 512, 0, 0};  // row scales | int8 + 128
+    case X16Kind::kS8C:
+      return {64, 0, 352, 32, 288};  // row scales | sums, 4 of 8, codes
+    case X16Kind::kQ4K:
+      return {0, 256, 256, 0, 0};  // d, dmin, 12 scale bytes | nibbles
+    case X16Kind::kQ5K:
+      return {0, 256, 320, 0, 256};  // as Q4_K | nibbles, 5th bits
+    case X16Kind::kQ6K:
+      return {0, 288, 384, 0, 256};  // d, int8 scales | nibbles, high bits
   }
   return {0, 0, 0, 0, 0};
 }

@@ -13,8 +13,8 @@ namespace paddock {
 
 template <class Dot, class Axpy, class Scale>
 inline void AttendImpl(Dot dot, Axpy axpy, Scale scale_row, const float* q, int n_q,
-                       const KvRowsRef& k, const KvRowsRef& v, int start, int end, int g,
-                       int n_kv, int hd, float scale, float softcap, float* out, float* scratch,
+                       const KvRowsRef& k, const KvRowsRef& v, int start, int end, int g, int n_kv,
+                       int hd, float scale, float softcap, float* out, float* scratch,
                        bool normalize = true) {
   float* m = scratch;        // running max per head
   float* l = scratch + n_q;  // running sum of exp(s - m) per head

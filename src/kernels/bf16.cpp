@@ -23,7 +23,8 @@ namespace {
 constexpr int kRows = 4, kTokens = 4;
 
 template <int R, int T>
-void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldx, float* y, int64_t ldy) {
+void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldx, float* y,
+          int64_t ldy) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -31,7 +32,8 @@ void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t
   int64_t i = 0;
   for (; i + 32 <= cols; i += 32) {
     __m512bh xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * ldx + i));
+    for (int t = 0; t < T; ++t)
+      xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * ldx + i));
     for (int r = 0; r < R; ++r) {
       const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + r * rb + 2 * i));
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
@@ -48,7 +50,8 @@ void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t
 }
 
 template <int T>
-void Rows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb, int64_t ldx, float* y, int64_t ldy) {
+void Rows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb, int64_t ldx,
+          float* y, int64_t ldy) {
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) Tile<kRows, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
   for (; r < rows; ++r) Tile<1, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
@@ -66,20 +69,32 @@ void ToBf16(const float* x, int64_t n, uint16_t* out) {
 
 }  // namespace
 
-void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok, float* y, int64_t ldy) {
+void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
+                 float* y, int64_t ldy) {
   // The activations of one token tile as bf16, in a buffer that grows once per thread.
   thread_local std::vector<uint16_t> buf;
   const auto* wb = static_cast<const uint8_t*>(w);
   for (int t0 = 0; t0 < n_tok; t0 += kTokens) {
     const int T = n_tok - t0 < kTokens ? n_tok - t0 : kTokens;
-    if (buf.size() < static_cast<size_t>(T) * static_cast<size_t>(cols)) buf.resize(static_cast<size_t>(kTokens) * static_cast<size_t>(cols));
-    for (int t = 0; t < T; ++t) ToBf16(x + static_cast<int64_t>(t0 + t) * cols, cols, buf.data() + static_cast<size_t>(t) * cols);
+    if (buf.size() < static_cast<size_t>(T) * static_cast<size_t>(cols))
+      buf.resize(static_cast<size_t>(kTokens) * static_cast<size_t>(cols));
+    for (int t = 0; t < T; ++t)
+      ToBf16(x + static_cast<int64_t>(t0 + t) * cols, cols,
+             buf.data() + static_cast<size_t>(t) * cols);
     float* yt = y + static_cast<int64_t>(t0) * ldy;
     switch (T) {
-      case 4: Rows<4>(wb, rb, cols, rows, buf.data(), cols, yt, ldy); break;
-      case 3: Rows<3>(wb, rb, cols, rows, buf.data(), cols, yt, ldy); break;
-      case 2: Rows<2>(wb, rb, cols, rows, buf.data(), cols, yt, ldy); break;
-      default: Rows<1>(wb, rb, cols, rows, buf.data(), cols, yt, ldy); break;
+      case 4:
+        Rows<4>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        break;
+      case 3:
+        Rows<3>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        break;
+      case 2:
+        Rows<2>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        break;
+      default:
+        Rows<1>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        break;
     }
   }
 }

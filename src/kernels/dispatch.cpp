@@ -9,7 +9,8 @@ namespace {
 // What every table shares: the row unit of each weight type, and a GEMV for every readable type.
 KernelTable Finish(KernelTable k) {
   SetGenericGemv(&k);
-  for (int t = 0; t < kGgmlTypeCount; ++t) k.row_unit[t] = IsX16(static_cast<GgmlType>(t)) ? kX16Rows : 1;
+  for (int t = 0; t < kGgmlTypeCount; ++t)
+    k.row_unit[t] = IsX16(static_cast<GgmlType>(t)) ? kX16Rows : 1;
   return k;
 }
 KernelTable Avx512(Prefetch prefetch) {
@@ -27,15 +28,18 @@ const KernelTable& GetKernels(Isa isa, Prefetch prefetch) {
   if (pf < 0 || pf > 2) Fail("unknown prefetch mode %d", pf);
   switch (isa) {
     case Isa::kAvx512: {
-      static const KernelTable t[3] = {Avx512(Prefetch::kOff), Avx512(Prefetch::kAuto), Avx512(Prefetch::kAll)};
+      static const KernelTable t[3] = {Avx512(Prefetch::kOff), Avx512(Prefetch::kAuto),
+                                       Avx512(Prefetch::kAll)};
       return t[pf];
     }
     case Isa::kAvx2: {
-      static const KernelTable t[3] = {Finish(avx2::MakeTable(Prefetch::kOff)), Finish(avx2::MakeTable(Prefetch::kAuto)),
+      static const KernelTable t[3] = {Finish(avx2::MakeTable(Prefetch::kOff)),
+                                       Finish(avx2::MakeTable(Prefetch::kAuto)),
                                        Finish(avx2::MakeTable(Prefetch::kAll))};
       return t[pf];
     }
-    case Isa::kScalar: break;
+    case Isa::kScalar:
+      break;
   }
   static const KernelTable t = Finish(MakeScalarTable());
   return t;

@@ -20,15 +20,15 @@
 namespace paddock {
 
 // y[r] = dot(row r of w, x) for r in [0, rows). `row_bytes` is the stride between rows.
-using GemvFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
-                        const float* x, float* y);
+using GemvFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                        float* y);
 
 // Activations quantized to int8 in blocks of 32 (kQK): the operand of the integer GEMV kernels.
 // Per block: scale d (x ~= d * q) and d * sum(q) (for zero-point corrections).
 struct ActQ8 {
-  const int8_t* qs = nullptr;   // (n)
-  const float* d = nullptr;     // (n / 32)
-  const float* ds = nullptr;     // (n / 32) d * sum(q): the block sum, scaled
+  const int8_t* qs = nullptr;  // (n)
+  const float* d = nullptr;    // (n / 32)
+  const float* ds = nullptr;   // (n / 32) d * sum(q): the block sum, scaled
 
   // Token t of a batch whose tokens have `cols` elements each.
   ActQ8 Token(int64_t t, int64_t cols) const {
@@ -41,8 +41,8 @@ struct ActQ8 {
 };
 
 // Several tokens with float activations: y[t * ldy + r] = dot(row r of w, x + t * cols).
-using GemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
-                        const float* x, int n_tok, float* y, int64_t ldy);
+using GemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                        int n_tok, float* y, int64_t ldy);
 
 // Like GemvFn, with the activation vector quantized (cols a multiple of 32).
 using GemvQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
@@ -63,7 +63,8 @@ struct KvRowsRef {
   KvDtype type = KvDtype::kF32;
   const uint8_t* Row(int t) const {
     return base + (static_cast<size_t>(table[t / block_size]) * static_cast<size_t>(block_size) +
-                   static_cast<size_t>(t % block_size)) * row_bytes;
+                   static_cast<size_t>(t % block_size)) *
+                      row_bytes;
   }
 };
 
@@ -78,14 +79,16 @@ struct KvRowsRef {
 constexpr int kAttnTile = 32;
 constexpr int kAttnMaxRows = 16;
 inline size_t AttendScratchFloats(int hd) {
-  return static_cast<size_t>(hd) * (2 * kAttnMaxRows + 2 * kAttnTile) + kAttnTile * kAttnMaxRows + 64;
+  return static_cast<size_t>(hd) * (2 * kAttnMaxRows + 2 * kAttnTile) + kAttnTile * kAttnMaxRows +
+         64;
 }
 using AttendRowsFn = void (*)(const float* const* q_rows, float* const* out_rows, int n_rows,
                               const int* lo, const int* hi, const KvRowsRef& k, const KvRowsRef& v,
                               int g, int n_kv, int hd, float scale, float softcap, float* scratch,
                               float* ml);
 // Merges `parts` partial results of one row (unnormalized out + (max, sum) each) into `out`.
-inline void MergeAttention(const float* const* outs, const float* const* mls, int parts, int hd, float* out) {
+inline void MergeAttention(const float* const* outs, const float* const* mls, int parts, int hd,
+                           float* out) {
   float m = -1e30f;
   for (int p = 0; p < parts; ++p) m = mls[p][0] > m ? mls[p][0] : m;
   float l = 0;
@@ -108,7 +111,9 @@ inline void MergeAttention(const float* const* outs, const float* const* mls, in
 constexpr size_t kWeightPrefetchBytes = 4096;
 enum class Prefetch : int { kOff = 0, kAuto = 1, kAll = 2 };
 // The interleaved kinds that prefetch under kAuto.
-constexpr bool PrefetchesByDefault(X16Kind k) { return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K; }
+constexpr bool PrefetchesByDefault(X16Kind k) {
+  return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K;
+}
 
 struct KernelTable {
   Isa isa;
@@ -140,7 +145,8 @@ struct KernelTable {
   // out = x / rms(x) * w  (w may alias nothing; out may alias x)
   void (*rmsnorm)(float* out, const float* x, const float* w, int64_t n, float eps);
   // LayerNorm: (x - mean) / sqrt(var + eps) * w + b (b may be null). out may equal x.
-  void (*layernorm)(float* out, const float* x, const float* w, const float* b, int64_t n, float eps);
+  void (*layernorm)(float* out, const float* x, const float* w, const float* b, int64_t n,
+                    float eps);
   // x = softmax(x), max-subtracted
   void (*softmax)(float* x, int64_t n);
   // g = silu(g) * u
@@ -163,16 +169,19 @@ struct KernelTable {
   // bytes written do not depend on the ISA.
   void (*kv_store[kKvDtypeCount])(uint8_t* row, const float* src, int n_heads, int head_dim);
   // dot(q, head `head` of row)
-  float (*kv_dot[kKvDtypeCount])(const float* q, const uint8_t* row, int head, int n_heads, int head_dim);
+  float (*kv_dot[kKvDtypeCount])(const float* q, const uint8_t* row, int head, int n_heads,
+                                 int head_dim);
   // y += a * head `head` of row
-  void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads, int head_dim);
+  void (*kv_axpy[kKvDtypeCount])(float* y, float a, const uint8_t* row, int head, int n_heads,
+                                 int head_dim);
   AttendRowsFn attend_rows;
 };
-
 
 // The table for `isa` (which the CPU must support), with the given weight prefetch.
 const KernelTable& GetKernels(Isa isa, Prefetch prefetch = Prefetch::kAuto);
 // The reference table.
-inline const KernelTable& ReferenceKernels() { return GetKernels(Isa::kScalar); }
+inline const KernelTable& ReferenceKernels() {
+  return GetKernels(Isa::kScalar);
+}
 
 }  // namespace paddock

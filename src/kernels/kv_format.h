@@ -34,7 +34,8 @@ KvDtype ParseKvDtype(std::string_view name);
 
 // True if heads of this type and size are stored Hadamard-rotated.
 inline bool KvRotated(KvDtype t, int head_dim) {
-  return (t == KvDtype::kI8 || t == KvDtype::kI4) && head_dim >= 2 && (head_dim & (head_dim - 1)) == 0;
+  return (t == KvDtype::kI8 || t == KvDtype::kI4) && head_dim >= 2 &&
+         (head_dim & (head_dim - 1)) == 0;
 }
 // In-place normalized Walsh-Hadamard transform of n (a power of two) floats.
 void Hadamard(float* x, int n);

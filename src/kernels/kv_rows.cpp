@@ -1,11 +1,12 @@
 // KV row encoders (quantize on write) and the scalar reference decoders.
+#include "kernels/kv_rows.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "base/half.h"
 #include "kernels/attend_impl.h"
-#include "kernels/kv_rows.h"
 #include "kernels/tables.h"
 
 namespace paddock {
@@ -35,7 +36,7 @@ void StoreI8(uint8_t* row, const float* src, int nh, int hd) {
     for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
     float best_d = amax / 127.0f, best_err = -1;
     for (int c = 0; c < 16 && amax > 0; ++c) {
-      const float d = amax / (127.0f + 0.5f * static_cast<float>(c)) ;
+      const float d = amax / (127.0f + 0.5f * static_cast<float>(c));
       float err = 0;
       for (int i = 0; i < hd; ++i) {
         const float r = std::clamp(std::nearbyint(x[i] / d), -127.0f, 127.0f);
@@ -109,17 +110,20 @@ void RefAxpyT(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
 
 }  // namespace
 
-void KvDecodeHead(KvDtype t, const uint8_t* row, int head, int nh, int hd, int begin, int n, float* out) {
+void KvDecodeHead(KvDtype t, const uint8_t* row, int head, int nh, int hd, int begin, int n,
+                  float* out) {
   const int off = head * hd + begin;
   switch (t) {
     case KvDtype::kF32:
       std::memcpy(out, reinterpret_cast<const float*>(row) + off, sizeof(float) * n);
       return;
     case KvDtype::kF16:
-      for (int i = 0; i < n; ++i) out[i] = Fp16ToFp32(reinterpret_cast<const uint16_t*>(row)[off + i]);
+      for (int i = 0; i < n; ++i)
+        out[i] = Fp16ToFp32(reinterpret_cast<const uint16_t*>(row)[off + i]);
       return;
     case KvDtype::kBF16:
-      for (int i = 0; i < n; ++i) out[i] = Bf16ToFp32(reinterpret_cast<const uint16_t*>(row)[off + i]);
+      for (int i = 0; i < n; ++i)
+        out[i] = Bf16ToFp32(reinterpret_cast<const uint16_t*>(row)[off + i]);
       return;
     case KvDtype::kI8: {
       float d;
@@ -165,16 +169,21 @@ void SetKvStoreKernels(KernelTable* t) {
   t->kv_store[static_cast<int>(KvDtype::kI4)] = StoreRotated<StoreI4, KvDtype::kI4>;
 }
 
-void RefAttendImpl(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start, int end,
-                   int g, int n_kv, int hd, float scale, float softcap, float* out, float* scratch, bool normalize) {
-  auto dot = [&](const float* qh, const uint8_t* row, int gg, int nk, int d) { return RefKvDot(k.type, qh, row, gg, nk, d); };
-  auto axpy = [&](float* y, float a, const uint8_t* row, int gg, int nk, int d) { RefKvAxpy(v.type, y, a, row, gg, nk, d); };
+void RefAttendImpl(const float* q, int n_q, const KvRowsRef& k, const KvRowsRef& v, int start,
+                   int end, int g, int n_kv, int hd, float scale, float softcap, float* out,
+                   float* scratch, bool normalize) {
+  auto dot = [&](const float* qh, const uint8_t* row, int gg, int nk, int d) {
+    return RefKvDot(k.type, qh, row, gg, nk, d);
+  };
+  auto axpy = [&](float* y, float a, const uint8_t* row, int gg, int nk, int d) {
+    RefKvAxpy(v.type, y, a, row, gg, nk, d);
+  };
   auto scale_row = [](float* y, float c, int n) {
     for (int i = 0; i < n; ++i) y[i] *= c;
   };
-  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out, scratch, normalize);
+  AttendImpl(dot, axpy, scale_row, q, n_q, k, v, start, end, g, n_kv, hd, scale, softcap, out,
+             scratch, normalize);
 }
-
 
 // One row at a time through the reference single-pass loop.
 void RefAttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
@@ -189,7 +198,8 @@ void RefAttendRows(const float* const* q_rows, float* const* out_rows, int n_row
       }
       continue;
     }
-    RefAttendImpl(q_rows[r], 1, k, v, lo[r], hi[r], g, n_kv, hd, scale, softcap, out_rows[r], scratch, ml == nullptr);
+    RefAttendImpl(q_rows[r], 1, k, v, lo[r], hi[r], g, n_kv, hd, scale, softcap, out_rows[r],
+                  scratch, ml == nullptr);
     if (ml != nullptr) {
       ml[2 * r] = scratch[0];
       ml[2 * r + 1] = scratch[1];

@@ -1,11 +1,10 @@
 // Scalar reference kernels: straightforward loops, double accumulation where it matters.
 #include <array>
-#include <utility>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "base/half.h"
-
 #include "kernels/kernels.h"
 #include "kernels/kv_rows.h"
 #include "kernels/tables.h"
@@ -108,7 +107,8 @@ void RefGemvSplit(const void* w, size_t row_bytes, int64_t cols, int64_t rows, c
     double s = 0;
     for (int64_t b = 0; b < nb; ++b) {
       double dot = 0;
-      for (int j = 0; j < kQK; ++j) dot += static_cast<double>(SplitQuant<kQ4>(row + 2 * nb, b, j)) * x[b * kQK + j];
+      for (int j = 0; j < kQK; ++j)
+        dot += static_cast<double>(SplitQuant<kQ4>(row + 2 * nb, b, j)) * x[b * kQK + j];
       s += Fp16ToFp32(sc[b]) * dot;
     }
     y[r] = static_cast<float>(s);
@@ -140,18 +140,21 @@ inline const uint8_t* X16Group(const void* w, size_t row_bytes, int64_t r) {
 }
 
 template <GgmlType T>
-void RefGemvX16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x, float* y) {
+void RefGemvX16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
+                float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* g = X16Group(w, row_bytes, r);
     double s = 0;
-    for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(X16Element(T, g, cols, static_cast<int>(r % kX16Rows), c)) * x[c];
+    for (int64_t c = 0; c < cols; ++c)
+      s += static_cast<double>(X16Element(T, g, cols, static_cast<int>(r % kX16Rows), c)) * x[c];
     y[r] = static_cast<float>(s);
   }
 }
 
 // Int8 activations: exact integer dot per block, scales (and minimums) applied in double.
 template <GgmlType T>
-void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x, float* y) {
+void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
+                  float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const int i = static_cast<int>(r % kX16Rows);
     const uint8_t* g = X16Group(w, row_bytes, r);
@@ -166,7 +169,8 @@ void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, c
           X16Quant(T, g, cols, i, b * kQK + k, &q, &d, &m);
           dot += q * x.qs[b * kQK + k];
         }
-        acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot + (h == 1 ? static_cast<double>(m) * x.ds[b] : 0.0);
+        acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot +
+               (h == 1 ? static_cast<double>(m) * x.ds[b] : 0.0);
       }
     }
     y[r] = static_cast<float>(acc);
@@ -178,7 +182,8 @@ void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, c
 void RefGemvQ8Q4_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
                    float* y) {
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes);
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) +
+                                                         static_cast<size_t>(r) * row_bytes);
     double acc = 0;
     for (int64_t i = 0; i < cols / kQK_K; ++i) {
       const double d = Fp16ToFp32(blk[i].d), dmin = Fp16ToFp32(blk[i].dmin);
@@ -193,7 +198,8 @@ void RefGemvQ8Q4_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, 
             const int q = half ? (blk[i].qs[32 * c + l] >> 4) : (blk[i].qs[32 * c + l] & 15);
             dot += q * x.qs[xb * kQK + l];
           }
-          acc += d * sc * static_cast<double>(x.d[xb]) * dot - dmin * m * static_cast<double>(x.ds[xb]);
+          acc += d * sc * static_cast<double>(x.d[xb]) * dot -
+                 dmin * m * static_cast<double>(x.ds[xb]);
         }
       }
     }
@@ -206,7 +212,8 @@ void RefGemvQ8Q4_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, 
 void RefGemvQ8Q6_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const ActQ8& x,
                    float* y) {
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes);
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) +
+                                                         static_cast<size_t>(r) * row_bytes);
     double acc = 0;
     for (int64_t i = 0; i < cols / kQK_K; ++i) {
       const double d = Fp16ToFp32(blk[i].d);
@@ -230,7 +237,8 @@ void RefGemvQ8Q6_K(const void* w, size_t row_bytes, int64_t cols, int64_t rows, 
 template <GemvFn Gemv>
 void RefGemmFloat(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
                   int n_tok, float* y, int64_t ldy) {
-  for (int t = 0; t < n_tok; ++t) Gemv(w, row_bytes, cols, rows, x + static_cast<int64_t>(t) * cols, y + t * ldy);
+  for (int t = 0; t < n_tok; ++t)
+    Gemv(w, row_bytes, cols, rows, x + static_cast<int64_t>(t) * cols, y + t * ldy);
 }
 
 // BF16 weights x activations rounded to bf16 (nearest even): exact products, double sums.
@@ -238,9 +246,11 @@ void RefGemmBf16Dot(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
                     int n_tok, float* y, int64_t ldy) {
   for (int t = 0; t < n_tok; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
-      const auto* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes);
+      const auto* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) +
+                                                          static_cast<size_t>(r) * row_bytes);
       double s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(Bf16ToFp32(row[c])) * Bf16ToFp32(Fp32ToBf16(x[t * cols + c]));
+      for (int64_t c = 0; c < cols; ++c)
+        s += static_cast<double>(Bf16ToFp32(row[c])) * Bf16ToFp32(Fp32ToBf16(x[t * cols + c]));
       y[t * ldy + r] = static_cast<float>(s);
     }
   }
@@ -260,13 +270,15 @@ void RefRmsNorm(float* out, const float* x, const float* w, int64_t n, float eps
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * inv * w[i]);
 }
 
-void RefLayerNorm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+void RefLayerNorm(float* out, const float* x, const float* w, const float* b, int64_t n,
+                  float eps) {
   double mean = 0, var = 0;
   for (int64_t i = 0; i < n; ++i) mean += x[i];
   mean /= static_cast<double>(n);
   for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
   const double inv = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * inv * w[i] + (b != nullptr ? b[i] : 0.0));
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>((x[i] - mean) * inv * w[i] + (b != nullptr ? b[i] : 0.0));
 }
 
 void RefSoftmax(float* x, int64_t n) {
@@ -289,10 +301,13 @@ void RefSiluMul(float* g, const float* u, int64_t n) {
 }
 
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-double RefGelu(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double RefGelu(double x) {
+  return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
 
 void RefGeluMul(float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(RefGelu(g[i]) * (u != nullptr ? u[i] : 1.0));
+  for (int64_t i = 0; i < n; ++i)
+    g[i] = static_cast<float>(RefGelu(g[i]) * (u != nullptr ? u[i] : 1.0));
 }
 
 void RefAdd(float* y, const float* x, int64_t n) {
@@ -303,8 +318,8 @@ void RefAxpy(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void RefRope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos,
-             const float* sin, bool half_split) {
+void RefRope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+             bool half_split) {
   const int half = rope_dim / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
@@ -338,7 +353,8 @@ void SetGenericGemv(KernelTable* t) {
   static constexpr auto kAll = GenericGemvs(std::make_index_sequence<kGgmlTypeCount>());
   for (int i = 0; i < kGgmlTypeCount; ++i) {
     const TypeTraits* tr = FindTypeTraits(static_cast<uint32_t>(i));
-    if (t->gemv[i] == nullptr && tr != nullptr && tr->to_float != nullptr) t->gemv[i] = kAll[static_cast<size_t>(i)];
+    if (t->gemv[i] == nullptr && tr != nullptr && tr->to_float != nullptr)
+      t->gemv[i] = kAll[static_cast<size_t>(i)];
   }
 }
 

@@ -11,9 +11,14 @@ KernelTable MakeScalarTable();
 void SetGenericGemv(KernelTable* t);
 // Fills the kv_store entries (shared by every table).
 void SetKvStoreKernels(KernelTable* t);
-namespace avx2 { KernelTable MakeTable(Prefetch prefetch); }
-namespace avx512 { KernelTable MakeTable(Prefetch prefetch); }
+namespace avx2 {
+KernelTable MakeTable(Prefetch prefetch);
+}
+namespace avx512 {
+KernelTable MakeTable(Prefetch prefetch);
+}
 namespace avx512bf16 {
-void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok, float* y, int64_t ldy);
+void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
+                 float* y, int64_t ldy);
 }
 }  // namespace paddock

@@ -27,20 +27,29 @@ BlockPool::BlockPool(int32_t num_blocks, int block_size) : block_size_(block_siz
 }
 
 void BlockPool::RequireIdle(const char* op) const {
-  if (in_step_) Fail("KV block pool: %s during an engine step (ownership may change only between steps)", op);
+  if (in_step_)
+    Fail("KV block pool: %s during an engine step (ownership may change only between steps)", op);
 }
 
 void BlockPool::BeginStep() {
   if (in_step_) Fail("KV block pool: step already in progress");
   in_step_ = true;
 }
-void BlockPool::EndStep() { in_step_ = false; }
+void BlockPool::EndStep() {
+  in_step_ = false;
+}
 
 void BlockPool::ListRemove(int32_t id) {
   const size_t i = static_cast<size_t>(id);
   const int32_t p = prev_[i], n = next_[i];
-  if (p >= 0) next_[static_cast<size_t>(p)] = n; else head_ = n;
-  if (n >= 0) prev_[static_cast<size_t>(n)] = p; else tail_ = p;
+  if (p >= 0)
+    next_[static_cast<size_t>(p)] = n;
+  else
+    head_ = n;
+  if (n >= 0)
+    prev_[static_cast<size_t>(n)] = p;
+  else
+    tail_ = p;
   prev_[i] = next_[i] = -1;
   on_list_[i] = 0;
   --num_free_;
@@ -50,7 +59,10 @@ void BlockPool::ListPushFront(int32_t id) {
   const size_t i = static_cast<size_t>(id);
   prev_[i] = -1;
   next_[i] = head_;
-  if (head_ >= 0) prev_[static_cast<size_t>(head_)] = id; else tail_ = id;
+  if (head_ >= 0)
+    prev_[static_cast<size_t>(head_)] = id;
+  else
+    tail_ = id;
   head_ = id;
   on_list_[i] = 1;
   ++num_free_;
@@ -60,7 +72,10 @@ void BlockPool::ListPushBack(int32_t id) {
   const size_t i = static_cast<size_t>(id);
   next_[i] = -1;
   prev_[i] = tail_;
-  if (tail_ >= 0) next_[static_cast<size_t>(tail_)] = id; else head_ = id;
+  if (tail_ >= 0)
+    next_[static_cast<size_t>(tail_)] = id;
+  else
+    head_ = id;
   tail_ = id;
   on_list_[i] = 1;
   ++num_free_;
@@ -102,14 +117,18 @@ void BlockPool::Release(int32_t id) {
   int32_t& r = ref_[static_cast<size_t>(id)];
   if (r <= 0) Fail("KV block pool: Release of free block %d", id);
   if (--r == 0) {
-    if (has_hash_[static_cast<size_t>(id)]) ListPushBack(id); else ListPushFront(id);
+    if (has_hash_[static_cast<size_t>(id)])
+      ListPushBack(id);
+    else
+      ListPushFront(id);
   }
 }
 
 uint64_t BlockPool::HashBlock(uint64_t parent, const int32_t* tokens, int n) {
   uint64_t h = parent ^ 0x9E3779B97F4A7C15ull;
   for (int i = 0; i < n; ++i) {
-    h ^= static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) + 0x9E3779B97F4A7C15ull +
+         (h << 6) + (h >> 2);
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 31;
   }
@@ -119,7 +138,8 @@ uint64_t BlockPool::HashBlock(uint64_t parent, const int32_t* tokens, int n) {
 bool BlockPool::Matches(int32_t id, uint64_t hash, uint64_t parent, const int32_t* tokens) const {
   const size_t i = static_cast<size_t>(id);
   return hash_[i] == hash && parent_[i] == parent &&
-         std::memcmp(&tokens_[i * static_cast<size_t>(block_size_)], tokens, sizeof(int32_t) * static_cast<size_t>(block_size_)) == 0;
+         std::memcmp(&tokens_[i * static_cast<size_t>(block_size_)], tokens,
+                     sizeof(int32_t) * static_cast<size_t>(block_size_)) == 0;
 }
 
 int32_t BlockPool::Lookup(uint64_t hash, uint64_t parent, const int32_t* tokens) {
@@ -145,7 +165,8 @@ void BlockPool::Register(int32_t id, uint64_t hash, uint64_t parent, const int32
   has_hash_[i] = 1;
   hash_[i] = hash;
   parent_[i] = parent;
-  std::memcpy(&tokens_[i * static_cast<size_t>(block_size_)], tokens, sizeof(int32_t) * static_cast<size_t>(block_size_));
+  std::memcpy(&tokens_[i * static_cast<size_t>(block_size_)], tokens,
+              sizeof(int32_t) * static_cast<size_t>(block_size_));
   int32_t& head = buckets_[Bucket(hash)];
   bucket_next_[i] = head;
   head = id;
@@ -162,14 +183,16 @@ void BlockPool::CheckInvariants() const {
   for (int32_t id = head_, prev = -1; id >= 0; prev = id, id = next_[static_cast<size_t>(id)]) {
     const size_t i = static_cast<size_t>(id);
     if (prev_[i] != prev) Fail("KV invariant: broken free-list link at block %d", id);
-    if (ref_[i] != 0) Fail("KV invariant: block %d is on the free list with %d references", id, ref_[i]);
+    if (ref_[i] != 0)
+      Fail("KV invariant: block %d is on the free list with %d references", id, ref_[i]);
     if (++count > num_blocks()) Fail("KV invariant: free list has a cycle");
   }
   if (count != num_free_) Fail("KV invariant: free count %d, list holds %d", num_free_, count);
   for (int32_t id = 1; id < num_blocks(); ++id) {
     const size_t i = static_cast<size_t>(id);
     if (ref_[i] < 0) Fail("KV invariant: block %d has a negative count", id);
-    if ((ref_[i] == 0) != (on_list_[i] != 0)) Fail("KV invariant: block %d has %d references but listed=%d", id, ref_[i], on_list_[i]);
+    if ((ref_[i] == 0) != (on_list_[i] != 0))
+      Fail("KV invariant: block %d has %d references but listed=%d", id, ref_[i], on_list_[i]);
   }
   if (ref_[0] < 1) Fail("KV invariant: the null block was released");
 }

@@ -19,9 +19,9 @@
 namespace paddock {
 
 struct PrefixCacheStats {
-  int64_t queries = 0;     // block lookups
+  int64_t queries = 0;  // block lookups
   int64_t hits = 0;
-  int64_t evictions = 0;   // cached blocks reused for new content
+  int64_t evictions = 0;  // cached blocks reused for new content
 };
 
 class BlockPool {
@@ -33,7 +33,7 @@ class BlockPool {
 
   int32_t num_blocks() const { return static_cast<int32_t>(ref_.size()); }
   int block_size() const { return block_size_; }
-  int32_t num_free() const { return num_free_; }       // free list length (incl. cached)
+  int32_t num_free() const { return num_free_; }  // free list length (incl. cached)
   int32_t num_used() const { return num_blocks() - 1 - num_free_; }
 
   // Pops the head of the free list (evicting its cached prefix if any); -1 if none is free.

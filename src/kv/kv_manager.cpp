@@ -22,7 +22,8 @@ int ParseLayerIndex(const std::string& s, int n_layers, const std::string& entry
   char* end = nullptr;
   const long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || v < 0 || v >= n_layers) {
-    Fail("--kv-layer-types: bad layer '%s' in '%s' (the model has layers 0-%d)", s.c_str(), entry.c_str(), n_layers - 1);
+    Fail("--kv-layer-types: bad layer '%s' in '%s' (the model has layers 0-%d)", s.c_str(),
+         entry.c_str(), n_layers - 1);
   }
   return static_cast<int>(v);
 }
@@ -42,7 +43,8 @@ void ParseKvLayerTypes(const std::string& spec, int n_layers, std::vector<KvDtyp
       continue;
     }
     const size_t eq = entry.find('=');
-    if (eq == std::string::npos) Fail("--kv-layer-types: entry '%s' is not LAYERS=TYPE", entry.c_str());
+    if (eq == std::string::npos)
+      Fail("--kv-layer-types: entry '%s' is not LAYERS=TYPE", entry.c_str());
     const std::string layers = Trim(entry.substr(0, eq)), types = Trim(entry.substr(eq + 1));
     const size_t slash = types.find('/');
     const KvDtype kt = ParseKvDtype(types.substr(0, slash));
@@ -85,15 +87,22 @@ size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
 }
 
 int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens) {
-  if (o.block_size < 1 || o.block_size > 4096) Fail("KV block size %d is out of range [1, 4096]", o.block_size);
+  if (o.block_size < 1 || o.block_size > 4096)
+    Fail("KV block size %d is out of range [1, 4096]", o.block_size);
   const size_t per_block = KvBytesPerToken(cfg, o) * static_cast<size_t>(o.block_size);
   size_t blocks;
   if (o.memory_bytes > 0) {
     blocks = o.memory_bytes / per_block;  // the budget includes the null block
-    if (blocks < 2) Fail("KV memory budget of %s holds no usable block (one block of %d tokens needs %s, and one is reserved)", FormatBytes(o.memory_bytes).c_str(), o.block_size, FormatBytes(per_block).c_str());
+    if (blocks < 2)
+      Fail(
+          "KV memory budget of %s holds no usable block (one block of %d tokens needs %s, and one "
+          "is reserved)",
+          FormatBytes(o.memory_bytes).c_str(), o.block_size, FormatBytes(per_block).c_str());
   } else {
-    const size_t tokens = static_cast<size_t>(default_tokens) + static_cast<size_t>(default_tokens) / 4;
-    blocks = (tokens + static_cast<size_t>(o.block_size) - 1) / static_cast<size_t>(o.block_size) + 1;
+    const size_t tokens =
+        static_cast<size_t>(default_tokens) + static_cast<size_t>(default_tokens) / 4;
+    blocks =
+        (tokens + static_cast<size_t>(o.block_size) - 1) / static_cast<size_t>(o.block_size) + 1;
   }
   if (blocks > (1u << 30)) Fail("KV memory budget asks for %zu blocks: too many", blocks);
   return static_cast<int32_t>(blocks);
@@ -137,7 +146,8 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
 KvManager::~KvManager() = default;
 
 KvManager::Sequence& KvManager::Seq(SeqId id) {
-  if (id < 0 || static_cast<size_t>(id) >= seqs_.size() || !seqs_[static_cast<size_t>(id)].live) Fail("KV: no sequence %d", id);
+  if (id < 0 || static_cast<size_t>(id) >= seqs_.size() || !seqs_[static_cast<size_t>(id)].live)
+    Fail("KV: no sequence %d", id);
   return seqs_[static_cast<size_t>(id)];
 }
 const KvManager::Sequence& KvManager::Seq(SeqId id) const {
@@ -215,8 +225,10 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
 void KvManager::CopyBlock(int32_t from, int32_t to) {
   const size_t bs = static_cast<size_t>(block_size());
   for (const KvLayerView& L : layers_) {
-    std::memcpy(L.k + static_cast<size_t>(to) * bs * L.k_row_bytes, L.k + static_cast<size_t>(from) * bs * L.k_row_bytes, bs * L.k_row_bytes);
-    std::memcpy(L.v + static_cast<size_t>(to) * bs * L.v_row_bytes, L.v + static_cast<size_t>(from) * bs * L.v_row_bytes, bs * L.v_row_bytes);
+    std::memcpy(L.k + static_cast<size_t>(to) * bs * L.k_row_bytes,
+                L.k + static_cast<size_t>(from) * bs * L.k_row_bytes, bs * L.k_row_bytes);
+    std::memcpy(L.v + static_cast<size_t>(to) * bs * L.v_row_bytes,
+                L.v + static_cast<size_t>(from) * bs * L.v_row_bytes, bs * L.v_row_bytes);
   }
 }
 
@@ -246,7 +258,8 @@ bool KvManager::Reserve(SeqId id, int total_len) {
 void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
   Sequence& s = Seq(id);
   const int bs = block_size();
-  if (static_cast<size_t>((s.len + n + bs - 1) / bs) > s.table.size()) Fail("KV: Commit past the reserved blocks");
+  if (static_cast<size_t>((s.len + n + bs - 1) / bs) > s.table.size())
+    Fail("KV: Commit past the reserved blocks");
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
   s.len += n;
   if (opt_.prefix_cache) {
@@ -259,7 +272,8 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
       s.hashed_blocks++;
     }
   }
-  if (window_ > 0 && cfg_.swa_pattern == 0) {  // (alternating layers keep everything for the global ones)
+  if (window_ > 0 &&
+      cfg_.swa_pattern == 0) {  // (alternating layers keep everything for the global ones)
     // The next query (position len) attends to positions >= len - window + 1.
     const int first_needed = s.len - window_ + 1;
     for (; (s.released_blocks + 1) * bs <= first_needed; ++s.released_blocks) {
@@ -270,7 +284,9 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
   }
 }
 
-int KvManager::Length(SeqId id) const { return Seq(id).len; }
+int KvManager::Length(SeqId id) const {
+  return Seq(id).len;
+}
 
 KvView KvManager::View(SeqId id) const {
   const Sequence& s = Seq(id);
@@ -283,7 +299,9 @@ KvView KvManager::View(SeqId id) const {
   return v;
 }
 
-std::vector<int32_t> KvManager::Table(SeqId id) const { return Seq(id).table; }
+std::vector<int32_t> KvManager::Table(SeqId id) const {
+  return Seq(id).table;
+}
 
 int64_t KvManager::LiveTokens() const {
   int64_t n = 0;
@@ -304,7 +322,8 @@ KvMemoryStats KvManager::Memory() const {
   m.allocated_bytes = storage_bytes_;
   m.total_blocks = pool_.num_blocks() - 1;
   m.used_blocks = pool_.num_used();
-  m.used_bytes = static_cast<size_t>(m.used_blocks) * static_cast<size_t>(block_size()) * bytes_per_token_;
+  m.used_bytes =
+      static_cast<size_t>(m.used_blocks) * static_cast<size_t>(block_size()) * bytes_per_token_;
   m.used_tokens = LiveTokens();
   return m;
 }
@@ -321,7 +340,8 @@ void KvManager::CheckInvariants() const {
   }
   for (int32_t b = 1; b < pool_.num_blocks(); ++b) {
     if (refs[static_cast<size_t>(b)] != pool_.ref_count(b)) {
-      Fail("KV invariant: block %d has %d references but %d table entries", b, pool_.ref_count(b), refs[static_cast<size_t>(b)]);
+      Fail("KV invariant: block %d has %d references but %d table entries", b, pool_.ref_count(b),
+           refs[static_cast<size_t>(b)]);
     }
   }
 }

@@ -22,13 +22,13 @@
 namespace paddock {
 
 struct KvCacheOptions {
-  size_t memory_bytes = 0;      // 0: room for the default token count plus 25%
+  size_t memory_bytes = 0;  // 0: room for the default token count plus 25%
   int block_size = 16;
   KvDtype k_type = KvDtype::kF16;
   KvDtype v_type = KvDtype::kF16;
-  std::string layer_types;      // per-layer overrides, see ParseKvLayerTypes
+  std::string layer_types;  // per-layer overrides, see ParseKvLayerTypes
   bool prefix_cache = true;
-  int sliding_window = -1;      // -1: the model's; 0: off; N: force a window of N tokens
+  int sliding_window = -1;  // -1: the model's; 0: off; N: force a window of N tokens
 };
 
 // Per-layer K/V types from a spec like "*=int4,first=int8,last=int8" or "0-3=int8/int4":
@@ -38,12 +38,12 @@ void ParseKvLayerTypes(const std::string& spec, int n_layers, std::vector<KvDtyp
                        std::vector<KvDtype>* v);
 
 struct KvMemoryStats {
-  size_t bytes_per_token = 0;     // all layers, K and V
-  size_t allocated_bytes = 0;     // the whole pool
-  size_t used_bytes = 0;          // blocks referenced by sequences
-  int32_t total_blocks = 0;       // excluding the null block
+  size_t bytes_per_token = 0;  // all layers, K and V
+  size_t allocated_bytes = 0;  // the whole pool
+  size_t used_bytes = 0;       // blocks referenced by sequences
+  int32_t total_blocks = 0;    // excluding the null block
   int32_t used_blocks = 0;
-  int64_t used_tokens = 0;        // token slots holding live tokens
+  int64_t used_tokens = 0;  // token slots holding live tokens
 };
 
 class KvManager {
@@ -94,9 +94,9 @@ class KvManager {
     std::vector<int32_t> table;
     std::vector<int32_t> tokens;  // tokens of the current partial + hashed history (for hashing)
     int len = 0;
-    int hashed_blocks = 0;        // leading full blocks already registered
-    int released_blocks = 0;      // leading blocks released by the window (null in the table)
-    uint64_t chain = 0;           // hash of the last registered block
+    int hashed_blocks = 0;    // leading full blocks already registered
+    int released_blocks = 0;  // leading blocks released by the window (null in the table)
+    uint64_t chain = 0;       // hash of the last registered block
     int max_tokens = 0;
   };
   Sequence& Seq(SeqId id);

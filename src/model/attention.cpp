@@ -37,17 +37,21 @@ void Transformer::StoreKv(int l, int n) {
     const KvView& kv = *tok_view_[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
     const int pos = tok_pos_[static_cast<size_t>(j)];
-    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(), cfg_.n_kv_heads, hd);
-    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(), cfg_.n_kv_heads, hd);
+    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(),
+                                                cfg_.n_kv_heads, hd);
+    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
+                                                cfg_.n_kv_heads, hd);
   }
 }
 
 // Tiled attention: plan the tasks, run them over the threads, merge split parts.
 void Transformer::AttentionTiled(int l, int n) {
   const int parts = PlanAttention(n);
-  pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()), [&](int64_t begin, int64_t end, int t) {
-    for (int64_t idx = begin; idx < end; ++idx) AttendTask(l, static_cast<size_t>(idx), t);
-  });
+  pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()),
+                    [&](int64_t begin, int64_t end, int t) {
+                      for (int64_t idx = begin; idx < end; ++idx)
+                        AttendTask(l, static_cast<size_t>(idx), t);
+                    });
   if (parts > 1) MergeAttentionParts(l, parts);
 }
 
@@ -78,7 +82,7 @@ int Transformer::PlanAttention(int n) {
   }
   if (parts > 1) {
     attn_tasks_.resize(static_cast<size_t>(n_base * parts));  // within the planned capacity
-    for (int i = n_base - 1; i >= 0; --i) {  // expand in place, back to front
+    for (int i = n_base - 1; i >= 0; --i) {                   // expand in place, back to front
       const AttnTask base = attn_tasks_[static_cast<size_t>(i)];
       for (int p = 0; p < parts; ++p) {
         AttnTask t = base;
@@ -133,7 +137,8 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     out_rows[r] = att_ + j * qd + h * hd;
   }
   if (tk.parts == 1) {
-    k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch, nullptr);
+    k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
+                   cfg_.attn_softcap, scratch, nullptr);
     if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
       for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
     }
@@ -153,8 +158,8 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     hi[r] = std::max(lo[r], std::min(hi[r], c1));
     out_rows[r] = slot + static_cast<size_t>(r) * hd;
   }
-  k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, cfg_.attn_softcap, scratch,
-                 slot + static_cast<size_t>(kAttnMaxRows) * hd);
+  k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
+                 cfg_.attn_softcap, scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
 }
 
 // Each split task's parts merged row by row (MergeAttention) into att_.
@@ -213,7 +218,8 @@ void Transformer::Attention(int l, int n) {
       const int len = p - start + 1;
       for (int s = 0; s < len; ++s) scores[s] = kdot(q, kv.K(l, start + s), g, nkv, hd) * scale;
       if (cfg_.attn_softcap > 0) {
-        for (int s = 0; s < len; ++s) scores[s] = cfg_.attn_softcap * std::tanh(scores[s] / cfg_.attn_softcap);
+        for (int s = 0; s < len; ++s)
+          scores[s] = cfg_.attn_softcap * std::tanh(scores[s] / cfg_.attn_softcap);
       }
       k_.softmax(scores, len);
       float* out = att_ + j * qd + h * hd;

@@ -25,25 +25,25 @@ enum class RopeStyle {
 };
 
 struct ModelConfig {
-  std::string arch;          // general.architecture ("llama", "mistral", "qwen2", "qwen3")
-  std::string name;          // general.name, if any
+  std::string arch;  // general.architecture ("llama", "mistral", "qwen2", "qwen3")
+  std::string name;  // general.name, if any
   int n_vocab = 0;
-  int dim = 0;               // residual stream width
+  int dim = 0;  // residual stream width
   int n_layers = 0;
   int n_heads = 0;
-  int n_kv_heads = 0;        // < n_heads: grouped-query attention; 1: multi-query
+  int n_kv_heads = 0;  // < n_heads: grouped-query attention; 1: multi-query
   int head_dim = 0;
   int ffn_dim = 0;
-  int context_length = 0;    // trained context
+  int context_length = 0;  // trained context
   float norm_eps = 1e-5f;
   float rope_base = 10000.0f;
-  int rope_dim = 0;          // rotated dims per head (<= head_dim)
+  int rope_dim = 0;  // rotated dims per head (<= head_dim)
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
   std::string rope_scaling = "none";  // "none", "linear", "yarn", "llama3" (recorded)
   float rope_scaling_factor = 1.0f;
-  int sliding_window = 0;    // 0: full attention
-  bool qkv_bias = false;     // Qwen2
-  bool qk_norm = false;      // Qwen3
+  int sliding_window = 0;  // 0: full attention
+  bool qkv_bias = false;   // Qwen2
+  bool qk_norm = false;    // Qwen3
   bool tied_embeddings = false;
   FfnAct ffn_act = FfnAct::kSilu;
   float embed_scale = 1.0f;    // token embeddings are multiplied by this (Gemma: sqrt(dim))
@@ -52,10 +52,12 @@ struct ModelConfig {
   float final_softcap = 0.0f;  // > 0: logits -> c * tanh(logits / c) (Gemma 2)
   int swa_pattern = 0;         // > 0: only layers with l % pattern < pattern - 1 use the window
                                // (Gemma 2: 2, even layers local, odd layers global)
-  bool post_norms = false;     // RMSNorm on the attention and FFN outputs before the residual (Gemma 2)
-  bool layer_norm = false;     // LayerNorm with bias instead of RMSNorm (GPT-2)
-  bool learned_pos = false;    // learned absolute position embeddings instead of RoPE (GPT-2; rope_dim 0)
-  bool ffn_gated = true;       // gate/up GLU; false: up -> activation -> down (GPT-2)
+  bool post_norms =
+      false;  // RMSNorm on the attention and FFN outputs before the residual (Gemma 2)
+  bool layer_norm = false;  // LayerNorm with bias instead of RMSNorm (GPT-2)
+  bool learned_pos =
+      false;  // learned absolute position embeddings instead of RoPE (GPT-2; rope_dim 0)
+  bool ffn_gated = true;  // gate/up GLU; false: up -> activation -> down (GPT-2)
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

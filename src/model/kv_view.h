@@ -25,15 +25,19 @@ struct KvView {
   const int32_t* table = nullptr;       // block ids covering positions [0, n_table * block_size)
   int n_table = 0;
   int block_size = 1;
-  int window = 0;                       // attention window (0: full causal attention)
+  int window = 0;  // attention window (0: full causal attention)
 
   int capacity() const { return n_table * block_size; }
   size_t Slot(int t) const {
     return static_cast<size_t>(table[t / block_size]) * static_cast<size_t>(block_size) +
            static_cast<size_t>(t % block_size);
   }
-  uint8_t* K(int layer, int t) const { return layers[layer].k + Slot(t) * layers[layer].k_row_bytes; }
-  uint8_t* V(int layer, int t) const { return layers[layer].v + Slot(t) * layers[layer].v_row_bytes; }
+  uint8_t* K(int layer, int t) const {
+    return layers[layer].k + Slot(t) * layers[layer].k_row_bytes;
+  }
+  uint8_t* V(int layer, int t) const {
+    return layers[layer].v + Slot(t) * layers[layer].v_row_bytes;
+  }
 };
 
 }  // namespace paddock

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <map>
+#include <new>
 
 #include "base/mapped_file.h"
 #include "base/strings.h"
@@ -49,7 +49,9 @@ class Binder {
     }
     const TypeTraits& tr = Traits(t->type);
     if (IsX16(t->type)) {
-      if (rows % kX16Rows != 0) Fail("tensor '%s' (%s) has %lld rows: interleaved types need a multiple of 16", name.c_str(), tr.name, (long long)rows);
+      if (rows % kX16Rows != 0)
+        Fail("tensor '%s' (%s) has %lld rows: interleaved types need a multiple of 16",
+             name.c_str(), tr.name, (long long)rows);
     } else if (tr.to_float == nullptr) {
       Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
     }
@@ -71,10 +73,12 @@ class Binder {
       return nullptr;
     }
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1) {
-      Fail("tensor '%s' has %lld x %lld elements, expected a vector of %lld", name.c_str(), (long long)t->ne[0], (long long)t->ne[1], (long long)n);
+      Fail("tensor '%s' has %lld x %lld elements, expected a vector of %lld", name.c_str(),
+           (long long)t->ne[0], (long long)t->ne[1], (long long)n);
     }
     const TypeTraits& tr = Traits(t->type);
-    if (tr.to_float == nullptr) Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    if (tr.to_float == nullptr)
+      Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
     used_++;
     auto buf = std::make_unique<float[]>(static_cast<size_t>(n));
     tr.to_float(t->data, buf.get(), n);
@@ -94,7 +98,8 @@ class Binder {
 // Rows [r0, r0 + n) of a matrix, as a matrix of its own (fused tensors: Phi-3's attn_qkv and
 // gate/up).
 WeightTensor RowSlice(const WeightTensor& w, int64_t r0, int64_t n) {
-  if (IsX16(w.type) && (r0 % kX16Rows != 0 || n % kX16Rows != 0)) Fail("an interleaved fused tensor must split at multiples of 16 rows");
+  if (IsX16(w.type) && (r0 % kX16Rows != 0 || n % kX16Rows != 0))
+    Fail("an interleaved fused tensor must split at multiples of 16 rows");
   WeightTensor s = w;
   s.rows = n;
   s.data = w.data + static_cast<size_t>(r0) * w.row_bytes;
@@ -111,11 +116,14 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   ModelWeights& w = m->weights;
   w.tok_embd = b.Matrix("token_embd.weight", c.dim, c.n_vocab);
   // The embedding is read a row at a time: interleaved (matrix-only) types cannot hold it.
-  if (IsX16(w.tok_embd.type)) Fail("token_embd.weight has the interleaved type %s, which cannot be an embedding table", TypeName(w.tok_embd.type));
+  if (IsX16(w.tok_embd.type))
+    Fail("token_embd.weight has the interleaved type %s, which cannot be an embedding table",
+         TypeName(w.tok_embd.type));
   w.output_norm = b.Vector("output_norm.weight", c.dim);
   if (c.layer_norm) w.output_norm_b = b.Vector("output_norm.bias", c.dim);
   if (c.learned_pos) w.pos_embd = b.Matrix("position_embd.weight", c.dim, c.context_length);
-  if (w.pos_embd && IsX16(w.pos_embd.type)) Fail("position_embd.weight cannot have an interleaved type");
+  if (w.pos_embd && IsX16(w.pos_embd.type))
+    Fail("position_embd.weight cannot have an interleaved type");
   w.output = b.Matrix("output.weight", c.dim, c.n_vocab, false);
   c.tied_embeddings = !w.output;
   if (c.tied_embeddings) w.output = w.tok_embd;
@@ -167,7 +175,8 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.bo = b.Vector(p + "attn_output.bias", c.dim);
     } else if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
       // fused gate/up (Phi-3): rows [gate | up]
-      const WeightTensor gu = b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
+      const WeightTensor gu =
+          b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
       L.w_gate = RowSlice(gu, 0, c.ffn_dim);
       L.w_up = RowSlice(gu, c.ffn_dim, c.ffn_dim);
     } else {
@@ -209,13 +218,17 @@ std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokeniz
     std::vector<TensorSource> src;
     bool paddock_types = false;
     for (const auto& t : g->tensors()) {
-      src.push_back({t.name, t.type, t.n_dims, {t.ne[0], t.ne[1], t.ne[2], t.ne[3]}, t.data, t.nbytes});
+      src.push_back(
+          {t.name, t.type, t.n_dims, {t.ne[0], t.ne[1], t.ne[2], t.ne[3]}, t.data, t.nbytes});
       paddock_types = paddock_types || IsPaddockFileType(t.type);
     }
     if (paddock_types) {  // the interleaved layouts are versioned (docs/quantization.md)
       const int64_t v = g->GetInt("paddock.quantization_version").value_or(0);
       if (v != static_cast<int64_t>(kPaddockQuantVersion)) {
-        Fail("the file uses Paddock tensor types of layout version %lld; this Paddock reads version %u", (long long)v, kPaddockQuantVersion);
+        Fail(
+            "the file uses Paddock tensor types of layout version %lld; this Paddock reads version "
+            "%u",
+            (long long)v, kPaddockQuantVersion);
       }
     }
     BindWeights(src, m.get());
@@ -237,7 +250,10 @@ std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
     m->config = ConfigFromLlama2c(ck->config);
     std::vector<TensorSource> src;
     for (const auto& t : ck->tensors) {
-      src.push_back({t.name, GgmlType::kF32, 2, {t.ne[0], t.ne[1], 1, 1},
+      src.push_back({t.name,
+                     GgmlType::kF32,
+                     2,
+                     {t.ne[0], t.ne[1], 1, 1},
                      reinterpret_cast<const uint8_t*>(t.data),
                      static_cast<uint64_t>(t.ne[0] * t.ne[1]) * 4u});
     }
@@ -295,7 +311,8 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
     // Paddock file types are stored in the kernels' layout already: with huge pages, the large
     // ones are copied out of the 4 KiB-paged file mapping into huge-page buffers (the same
     // decode-stream benefit the re-laid types get).
-    const bool copy = repack == nullptr && huge_pages && IsPaddockFileType(t->type) && bytes >= kHugePageBytes;
+    const bool copy =
+        repack == nullptr && huge_pages && IsPaddockFileType(t->type) && bytes >= kHugePageBytes;
     if (repack == nullptr && !copy) return;
     auto buf = WeightBuffer(bytes, huge_pages);
     if (copy) {
@@ -310,7 +327,8 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
     m->relaid.push_back(std::move(buf));
   };
   for (LayerWeights& L : w.layers) {
-    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) relayout(t, false);
+    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      relayout(t, false);
   }
   relayout(&w.output, tied);
   if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
@@ -329,14 +347,18 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
 }
 
 std::unique_ptr<LoadedModel> LoadModel(const std::string& path, const std::string& tokenizer_path) {
-  std::unique_ptr<LoadedModel> m = IsGguf(path) ? LoadGguf(path, tokenizer_path.empty()) : LoadLlama2c(path);
+  std::unique_ptr<LoadedModel> m =
+      IsGguf(path) ? LoadGguf(path, tokenizer_path.empty()) : LoadLlama2c(path);
   if (!tokenizer_path.empty()) {
     m->tokenizer = LoadTokenizer(tokenizer_path);
   }
-  if (!m->tokenizer) Fail("%s: a llama2.c checkpoint has no vocabulary; pass its tokenizer with -z", path.c_str());
+  if (!m->tokenizer)
+    Fail("%s: a llama2.c checkpoint has no vocabulary; pass its tokenizer with -z", path.c_str());
   if (m->tokenizer->vocab_size() != m->config.n_vocab) {
-    Fail("tokenizer has %d tokens but model '%s' has a vocabulary of %d: they do not belong together",
-         m->tokenizer->vocab_size(), path.c_str(), m->config.n_vocab);
+    Fail(
+        "tokenizer has %d tokens but model '%s' has a vocabulary of %d: they do not belong "
+        "together",
+        m->tokenizer->vocab_size(), path.c_str(), m->config.n_vocab);
   }
   return m;
 }

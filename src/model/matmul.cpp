@@ -24,7 +24,8 @@ ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTe
   ProfileScope ps(prof_, ProfOp::kQuantizeAct);
   ForTokens(n, [&](int j) {
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
-    k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
+    k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
+                    act_ds_.get() + r / kQK);
   });
   return ActBuffers();
 }
@@ -43,8 +44,11 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
   // Float activations: the BF16 dot product for BF16 weights where enabled and present, else
   // the float GEMM of the type (null: a GEMV per token).
-  const bool bf16_dot = gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_.gemm_bf16_dot != nullptr;
-  const GemmFn gemm = gemv_q8 != nullptr ? nullptr : (bf16_dot ? k_.gemm_bf16_dot : k_.gemm[static_cast<int>(w.type)]);
+  const bool bf16_dot =
+      gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_.gemm_bf16_dot != nullptr;
+  const GemmFn gemm = gemv_q8 != nullptr
+                          ? nullptr
+                          : (bf16_dot ? k_.gemm_bf16_dot : k_.gemm[static_cast<int>(w.type)]);
   // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
   auto run = [&](const uint8_t* wr, int64_t nr, int j, float* out) {
     if (gemv_q8 != nullptr) {
@@ -62,14 +66,15 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
     return;
   }
   // Several tokens: walk the rows in blocks small enough to stay in cache and run every token
-  // over each block (an integer or float GEMM where the type has one, else a GEMV per token), so each
-  // weight byte comes from memory once per chunk.
+  // over each block (an integer or float GEMM where the type has one, else a GEMV per token), so
+  // each weight byte comes from memory once per chunk.
   const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
   const int64_t unit = RowUnit(w);
   // Float activations are 4 bytes per element (int8: 1) and every token's must be re-read for
   // each block: larger blocks for them, so that traffic stays small next to the weights'.
   const size_t block_bytes = gemv_q8 != nullptr ? kMatmulBlockBytes : kFloatMatmulBlockBytes;
-  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / w.row_bytes) / unit) * unit;
+  const int64_t block =
+      std::max<int64_t>(1, static_cast<int64_t>(block_bytes / w.row_bytes) / unit) * unit;
   for (int64_t r0 = begin; r0 < end; r0 += block) {
     const int64_t nr = std::min(block, end - r0);
     const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
@@ -91,7 +96,8 @@ int64_t Transformer::RowUnit(const WeightTensor& w) const {
 
 void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {
   const int64_t u = RowUnit(w);
-  pool_.ParallelFor(w.rows / u, [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
+  pool_.ParallelFor(w.rows / u,
+                    [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
 }
 
 bool Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {

@@ -12,8 +12,20 @@
 namespace paddock {
 
 enum class ProfOp : int {
-  kEmbed, kNorm, kQuantizeAct, kMatmulQkv, kBiasNormRope, kKvStore, kAttention, kMatmulOut,
-  kResidual, kMatmulGateUp, kMatmulDown, kLogits, kSample, kCount
+  kEmbed,
+  kNorm,
+  kQuantizeAct,
+  kMatmulQkv,
+  kBiasNormRope,
+  kKvStore,
+  kAttention,
+  kMatmulOut,
+  kResidual,
+  kMatmulGateUp,
+  kMatmulDown,
+  kLogits,
+  kSample,
+  kCount
 };
 
 struct Profiler {
@@ -26,11 +38,21 @@ struct Profiler {
     return t;
   }
   static const char* Name(ProfOp op) {
-    static const char* const names[] = {"embedding", "rmsnorm", "quantize activations", "matmul q/k/v",
-                                        "bias, qk-norm, rope", "kv store", "attention", "matmul attn out",
-                                        "residual add", "matmul gate/up + swiglu", "matmul down",
-                                        "logits (final norm + classifier)", "sampling"};
-    static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ProfOp::kCount), "one name per operator");
+    static const char* const names[] = {"embedding",
+                                        "rmsnorm",
+                                        "quantize activations",
+                                        "matmul q/k/v",
+                                        "bias, qk-norm, rope",
+                                        "kv store",
+                                        "attention",
+                                        "matmul attn out",
+                                        "residual add",
+                                        "matmul gate/up + swiglu",
+                                        "matmul down",
+                                        "logits (final norm + classifier)",
+                                        "sampling"};
+    static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ProfOp::kCount),
+                  "one name per operator");
     return names[static_cast<int>(op)];
   }
 };

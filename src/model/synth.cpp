@@ -65,25 +65,65 @@ SynthSpec SynthPreset(const std::string& name) {
   SynthSpec s;
   if (name == "tiny") return s;
   if (name == "stories260k") {
-    s.dim = 64; s.n_layers = 5; s.n_heads = 8; s.n_kv_heads = 4; s.ffn_dim = 172; s.n_vocab = 512; s.context = 512;
+    s.dim = 64;
+    s.n_layers = 5;
+    s.n_heads = 8;
+    s.n_kv_heads = 4;
+    s.ffn_dim = 172;
+    s.n_vocab = 512;
+    s.context = 512;
     s.tied_embeddings = true;
   } else if (name == "tinyllama") {
-    s.dim = 2048; s.n_layers = 22; s.n_heads = 32; s.n_kv_heads = 4; s.ffn_dim = 5632; s.n_vocab = 32000; s.context = 2048;
+    s.dim = 2048;
+    s.n_layers = 22;
+    s.n_heads = 32;
+    s.n_kv_heads = 4;
+    s.ffn_dim = 5632;
+    s.n_vocab = 32000;
+    s.context = 2048;
   } else if (name == "llama2-7b") {
-    s.dim = 4096; s.n_layers = 32; s.n_heads = 32; s.n_kv_heads = 32; s.ffn_dim = 11008; s.n_vocab = 32000; s.context = 4096;
+    s.dim = 4096;
+    s.n_layers = 32;
+    s.n_heads = 32;
+    s.n_kv_heads = 32;
+    s.ffn_dim = 11008;
+    s.n_vocab = 32000;
+    s.context = 4096;
   } else if (name == "mistral-7b") {
-    s.arch = "llama"; s.dim = 4096; s.n_layers = 32; s.n_heads = 32; s.n_kv_heads = 8; s.ffn_dim = 14336; s.n_vocab = 32000; s.context = 32768; s.sliding_window = 4096;
+    s.arch = "llama";
+    s.dim = 4096;
+    s.n_layers = 32;
+    s.n_heads = 32;
+    s.n_kv_heads = 8;
+    s.ffn_dim = 14336;
+    s.n_vocab = 32000;
+    s.context = 32768;
+    s.sliding_window = 4096;
   } else if (name == "qwen2-0.5b") {
-    s.arch = "qwen2"; s.dim = 896; s.n_layers = 24; s.n_heads = 14; s.n_kv_heads = 2; s.ffn_dim = 4864; s.n_vocab = 32000; s.context = 4096; s.qkv_bias = true; s.rope_base = 1000000.0f; s.tied_embeddings = true;
+    s.arch = "qwen2";
+    s.dim = 896;
+    s.n_layers = 24;
+    s.n_heads = 14;
+    s.n_kv_heads = 2;
+    s.ffn_dim = 4864;
+    s.n_vocab = 32000;
+    s.context = 4096;
+    s.qkv_bias = true;
+    s.rope_base = 1000000.0f;
+    s.tied_embeddings = true;
   } else {
-    Fail("unknown shape '%s' (known: tiny, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b)", name.c_str());
+    Fail(
+        "unknown shape '%s' (known: tiny, stories260k, tinyllama, llama2-7b, mistral-7b, "
+        "qwen2-0.5b)",
+        name.c_str());
   }
   return s;
 }
 
 void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   const int hd = s.head_dim > 0 ? s.head_dim : s.dim / (s.n_heads > 0 ? s.n_heads : 1);
-  if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.ffn_dim <= 0 || hd <= 0 || s.n_heads % s.n_kv_heads != 0) {
+  if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.ffn_dim <= 0 ||
+      hd <= 0 || s.n_heads % s.n_kv_heads != 0) {
     Fail("synthetic model: impossible shape");
   }
   const std::string a = s.arch;
@@ -98,8 +138,11 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   if (s.head_dim > 0) w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
   w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
   w->SetF32(a + ".rope.freq_base", s.rope_base);
-  w->SetF32(a + (s.arch == "gpt2" ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"), 1e-5f);
-  if (s.sliding_window > 0) w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  w->SetF32(a + (s.arch == "gpt2" ? ".attention.layer_norm_epsilon"
+                                  : ".attention.layer_norm_rms_epsilon"),
+            1e-5f);
+  if (s.sliding_window > 0)
+    w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
   w->SetU32("general.file_type", 0);
@@ -108,7 +151,8 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   std::vector<float> scores = s.scores;
   std::vector<int32_t> types;
   if (pieces.empty()) SyntheticVocab(s.n_vocab, &pieces, &scores, &types);
-  if (static_cast<int>(pieces.size()) != s.n_vocab) Fail("synthetic model: vocabulary has %zu tokens, n_vocab is %d", pieces.size(), s.n_vocab);
+  if (static_cast<int>(pieces.size()) != s.n_vocab)
+    Fail("synthetic model: vocabulary has %zu tokens, n_vocab is %d", pieces.size(), s.n_vocab);
   w->SetString("tokenizer.ggml.model", "llama");
   w->SetStringArray("tokenizer.ggml.tokens", pieces);
   w->SetF32Array("tokenizer.ggml.scores", scores);
@@ -125,8 +169,9 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
     if (!s.q4_k_m) return s.type;
     int layer = -1;
     std::sscanf(name.c_str(), "blk.%d.", &layer);
-    const bool wide = name == "output.weight" ||
-                      (layer >= 0 && more_bits(layer) && (name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos));
+    const bool wide = name == "output.weight" || (layer >= 0 && more_bits(layer) &&
+                                                  (name.find("attn_v.") != std::string::npos ||
+                                                   name.find("ffn_down.") != std::string::npos));
     return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
   };
   auto matrix = [&](const std::string& name, int cols, int rows) {
@@ -145,7 +190,8 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
     // Embeddings with larger magnitude, like trained ones relative to the norms.
     buf.resize(static_cast<size_t>(s.dim) * static_cast<size_t>(s.n_vocab));
     for (float& v : buf) v = rng.Uniform();
-    w->AddTensorF32("token_embd.weight", {s.dim, s.n_vocab}, type_of("token_embd.weight"), buf.data());
+    w->AddTensorF32("token_embd.weight", {s.dim, s.n_vocab}, type_of("token_embd.weight"),
+                    buf.data());
   }
   const bool gpt2 = s.arch == "gpt2";
   if (gpt2) {  // learned positions, a little smaller than the token embeddings

@@ -17,12 +17,13 @@ namespace paddock {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama, mistral, qwen2, qwen3, phi3 (fused tensors), gemma, gemma2, gpt2
+  std::string arch =
+      "llama";  // llama, mistral, qwen2, qwen3, phi3 (fused tensors), gemma, gemma2, gpt2
   int dim = 64;
   int n_layers = 2;
   int n_heads = 4;
   int n_kv_heads = 2;
-  int head_dim = 0;            // 0: dim / n_heads
+  int head_dim = 0;  // 0: dim / n_heads
   int ffn_dim = 128;
   int n_vocab = 320;
   int context = 256;
@@ -31,8 +32,8 @@ struct SynthSpec {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool tied_embeddings = false;
-  float attn_softcap = 0;      // gemma2: written as {arch}.attn_logit_softcapping when > 0
-  float final_softcap = 0;     // gemma2: {arch}.final_logit_softcapping
+  float attn_softcap = 0;          // gemma2: written as {arch}.attn_logit_softcapping when > 0
+  float final_softcap = 0;         // gemma2: {arch}.final_logit_softcapping
   GgmlType type = GgmlType::kF32;  // type of the 2-D weight matrices
   // llama.cpp's Q4_K_M mix: `type` Q4_K, with output, and attn_v / ffn_down of the layers
   // llama.cpp gives more bits (first and last eighth, every third between), in Q6_K.

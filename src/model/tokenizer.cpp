@@ -36,7 +36,8 @@ uint32_t ByteToCodepoint(uint8_t b) {
     std::array<uint32_t, 256> t{};
     uint32_t next = 256;
     for (int c = 0; c < 256; ++c) {
-      const bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+      const bool printable =
+          (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
       t[static_cast<size_t>(c)] = printable ? static_cast<uint32_t>(c) : next++;
     }
     return t;
@@ -63,7 +64,8 @@ bool ByteLevelDecode(std::string_view piece, std::string* out) {
   static const auto inverse = [] {
     std::array<int16_t, 512> t;
     t.fill(-1);
-    for (int b = 0; b < 256; ++b) t[ByteToCodepoint(static_cast<uint8_t>(b))] = static_cast<int16_t>(b);
+    for (int b = 0; b < 256; ++b)
+      t[ByteToCodepoint(static_cast<uint8_t>(b))] = static_cast<int16_t>(b);
     return t;
   }();
   size_t i = 0;
@@ -105,7 +107,10 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   auto model = g.GetString("tokenizer.ggml.model");
   if (!model) Fail("model file has no tokenizer (tokenizer.ggml.model missing); pass one with -z");
   if (*model != "llama" && *model != "gpt2") {
-    Fail("tokenizer type '%.*s' is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE))", (int)model->size(), model->data());
+    Fail(
+        "tokenizer type '%.*s' is not supported (supported: llama (SentencePiece), gpt2 "
+        "(byte-level BPE))",
+        (int)model->size(), model->data());
   }
   const bool bpe = *model == "gpt2";
   const auto* tokens = g.GetStringArray("tokenizer.ggml.tokens");
@@ -118,7 +123,8 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   if (t.scores_.empty()) t.scores_.assign(n, 0.0f);
   if (t.scores_.size() != n) Fail("tokenizer has %zu tokens but %zu scores", n, t.scores_.size());
   const auto types = g.GetIntArray("tokenizer.ggml.token_type");
-  if (!types.empty() && types.size() != n) Fail("tokenizer has %zu tokens but %zu token types", n, types.size());
+  if (!types.empty() && types.size() != n)
+    Fail("tokenizer has %zu tokens but %zu token types", n, types.size());
   t.attrs_.resize(n, TokenAttr::kNormal);
   for (size_t i = 0; i < types.size(); ++i) {
     const int64_t ty = types[i];
@@ -133,7 +139,8 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   auto id = [&](const char* key, int dflt) {
     auto v = g.GetInt(key);
     if (!v) return dflt;
-    if (*v < 0 || static_cast<size_t>(*v) >= n) Fail("%s = %lld is not a token id", key, (long long)*v);
+    if (*v < 0 || static_cast<size_t>(*v) >= n)
+      Fail("%s = %lld is not a token id", key, (long long)*v);
     return static_cast<int>(*v);
   };
   t.bos_ = id("tokenizer.ggml.bos_token_id", 1);
@@ -160,15 +167,19 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
     for (size_t r = 0; r < merges->size(); ++r) {
       const std::string_view m = (*merges)[r];
       const size_t sp = m.find(' ', 1);
-      if (sp == std::string_view::npos) Fail("BPE merge %zu ('%.*s') is not 'left right'", r, (int)m.size(), m.data());
+      if (sp == std::string_view::npos)
+        Fail("BPE merge %zu ('%.*s') is not 'left right'", r, (int)m.size(), m.data());
       const std::string_view left = m.substr(0, sp), right = m.substr(sp + 1);
       auto l = ids.find(left), rr = ids.find(right);
       std::string joined(left);
       joined.append(right);
       auto j = ids.find(joined);
-      if (l == ids.end() || rr == ids.end() || j == ids.end()) continue;  // a merge whose result is not a token can never apply
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) | static_cast<uint32_t>(rr->second);
-      t.merges_.emplace(key, std::make_pair(static_cast<int32_t>(r), j->second));  // first (lowest) rank wins
+      if (l == ids.end() || rr == ids.end() || j == ids.end())
+        continue;  // a merge whose result is not a token can never apply
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) |
+                           static_cast<uint32_t>(rr->second);
+      t.merges_.emplace(
+          key, std::make_pair(static_cast<int32_t>(r), j->second));  // first (lowest) rank wins
     }
   }
   t.Finish();
@@ -249,13 +260,17 @@ void Tokenizer::Finish() {
   }
   eog_.clear();
   auto add_eog = [&](int id) {
-    if (id >= 0 && static_cast<size_t>(id) < n && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
+    if (id >= 0 && static_cast<size_t>(id) < n &&
+        std::find(eog_.begin(), eog_.end(), id) == eog_.end())
+      eog_.push_back(id);
   };
   add_eog(eos_);
   add_eog(eot_);
-  for (const char* name : {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|eom_id|>"}) {
+  for (const char* name :
+       {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|eom_id|>"}) {
     auto it = lookup_.find(name);
-    if (it != lookup_.end() && attrs_[static_cast<size_t>(it->second)] == TokenAttr::kControl) add_eog(it->second);
+    if (it != lookup_.end() && attrs_[static_cast<size_t>(it->second)] == TokenAttr::kControl)
+      add_eog(it->second);
   }
 }
 
@@ -273,7 +288,8 @@ int Tokenizer::ByteToken(uint8_t b) const {
   return it != lookup_.end() ? it->second : unk_;
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos) out.push_back(bos_);
   bool prev_special = true;  // the dummy prefix goes before the first text fragment
@@ -313,7 +329,8 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
     start = i;
   }
   emit_text(text.substr(start));
-  if (add_bos && add_eos_) out.push_back(eos_);  // "add specials": both ends, as the vocabulary asks
+  if (add_bos && add_eos_)
+    out.push_back(eos_);  // "add specials": both ends, as the vocabulary asks
   return out;
 }
 
@@ -343,7 +360,8 @@ void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) 
   for (size_t i = 0; i < n; ++i) sym[i] = byte_char_token_[static_cast<uint8_t>(word[i])];
   size_t len = n;
   auto rank_of = [&](size_t i, int32_t* merged) {
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(sym[i])) << 32) | static_cast<uint32_t>(sym[i + 1]);
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(sym[i])) << 32) |
+                         static_cast<uint32_t>(sym[i + 1]);
     auto it = merges_.find(key);
     if (it == merges_.end()) return INT32_MAX;
     *merged = it->second.second;
@@ -399,7 +417,8 @@ void Tokenizer::EncodeSpm(std::string_view text, std::vector<int32_t>* out) cons
   for (size_t off = 0; off < text.size();) {
     // Character length by the lead byte's high bits, as SentencePiece/llama.cpp split.
     static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    const size_t len = std::min<size_t>(kLen[static_cast<uint8_t>(text[off]) >> 4], text.size() - off);
+    const size_t len =
+        std::min<size_t>(kLen[static_cast<uint8_t>(text[off]) >> 4], text.size() - off);
     const int idx = static_cast<int>(sym.size());
     sym.push_back({idx - 1, idx + 1, off, len});
     off += len;

@@ -65,7 +65,8 @@ class Tokenizer {
 
   // Tokenizes `text`. parse_special: control tokens written in the text (e.g. "</s>") become
   // those tokens instead of being spelled out; user-defined tokens are always matched whole.
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const;
 
   // The vocabulary entry of `id` as stored (e.g. "▁the", "<0x0A>").
   std::string_view Piece(int id) const { return pieces_[static_cast<size_t>(id)]; }
@@ -100,7 +101,8 @@ class Tokenizer {
   int eot_ = -1;
   int bos_ = 1, eos_ = 2, unk_ = 0;
   bool add_bos_ = true;
-  bool add_eos_ = false;  // tokenizer.ggml.add_eos_token: EOS after the text when specials are added
+  bool add_eos_ =
+      false;  // tokenizer.ggml.add_eos_token: EOS after the text when specials are added
   bool add_space_prefix_ = true;
 };
 

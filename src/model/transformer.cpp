@@ -18,8 +18,12 @@ constexpr int kMaxItems = 256;
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
                          int max_batch, bool int8_activations)
-    : model_(model), cfg_(model.config), k_(kernels), pool_(pool),
-      max_batch_(std::max(1, max_batch)), max_items_(std::min(max_batch_, kMaxItems)),
+    : model_(model),
+      cfg_(model.config),
+      k_(kernels),
+      pool_(pool),
+      max_batch_(std::max(1, max_batch)),
+      max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
       int8_(int8_activations) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
@@ -32,9 +36,19 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t T = static_cast<size_t>(pool_.size());
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
   const size_t sizes[] = {
-      B * cfg_.dim, B * cfg_.dim, B * cfg_.q_dim(), B * cfg_.kv_dim(), B * cfg_.kv_dim(),
-      B * cfg_.q_dim(), B * cfg_.ffn_dim, B * cfg_.ffn_dim, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
-      B * half, B * half, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)), T * static_cast<size_t>(cfg_.q_dim()),
+      B * cfg_.dim,
+      B * cfg_.dim,
+      B * cfg_.q_dim(),
+      B * cfg_.kv_dim(),
+      B * cfg_.kv_dim(),
+      B * cfg_.q_dim(),
+      B * cfg_.ffn_dim,
+      B * cfg_.ffn_dim,
+      static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
+      B * half,
+      B * half,
+      T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)),
+      T * static_cast<size_t>(cfg_.q_dim()),
       T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim),
       2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2)};
   size_t total = 0;
@@ -43,7 +57,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_, &xb_, &q_, &kv_k_, &kv_v_, &att_, &hb_, &hb2_, &logits_, &cos_, &sin_, &scores_, &qrot_, &attn_scratch_, &attn_part_};
+  float** slots[] = {&x_,      &xb_,  &q_,   &kv_k_,   &kv_v_, &att_,          &hb_,       &hb2_,
+                     &logits_, &cos_, &sin_, &scores_, &qrot_, &attn_scratch_, &attn_part_};
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i] = p;
     p += (sizes[i] + 15) / 16 * 16;
@@ -58,7 +73,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   inv_freq_.resize(half);
   const auto& factors = model_.weights.rope_freq_factors;
   for (size_t i = 0; i < half; ++i) {
-    float f = 1.0f / std::pow(cfg_.rope_base, static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim));
+    float f = 1.0f / std::pow(cfg_.rope_base,
+                              static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim));
     if (!factors.empty()) f /= factors[i];
     inv_freq_[i] = f;
   }
@@ -75,17 +91,21 @@ const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const K
 }
 
 void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
-  if (n_items < 1 || n_items > max_items_) Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
+  if (n_items < 1 || n_items > max_items_)
+    Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
   int n = 0;
   for (int i = 0; i < n_items; ++i) {
     const BatchItem& it = items[i];
     if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
     if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_) {
-      Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n, std::min(it.kv->capacity(), ctx_));
+      Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n,
+           std::min(it.kv->capacity(), ctx_));
     }
-    if (n + it.n > max_batch_) Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
+    if (n + it.n > max_batch_)
+      Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
     for (int j = 0; j < it.n; ++j) {
-      if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab) Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
+      if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab)
+        Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
       tok_pos_[static_cast<size_t>(n)] = it.pos + j;
       tok_view_[static_cast<size_t>(n)] = it.kv;
       ++n;
@@ -107,7 +127,8 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
         if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
           const WeightTensor& pe = model_.weights.pos_embd;
           float* row = xb_;  // free until the first layer
-          Traits(pe.type).to_float(pe.data + static_cast<size_t>(items[i].pos + t) * pe.row_bytes, row, dim);
+          Traits(pe.type).to_float(pe.data + static_cast<size_t>(items[i].pos + t) * pe.row_bytes,
+                                   row, dim);
           k_.add(xr, row, dim);
         }
       }
@@ -122,7 +143,8 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     ProfileScope ps(prof_, ProfOp::kLogits);
     for (int i = 0; i < n_items; ++i) {
       const float* last = x_ + static_cast<size_t>(item_last_[static_cast<size_t>(i)]) * dim;
-      Norm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm, model_.weights.output_norm_b);
+      Norm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm,
+           model_.weights.output_norm_b);
     }
   }
   Observe(ActSite::kOutput, -1, xb_, n_items, dim);
@@ -133,7 +155,9 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   if (cfg_.final_softcap > 0) {
     const float c = cfg_.final_softcap;
     float* lg = logits_;
-    for (size_t i = 0, e = static_cast<size_t>(n_items) * static_cast<size_t>(cfg_.n_vocab); i < e; ++i) lg[i] = c * std::tanh(lg[i] / c);
+    for (size_t i = 0, e = static_cast<size_t>(n_items) * static_cast<size_t>(cfg_.n_vocab); i < e;
+         ++i)
+      lg[i] = c * std::tanh(lg[i] / c);
   }
   for (int i = 0; i < n_items; ++i) logits[i] = logits_ + static_cast<size_t>(i) * cfg_.n_vocab;
 }
@@ -195,7 +219,9 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
       if (add_residual) k_.add(x_ + r, xb_ + r, dim);
       Norm(xb_ + r, x_ + r, w, b);
-      if (quant) k_.quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
+      if (quant)
+        k_.quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK,
+                        act_ds_.get() + r / kQK);
     });
   });
   return quant ? ActBuffers() : ActQ8{};
@@ -204,7 +230,9 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
 void Transformer::AddResidual(int n) {
   const int dim = cfg_.dim;
   Timed(ProfOp::kResidual, [&] {
-    ForTokens(n, [&](int j) { k_.add(x_ + static_cast<size_t>(j) * dim, xb_ + static_cast<size_t>(j) * dim, dim); });
+    ForTokens(n, [&](int j) {
+      k_.add(x_ + static_cast<size_t>(j) * dim, xb_ + static_cast<size_t>(j) * dim, dim);
+    });
   });
   pending_residual_ = false;
 }

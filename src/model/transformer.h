@@ -40,8 +40,8 @@ constexpr int kAttnMaxSplit = 256;
 
 class Transformer {
  public:
-  // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0, Q4_K, Q6_K), quantize each
-  // matmul input to int8 blocks once and use integer dot products (a switch, so its effect on
+  // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0, Q4_K, Q6_K), quantize
+  // each matmul input to int8 blocks once and use integer dot products (a switch, so its effect on
   // speed and accuracy can be measured alone).
   Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
               int max_batch = 32, bool int8_activations = true);
@@ -92,7 +92,8 @@ class Transformer {
  private:
   // The layer and its blocks (transformer.cpp).
   void Layer(int l, int n);
-  ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n, const WeightTensor& next);
+  ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n,
+                     const WeightTensor& next);
   void AddResidual(int n);
   void PostNorm(const float* w, int n);
   void AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
@@ -177,25 +178,25 @@ class Transformer {
     }
   }
   size_t max_cols_;
-  std::unique_ptr<int8_t[]> act_qs_;    // (B, max_cols) int8 activations
-  std::unique_ptr<float[]> act_d_;      // (B, max_cols / 32) block scales
-  std::unique_ptr<float[]> act_ds_;     // (B, max_cols / 32) scaled block sums
+  std::unique_ptr<int8_t[]> act_qs_;  // (B, max_cols) int8 activations
+  std::unique_ptr<float[]> act_d_;    // (B, max_cols / 32) block scales
+  std::unique_ptr<float[]> act_ds_;   // (B, max_cols / 32) scaled block sums
 
   std::unique_ptr<float[]> arena_;
   size_t arena_bytes_ = 0;
-  float* x_;        // (B, dim) residual stream
-  float* xb_;       // (B, dim) normed input / projection output
-  float* q_;        // (B, q_dim)
-  float* kv_k_;     // (B, kv_dim)
-  float* kv_v_;     // (B, kv_dim)
-  float* att_;      // (B, q_dim) attention output
-  float* hb_;       // (B, ffn_dim)
-  float* hb2_;      // (B, ffn_dim)
-  float* logits_;   // (max_items, n_vocab) last-token logits of each batch item
-  float* cos_;      // (B, rope_dim / 2)
-  float* sin_;      // (B, rope_dim / 2)
-  float* scores_;   // (threads, ctx) attention scores
-  float* qrot_;     // (threads, q_dim) rotated queries for Hadamard-rotated KV
+  float* x_;             // (B, dim) residual stream
+  float* xb_;            // (B, dim) normed input / projection output
+  float* q_;             // (B, q_dim)
+  float* kv_k_;          // (B, kv_dim)
+  float* kv_v_;          // (B, kv_dim)
+  float* att_;           // (B, q_dim) attention output
+  float* hb_;            // (B, ffn_dim)
+  float* hb2_;           // (B, ffn_dim)
+  float* logits_;        // (max_items, n_vocab) last-token logits of each batch item
+  float* cos_;           // (B, rope_dim / 2)
+  float* sin_;           // (B, rope_dim / 2)
+  float* scores_;        // (threads, ctx) attention scores
+  float* qrot_;          // (threads, q_dim) rotated queries for Hadamard-rotated KV
   float* attn_scratch_;  // (threads, AttendScratchFloats + kAttnMaxRows * head_dim) tiled attention
   // Tiled attention tasks of the current layer: a run of tokens of one sequence (from token j0),
   // KV head g, rows [first, first + count) of its (token, head) pairs. Capacity planned once.

@@ -21,7 +21,7 @@ namespace paddock {
 
 struct WeightTensor {
   GgmlType type = GgmlType::kF32;
-  int64_t cols = 0;           // elements per row (GGUF ne[0])
+  int64_t cols = 0;  // elements per row (GGUF ne[0])
   int64_t rows = 0;
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
@@ -46,19 +46,19 @@ struct LayerWeights {
   // GPT-2: LayerNorm biases and the biases of the output and FFN projections, else null.
   const float* attn_norm_b = nullptr;
   const float* ffn_norm_b = nullptr;
-  const float* bo = nullptr;         // (dim)
-  const float* b_up = nullptr;       // (ffn_dim)
-  const float* b_down = nullptr;     // (dim)
+  const float* bo = nullptr;              // (dim)
+  const float* b_up = nullptr;            // (ffn_dim)
+  const float* b_down = nullptr;          // (dim)
   const float* post_attn_norm = nullptr;  // (dim) Gemma 2, else null
   const float* post_ffn_norm = nullptr;   // (dim)
 };
 
 struct ModelWeights {
-  WeightTensor tok_embd;             // (n_vocab, dim)
-  const float* output_norm = nullptr;  // (dim)
+  WeightTensor tok_embd;                 // (n_vocab, dim)
+  const float* output_norm = nullptr;    // (dim)
   const float* output_norm_b = nullptr;  // (dim) GPT-2
-  WeightTensor pos_embd;             // (context, dim) GPT-2 learned positions, else empty
-  WeightTensor output;               // (n_vocab, dim); == tok_embd when tied
+  WeightTensor pos_embd;                 // (context, dim) GPT-2 learned positions, else empty
+  WeightTensor output;                   // (n_vocab, dim); == tok_embd when tied
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
 };
@@ -81,8 +81,8 @@ struct LoadedModel {
   int64_t n_params = 0;
   uint64_t weight_bytes = 0;
 
-  std::shared_ptr<const void> storage;             // keeps the mapping alive
-  std::vector<std::unique_ptr<float[]>> owned;     // float copies of small vectors
+  std::shared_ptr<const void> storage;          // keeps the mapping alive
+  std::vector<std::unique_ptr<float[]>> owned;  // float copies of small vectors
   struct FreeDeleter {
     void operator()(void* p) const { std::free(p); }
   };

@@ -12,7 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void Bad(const std::string& param, const std::string& msg, const std::string& code = "") {
+[[noreturn]] void Bad(const std::string& param, const std::string& msg,
+                      const std::string& code = "") {
   ApiError e;
   e.status = 400;
   e.param = param;
@@ -33,7 +34,8 @@ double Number(const json& j, const char* name, double dflt, double lo, double hi
   if (!f->is_number()) Bad(name, std::string("'") + name + "' must be a number");
   const double v = f->get<double>();
   if (!std::isfinite(v) || v < lo || v > hi) {
-    Bad(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + f->dump());
+    Bad(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " +
+                  json(hi).dump() + ", got " + f->dump());
   }
   return v;
 }
@@ -43,18 +45,24 @@ int64_t Integer(const json& j, const char* name, int64_t dflt, int64_t lo, int64
   if (f == nullptr) return dflt;
   if (!f->is_number_integer()) {
     // 16.0 is an integer in JSON's number model; accept whole floats.
-    if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() && std::fabs(f->get<double>()) < 9e15) {
+    if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() &&
+        std::fabs(f->get<double>()) < 9e15) {
       const auto v = static_cast<int64_t>(f->get<double>());
-      if (v < lo || v > hi) Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + f->dump());
+      if (v < lo || v > hi)
+        Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                      std::to_string(hi) + ", got " + f->dump());
       return v;
     }
     Bad(name, std::string("'") + name + "' must be an integer");
   }
   if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(hi)) {
-    Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + f->dump());
+    Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                  std::to_string(hi) + ", got " + f->dump());
   }
   const int64_t v = f->get<int64_t>();
-  if (v < lo || v > hi) Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + f->dump());
+  if (v < lo || v > hi)
+    Bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                  std::to_string(hi) + ", got " + f->dump());
   return v;
 }
 
@@ -79,9 +87,13 @@ std::string MessageContent(const json& c, size_t i) {
   if (!c.is_array()) Bad(param, "'" + param + "' must be a string or an array of content parts");
   std::string out;
   for (const auto& part : c) {
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) Bad(param, "each content part needs a string 'type'");
-    if (part["type"] != "text") Bad(param, "content parts of type '" + part["type"].get<std::string>() + "' are not supported (text only)");
-    if (!part.contains("text") || !part["text"].is_string()) Bad(param, "a text content part needs a string 'text'");
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      Bad(param, "each content part needs a string 'type'");
+    if (part["type"] != "text")
+      Bad(param, "content parts of type '" + part["type"].get<std::string>() +
+                     "' are not supported (text only)");
+    if (!part.contains("text") || !part["text"].is_string())
+      Bad(param, "a text content part needs a string 'text'");
     out += part["text"].get<std::string>();
   }
   return out;
@@ -96,7 +108,8 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
     e.status = 400;
     e.param = "model";
     e.code = "model_not_found";
-    e.message = "The model '" + r.model + "' does not exist; this server serves '" + ctx.model_name + "'";
+    e.message =
+        "The model '" + r.model + "' does not exist; this server serves '" + ctx.model_name + "'";
     throw e;
   }
   if (r.model.empty()) r.model = ctx.model_name;
@@ -109,7 +122,8 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
 
 // Features we do not implement are refused by name rather than silently ignored.
 void RefuseUnsupported(const json& j) {
-  if (Integer(j, "n", 1, 1, 1000000) != 1) Bad("n", "only n = 1 is supported (send one request per completion)");
+  if (Integer(j, "n", 1, 1, 1000000) != 1)
+    Bad("n", "only n = 1 is supported (send one request per completion)");
   if (Integer(j, "best_of", 1, 1, 1000000) != 1) Bad("best_of", "best_of is not supported");
   if (Bool(j, "echo", false)) Bad("echo", "echo is not supported");
   if (const json* lp = Field(j, "logprobs")) {
@@ -124,9 +138,9 @@ void RefuseUnsupported(const json& j) {
     if (!t->is_array() || !t->empty()) Bad("tools", "tools are not supported");
   }
   if (const json* rf = Field(j, "response_format")) {
-    if (!rf->is_object() || rf->value("type", std::string("text")) != "text") Bad("response_format", "only the text response format is supported");
+    if (!rf->is_object() || rf->value("type", std::string("text")) != "text")
+      Bad("response_format", "only the text response format is supported");
   }
-
 }
 
 // Chat: messages[] of {role, content}; roles system (or developer), user, assistant.
@@ -140,11 +154,14 @@ void ParseMessages(const json& j, ApiRequest* rp) {
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!msg.is_object()) Bad(param, "'" + param + "' must be an object");
     const json* role = Field(msg, "role");
-    if (role == nullptr || !role->is_string()) Bad(param + ".role", "'" + param + ".role' must be a string");
+    if (role == nullptr || !role->is_string())
+      Bad(param + ".role", "'" + param + ".role' must be a string");
     std::string rs = role->get<std::string>();
     if (rs == "developer") rs = "system";
-    if (rs != "system" && rs != "user" && rs != "assistant") Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant)");
-    r.messages.push_back({rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)});
+    if (rs != "system" && rs != "user" && rs != "assistant")
+      Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant)");
+    r.messages.push_back(
+        {rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)});
   }
 }
 
@@ -173,7 +190,8 @@ void ParsePrompt(const json& j, ApiRequest* rp) {
   } else if (p->is_array() && p->size() > 1) {
     Bad("prompt", "several prompts in one request are not supported (send one request per prompt)");
   } else {
-    Bad("prompt", "'prompt' must be a string, an array of token ids, or an array holding one of those");
+    Bad("prompt",
+        "'prompt' must be a string, an array of token ids, or an array holding one of those");
   }
 }
 
@@ -192,7 +210,8 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
   s.penalty_last_n = ctx.context;
   if (const json* seed = Field(j, "seed")) {
     if (!seed->is_number_integer()) Bad("seed", "'seed' must be an integer");
-    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                        : static_cast<uint64_t>(seed->get<int64_t>());
   } else {
     static std::atomic<uint64_t> counter{0x9e3779b97f4a7c15ull};
     s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
@@ -203,7 +222,8 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
 void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp) {
   ApiRequest& r = *rp;
   GenerateOptions& g = r.options.generate;
-  const char* max_name = Field(j, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
+  const char* max_name =
+      Field(j, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
   r.max_tokens_given = Field(j, max_name) != nullptr;
   // Completions default to 16 tokens (as OpenAI); chat runs to the end of the context.
   g.max_tokens = static_cast<int>(Integer(j, max_name, chat ? ctx.context : 16, 1, ctx.context));
@@ -249,7 +269,9 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
 }
 
 std::string ErrorBody(const ApiError& e) {
-  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)},
+  json err = {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json() : json(e.param)},
               {"code", e.code.empty() ? json() : json(e.code)}};
   return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -257,11 +279,15 @@ std::string ErrorBody(const ApiError& e) {
 const char* OpenAiFinishReason(FinishReason r) {
   switch (r) {
     case FinishReason::kLength:
-    case FinishReason::kContext: return "length";
+    case FinishReason::kContext:
+      return "length";
     case FinishReason::kEos:
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "abort";
-    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "abort";
+    case FinishReason::kTimeout:
+      return "timeout";
   }
   return "stop";
 }
@@ -269,7 +295,8 @@ const char* OpenAiFinishReason(FinishReason r) {
 namespace {
 
 json Usage(const GenerateResult& g) {
-  json u = {{"prompt_tokens", g.prompt_tokens}, {"completion_tokens", g.generated_tokens},
+  json u = {{"prompt_tokens", g.prompt_tokens},
+            {"completion_tokens", g.generated_tokens},
             {"total_tokens", g.prompt_tokens + g.generated_tokens}};
   u["prompt_tokens_details"] = {{"cached_tokens", g.cached_tokens}};
   return u;
@@ -283,19 +310,26 @@ std::string Dump(const json& j) {
 }  // namespace
 
 std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g) {
-  json choice = {{"index", 0}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
+  json choice = {
+      {"index", 0}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
   if (r.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", g.text}};
   } else {
     choice["text"] = g.text;
   }
-  json j = {{"id", m.id}, {"object", r.chat ? "chat.completion" : "text_completion"}, {"created", m.created},
-            {"model", m.model}, {"choices", json::array({choice})}, {"usage", Usage(g)}};
+  json j = {{"id", m.id},
+            {"object", r.chat ? "chat.completion" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", json::array({choice})},
+            {"usage", Usage(g)}};
   return Dump(j);
 }
 
-std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text, const char* finish, bool first) {
-  json choice = {{"index", 0}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", nullptr}};
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text,
+                        const char* finish, bool first) {
+  json choice = {
+      {"index", 0}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", nullptr}};
   if (r.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -304,22 +338,32 @@ std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_
   } else {
     choice["text"] = std::string(text);
   }
-  json j = {{"id", m.id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", m.created},
-            {"model", m.model}, {"choices", json::array({choice})}};
+  json j = {{"id", m.id},
+            {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", json::array({choice})}};
   if (r.include_usage) j["usage"] = nullptr;
   return "data: " + Dump(j) + "\n\n";
 }
 
 std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g) {
-  json j = {{"id", m.id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", m.created},
-            {"model", m.model}, {"choices", json::array()}, {"usage", Usage(g)}};
+  json j = {{"id", m.id},
+            {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", json::array()},
+            {"usage", Usage(g)}};
   return "data: " + Dump(j) + "\n\n";
 }
 
-std::string StreamErrorEvent(const ApiError& e) { return "data: " + ErrorBody(e) + "\n\n"; }
+std::string StreamErrorEvent(const ApiError& e) {
+  return "data: " + ErrorBody(e) + "\n\n";
+}
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab) {
-  json model = {{"id", ctx.model_name}, {"object", "model"}, {"created", created}, {"owned_by", "paddock"},
+  json model = {{"id", ctx.model_name},         {"object", "model"},
+                {"created", created},           {"owned_by", "paddock"},
                 {"max_model_len", ctx.context}, {"vocab_size", n_vocab}};
   return Dump(json{{"object", "list"}, {"data", json::array({model})}});
 }

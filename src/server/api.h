@@ -59,8 +59,8 @@ struct ResponseMeta {
 // Whole (non-streaming) response.
 std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
 // One server-sent event payload ("data: ...\n\n"). finish: nullptr while streaming text.
-std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text, const char* finish,
-                        bool first);
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text,
+                        const char* finish, bool first);
 std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
 std::string StreamErrorEvent(const ApiError& e);
 

@@ -13,6 +13,7 @@ struct HttpCounters {
   std::map<int, uint64_t> by_status;
 };
 
-std::string PrometheusText(const std::string& model_name, const ServiceStats& stats, const HttpCounters& http);
+std::string PrometheusText(const std::string& model_name, const ServiceStats& stats,
+                           const HttpCounters& http);
 
 }  // namespace paddock::server

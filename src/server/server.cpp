@@ -39,13 +39,16 @@ std::string FileStem(const std::string& path) {
 }
 
 int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
-  return StrFormat("%s%016llx%04llx", prefix, static_cast<unsigned long long>(salt ^ static_cast<uint64_t>(UnixNow())),
+  return StrFormat("%s%016llx%04llx", prefix,
+                   static_cast<unsigned long long>(salt ^ static_cast<uint64_t>(UnixNow())),
                    static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
 }
 
@@ -78,7 +81,8 @@ class Server {
   void LoadModel();
   // stop() before listen() has started would be lost: wait until it runs.
   void StopHttp() {
-    for (int i = 0; i < 5000 && !http_server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && !http_server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     http_server_.stop();
   }
 
@@ -102,12 +106,16 @@ void Server::LoadModel() {
     ctx_.context = info.context;
     n_vocab_ = info.n_vocab;
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
-    if (!chat_->warning().empty()) std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
+    if (!chat_->warning().empty())
+      std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
     service_ = Service::Create(std::move(engine), opt_.service);
     const MemoryReport m = service_->engine().Memory();
-    std::fprintf(stderr, "paddock: serving '%s' (%s, context %d, chat: %s); weights %s, KV cache %s, scratch %s\n",
-                 ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_->description().c_str(),
-                 FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(), FormatBytes(m.scratch_bytes).c_str());
+    std::fprintf(
+        stderr,
+        "paddock: serving '%s' (%s, context %d, chat: %s); weights %s, KV cache %s, scratch %s\n",
+        ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_->description().c_str(),
+        FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(),
+        FormatBytes(m.scratch_bytes).c_str());
     state_.store(State::kReady);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paddock: error: %s\n", e.what());
@@ -190,21 +198,25 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
   GenerateOptions& g = ar.options.generate;
   if (n >= ctx_.context || (ar.max_tokens_given && n + g.max_tokens > ctx_.context)) {
     ApiError e;
-    e.param = ar.max_tokens_given && n < ctx_.context ? "max_tokens" : (chat ? "messages" : "prompt");
+    e.param =
+        ar.max_tokens_given && n < ctx_.context ? "max_tokens" : (chat ? "messages" : "prompt");
     e.code = "context_length_exceeded";
-    e.message = StrFormat("This model's maximum context length is %d tokens. However, you requested %lld tokens (%lld in the prompt, %d for the completion).",
-                          ctx_.context, static_cast<long long>(n + (ar.max_tokens_given ? g.max_tokens : 1)), static_cast<long long>(n),
-                          ar.max_tokens_given ? g.max_tokens : 1);
+    e.message = StrFormat(
+        "This model's maximum context length is %d tokens. However, you requested %lld tokens "
+        "(%lld in the prompt, %d for the completion).",
+        ctx_.context, static_cast<long long>(n + (ar.max_tokens_given ? g.max_tokens : 1)),
+        static_cast<long long>(n), ar.max_tokens_given ? g.max_tokens : 1);
     throw e;
   }
-  if (!ar.max_tokens_given || n + g.max_tokens > ctx_.context) g.max_tokens = std::min<int>(g.max_tokens, ctx_.context - static_cast<int>(n));
+  if (!ar.max_tokens_given || n + g.max_tokens > ctx_.context)
+    g.max_tokens = std::min<int>(g.max_tokens, ctx_.context - static_cast<int>(n));
   return prompt;
 }
 
 // Queues the request; on refusal answers 400 (invalid), 429 (queue full) or 503 (stopping)
 // and returns null.
-std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt, const ApiRequest& ar,
-                                              httplib::Response& res) {
+std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt,
+                                              const ApiRequest& ar, httplib::Response& res) {
   std::shared_ptr<RequestStream> stream;
   SubmitStatus ss;
   try {
@@ -219,7 +231,9 @@ std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt
   ApiError e;
   e.status = ss == SubmitStatus::kQueueFull ? 429 : 503;
   e.type = ss == SubmitStatus::kQueueFull ? "rate_limit_exceeded" : "service_unavailable";
-  e.message = ss == SubmitStatus::kQueueFull ? "the server is at capacity (request queue full); retry later" : "the server is shutting down";
+  e.message = ss == SubmitStatus::kQueueFull
+                  ? "the server is at capacity (request queue full); retry later"
+                  : "the server is shutting down";
   res.set_header("Retry-After", "1");
   SendError(res, e);
   return nullptr;
@@ -234,8 +248,8 @@ auto Releaser(std::shared_ptr<RequestStream> stream) {
 
 // Server-sent events: a chunk per piece of text, keep-alive comments while waiting (so a
 // closed connection is noticed), the finish reason, usage if asked, and [DONE].
-void Server::StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream> stream, const ApiRequest& ar,
-                          const ResponseMeta& meta) {
+void Server::StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream> stream,
+                          const ApiRequest& ar, const ResponseMeta& meta) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -270,8 +284,8 @@ void Server::StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream>
 
 // One JSON body at the end; whitespace while waiting (valid before JSON) notices a closed
 // connection.
-void Server::SendBody(httplib::Response& res, std::shared_ptr<RequestStream> stream, const ApiRequest& ar,
-                      const ResponseMeta& meta) {
+void Server::SendBody(httplib::Response& res, std::shared_ptr<RequestStream> stream,
+                      const ApiRequest& ar, const ResponseMeta& meta) {
   res.set_chunked_content_provider(
       "application/json",
       [stream, ar, meta](size_t, httplib::DataSink& sink) {
@@ -310,37 +324,46 @@ int Server::Run() {
   signal(SIGPIPE, SIG_IGN);
 
   httplib::Server& h = http_server_;
-  const int threads = opt_.http_threads > 0 ? opt_.http_threads : std::min(1024, opt_.service.max_running + opt_.service.max_queue + 16);
+  const int threads = opt_.http_threads > 0
+                          ? opt_.http_threads
+                          : std::min(1024, opt_.service.max_running + opt_.service.max_queue + 16);
   h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   h.set_payload_max_length(opt_.max_body_bytes);
   h.set_read_timeout(30, 0);
   h.set_write_timeout(30, 0);
   h.set_keep_alive_timeout(5);
-  h.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    ApiError e;
-    e.status = 500;
-    e.type = "server_error";
-    e.message = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      e.message = ex.what();
-    } catch (...) {
-    }
-    SendError(res, e);
-  });
+  h.set_exception_handler(
+      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        ApiError e;
+        e.status = 500;
+        e.type = "server_error";
+        e.message = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& ex) {
+          e.message = ex.what();
+        } catch (...) {
+        }
+        SendError(res, e);
+      });
   h.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler's own error body
     ApiError e;
     e.status = res.status;
-    e.type = res.status == 404 ? "not_found" : res.status == 413 ? "request_too_large" : "invalid_request_error";
-    e.message = res.status == 404 ? "no such endpoint" : res.status == 413 ? "the request body is too large" : "bad request";
+    e.type = res.status == 404   ? "not_found"
+             : res.status == 413 ? "request_too_large"
+                                 : "invalid_request_error";
+    e.message = res.status == 404   ? "no such endpoint"
+                : res.status == 413 ? "the request body is too large"
+                                    : "bad request";
     res.set_content(ErrorBody(e), "application/json");
     Count(res.status);
   });
 
-  h.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
-  h.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
+  h.Post("/v1/completions",
+         [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
+  h.Post("/v1/chat/completions",
+         [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
   h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
     if (state_.load() != State::kReady) {
       ApiError e;
@@ -372,7 +395,8 @@ int Server::Run() {
       std::lock_guard<std::mutex> lock(http_mu_);
       http = http_;
     }
-    r.set_content(PrometheusText(ctx_.model_name, service_->Stats(), http), "text/plain; version=0.0.4");
+    r.set_content(PrometheusText(ctx_.model_name, service_->Stats(), http),
+                  "text/plain; version=0.0.4");
   });
 
   // cpp-httplib listens with a backlog of 5; bursts of clients would overflow it (dropped
@@ -401,9 +425,11 @@ int Server::Run() {
     sigwait(&sigs, &sig);
     if (exiting.load()) return;  // our own wake-up: the server already stopped
     signalled = true;
-    std::fprintf(stderr, "paddock: %s: no new requests; letting in-flight requests finish (up to %.0f s)\n",
+    std::fprintf(stderr,
+                 "paddock: %s: no new requests; letting in-flight requests finish (up to %.0f s)\n",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT", opt_.grace_seconds);
-    while (state_.load() == State::kLoading) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (state_.load() == State::kLoading)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (state_.load() == State::kReady) {
       state_.store(State::kStopping);
       service_->Shutdown(opt_.grace_seconds);

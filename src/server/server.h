@@ -19,14 +19,14 @@ struct ServerOptions {
   EngineOptions engine;
   ServiceOptions service;
   std::string host = "127.0.0.1";
-  int port = 8080;                 // 0: any free port (printed on stderr)
-  std::string model_name;          // served name (default: the file's stem)
-  std::string chat_template;       // a built-in chat template family instead of the model's template
+  int port = 8080;            // 0: any free port (printed on stderr)
+  std::string model_name;     // served name (default: the file's stem)
+  std::string chat_template;  // a built-in chat template family instead of the model's template
   std::string chat_template_file;  // a Jinja chat template file instead of the model's
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 0;            // 0: enough for every running and queued request
-  double request_timeout = 0;      // default per-request deadline in seconds (0: none)
-  double grace_seconds = 30;       // on SIGTERM, how long in-flight requests may take
+  int http_threads = 0;        // 0: enough for every running and queued request
+  double request_timeout = 0;  // default per-request deadline in seconds (0: none)
+  double grace_seconds = 30;   // on SIGTERM, how long in-flight requests may take
   // Called once the server listens (the bound port) — for tests and the CLI.
   std::function<void(int port)> on_listening;
 };

@@ -38,7 +38,9 @@ GenerateOptions Greedy(int n) {
 
 // Builds a prompt of about `tokens` tokens from a repeated sentence.
 std::string TextOfTokens(const Engine& e, int tokens) {
-  const std::string s = "Once upon a time, there was a little girl named Lily who loved to play in the park with her red ball. ";
+  const std::string s =
+      "Once upon a time, there was a little girl named Lily who loved to play in the park with her "
+      "red ball. ";
   std::string t;
   while (static_cast<int>(e.Tokenize(t, true).size()) < tokens) t += s;
   return t;
@@ -55,7 +57,8 @@ int Prefix(const std::string& model) {
   int cached_tokens = 0, prompt_tokens = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const std::string a = prefix + "Question " + std::to_string(2 * rep) + ": what did she see?";
-    const std::string b = prefix + "Question " + std::to_string(2 * rep + 1) + ": where did she go?";
+    const std::string b =
+        prefix + "Question " + std::to_string(2 * rep + 1) + ": where did she go?";
     t_cold.push_back(uncached->Generate(b, Greedy(1)).prompt_seconds);
     cached->Generate(a, Greedy(1));  // leaves the shared prefix in the cache
     const GenerateResult r = cached->Generate(b, Greedy(1));
@@ -63,10 +66,13 @@ int Prefix(const std::string& model) {
     cached_tokens = r.cached_tokens;
     prompt_tokens = r.prompt_tokens;
   }
-  std::printf("prefix reuse on %s: prompt %d tokens, %d reused from the cache (%.1f%% recomputed)\n",
-              model.c_str(), prompt_tokens, cached_tokens, 100.0 * (prompt_tokens - cached_tokens) / prompt_tokens);
-  std::printf("  time to first token: uncached %.1f ms, cached %.1f ms (%.1fx faster), medians of 5\n",
-              Median(t_cold) * 1e3, Median(t_warm) * 1e3, Median(t_cold) / Median(t_warm));
+  std::printf(
+      "prefix reuse on %s: prompt %d tokens, %d reused from the cache (%.1f%% recomputed)\n",
+      model.c_str(), prompt_tokens, cached_tokens,
+      100.0 * (prompt_tokens - cached_tokens) / prompt_tokens);
+  std::printf(
+      "  time to first token: uncached %.1f ms, cached %.1f ms (%.1fx faster), medians of 5\n",
+      Median(t_cold) * 1e3, Median(t_warm) * 1e3, Median(t_cold) / Median(t_warm));
   return 0;
 }
 
@@ -89,7 +95,8 @@ int Window(const std::string& model) {
   }
   int k = 1024;
   for (size_t i = 0; i < used[0].size() && i < used[1].size(); ++i, k *= 2) {
-    std::printf("  %-10d %14s %14s\n", k, FormatBytes(used[0][i]).c_str(), FormatBytes(used[1][i]).c_str());
+    std::printf("  %-10d %14s %14s\n", k, FormatBytes(used[0][i]).c_str(),
+                FormatBytes(used[1][i]).c_str());
   }
   return 0;
 }
@@ -101,16 +108,20 @@ int Dtypes(const std::string& model, const std::string& tokenizer, const std::st
     const char* v;
     const char* layers;
   } configs[] = {
-      {"f32", "f32", "f32", ""},           {"f16", "f16", "f16", ""},
-      {"bf16", "bf16", "bf16", ""},        {"int8", "int8", "int8", ""},
-      {"int4", "int4", "int4", ""},        {"K int8 / V int4", "int8", "int4", ""},
+      {"f32", "f32", "f32", ""},
+      {"f16", "f16", "f16", ""},
+      {"bf16", "bf16", "bf16", ""},
+      {"int8", "int8", "int8", ""},
+      {"int4", "int4", "int4", ""},
+      {"K int8 / V int4", "int8", "int4", ""},
       {"K f16 / V int8", "f16", "int8", ""},
       {"mix: int4, first+last int8", "int4", "int4", "first=int8,last=int8"},
   };
   const std::string text = ReadFileToString(text_path);
   double base = 0;
   std::printf("KV cache types on %s, text %s:\n", model.c_str(), text_path.c_str());
-  std::printf("  %-30s %12s %12s %14s %10s\n", "K/V types", "bytes/token", "vs f16", "avg log-lik", "change");
+  std::printf("  %-30s %12s %12s %14s %10s\n", "K/V types", "bytes/token", "vs f16", "avg log-lik",
+              "change");
   size_t f16_bytes = 0;
   for (const auto& c : configs) {
     EngineOptions eo;
@@ -135,7 +146,8 @@ int Dtypes(const std::string& model, const std::string& tokenizer, const std::st
     const size_t bpt = e->Memory().kv_bytes_per_token;
     if (std::strcmp(c.name, "f32") == 0) base = ll;
     if (std::strcmp(c.name, "f16") == 0) f16_bytes = bpt;
-    std::printf("  %-30s %12zu %11.0f%% %14.5f %+10.5f\n", c.name, bpt, f16_bytes ? 100.0 * bpt / f16_bytes : 200.0, ll, ll - base);
+    std::printf("  %-30s %12zu %11.0f%% %14.5f %+10.5f\n", c.name, bpt,
+                f16_bytes ? 100.0 * bpt / f16_bytes : 200.0, ll, ll - base);
   }
   return 0;
 }
@@ -147,8 +159,11 @@ int main(int argc, char** argv) {
     if (argc >= 3 && std::string(argv[1]) == "prefix") return Prefix(argv[2]);
     if (argc >= 3 && std::string(argv[1]) == "window") return Window(argv[2]);
     if (argc == 4 && std::string(argv[1]) == "dtypes") return Dtypes(argv[2], "", argv[3]);
-    if (argc == 6 && std::string(argv[1]) == "dtypes" && std::string(argv[3]) == "-z") return Dtypes(argv[2], argv[4], argv[5]);
-    std::fprintf(stderr, "usage: paddock-kv-bench prefix MODEL | window MODEL | dtypes MODEL [-z TOKENIZER] TEXT\n");
+    if (argc == 6 && std::string(argv[1]) == "dtypes" && std::string(argv[3]) == "-z")
+      return Dtypes(argv[2], argv[4], argv[5]);
+    std::fprintf(
+        stderr,
+        "usage: paddock-kv-bench prefix MODEL | window MODEL | dtypes MODEL [-z TOKENIZER] TEXT\n");
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "paddock-kv-bench: error: %s\n", e.what());

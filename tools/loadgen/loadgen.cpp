@@ -49,12 +49,15 @@ struct Options {
 };
 
 [[noreturn]] void Usage(const char* msg) {
-  std::fprintf(stderr,
-               "paddock-loadgen: error: %s\n"
-               "usage: paddock-loadgen [--host H] [--port P] [--requests N] [--concurrency C | --rate R]\n"
-               "         [--input-mean T] [--output-mean T] [--sigma S] [--no-scale] [--seed S] [--label L] [--json]\n"
-               "       paddock-loadgen --stress SECONDS [--host H] [--port P] [--concurrency C] [--seed S]\n",
-               msg);
+  std::fprintf(
+      stderr,
+      "paddock-loadgen: error: %s\n"
+      "usage: paddock-loadgen [--host H] [--port P] [--requests N] [--concurrency C | --rate R]\n"
+      "         [--input-mean T] [--output-mean T] [--sigma S] [--no-scale] [--seed S] [--label L] "
+      "[--json]\n"
+      "       paddock-loadgen --stress SECONDS [--host H] [--port P] [--concurrency C] [--seed "
+      "S]\n",
+      msg);
   std::exit(2);
 }
 
@@ -70,25 +73,42 @@ Options Parse(int argc, char** argv) {
       const std::string v = val();
       char* end = nullptr;
       const double d = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(d >= lo && d <= hi)) Usage((a + ": bad value '" + v + "'").c_str());
+      if (end == v.c_str() || *end != '\0' || !(d >= lo && d <= hi))
+        Usage((a + ": bad value '" + v + "'").c_str());
       return d;
     };
-    if (a == "--host") o.host = val();
-    else if (a == "--port") o.port = static_cast<int>(num(1, 65535));
-    else if (a == "--requests") o.requests = static_cast<int>(num(1, 1e7));
-    else if (a == "--concurrency") o.concurrency = static_cast<int>(num(1, 4096));
-    else if (a == "--rate") o.rate = num(1e-6, 1e6);
-    else if (a == "--input-mean") o.input_mean = num(1, 1e6);
-    else if (a == "--output-mean") o.output_mean = num(1, 1e6);
-    else if (a == "--sigma") o.sigma = num(0, 3);
-    else if (a == "--no-scale") o.scale = false;
-    else if (a == "--seed") o.seed = static_cast<uint64_t>(num(0, 1e18));
-    else if (a == "--json") o.json_out = true;
-    else if (a == "--stress") o.stress_seconds = num(1, 1e6);
-    else if (a == "--timeout") o.timeout = num(1, 1e6);
-    else if (a == "--label") o.label = val();
-    else if (a == "-h" || a == "--help") Usage("help");
-    else Usage(("unknown option " + a).c_str());
+    if (a == "--host")
+      o.host = val();
+    else if (a == "--port")
+      o.port = static_cast<int>(num(1, 65535));
+    else if (a == "--requests")
+      o.requests = static_cast<int>(num(1, 1e7));
+    else if (a == "--concurrency")
+      o.concurrency = static_cast<int>(num(1, 4096));
+    else if (a == "--rate")
+      o.rate = num(1e-6, 1e6);
+    else if (a == "--input-mean")
+      o.input_mean = num(1, 1e6);
+    else if (a == "--output-mean")
+      o.output_mean = num(1, 1e6);
+    else if (a == "--sigma")
+      o.sigma = num(0, 3);
+    else if (a == "--no-scale")
+      o.scale = false;
+    else if (a == "--seed")
+      o.seed = static_cast<uint64_t>(num(0, 1e18));
+    else if (a == "--json")
+      o.json_out = true;
+    else if (a == "--stress")
+      o.stress_seconds = num(1, 1e6);
+    else if (a == "--timeout")
+      o.timeout = num(1, 1e6);
+    else if (a == "--label")
+      o.label = val();
+    else if (a == "-h" || a == "--help")
+      Usage("help");
+    else
+      Usage(("unknown option " + a).c_str());
   }
   return o;
 }
@@ -135,7 +155,8 @@ struct Sample {
 
 // Streams POST `path` with `body`; `abort_after_chunks` > 0 closes the connection after that
 // many text chunks (a client that goes away).
-Sample Stream(httplib::Client& c, const std::string& path, const json& body, int abort_after_chunks = 0) {
+Sample Stream(httplib::Client& c, const std::string& path, const json& body,
+              int abort_after_chunks = 0) {
   Sample s;
   s.start = Now();
   std::string buf;
@@ -166,12 +187,17 @@ Sample Stream(httplib::Client& c, const std::string& path, const json& body, int
       const json& ch = j["choices"][0];
       std::string piece;
       if (ch.contains("text") && ch["text"].is_string()) piece = ch["text"].get<std::string>();
-      if (ch.contains("delta") && ch["delta"].contains("content") && ch["delta"]["content"].is_string()) piece = ch["delta"]["content"].get<std::string>();
-      if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) s.finish = ch["finish_reason"].get<std::string>();
+      if (ch.contains("delta") && ch["delta"].contains("content") &&
+          ch["delta"]["content"].is_string())
+        piece = ch["delta"]["content"].get<std::string>();
+      if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
+        s.finish = ch["finish_reason"].get<std::string>();
       if (!piece.empty()) {
         const double t = Now();
-        if (s.first == 0) s.first = t;
-        else s.gaps.push_back(t - last);
+        if (s.first == 0)
+          s.first = t;
+        else
+          s.gaps.push_back(t - last);
         last = t;
         s.text += piece;
         if (abort_after_chunks > 0 && ++chunks >= abort_after_chunks) {
@@ -250,13 +276,19 @@ int RunLoad(const Options& o) {
         const double wait = t0 + jobs[i].at - Now();
         if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       }
-      json body = {{"model", m.id}, {"prompt", jobs[i].prompt}, {"max_tokens", jobs[i].out}, {"temperature", 0},
-                   {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+      json body = {{"model", m.id},
+                   {"prompt", jobs[i].prompt},
+                   {"max_tokens", jobs[i].out},
+                   {"temperature", 0},
+                   {"ignore_eos", true},
+                   {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}};
       samples[i] = Stream(*c, "/v1/completions", body);
     }
   };
   // Rate mode: enough threads that arrivals are never held back by busy clients.
-  const int n_threads = o.rate > 0 ? std::min(o.requests, 512) : std::min(o.concurrency, o.requests);
+  const int n_threads =
+      o.rate > 0 ? std::min(o.requests, 512) : std::min(o.concurrency, o.requests);
   std::vector<std::thread> threads;
   for (int i = 0; i < n_threads; ++i) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
@@ -268,7 +300,8 @@ int RunLoad(const Options& o) {
   int ok = 0;
   for (const auto& s : samples) {
     statuses[s.status]++;
-    if (s.status == -1) std::fprintf(stderr, "paddock-loadgen: a request failed: %s\n", s.finish.c_str());
+    if (s.status == -1)
+      std::fprintf(stderr, "paddock-loadgen: a request failed: %s\n", s.finish.c_str());
     if (!s.ok) continue;
     ok++;
     out_tokens += s.output_tokens;
@@ -276,7 +309,8 @@ int RunLoad(const Options& o) {
     if (s.first > 0) ttft.push_back(s.first - s.start);
     e2e.push_back(s.end - s.start);
     itl.insert(itl.end(), s.gaps.begin(), s.gaps.end());
-    if (s.output_tokens > 1 && s.first > 0) tpot.push_back((s.end - s.first) / (s.output_tokens - 1));
+    if (s.output_tokens > 1 && s.first > 0)
+      tpot.push_back((s.end - s.first) / (s.output_tokens - 1));
   }
   json r = {{"label", o.label},
             {"model", m.id},
@@ -306,14 +340,19 @@ int RunLoad(const Options& o) {
   if (o.json_out) {
     std::printf("%s\n", r.dump().c_str());
   } else {
-    std::printf("model %s, %d requests, %s, input mean %.0f, output mean %.0f tokens\n", m.id.c_str(), o.requests,
-                o.rate > 0 ? ("Poisson " + std::to_string(o.rate) + "/s").c_str() : ("concurrency " + std::to_string(o.concurrency)).c_str(),
+    std::printf("model %s, %d requests, %s, input mean %.0f, output mean %.0f tokens\n",
+                m.id.c_str(), o.requests,
+                o.rate > 0 ? ("Poisson " + std::to_string(o.rate) + "/s").c_str()
+                           : ("concurrency " + std::to_string(o.concurrency)).c_str(),
                 in_mean, out_mean);
     std::printf("  completed           %d (statuses %s)\n", ok, st.dump().c_str());
     std::printf("  duration            %.2f s\n", wall);
-    std::printf("  throughput          %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", ok / wall, out_tokens / wall, (out_tokens + in_tokens) / wall);
-    std::printf("  TTFT  p50/p90/p99   %.3f / %.3f / %.3f s\n", Percentile(ttft, 50), Percentile(ttft, 90), Percentile(ttft, 99));
-    std::printf("  ITL   p50/p99       %.1f / %.1f ms\n", 1e3 * Percentile(itl, 50), 1e3 * Percentile(itl, 99));
+    std::printf("  throughput          %.2f req/s, %.1f output tok/s, %.1f total tok/s\n",
+                ok / wall, out_tokens / wall, (out_tokens + in_tokens) / wall);
+    std::printf("  TTFT  p50/p90/p99   %.3f / %.3f / %.3f s\n", Percentile(ttft, 50),
+                Percentile(ttft, 90), Percentile(ttft, 99));
+    std::printf("  ITL   p50/p99       %.1f / %.1f ms\n", 1e3 * Percentile(itl, 50),
+                1e3 * Percentile(itl, 99));
     std::printf("  TPOT  p50           %.1f ms\n", 1e3 * Percentile(tpot, 50));
     std::printf("  E2E   p50/p99       %.2f / %.2f s\n", Percentile(e2e, 50), Percentile(e2e, 99));
   }
@@ -322,7 +361,8 @@ int RunLoad(const Options& o) {
 
 // ---- stress ---------------------------------------------------------------------------------
 
-json NonStream(httplib::Client& c, const std::string& path, const json& body, int* status, std::string* error) {
+json NonStream(httplib::Client& c, const std::string& path, const json& body, int* status,
+               std::string* error) {
   auto r = c.Post(path, body.dump(), "application/json");
   *status = r ? r->status : -1;
   if (!r) {
@@ -335,16 +375,21 @@ json NonStream(httplib::Client& c, const std::string& path, const json& body, in
 
 int RunStress(const Options& o) {
   const ModelFacts m = GetModel(o);
-  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Tom were", "One day, a big",
-                                            "The sun was", "Mom said", "There was a girl", "Tim had a red"};
+  const std::vector<std::string> prompts = {
+      "Once upon a time", "The little dog", "Lily and Tom were", "One day, a big",
+      "The sun was",      "Mom said",       "There was a girl",  "Tim had a red"};
   const std::vector<int> lengths = {4, 16, 48};
   // Reference: every (prompt, length, endpoint) greedily, alone.
   std::map<std::string, std::string> expected;
-  auto key = [](bool chat, size_t p, int n) { return std::to_string(chat) + "/" + std::to_string(p) + "/" + std::to_string(n); };
+  auto key = [](bool chat, size_t p, int n) {
+    return std::to_string(chat) + "/" + std::to_string(p) + "/" + std::to_string(n);
+  };
   auto body_for = [&](bool chat, size_t p, int n, bool stream) {
     json b = {{"model", m.id}, {"max_tokens", n}, {"temperature", 0}, {"stream", stream}};
-    if (chat) b["messages"] = json::array({{{"role", "user"}, {"content", prompts[p]}}});
-    else b["prompt"] = prompts[p];
+    if (chat)
+      b["messages"] = json::array({{{"role", "user"}, {"content", prompts[p]}}});
+    else
+      b["prompt"] = prompts[p];
     return b;
   };
   {
@@ -354,21 +399,36 @@ int RunStress(const Options& o) {
         for (int n : lengths) {
           int status = 0;
           std::string error;
-          json j = NonStream(*c, chat ? "/v1/chat/completions" : "/v1/completions", body_for(chat, p, n, false), &status, &error);
+          json j = NonStream(*c, chat ? "/v1/chat/completions" : "/v1/completions",
+                             body_for(chat, p, n, false), &status, &error);
           if (status != 200) {
-            std::fprintf(stderr, "paddock-loadgen: error: reference request failed with %d\n", status);
+            std::fprintf(stderr, "paddock-loadgen: error: reference request failed with %d\n",
+                         status);
             return 1;
           }
-          expected[key(chat, p, n)] = chat ? j["choices"][0]["message"]["content"].get<std::string>() : j["choices"][0]["text"].get<std::string>();
+          expected[key(chat, p, n)] = chat
+                                          ? j["choices"][0]["message"]["content"].get<std::string>()
+                                          : j["choices"][0]["text"].get<std::string>();
         }
       }
     }
   }
   const std::vector<std::string> malformed = {
-      "{", "[]", "null", "{\"prompt\": 5}", "{\"prompt\": \"x\", \"max_tokens\": -3}", "{\"prompt\": \"x\", \"temperature\": \"hot\"}",
-      "{\"prompt\": \"x\", \"max_tokens\": 100000000}", "{\"prompt\": \"x\", \"top_p\": 7}", "{\"prompt\": \"x\", \"model\": \"nope\"}",
-      "{\"messages\": \"hi\"}", "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "{\"prompt\": \"x\", \"stop\": [1, 2]}",
-      "{\"prompt\": [1, -5]}", "{\"prompt\": \"x\", \"n\": 3}", "\xff\xfe garbage"};
+      "{",
+      "[]",
+      "null",
+      "{\"prompt\": 5}",
+      "{\"prompt\": \"x\", \"max_tokens\": -3}",
+      "{\"prompt\": \"x\", \"temperature\": \"hot\"}",
+      "{\"prompt\": \"x\", \"max_tokens\": 100000000}",
+      "{\"prompt\": \"x\", \"top_p\": 7}",
+      "{\"prompt\": \"x\", \"model\": \"nope\"}",
+      "{\"messages\": \"hi\"}",
+      "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}",
+      "{\"prompt\": \"x\", \"stop\": [1, 2]}",
+      "{\"prompt\": [1, -5]}",
+      "{\"prompt\": \"x\", \"n\": 3}",
+      "\xff\xfe garbage"};
   std::atomic<int64_t> n_ok{0}, n_cancel{0}, n_bad{0}, n_mismatch{0}, n_unexpected{0}, n_busy{0};
   std::mutex log_mu;
   const double t_end = Now() + o.stress_seconds;
@@ -383,19 +443,24 @@ int RunStress(const Options& o) {
       const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
       if (action < 15) {  // malformed
         const std::string& b = malformed[rng() % malformed.size()];
-        auto r = c->Post(rng() & 1 ? "/v1/completions" : "/v1/chat/completions", b, "application/json");
-        if (r && r->status == 400) n_bad++;
+        auto r =
+            c->Post(rng() & 1 ? "/v1/completions" : "/v1/chat/completions", b, "application/json");
+        if (r && r->status == 400)
+          n_bad++;
         else {
           n_unexpected++;
           std::lock_guard<std::mutex> lock(log_mu);
-          std::fprintf(stderr, "malformed request got %d %s: %s\n", r ? r->status : -1, r ? "" : httplib::to_string(r.error()).c_str(), b.c_str());
+          std::fprintf(stderr, "malformed request got %d %s: %s\n", r ? r->status : -1,
+                       r ? "" : httplib::to_string(r.error()).c_str(), b.c_str());
         }
         continue;
       }
       if (action < 30) {  // abandon mid-stream
         Sample s = Stream(*c, path, body_for(chat, p, 48, true), 1 + static_cast<int>(rng() % 3));
-        if (s.status == 429 || s.status == 503) n_busy++;
-        else n_cancel++;
+        if (s.status == 429 || s.status == 503)
+          n_busy++;
+        else
+          n_cancel++;
         continue;
       }
       const bool stream = rng() & 1;
@@ -408,7 +473,9 @@ int RunStress(const Options& o) {
         error = s.finish;
       } else {
         json j = NonStream(*c, path, body_for(chat, p, n, false), &status, &error);
-        if (status == 200) got = chat ? j["choices"][0]["message"]["content"].get<std::string>() : j["choices"][0]["text"].get<std::string>();
+        if (status == 200)
+          got = chat ? j["choices"][0]["message"]["content"].get<std::string>()
+                     : j["choices"][0]["text"].get<std::string>();
       }
       if (status == 429 || status == 503) {
         n_busy++;
@@ -417,13 +484,15 @@ int RunStress(const Options& o) {
       if (status != 200) {
         n_unexpected++;
         std::lock_guard<std::mutex> lock(log_mu);
-        std::fprintf(stderr, "%s request failed with %d %s\n", stream ? "streaming" : "non-streaming", status, error.c_str());
+        std::fprintf(stderr, "%s request failed with %d %s\n",
+                     stream ? "streaming" : "non-streaming", status, error.c_str());
         continue;
       }
       if (got != expected[key(chat, p, n)]) {
         n_mismatch++;
         std::lock_guard<std::mutex> lock(log_mu);
-        std::fprintf(stderr, "MISMATCH %s prompt %zu n %d:\n  got  [%s]\n  want [%s]\n", path.c_str(), p, n, got.c_str(), expected[key(chat, p, n)].c_str());
+        std::fprintf(stderr, "MISMATCH %s prompt %zu n %d:\n  got  [%s]\n  want [%s]\n",
+                     path.c_str(), p, n, got.c_str(), expected[key(chat, p, n)].c_str());
         continue;
       }
       n_ok++;
@@ -439,14 +508,23 @@ int RunStress(const Options& o) {
   for (int i = 0; i < 100 && !idle; ++i) {
     auto r = c->Get("/metrics");
     metrics = r ? r->body : "";
-    idle = metrics.find("vllm:num_requests_running{model_name=\"" + m.id + "\"} 0\n") != std::string::npos &&
-           metrics.find("vllm:num_requests_waiting{model_name=\"" + m.id + "\"} 0\n") != std::string::npos &&
-           metrics.find("vllm:kv_cache_usage_perc{model_name=\"" + m.id + "\"} 0\n") != std::string::npos;
+    idle = metrics.find("vllm:num_requests_running{model_name=\"" + m.id + "\"} 0\n") !=
+               std::string::npos &&
+           metrics.find("vllm:num_requests_waiting{model_name=\"" + m.id + "\"} 0\n") !=
+               std::string::npos &&
+           metrics.find("vllm:kv_cache_usage_perc{model_name=\"" + m.id + "\"} 0\n") !=
+               std::string::npos;
     if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  json r = {{"seconds", o.stress_seconds}, {"clients", o.concurrency}, {"completed_and_matched", n_ok.load()},
-            {"abandoned", n_cancel.load()}, {"malformed_rejected", n_bad.load()}, {"busy_429_503", n_busy.load()},
-            {"mismatches", n_mismatch.load()}, {"unexpected", n_unexpected.load()}, {"idle_after", idle}};
+  json r = {{"seconds", o.stress_seconds},
+            {"clients", o.concurrency},
+            {"completed_and_matched", n_ok.load()},
+            {"abandoned", n_cancel.load()},
+            {"malformed_rejected", n_bad.load()},
+            {"busy_429_503", n_busy.load()},
+            {"mismatches", n_mismatch.load()},
+            {"unexpected", n_unexpected.load()},
+            {"idle_after", idle}};
   std::printf("%s\n", r.dump().c_str());
   return n_mismatch == 0 && n_unexpected == 0 && idle && n_ok > 0 ? 0 : 1;
 }

@@ -20,7 +20,7 @@ Args::Args(const std::string& command, const std::vector<OptionSpec>& specs, int
   bool only_positional = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (only_positional || a.size() < 2 || a[0] != '-' ) {
+    if (only_positional || a.size() < 2 || a[0] != '-') {
       positional_.push_back(a);
       continue;
     }
@@ -39,7 +39,9 @@ Args::Args(const std::string& command, const std::vector<OptionSpec>& specs, int
       }
     }
     auto it = by_name.find(a);
-    if (it == by_name.end()) throw Error("unknown option '" + a + "' for '" + command_ + "' (see 'paddock " + command_ + " --help')");
+    if (it == by_name.end())
+      throw Error("unknown option '" + a + "' for '" + command_ + "' (see 'paddock " + command_ +
+                  " --help')");
     const OptionSpec& s = *it->second;
     if (s.takes_value) {
       if (!has_inline) {
@@ -79,8 +81,11 @@ int64_t Args::Int(const std::string& name, int64_t dflt, int64_t lo, int64_t hi)
   const std::string s = Str(name);
   int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) throw Error("invalid value '" + s + "' for " + name + ": expected an integer");
-  if (v < lo || v > hi) throw Error("value " + s + " for " + name + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (ec != std::errc() || p != s.data() + s.size())
+    throw Error("invalid value '" + s + "' for " + name + ": expected an integer");
+  if (v < lo || v > hi)
+    throw Error("value " + s + " for " + name + " is out of range [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
   return v;
 }
 
@@ -89,7 +94,8 @@ uint64_t Args::U64(const std::string& name, uint64_t dflt) const {
   const std::string s = Str(name);
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) throw Error("invalid value '" + s + "' for " + name + ": expected a non-negative integer");
+  if (ec != std::errc() || p != s.data() + s.size())
+    throw Error("invalid value '" + s + "' for " + name + ": expected a non-negative integer");
   return v;
 }
 
@@ -98,8 +104,11 @@ double Args::Float(const std::string& name, double dflt, double lo, double hi) c
   const std::string s = Str(name);
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) throw Error("invalid value '" + s + "' for " + name + ": expected a number");
-  if (v < lo || v > hi) throw Error("value " + s + " for " + name + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
+    throw Error("invalid value '" + s + "' for " + name + ": expected a number");
+  if (v < lo || v > hi)
+    throw Error("value " + s + " for " + name + " is out of range [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
   return v;
 }
 

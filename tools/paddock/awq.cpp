@@ -18,18 +18,34 @@ struct FakeQuant {
 
 FakeQuant FakeQuantFor(GgmlType t, int64_t cols) {
   switch (t) {
-    case GgmlType::kQ4_0: case GgmlType::kPQ4_G32: return {4, 32, false};
-    case GgmlType::kPQ4_G64: return {4, 64, false};
-    case GgmlType::kPQ4_G128: return {4, 128, false};
-    case GgmlType::kQ4_1: case GgmlType::kPQ4_G32Z: case GgmlType::kQ4_K: return {4, 32, true};
-    case GgmlType::kPQ4_G64Z: return {4, 64, true};
-    case GgmlType::kPQ4_G128Z: return {4, 128, true};
-    case GgmlType::kQ5_0: return {5, 32, false};
-    case GgmlType::kQ5_1: case GgmlType::kQ5_K: return {5, 32, true};
-    case GgmlType::kQ6_K: return {6, 16, false};
-    case GgmlType::kQ8_0: return {8, 32, false};
-    case GgmlType::kPQ8_C: return {8, static_cast<int>(cols), false};
-    default: return {};
+    case GgmlType::kQ4_0:
+    case GgmlType::kPQ4_G32:
+      return {4, 32, false};
+    case GgmlType::kPQ4_G64:
+      return {4, 64, false};
+    case GgmlType::kPQ4_G128:
+      return {4, 128, false};
+    case GgmlType::kQ4_1:
+    case GgmlType::kPQ4_G32Z:
+    case GgmlType::kQ4_K:
+      return {4, 32, true};
+    case GgmlType::kPQ4_G64Z:
+      return {4, 64, true};
+    case GgmlType::kPQ4_G128Z:
+      return {4, 128, true};
+    case GgmlType::kQ5_0:
+      return {5, 32, false};
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ5_K:
+      return {5, 32, true};
+    case GgmlType::kQ6_K:
+      return {6, 16, false};
+    case GgmlType::kQ8_0:
+      return {8, 32, false};
+    case GgmlType::kPQ8_C:
+      return {8, static_cast<int>(cols), false};
+    default:
+      return {};
   }
 }
 
@@ -47,7 +63,8 @@ double RowError(const float* x, const float* imp, int64_t n, const FakeQuant& fq
       }
       const float d = (mx - mn) / static_cast<float>(levels), id = d > 0 ? 1.0f / d : 0.0f;
       for (int64_t c = g0; c < g1; ++c) {
-        const float q = std::min(static_cast<float>(levels), std::max(0.0f, std::nearbyint((x[c] - mn) * id)));
+        const float q =
+            std::min(static_cast<float>(levels), std::max(0.0f, std::nearbyint((x[c] - mn) * id)));
         const double e = x[c] - (q * d + mn);
         err += imp[c] * e * e;
       }
@@ -80,8 +97,8 @@ struct Matrix {
 
 }  // namespace
 
-AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& stats, const TensorReader& read,
-                const TypeOf& type_of, bool tied_output, bool gated_ffn) {
+AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& stats,
+                const TensorReader& read, const TypeOf& type_of, bool tied_output, bool gated_ffn) {
   AwqPlan plan;
   // One input group: the matrices reading it, the vectors its producer scales, the matrices
   // whose rows produce it.
@@ -102,8 +119,10 @@ AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& s
     }
     if (ms.empty() || s2 == nullptr) return;
     const int64_t cols = ms[0].cols;
-    std::vector<float> rms(static_cast<size_t>(cols)), s(rms.size()), imp(rms.size()), row(rms.size());
-    for (int64_t c = 0; c < cols; ++c) rms[static_cast<size_t>(c)] = std::sqrt(std::max((*s2)[static_cast<size_t>(c)], 1e-20f));
+    std::vector<float> rms(static_cast<size_t>(cols)), s(rms.size()), imp(rms.size()),
+        row(rms.size());
+    for (int64_t c = 0; c < cols; ++c)
+      rms[static_cast<size_t>(c)] = std::sqrt(std::max((*s2)[static_cast<size_t>(c)], 1e-20f));
     double best = -1;
     float best_alpha = 0;
     std::vector<float> best_s(rms.size(), 1.0f);
@@ -119,13 +138,15 @@ AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& s
       const float norm = 1.0f / std::sqrt(lo * hi);
       for (int64_t c = 0; c < cols; ++c) {
         s[static_cast<size_t>(c)] *= norm;
-        imp[static_cast<size_t>(c)] = (*s2)[static_cast<size_t>(c)] / (s[static_cast<size_t>(c)] * s[static_cast<size_t>(c)]);
+        imp[static_cast<size_t>(c)] =
+            (*s2)[static_cast<size_t>(c)] / (s[static_cast<size_t>(c)] * s[static_cast<size_t>(c)]);
       }
       double err = 0;
       for (const Matrix& m : ms) {
         for (int64_t r = 0; r < m.rows; ++r) {
           const float* wr = m.w.data() + r * m.cols;
-          for (int64_t c = 0; c < cols; ++c) row[static_cast<size_t>(c)] = wr[c] * s[static_cast<size_t>(c)];
+          for (int64_t c = 0; c < cols; ++c)
+            row[static_cast<size_t>(c)] = wr[c] * s[static_cast<size_t>(c)];
           err += RowError(row.data(), imp.data(), cols, m.fq);
         }
       }
@@ -136,8 +157,9 @@ AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& s
         best_s = s;
       }
     }
-    plan.log.push_back(StrFormat("awq %-28s alpha %.1f, expected output error %.4g -> %.4g (%.1f%%)", ms[0].name.c_str(), best_alpha,
-                                 base_err, best, base_err > 0 ? 100.0 * (best - base_err) / base_err : 0.0));
+    plan.log.push_back(StrFormat(
+        "awq %-28s alpha %.1f, expected output error %.4g -> %.4g (%.1f%%)", ms[0].name.c_str(),
+        best_alpha, base_err, best, base_err > 0 ? 100.0 * (best - base_err) / base_err : 0.0));
     if (best_alpha == 0) return;
     for (const Matrix& m : ms) plan.col[m.name] = best_s;
     for (const auto& v : vectors) plan.vec_div[v] = best_s;
@@ -150,7 +172,8 @@ AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& s
     // Down first: its scale divides FFN-up's rows, which the gate/up search does not see
     // (a per-row factor scales each group's rounding with it).
     if (gated_ffn) group({p + "ffn_down.weight"}, {}, p + "ffn_up.weight");
-    group({p + "ffn_gate.weight", p + "ffn_up.weight"}, {p + "ffn_norm.weight", p + "ffn_norm.bias"}, "");
+    group({p + "ffn_gate.weight", p + "ffn_up.weight"},
+          {p + "ffn_norm.weight", p + "ffn_norm.bias"}, "");
   }
   if (!tied_output) group({"output.weight"}, {"output_norm.weight", "output_norm.bias"}, "");
   return plan;

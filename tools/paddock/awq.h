@@ -26,12 +26,13 @@ struct AwqPlan {
 };
 
 // Reads a tensor as floats (rows x cols); false if the file has no such tensor.
-using TensorReader = std::function<bool(const std::string& name, std::vector<float>* data, int64_t* rows, int64_t* cols)>;
+using TensorReader = std::function<bool(const std::string& name, std::vector<float>* data,
+                                        int64_t* rows, int64_t* cols)>;
 // The type each matrix will be written in (for the simulated rounding).
 using TypeOf = std::function<GgmlType(const std::string& name, int64_t rows, int64_t cols)>;
 
 // `stats`: mean squares of each matrix's input channels by tensor name (ActivationStats).
-AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& stats, const TensorReader& read,
-                const TypeOf& type_of, bool tied_output, bool gated_ffn);
+AwqPlan PlanAwq(int n_layers, const std::map<std::string, std::vector<float>>& stats,
+                const TensorReader& read, const TypeOf& type_of, bool tied_output, bool gated_ffn);
 
 }  // namespace paddock::cli

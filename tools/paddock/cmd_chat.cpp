@@ -30,7 +30,10 @@ std::vector<OptionSpec> ChatSpecs() {
       {{"--top-p"}, true, "top-p, 1 = off (default 0.95)"},
       {{"--min-p"}, true, "min-p, 0 = off (default 0.05)"},
       {{"--seed"}, true, "random seed"},
-      {{"--chat-template"}, true, "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the model's own)"},
+      {{"--chat-template"},
+       true,
+       "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the "
+       "model's own)"},
       {{"--chat-template-file"}, true, "a Jinja chat template file to use instead of the model's"},
       {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
       {{"-c", "--ctx"}, true, "context in tokens (default: model's, at most 4096)"},
@@ -46,12 +49,15 @@ int CmdChat(int argc, char** argv) {
   const std::vector<OptionSpec> specs = ChatSpecs();
   Args args("chat", specs, argc, argv);
   if (args.Has("-h")) {
-    std::fputs(Usage("chat", "-m MODEL [options]   (then type; /reset, /exit)", specs).c_str(), stdout);
+    std::fputs(Usage("chat", "-m MODEL [options]   (then type; /reset, /exit)", specs).c_str(),
+               stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw UsageError("chat: unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty())
+    throw UsageError("chat: unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-m")) throw UsageError("chat needs a model: -m MODEL");
-  if (args.Has("--chat-template") && args.Has("--chat-template-file")) throw UsageError("chat: give --chat-template or --chat-template-file, not both");
+  if (args.Has("--chat-template") && args.Has("--chat-template-file"))
+    throw UsageError("chat: give --chat-template or --chat-template-file, not both");
   EngineOptions eo;
   GenerateOptions go;
   try {
@@ -73,10 +79,12 @@ int CmdChat(int argc, char** argv) {
   }
   auto engine = Engine::Create(eo);
   const ModelInfo& info = engine->info();
-  auto chat = ChatFormatter::Create(info, args.Str("--chat-template"), args.Str("--chat-template-file"));
-  if (!chat->warning().empty()) std::fprintf(stderr, "paddock: warning: %s\n", chat->warning().c_str());
-  std::fprintf(stderr, "paddock: %s (%s, context %d), chat: %s. /reset forgets, /exit quits.\n", info.path.c_str(),
-               info.arch.c_str(), info.context, chat->description().c_str());
+  auto chat =
+      ChatFormatter::Create(info, args.Str("--chat-template"), args.Str("--chat-template-file"));
+  if (!chat->warning().empty())
+    std::fprintf(stderr, "paddock: warning: %s\n", chat->warning().c_str());
+  std::fprintf(stderr, "paddock: %s (%s, context %d), chat: %s. /reset forgets, /exit quits.\n",
+               info.path.c_str(), info.arch.c_str(), info.context, chat->description().c_str());
   std::vector<ChatMessage> messages;
   const std::string system = args.Str("--system");
   if (!system.empty()) messages.push_back({"system", system});
@@ -94,7 +102,8 @@ int CmdChat(int argc, char** argv) {
     if (line.empty()) continue;
     messages.push_back({"user", line});
     const std::string text = chat->Render(messages, true);
-    const bool has_bos = !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
+    const bool has_bos =
+        !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
     go.add_bos = engine->AddsBos() && !has_bos;
     GenerateResult r;
     try {

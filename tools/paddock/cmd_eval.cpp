@@ -13,9 +13,15 @@ namespace paddock::cli {
 namespace {
 
 const std::vector<OptionSpec> kEvalSpecs = {
-    {{"-m", "--model"}, true, "model file (perplexity: one; compare: twice, reference first)", true},
+    {{"-m", "--model"},
+     true,
+     "model file (perplexity: one; compare: twice, reference first)",
+     true},
     {{"-f", "--file"}, true, "the text to evaluate on (required)"},
-    {{"--ctx"}, true, "window in tokens; the second half of each window is scored (default: model's context, at most 512)"},
+    {{"--ctx"},
+     true,
+     "window in tokens; the second half of each window is scored (default: model's context, at "
+     "most 512)"},
     {{"--chunks"}, true, "evaluate at most this many windows (default: the whole text)"},
     {{"--worst"}, true, "compare: how many worst positions to show (default 5)"},
     {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
@@ -58,13 +64,21 @@ int CmdEval(bool compare, int argc, char** argv) {
   const char* name = compare ? "compare" : "perplexity";
   Args args(name, kEvalSpecs, argc, argv);
   if (args.Has("-h")) {
-    std::fputs(Usage(name, compare ? "-m REFERENCE -m OTHER -f TEXT [options]" : "-m MODEL -f TEXT [options]", kEvalSpecs).c_str(), stdout);
+    std::fputs(
+        Usage(name,
+              compare ? "-m REFERENCE -m OTHER -f TEXT [options]" : "-m MODEL -f TEXT [options]",
+              kEvalSpecs)
+            .c_str(),
+        stdout);
     return 0;
   }
   const std::vector<std::string> models = args.All("-m");
-  if (models.size() != (compare ? 2u : 1u)) throw UsageError(std::string(name) + (compare ? " needs two models: -m A -m B" : " needs one model: -m MODEL"));
+  if (models.size() != (compare ? 2u : 1u))
+    throw UsageError(std::string(name) +
+                     (compare ? " needs two models: -m A -m B" : " needs one model: -m MODEL"));
   if (!args.Has("-f")) throw UsageError(std::string(name) + " needs a text: -f FILE");
-  if (!args.positional().empty()) throw UsageError(std::string(name) + ": unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty())
+    throw UsageError(std::string(name) + ": unexpected argument '" + args.positional()[0] + "'");
   EvalOptions o;
   o.ctx = static_cast<int>(args.Int("--ctx", 0, 8, 1 << 20));
   o.max_windows = static_cast<int>(args.Int("--chunks", 0, 0, 1 << 30));
@@ -78,11 +92,16 @@ int CmdEval(bool compare, int argc, char** argv) {
   if (!compare) {
     const PerplexityReport r = Perplexity(*a, text, o);
     if (json) {
-      std::printf("{\"ppl\": %.6f, \"ppl_se\": %.6f, \"mean_nll\": %.6f, \"tokens\": %lld, \"windows\": %d, \"ctx\": %d, \"seconds\": %.3f}\n", r.ppl,
-                  r.ppl_se, r.mean_nll, static_cast<long long>(r.scored), r.windows, r.ctx, r.seconds);
+      std::printf(
+          "{\"ppl\": %.6f, \"ppl_se\": %.6f, \"mean_nll\": %.6f, \"tokens\": %lld, \"windows\": "
+          "%d, \"ctx\": %d, \"seconds\": %.3f}\n",
+          r.ppl, r.ppl_se, r.mean_nll, static_cast<long long>(r.scored), r.windows, r.ctx,
+          r.seconds);
     } else {
-      std::printf("perplexity %.4f +/- %.4f over %lld tokens (%d windows of %d, second halves scored) in %.1f s\n", r.ppl, r.ppl_se,
-                  static_cast<long long>(r.scored), r.windows, r.ctx, r.seconds);
+      std::printf(
+          "perplexity %.4f +/- %.4f over %lld tokens (%d windows of %d, second halves scored) in "
+          "%.1f s\n",
+          r.ppl, r.ppl_se, static_cast<long long>(r.scored), r.windows, r.ctx, r.seconds);
     }
     return 0;
   }
@@ -92,22 +111,28 @@ int CmdEval(bool compare, int argc, char** argv) {
     std::string worst = "[";
     for (size_t k = 0; k < r.worst.size(); ++k) {
       const auto& w = r.worst[k];
-      worst += StrFormat("%s{\"index\": %lld, \"kl\": %.6f, \"context\": %s, \"top_a\": %s, \"top_b\": %s}", k ? ", " : "",
-                         static_cast<long long>(w.index), w.kl, Json(w.context).c_str(), Json(w.top_a).c_str(), Json(w.top_b).c_str());
+      worst += StrFormat(
+          "%s{\"index\": %lld, \"kl\": %.6f, \"context\": %s, \"top_a\": %s, \"top_b\": %s}",
+          k ? ", " : "", static_cast<long long>(w.index), w.kl, Json(w.context).c_str(),
+          Json(w.top_a).c_str(), Json(w.top_b).c_str());
     }
     worst += "]";
-    std::printf("{\"kl\": %.6f, \"kl_se\": %.6f, \"kl_max\": %.6f, \"top1_agreement\": %.6f, \"ppl_a\": %.6f, \"ppl_a_se\": %.6f, \"ppl_b\": %.6f, "
-                "\"ppl_b_se\": %.6f, \"tokens\": %lld, \"ctx\": %d, \"worst\": %s}\n",
-                r.kl, r.kl_se, r.kl_max, r.top1_agreement, r.a.ppl, r.a.ppl_se, r.b.ppl, r.b.ppl_se, static_cast<long long>(r.a.scored), r.a.ctx,
-                worst.c_str());
+    std::printf(
+        "{\"kl\": %.6f, \"kl_se\": %.6f, \"kl_max\": %.6f, \"top1_agreement\": %.6f, \"ppl_a\": "
+        "%.6f, \"ppl_a_se\": %.6f, \"ppl_b\": %.6f, "
+        "\"ppl_b_se\": %.6f, \"tokens\": %lld, \"ctx\": %d, \"worst\": %s}\n",
+        r.kl, r.kl_se, r.kl_max, r.top1_agreement, r.a.ppl, r.a.ppl_se, r.b.ppl, r.b.ppl_se,
+        static_cast<long long>(r.a.scored), r.a.ctx, worst.c_str());
   } else {
-    std::printf("A: %s  perplexity %.4f +/- %.4f\nB: %s  perplexity %.4f +/- %.4f\n", models[0].c_str(), r.a.ppl, r.a.ppl_se, models[1].c_str(),
-                r.b.ppl, r.b.ppl_se);
-    std::printf("KL(A || B) per token %.6f +/- %.6f (max %.4f), top-1 agreement %.2f%% over %lld tokens\n", r.kl, r.kl_se, r.kl_max,
-                100.0 * r.top1_agreement, static_cast<long long>(r.a.scored));
+    std::printf("A: %s  perplexity %.4f +/- %.4f\nB: %s  perplexity %.4f +/- %.4f\n",
+                models[0].c_str(), r.a.ppl, r.a.ppl_se, models[1].c_str(), r.b.ppl, r.b.ppl_se);
+    std::printf(
+        "KL(A || B) per token %.6f +/- %.6f (max %.4f), top-1 agreement %.2f%% over %lld tokens\n",
+        r.kl, r.kl_se, r.kl_max, 100.0 * r.top1_agreement, static_cast<long long>(r.a.scored));
     for (const auto& w : r.worst) {
-      std::printf("  token %lld: KL %.4f after \"%s\" (A: \"%s\", B: \"%s\")\n", static_cast<long long>(w.index), w.kl, w.context.c_str(),
-                  w.top_a.c_str(), w.top_b.c_str());
+      std::printf("  token %lld: KL %.4f after \"%s\" (A: \"%s\", B: \"%s\")\n",
+                  static_cast<long long>(w.index), w.kl, w.context.c_str(), w.top_a.c_str(),
+                  w.top_b.c_str());
     }
   }
   return 0;

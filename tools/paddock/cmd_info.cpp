@@ -4,9 +4,9 @@
 #include <string>
 
 #include "args.h"
-#include "base/timer.h"
 #include "base/mapped_file.h"
 #include "base/strings.h"
+#include "base/timer.h"
 #include "commands.h"
 #include "formats/ggml_types.h"
 #include "model/synth.h"
@@ -16,7 +16,8 @@ namespace paddock::cli {
 
 namespace {
 
-Args ParseOrUsage(const std::string& cmd, const std::vector<OptionSpec>& specs, int argc, char** argv) {
+Args ParseOrUsage(const std::string& cmd, const std::vector<OptionSpec>& specs, int argc,
+                  char** argv) {
   try {
     return Args(cmd, specs, argc, argv);
   } catch (const Error& e) {
@@ -36,13 +37,20 @@ const std::vector<OptionSpec> kTokSpecs = {
     {{"--ids"}, false, "print only the ids, space-separated, on one line"},
     {{"--add-bos"}, false, "prepend the BOS token"},
     {{"--special"}, false, "parse control tokens written in the text"},
-    {{"--bench"}, false, "print only the token count and the tokenizing speed (one thread; median of 5 runs)"},
+    {{"--bench"},
+     false,
+     "print only the token count and the tokenizing speed (one thread; median of 5 runs)"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
 const std::vector<OptionSpec> kSynthSpecs = {
-    {{"--shape"}, true, "tiny, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b (default tinyllama)"},
-    {{"--type"}, true, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (Q4_K with Q6_K where llama.cpp's Q4_K_M puts it) (default q4_0)"},
+    {{"--shape"},
+     true,
+     "tiny, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b (default tinyllama)"},
+    {{"--type"},
+     true,
+     "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (Q4_K "
+     "with Q6_K where llama.cpp's Q4_K_M puts it) (default q4_0)"},
     {{"-o", "--output"}, true, "output GGUF path (required)"},
     {{"--layers"}, true, "override the number of layers"},
     {{"--ctx"}, true, "override the context length"},
@@ -62,19 +70,23 @@ int CmdInfo(int argc, char** argv) {
   if (args.positional().size() != 1) throw UsageError("info needs exactly one model file");
   const ModelInfo i = InspectModel(args.positional()[0], args.Str("-z"));
   std::printf("file:            %s (%s)\n", i.path.c_str(), i.format.c_str());
-  std::printf("architecture:    %s%s%s\n", i.arch.c_str(), i.name.empty() ? "" : "  name: ", i.name.c_str());
+  std::printf("architecture:    %s%s%s\n", i.arch.c_str(),
+              i.name.empty() ? "" : "  name: ", i.name.c_str());
   std::printf("parameters:      %lld (%.2f M)\n", (long long)i.n_params, i.n_params / 1e6);
   std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d), FFN %d, vocab %d\n",
               i.dim, i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim, i.ffn_dim, i.n_vocab);
   std::printf("attention:       %s, RoPE base %g, %s, scaling %s, sliding window %s\n",
-              i.n_kv_heads == i.n_heads ? "multi-head" : (i.n_kv_heads == 1 ? "multi-query" : "grouped-query"),
+              i.n_kv_heads == i.n_heads ? "multi-head"
+                                        : (i.n_kv_heads == 1 ? "multi-query" : "grouped-query"),
               i.rope_base, i.rope_style.c_str(), i.rope_scaling.c_str(),
               i.sliding_window > 0 ? std::to_string(i.sliding_window).c_str() : "none");
-  std::printf("features:        QKV bias %s, QK-norm %s, tied embeddings %s\n", i.qkv_bias ? "yes" : "no",
-              i.qk_norm ? "yes" : "no", i.tied_embeddings ? "yes" : "no");
+  std::printf("features:        QKV bias %s, QK-norm %s, tied embeddings %s\n",
+              i.qkv_bias ? "yes" : "no", i.qk_norm ? "yes" : "no",
+              i.tied_embeddings ? "yes" : "no");
   std::printf("trained context: %d tokens\n", i.trained_context);
   std::printf("tensor types:   ");
-  for (const auto& t : i.tensor_types) std::printf(" %s x%d (%s)", t.type.c_str(), t.tensors, FormatBytes(t.bytes).c_str());
+  for (const auto& t : i.tensor_types)
+    std::printf(" %s x%d (%s)", t.type.c_str(), t.tensors, FormatBytes(t.bytes).c_str());
   std::printf("\n");
   std::printf("weights memory:  %s\n", FormatBytes(i.weight_bytes).c_str());
   std::printf("KV cache:        %s per 1,000 tokens of context (f32 K and V, all layers)\n",
@@ -85,16 +97,21 @@ int CmdInfo(int argc, char** argv) {
 int CmdTokenize(int argc, char** argv) {
   Args args = ParseOrUsage("tokenize", kTokSpecs, argc, argv);
   if (args.Has("--help")) {
-    std::fputs(Usage("tokenize", "-m MODEL [-z TOKENIZER] [--ids] [--add-bos] (TEXT | -f FILE)", kTokSpecs).c_str(), stdout);
+    std::fputs(
+        Usage("tokenize", "-m MODEL [-z TOKENIZER] [--ids] [--add-bos] (TEXT | -f FILE)", kTokSpecs)
+            .c_str(),
+        stdout);
     return 0;
   }
   if (!args.Has("-m")) throw UsageError("tokenize needs a model or vocabulary: -m FILE");
   std::string text;
   if (args.Has("-f")) {
-    if (!args.positional().empty()) throw UsageError("give the text as an argument or with -f, not both");
+    if (!args.positional().empty())
+      throw UsageError("give the text as an argument or with -f, not both");
     text = ReadFileToString(args.Str("-f"));
   } else {
-    if (args.positional().size() != 1) throw UsageError("tokenize needs one TEXT argument (or -f FILE)");
+    if (args.positional().size() != 1)
+      throw UsageError("tokenize needs one TEXT argument (or -f FILE)");
     text = args.positional()[0];
   }
   std::unique_ptr<Vocabulary> vocab;
@@ -114,8 +131,11 @@ int CmdTokenize(int argc, char** argv) {
       secs.push_back(NowSeconds() - t0);
     }
     std::sort(secs.begin(), secs.end());
-    std::printf("{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.2f, \"tokens_per_s\": %.0f}\n", text.size(), n, secs[2],
-                static_cast<double>(text.size()) / secs[2] / 1e6, static_cast<double>(n) / secs[2]);
+    std::printf(
+        "{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.2f, "
+        "\"tokens_per_s\": %.0f}\n",
+        text.size(), n, secs[2], static_cast<double>(text.size()) / secs[2] / 1e6,
+        static_cast<double>(n) / secs[2]);
     return 0;
   }
   const auto ids = vocab->Tokenize(text, args.Has("--add-bos"), args.Has("--special"));
@@ -138,7 +158,8 @@ int CmdSynth(int argc, char** argv) {
     std::fputs(Usage("synth", "--shape NAME --type TYPE -o FILE", kSynthSpecs).c_str(), stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-o")) throw UsageError("synth needs an output path: -o FILE");
   SynthSpec spec;
   try {
@@ -146,19 +167,22 @@ int CmdSynth(int argc, char** argv) {
     const std::string type = args.Str("--type", "q4_0");
     spec.q4_k_m = type == "q4_k_m" || type == "Q4_K_M";
     const TypeTraits* t = FindTypeTraitsByName(spec.q4_k_m ? "q4_k" : type.c_str());
-    if (t == nullptr || t->from_float == nullptr) throw Error("unknown or unsupported weight type '" + type + "'");
+    if (t == nullptr || t->from_float == nullptr)
+      throw Error("unknown or unsupported weight type '" + type + "'");
     spec.type = t->type;
     spec.n_layers = static_cast<int>(args.Int("--layers", spec.n_layers, 1, 1024));
     spec.context = static_cast<int>(args.Int("--ctx", spec.context, 1, 1 << 22));
-    spec.sliding_window = static_cast<int>(args.Int("--sliding-window", spec.sliding_window, 0, 1 << 22));
+    spec.sliding_window =
+        static_cast<int>(args.Int("--sliding-window", spec.sliding_window, 0, 1 << 22));
     spec.seed = args.U64("--seed", 1);
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  std::fprintf(stderr, "paddock: writing synthetic %s model (%s weights) to %s\n", spec.arch.c_str(),
-               spec.q4_k_m ? "Q4_K_M mix" : TypeName(spec.type), args.Str("-o").c_str());
+  std::fprintf(stderr, "paddock: writing synthetic %s model (%s weights) to %s\n",
+               spec.arch.c_str(), spec.q4_k_m ? "Q4_K_M mix" : TypeName(spec.type),
+               args.Str("-o").c_str());
   WriteSyntheticModel(spec, args.Str("-o"));
   return 0;
 }

@@ -18,7 +18,9 @@ std::vector<OptionSpec> RunSpecs();
 
 extern const std::vector<OptionSpec> kKvSpecs;  // shared with bench
 const std::vector<OptionSpec> kKvSpecs = {
-    {{"--kv-memory"}, true, "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
+    {{"--kv-memory"},
+     true,
+     "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
     {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
     {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
@@ -34,11 +36,17 @@ const std::vector<OptionSpec> kTuningSpecs = {
     {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
     {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
     {{"--no-fuse-norm"}, false, "separate residual add, norm and activation quantization passes"},
-    {{"--no-relayout"}, false, "weights in their file layout (no re-layout for the integer kernels at load)"},
+    {{"--no-relayout"},
+     false,
+     "weights in their file layout (no re-layout for the integer kernels at load)"},
     {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
     {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
-    {{"--no-bf16-dot"}, false, "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
-    {{"--no-int8-act"}, false, "float activations for quantized weights (default: int8 dot products)"},
+    {{"--no-bf16-dot"},
+     false,
+     "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
+    {{"--no-int8-act"},
+     false,
+     "float activations for quantized weights (default: int8 dot products)"},
 };
 
 void AddTuningOptions(const Args& args, EngineOptions* eo) {
@@ -59,28 +67,28 @@ const std::vector<OptionSpec> kSpecs = RunSpecs();
 
 std::vector<OptionSpec> RunSpecs() {
   std::vector<OptionSpec> s = {
-    {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (required)"},
-    {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
-    {{"-p", "--prompt"}, true, "prompt text (default: empty, generation starts from BOS)"},
-    {{"-f", "--file"}, true, "read the prompt from a file"},
-    {{"-n", "--n-predict"}, true, "tokens to generate (default 256)"},
-    {{"--temp"}, true, "temperature, 0 = greedy (default 0.8)"},
-    {{"--top-k"}, true, "top-k, 0 = off (default 40)"},
-    {{"--top-p"}, true, "top-p, 1 = off (default 0.95)"},
-    {{"--min-p"}, true, "min-p, 0 = off (default 0.05)"},
-    {{"--repeat-penalty"}, true, "repetition penalty, 1 = off (default 1)"},
-    {{"--repeat-last-n"}, true, "tokens the penalties look back over (default 64)"},
-    {{"--frequency-penalty"}, true, "frequency penalty (default 0)"},
-    {{"--presence-penalty"}, true, "presence penalty (default 0)"},
-    {{"--seed"}, true, "random seed (default 24301)"},
-    {{"--stop"}, true, "stop string (repeatable)", true},
-    {{"--ignore-eos"}, false, "keep generating past end-of-sequence"},
-    {{"--no-bos"}, false, "do not prepend BOS to the prompt"},
-    {{"--special"}, false, "parse control tokens written in the prompt"},
-    {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
-    {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
-    {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
-    {{"-h", "--help"}, false, "show this help"},
+      {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (required)"},
+      {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
+      {{"-p", "--prompt"}, true, "prompt text (default: empty, generation starts from BOS)"},
+      {{"-f", "--file"}, true, "read the prompt from a file"},
+      {{"-n", "--n-predict"}, true, "tokens to generate (default 256)"},
+      {{"--temp"}, true, "temperature, 0 = greedy (default 0.8)"},
+      {{"--top-k"}, true, "top-k, 0 = off (default 40)"},
+      {{"--top-p"}, true, "top-p, 1 = off (default 0.95)"},
+      {{"--min-p"}, true, "min-p, 0 = off (default 0.05)"},
+      {{"--repeat-penalty"}, true, "repetition penalty, 1 = off (default 1)"},
+      {{"--repeat-last-n"}, true, "tokens the penalties look back over (default 64)"},
+      {{"--frequency-penalty"}, true, "frequency penalty (default 0)"},
+      {{"--presence-penalty"}, true, "presence penalty (default 0)"},
+      {{"--seed"}, true, "random seed (default 24301)"},
+      {{"--stop"}, true, "stop string (repeatable)", true},
+      {{"--ignore-eos"}, false, "keep generating past end-of-sequence"},
+      {{"--no-bos"}, false, "do not prepend BOS to the prompt"},
+      {{"--special"}, false, "parse control tokens written in the prompt"},
+      {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
+      {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
+      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+      {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
@@ -93,7 +101,8 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s) {
   if (!s.empty() && s.back() == '%') {
     char* end = nullptr;
     const double pct = std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size() - 1 || !(pct > 0 && pct <= 100)) throw Error("invalid share '" + s + "' for " + flag + " (e.g. 30%)");
+    if (end != s.c_str() + s.size() - 1 || !(pct > 0 && pct <= 100))
+      throw Error("invalid share '" + s + "' for " + flag + " (e.g. 30%)");
     const uint64_t avail = AvailableMemoryBytes();
     if (avail == 0) throw Error("cannot read the available memory for " + flag + " " + s);
     return static_cast<uint64_t>(static_cast<double>(avail) * pct / 100.0);
@@ -102,12 +111,18 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s) {
   const double v = std::strtod(s.c_str(), &end);
   std::string unit = end != nullptr ? std::string(end) : "";
   double mul = 1;
-  if (unit == "" || unit == "B") mul = 1;
-  else if (unit == "K" || unit == "KiB" || unit == "k") mul = 1024.0;
-  else if (unit == "M" || unit == "MiB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
-  else throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
-  if (s.empty() || end == s.c_str() || !(v > 0) || v * mul > 1e15) throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
+  if (unit == "" || unit == "B")
+    mul = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k")
+    mul = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mul = 1024.0 * 1024 * 1024;
+  else
+    throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
+  if (s.empty() || end == s.c_str() || !(v > 0) || v * mul > 1e15)
+    throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
   return static_cast<uint64_t>(v * mul);
 }
 
@@ -132,8 +147,9 @@ void PrintMemory(const Engine& e) {
                "paddock: memory: weights %s, KV %s allocated (%lld blocks of %d tokens, %s/token), "
                "scratch %s; prefix cache %lld/%lld blocks hit\n",
                FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(),
-               (long long)m.kv_total_blocks, m.kv_block_size, FormatBytes(m.kv_bytes_per_token).c_str(),
-               FormatBytes(m.scratch_bytes).c_str(), (long long)m.prefix_hits, (long long)m.prefix_queries);
+               (long long)m.kv_total_blocks, m.kv_block_size,
+               FormatBytes(m.kv_bytes_per_token).c_str(), FormatBytes(m.scratch_bytes).c_str(),
+               (long long)m.prefix_hits, (long long)m.prefix_queries);
 }
 
 int CmdRun(int argc, char** argv) {
@@ -145,10 +161,12 @@ int CmdRun(int argc, char** argv) {
     }
   }();
   if (args.Has("--help")) {
-    std::fputs(Usage("run", "-m MODEL [-z TOKENIZER] [-p PROMPT] [-n N] [options]", kSpecs).c_str(), stdout);
+    std::fputs(Usage("run", "-m MODEL [-z TOKENIZER] [-p PROMPT] [-n N] [options]", kSpecs).c_str(),
+               stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-m")) throw UsageError("run needs a model: -m MODEL");
   if (args.Has("-p") && args.Has("-f")) throw UsageError("give the prompt with -p or -f, not both");
 
@@ -201,9 +219,11 @@ int CmdRun(int argc, char** argv) {
 
   auto engine = Engine::Create(eo);
   const ModelInfo& info = engine->info();
-  std::fprintf(stderr, "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels, context %d\n",
-               info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
-               engine->load_seconds(), info.threads, info.isa.c_str(), info.context);
+  std::fprintf(
+      stderr,
+      "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels, context %d\n",
+      info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
+      engine->load_seconds(), info.threads, info.isa.c_str(), info.context);
 
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
@@ -215,12 +235,15 @@ int CmdRun(int argc, char** argv) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   PrintMemory(*engine);
-  const double gen_tps = r.decode_seconds > 0 && r.generated_tokens > 1 ? (r.generated_tokens - 1) / r.decode_seconds : 0;
+  const double gen_tps = r.decode_seconds > 0 && r.generated_tokens > 1
+                             ? (r.generated_tokens - 1) / r.decode_seconds
+                             : 0;
   std::fprintf(stderr,
                "paddock: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, %.1f tok/s; "
                "finish: %s\n",
-               r.prompt_tokens, r.prompt_seconds, r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0,
-               r.generated_tokens, gen_tps, FinishReasonName(r.finish));
+               r.prompt_tokens, r.prompt_seconds,
+               r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0, r.generated_tokens,
+               gen_tps, FinishReasonName(r.finish));
   return 0;
 }
 

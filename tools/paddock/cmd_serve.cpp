@@ -22,8 +22,13 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
       {{"--host"}, true, "address to listen on (default 127.0.0.1)"},
       {{"--port"}, true, "port (default 8080; 0 picks a free one)"},
-      {{"--model-name"}, true, "name the API serves the model under (default: the file name without extension)"},
-      {{"--chat-template"}, true, "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the model's own)"},
+      {{"--model-name"},
+       true,
+       "name the API serves the model under (default: the file name without extension)"},
+      {{"--chat-template"},
+       true,
+       "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the "
+       "model's own)"},
       {{"--chat-template-file"}, true, "a Jinja chat template file to use instead of the model's"},
       {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
       {{"--max-running"}, true, "requests decoding together at most (default 64)"},
@@ -52,7 +57,8 @@ int CmdServe(int argc, char** argv) {
     std::fputs(Usage("serve", "-m MODEL [options]", specs).c_str(), stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw UsageError("serve: unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty())
+    throw UsageError("serve: unexpected argument '" + args.positional()[0] + "'");
   server::ServerOptions so;
   so.engine.model_path = args.Str("-m");
   if (so.engine.model_path.empty()) throw UsageError("serve: no model given (-m MODEL)");
@@ -69,17 +75,21 @@ int CmdServe(int argc, char** argv) {
   so.service.max_queue = static_cast<int>(args.Int("--max-queue", 256, 0, 100000));
   so.service.kv_watermark = args.Float("--kv-watermark", 0.9, 0.01, 1.0);
   const std::string batching = args.Str("--batching", "continuous");
-  if (batching != "continuous" && batching != "static") throw UsageError("serve: --batching must be continuous or static, not '" + batching + "'");
+  if (batching != "continuous" && batching != "static")
+    throw UsageError("serve: --batching must be continuous or static, not '" + batching + "'");
   so.service.static_batching = batching == "static";
   so.host = args.Str("--host", "127.0.0.1");
   so.port = static_cast<int>(args.Int("--port", 8080, 0, 65535));
   so.model_name = args.Str("--model-name");
   so.chat_template = args.Str("--chat-template");
   so.chat_template_file = args.Str("--chat-template-file");
-  if (!so.chat_template.empty() && !so.chat_template_file.empty()) throw UsageError("serve: give --chat-template or --chat-template-file, not both");
-  if (!so.chat_template.empty()) ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
+  if (!so.chat_template.empty() && !so.chat_template_file.empty())
+    throw UsageError("serve: give --chat-template or --chat-template-file, not both");
+  if (!so.chat_template.empty())
+    ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
   so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
-  so.max_body_bytes = args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
+  so.max_body_bytes =
+      args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
   if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
   so.http_threads = static_cast<int>(args.Int("--http-threads", 0, 0, 4096));
   so.grace_seconds = args.Float("--grace", 30, 0, 1e6);

@@ -21,7 +21,8 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
   constexpr int kMats = 24;
   const KernelTable& k = GetKernels(isa);
   // The same kernels with the prefetch on for every kind, and off.
-  const KernelTable* tables[2] = {&GetKernels(isa, Prefetch::kAll), &GetKernels(isa, Prefetch::kOff)};
+  const KernelTable* tables[2] = {&GetKernels(isa, Prefetch::kAll),
+                                  &GetKernels(isa, Prefetch::kOff)};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> wf(static_cast<size_t>(kCols * kRows)), x(kCols), y(kRows);
@@ -35,11 +36,16 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
   a.d = d.data();
   a.ds = ds.data();
   if (json) std::printf("{\"isa\": \"%s\", \"rounds\": %d, \"types\": [", IsaName(isa), rounds);
-  if (!json) std::printf("one core streaming a %lld x %lld GEMV from memory, %s kernels, medians of %d\n%-8s %-9s %14s %14s\n", static_cast<long long>(kRows),
-                         static_cast<long long>(kCols), IsaName(isa), rounds, "type", "layout", "prefetch GB/s", "no prefetch");
+  if (!json)
+    std::printf(
+        "one core streaming a %lld x %lld GEMV from memory, %s kernels, medians of %d\n%-8s %-9s "
+        "%14s %14s\n",
+        static_cast<long long>(kRows), static_cast<long long>(kCols), IsaName(isa), rounds, "type",
+        "layout", "prefetch GB/s", "no prefetch");
   if (!json) std::printf("(last column: what the kernels do by default)\n");
   bool first = true;
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     GgmlType to;
     X16RepackFn repack;
     if (!X16RelayoutOf(t, &to, &repack) || k.gemv_q8[static_cast<int>(to)] == nullptr) continue;
@@ -55,8 +61,10 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
         const GemvQ8Fn gemv = tables[pf]->gemv_q8[static_cast<int>(to)];
         const auto t0 = std::chrono::steady_clock::now();
         for (const auto& m : mats) gemv(m.data(), rb, kCols, kRows, a, y.data());
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) gbs[pf].push_back(static_cast<double>(bytes) * kMats / s / 1e9);  // round 0 warms up
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0)
+          gbs[pf].push_back(static_cast<double>(bytes) * kMats / s / 1e9);  // round 0 warms up
       }
     }
     for (auto& v : gbs) std::sort(v.begin(), v.end());
@@ -65,10 +73,14 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
     X16FormatOf(to, &f);
     const bool by_default = PrefetchesByDefault(f.kind);  // what the kernels do by default
     if (json) {
-      std::printf("%s{\"type\": \"%s\", \"layout\": \"%s\", \"prefetch_gb_s\": %.2f, \"no_prefetch_gb_s\": %.2f, \"prefetch_by_default\": %s}", first ? "" : ", ",
-                  tr.name, Traits(to).name, with, without, by_default ? "true" : "false");
+      std::printf(
+          "%s{\"type\": \"%s\", \"layout\": \"%s\", \"prefetch_gb_s\": %.2f, \"no_prefetch_gb_s\": "
+          "%.2f, \"prefetch_by_default\": %s}",
+          first ? "" : ", ", tr.name, Traits(to).name, with, without,
+          by_default ? "true" : "false");
     } else {
-      std::printf("%-8s %-9s %14.1f %14.1f   %s\n", tr.name, Traits(to).name, with, without, by_default ? "prefetch" : "-");
+      std::printf("%-8s %-9s %14.1f %14.1f   %s\n", tr.name, Traits(to).name, with, without,
+                  by_default ? "prefetch" : "-");
     }
     first = false;
   }

@@ -1,4 +1,5 @@
-// paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, chat, serve, perplexity, compare, quantize.
+// paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, chat, serve,
+// perplexity, compare, quantize.
 //
 // Standard output carries only the product of a command (generated text, token ids, model
 // facts); logs and timings go to standard error. Bad flags or files: one line on stderr
@@ -27,7 +28,8 @@ const char kTopUsage[] =
     "  serve      OpenAI-compatible HTTP server with continuous batching\n"
     "  perplexity perplexity of a model over a text (with its standard error)\n"
     "  compare    KL divergence and top-1 agreement of a model against a reference over a text\n"
-    "  quantize   rewrite a GGUF model with its weight matrices in another type (q8_0, q4_0, q4_k, ...)\n"
+    "  quantize   rewrite a GGUF model with its weight matrices in another type (q8_0, q4_0, q4_k, "
+    "...)\n"
     "\n"
     "'paddock <command> --help' lists a command's options.\n";
 
@@ -58,7 +60,8 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return paddock::cli::CmdEval(false, argc - 2, argv + 2);
     if (cmd == "compare") return paddock::cli::CmdEval(true, argc - 2, argv + 2);
     if (cmd == "quantize") return paddock::cli::CmdQuantize(argc - 2, argv + 2);
-    std::fprintf(stderr, "paddock: error: unknown command '%s' (try 'paddock --help')\n", cmd.c_str());
+    std::fprintf(stderr, "paddock: error: unknown command '%s' (try 'paddock --help')\n",
+                 cmd.c_str());
     return 2;
   } catch (const paddock::cli::UsageError& e) {
     std::fprintf(stderr, "paddock: error: %s\n", e.what());

@@ -48,7 +48,8 @@ float KvDot(const float* q, const uint8_t* row, int head, int nh, int hd) {
       VecF part = Zero();
       for (int j = 0; j < g / 2; j += kLanes) {
         part = Fma(Sub(ToFloat(Bits(grp + 2 + j, 0, 15)), Set1(8.0f)), Load(q + s + j), part);
-        part = Fma(Sub(ToFloat(Bits(grp + 2 + j, 4, 15)), Set1(8.0f)), Load(q + s + g / 2 + j), part);
+        part =
+            Fma(Sub(ToFloat(Bits(grp + 2 + j, 4, 15)), Set1(8.0f)), Load(q + s + g / 2 + j), part);
       }
       acc = Fma(part, Set1(Fp16ToFp32(dh)), acc);
     }
@@ -111,7 +112,8 @@ inline VecF ExpV(VecF x) {
 template <KvDtype T>
 void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
   if constexpr (T == KvDtype::kF32) {
-    std::memcpy(y, reinterpret_cast<const float*>(row) + head * hd, sizeof(float) * static_cast<size_t>(hd));
+    std::memcpy(y, reinterpret_cast<const float*>(row) + head * hd,
+                sizeof(float) * static_cast<size_t>(hd));
   } else if constexpr (T == KvDtype::kI4) {
     KvDecodeHead(T, row, head, nh, hd, 0, hd, y);
   } else {
@@ -129,11 +131,11 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
   constexpr int L = kLanes, TILE = kAttnTile;
-  float* qt = scratch;                                  // [hd][L] queries, scaled
-  float* ot = qt + static_cast<size_t>(hd) * L;         // [hd][L] output accumulators
-  float* kr = ot + static_cast<size_t>(hd) * L;         // [TILE][hd] decoded keys
-  float* vr = kr + static_cast<size_t>(TILE) * hd;      // [TILE][hd] decoded values
-  float* pt = vr + static_cast<size_t>(TILE) * hd;      // [TILE][L] scores, then probabilities
+  float* qt = scratch;                              // [hd][L] queries, scaled
+  float* ot = qt + static_cast<size_t>(hd) * L;     // [hd][L] output accumulators
+  float* kr = ot + static_cast<size_t>(hd) * L;     // [TILE][hd] decoded keys
+  float* vr = kr + static_cast<size_t>(TILE) * hd;  // [TILE][hd] decoded values
+  float* pt = vr + static_cast<size_t>(TILE) * hd;  // [TILE][L] scores, then probabilities
   alignas(64) float lo_f[L], hi_f[L], tmp[L];
   int t_begin = 1 << 30, t_end = 0;
   for (int r = 0; r < L; ++r) {
@@ -232,19 +234,25 @@ void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
   for (int r0 = 0; r0 < n_rows; r0 += kLanes) {
-    AttendLanes<KT, VT>(q_rows + r0, out_rows + r0, std::min(kLanes, n_rows - r0), lo + r0, hi + r0, k, v, g, n_kv,
-                        hd, scale, softcap, scratch, ml != nullptr ? ml + 2 * r0 : nullptr);
+    AttendLanes<KT, VT>(q_rows + r0, out_rows + r0, std::min(kLanes, n_rows - r0), lo + r0, hi + r0,
+                        k, v, g, n_kv, hd, scale, softcap, scratch,
+                        ml != nullptr ? ml + 2 * r0 : nullptr);
   }
 }
 
 template <KvDtype KT>
 AttendRowsFn AttendRowsFor(KvDtype vt) {
   switch (vt) {
-    case KvDtype::kF32: return AttendRowsT<KT, KvDtype::kF32>;
-    case KvDtype::kF16: return AttendRowsT<KT, KvDtype::kF16>;
-    case KvDtype::kBF16: return AttendRowsT<KT, KvDtype::kBF16>;
-    case KvDtype::kI8: return AttendRowsT<KT, KvDtype::kI8>;
-    case KvDtype::kI4: return AttendRowsT<KT, KvDtype::kI4>;
+    case KvDtype::kF32:
+      return AttendRowsT<KT, KvDtype::kF32>;
+    case KvDtype::kF16:
+      return AttendRowsT<KT, KvDtype::kF16>;
+    case KvDtype::kBF16:
+      return AttendRowsT<KT, KvDtype::kBF16>;
+    case KvDtype::kI8:
+      return AttendRowsT<KT, KvDtype::kI8>;
+    case KvDtype::kI4:
+      return AttendRowsT<KT, KvDtype::kI4>;
   }
   return nullptr;
 }
@@ -254,15 +262,24 @@ void AttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, 
                 float scale, float softcap, float* scratch, float* ml) {
   AttendRowsFn f = nullptr;
   switch (k.type) {
-    case KvDtype::kF32: f = AttendRowsFor<KvDtype::kF32>(v.type); break;
-    case KvDtype::kF16: f = AttendRowsFor<KvDtype::kF16>(v.type); break;
-    case KvDtype::kBF16: f = AttendRowsFor<KvDtype::kBF16>(v.type); break;
-    case KvDtype::kI8: f = AttendRowsFor<KvDtype::kI8>(v.type); break;
-    case KvDtype::kI4: f = AttendRowsFor<KvDtype::kI4>(v.type); break;
+    case KvDtype::kF32:
+      f = AttendRowsFor<KvDtype::kF32>(v.type);
+      break;
+    case KvDtype::kF16:
+      f = AttendRowsFor<KvDtype::kF16>(v.type);
+      break;
+    case KvDtype::kBF16:
+      f = AttendRowsFor<KvDtype::kBF16>(v.type);
+      break;
+    case KvDtype::kI8:
+      f = AttendRowsFor<KvDtype::kI8>(v.type);
+      break;
+    case KvDtype::kI4:
+      f = AttendRowsFor<KvDtype::kI4>(v.type);
+      break;
   }
   f(q_rows, out_rows, n_rows, lo, hi, k, v, g, n_kv, hd, scale, softcap, scratch, ml);
 }
-
 
 }  // namespace
 

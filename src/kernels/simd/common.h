@@ -78,7 +78,8 @@ inline VecF DotQ4Legacy(const uint8_t* qs, const uint8_t* qh_bytes, const float*
     if (qh_bytes != nullptr) {
       const VecI idx = AddI(LaneIndex(), SetI(j));
       lo = OrI(lo, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), idx), SetI(1)), SetI(4)));
-      hi = OrI(hi, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), AddI(idx, SetI(16))), SetI(1)), SetI(4)));
+      hi = OrI(hi, ShlV(AndI(ShrV(SetI(static_cast<int32_t>(qh)), AddI(idx, SetI(16))), SetI(1)),
+                        SetI(4)));
     }
     acc = Fma(ToFloat(lo), Load(x + j), acc);
     acc = Fma(ToFloat(hi), Load(x + 16 + j), acc);

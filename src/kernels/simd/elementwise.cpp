@@ -1,4 +1,5 @@
-// kernels/simd/elementwise.cpp: norms, softmax, gated activations, vector adds, RoPE. Compiled once per ISA.
+// kernels/simd/elementwise.cpp: norms, softmax, gated activations, vector adds, RoPE. Compiled once
+// per ISA.
 #include "kernels/simd/common.h"
 
 namespace paddock {
@@ -67,7 +68,8 @@ void GeluMul(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = g[i];
     const float y = 0.7978845608f * (x + 0.044715f * x * x * x);
-    const float t = y > 15.0f ? 1.0f : (y < -15.0f ? -1.0f : 1.0f - 2.0f / (std::exp(2.0f * y) + 1.0f));
+    const float t =
+        y > 15.0f ? 1.0f : (y < -15.0f ? -1.0f : 1.0f - 2.0f / (std::exp(2.0f * y) + 1.0f));
     g[i] = 0.5f * x * (1.0f + t) * (u != nullptr ? u[i] : 1.0f);
   }
 }

@@ -61,23 +61,34 @@ void FloatTile(const uint8_t* w, size_t rb, int64_t cols, const float* x, float*
 constexpr int kFloatTokens = 4;
 
 template <GgmlType W, int T>
-void FloatRows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y, int64_t ldy) {
+void FloatRows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y,
+               int64_t ldy) {
   int64_t r = 0;
-  for (; r + kFloatRows <= rows; r += kFloatRows) FloatTile<W, kFloatRows, T>(w + r * rb, rb, cols, x, y + r, ldy);
+  for (; r + kFloatRows <= rows; r += kFloatRows)
+    FloatTile<W, kFloatRows, T>(w + r * rb, rb, cols, x, y + r, ldy);
   for (; r < rows; ++r) FloatTile<W, 1, T>(w + r * rb, rb, cols, x, y + r, ldy);
 }
 
 template <GgmlType W>
-void GemmFloat(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok, float* y, int64_t ldy) {
+void GemmFloat(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
+               float* y, int64_t ldy) {
   const auto* wb = static_cast<const uint8_t*>(w);
   for (int t0 = 0; t0 < n_tok; t0 += kFloatTokens) {
     const float* xt = x + static_cast<int64_t>(t0) * cols;
     float* yt = y + static_cast<int64_t>(t0) * ldy;
     switch (n_tok - t0 < kFloatTokens ? n_tok - t0 : kFloatTokens) {
-      case 4: FloatRows<W, 4>(wb, rb, cols, rows, xt, yt, ldy); break;
-      case 3: FloatRows<W, 3>(wb, rb, cols, rows, xt, yt, ldy); break;
-      case 2: FloatRows<W, 2>(wb, rb, cols, rows, xt, yt, ldy); break;
-      default: FloatRows<W, 1>(wb, rb, cols, rows, xt, yt, ldy); break;
+      case 4:
+        FloatRows<W, 4>(wb, rb, cols, rows, xt, yt, ldy);
+        break;
+      case 3:
+        FloatRows<W, 3>(wb, rb, cols, rows, xt, yt, ldy);
+        break;
+      case 2:
+        FloatRows<W, 2>(wb, rb, cols, rows, xt, yt, ldy);
+        break;
+      default:
+        FloatRows<W, 1>(wb, rb, cols, rows, xt, yt, ldy);
+        break;
     }
   }
 }
@@ -156,7 +167,8 @@ void GemvQxK(const void* w, size_t rb, int64_t cols, int64_t rows, const float* 
         }
         acc = Fma(lo_acc, Set1(d * static_cast<float>(sc0)), acc);
         acc = Fma(hi_acc, Set1(d * static_cast<float>(sc1)), acc);
-        off -= dmin * (static_cast<float>(m0) * sums[i * 8 + 2 * c] + static_cast<float>(m1) * sums[i * 8 + 2 * c + 1]);
+        off -= dmin * (static_cast<float>(m0) * sums[i * 8 + 2 * c] +
+                       static_cast<float>(m1) * sums[i * 8 + 2 * c + 1]);
       }
     }
     y[r] = ReduceAdd(acc) + off;
@@ -223,7 +235,8 @@ void GemvQ8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const float
     const auto* sc = reinterpret_cast<const uint16_t*>(row);
     const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
     VecF acc = Zero();
-    for (int64_t b = 0; b < nb; ++b) acc = Fma(DotBlock32(qs + b * kQK, x + b * kQK, Zero()), Set1(_cvtsh_ss(sc[b])), acc);
+    for (int64_t b = 0; b < nb; ++b)
+      acc = Fma(DotBlock32(qs + b * kQK, x + b * kQK, Zero()), Set1(_cvtsh_ss(sc[b])), acc);
     y[r] = ReduceAdd(acc);
   }
 }

@@ -14,7 +14,8 @@ void QuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
     const float* xb = x + b * kQK;
     __m256 m = _mm256_setzero_ps();
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    for (int i = 0; i < kQK; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)));
+    for (int i = 0; i < kQK; i += 8)
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)));
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -26,7 +27,8 @@ void QuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
     for (int i = 0; i < kQK; i += 8) {
       const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i), vid));  // RNE
       acc = _mm256_add_epi32(acc, q);
-      const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      const __m128i q16 =
+          _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
       const __m128i q8 = _mm_packs_epi16(q16, q16);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(qs + b * kQK + i), q8);
     }
@@ -49,16 +51,21 @@ void GemvQ8Q8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i + 1].qs));
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (i + 1) * kQK));
-      const __m256i d0 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
-      const __m256i d1 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w1), _mm256_sign_epi8(x1, w1));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(_cvtsh_ss(b[i].d) * x.d[i]), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x.d[i + 1]), acc1);
+      const __m256i d0 =
+          DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
+      const __m256i d1 =
+          DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w1), _mm256_sign_epi8(x1, w1));
+      acc0 =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(_cvtsh_ss(b[i].d) * x.d[i]), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1),
+                             _mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x.d[i + 1]), acc1);
     }
     float v = ReducePair(acc0, acc1);
     if (i < nb) {  // the odd last block, added after the reduction as the GEMM does
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + i * kQK));
-      const __m256i d0 = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
+      const __m256i d0 =
+          DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(x0, w0));
       v += HorizontalSum(_mm256_cvtepi32_ps(d0)) * _cvtsh_ss(b[i].d) * x.d[i];
     }
     y[r] = v;
@@ -111,13 +118,20 @@ void GemvQ8Q4_K(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
         KQuantScaleMin(2 * c, blk[i].scales, &sc0, &m0);
         KQuantScaleMin(2 * c + 1, blk[i].scales, &sc1, &m1);
         const int64_t b0 = i * 8 + 2 * c;
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qs + 32 * c));
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qs + 32 * c));
         const __m256i lo = _mm256_and_si256(raw, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-        const __m256i d0 = DpBusd(_mm256_setzero_si256(), lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b0 * kQK)));
-        const __m256i d1 = DpBusd(_mm256_setzero_si256(), hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (b0 + 1) * kQK)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(d * static_cast<float>(sc0) * x.d[b0]), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(d * static_cast<float>(sc1) * x.d[b0 + 1]), acc1);
+        const __m256i d0 =
+            DpBusd(_mm256_setzero_si256(), lo,
+                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b0 * kQK)));
+        const __m256i d1 =
+            DpBusd(_mm256_setzero_si256(), hi,
+                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (b0 + 1) * kQK)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0),
+                               _mm256_set1_ps(d * static_cast<float>(sc0) * x.d[b0]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1),
+                               _mm256_set1_ps(d * static_cast<float>(sc1) * x.d[b0 + 1]), acc1);
         corr += dmin * (static_cast<float>(m0) * x.ds[b0] + static_cast<float>(m1) * x.ds[b0 + 1]);
       }
     }
@@ -140,13 +154,15 @@ void GemvQ8Q6_K(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
       for (int h = 0; h < 2; ++h) {
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].qh + 32 * h));
         for (int g = 0; g < 4; ++g) {
-          const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i].ql + 64 * h + ((g & 1) ? 32 : 0)));
+          const __m256i lb = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(blk[i].ql + 64 * h + ((g & 1) ? 32 : 0)));
           const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(lb, 4) : lb, m4);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2);
           const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
           const int64_t b = i * 8 + 4 * h + g;  // activation block
           const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK));
-          const __m256i dp = _mm256_sub_epi32(DpBusd(_mm256_setzero_si256(), q, xq), DpBusd(_mm256_setzero_si256(), k32, xq));
+          const __m256i dp = _mm256_sub_epi32(DpBusd(_mm256_setzero_si256(), q, xq),
+                                              DpBusd(_mm256_setzero_si256(), k32, xq));
           const float s = d * x.d[b];
           const int8_t* sc = blk[i].scales + 8 * h + 2 * g;
           const __m256 sv = _mm256_setr_m128(_mm_set1_ps(s * sc[0]), _mm_set1_ps(s * sc[1]));
@@ -180,17 +196,20 @@ void GemvQ8Q4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
 #pragma GCC unroll 16
       for (int k = 0; k < G; k += 2) {
         const int64_t b = b0 + k;
-        const __m256i d0 = DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
-                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK)));
-        const __m256i d1 = DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * (b + 1)),
-                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (b + 1) * kQK)));
+        const __m256i d0 =
+            DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
+                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK)));
+        const __m256i d1 =
+            DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * (b + 1)),
+                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + (b + 1) * kQK)));
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_broadcast_ss(sv + k), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_broadcast_ss(sv + k + 1), acc1);
       }
     }
     auto block = [&](int64_t b) {
-      return _mm256_cvtepi32_ps(DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
-                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK))));
+      return _mm256_cvtepi32_ps(
+          DpBusd(_mm256_setzero_si256(), UnpackQ4(qs + 16 * b),
+                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK))));
     };
     for (int64_t b = b0; b < nb; ++b) dw[b] = _cvtsh_ss(sc[b]);
     int64_t b = b0;
@@ -218,7 +237,8 @@ void GemvQ8Q8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
     auto block = [&](int64_t b) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + b * kQK));
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQK));
-      return _mm256_cvtepi32_ps(DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)));
+      return _mm256_cvtepi32_ps(
+          DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)));
     };
     for (; b0 + G <= nb; b0 += G) {
       Store(sv, Mul(LoadF16(sc + b0), Load(x.d + b0)));
@@ -234,7 +254,8 @@ void GemvQ8Q8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
       acc1 = _mm256_fmadd_ps(block(b + 1), _mm256_set1_ps(_cvtsh_ss(sc[b + 1]) * x.d[b + 1]), acc1);
     }
     float v = ReducePair(acc0, acc1);
-    if (b < nb) v += HorizontalSum(block(b)) * _cvtsh_ss(sc[b]) * x.d[b];  // the odd last block, as the GEMM
+    if (b < nb)
+      v += HorizontalSum(block(b)) * _cvtsh_ss(sc[b]) * x.d[b];  // the odd last block, as the GEMM
     y[r] = v;
   }
 }
@@ -244,8 +265,10 @@ void GemvQ8Q8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
 #if defined(__AVX512F__)
 // Two consecutive blocks' scales as [s0 x 8 | s1 x 8].
 inline __m512 PairScales(const float* s) {
-  const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));  // unaligned
-  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(two));
+  const __m128 two =
+      _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));  // unaligned
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(two));
 }
 
 // Weights of two consecutive blocks as 64 bytes for dpbusd (u8), with the matching signed
@@ -265,12 +288,15 @@ inline __m512i WeightPair(const uint8_t* row, int64_t b, size_t block_bytes, int
   if constexpr (kL == kLayoutQ4_0) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(UnpackQ4(p0)), UnpackQ4(p1), 1);
   } else {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
   }
 }
 
-inline float ReduceZ(__m512 v) { return _mm512_reduce_add_ps(v); }
+inline float ReduceZ(__m512 v) {
+  return _mm512_reduce_add_ps(v);
+}
 
 // One R x T tile over block pairs [0, nb2 * 2); odd tail blocks and the Q4_0 offset are added
 // by the caller.
@@ -298,7 +324,8 @@ void GemmTile(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
       const __mmask64 neg = kQ4 ? 0 : _mm512_movepi8_mask(wv);
       for (int t = 0; t < T; ++t) {
         // Q8_0: x * sign(w) (negate where w < 0; w == 0 contributes 0 through |w| anyway).
-        const __m512i xs = kQ4 ? xv[t] : _mm512_mask_sub_epi8(xv[t], neg, _mm512_setzero_si512(), xv[t]);
+        const __m512i xs =
+            kQ4 ? xv[t] : _mm512_mask_sub_epi8(xv[t], neg, _mm512_setzero_si512(), xv[t]);
         const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wabs, xs);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dwr, dx[t]), acc[r][t]);
       }
@@ -318,10 +345,18 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
     const int T = n_tok - t0 < 4 ? n_tok - t0 : 4;
     const ActQ8 xt = x.Token(t0, cols);
     switch (T) {
-      case 4: GemmTile<kL, R, 4>(w, rb, cols, dw, xt, out); break;
-      case 3: GemmTile<kL, R, 3>(w, rb, cols, dw, xt, out); break;
-      case 2: GemmTile<kL, R, 2>(w, rb, cols, dw, xt, out); break;
-      default: GemmTile<kL, R, 1>(w, rb, cols, dw, xt, out); break;
+      case 4:
+        GemmTile<kL, R, 4>(w, rb, cols, dw, xt, out);
+        break;
+      case 3:
+        GemmTile<kL, R, 3>(w, rb, cols, dw, xt, out);
+        break;
+      case 2:
+        GemmTile<kL, R, 2>(w, rb, cols, dw, xt, out);
+        break;
+      default:
+        GemmTile<kL, R, 1>(w, rb, cols, dw, xt, out);
+        break;
     }
     for (int t = 0; t < T; ++t) {
       const int8_t* xq = xt.qs + t * cols;
@@ -337,17 +372,21 @@ void GemmRows(const uint8_t* w, size_t rb, int64_t cols, const float* dw, const 
           if constexpr (kL == kLayoutQ4_0R) {
             dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(row + 2 * nb + 16 * b), xb);
           } else if constexpr (kL == kLayoutQ4_0) {
-            dp = DpBusd(_mm256_setzero_si256(), UnpackQ4(reinterpret_cast<const BlockQ4_0*>(row)[b].qs), xb);
+            dp = DpBusd(_mm256_setzero_si256(),
+                        UnpackQ4(reinterpret_cast<const BlockQ4_0*>(row)[b].qs), xb);
           } else if constexpr (kL == kLayoutQ8_0R) {
-            const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * nb + kQK * b));
+            const __m256i wb =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * nb + kQK * b));
             dp = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wb), _mm256_sign_epi8(xb, wb));
           } else {
-            const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ8_0*>(row)[b].qs));
+            const __m256i wb = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ8_0*>(row)[b].qs));
             dp = DpBusd(_mm256_setzero_si256(), _mm256_abs_epi8(wb), _mm256_sign_epi8(xb, wb));
           }
           v += HorizontalSum(_mm256_cvtepi32_ps(dp)) * dw[r * nb + b] * xd[b];
         }
-        if constexpr (kL == kLayoutQ4_0 || kL == kLayoutQ4_0R) v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
+        if constexpr (kL == kLayoutQ4_0 || kL == kLayoutQ4_0R)
+          v -= 8.0f * Dot(dw + r * nb, xds, nb);  // the -8 zero point
         y[(t0 + t) * ldy + r] = v;
       }
     }
@@ -369,7 +408,9 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
       int64_t b = 0;
       if constexpr (kL == kLayoutQ4_0R || kL == kLayoutQ8_0R) {  // contiguous scales: 16 at a time
         for (; b + 16 <= nb; b += 16) {
-          _mm512_storeu_ps(dw + r * nb + b, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * b))));
+          _mm512_storeu_ps(
+              dw + r * nb + b,
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * b))));
         }
         for (; b < nb; ++b) {
           uint16_t h;
@@ -387,10 +428,18 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
     const uint8_t* wr = base + static_cast<size_t>(r0) * rb;
     float* yr = y + r0;
     switch (R) {
-      case 4: GemmRows<kL, 4>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
-      case 3: GemmRows<kL, 3>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
-      case 2: GemmRows<kL, 2>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
-      default: GemmRows<kL, 1>(wr, rb, cols, dw, x, n_tok, yr, ldy); break;
+      case 4:
+        GemmRows<kL, 4>(wr, rb, cols, dw, x, n_tok, yr, ldy);
+        break;
+      case 3:
+        GemmRows<kL, 3>(wr, rb, cols, dw, x, n_tok, yr, ldy);
+        break;
+      case 2:
+        GemmRows<kL, 2>(wr, rb, cols, dw, x, n_tok, yr, ldy);
+        break;
+      default:
+        GemmRows<kL, 1>(wr, rb, cols, dw, x, n_tok, yr, ldy);
+        break;
     }
   }
 }
@@ -401,10 +450,14 @@ void GemmQ8(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x
             float* y, int64_t ldy) {
   for (int t = 0; t < n_tok; ++t) {
     const ActQ8 xt = x.Token(t, cols);
-    if constexpr (kL == kLayoutQ4_0R) GemvQ8Q4_0R(w, rb, cols, rows, xt, y + t * ldy);
-    else if constexpr (kL == kLayoutQ8_0R) GemvQ8Q8_0R(w, rb, cols, rows, xt, y + t * ldy);
-    else if constexpr (kL == kLayoutQ4_0) GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);
-    else GemvQ8Q8_0(w, rb, cols, rows, xt, y + t * ldy);
+    if constexpr (kL == kLayoutQ4_0R)
+      GemvQ8Q4_0R(w, rb, cols, rows, xt, y + t * ldy);
+    else if constexpr (kL == kLayoutQ8_0R)
+      GemvQ8Q8_0R(w, rb, cols, rows, xt, y + t * ldy);
+    else if constexpr (kL == kLayoutQ4_0)
+      GemvQ8Q4_0(w, rb, cols, rows, xt, y + t * ldy);
+    else
+      GemvQ8Q8_0(w, rb, cols, rows, xt, y + t * ldy);
   }
 }
 #endif

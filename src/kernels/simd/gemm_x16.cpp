@@ -37,7 +37,8 @@ inline int32_t Load32(const int8_t* p) {
 template <X16Kind K, bool kPf>
 inline void PrefetchWeights(const uint8_t* p) {
   if constexpr (kPf) {
-    for (size_t l = 0; l < X16LayoutOf(K).block; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
+    for (size_t l = 0; l < X16LayoutOf(K).block; l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
   }
 }
 
@@ -57,10 +58,12 @@ inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
 // 128 x each lane's quant sum (shared by all tokens) is taken back out. The first and second
 // 16 elements have their own scales (s_lo, s_hi, times d).
 template <int T>
-inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd, int64_t nb,
-                     VecF s_lo, VecF s_hi, VecF* facc) {
-  const VecI m4 = Set1I8(15), top = Set1I8(0x30), k32 = Set1I8(32), k128 = Set1I8(static_cast<int8_t>(0x80));
-  const VecI h0 = LoadRaw(p + kQ6K.extra + kRowBytes * h), h1 = LoadRaw(p + kQ6K.extra + 64 + kRowBytes * h);
+inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
+                     int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
+  const VecI m4 = Set1I8(15), top = Set1I8(0x30), k32 = Set1I8(32),
+             k128 = Set1I8(static_cast<int8_t>(0x80));
+  const VecI h0 = LoadRaw(p + kQ6K.extra + kRowBytes * h),
+             h1 = LoadRaw(p + kQ6K.extra + 64 + kRowBytes * h);
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
   VecI c_lo = ZeroI(), c_hi = ZeroI();
@@ -97,7 +100,8 @@ inline KHeader LoadKHeader(const uint8_t* p, int h) {
   KHeader k;
   k.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
   k.ndmin = Sub(Zero(), LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h));
-  const VecI u0 = LoadRaw(p + 64 + kRowBytes * h), u1 = LoadRaw(p + 128 + kRowBytes * h), u2 = LoadRaw(p + 192 + kRowBytes * h);
+  const VecI u0 = LoadRaw(p + 64 + kRowBytes * h), u1 = LoadRaw(p + 128 + kRowBytes * h),
+             u2 = LoadRaw(p + 192 + kRowBytes * h);
   const VecI m6 = Set1I8(63), m4 = Set1I8(15), top = Set1I8(0x30);
   k.sc_lo = AndI(u0, m6);
   k.mn_lo = AndI(u1, m6);
@@ -114,7 +118,9 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   constexpr bool kSplit = T <= kX16SplitTokens;  // two int32 chains per token
   constexpr int BPS = G / kQK;
   constexpr X16Layout kL = X16LayoutOf(K);
-  constexpr float kZero = K == X16Kind::kQ4S ? 8.0f : (K == X16Kind::kQ5S ? 16.0f : (X16HasMin(K) ? 0.0f : kOffset8Zero));
+  constexpr float kZero = K == X16Kind::kQ4S
+                              ? 8.0f
+                              : (K == X16Kind::kQ5S ? 16.0f : (X16HasMin(K) ? 0.0f : kOffset8Zero));
   const int64_t nb = cols / kQK;
   const VecI m4 = Set1I8(15);
   for (int h = 0; h < kHalves; ++h) {
@@ -134,8 +140,10 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       } else if constexpr (K == X16Kind::kQ6K) {
         kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
       } else {
-        if constexpr (K != X16Kind::kQ8C) sw = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
-        if constexpr (X16HasMin(K)) mw = LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h);
+        if constexpr (K != X16Kind::kQ8C)
+          sw = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+        if constexpr (X16HasMin(K))
+          mw = LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h);
       }
       const uint8_t* hdr = p;
       p += kL.header;
@@ -212,7 +220,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
 
 // The tile of a kind: the 2:4 sparse kind has its own.
 template <X16Kind K, int G, int T, bool kPf>
-inline void Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds, float* y, int64_t ldy) {
+inline void Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd,
+                 const float* xds, float* y, int64_t ldy) {
   if constexpr (K == X16Kind::kS8C) {
     SparseTile<T>(grp, cols, xq, xd, y, ldy);
   } else {
@@ -237,14 +246,30 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
       const uint8_t* grp = base + static_cast<size_t>(g) * group_bytes;
       float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
       switch (T) {
-        case 8: if constexpr (kMaxT >= 8) Tile<K, G, 8, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 7: if constexpr (kMaxT >= 7) Tile<K, G, 7, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 6: if constexpr (kMaxT >= 6) Tile<K, G, 6, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 5: if constexpr (kMaxT >= 5) Tile<K, G, 5, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 4: Tile<K, G, 4, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 3: Tile<K, G, 3, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        case 2: Tile<K, G, 2, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
-        default: Tile<K, G, 1, kPf>(grp, cols, xq, xd, xds, yg, ldy); break;
+        case 8:
+          if constexpr (kMaxT >= 8) Tile<K, G, 8, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        case 7:
+          if constexpr (kMaxT >= 7) Tile<K, G, 7, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        case 6:
+          if constexpr (kMaxT >= 6) Tile<K, G, 6, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        case 5:
+          if constexpr (kMaxT >= 5) Tile<K, G, 5, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        case 4:
+          Tile<K, G, 4, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        case 3:
+          Tile<K, G, 3, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        case 2:
+          Tile<K, G, 2, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
+        default:
+          Tile<K, G, 1, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          break;
       }
     }
   }
@@ -257,7 +282,8 @@ void GemvQ8X16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8
 
 template <GgmlType Type, X16Kind K, int G>
 void SetX16(KernelTable* t, Prefetch prefetch) {
-  const bool pf = prefetch == Prefetch::kAll || (prefetch == Prefetch::kAuto && PrefetchesByDefault(K));
+  const bool pf =
+      prefetch == Prefetch::kAll || (prefetch == Prefetch::kAuto && PrefetchesByDefault(K));
   t->gemv_q8[static_cast<int>(Type)] = pf ? GemvQ8X16<K, G, true> : GemvQ8X16<K, G, false>;
   t->gemm_q8[static_cast<int>(Type)] = pf ? GemmX16<K, G, true> : GemmX16<K, G, false>;
 }

@@ -15,15 +15,33 @@ struct VecF {
   __m256 v;
 };
 constexpr int kLanes = 8;
-inline VecF Zero() { return {_mm256_setzero_ps()}; }
-inline VecF Set1(float a) { return {_mm256_set1_ps(a)}; }
-inline VecF Load(const float* p) { return {_mm256_loadu_ps(p)}; }
-inline void Store(float* p, VecF a) { _mm256_storeu_ps(p, a.v); }
-inline VecF Add(VecF a, VecF b) { return {_mm256_add_ps(a.v, b.v)}; }
-inline VecF Sub(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }
-inline VecF Mul(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
-inline VecF Max(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
-inline VecF Fma(VecF a, VecF b, VecF c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+inline VecF Zero() {
+  return {_mm256_setzero_ps()};
+}
+inline VecF Set1(float a) {
+  return {_mm256_set1_ps(a)};
+}
+inline VecF Load(const float* p) {
+  return {_mm256_loadu_ps(p)};
+}
+inline void Store(float* p, VecF a) {
+  _mm256_storeu_ps(p, a.v);
+}
+inline VecF Add(VecF a, VecF b) {
+  return {_mm256_add_ps(a.v, b.v)};
+}
+inline VecF Sub(VecF a, VecF b) {
+  return {_mm256_sub_ps(a.v, b.v)};
+}
+inline VecF Mul(VecF a, VecF b) {
+  return {_mm256_mul_ps(a.v, b.v)};
+}
+inline VecF Max(VecF a, VecF b) {
+  return {_mm256_max_ps(a.v, b.v)};
+}
+inline VecF Fma(VecF a, VecF b, VecF c) {
+  return {_mm256_fmadd_ps(a.v, b.v, c.v)};
+}
 inline float ReduceAdd(VecF a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -44,7 +62,8 @@ inline VecF LoadBf16(const uint16_t* p) {
   return {_mm256_castsi256_ps(_mm256_slli_epi32(w, 16))};
 }
 inline VecF LoadI8(const int8_t* p) {
-  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
+  return {_mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
 }
 struct VecI {
   __m256i v;
@@ -52,24 +71,54 @@ struct VecI {
 inline VecI LoadU8(const uint8_t* p) {
   return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))};
 }
-inline VecI SetI(int32_t a) { return {_mm256_set1_epi32(a)}; }
-inline VecI LaneIndex() { return {_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)}; }
-inline VecI AddI(VecI a, VecI b) { return {_mm256_add_epi32(a.v, b.v)}; }
-inline VecI AndI(VecI a, VecI b) { return {_mm256_and_si256(a.v, b.v)}; }
-inline VecI OrI(VecI a, VecI b) { return {_mm256_or_si256(a.v, b.v)}; }
-inline VecI ShrV(VecI a, VecI s) { return {_mm256_srlv_epi32(a.v, s.v)}; }
-inline VecI ShlV(VecI a, VecI s) { return {_mm256_sllv_epi32(a.v, s.v)}; }
-inline VecF ToFloat(VecI a) { return {_mm256_cvtepi32_ps(a.v)}; }
+inline VecI SetI(int32_t a) {
+  return {_mm256_set1_epi32(a)};
+}
+inline VecI LaneIndex() {
+  return {_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)};
+}
+inline VecI AddI(VecI a, VecI b) {
+  return {_mm256_add_epi32(a.v, b.v)};
+}
+inline VecI AndI(VecI a, VecI b) {
+  return {_mm256_and_si256(a.v, b.v)};
+}
+inline VecI OrI(VecI a, VecI b) {
+  return {_mm256_or_si256(a.v, b.v)};
+}
+inline VecI ShrV(VecI a, VecI s) {
+  return {_mm256_srlv_epi32(a.v, s.v)};
+}
+inline VecI ShlV(VecI a, VecI s) {
+  return {_mm256_sllv_epi32(a.v, s.v)};
+}
+inline VecF ToFloat(VecI a) {
+  return {_mm256_cvtepi32_ps(a.v)};
+}
 struct VecM {
   __m256 m;
 };
-inline VecF Div(VecF a, VecF b) { return {_mm256_div_ps(a.v, b.v)}; }
-inline VecM CmpGe(VecF a, VecF b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GE_OQ)}; }
-inline VecM CmpLt(VecF a, VecF b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
-inline VecM And(VecM a, VecM b) { return {_mm256_and_ps(a.m, b.m)}; }
-inline VecF Select(VecM m, VecF a, VecF b) { return {_mm256_blendv_ps(b.v, a.v, m.m)}; }
-inline VecF Min(VecF a, VecF b) { return {_mm256_min_ps(a.v, b.v)}; }
-inline VecF RoundNearest(VecF a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline VecF Div(VecF a, VecF b) {
+  return {_mm256_div_ps(a.v, b.v)};
+}
+inline VecM CmpGe(VecF a, VecF b) {
+  return {_mm256_cmp_ps(a.v, b.v, _CMP_GE_OQ)};
+}
+inline VecM CmpLt(VecF a, VecF b) {
+  return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)};
+}
+inline VecM And(VecM a, VecM b) {
+  return {_mm256_and_ps(a.m, b.m)};
+}
+inline VecF Select(VecM m, VecF a, VecF b) {
+  return {_mm256_blendv_ps(b.v, a.v, m.m)};
+}
+inline VecF Min(VecF a, VecF b) {
+  return {_mm256_min_ps(a.v, b.v)};
+}
+inline VecF RoundNearest(VecF a) {
+  return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 // p * 2^n for integral n (added to the exponent bits).
 inline VecF Ldexp(VecF p, VecF n) {
   const __m256i bits = _mm256_slli_epi32(_mm256_cvtps_epi32(n.v), 23);
@@ -77,16 +126,36 @@ inline VecF Ldexp(VecF p, VecF n) {
 }
 
 // Whole-register integer operations (bytes, 16- and 32-bit lanes) for the interleaved tiles.
-inline VecI ZeroI() { return {_mm256_setzero_si256()}; }
-inline VecI LoadRaw(const uint8_t* p) { return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))}; }
-inline VecI Set1I8(int8_t a) { return {_mm256_set1_epi8(a)}; }
-inline VecI XorI(VecI a, VecI b) { return {_mm256_xor_si256(a.v, b.v)}; }
-inline VecI Sub8(VecI a, VecI b) { return {_mm256_sub_epi8(a.v, b.v)}; }
-inline VecI SubI(VecI a, VecI b) { return {_mm256_sub_epi32(a.v, b.v)}; }
-inline VecI Srl16(VecI a, int n) { return {_mm256_srli_epi16(a.v, n)}; }
-inline VecI Sll16(VecI a, int n) { return {_mm256_slli_epi16(a.v, n)}; }
-inline VecI Srl32(VecI a, int n) { return {_mm256_srli_epi32(a.v, n)}; }
-inline VecI Sra32(VecI a, int n) { return {_mm256_srai_epi32(a.v, n)}; }
+inline VecI ZeroI() {
+  return {_mm256_setzero_si256()};
+}
+inline VecI LoadRaw(const uint8_t* p) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))};
+}
+inline VecI Set1I8(int8_t a) {
+  return {_mm256_set1_epi8(a)};
+}
+inline VecI XorI(VecI a, VecI b) {
+  return {_mm256_xor_si256(a.v, b.v)};
+}
+inline VecI Sub8(VecI a, VecI b) {
+  return {_mm256_sub_epi8(a.v, b.v)};
+}
+inline VecI SubI(VecI a, VecI b) {
+  return {_mm256_sub_epi32(a.v, b.v)};
+}
+inline VecI Srl16(VecI a, int n) {
+  return {_mm256_srli_epi16(a.v, n)};
+}
+inline VecI Sll16(VecI a, int n) {
+  return {_mm256_slli_epi16(a.v, n)};
+}
+inline VecI Srl32(VecI a, int n) {
+  return {_mm256_srli_epi32(a.v, n)};
+}
+inline VecI Sra32(VecI a, int n) {
+  return {_mm256_srai_epi32(a.v, n)};
+}
 // acc (int32 lanes) += the 4 products u8 x s8 of each lane: maddubs + madd (exact while each
 // pair of products stays within int16: |u8| <= 128, or u8 <= 255 with |s8| <= 64).
 inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) {
@@ -107,7 +176,9 @@ constexpr int kX16SplitTokens = 0;
 // Float GEMM register tile: rows per tile (2 x 4 tokens of 256-bit accumulators).
 constexpr int kFloatRows = 2;
 // Tokens per register tile of the interleaved integer kernels.
-constexpr int X16MaxTile(X16Kind) { return 4; }
+constexpr int X16MaxTile(X16Kind) {
+  return 4;
+}
 #define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_avx2.h"
 
 // 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): maddubs + madd (safe from int16
@@ -124,7 +195,9 @@ inline float HorizontalSum(__m256 v) {
 }
 
 // Final reduction of the even/odd-block accumulators (see vec_avx512.h).
-inline float ReducePair(__m256 acc0, __m256 acc1) { return HorizontalSum(_mm256_add_ps(acc0, acc1)); }
+inline float ReducePair(__m256 acc0, __m256 acc1) {
+  return HorizontalSum(_mm256_add_ps(acc0, acc1));
+}
 // Q4_0 nibbles as 32 unsigned bytes in element order (low nibbles: 0..15, high: 16..31).
 inline __m256i UnpackQ4(const uint8_t* qs) {
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));

@@ -15,17 +15,39 @@ struct VecF {
   __m512 v;
 };
 constexpr int kLanes = 16;
-inline VecF Zero() { return {_mm512_setzero_ps()}; }
-inline VecF Set1(float a) { return {_mm512_set1_ps(a)}; }
-inline VecF Load(const float* p) { return {_mm512_loadu_ps(p)}; }
-inline void Store(float* p, VecF a) { _mm512_storeu_ps(p, a.v); }
-inline VecF Add(VecF a, VecF b) { return {_mm512_add_ps(a.v, b.v)}; }
-inline VecF Sub(VecF a, VecF b) { return {_mm512_sub_ps(a.v, b.v)}; }
-inline VecF Mul(VecF a, VecF b) { return {_mm512_mul_ps(a.v, b.v)}; }
-inline VecF Max(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
-inline VecF Fma(VecF a, VecF b, VecF c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
-inline float ReduceAdd(VecF a) { return _mm512_reduce_add_ps(a.v); }
-inline float ReduceMax(VecF a) { return _mm512_reduce_max_ps(a.v); }
+inline VecF Zero() {
+  return {_mm512_setzero_ps()};
+}
+inline VecF Set1(float a) {
+  return {_mm512_set1_ps(a)};
+}
+inline VecF Load(const float* p) {
+  return {_mm512_loadu_ps(p)};
+}
+inline void Store(float* p, VecF a) {
+  _mm512_storeu_ps(p, a.v);
+}
+inline VecF Add(VecF a, VecF b) {
+  return {_mm512_add_ps(a.v, b.v)};
+}
+inline VecF Sub(VecF a, VecF b) {
+  return {_mm512_sub_ps(a.v, b.v)};
+}
+inline VecF Mul(VecF a, VecF b) {
+  return {_mm512_mul_ps(a.v, b.v)};
+}
+inline VecF Max(VecF a, VecF b) {
+  return {_mm512_max_ps(a.v, b.v)};
+}
+inline VecF Fma(VecF a, VecF b, VecF c) {
+  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
+}
+inline float ReduceAdd(VecF a) {
+  return _mm512_reduce_add_ps(a.v);
+}
+inline float ReduceMax(VecF a) {
+  return _mm512_reduce_max_ps(a.v);
+}
 inline VecF LoadF16(const uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
@@ -34,7 +56,8 @@ inline VecF LoadBf16(const uint16_t* p) {
   return {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
 }
 inline VecF LoadI8(const int8_t* p) {
-  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+  return {_mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
 }
 // Integer lanes, for unpacking quantized weights in registers (writing unpacked values to
 // memory and reloading them as a vector stalls on store forwarding).
@@ -44,45 +67,101 @@ struct VecI {
 inline VecI LoadU8(const uint8_t* p) {  // kLanes bytes, zero-extended
   return {_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
 }
-inline VecI SetI(int32_t a) { return {_mm512_set1_epi32(a)}; }
-inline VecI LaneIndex() { return {_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)}; }
-inline VecI AddI(VecI a, VecI b) { return {_mm512_add_epi32(a.v, b.v)}; }
-inline VecI AndI(VecI a, VecI b) { return {_mm512_and_si512(a.v, b.v)}; }
-inline VecI OrI(VecI a, VecI b) { return {_mm512_or_si512(a.v, b.v)}; }
-inline VecI ShrV(VecI a, VecI s) { return {_mm512_srlv_epi32(a.v, s.v)}; }
-inline VecI ShlV(VecI a, VecI s) { return {_mm512_sllv_epi32(a.v, s.v)}; }
-inline VecF ToFloat(VecI a) { return {_mm512_cvtepi32_ps(a.v)}; }
+inline VecI SetI(int32_t a) {
+  return {_mm512_set1_epi32(a)};
+}
+inline VecI LaneIndex() {
+  return {_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)};
+}
+inline VecI AddI(VecI a, VecI b) {
+  return {_mm512_add_epi32(a.v, b.v)};
+}
+inline VecI AndI(VecI a, VecI b) {
+  return {_mm512_and_si512(a.v, b.v)};
+}
+inline VecI OrI(VecI a, VecI b) {
+  return {_mm512_or_si512(a.v, b.v)};
+}
+inline VecI ShrV(VecI a, VecI s) {
+  return {_mm512_srlv_epi32(a.v, s.v)};
+}
+inline VecI ShlV(VecI a, VecI s) {
+  return {_mm512_sllv_epi32(a.v, s.v)};
+}
+inline VecF ToFloat(VecI a) {
+  return {_mm512_cvtepi32_ps(a.v)};
+}
 // Lane masks (comparisons, selection).
 struct VecM {
   __mmask16 m;
 };
-inline VecF Div(VecF a, VecF b) { return {_mm512_div_ps(a.v, b.v)}; }
-inline VecM CmpGe(VecF a, VecF b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_GE_OQ)}; }
-inline VecM CmpLt(VecF a, VecF b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)}; }
-inline VecM And(VecM a, VecM b) { return {static_cast<__mmask16>(a.m & b.m)}; }
-inline VecF Select(VecM m, VecF a, VecF b) { return {_mm512_mask_blend_ps(m.m, b.v, a.v)}; }
-inline VecF Min(VecF a, VecF b) { return {_mm512_min_ps(a.v, b.v)}; }
-inline VecF RoundNearest(VecF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline VecF Div(VecF a, VecF b) {
+  return {_mm512_div_ps(a.v, b.v)};
+}
+inline VecM CmpGe(VecF a, VecF b) {
+  return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_GE_OQ)};
+}
+inline VecM CmpLt(VecF a, VecF b) {
+  return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)};
+}
+inline VecM And(VecM a, VecM b) {
+  return {static_cast<__mmask16>(a.m & b.m)};
+}
+inline VecF Select(VecM m, VecF a, VecF b) {
+  return {_mm512_mask_blend_ps(m.m, b.v, a.v)};
+}
+inline VecF Min(VecF a, VecF b) {
+  return {_mm512_min_ps(a.v, b.v)};
+}
+inline VecF RoundNearest(VecF a) {
+  return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 // p * 2^n for integral n.
-inline VecF Ldexp(VecF p, VecF n) { return {_mm512_scalef_ps(p.v, n.v)}; }
+inline VecF Ldexp(VecF p, VecF n) {
+  return {_mm512_scalef_ps(p.v, n.v)};
+}
 
 // Whole-register integer operations (bytes, 16- and 32-bit lanes) for the interleaved tiles.
-inline VecI ZeroI() { return {_mm512_setzero_si512()}; }
-inline VecI LoadRaw(const uint8_t* p) { return {_mm512_loadu_si512(p)}; }  // kLanes * 4 bytes
-inline VecI Set1I8(int8_t a) { return {_mm512_set1_epi8(a)}; }
-inline VecI XorI(VecI a, VecI b) { return {_mm512_xor_si512(a.v, b.v)}; }
-inline VecI Sub8(VecI a, VecI b) { return {_mm512_sub_epi8(a.v, b.v)}; }
-inline VecI SubI(VecI a, VecI b) { return {_mm512_sub_epi32(a.v, b.v)}; }
-inline VecI Srl16(VecI a, int n) { return {_mm512_srli_epi16(a.v, static_cast<unsigned>(n))}; }
-inline VecI Sll16(VecI a, int n) { return {_mm512_slli_epi16(a.v, static_cast<unsigned>(n))}; }
-inline VecI Srl32(VecI a, int n) { return {_mm512_srli_epi32(a.v, static_cast<unsigned>(n))}; }
-inline VecI Sra32(VecI a, int n) { return {_mm512_srai_epi32(a.v, static_cast<unsigned>(n))}; }
+inline VecI ZeroI() {
+  return {_mm512_setzero_si512()};
+}
+inline VecI LoadRaw(const uint8_t* p) {
+  return {_mm512_loadu_si512(p)};
+}  // kLanes * 4 bytes
+inline VecI Set1I8(int8_t a) {
+  return {_mm512_set1_epi8(a)};
+}
+inline VecI XorI(VecI a, VecI b) {
+  return {_mm512_xor_si512(a.v, b.v)};
+}
+inline VecI Sub8(VecI a, VecI b) {
+  return {_mm512_sub_epi8(a.v, b.v)};
+}
+inline VecI SubI(VecI a, VecI b) {
+  return {_mm512_sub_epi32(a.v, b.v)};
+}
+inline VecI Srl16(VecI a, int n) {
+  return {_mm512_srli_epi16(a.v, static_cast<unsigned>(n))};
+}
+inline VecI Sll16(VecI a, int n) {
+  return {_mm512_slli_epi16(a.v, static_cast<unsigned>(n))};
+}
+inline VecI Srl32(VecI a, int n) {
+  return {_mm512_srli_epi32(a.v, static_cast<unsigned>(n))};
+}
+inline VecI Sra32(VecI a, int n) {
+  return {_mm512_srai_epi32(a.v, static_cast<unsigned>(n))};
+}
 // acc (int32 lanes) += the 4 products u8 x s8 of each lane (VNNI).
-inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) { return {_mm512_dpbusd_epi32(acc.v, u8.v, s8.v)}; }
+inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) {
+  return {_mm512_dpbusd_epi32(acc.v, u8.v, s8.v)};
+}
 // 8-bit interleaved quants are stored + 128 (unsigned). With VNNI they are the unsigned operand
 // as stored: acc += (w + 128) . x, and kOffset8Zero x the activations' block sum comes out in
 // the float epilogue.
-inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) { return DotU8S8(acc, w_stored, x); }
+inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) {
+  return DotU8S8(acc, w_stored, x);
+}
 constexpr float kOffset8Zero = 128.0f;
 // Two int32 chains per token where few tokens leave the latency exposed (16 rows per register
 // leave room for them).
@@ -92,11 +171,15 @@ constexpr int kX16SplitTokens = 4;
 constexpr int kFloatRows = 4;
 // Tokens per register tile of the interleaved integer kernels (Q6_K keeps two int32
 // accumulators per token, so it takes fewer).
-constexpr int X16MaxTile(X16Kind k) { return k == X16Kind::kQ6K ? 6 : 8; }
+constexpr int X16MaxTile(X16Kind k) {
+  return k == X16Kind::kQ6K ? 6 : 8;
+}
 #define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_avx512.h"
 
 // 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): VNNI.
-inline __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
+inline __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) {
+  return _mm256_dpbusd_epi32(acc, u8, s8);
+}
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -112,8 +195,10 @@ inline float ReducePair(__m256 acc0, __m256 acc1) {
 }
 // Q4_0 nibbles as 32 unsigned bytes in element order (low nibbles: 0..15, high: 16..31).
 inline __m256i UnpackQ4(const uint8_t* qs) {
-  const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_srlv_epi16(raw, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
+  const __m256i raw =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i shifted =
+      _mm256_srlv_epi16(raw, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
   return _mm256_and_si256(shifted, _mm256_set1_epi8(15));
 }
 // Runs `iters` iterations of 8 independent int8 dot-product instructions; returns the int8
