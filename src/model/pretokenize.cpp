@@ -12,8 +12,8 @@
 namespace paddock {
 namespace {
 
-// The expressions per pre-tokenizer (the tokenizers' own, as llama.cpp lists them).
-// The expressions are the tokenizers' own (llama.cpp), kept verbatim: not reflowed.
+// The expressions per pre-tokenizer (the tokenizers' own, as llama.cpp lists them), kept
+// verbatim: not reflowed by the formatter.
 // clang-format off
 constexpr const char* kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 constexpr const char* kLlama3 =
