@@ -120,12 +120,9 @@ SynthSpec SynthPreset(const std::string& name) {
   return s;
 }
 
-void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
-  const int hd = s.head_dim > 0 ? s.head_dim : s.dim / (s.n_heads > 0 ? s.n_heads : 1);
-  if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.ffn_dim <= 0 ||
-      hd <= 0 || s.n_heads % s.n_kv_heads != 0) {
-    Fail("synthetic model: impossible shape");
-  }
+namespace {
+
+void WriteMetadata(const SynthSpec& s, int hd, GgufWriter* w) {
   const std::string a = s.arch;
   w->SetString("general.architecture", a);
   w->SetString("general.name", "paddock synthetic " + a);
@@ -146,7 +143,9 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
   w->SetU32("general.file_type", 0);
+}
 
+void WriteVocabulary(const SynthSpec& s, GgufWriter* w) {
   std::vector<std::string> pieces = s.vocab;
   std::vector<float> scores = s.scores;
   std::vector<int32_t> types;
@@ -160,96 +159,132 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
   w->SetU32("tokenizer.ggml.bos_token_id", 1);
   w->SetU32("tokenizer.ggml.eos_token_id", 2);
   w->SetU32("tokenizer.ggml.unknown_token_id", 0);
+}
 
-  Rng rng(s.seed);
-  std::vector<float> buf;
-  const int n = s.n_layers;
-  auto more_bits = [n](int i) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
-  auto type_of = [&](const std::string& name) {
-    if (!s.q4_k_m) return s.type;
+// The tensors, drawn from one seeded generator in a fixed order (the same spec gives the same
+// bytes).
+class SynthTensors {
+ public:
+  SynthTensors(const SynthSpec& s, int hd, GgufWriter* w)
+      : s_(s), w_(w), rng_(s.seed), hd_(hd), qd_(s.n_heads * hd), kvd_(s.n_kv_heads * hd) {}
+
+  void Write() {
+    // Embeddings with larger magnitude, like trained ones relative to the norms.
+    buf_.resize(static_cast<size_t>(s_.dim) * static_cast<size_t>(s_.n_vocab));
+    for (float& v : buf_) v = rng_.Uniform();
+    w_->AddTensorF32("token_embd.weight", {s_.dim, s_.n_vocab}, TypeOf("token_embd.weight"),
+                     buf_.data());
+    const bool gpt2 = s_.arch == "gpt2";
+    if (gpt2) {  // learned positions, a little smaller than the token embeddings
+      buf_.resize(static_cast<size_t>(s_.dim) * static_cast<size_t>(s_.context));
+      for (float& v : buf_) v = 0.5f * rng_.Uniform();
+      w_->AddTensorF32("position_embd.weight", {s_.dim, s_.context}, GgmlType::kF32, buf_.data());
+    }
+    for (int l = 0; l < s_.n_layers; ++l) {
+      const std::string p = StrFormat("blk.%d.", l);
+      Vec(p + "attn_norm.weight", s_.dim, 1.0f, 0.1f);
+      if (gpt2) {
+        Gpt2Layer(p);
+      } else {
+        Layer(p);
+      }
+    }
+    Vec("output_norm.weight", s_.dim, 1.0f, 0.1f);
+    if (gpt2) Vec("output_norm.bias", s_.dim, 0.0f, 0.3f);
+    if (!s_.tied_embeddings) Matrix("output.weight", s_.dim, s_.n_vocab);
+  }
+
+ private:
+  // q4_k_m: llama.cpp's Q4_K_M mix (Q6_K for the output and for attn_v / ffn_down of the first
+  // and last eighth of the layers and every third between).
+  GgmlType TypeOf(const std::string& name) const {
+    if (!s_.q4_k_m) return s_.type;
+    const int n = s_.n_layers;
     int layer = -1;
     std::sscanf(name.c_str(), "blk.%d.", &layer);
-    const bool wide = name == "output.weight" || (layer >= 0 && more_bits(layer) &&
-                                                  (name.find("attn_v.") != std::string::npos ||
-                                                   name.find("ffn_down.") != std::string::npos));
+    const bool more_bits =
+        layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
+    const bool wide =
+        name == "output.weight" || (more_bits && (name.find("attn_v.") != std::string::npos ||
+                                                  name.find("ffn_down.") != std::string::npos));
     return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
-  };
-  auto matrix = [&](const std::string& name, int cols, int rows) {
-    buf.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows));
+  }
+  void Matrix(const std::string& name, int cols, int rows) {
+    buf_.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows));
     const float scale = std::sqrt(3.0f / static_cast<float>(cols));  // unit-variance outputs
-    for (float& v : buf) v = rng.Uniform() * scale;
-    w->AddTensorF32(name, {cols, rows}, type_of(name), buf.data());
-  };
-  auto vec = [&](const std::string& name, int n, float base, float jitter) {
-    buf.resize(static_cast<size_t>(n));
-    for (float& v : buf) v = base + jitter * rng.Uniform();
-    w->AddTensorF32(name, {n}, GgmlType::kF32, buf.data());
-  };
-  const int qd = s.n_heads * hd, kvd = s.n_kv_heads * hd;
-  {
-    // Embeddings with larger magnitude, like trained ones relative to the norms.
-    buf.resize(static_cast<size_t>(s.dim) * static_cast<size_t>(s.n_vocab));
-    for (float& v : buf) v = rng.Uniform();
-    w->AddTensorF32("token_embd.weight", {s.dim, s.n_vocab}, type_of("token_embd.weight"),
-                    buf.data());
+    for (float& v : buf_) v = rng_.Uniform() * scale;
+    w_->AddTensorF32(name, {cols, rows}, TypeOf(name), buf_.data());
   }
-  const bool gpt2 = s.arch == "gpt2";
-  if (gpt2) {  // learned positions, a little smaller than the token embeddings
-    buf.resize(static_cast<size_t>(s.dim) * static_cast<size_t>(s.context));
-    for (float& v : buf) v = 0.5f * rng.Uniform();
-    w->AddTensorF32("position_embd.weight", {s.dim, s.context}, GgmlType::kF32, buf.data());
+  void Vec(const std::string& name, int n, float base, float jitter) {
+    buf_.resize(static_cast<size_t>(n));
+    for (float& v : buf_) v = base + jitter * rng_.Uniform();
+    w_->AddTensorF32(name, {n}, GgmlType::kF32, buf_.data());
   }
-  for (int l = 0; l < s.n_layers; ++l) {
-    const std::string p = StrFormat("blk.%d.", l);
-    vec(p + "attn_norm.weight", s.dim, 1.0f, 0.1f);
-    const bool phi3 = s.arch == "phi3";
-    if (gpt2) {  // LayerNorm with bias, fused QKV with bias, biases on every projection
-      vec(p + "attn_norm.bias", s.dim, 0.0f, 0.3f);
-      matrix(p + "attn_qkv.weight", s.dim, qd + 2 * kvd);
-      vec(p + "attn_qkv.bias", qd + 2 * kvd, 0.0f, 0.5f);
-      matrix(p + "attn_output.weight", qd, s.dim);
-      vec(p + "attn_output.bias", s.dim, 0.0f, 0.3f);
-      vec(p + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
-      vec(p + "ffn_norm.bias", s.dim, 0.0f, 0.3f);
-      matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
-      vec(p + "ffn_up.bias", s.ffn_dim, 0.0f, 0.3f);
-      matrix(p + "ffn_down.weight", s.ffn_dim, s.dim);
-      vec(p + "ffn_down.bias", s.dim, 0.0f, 0.3f);
-      continue;
-    }
+  // LayerNorm with bias, fused QKV with bias, biases on every projection.
+  void Gpt2Layer(const std::string& p) {
+    Vec(p + "attn_norm.bias", s_.dim, 0.0f, 0.3f);
+    Matrix(p + "attn_qkv.weight", s_.dim, qd_ + 2 * kvd_);
+    Vec(p + "attn_qkv.bias", qd_ + 2 * kvd_, 0.0f, 0.5f);
+    Matrix(p + "attn_output.weight", qd_, s_.dim);
+    Vec(p + "attn_output.bias", s_.dim, 0.0f, 0.3f);
+    Vec(p + "ffn_norm.weight", s_.dim, 1.0f, 0.1f);
+    Vec(p + "ffn_norm.bias", s_.dim, 0.0f, 0.3f);
+    Matrix(p + "ffn_up.weight", s_.dim, s_.ffn_dim);
+    Vec(p + "ffn_up.bias", s_.ffn_dim, 0.0f, 0.3f);
+    Matrix(p + "ffn_down.weight", s_.ffn_dim, s_.dim);
+    Vec(p + "ffn_down.bias", s_.dim, 0.0f, 0.3f);
+  }
+  void Layer(const std::string& p) {
+    const bool phi3 = s_.arch == "phi3";
     if (phi3) {
-      matrix(p + "attn_qkv.weight", s.dim, qd + 2 * kvd);  // fused [q | k | v]
+      Matrix(p + "attn_qkv.weight", s_.dim, qd_ + 2 * kvd_);  // fused [q | k | v]
     } else {
-      matrix(p + "attn_q.weight", s.dim, qd);
-      matrix(p + "attn_k.weight", s.dim, kvd);
-      matrix(p + "attn_v.weight", s.dim, kvd);
+      Matrix(p + "attn_q.weight", s_.dim, qd_);
+      Matrix(p + "attn_k.weight", s_.dim, kvd_);
+      Matrix(p + "attn_v.weight", s_.dim, kvd_);
     }
-    if (s.qkv_bias) {
-      vec(p + "attn_q.bias", qd, 0.0f, 0.5f);
-      vec(p + "attn_k.bias", kvd, 0.0f, 0.5f);
-      vec(p + "attn_v.bias", kvd, 0.0f, 0.5f);
+    if (s_.qkv_bias) {
+      Vec(p + "attn_q.bias", qd_, 0.0f, 0.5f);
+      Vec(p + "attn_k.bias", kvd_, 0.0f, 0.5f);
+      Vec(p + "attn_v.bias", kvd_, 0.0f, 0.5f);
     }
-    if (s.qk_norm) {
-      vec(p + "attn_q_norm.weight", hd, 1.0f, 0.5f);
-      vec(p + "attn_k_norm.weight", hd, 1.0f, 0.5f);
+    if (s_.qk_norm) {
+      Vec(p + "attn_q_norm.weight", hd_, 1.0f, 0.5f);
+      Vec(p + "attn_k_norm.weight", hd_, 1.0f, 0.5f);
     }
-    matrix(p + "attn_output.weight", qd, s.dim);
-    vec(p + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
+    Matrix(p + "attn_output.weight", qd_, s_.dim);
+    Vec(p + "ffn_norm.weight", s_.dim, 1.0f, 0.1f);
     if (phi3) {
-      matrix(p + "ffn_up.weight", s.dim, 2 * s.ffn_dim);  // fused [gate | up]
+      Matrix(p + "ffn_up.weight", s_.dim, 2 * s_.ffn_dim);  // fused [gate | up]
     } else {
-      matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
-      matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
+      Matrix(p + "ffn_gate.weight", s_.dim, s_.ffn_dim);
+      Matrix(p + "ffn_up.weight", s_.dim, s_.ffn_dim);
     }
-    matrix(p + "ffn_down.weight", s.ffn_dim, s.dim);
-    if (s.arch == "gemma2") {
-      vec(p + "post_attention_norm.weight", s.dim, 1.0f, 0.1f);
-      vec(p + "post_ffw_norm.weight", s.dim, 1.0f, 0.1f);
+    Matrix(p + "ffn_down.weight", s_.ffn_dim, s_.dim);
+    if (s_.arch == "gemma2") {
+      Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
+      Vec(p + "post_ffw_norm.weight", s_.dim, 1.0f, 0.1f);
     }
   }
-  vec("output_norm.weight", s.dim, 1.0f, 0.1f);
-  if (gpt2) vec("output_norm.bias", s.dim, 0.0f, 0.3f);
-  if (!s.tied_embeddings) matrix("output.weight", s.dim, s.n_vocab);
+
+  const SynthSpec& s_;
+  GgufWriter* w_;
+  Rng rng_;
+  std::vector<float> buf_;
+  int hd_, qd_, kvd_;
+};
+
+}  // namespace
+
+void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
+  const int hd = s.head_dim > 0 ? s.head_dim : s.dim / (s.n_heads > 0 ? s.n_heads : 1);
+  if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.ffn_dim <= 0 ||
+      hd <= 0 || s.n_heads % s.n_kv_heads != 0) {
+    Fail("synthetic model: impossible shape");
+  }
+  WriteMetadata(s, hd, w);
+  WriteVocabulary(s, w);
+  SynthTensors(s, hd, w).Write();
 }
 
 void WriteSyntheticModel(const SynthSpec& spec, const std::string& path) {
