@@ -48,6 +48,12 @@ struct EngineOptions {
   std::string kv_layer_types;
   bool prefix_cache = true;
   int sliding_window = -1;
+  // Speculative decoding: "off", "ngram" (prompt lookup) or "draft" (draft_model, a smaller
+  // model with the same vocabulary); spec_max: drafted tokens per step at most (1..16; the
+  // controller picks fewer, or none, from the measured acceptance and verification cost).
+  std::string spec = "off";
+  std::string draft_model;
+  int spec_max = 8;
 };
 
 struct SamplingParams {
@@ -83,6 +89,8 @@ struct GenerateResult {
   double prompt_seconds = 0;  // time to first token
   double decode_seconds = 0;  // after the first token
   FinishReason finish = FinishReason::kLength;
+  int draft_tokens = 0;     // speculative decoding: tokens drafted
+  int accepted_tokens = 0;  // of which the target accepted
 };
 
 // Receives generated text as it becomes final (whole UTF-8 characters, stop strings held back

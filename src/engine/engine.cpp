@@ -83,6 +83,89 @@ ModelInfo MakeInfo(const LoadedModel& m) {
 
 }  // namespace
 
+namespace {
+
+// The proposer and the controller: the verification cost curve is measured on this machine
+// for this model (and the draft's step cost against the target's), once at creation.
+void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
+  impl->spec = ParseSpecMode(o.spec);
+  if (o.spec_max < 1 || o.spec_max > kSpecMaxDraft)
+    Fail("--spec-max %d is out of range [1, %d]", o.spec_max, kSpecMaxDraft);
+  if (impl->spec != SpecMode::kDraft && !o.draft_model.empty())
+    Fail("a draft model is given but speculation is '%s' (use --spec draft)", o.spec.c_str());
+  impl->drafts.assign(1, 0);  // [t]: the token each step runs (and drafts after it)
+  if (impl->spec == SpecMode::kOff) return;
+  if (impl->spec == SpecMode::kDraft) {
+    if (o.draft_model.empty()) Fail("--spec draft needs a draft model (--draft-model FILE)");
+    auto d =
+        std::make_unique<DraftProposer>(o.draft_model, *impl->model, *impl->pool, o, impl->context);
+    impl->draft = d.get();
+    impl->proposer = std::move(d);
+  } else {
+    impl->proposer = std::make_unique<NgramProposer>();
+  }
+  const int k_max = std::min(o.spec_max, impl->transformer->max_items() - 1);
+  impl->drafts.resize(static_cast<size_t>(k_max) + 1);
+  impl->draft_q.resize(static_cast<size_t>(k_max) + 1);
+  impl->rows.resize(static_cast<size_t>(k_max) + 1);
+  double target_step = 0;
+  std::vector<double> cost = impl->MeasureVerifyCost(k_max, 3, &target_step);
+  double draft_cost = 0;
+  if (impl->draft != nullptr) {
+    // One drafted token: a one-token step of the draft, against one of the target.
+    std::vector<int32_t> h(8, 1);
+    int32_t out[2];
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    impl->draft->Reset(greedy);
+    impl->draft->Propose(h.data(), 8, 1, out, nullptr);  // warm up
+    const double t0 = NowSeconds();
+    for (int i = 0; i < 4; ++i) impl->draft->Propose(h.data(), 8, 2, out, nullptr);
+    const double draft_step = (NowSeconds() - t0) / 4 / 2;  // two one-token draft steps each
+    draft_cost = target_step > 0 ? std::min(1.0, draft_step / target_step) : 0.5;
+    impl->draft->set_cost(draft_cost);
+  }
+  impl->spec_ctl = SpecController(std::move(cost), k_max, draft_cost);
+}
+
+}  // namespace
+
+std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double* one_seconds) {
+  const int base = 16;
+  const KvManager::SeqId seq = kv->Create(base + k_max + 1);
+  struct Guard {
+    KvManager& kv;
+    KvManager::SeqId id;
+    ~Guard() { kv.Free(id); }
+  } guard{*kv, seq};
+  std::vector<int32_t> toks(static_cast<size_t>(base + k_max + 1));
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(model->config.n_vocab));
+  if (!kv->Reserve(seq, base + k_max + 1))
+    Fail("speculation: the KV cache is too small to measure");
+  Step(seq, toks.data(), base, 0);
+  std::vector<std::vector<double>> t(static_cast<size_t>(k_max) + 1);
+  const KvView view = kv->View(seq);
+  for (int rep = 0; rep < reps + 1; ++rep) {
+    for (int k = 0; k <= k_max; ++k) {
+      Transformer::BatchItem item{toks.data() + base, 1 + k, base, &view, 1 + k};
+      const float* logits;
+      const double t0 = NowSeconds();
+      StepBatch(&item, 1, &logits);
+      if (rep > 0) t[static_cast<size_t>(k)].push_back(NowSeconds() - t0);  // round 0 warms up
+    }
+  }
+  std::vector<double> cost;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    cost.push_back(v[v.size() / 2]);
+  }
+  const double one = cost[0];
+  if (one_seconds != nullptr) *one_seconds = one;
+  for (double& c : cost) c = one > 0 ? c / one : 1.0;
+  return cost;
+}
+
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -141,6 +224,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->info.scratch_bytes = impl->transformer->scratch_bytes();
   impl->info.isa = IsaName(isa);
   impl->info.threads = threads;
+  SetUpSpeculation(impl.get(), o);
   impl->load_seconds = NowSeconds() - t0;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -285,17 +369,15 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   }
   const float* logits =
       s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens);
-  float* mlogits = const_cast<float*>(logits);
   double t_first = 0;
   r.finish = FinishReason::kLength;
-  // The stop rule (engine/stop_rule.h), as the scheduler applies it.
-  for (int i = 0; i < o.max_tokens; ++i) {
-    const int next =
-        s.sampler->Sample(mlogits, s.history.data(), static_cast<int>(s.history.size()));
-    if (i == 0) t_first = NowSeconds();
+  if (s.draft != nullptr) s.draft->Reset(o.sampling);
+  // The stop rule (engine/stop_rule.h), as the scheduler applies it, to each new token in
+  // order. Returns true when generation ends.
+  auto take = [&](int32_t next) {
     if (EndsAtToken(tok.IsEndOfGeneration(next) || next == tok.bos(), o.ignore_eos)) {
       r.finish = FinishReason::kEos;
-      break;
+      return true;
     }
     s.history.push_back(next);
     r.generated_tokens++;
@@ -305,20 +387,78 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
         stop_string, r.generated_tokens, o.max_tokens, static_cast<int>(s.history.size()), ctx);
     if (why) {
       r.finish = *why;
-      break;
+      return true;
     }
     if (cancelled) {
       r.finish = FinishReason::kCancelled;
-      break;
+      return true;
     }
-    if (!s.kv->Reserve(seq, pos + 1)) {
-      r.finish = FinishReason::kContext;  // KV memory exhausted
-      break;
+    return false;
+  };
+  if (o.max_tokens == 0) goto done;
+  {
+    // The first token, from the prompt's logits.
+    s.sampler->Prepare(const_cast<float*>(logits), s.history.data(),
+                       static_cast<int>(s.history.size()));
+    int32_t t = s.sampler->Draw();
+    t_first = NowSeconds();
+    // Each step: `t` (chosen, not yet run) and up to k drafts run in one forward; the drafts
+    // the target agrees with are kept and the token after them is chosen (with k = 0, plain
+    // decoding: one forward, one token).
+    while (!take(t)) {
+      const int generated = r.generated_tokens;
+      int k = 0;
+      if (s.proposer != nullptr) {
+        k = std::min({s.spec_ctl.Choose(), o.max_tokens - generated - 1, ctx - pos - 1,
+                      static_cast<int>(s.drafts.size()) - 1});
+        if (k > 0) {
+          k = s.proposer->Propose(s.history.data(), static_cast<int>(s.history.size()), k,
+                                  s.drafts.data() + 1, s.draft_q.data());
+        }
+      }
+      if (!s.kv->Reserve(seq, pos + 1 + k)) {
+        r.finish = FinishReason::kContext;  // KV memory exhausted
+        break;
+      }
+      s.drafts[0] = t;
+      const KvView view = s.kv->View(seq);
+      Transformer::BatchItem item{s.drafts.data(), 1 + k, pos, &view, 1 + k};
+      const float* rows0;
+      s.StepBatch(&item, 1, &rows0);
+      const size_t V = static_cast<size_t>(s.model->config.n_vocab);
+      float* base = const_cast<float*>(rows0);
+      if (k == 0) {
+        s.sampler->Prepare(base, s.history.data(), static_cast<int>(s.history.size()));
+        s.kv->Commit(seq, &t, 1);
+        ++pos;
+        t = s.sampler->Draw();
+        continue;
+      }
+      for (int i = 0; i <= k; ++i)
+        s.rows[static_cast<size_t>(i)] = base + static_cast<size_t>(i) * V;
+      // Penalties see the drafts as history: append them while verifying.
+      const size_t n_hist = s.history.size();
+      s.history.insert(s.history.end(), s.drafts.begin() + 1, s.drafts.begin() + 1 + k);
+      int32_t next = 0;
+      const int a =
+          VerifyDrafts(*s.sampler, s.rows.data(), s.drafts.data() + 1, k, s.history.data(),
+                       static_cast<int>(n_hist), s.draft_q.data(), &next);
+      s.history.resize(n_hist);
+      r.draft_tokens += k;
+      r.accepted_tokens += a;
+      s.spec_ctl.Observe(k, a);
+      // Only t and the accepted drafts enter the cache (no rejected token is ever committed,
+      // so none reaches the prefix cache); blocks reserved for the rest go back.
+      s.kv->Commit(seq, s.drafts.data(), 1 + a);
+      pos += 1 + a;
+      s.kv->Truncate(seq, pos);
+      bool ended = false;
+      for (int i = 1; i <= a && !ended; ++i) ended = take(s.drafts[static_cast<size_t>(i)]);
+      if (ended) break;
+      t = next;
     }
-    const int32_t tok_in = next;
-    mlogits = const_cast<float*>(s.Step(seq, &tok_in, 1, pos));
-    ++pos;
   }
+done:
   if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
     out.Finish();
     emit();

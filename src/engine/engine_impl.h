@@ -6,6 +6,7 @@
 
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
 #include "model/transformer.h"
@@ -26,6 +27,18 @@ struct Engine::Impl {
   std::vector<int32_t> history;
   TextAssembler text;
   KvManager::SeqId eval_seq = -1;
+  // Speculative decoding (null proposer: off).
+  SpecMode spec = SpecMode::kOff;
+  std::unique_ptr<Proposer> proposer;
+  DraftProposer* draft = nullptr;  // the proposer, when it is a draft model
+  SpecController spec_ctl;
+  std::vector<int32_t> drafts;
+  std::vector<DraftDist> draft_q;
+  std::vector<float*> rows;
+
+  // Time of a forward of 1 + k tokens (k = 0..k_max) relative to one token, medians of `reps`
+  // interleaved rounds, on a scratch sequence (nothing committed); *one_seconds: one token's.
+  std::vector<double> MeasureVerifyCost(int k_max, int reps, double* one_seconds = nullptr);
 
   // Marks an engine step: KV block ownership cannot change until it ends.
   struct StepGuard {

@@ -25,6 +25,7 @@ void ValidateSampling(const SamplingParams& p) {
 Sampler::Sampler(int n_vocab)
     : n_vocab_(n_vocab),
       cand_(static_cast<size_t>(n_vocab)),
+      w_(static_cast<size_t>(n_vocab)),
       counts_(static_cast<size_t>(n_vocab), 0) {}
 
 void Sampler::Reset(const SamplingParams& p) {
@@ -51,13 +52,21 @@ void Sampler::ApplyPenalties(float* logits, const int32_t* history, int n_histor
 }
 
 int Sampler::Sample(float* logits, const int32_t* history, int n_history) {
+  Prepare(logits, history, n_history);
+  return Draw();
+}
+
+void Sampler::Prepare(float* logits, const int32_t* history, int n_history) {
   ApplyPenalties(logits, history, n_history);
   if (p_.temperature <= 0.0f) {
     int best = 0;
     for (int i = 1; i < n_vocab_; ++i) {
       if (logits[i] > logits[best]) best = i;
     }
-    return best;
+    cand_[0] = {logits[best], best};
+    w_[0] = total_ = 1;
+    n_ = 1;
+    return;
   }
   size_t n = static_cast<size_t>(n_vocab_);
   for (size_t i = 0; i < n; ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
@@ -92,17 +101,38 @@ int Sampler::Sample(float* logits, const int32_t* history, int n_history) {
     while (keep < n && static_cast<double>(cand_[keep].logit - mx) >= floor) ++keep;
     n = keep;
   }
-  // Temperature and the draw.
-  double total = 0;
-  for (size_t i = 0; i < n; ++i)
-    total += std::exp(static_cast<double>(cand_[i].logit - mx) / p_.temperature);
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
-  double acc = 0;
+  // Temperature.
+  total_ = 0;
   for (size_t i = 0; i < n; ++i) {
-    acc += std::exp(static_cast<double>(cand_[i].logit - mx) / p_.temperature);
+    w_[i] = std::exp(static_cast<double>(cand_[i].logit - mx) / p_.temperature);
+    total_ += w_[i];
+  }
+  n_ = n;
+}
+
+int Sampler::Draw() {
+  if (n_ == 1) {
+    if (p_.temperature > 0.0f) (void)Uniform();  // a draw is a draw: the generator advances
+    return cand_[0].id;
+  }
+  const double u = Uniform() * total_;
+  double acc = 0;
+  for (size_t i = 0; i < n_; ++i) {
+    acc += w_[i];
     if (u < acc) return cand_[i].id;
   }
-  return cand_[n - 1].id;
+  return cand_[n_ - 1].id;
+}
+
+double Sampler::Uniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+double Sampler::Prob(int32_t id) const {
+  for (size_t i = 0; i < n_; ++i) {
+    if (cand_[i].id == id) return w_[i] / total_;
+  }
+  return 0.0;
 }
 
 }  // namespace paddock

@@ -6,6 +6,7 @@
 // allocates.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -22,16 +23,49 @@ class Sampler {
   // Picks the next token. `logits` (n_vocab) is modified by the penalties.
   int Sample(float* logits, const int32_t* history, int n_history);
 
- private:
+  // Sample() in two halves, for speculative decoding: Prepare() applies the penalties and
+  // builds the distribution the draw uses (the candidates left by top-k, top-p and min-p, with
+  // their probabilities at the temperature; greedy: the argmax with probability 1); Draw()
+  // draws from it. Sample() == Prepare() + Draw(), draw for draw.
+  void Prepare(float* logits, const int32_t* history, int n_history);
+  int Draw();
+  // Under the prepared distribution: p(id) (0 outside the candidates), the candidates.
+  double Prob(int32_t id) const;
   struct Candidate {
     float logit;
     int32_t id;
   };
+  const Candidate* candidates() const { return cand_.data(); }
+  int n_candidates() const { return static_cast<int>(n_); }
+  double weight(int i) const { return w_[static_cast<size_t>(i)] / total_; }  // p(candidate i)
+  // A uniform draw in [0, 1) from the request's generator.
+  double Uniform();
+  // A draw from the residual max(0, p - q) (renormalized): q(id) given by `q`. Returns -1
+  // when the residual is empty (p <= q everywhere).
+  template <class Q>
+  int DrawResidual(const Q& q) {
+    double total = 0;
+    for (size_t i = 0; i < n_; ++i) total += std::max(0.0, w_[i] / total_ - q(cand_[i].id));
+    if (!(total > 0)) return -1;
+    const double u = Uniform() * total;
+    double acc = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      acc += std::max(0.0, w_[i] / total_ - q(cand_[i].id));
+      if (u < acc) return cand_[i].id;
+    }
+    return cand_[n_ - 1].id;
+  }
+  bool greedy() const { return p_.temperature <= 0.0f; }
+
+ private:
   void ApplyPenalties(float* logits, const int32_t* history, int n_history);
 
   int n_vocab_;
   SamplingParams p_;
   std::vector<Candidate> cand_;
+  std::vector<double> w_;  // unnormalized probabilities of cand_[0..n_)
+  size_t n_ = 0;
+  double total_ = 1;
   std::vector<int32_t> counts_;
   std::mt19937_64 rng_;
 };

@@ -284,6 +284,22 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
   }
 }
 
+void KvManager::Truncate(SeqId id, int len) {
+  Sequence& s = Seq(id);
+  const int bs = block_size();
+  if (len < 0 || len > s.len) Fail("KV: Truncate to %d of a sequence of %d tokens", len, s.len);
+  if (len < s.hashed_blocks * bs || len < s.released_blocks * bs) {
+    Fail("KV: Truncate to %d would cut into cached or released blocks", len);
+  }
+  s.len = len;
+  s.tokens.resize(static_cast<size_t>(len));
+  const size_t keep = static_cast<size_t>((len + bs - 1) / bs);
+  while (s.table.size() > keep) {
+    pool_.Release(s.table.back());
+    s.table.pop_back();
+  }
+}
+
 int KvManager::Length(SeqId id) const {
   return Seq(id).len;
 }

@@ -69,6 +69,11 @@ class KvManager {
   bool Reserve(SeqId seq, int total_len);
   // Records tokens just written at positions [Length(seq), Length(seq) + n).
   void Commit(SeqId seq, const int32_t* tokens, int n);
+  // Shortens the sequence to its first `len` tokens (len <= Length): later positions are
+  // forgotten and blocks wholly past them go back to the pool (also blocks reserved but never
+  // committed). Blocks registered in the prefix cache or released by the window cannot be taken
+  // back, so `len` must not cut into them (Error). Speculative decoding rolls back with it.
+  void Truncate(SeqId seq, int len);
   int Length(SeqId seq) const;
   KvView View(SeqId seq) const;
 

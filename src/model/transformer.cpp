@@ -68,7 +68,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   tok_pos_.assign(B, 0);
   tok_view_.assign(B, nullptr);
-  item_last_.assign(static_cast<size_t>(max_items_), 0);
+  logit_tok_.assign(static_cast<size_t>(max_items_), 0);
   rope_pos_scale_ = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
   inv_freq_.resize(half);
   const auto& factors = model_.weights.rope_freq_factors;
@@ -93,10 +93,14 @@ const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const K
 void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
   if (n_items < 1 || n_items > max_items_)
     Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
-  int n = 0;
+  int n = 0, rows = 0;
   for (int i = 0; i < n_items; ++i) {
     const BatchItem& it = items[i];
     if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
+    if (it.n_logits < 1 || it.n_logits > it.n)
+      Fail("Forward: %d logits rows asked of an item of %d tokens", it.n_logits, it.n);
+    if (rows + it.n_logits > max_items_)
+      Fail("Forward: %d logits rows in one step (at most %d)", rows + it.n_logits, max_items_);
     if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_) {
       Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n,
            std::min(it.kv->capacity(), ctx_));
@@ -110,7 +114,8 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
       tok_view_[static_cast<size_t>(n)] = it.kv;
       ++n;
     }
-    item_last_[static_cast<size_t>(i)] = n - 1;
+    for (int r = 0; r < it.n_logits; ++r)
+      logit_tok_[static_cast<size_t>(rows++)] = n - it.n_logits + r;
   }
   const int dim = cfg_.dim;
   {
@@ -138,28 +143,30 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   pending_residual_ = false;
   for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n);
   if (pending_residual_) AddResidual(n);  // the last layer's FFN output
-  // Only each item's last token needs logits.
+  // Only the rows asked for need logits (usually each item's last token).
   {
     ProfileScope ps(prof_, ProfOp::kLogits);
-    for (int i = 0; i < n_items; ++i) {
-      const float* last = x_ + static_cast<size_t>(item_last_[static_cast<size_t>(i)]) * dim;
-      Norm(xb_ + static_cast<size_t>(i) * dim, last, model_.weights.output_norm,
+    for (int r = 0; r < rows; ++r) {
+      const float* h = x_ + static_cast<size_t>(logit_tok_[static_cast<size_t>(r)]) * dim;
+      Norm(xb_ + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
            model_.weights.output_norm_b);
     }
   }
-  Observe(ActSite::kOutput, -1, xb_, n_items, dim);
+  Observe(ActSite::kOutput, -1, xb_, rows, dim);
   if (observer_ != nullptr) observer_->Tokens(n);
-  const ActQ8 oq = QuantizeInput(xb_, n_items, dim, model_.weights.output);
+  const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output);
   ProfileScope ps(prof_, ProfOp::kLogits);
-  Matmul(model_.weights.output, xb_, oq, n_items, logits_);
+  Matmul(model_.weights.output, xb_, oq, rows, logits_);
   if (cfg_.final_softcap > 0) {
     const float c = cfg_.final_softcap;
     float* lg = logits_;
-    for (size_t i = 0, e = static_cast<size_t>(n_items) * static_cast<size_t>(cfg_.n_vocab); i < e;
+    for (size_t i = 0, e = static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab); i < e;
          ++i)
       lg[i] = c * std::tanh(lg[i] / c);
   }
-  for (int i = 0; i < n_items; ++i) logits[i] = logits_ + static_cast<size_t>(i) * cfg_.n_vocab;
+  for (int i = 0, r = 0; i < n_items; r += items[i].n_logits, ++i) {
+    logits[i] = logits_ + static_cast<size_t>(r) * cfg_.n_vocab;
+  }
 }
 
 void Transformer::RopeTables(int n) {

@@ -53,12 +53,16 @@ class Transformer {
 
   // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
   // positions pos..pos+n-1 of its own KV view. The total token count must not exceed
-  // max_batch(). logits[i] receives item i's last-token logits (valid until the next call).
+  // max_batch(). logits[i] receives item i's logits (valid until the next call): n_logits rows
+  // of n_vocab floats, for its last n_logits tokens (1: the last token; speculative
+  // verification asks for every drafted position). The rows of all items together must not
+  // exceed max_items().
   struct BatchItem {
     const int32_t* tokens;
     int n;
     int pos;
     const KvView* kv;
+    int n_logits = 1;
   };
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
 
@@ -213,7 +217,7 @@ class Transformer {
   // Per token of the current step: position and KV view; per item: its last token's index.
   std::vector<int> tok_pos_;
   std::vector<const KvView*> tok_view_;
-  std::vector<int> item_last_;
+  std::vector<int> logit_tok_;  // (max_items) the token index of each logits row
 };
 
 }  // namespace paddock

@@ -12,7 +12,9 @@
 
 namespace paddock::cli {
 
-void AddKvOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+void AddKvOptions(const Args& args, EngineOptions* eo);
+void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+extern const std::vector<OptionSpec> kSpecSpecs;           // cmd_run.cpp
 extern const std::vector<OptionSpec> kKvSpecs;
 void AddTuningOptions(const Args& args, EngineOptions* eo);
 extern const std::vector<OptionSpec> kTuningSpecs;
@@ -40,6 +42,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
   return s;
 }
@@ -187,6 +190,7 @@ int CmdBench(int argc, char** argv) {
     eo.context =
         static_cast<int>(args.Int("-c", bo.prompt_tokens + bo.gen_tokens + 16, 1, 1 << 24));
     AddKvOptions(args, &eo);
+    AddSpecOptions(args, &eo);
     eo.kv_tokens = std::max(bo.prompt_tokens + 16, bo.batch * (bo.gen_tokens + 16));
   } catch (const Error& e) {
     throw UsageError(e.what());

@@ -16,6 +16,8 @@ namespace paddock::cli {
 
 extern const std::vector<OptionSpec> kKvSpecs;
 void AddKvOptions(const Args& args, EngineOptions* eo);
+void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+extern const std::vector<OptionSpec> kSpecSpecs;
 
 namespace {
 
@@ -40,6 +42,7 @@ std::vector<OptionSpec> ChatSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   return s;
 }
 
@@ -66,6 +69,7 @@ int CmdChat(int argc, char** argv) {
     eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
     eo.context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
     AddKvOptions(args, &eo);
+    AddSpecOptions(args, &eo);
     go.max_tokens = static_cast<int>(args.Int("-n", 512, 1, 1 << 24));
     go.sampling.temperature = static_cast<float>(args.Float("--temp", 0.7, 0, 100));
     go.sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));

@@ -29,6 +29,30 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
 };
 
+// Speculative decoding (run, chat, bench).
+extern const std::vector<OptionSpec> kSpecSpecs;
+const std::vector<OptionSpec> kSpecSpecs = {
+    {{"--spec"},
+     true,
+     "speculative decoding: ngram (prompt lookup), draft (a draft model) or off (default off)"},
+    {{"--draft-model"}, true, "the draft model of --spec draft (same vocabulary, smaller)"},
+    {{"--spec-max"},
+     true,
+     "drafted tokens per step at most, 1..16 (default 8; fewer, or none, when they do not pay)"},
+};
+
+void AddSpecOptions(const Args& args, EngineOptions* eo) {
+  eo->spec = args.Str("--spec", "off");
+  if (eo->spec != "off" && eo->spec != "ngram" && eo->spec != "draft")
+    throw UsageError("unknown --spec '" + eo->spec + "' (expected ngram, draft or off)");
+  eo->draft_model = args.Str("--draft-model");
+  if (eo->spec == "draft" && eo->draft_model.empty())
+    throw UsageError("--spec draft needs --draft-model FILE");
+  if (eo->spec != "draft" && !eo->draft_model.empty())
+    throw UsageError("--draft-model is only used with --spec draft");
+  eo->spec_max = static_cast<int>(args.Int("--spec-max", 8, 1, 16));
+}
+
 // The optimization switches (each on by default, off to measure its gain alone).
 extern const std::vector<OptionSpec> kTuningSpecs;  // shared with bench
 const std::vector<OptionSpec> kTuningSpecs = {
@@ -91,6 +115,7 @@ std::vector<OptionSpec> RunSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
   return s;
 }
@@ -183,6 +208,7 @@ int CmdRun(int argc, char** argv) {
       throw Error("unknown ISA '" + eo.isa + "' for --isa (expected auto, scalar, avx2 or avx512)");
     }
     AddKvOptions(args, &eo);
+    AddSpecOptions(args, &eo);
     go.max_tokens = static_cast<int>(args.Int("-n", 256, 0, 1 << 24));
     go.sampling.temperature = static_cast<float>(args.Float("--temp", 0.8, 0, 100));
     go.sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
@@ -244,6 +270,11 @@ int CmdRun(int argc, char** argv) {
                r.prompt_tokens, r.prompt_seconds,
                r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0, r.generated_tokens,
                gen_tps, FinishReasonName(r.finish));
+  if (eo.spec != "off") {
+    std::fprintf(stderr, "paddock: speculation (%s): %d drafted, %d accepted (%.0f%%)\n",
+                 eo.spec.c_str(), r.draft_tokens, r.accepted_tokens,
+                 r.draft_tokens > 0 ? 100.0 * r.accepted_tokens / r.draft_tokens : 0.0);
+  }
   return 0;
 }
 

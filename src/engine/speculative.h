@@ -1,0 +1,126 @@
+// engine/speculative.h: speculative decoding: proposers of draft tokens, the verification rule,
+// and the controller that picks how many tokens to draft.
+//
+// Decode streams every weight once per token; verifying k drafted tokens in the same pass costs
+// little more while decode is bandwidth-bound (the integer tile reuses each weight vector for
+// up to 8 tokens). The target runs [last token, d1..dk] in one forward and returns logits for
+// every position; VerifyDrafts accepts a prefix of the drafts and picks the token after it, so
+// that the output is exactly what non-speculative decoding gives: greedy, the same tokens
+// (given batch-invariant logits, which the kernels guarantee); sampling, the same
+// distribution (accept d with probability min(1, p(d) / q(d)), else draw from the residual
+// max(0, p - q); q is one-hot for n-gram proposals).
+//
+// Not here: the KV cache (the caller reserves before and commits only accepted tokens, so no
+// rejected token reaches the prefix cache) and the stop rule (the caller applies it to each
+// accepted token in order).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "paddock/engine.h"
+
+namespace paddock {
+
+class ThreadPool;
+struct LoadedModel;
+
+enum class SpecMode { kOff, kNgram, kDraft };
+// "off", "ngram", "draft"; Error naming anything else.
+SpecMode ParseSpecMode(const std::string& s);
+const char* SpecModeName(SpecMode m);
+constexpr int kSpecMaxDraft = 16;  // --spec-max is clamped to [1, 16] (Error outside)
+
+// A drafted token's distribution (the draft model's, sparse): q(id). Empty: one-hot (n-gram).
+struct DraftDist {
+  std::vector<std::pair<int32_t, double>> probs;
+  double Prob(int32_t id) const {
+    if (probs.empty()) return 0;
+    for (const auto& [t, p] : probs) {
+      if (t == id) return p;
+    }
+    return 0;
+  }
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // Up to k tokens that may continue history[0..n) into out[]; returns how many (0: none).
+  // q (sized k) receives each draft's distribution when the proposer has one.
+  virtual int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) = 0;
+  // Relative cost of drafting one token, against one target decode step (0: free).
+  virtual double DraftCost() const { return 0; }
+};
+
+// Prompt lookup: the last n tokens (n from max_n down to min_n) matched against the history
+// (prompt and generated text); the tokens that followed the most recent earlier match are the
+// drafts. No model, no cost.
+class NgramProposer : public Proposer {
+ public:
+  explicit NgramProposer(int max_n = 4, int min_n = 1) : max_n_(max_n), min_n_(min_n) {}
+  int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) override;
+
+ private:
+  int max_n_, min_n_;
+};
+
+// A smaller model with the same vocabulary drafts greedily (or by sampling with the request's
+// settings, recording its distributions); its own KV cache follows the target's accepted
+// tokens (rolled back by truncation).
+class DraftProposer : public Proposer {
+ public:
+  // Loads `path`; Error if its vocabulary differs from `target`'s or its weights are not
+  // smaller (in bytes: a draft may be the same model at a lower precision).
+  DraftProposer(const std::string& path, const LoadedModel& target, ThreadPool& pool,
+                const EngineOptions& engine_options, int context);
+  ~DraftProposer() override;
+  // The sampling settings drafts are drawn with (the request's; greedy drafts if temperature 0).
+  void Reset(const SamplingParams& p);
+  int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) override;
+  double DraftCost() const override { return cost_; }
+  void set_cost(double c) { cost_ = c; }
+  int64_t parameters() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  double cost_ = 0.1;
+};
+
+// Verifies drafts[0..k) against the target: rows[i] (n_vocab logits, modified) is the
+// distribution after the context and drafts[0..i), i = 0..k; `history` holds the context
+// followed by the drafts (n_history + k tokens), for the penalties. q[i]: the draft's
+// distribution of drafts[i] (empty: one-hot). Returns the number of accepted drafts a and sets
+// *next to the token after them (the correction, or a draw from rows[k] when all were
+// accepted).
+int VerifyDrafts(Sampler& sampler, float* const* rows, const int32_t* drafts, int k,
+                 const int32_t* history, int n_history, const DraftDist* q, int32_t* next);
+
+// Picks the draft length: with an acceptance rate a (per token, a running estimate), k drafts
+// yield (1 - a^(k+1)) / (1 - a) tokens per verification, which costs cost(k) (the measured time
+// of a forward of 1 + k tokens relative to 1) plus k draft steps. The k with the best tokens per
+// unit of time wins; when none beats plain decoding, k = 0 (speculation never slows decoding
+// down), except for one probe of k = 1 every kProbeEvery steps to keep the estimate current.
+class SpecController {
+ public:
+  static constexpr int kProbeEvery = 16;
+  SpecController() = default;
+  SpecController(std::vector<double> cost, int k_max, double draft_cost);
+  int Choose();
+  void Observe(int drafted, int accepted);
+  double acceptance() const { return alpha_; }
+  const std::vector<double>& cost() const { return cost_; }
+
+ private:
+  std::vector<double> cost_;  // cost_[k]: forward of 1 + k tokens / forward of 1
+  int k_max_ = 0;
+  double draft_cost_ = 0;
+  double alpha_ = 0.6;  // prior before any observation
+  int idle_ = 0;
+};
+
+}  // namespace paddock
