@@ -51,9 +51,12 @@ struct EngineOptions {
   // Speculative decoding: "off", "ngram" (prompt lookup) or "draft" (draft_model, a smaller
   // model with the same vocabulary); spec_max: drafted tokens per step at most (1..16; the
   // controller picks fewer, or none, from the measured acceptance and verification cost).
+  // spec_fixed: always draft spec_max tokens (no adaptive choice: with a seed, sampled output
+  // is then reproducible run to run; the adaptive choice depends on measured timings).
   std::string spec = "off";
   std::string draft_model;
   int spec_max = 8;
+  bool spec_fixed = false;
 };
 
 struct SamplingParams {

@@ -196,12 +196,14 @@ int VerifyDrafts(Sampler& sampler, float* const* rows, const int32_t* drafts, in
 
 // ---- controller ---------------------------------------------------------------------------
 
-SpecController::SpecController(std::vector<double> cost, int k_max, double draft_cost)
+SpecController::SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed)
     : cost_(std::move(cost)),
       k_max_(std::min<int>(k_max, static_cast<int>(cost_.size()) - 1)),
-      draft_cost_(draft_cost) {}
+      draft_cost_(draft_cost),
+      fixed_(fixed) {}
 
 int SpecController::Choose() {
+  if (fixed_) return k_max_;
   int best_k = 0;
   double best = 1.0;  // plain decoding: one token per unit of time
   const double a = std::min(alpha_, 0.999);

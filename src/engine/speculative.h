@@ -109,7 +109,8 @@ class SpecController {
  public:
   static constexpr int kProbeEvery = 16;
   SpecController() = default;
-  SpecController(std::vector<double> cost, int k_max, double draft_cost);
+  // fixed: always k_max (no adaptive choice).
+  SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed = false);
   int Choose();
   void Observe(int drafted, int accepted);
   double acceptance() const { return alpha_; }
@@ -119,6 +120,7 @@ class SpecController {
   std::vector<double> cost_;  // cost_[k]: forward of 1 + k tokens / forward of 1
   int k_max_ = 0;
   double draft_cost_ = 0;
+  bool fixed_ = false;
   double alpha_ = 0.6;  // prior before any observation
   int idle_ = 0;
 };

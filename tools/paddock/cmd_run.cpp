@@ -39,6 +39,9 @@ const std::vector<OptionSpec> kSpecSpecs = {
     {{"--spec-max"},
      true,
      "drafted tokens per step at most, 1..16 (default 8; fewer, or none, when they do not pay)"},
+    {{"--spec-fixed"},
+     false,
+     "always draft --spec-max tokens (no adaptive choice; a seed then reproduces sampled output)"},
 };
 
 void AddSpecOptions(const Args& args, EngineOptions* eo) {
@@ -51,6 +54,7 @@ void AddSpecOptions(const Args& args, EngineOptions* eo) {
   if (eo->spec != "draft" && !eo->draft_model.empty())
     throw UsageError("--draft-model is only used with --spec draft");
   eo->spec_max = static_cast<int>(args.Int("--spec-max", 8, 1, 16));
+  eo->spec_fixed = args.Has("--spec-fixed");
 }
 
 // The optimization switches (each on by default, off to measure its gain alone).
