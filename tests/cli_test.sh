@@ -182,5 +182,17 @@ expect_error "quantize unknown type" 2 "unknown or unsupported type" -- quantize
 expect_error "quantize onto itself" 2 "different file" -- quantize "$TMP/q8.gguf" "$TMP/q8.gguf" --type q4_0
 expect_error "quantize a non-GGUF" 1 "" -- quantize "$M/tok512.bin" "$TMP/x.gguf" --type q8_0
 
+# 13. Speculative decoding: greedy output unchanged (the golden file), acceptance printed; bad
+# configurations are one clear line.
+"$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 --spec ngram >"$TMP/spec" 2>"$TMP/log"
+if cmp -s "$TMP/spec" "$M/stories260K.expected_t0.txt"; then ok; else bad "--spec ngram changed the greedy output"; fi
+grep -q "speculation (ngram): [0-9]* drafted, [0-9]* accepted" "$TMP/log" && ok || bad "--spec: no acceptance line"
+expect_error "spec-max 0" 2 "out of range" -- run -m "$M/stories260K.gguf" --spec ngram --spec-max 0
+expect_error "spec-max 1000" 2 "out of range" -- run -m "$M/stories260K.gguf" --spec ngram --spec-max 1000
+expect_error "unknown spec" 2 "unknown --spec" -- run -m "$M/stories260K.gguf" --spec lookahead
+expect_error "draft without model" 2 "needs --draft-model" -- run -m "$M/stories260K.gguf" --spec draft
+"$BIN" synth --shape tiny --type q4_0 -o "$TMP/tiny-draft.gguf" 2>/dev/null
+expect_error "draft of another vocabulary" 1 "vocabulary" -- run -m "$M/stories260K.gguf" --spec draft --draft-model "$TMP/tiny-draft.gguf"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,9 +3,11 @@
 // the KV cache's invariants under random accept/reject sequences, and bad configurations.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -14,6 +16,7 @@
 #include "model/synth.h"
 #include "paddock/error.h"
 #include "paddock/paddock.h"
+#include "paddock/service.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -297,6 +300,68 @@ TEST(Speculative, BadConfigurationsAreClearErrors) {
   eo.spec = "draft";
   eo.draft_model = "";
   EXPECT_THROW(Engine::Create(eo), Error);
+}
+
+// The server: speculation per request inside continuous batching. 16 concurrent greedy requests
+// give the same outputs with and without it (n-gram and draft model), drafts are verified
+// (counted in the stats), and every block is back at the end.
+std::vector<std::string> ServiceOutputs(const std::string& model, const std::string& spec,
+                                        const std::string& draft, ServiceStats* stats) {
+  EngineOptions eo;
+  eo.model_path = model;
+  eo.threads = 2;
+  eo.max_batch = 64;
+  eo.spec = spec;
+  eo.draft_model = draft;
+  eo.spec_max = 5;
+  ServiceOptions so;
+  so.max_batch_tokens = 48;
+  auto svc = Service::Create(Engine::Create(eo), so);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> prompt = {1};
+    for (int j = 0; j < 3 + i % 5; ++j) prompt.push_back(3 + (i * 7 + j * 3) % 200);
+    RequestOptions o;
+    o.generate.max_tokens = 30 + 7 * i;
+    o.generate.ignore_eos = true;
+    o.generate.sampling.temperature = 0;
+    std::shared_ptr<RequestStream> st;
+    EXPECT_EQ(svc->Submit(prompt, o, &st), SubmitStatus::kAccepted);
+    streams.push_back(st);
+  }
+  std::vector<std::string> out;
+  for (auto& st : streams) {
+    std::string text;
+    while (st->Wait(&text, 60) != RequestStream::Status::kDone) {
+    }
+    EXPECT_EQ(text, st->result().text);
+    out.push_back(text);
+  }
+  for (int i = 0; i < 5000 && svc->Stats().running > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  *stats = svc->Stats();
+  return out;
+}
+
+TEST(SpecService, GreedyOutputsInABatchOf16EqualPlainDecoding) {
+  TargetAndDraft m;
+  ServiceStats plain_stats, ngram_stats, draft_stats;
+  const auto plain = ServiceOutputs(m.target, "off", "", &plain_stats);
+  const auto ngram = ServiceOutputs(m.target, "ngram", "", &ngram_stats);
+  const auto draft = ServiceOutputs(m.target, "draft", m.draft, &draft_stats);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(ngram[i], plain[i]) << "request " << i;
+    EXPECT_EQ(draft[i], plain[i]) << "request " << i;
+  }
+  EXPECT_EQ(plain_stats.spec_draft_tokens, 0u);
+  EXPECT_GT(draft_stats.spec_draft_tokens, 0u);
+  EXPECT_GT(draft_stats.spec_accepted_tokens, 0u);
+  EXPECT_LE(ngram_stats.spec_accepted_tokens, ngram_stats.spec_draft_tokens);
+  for (const ServiceStats* st : {&plain_stats, &ngram_stats, &draft_stats}) {
+    EXPECT_EQ(st->memory.kv_used_blocks, 0);
+    EXPECT_EQ(st->generation_tokens, plain_stats.generation_tokens);
+  }
 }
 
 TEST(Speculative, ControllerNeverChoosesALosingDraftLength) {

@@ -169,6 +169,17 @@ struct BenchReport {
   double profiled_step_ms = 0, measured_step_ms = 0;
   std::vector<ProfileEntry> prefill_profile;  // one whole prefill (ms_per_step: the prefill)
   double prefill_profiled_ms = 0, prefill_measured_ms = 0;
+  // With speculation on: the verification cost curve (a forward of 1 + k tokens relative to
+  // one, k = 0..8, medians) and greedy decode with and without speculation on two workloads:
+  // "grounded" (the prompt is a span repeated, so the output can repeat it) and "random" (random
+  // prompt tokens: little to match).
+  std::vector<double> verify_cost;
+  struct SpecRun {
+    std::string workload;
+    double plain_tps = 0, spec_tps = 0, acceptance = 0;
+    int drafted = 0;
+  };
+  std::vector<SpecRun> spec;
   MemoryReport memory;
 };
 
@@ -210,6 +221,7 @@ class Engine {
   struct Impl;
 
  private:
+  void BenchSpeculation(const BenchOptions& options, BenchReport* report);
   friend class Service;  // the batching service drives the engine's internals
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -56,6 +56,8 @@ struct ServiceStats {
   uint64_t preemptions = 0, rejected = 0, cancelled = 0, timeouts = 0;
   uint64_t finished[kFinishReasons] = {};  // by FinishReason
   uint64_t steps = 0, step_tokens = 0;
+  // Speculative decoding: verification steps, tokens drafted, drafts accepted.
+  uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   Histogram ttft, itl, e2e, queue_time, prompt_len, generation_len;
   MemoryReport memory;
 };

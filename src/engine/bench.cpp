@@ -272,8 +272,51 @@ BenchReport Engine::Bench(const BenchOptions& o) {
     r.batch_decode_tps_min = bs.min;
     r.batch_decode_tps_max = bs.max;
   }
+  // 5. Speculative decoding, when on.
+  if (s.proposer != nullptr) BenchSpeculation(o, &r);
   r.memory = Memory();
   return r;
+}
+
+void Engine::BenchSpeculation(const BenchOptions& o, BenchReport* r) {
+  Impl& s = *impl_;
+  r->verify_cost = s.MeasureVerifyCost(std::min(8, s.transformer->max_items() - 1), o.reps + 2);
+  std::mt19937 rng(4321);
+  const int V = s.model->config.n_vocab;
+  auto random = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
+    return t;
+  };
+  std::vector<int32_t> grounded;
+  const std::vector<int32_t> span = random(12);
+  for (int i = 0; i < 8; ++i) grounded.insert(grounded.end(), span.begin(), span.end());
+  const std::vector<int32_t> noise = random(96);
+  GenerateOptions go;
+  go.max_tokens = std::min(o.gen_tokens, s.context - 97);
+  go.ignore_eos = true;
+  go.sampling.temperature = 0;
+  for (const auto& [name, prompt] : {std::pair{"grounded", grounded}, std::pair{"random", noise}}) {
+    std::vector<double> plain, spec;
+    int drafted = 0, accepted = 0;
+    for (int rep = 0; rep < o.reps; ++rep) {  // interleaved: with, without
+      GenerateResult g = GenerateTokens(prompt, go, {});
+      spec.push_back(g.decode_seconds > 0 ? (g.generated_tokens - 1) / g.decode_seconds : 0);
+      drafted += g.draft_tokens;
+      accepted += g.accepted_tokens;
+      std::unique_ptr<Proposer> saved = std::move(s.proposer);
+      g = GenerateTokens(prompt, go, {});
+      s.proposer = std::move(saved);
+      plain.push_back(g.decode_seconds > 0 ? (g.generated_tokens - 1) / g.decode_seconds : 0);
+    }
+    BenchReport::SpecRun run;
+    run.workload = name;
+    run.plain_tps = Summarize(plain).median;
+    run.spec_tps = Summarize(spec).median;
+    run.drafted = drafted;
+    run.acceptance = drafted > 0 ? static_cast<double>(accepted) / drafted : 0;
+    r->spec.push_back(run);
+  }
 }
 
 }  // namespace paddock

@@ -91,6 +91,7 @@ int Scheduler::Preempt(Sequence* victim) {
   }
   Release(*victim);
   victim->computed = 0;
+  victim->draft.clear();
   preemptions_++;
   Wait(Take(running_, victim));
   return returned;
@@ -119,7 +120,9 @@ void Scheduler::ScheduleRunning(int* left, std::vector<Finished>* finished) {
       Sequence* s = running_[i].get();
       const int need = s->to_compute();
       if ((pass == 0) != (need == 1)) continue;
-      const int n = std::min(need, *left);
+      // A decode with drafts computes them too, as far as the budget goes.
+      const int n = std::min(s->draft.empty() ? need : static_cast<int>(s->draft.size()), *left);
+      if (!s->draft.empty()) s->draft.resize(n > 1 ? static_cast<size_t>(n) : 0);
       bool ok = kv_.Reserve(s->seq, s->computed + n);
       while (!ok) {
         Sequence* victim = PickVictim();
@@ -196,8 +199,19 @@ const Scheduler::Batch& Scheduler::Schedule(std::vector<Finished>* finished,
 void Scheduler::Commit() {
   for (size_t k = 0; k < batch_.seqs.size(); ++k) {
     Sequence& s = *batch_.seqs[k];
-    kv_.Commit(s.seq, s.tokens.data() + s.computed, batch_.n[k]);
-    s.computed += batch_.n[k];
+    if (s.draft.empty()) {
+      kv_.Commit(s.seq, s.tokens.data() + s.computed, batch_.n[k]);
+      s.computed += batch_.n[k];
+      continue;
+    }
+    // Speculative: t and the accepted drafts only (no rejected token is ever committed, so
+    // none reaches the prefix cache); the blocks reserved for the rest go back.
+    const int n = 1 + s.accepted;
+    kv_.Commit(s.seq, s.draft.data(), n);
+    s.computed += n;
+    kv_.Truncate(s.seq, s.computed);
+    s.tokens.insert(s.tokens.end(), s.draft.begin() + 1, s.draft.begin() + n);
+    s.draft.clear();
   }
 }
 
@@ -208,7 +222,27 @@ void Scheduler::Postprocess(const int32_t* next,
   for (size_t k = 0; k < batch_.seqs.size(); ++k) {
     Sequence& s = *batch_.seqs[k];
     std::optional<FinishReason> why;
-    if (s.max_tokens == 0 && s.to_compute() == 0) {
+    // Accepted drafts (appended by Commit) first, each through the stop rule; a draft that
+    // ends the sequence drops the ones after it.
+    const int a = s.accepted;
+    s.accepted = 0;
+    const size_t base = s.tokens.size() - static_cast<size_t>(a);
+    for (int i = 0; i < a && !why; ++i) {
+      const int32_t t = s.tokens[base + static_cast<size_t>(i)];
+      if (EndsAtToken(is_end(t), s.ignore_eos)) {
+        s.tokens.resize(base + static_cast<size_t>(i));
+        why = FinishReason::kEos;
+        break;
+      }
+      s.generated++;
+      const bool stop_string = on_token(s, t);
+      why = StopAfterAppend(stop_string, s.generated, s.max_tokens, static_cast<int>(base) + i + 1,
+                            s.limit);
+      if (why) s.tokens.resize(base + static_cast<size_t>(i) + 1);
+    }
+    if (why) {
+      // finished on an accepted draft
+    } else if (s.max_tokens == 0 && s.to_compute() == 0) {
       why = FinishReason::kLength;  // prompt only (e.g. to warm the prefix cache)
     } else if (next[k] < 0) {
       continue;  // prompt chunk in progress

@@ -38,7 +38,18 @@ struct Sequence {
   KvManager::SeqId seq = -1;  // its KV sequence while running
   bool admitted_once = false;
   int cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
+  // Speculative decoding (set by the caller before Schedule, for a decoding sequence): the
+  // step's tokens [t, d1..dk], t = tokens.back() the one to compute, d the drafts. Schedule
+  // may cut the drafts to the budget; the caller verifies and sets `accepted` (drafts kept);
+  // Commit records t and the accepted drafts and appends the drafts to `tokens`; Postprocess
+  // applies the stop rule to them, then to the token sampled after them.
+  std::vector<int32_t> draft;
+  int accepted = 0;
   int to_compute() const { return static_cast<int>(tokens.size()) - computed; }
+  // The tokens a scheduled chunk of n computes (the draft buffer when speculating).
+  const int32_t* step_tokens() const {
+    return draft.empty() ? tokens.data() + computed : draft.data();
+  }
 };
 
 // Higher priority first, then earlier arrival.

@@ -46,6 +46,12 @@ struct Request : Sequence {
   std::unique_ptr<Sampler> sampler;
   TextAssembler text;
   double t_submit = 0, t_admit = 0, t_first = 0, t_last = 0, deadline = 0;
+  // Speculative decoding: the request's controller (its own acceptance estimate), the drafts'
+  // distributions, the history with the drafts appended (penalties), its draft-model slot.
+  SpecController spec;
+  std::vector<DraftDist> q;
+  std::vector<int32_t> hist;
+  int draft_slot = -1;
 
   bool Cancelled() const { return state->cancel.load(std::memory_order_relaxed); }
 };
@@ -87,6 +93,7 @@ struct Service::Impl {
 
   void Loop();
   bool Step();
+  void Propose();
   void Forward(const Scheduler::Batch& batch);
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
@@ -287,15 +294,17 @@ bool Service::Impl::Step() {
         return timeout ? FinishReason::kTimeout : FinishReason::kCancelled;
       },
       &finished);
-  // 2. The policy: who runs this step, with how many tokens.
+  // 2. Drafts for decoding requests (speculation), then the policy: who runs this step, with
+  // how many tokens.
+  Propose();
   const Scheduler::Batch& batch =
       scheduler->Schedule(&finished, [this](Sequence& s) { OnAdmit(AsRequest(s)); });
   FinishAll();
   if (batch.empty()) return false;
   // 3. One batched forward; 4. sample; 5. the stop rule.
   Forward(batch);
+  Sample(batch);  // (verification first: Commit records only the accepted drafts)
   scheduler->Commit();
-  Sample(batch);
   const Tokenizer& tok = *e->model->tokenizer;
   scheduler->Postprocess(
       sampled.data(), [this](Sequence& s, int32_t t) { return OnToken(AsRequest(s), t); },
@@ -312,7 +321,9 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
   for (size_t k = 0; k < n; ++k) {
     const Sequence& s = *batch.seqs[k];
     views[k] = e->kv->View(s.seq);
-    items.push_back({s.tokens.data() + s.computed, batch.n[k], s.computed, &views[k]});
+    // A decode with drafts asks for the logits of every position (verification).
+    items.push_back(
+        {s.step_tokens(), batch.n[k], s.computed, &views[k], s.draft.empty() ? 1 : batch.n[k]});
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
   e->StepBatch(items.data(), static_cast<int>(n), logits.data());
@@ -321,15 +332,36 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
   stats.step_tokens += step_tokens;
 }
 
-// A token for every request whose known tokens are all computed (-1 for the others).
+// A token for every request whose known tokens are all computed by this step (-1 for the
+// others); for a request with drafts, their verification. Runs before Commit.
 void Service::Impl::Sample(const Scheduler::Batch& batch) {
   const double t = NowSeconds();
   for (size_t k = 0; k < batch.seqs.size(); ++k) {
     Request& r = AsRequest(*batch.seqs[k]);
     sampled[k] = -1;
-    if (r.to_compute() > 0 || r.max_tokens == 0) continue;
+    if (r.max_tokens == 0) continue;
     float* lg = const_cast<float*>(logits[k]);
-    sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()));
+    if (!r.draft.empty()) {
+      // Verification: rows for t and each draft; the accepted drafts and the token after them.
+      const int k_drafts = static_cast<int>(r.draft.size()) - 1;
+      const size_t V = static_cast<size_t>(e->model->config.n_vocab);
+      float* rows[kSpecMaxDraft + 1];
+      for (int i = 0; i <= k_drafts; ++i) rows[i] = lg + static_cast<size_t>(i) * V;
+      r.hist.assign(r.tokens.begin(), r.tokens.end());
+      r.hist.insert(r.hist.end(), r.draft.begin() + 1, r.draft.end());
+      int32_t next = 0;
+      r.accepted = VerifyDrafts(*r.sampler, rows, r.draft.data() + 1, k_drafts, r.hist.data(),
+                                static_cast<int>(r.tokens.size()), r.q.data(), &next);
+      r.spec.Observe(k_drafts, r.accepted);
+      sampled[k] = next;
+      std::lock_guard<std::mutex> lock(stats_mu);
+      stats.spec_drafts++;
+      stats.spec_draft_tokens += static_cast<uint64_t>(k_drafts);
+      stats.spec_accepted_tokens += static_cast<uint64_t>(r.accepted);
+    } else {
+      if (batch.n[k] < r.to_compute()) continue;  // a prompt chunk in progress
+      sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()));
+    }
     {
       std::lock_guard<std::mutex> lock(stats_mu);
       if (r.t_first == 0) {
@@ -340,6 +372,37 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
     }
     if (r.t_first == 0) r.t_first = t;
     r.t_last = t;
+  }
+}
+
+// Drafts for the decoding requests while the batch is small (a full batch is compute-bound
+// already): each request's controller picks how many from its acceptance and the measured
+// verification cost; the budget the scheduler spends counts them.
+void Service::Impl::Propose() {
+  if (e->proposer == nullptr) return;
+  const auto& running = scheduler->running();
+  const bool small = static_cast<int>(running.size()) <= kSpecMaxBatch;
+  for (const auto& seq : running) {
+    Request& r = AsRequest(*seq);
+    r.draft.clear();
+    if (!small || r.to_compute() != 1 || r.max_tokens == 0 || !r.sampler) continue;
+    int k = std::min({r.spec.Choose(), r.max_tokens - r.generated - 1,
+                      r.limit - static_cast<int>(r.tokens.size()) - 1, kSpecMaxDraft});
+    if (k <= 0) continue;
+    if (e->draft != nullptr) {
+      if (r.draft_slot < 0 && !e->draft->Acquire(&r.draft_slot)) continue;
+      e->draft->Select(r.draft_slot);
+    }
+    r.draft.resize(static_cast<size_t>(k) + 1);
+    r.q.resize(static_cast<size_t>(k));
+    k = e->proposer->Propose(r.tokens.data(), static_cast<int>(r.tokens.size()), k,
+                             r.draft.data() + 1, r.q.data());
+    if (k <= 0) {
+      r.draft.clear();
+      continue;
+    }
+    r.draft.resize(static_cast<size_t>(k) + 1);
+    r.draft[0] = r.tokens.back();
   }
 }
 
@@ -366,6 +429,12 @@ void Service::Impl::OnAdmit(Request& r) {
   r.sampler->Reset(r.opt.generate.sampling);
   r.text.Reset(&r.opt.generate.stop, r.tokens.back(),
                static_cast<size_t>(r.limit - r.n_prompt) * 8 + 64);
+  if (e->proposer != nullptr) {
+    r.spec = e->spec_ctl;  // the measured cost curve; the acceptance estimate is the request's
+    r.hist.reserve(static_cast<size_t>(r.limit) + kSpecMaxDraft + 1);
+    r.draft.reserve(kSpecMaxDraft + 1);
+    r.q.reserve(kSpecMaxDraft);
+  }
 }
 
 // A token was appended: its text (returns whether a stop string completed), streamed.
@@ -406,6 +475,7 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
     }
   }
   if (r.sampler) spare_samplers.push_back(std::move(r.sampler));
+  if (r.draft_slot >= 0) e->draft->Release(r.draft_slot);
   r.state->Complete(std::move(res), (r.admitted_once ? r.t_admit : now) - r.t_submit);
   if (!r.admitted_once) {
     std::lock_guard<std::mutex> lock(mu);

@@ -59,24 +59,52 @@ struct DraftProposer::Impl {
   std::unique_ptr<Transformer> tf;
   std::unique_ptr<KvManager> kv;
   Sampler sampler;
-  KvManager::SeqId seq = -1;
-  std::vector<int32_t> cached;  // tokens whose K/V the draft cache holds
-  std::vector<int32_t> hist;    // context + drafts, for the draft's penalties
+  struct Slot {
+    KvManager::SeqId seq = -1;
+    std::vector<int32_t> cached;  // tokens whose K/V the draft cache holds
+    bool used = false;
+  };
+  Slot slots[kSlots];
+  int current = 0;
+  std::vector<int32_t> hist;  // context + drafts, for the draft's penalties
   int context = 0;
   explicit Impl(int n_vocab) : sampler(n_vocab) {}
 
   // Runs tokens[0..n) at the end of the cached ones; returns the last position's logits.
   float* Run(const int32_t* tokens, int n) {
-    const int pos = static_cast<int>(cached.size());
-    if (!kv->Reserve(seq, pos + n)) Fail("draft model: its KV cache is full");
+    Slot& s = slots[current];
+    const int pos = static_cast<int>(s.cached.size());
+    if (!kv->Reserve(s.seq, pos + n)) Fail("draft model: its KV cache is full");
     kv->BeginStep();
-    const float* logits = tf->Forward(tokens, n, pos, kv->View(seq));
+    const float* logits = tf->Forward(tokens, n, pos, kv->View(s.seq));
     kv->EndStep();
-    kv->Commit(seq, tokens, n);
-    cached.insert(cached.end(), tokens, tokens + n);
+    kv->Commit(s.seq, tokens, n);
+    s.cached.insert(s.cached.end(), tokens, tokens + n);
     return const_cast<float*>(logits);
   }
 };
+
+bool DraftProposer::Acquire(int* slot) {
+  for (int i = 1; i < kSlots; ++i) {  // slot 0 is the single-sequence engine's
+    if (!impl_->slots[i].used) {
+      impl_->slots[i].used = true;
+      *slot = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+void DraftProposer::Select(int slot) {
+  impl_->current = slot;
+}
+
+void DraftProposer::Release(int slot) {
+  auto& s = impl_->slots[slot];
+  impl_->kv->Truncate(s.seq, 0);
+  s.cached.clear();
+  s.used = false;
+}
 
 DraftProposer::DraftProposer(const std::string& path, const LoadedModel& target, ThreadPool& pool,
                              const EngineOptions& o, int context)
@@ -115,8 +143,8 @@ DraftProposer::DraftProposer(const std::string& path, const LoadedModel& target,
   KvCacheOptions ko;
   ko.prefix_cache = false;  // drafts are rolled back by truncation
   ko.k_type = ko.v_type = KvDtype::kF16;
-  s.kv = std::make_unique<KvManager>(s.model->config, ko, s.context);
-  s.seq = s.kv->Create(s.context);
+  s.kv = std::make_unique<KvManager>(s.model->config, ko, s.context * kSlots);
+  for (auto& slot : s.slots) slot.seq = s.kv->Create(s.context);
   s.hist.reserve(static_cast<size_t>(s.context) + kSpecMaxDraft);
 }
 
@@ -136,13 +164,14 @@ int DraftProposer::Propose(const int32_t* h, int n, int k, int32_t* out, DraftDi
   if (k <= 0 || n < 1) return 0;
   // Keep the cached prefix the history still shares (rolling back rejected drafts), leaving at
   // least the last token to run, so its logits are fresh.
+  Impl::Slot& slot = s.slots[s.current];
   size_t common = 0;
-  while (common < s.cached.size() && common < static_cast<size_t>(n) &&
-         s.cached[common] == h[common])
+  while (common < slot.cached.size() && common < static_cast<size_t>(n) &&
+         slot.cached[common] == h[common])
     ++common;
   common = std::min(common, static_cast<size_t>(n - 1));
-  s.kv->Truncate(s.seq, static_cast<int>(common));
-  s.cached.resize(common);
+  s.kv->Truncate(slot.seq, static_cast<int>(common));
+  slot.cached.resize(common);
   float* logits = s.Run(h + common, n - static_cast<int>(common));
   s.hist.assign(h, h + n);
   for (int i = 0; i < k; ++i) {

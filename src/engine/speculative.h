@@ -33,6 +33,9 @@ enum class SpecMode { kOff, kNgram, kDraft };
 SpecMode ParseSpecMode(const std::string& s);
 const char* SpecModeName(SpecMode m);
 constexpr int kSpecMaxDraft = 16;  // --spec-max is clamped to [1, 16] (Error outside)
+// The server speculates only while at most this many requests run (a full batch is
+// compute-bound already: drafts would only add work).
+constexpr int kSpecMaxBatch = 4;
 
 // A drafted token's distribution (the draft model's, sparse): q(id). Empty: one-hot (n-gram).
 struct DraftDist {
@@ -80,6 +83,13 @@ class DraftProposer : public Proposer {
   ~DraftProposer() override;
   // The sampling settings drafts are drawn with (the request's; greedy drafts if temperature 0).
   void Reset(const SamplingParams& p);
+  // Several sequences (the server's requests) each keep their own draft KV sequence: kSlots
+  // of them. Acquire() takes a free slot (false: none; that request does not speculate),
+  // Select() makes one current for Propose(), Release() gives it back. Slot 0 is the default.
+  static constexpr int kSlots = 4;
+  bool Acquire(int* slot);
+  void Select(int slot);
+  void Release(int slot);
   int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) override;
   double DraftCost() const override { return cost_; }
   void set_cost(double c) { cost_ = c; }

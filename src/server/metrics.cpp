@@ -94,6 +94,12 @@ std::string PrometheusText(const std::string& model_name, const ServiceStats& s,
           "Requests cancelled (client gone or shutdown).");
   Counter(&o, "paddock_requests_timed_out_total", L, s.timeouts,
           "Requests stopped at their deadline.");
+  Counter(&o, "vllm:spec_decode_num_drafts_total", L, s.spec_drafts,
+          "Speculative decoding: verification steps (each checks one request's drafts).");
+  Counter(&o, "vllm:spec_decode_num_draft_tokens_total", L, s.spec_draft_tokens,
+          "Speculative decoding: tokens drafted.");
+  Counter(&o, "vllm:spec_decode_num_accepted_tokens_total", L, s.spec_accepted_tokens,
+          "Speculative decoding: drafted tokens the target accepted.");
   Counter(&o, "paddock_engine_steps_total", L, s.steps, "Batched forward steps.");
   Counter(&o, "paddock_engine_step_tokens_total", L, s.step_tokens,
           "Tokens computed in forward steps (prompt and generated).");

@@ -96,6 +96,20 @@ void PrintJson(const BenchReport& r) {
     }
     std::printf("]}");
   }
+  if (!r.verify_cost.empty()) {
+    std::printf(", \"verify_cost\": [");
+    for (size_t k = 0; k < r.verify_cost.size(); ++k)
+      std::printf("%s%.4f", k ? ", " : "", r.verify_cost[k]);
+    std::printf("], \"speculative\": [");
+    for (size_t i = 0; i < r.spec.size(); ++i) {
+      const auto& x = r.spec[i];
+      std::printf(
+          "%s{\"workload\": \"%s\", \"plain_tokens_per_s\": %.3f, \"spec_tokens_per_s\": %.3f, "
+          "\"drafted\": %d, \"acceptance\": %.4f}",
+          i ? ", " : "", x.workload.c_str(), x.plain_tps, x.spec_tps, x.drafted, x.acceptance);
+    }
+    std::printf("]");
+  }
   std::printf("}\n");
 }
 
@@ -133,6 +147,19 @@ void PrintTable(const std::string& model, const BenchReport& r) {
                 r.prefill_measured_ms, r.prefill_profiled_ms);
     for (const auto& e : r.prefill_profile)
       std::printf("  %-34s %9.2f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
+  }
+  if (!r.verify_cost.empty()) {
+    std::printf("verification cost, a forward of 1 + k tokens relative to one:");
+    for (size_t k = 0; k < r.verify_cost.size(); ++k)
+      std::printf(" k=%zu %.2f", k, r.verify_cost[k]);
+    std::printf("\n");
+    for (const auto& x : r.spec) {
+      std::printf(
+          "speculative greedy decode, %-9s prompt: %8.2f tok/s vs %8.2f plain (%.2fx), "
+          "acceptance %.0f%% of %d drafted\n",
+          x.workload.c_str(), x.spec_tps, x.plain_tps,
+          x.plain_tps > 0 ? x.spec_tps / x.plain_tps : 0, 100 * x.acceptance, x.drafted);
+    }
   }
 }
 

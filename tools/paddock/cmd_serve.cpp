@@ -13,6 +13,8 @@ namespace paddock::cli {
 extern const std::vector<OptionSpec> kKvSpecs;
 uint64_t ParseBytes(const std::string& flag, const std::string& s);
 void AddKvOptions(const Args& args, EngineOptions* eo);
+void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+extern const std::vector<OptionSpec> kSpecSpecs;
 
 namespace {
 
@@ -45,6 +47,7 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   return s;
 }
 
@@ -68,6 +71,7 @@ int CmdServe(int argc, char** argv) {
   so.engine.isa = args.Str("--isa", "auto");
   so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
   AddKvOptions(args, &so.engine);
+  AddSpecOptions(args, &so.engine);
   so.service.max_batch_tokens = so.engine.max_batch;
   so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
   // Without --kv-memory: room for every running request's full context (within 30% of RAM).
