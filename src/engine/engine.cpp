@@ -125,7 +125,9 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
     draft_cost = target_step > 0 ? std::min(1.0, draft_step / target_step) : 0.5;
     impl->draft->set_cost(draft_cost);
   }
-  impl->spec_ctl = SpecController(std::move(cost), k_max, draft_cost, o.spec_fixed);
+  const bool draft = impl->draft != nullptr;
+  impl->spec_ctl = SpecController(std::move(cost), k_max, draft_cost, o.spec_fixed,
+                                  /*probe=*/!draft, /*prior=*/draft ? 0.9 : 0.6);
 }
 
 }  // namespace

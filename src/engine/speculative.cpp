@@ -225,11 +225,14 @@ int VerifyDrafts(Sampler& sampler, float* const* rows, const int32_t* drafts, in
 
 // ---- controller ---------------------------------------------------------------------------
 
-SpecController::SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed)
+SpecController::SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed,
+                               bool probe, double prior)
     : cost_(std::move(cost)),
       k_max_(std::min<int>(k_max, static_cast<int>(cost_.size()) - 1)),
       draft_cost_(draft_cost),
-      fixed_(fixed) {}
+      fixed_(fixed),
+      probe_(probe),
+      alpha_(prior) {}
 
 int SpecController::Choose() {
   if (fixed_) return k_max_;
@@ -246,7 +249,7 @@ int SpecController::Choose() {
       best_k = k;
     }
   }
-  if (best_k == 0 && k_max_ > 0 && ++idle_ >= kProbeEvery) {
+  if (best_k == 0 && probe_ && k_max_ > 0 && ++idle_ >= kProbeEvery) {
     idle_ = 0;
     return 1;  // a probe keeps the acceptance estimate current
   }

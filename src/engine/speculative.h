@@ -114,13 +114,18 @@ int VerifyDrafts(Sampler& sampler, float* const* rows, const int32_t* drafts, in
 // yield (1 - a^(k+1)) / (1 - a) tokens per verification, which costs cost(k) (the measured time
 // of a forward of 1 + k tokens relative to 1) plus k draft steps. The k with the best tokens per
 // unit of time wins; when none beats plain decoding, k = 0 (speculation never slows decoding
-// down), except for one probe of k = 1 every kProbeEvery steps to keep the estimate current.
+// down), except for one probe of k = 1 every kProbeEvery steps to keep the estimate current
+// (n-gram proposals only).
 class SpecController {
  public:
   static constexpr int kProbeEvery = 16;
   SpecController() = default;
-  // fixed: always k_max (no adaptive choice).
-  SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed = false);
+  // fixed: always k_max (no adaptive choice). probe: when drafting does not pay, still draft
+  // one token every kProbeEvery steps to keep the estimate current (n-gram proposals cost
+  // nothing to make; a draft model would first have to catch up on every token it skipped, a
+  // prefill of them, so it does not probe and starts from an optimistic prior instead).
+  SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed = false,
+                 bool probe = true, double prior = 0.6);
   int Choose();
   void Observe(int drafted, int accepted);
   double acceptance() const { return alpha_; }
@@ -131,6 +136,7 @@ class SpecController {
   int k_max_ = 0;
   double draft_cost_ = 0;
   bool fixed_ = false;
+  bool probe_ = true;
   double alpha_ = 0.6;  // prior before any observation
   int idle_ = 0;
 };

@@ -189,6 +189,7 @@ class SynthTensors {
         Layer(p);
       }
     }
+    if (s_.active_layers > 0) rng_ = Rng(s_.seed ^ 0x5eed07ull);  // independent of the depth
     Vec("output_norm.weight", s_.dim, 1.0f, 0.1f);
     if (gpt2) Vec("output_norm.bias", s_.dim, 0.0f, 0.3f);
     if (!s_.tied_embeddings) Matrix("output.weight", s_.dim, s_.n_vocab);
@@ -213,7 +214,16 @@ class SynthTensors {
     buf_.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows));
     const float scale = std::sqrt(3.0f / static_cast<float>(cols));  // unit-variance outputs
     for (float& v : buf_) v = rng_.Uniform() * scale;
+    if (Inert(name)) std::fill(buf_.begin(), buf_.end(), 0.0f);  // (drawn all the same)
     w_->AddTensorF32(name, {cols, rows}, TypeOf(name), buf_.data());
+  }
+  // A layer past active_layers: its output projections are zero.
+  bool Inert(const std::string& name) const {
+    if (s_.active_layers <= 0) return false;
+    int layer = -1;
+    std::sscanf(name.c_str(), "blk.%d.", &layer);
+    return layer >= s_.active_layers && (name.find("attn_output.") != std::string::npos ||
+                                         name.find("ffn_down.") != std::string::npos);
   }
   void Vec(const std::string& name, int n, float base, float jitter) {
     buf_.resize(static_cast<size_t>(n));

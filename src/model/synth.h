@@ -39,6 +39,12 @@ struct SynthSpec {
   // llama.cpp gives more bits (first and last eighth, every third between), in Q6_K.
   bool q4_k_m = false;
   uint64_t seed = 1;
+  // > 0: only the first active_layers layers change the residual stream (the others have zero
+  // attention-output and FFN-down weights: their full cost, no effect), and the output matrix
+  // is drawn from its own generator, independent of the layer count. So a model with
+  // n_layers = active_layers computes the same function at a fraction of the cost: a draft
+  // for speculative decoding that agrees with its target by construction.
+  int active_layers = 0;
   // Vocabulary: if empty, a synthetic SentencePiece-style one (specials, 256 byte tokens,
   // then made-up pieces) of n_vocab entries.
   std::vector<std::string> vocab;

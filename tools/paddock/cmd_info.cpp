@@ -56,6 +56,10 @@ const std::vector<OptionSpec> kSynthSpecs = {
     {{"--ctx"}, true, "override the context length"},
     {{"--sliding-window"}, true, "declare an attention window (Mistral-style)"},
     {{"--seed"}, true, "random seed (default 1)"},
+    {{"--active-layers"},
+     true,
+     "only the first N layers act (the rest: zero output projections); with --layers N the same "
+     "function: a draft for speculative decoding"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
@@ -175,6 +179,7 @@ int CmdSynth(int argc, char** argv) {
     spec.sliding_window =
         static_cast<int>(args.Int("--sliding-window", spec.sliding_window, 0, 1 << 22));
     spec.seed = args.U64("--seed", 1);
+    spec.active_layers = static_cast<int>(args.Int("--active-layers", 0, 0, 1024));
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
