@@ -130,7 +130,8 @@ curl -s "$U/metrics" >"$TMP/metrics"
 for name in vllm:time_to_first_token_seconds_bucket vllm:inter_token_latency_seconds_bucket vllm:e2e_request_latency_seconds_bucket \
   vllm:request_queue_time_seconds_bucket vllm:prompt_tokens_total vllm:generation_tokens_total vllm:num_requests_running \
   vllm:num_requests_waiting vllm:kv_cache_usage_perc vllm:prefix_cache_queries_total vllm:prefix_cache_hits_total \
-  vllm:num_preemptions_total paddock_memory_bytes; do
+  vllm:num_preemptions_total vllm:spec_decode_num_drafts_total vllm:spec_decode_num_draft_tokens_total \
+  vllm:spec_decode_num_accepted_tokens_total paddock_memory_bytes; do
   grep -q "^$name{" "$TMP/metrics"
   check "metrics: $name" $?
 done
