@@ -196,5 +196,24 @@ TEST(PreTokenizer, FamiliesSplitAsTheirExpressions) {
   }
 }
 
+// Every pre-tokenizer the README names compiles and splits text back into itself.
+TEST(PreTokenizer, EveryKnownNameCompilesAndCoversItsInput) {
+  const std::string text = "Hello world's 12345!! Grüße, 世界 ὠώ ῒΐ ΩK\n\nok";
+  for (const std::string& name : PreTokenizer::KnownNames()) {
+    std::vector<std::string> pieces;
+    ASSERT_NO_THROW(pieces = Pieces(name, text)) << name;
+    std::string joined;
+    for (const auto& p : pieces) joined += p;
+    EXPECT_EQ(joined, text) << name;
+  }
+  // deepseek-llm (it failed to compile before: see pretokenize.cpp) splits as llama.cpp's
+  // sequence of expressions does, each splitting the pieces of the one before: letters with a
+  // leading space; then its punctuation class, whose range ':-~' also takes the ASCII letters
+  // (so a non-ASCII letter inside a word stands apart); then digits.
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Pieces("deepseek-llm", "Hello w\u00f6rld 123"),
+            (V{"Hello", " w", "\u00f6", "rld", " ", "123"}));
+}
+
 }  // namespace
 }  // namespace paddock
