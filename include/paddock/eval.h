@@ -14,11 +14,16 @@ namespace paddock {
 // Evaluation over a text: perplexity of one model, and how far a second model's next-token
 // distributions are from the first's (for quantization). The text is tokenized with BOS and cut
 // into windows of `ctx` tokens; in each window the first half is context and the second half
-// is scored (as llama.cpp's perplexity does, so figures are comparable).
+// is scored, exactly as llama.cpp's perplexity tool does (see EvalOptions::bos_prefix).
 struct EvalOptions {
   int ctx = 0;          // window in tokens (0: the model's context, at most 512)
   int max_windows = 0;  // 0: the whole text
   int worst = 5;        // compare: how many worst positions to report
+  // false (default): llama.cpp's windows (the text tokenized once and cut every ctx tokens,
+  // each window's first token replaced by BOS, positions ctx/2 .. ctx-2 scored), so figures
+  // sit beside llama.cpp's; true: BOS then ctx - 1 text tokens per window, positions
+  // ctx/2 - 1 .. ctx-2 scored (Paddock's earlier scheme).
+  bool bos_prefix = false;
 };
 
 struct PerplexityReport {

@@ -11,9 +11,25 @@
 namespace paddock {
 namespace {
 
+// The text cut into windows of `ctx` tokens; in each, positions [first, ctx - 1) are scored
+// (each predicting the next token), as llama.cpp's perplexity tool does by default: the text is
+// tokenized once (with BOS where the vocabulary adds one) and cut every ctx tokens, each
+// window's first token replaced by BOS, the second half scored. With bos_prefix (Paddock's
+// earlier scheme): BOS followed by ctx - 1 text tokens per window, one more position scored.
 struct Windows {
   std::vector<int32_t> tokens;
-  int ctx = 0, n = 0;
+  int ctx = 0, n = 0, first = 0;
+  bool bos_prefix = false, add_bos = true;
+  int stride() const { return bos_prefix ? ctx - 1 : ctx; }
+  std::vector<int32_t> Window(int k, int bos) const {
+    std::vector<int32_t> t;
+    t.reserve(static_cast<size_t>(ctx));
+    const auto from = tokens.begin() + static_cast<std::ptrdiff_t>(k) * stride();
+    if (bos_prefix) t.push_back(bos);
+    t.insert(t.end(), from, from + stride());
+    if (!bos_prefix && add_bos) t[0] = bos;
+    return t;
+  }
 };
 
 Windows Plan(Engine& e, std::string_view text, const EvalOptions& o) {
@@ -23,9 +39,11 @@ Windows Plan(Engine& e, std::string_view text, const EvalOptions& o) {
   if (w.ctx > e.info().context)
     Fail("evaluation window %d exceeds the context %d (raise -c)", w.ctx, e.info().context);
   if (w.ctx < 8) Fail("evaluation window %d is too small (at least 8 tokens)", w.ctx);
-  w.tokens = e.Tokenize(text, false, false);
-  const int per = w.ctx - 1;  // BOS + ctx-1 text tokens per window
-  w.n = static_cast<int>(w.tokens.size() / static_cast<size_t>(per));
+  w.bos_prefix = o.bos_prefix;
+  w.add_bos = w.bos_prefix || e.AddsBos();
+  w.tokens = e.Tokenize(text, !w.bos_prefix && w.add_bos, false);
+  w.first = w.bos_prefix ? w.ctx / 2 - 1 : w.ctx / 2;
+  w.n = static_cast<int>(w.tokens.size() / static_cast<size_t>(w.stride()));
   if (o.max_windows > 0) w.n = std::min(w.n, o.max_windows);
   if (w.n == 0)
     Fail(
@@ -36,25 +54,19 @@ Windows Plan(Engine& e, std::string_view text, const EvalOptions& o) {
 }
 
 // Runs window k of `w` and calls f(position in window, logits row, next token) for the scored
-// (second-half) positions.
+// positions.
 template <class F>
 void RunWindow(Engine& e, const Windows& w, int k, int bos, F&& f) {
-  const int per = w.ctx - 1;
-  std::vector<int32_t> toks;
-  toks.reserve(static_cast<size_t>(w.ctx));
-  toks.push_back(bos);
-  toks.insert(toks.end(), w.tokens.begin() + static_cast<std::ptrdiff_t>(k) * per,
-              w.tokens.begin() + static_cast<std::ptrdiff_t>(k + 1) * per);
+  const std::vector<int32_t> toks = w.Window(k, bos);
   const int vocab = e.info().n_vocab;
   const int step = e.max_eval_tokens();
-  const int first_scored = w.ctx / 2;
   for (int pos = 0; pos < w.ctx - 1; pos += step) {
     const int n = std::min(step, w.ctx - 1 - pos);
     std::vector<int32_t> chunk(toks.begin() + pos, toks.begin() + pos + n);
     const float* logits = e.EvaluateAll(chunk, pos);
     for (int i = 0; i < n; ++i) {
       const int p = pos + i;
-      if (p >= first_scored - 1)
+      if (p >= w.first)
         f(p, logits + static_cast<size_t>(i) * static_cast<size_t>(vocab),
           toks[static_cast<size_t>(p + 1)]);
     }
@@ -175,11 +187,8 @@ CompareReport Compare(Engine& a, Engine& b, std::string_view text, const EvalOpt
         CompareReport::Position w;
         w.index = index;
         w.kl = d;
-        const int from = std::max(0, p - 8);
-        std::vector<int32_t> ctx(
-            wa.tokens.begin() + static_cast<std::ptrdiff_t>(k) * (wa.ctx - 1) +
-                std::max(0, from - 1),
-            wa.tokens.begin() + static_cast<std::ptrdiff_t>(k) * (wa.ctx - 1) + p);
+        const std::vector<int32_t> win = wa.Window(k, bos);
+        std::vector<int32_t> ctx(win.begin() + std::max(1, p - 7), win.begin() + p + 1);
         worst.push_back(w);
         worst.back().context = a.Detokenize(ctx);
         worst.back().top_a = a.Detokenize({arg_a[j]});

@@ -23,6 +23,10 @@ const std::vector<OptionSpec> kEvalSpecs = {
      "window in tokens; the second half of each window is scored (default: model's context, at "
      "most 512)"},
     {{"--chunks"}, true, "evaluate at most this many windows (default: the whole text)"},
+    {{"--bos-windows"},
+     false,
+     "windows of BOS + ctx-1 text tokens (Paddock's earlier scheme; default: llama.cpp's windows, "
+     "the text cut every ctx tokens and each window's first token replaced by BOS)"},
     {{"--worst"}, true, "compare: how many worst positions to show (default 5)"},
     {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
     {{"--json"}, false, "print one JSON object"},
@@ -82,6 +86,7 @@ int CmdEval(bool compare, int argc, char** argv) {
   EvalOptions o;
   o.ctx = static_cast<int>(args.Int("--ctx", 0, 8, 1 << 20));
   o.max_windows = static_cast<int>(args.Int("--chunks", 0, 0, 1 << 30));
+  o.bos_prefix = args.Has("--bos-windows");
   o.worst = static_cast<int>(args.Int("--worst", 5, 0, 1000));
   const int threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
   const std::string text = ReadText(args.Str("-f"));
