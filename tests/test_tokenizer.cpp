@@ -161,6 +161,24 @@ TEST(Tokenizer, ByteFallbackStreamsWholeCharacters) {
   EXPECT_EQ(out, text);
 }
 
+// Generated control, unknown and unused tokens are not text by default (as llama.cpp renders
+// them without `special`); RenderSpecial(true) shows their stored spelling.
+TEST(Tokenizer, ControlAndUnknownTokensAreNotRenderedUnlessAsked) {
+  auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
+  ASSERT_EQ(tok->Attr(0), TokenAttr::kUnknown);
+  ASSERT_EQ(tok->Attr(2), TokenAttr::kControl);
+  const int hello = tok->Encode("Hello", false)[0];
+  EXPECT_EQ(tok->Decode(hello, 0), "");
+  EXPECT_EQ(tok->Decode(hello, 2), "");
+  EXPECT_EQ(tok->Decode(-1, hello), "Hello");
+  tok->RenderSpecial(true);
+  EXPECT_EQ(tok->Decode(hello, 0), "<unk>");
+  EXPECT_EQ(tok->Decode(hello, 2), "</s>");
+  EXPECT_EQ(tok->Decode(-1, hello), "Hello");
+  tok->RenderSpecial(false);
+  EXPECT_EQ(tok->Decode(hello, 2), "");
+}
+
 }  // namespace
 }  // namespace paddock
 

@@ -48,6 +48,9 @@ struct EngineOptions {
   std::string kv_layer_types;
   bool prefix_cache = true;
   int sliding_window = -1;
+  // Generated control, unknown and unused tokens as their stored text (default: not rendered,
+  // as llama.cpp does).
+  bool render_special = false;
   // Speculative decoding: "off", "ngram" (prompt lookup) or "draft" (draft_model, a smaller
   // model with the same vocabulary); spec_max: drafted tokens per step at most (1..16; the
   // controller picks fewer, or none, from the measured acceptance and verification cost).

@@ -181,6 +181,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const Isa isa = ParseIsa(o.isa);
   auto impl = std::make_unique<Impl>();
   impl->model = LoadModel(o.model_path, o.tokenizer_path);
+  impl->model->tokenizer->RenderSpecial(o.render_special);
   if (o.relayout_weights && o.int8_activations) RelayoutWeights(impl->model.get(), o.huge_pages);
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);

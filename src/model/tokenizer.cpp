@@ -231,6 +231,7 @@ void Tokenizer::Finish() {
         break;
       case TokenAttr::kControl:
       case TokenAttr::kUnused:
+      case TokenAttr::kUnknown:  // (as llama.cpp: not text unless asked; see RenderSpecial)
         break;
       case TokenAttr::kUserDefined:
         decoded_[i] = bpe_ ? pieces_[i] : ReplaceAll(pieces_[i], kSpaceMarker, " ");
@@ -271,6 +272,14 @@ void Tokenizer::Finish() {
     auto it = lookup_.find(name);
     if (it != lookup_.end() && attrs_[static_cast<size_t>(it->second)] == TokenAttr::kControl)
       add_eog(it->second);
+  }
+}
+
+void Tokenizer::RenderSpecial(bool on) {
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const TokenAttr a = attrs_[i];
+    if (a == TokenAttr::kControl || a == TokenAttr::kUnused || a == TokenAttr::kUnknown)
+      decoded_[i] = on ? pieces_[i] : std::string();
   }
 }
 

@@ -71,9 +71,12 @@ class Tokenizer {
   // The vocabulary entry of `id` as stored (e.g. "▁the", "<0x0A>").
   std::string_view Piece(int id) const { return pieces_[static_cast<size_t>(id)]; }
   TokenAttr Attr(int id) const { return attrs_[static_cast<size_t>(id)]; }
-  // The bytes `id` decodes to ("" for control tokens). After BOS (or at the very start, when
+  // The bytes `id` decodes to: "" for control, unknown and unused tokens (as llama.cpp renders
+  // them without `special`), unless RenderSpecial(true) made them show their stored text
+  // (e.g. "<|im_end|>", a padding token's "[PAD32049]"). After BOS (or at the very start, when
   // `prev` < 0) a leading space is dropped, as SentencePiece decoders do.
   std::string_view Decode(int prev, int id) const;
+  void RenderSpecial(bool on);
 
  private:
   Tokenizer() = default;

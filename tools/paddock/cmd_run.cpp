@@ -27,6 +27,9 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
     {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
     {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
+    {{"--show-special"},
+     false,
+     "render generated control, unknown and unused tokens as their text (default: not rendered)"},
 };
 
 // Speculative decoding (run, chat, bench).
@@ -156,6 +159,7 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s) {
 }
 
 void AddKvOptions(const Args& args, EngineOptions* eo) {
+  eo->render_special = args.Has("--show-special");
   if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));
   eo->kv_block_size = static_cast<int>(args.Int("--kv-block-size", 16, 1, 4096));
   eo->cache_type_k = args.Str("--cache-type-k", "f16");
