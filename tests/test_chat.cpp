@@ -87,6 +87,8 @@ TEST(Chat, RecognizesTheModelsTemplate) {
   info.chat_template.clear();
   info.arch = "qwen2";
   EXPECT_EQ(ResolveChatTemplate(info, ""), "chatml");
+  info.arch = "gemma3";  // a Gemma file without a template: the Gemma turns
+  EXPECT_EQ(ResolveChatTemplate(info, ""), "gemma");
 }
 
 TEST(Chat, EndOfTurnTokensEndGeneration) {

@@ -193,6 +193,13 @@ std::vector<Variant> Variants() {
   gemma2.final_softcap = 3.0f;
   gemma2.n_layers = 3;
   v.push_back({"gemma2_softcap", gemma2});
+  SynthSpec gemma3 = gemma;
+  gemma3.arch = "gemma3";
+  gemma3.qk_norm = true;
+  gemma3.sliding_window = 4;
+  gemma3.rope_base = 1e6f;  // the global layers'; the local ones use 10000
+  gemma3.n_layers = 7;      // local 0-4, global 5, local 6
+  v.push_back({"gemma3_local_global", gemma3});
   SynthSpec gpt2 = base;
   gpt2.arch = "gpt2";
   gpt2.n_kv_heads = 4;
@@ -319,6 +326,26 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     silu.tf =
         std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
     EXPECT_GT(RelErr(silu.Run(toks, false), with), 1e-3) << "GELU ignored";
+  }
+  {
+    // Gemma 3: five local layers (window, RoPE base 10000) to one global (the file's base).
+    Runner r(WriteVariant(find("gemma3_local_global")), DetectIsa(), 1, 4);
+    const ModelConfig& c = r.model->config;
+    EXPECT_EQ(c.swa_pattern, 6);
+    EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);
+    EXPECT_FLOAT_EQ(c.rope_base, 1e6f);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_TRUE(c.post_norms);
+    EXPECT_EQ(c.LayerWindow(4, 4), 4);
+    EXPECT_EQ(c.LayerWindow(5, 4), 0);
+    EXPECT_EQ(c.LayerWindow(6, 4), 4);
+    const auto with = r.Run(toks, false);
+    // The local layers' RoPE base matters (a transformer built with it changed).
+    Runner other(WriteVariant(find("gemma3_local_global")), DetectIsa(), 1, 4);
+    other.model->config.rope_base_local = 500.0f;
+    other.tf =
+        std::make_unique<Transformer>(*other.model, GetKernels(DetectIsa()), other.pool, 4, false);
+    EXPECT_GT(RelErr(other.Run(toks, false), with), 1e-4) << "local RoPE base ignored";
   }
   {
     // Gemma 2: attention and final soft-capping, post-norms, local/global alternation.
@@ -671,11 +698,11 @@ namespace {
 // norm + quantize fused, against each pass on its own, on interleaved (re-laid) weights and on
 // architectures with QKV biases (qwen2), QK-norm (qwen3), NeoX RoPE (phi3) and post norms (gemma2).
 TEST(Fusion, FusedAndSeparatePassesGiveTheSameLogits) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma2"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) {
     SynthSpec spec;
     spec.arch = arch;
     spec.type = GgmlType::kQ4_0;
-    if (spec.arch == "qwen3") spec.qk_norm = true;
+    if (spec.arch == "qwen3" || spec.arch == "gemma3") spec.qk_norm = true;
     const std::string path = test::TempPath(std::string("fusion-") + arch + ".gguf");
     WriteSyntheticModel(spec, path);
     const auto toks = SomeTokens(9, spec.n_vocab);

@@ -75,6 +75,7 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
   }
   if (info.arch == "qwen2" || info.arch == "qwen3") return "chatml";
   if (info.arch == "mistral") return "mistral";
+  if (info.arch == "gemma" || info.arch == "gemma2" || info.arch == "gemma3") return "gemma";
   if (info.arch == "llama") return "llama2";
   return "chatml";
 }

@@ -9,7 +9,10 @@
 
 namespace paddock {
 
-void Transformer::QkvEpilogue(const LayerWeights& w, int j, int h0, int h1) {
+void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h1) {
+  const bool local = cfg_.rope_base_local > 0 && cfg_.LayerIsLocal(l);
+  const float* cos = local ? cos_local_ : cos_;
+  const float* sin = local ? sin_local_ : sin_;
   const int hd = cfg_.head_dim, nq = cfg_.n_heads, nkv = cfg_.n_kv_heads;
   const int half = cfg_.rope_dim / 2;
   const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
@@ -22,7 +25,7 @@ void Transformer::QkvEpilogue(const LayerWeights& w, int j, int h0, int h1) {
       if (bias != nullptr) k_.add(x, bias + hh * hd, hd);
       const float* norm = is_q ? w.q_norm : w.k_norm;
       if (norm != nullptr) k_.rmsnorm(x, x, norm, hd, cfg_.norm_eps);
-      if (half > 0) k_.rope(x, 1, hd, cfg_.rope_dim, cos_ + j * half, sin_ + j * half, half_split);
+      if (half > 0) k_.rope(x, 1, hd, cfg_.rope_dim, cos + j * half, sin + j * half, half_split);
     } else if (w.bv != nullptr) {
       const int hh = h - nq - nkv;
       k_.add(kv_v_ + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);

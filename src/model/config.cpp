@@ -86,8 +86,22 @@ void Gemma2(const GgufFile& g, const std::string& p, ModelConfig* c) {
     c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->dim) / static_cast<float>(c->n_heads));
 }
 
-void Gpt2(const GgufFile& g, const std::string& p,
-          ModelConfig* c) {  // LayerNorm, learned positions
+// Gemma 3: five local (windowed, RoPE base 10000 unscaled) layers to one global (the file's
+// RoPE base and scaling), QK-norm (found by its tensors), post-norms, no soft-capping.
+void Gemma3(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  Gemma(g, p, c);
+  c->swa_pattern = 6;
+  c->rope_base_local = 10000.0f;
+  c->post_norms = true;
+  if (auto cap = g.GetFloat(p + "final_logit_softcapping"))
+    c->final_softcap = static_cast<float>(*cap);
+  // As the reference: the 27B model (62 layers) scales queries by 1/sqrt(dim / heads).
+  if (c->n_layers == 62)
+    c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->dim) / static_cast<float>(c->n_heads));
+}
+
+// GPT-2: LayerNorm, learned positions.
+void Gpt2(const GgufFile& g, const std::string& p, ModelConfig* c) {
   c->layer_norm = true;
   c->learned_pos = true;
   c->rope_dim = 0;
@@ -110,8 +124,10 @@ constexpr Architecture kArchitectures[] = {
     {"qwen2", RopeStyle::kHalfSplit, nullptr},        // QKV bias (found by its tensors)
     {"qwen3", RopeStyle::kHalfSplit, nullptr},        // QK-norm (found by its tensors)
     {"phi3", RopeStyle::kHalfSplit, nullptr},         // fused QKV and gate/up (loader.cpp)
-    {"gemma", RopeStyle::kHalfSplit, Gemma},         {"gemma2", RopeStyle::kHalfSplit, Gemma2},
-    {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},
+    {"gemma", RopeStyle::kHalfSplit, Gemma},          // GeGLU, scaled embeddings
+    {"gemma2", RopeStyle::kHalfSplit, Gemma2},        // + soft-capping, post-norms, 1:1 local
+    {"gemma3", RopeStyle::kHalfSplit, Gemma3},        // + QK-norm, 5:1 local, two RoPE bases
+    {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},        // LayerNorm, learned positions
 };
 
 const Architecture& FindArchitecture(const std::string& name) {

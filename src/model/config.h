@@ -51,7 +51,8 @@ struct ModelConfig {
   float attn_softcap = 0.0f;   // > 0: scores -> c * tanh(scores / c) (Gemma 2)
   float final_softcap = 0.0f;  // > 0: logits -> c * tanh(logits / c) (Gemma 2)
   int swa_pattern = 0;         // > 0: only layers with l % pattern < pattern - 1 use the window
-                               // (Gemma 2: 2, even layers local, odd layers global)
+                               // (Gemma 2: 2, even layers local, odd layers global; Gemma 3: 6)
+  float rope_base_local = 0;   // > 0: the windowed (local) layers' RoPE base, unscaled (Gemma 3)
   bool post_norms =
       false;  // RMSNorm on the attention and FFN outputs before the residual (Gemma 2)
   bool layer_norm = false;  // LayerNorm with bias instead of RMSNorm (GPT-2)
@@ -62,6 +63,8 @@ struct ModelConfig {
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
 
+  // Whether layer l is a local (windowed) layer of an alternating pattern.
+  bool LayerIsLocal(int l) const { return swa_pattern > 0 && l % swa_pattern < swa_pattern - 1; }
   // The attention window of layer l (0: full attention).
   int LayerWindow(int l, int window) const {
     return window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1) ? window : 0;

@@ -100,7 +100,7 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
                     [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
 }
 
-bool Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
   // The fused pass is cut into whole heads, so each thread finishes its heads (bias, QK-norm,
   // RoPE) while they are in cache; a head must hold whole 16-row groups of interleaved weights.
   const int hd = cfg_.head_dim;
@@ -122,7 +122,7 @@ bool Transformer::MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& 
       if (lo < hi) MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
       base += ws[m]->rows;
     }
-    for (int j = 0; j < n; ++j) QkvEpilogue(L, j, static_cast<int>(hb), static_cast<int>(he));
+    for (int j = 0; j < n; ++j) QkvEpilogue(l, L, j, static_cast<int>(hb), static_cast<int>(he));
   });
   return true;
 }

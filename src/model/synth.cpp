@@ -271,7 +271,7 @@ class SynthTensors {
       Matrix(p + "ffn_up.weight", s_.dim, s_.ffn_dim);
     }
     Matrix(p + "ffn_down.weight", s_.ffn_dim, s_.dim);
-    if (s_.arch == "gemma2") {
+    if (s_.arch == "gemma2" || s_.arch == "gemma3") {
       Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
       Vec(p + "post_ffw_norm.weight", s_.dim, 1.0f, 0.1f);
     }

@@ -45,8 +45,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       B * cfg_.ffn_dim,
       B * cfg_.ffn_dim,
       static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
-      B * half,
-      B * half,
+      2 * B * half,  // the global table, then the local layers' (Gemma 3)
+      2 * B * half,
       T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)),
       T * static_cast<size_t>(cfg_.q_dim()),
       T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim),
@@ -71,13 +71,17 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   logit_tok_.assign(static_cast<size_t>(max_items_), 0);
   rope_pos_scale_ = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
   inv_freq_.resize(half);
+  inv_freq_local_.resize(half);
   const auto& factors = model_.weights.rope_freq_factors;
   for (size_t i = 0; i < half; ++i) {
-    float f = 1.0f / std::pow(cfg_.rope_base,
-                              static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim));
+    const float e = static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim);
+    float f = 1.0f / std::pow(cfg_.rope_base, e);
     if (!factors.empty()) f /= factors[i];
     inv_freq_[i] = f;
+    if (cfg_.rope_base_local > 0) inv_freq_local_[i] = 1.0f / std::pow(cfg_.rope_base_local, e);
   }
+  cos_local_ = cos_ + B * half;
+  sin_local_ = sin_ + B * half;
 }
 
 const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
@@ -172,11 +176,19 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
 void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
   for (int j = 0; j < n; ++j) {
-    const float p = static_cast<float>(tok_pos_[static_cast<size_t>(j)]) * rope_pos_scale_;
+    const float pos = static_cast<float>(tok_pos_[static_cast<size_t>(j)]);
+    const float p = pos * rope_pos_scale_;
     for (int i = 0; i < half; ++i) {
       const float a = p * inv_freq_[static_cast<size_t>(i)];
       cos_[j * half + i] = std::cos(a);
       sin_[j * half + i] = std::sin(a);
+    }
+    if (cfg_.rope_base_local > 0) {  // local layers: their own base, positions unscaled
+      for (int i = 0; i < half; ++i) {
+        const float a = pos * inv_freq_local_[static_cast<size_t>(i)];
+        cos_local_[j * half + i] = std::cos(a);
+        sin_local_[j * half + i] = std::sin(a);
+      }
     }
   }
 }
@@ -258,10 +270,10 @@ void Transformer::PostNorm(const float* w, int n) {
 void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
   Observe(ActSite::kAttnIn, l, xb_, n, cfg_.dim);
   bool epilogue_done = false;
-  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(w, xb_, xq, n); });
+  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, xb_, xq, n); });
   if (!epilogue_done) {
     Timed(ProfOp::kBiasNormRope, [&] {
-      for (int j = 0; j < n; ++j) QkvEpilogue(w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
+      for (int j = 0; j < n; ++j) QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
     });
   }
   Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });

@@ -115,7 +115,7 @@ class Transformer {
   }
   size_t AttnPartStride() const { return static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2); }
   // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
-  void QkvEpilogue(const LayerWeights& w, int j, int h0, int h1);
+  void QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h1);
   // Matrix multiplication (matmul.cpp).
   // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
@@ -130,7 +130,7 @@ class Transformer {
   void MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y,
                   int64_t begin, int64_t end);
   // Returns whether the bias / QK-norm / RoPE epilogue ran inside the fused pass.
-  bool MatmulQkv(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
+  bool MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n);
   void MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
   void RopeTables(int n);
 
@@ -199,6 +199,8 @@ class Transformer {
   float* logits_;        // (max_items, n_vocab) last-token logits of each batch item
   float* cos_;           // (B, rope_dim / 2)
   float* sin_;           // (B, rope_dim / 2)
+  float* cos_local_;     // (B, rope_dim / 2) the local layers' table (rope_base_local > 0)
+  float* sin_local_;     // (B, rope_dim / 2)
   float* scores_;        // (threads, ctx) attention scores
   float* qrot_;          // (threads, q_dim) rotated queries for Hadamard-rotated KV
   float* attn_scratch_;  // (threads, AttendScratchFloats + kAttnMaxRows * head_dim) tiled attention
@@ -212,8 +214,9 @@ class Transformer {
   };
   float* attn_part_;  // (2 * threads, kAttnMaxRows * (head_dim + 2)) partial attention results
   std::vector<AttnTask> attn_tasks_;
-  std::vector<float> inv_freq_;  // (rope_dim / 2)
-  float rope_pos_scale_ = 1.0f;  // linear RoPE scaling: positions are divided by the factor
+  std::vector<float> inv_freq_;        // (rope_dim / 2)
+  std::vector<float> inv_freq_local_;  // (rope_dim / 2) rope_base_local's
+  float rope_pos_scale_ = 1.0f;        // linear RoPE scaling: positions are divided by the factor
   // Per token of the current step: position and KV view; per item: its last token's index.
   std::vector<int> tok_pos_;
   std::vector<const KvView*> tok_view_;
