@@ -200,6 +200,13 @@ std::vector<Variant> Variants() {
   gemma3.rope_base = 1e6f;  // the global layers'; the local ones use 10000
   gemma3.n_layers = 7;      // local 0-4, global 5, local 6
   v.push_back({"gemma3_local_global", gemma3});
+  for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K}) {  // rows of 256 for their blocks
+    SynthSpec k = base;
+    k.dim = 256;
+    k.ffn_dim = 256;
+    k.type = t;
+    v.push_back({t == GgmlType::kQ2_K ? "llama_q2_k" : "llama_q3_k", k});
+  }
   SynthSpec gpt2 = base;
   gpt2.arch = "gpt2";
   gpt2.n_kv_heads = 4;

@@ -198,6 +198,40 @@ TEST(Quants, HandBuiltQ6_KBlock) {
   EXPECT_EQ(y[1], 0.5f * -8 * -32);
 }
 
+// Q2_K and Q3_K hand-built blocks: the element-to-bits mapping of the GGML layouts.
+TEST(Quants, HandBuiltQ2_KAndQ3_KBlocks) {
+  BlockQ2_K b2{};
+  b2.d = Fp32ToFp16(0.5f);
+  b2.dmin = Fp32ToFp16(0.25f);
+  // Element 200: half 1, group 2, l 8 -> qs[32 + 8] bits 4-5; sub-block 12.
+  b2.scales[12] = 3 | (2 << 4);  // sc 3, m 2
+  b2.qs[40] = 2 << 4;
+  b2.scales[0] = 1 | (4 << 4);
+  b2.qs[0] = 3;  // element 0: q 3
+  std::string bytes(reinterpret_cast<const char*>(&b2), sizeof(b2));
+  auto y = DequantThroughFile(GgmlType::kQ2_K, bytes, 256);
+  EXPECT_EQ(y[200], 0.5f * 3 * 2 - 0.25f * 2);
+  EXPECT_EQ(y[0], 0.5f * 1 * 3 - 0.25f * 4);
+  EXPECT_EQ(y[1], -0.25f * 4);  // q 0: just the minimum
+  BlockQ3_K b3{};
+  b3.d = Fp32ToFp16(0.5f);
+  // Scales: sub-block 0 = 40 (-> 8), sub-block 13 (= 5 + 8: high nibble of byte 5, top bits
+  // 2-3 of byte 9) = 20 (-> -12).
+  b3.scales[0] = 40 & 15;
+  b3.scales[8] = (40 >> 4) & 3;
+  b3.scales[5] = (20 & 15) << 4;
+  b3.scales[9] = ((20 >> 4) & 3) << 6;
+  // Element 0: low bits 1, high bit set -> q 1. Element 210 (half 1, group 2, l 18, sub-block
+  // 13): low bits qs[32 + 18] >> 4 = 2, high bit hmask[18] bit 6 clear -> q 2 - 4 = -2.
+  b3.qs[0] = 1;
+  b3.hmask[0] = 1;
+  b3.qs[50] = 2 << 4;
+  bytes.assign(reinterpret_cast<const char*>(&b3), sizeof(b3));
+  y = DequantThroughFile(GgmlType::kQ3_K, bytes, 256);
+  EXPECT_EQ(y[0], 0.5f * 8 * 1);
+  EXPECT_EQ(y[210], 0.5f * -12 * -2);
+}
+
 // Root-mean-square error of quantize -> dequantize on Gaussian data, relative to the data's
 // RMS, must stay inside a band per bit width (catches both broken and suspiciously perfect).
 TEST(Quants, RoundTripErrorBands) {
@@ -208,7 +242,7 @@ TEST(Quants, RoundTripErrorBands) {
       {GgmlType::kF16, 0.0, 1e-3},    {GgmlType::kBF16, 1e-4, 5e-3}, {GgmlType::kQ8_0, 1e-3, 0.01},
       {GgmlType::kQ6_K, 0.005, 0.04}, {GgmlType::kQ5_0, 0.01, 0.06}, {GgmlType::kQ5_1, 0.01, 0.06},
       {GgmlType::kQ5_K, 0.01, 0.06},  {GgmlType::kQ4_0, 0.04, 0.12}, {GgmlType::kQ4_1, 0.03, 0.12},
-      {GgmlType::kQ4_K, 0.03, 0.12},
+      {GgmlType::kQ4_K, 0.03, 0.12},  {GgmlType::kQ3_K, 0.08, 0.30}, {GgmlType::kQ2_K, 0.15, 0.55},
   };
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);

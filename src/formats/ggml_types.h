@@ -87,6 +87,20 @@ struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[32];  // value q * d
 };
+// Q2_K: 16 sub-blocks of 16, value d * sc * q - dmin * m, q 2 bits, sc and m 4 bits each.
+struct BlockQ2_K {
+  uint8_t scales[16];  // sc | m << 4 per sub-block
+  uint8_t qs[64];      // per 128 elements, 32 bytes: element 32j + l at byte l, bits 2j
+  uint16_t d, dmin;
+};
+// Q3_K: 16 sub-blocks of 16, value d * (sc - 32) * q, q in -4..3 (2 low bits in qs, the third
+// in hmask: set means +0, clear means -4), sc 6 bits packed in 12 bytes.
+struct BlockQ3_K {
+  uint8_t hmask[32];   // element 128h + 32j + l: byte l, bit 4h + j
+  uint8_t qs[64];      // as Q2_K's
+  uint8_t scales[12];  // 16 6-bit scales (+32), packed (see quants_ref.cpp)
+  uint16_t d;
+};
 struct BlockQ4_K {
   uint16_t d, dmin;    // super-block scales for the 6-bit sub-block scales and mins
   uint8_t scales[12];  // 8 scales + 8 mins, 6 bits each, packed
@@ -109,6 +123,8 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);

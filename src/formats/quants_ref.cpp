@@ -200,6 +200,119 @@ void QuantQ5_K(const float* x, void* d, int64_t n) {
   QuantKRow(true, x, d, n, nullptr, false);
 }
 
+// ---- Q2_K and Q3_K: 16 sub-blocks of 16 elements ----
+// Element e of a super-block: half h = e / 128, group j = (e % 128) / 32, l = e % 32; its 2
+// low bits at qs[32h + l] >> 2j, its sub-block e / 16.
+
+void DequantQ2_K(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ2_K*>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i, y += kQK_K) {
+    const float d = Fp16ToFp32(x[i].d), dmin = Fp16ToFp32(x[i].dmin);
+    for (int e = 0; e < kQK_K; ++e) {
+      const int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      const uint8_t sc = x[i].scales[e / 16];
+      y[e] = d * static_cast<float>(sc & 15) * static_cast<float>(q) -
+             dmin * static_cast<float>(sc >> 4);
+    }
+  }
+}
+
+// Round to nearest: per sub-block the range [min(0, min x), max x] over 3 steps; the steps and
+// the minimums quantized to 4 bits against the super-block's d and dmin.
+void QuantQ2_K(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ2_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float step[16], mins[16], max_step = 0, max_min = 0;
+    for (int b = 0; b < 16; ++b) {
+      float mn, mx;
+      MinMax(x + 16 * b, 16, &mn, &mx);
+      mn = std::min(mn, 0.0f);
+      step[b] = (mx - mn) / 3.0f;
+      mins[b] = -mn;
+      max_step = std::max(max_step, step[b]);
+      max_min = std::max(max_min, mins[b]);
+    }
+    const float d = max_step / 15.0f, dmin = max_min / 15.0f;
+    y[i].d = Fp32ToFp16(d);
+    y[i].dmin = Fp32ToFp16(dmin);
+    const float dq = Fp16ToFp32(y[i].d), dminq = Fp16ToFp32(y[i].dmin);
+    std::memset(y[i].qs, 0, sizeof(y[i].qs));
+    for (int b = 0; b < 16; ++b) {
+      const int sc = dq > 0 ? Level(step[b] / dq, 0, 15) : 0;
+      const int m = dminq > 0 ? Level(mins[b] / dminq, 0, 15) : 0;
+      y[i].scales[b] = static_cast<uint8_t>(sc | (m << 4));
+      const float s = dq * static_cast<float>(sc), off = dminq * static_cast<float>(m);
+      for (int k = 0; k < 16; ++k) {
+        const int e = 16 * b + k;
+        const int q = s > 0 ? Level((x[e] + off) / s, 0, 3) : 0;
+        y[i].qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>(q << (2 * ((e % 128) / 32)));
+      }
+    }
+  }
+}
+
+// The 16 6-bit Q3_K scales from their 12 bytes: bytes 0-3 hold the low nibbles of scales 0-3
+// and (high nibbles) 8-11, bytes 4-7 those of 4-7 and 12-15, bytes 8-11 the top 2 bits of all
+// (scale j + 4k at bits 2k of byte 8 + j).
+void UnpackQ3KScales(const uint8_t* p, int* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = (p[j] & 15) | (((p[8 + j] >> 0) & 3) << 4);
+    s[j + 4] = (p[j + 4] & 15) | (((p[8 + j] >> 2) & 3) << 4);
+    s[j + 8] = (p[j] >> 4) | (((p[8 + j] >> 4) & 3) << 4);
+    s[j + 12] = (p[j + 4] >> 4) | (((p[8 + j] >> 6) & 3) << 4);
+  }
+}
+
+void DequantQ3_K(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ3_K*>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i, y += kQK_K) {
+    const float d = Fp16ToFp32(x[i].d);
+    int sc[16];
+    UnpackQ3KScales(x[i].scales, sc);
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+      const int low = (x[i].qs[32 * h + l] >> (2 * j)) & 3;
+      const int q = low - ((x[i].hmask[l] >> (4 * h + j)) & 1 ? 0 : 4);
+      y[e] = d * static_cast<float>(sc[e / 16] - 32) * static_cast<float>(q);
+    }
+  }
+}
+
+// Round to nearest: per sub-block a symmetric step max|x| / 4 (levels -4..3), the steps
+// quantized to 6 signed bits against the super-block's d.
+void QuantQ3_K(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ3_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float step[16], max_step = 0;
+    for (int b = 0; b < 16; ++b) {
+      step[b] = std::fabs(SignedAbsMax(x + 16 * b, 16)) / 4.0f;
+      max_step = std::max(max_step, step[b]);
+    }
+    y[i].d = Fp32ToFp16(max_step / 31.0f);
+    const float dq = Fp16ToFp32(y[i].d);
+    int sc[16];
+    for (int b = 0; b < 16; ++b) sc[b] = dq > 0 ? Level(step[b] / dq, 0, 31) : 0;
+    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    for (int j = 0; j < 4; ++j) {
+      const int s0 = sc[j] + 32, s1 = sc[j + 4] + 32, s2 = sc[j + 8] + 32, s3 = sc[j + 12] + 32;
+      y[i].scales[j] = static_cast<uint8_t>((s0 & 15) | ((s2 & 15) << 4));
+      y[i].scales[j + 4] = static_cast<uint8_t>((s1 & 15) | ((s3 & 15) << 4));
+      y[i].scales[8 + j] =
+          static_cast<uint8_t>((s0 >> 4) | ((s1 >> 4) << 2) | ((s2 >> 4) << 4) | ((s3 >> 4) << 6));
+    }
+    std::memset(y[i].qs, 0, sizeof(y[i].qs));
+    std::memset(y[i].hmask, 0, sizeof(y[i].hmask));
+    for (int e = 0; e < kQK_K; ++e) {
+      const float s = dq * static_cast<float>(sc[e / 16]);
+      const int v = s > 0 ? Level(x[e] / s, -4, 3) : 0;
+      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+      const int low = v >= 0 ? v : v + 4;
+      y[i].qs[32 * h + l] |= static_cast<uint8_t>(low << (2 * j));
+      if (v >= 0) y[i].hmask[l] |= static_cast<uint8_t>(1 << (4 * h + j));
+    }
+  }
+}
+
 void DequantQ6_K(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -269,8 +382,8 @@ const TypeTraits kTraits[] = {
     {GgmlType::kQ5_1, "Q5_1", kQK, 24, DequantQ5_1, QuantQ5_1},
     {GgmlType::kQ8_0, "Q8_0", kQK, 34, DequantQ8_0, QuantQ8_0},
     {GgmlType::kQ8_1, "Q8_1", kQK, 36, nullptr, nullptr},
-    {GgmlType::kQ2_K, "Q2_K", kQK_K, 84, nullptr, nullptr},
-    {GgmlType::kQ3_K, "Q3_K", kQK_K, 110, nullptr, nullptr},
+    {GgmlType::kQ2_K, "Q2_K", kQK_K, 84, DequantQ2_K, QuantQ2_K},
+    {GgmlType::kQ3_K, "Q3_K", kQK_K, 110, DequantQ3_K, QuantQ3_K},
     {GgmlType::kQ4_K, "Q4_K", kQK_K, 144, DequantQ4_K, QuantQ4_K},
     {GgmlType::kQ5_K, "Q5_K", kQK_K, 176, DequantQ5_K, QuantQ5_K},
     {GgmlType::kQ6_K, "Q6_K", kQK_K, 210, DequantQ6_K, QuantQ6_K},

@@ -34,7 +34,8 @@ namespace {
 const std::vector<OptionSpec> kQuantSpecs = {
     {{"--type"},
      true,
-     "target type (required): llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, "
+     "target type (required): llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
+     "q6_k, f16, bf16, "
      "f32; Paddock pq8_c (int8 per channel), pq4_g32, pq4_g64, pq4_g128 (int4 per group), "
      "pq4_g32z, pq4_g64z, pq4_g128z (with a zero point)"},
     {{"--keep"},
