@@ -194,5 +194,10 @@ expect_error "draft without model" 2 "needs --draft-model" -- run -m "$M/stories
 "$BIN" synth --shape tiny --type q4_0 -o "$TMP/tiny-draft.gguf" 2>/dev/null
 expect_error "draft of another vocabulary" 1 "vocabulary" -- run -m "$M/stories260K.gguf" --spec draft --draft-model "$TMP/tiny-draft.gguf"
 
+# 14. --mlock: the weights locked in memory (CI runs as root; elsewhere `ulimit -l` may refuse).
+if "$BIN" run -m "$M/stories260K.gguf" -n 5 --temp 0 --mlock >"$TMP/out" 2>"$TMP/err"; then ok; else
+  if [ "$(id -u)" -eq 0 ]; then bad "--mlock failed: $(cat "$TMP/err")"; else grep -q "ulimit -l" "$TMP/err" && ok || bad "--mlock: unclear error"; fi
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -51,6 +51,9 @@ struct EngineOptions {
   // Generated control, unknown and unused tokens as their stored text (default: not rendered,
   // as llama.cpp does).
   bool render_special = false;
+  // Lock the weights (and everything else) in memory (mlockall): no page is ever read from
+  // disk again. Refused when the weights exceed the available memory.
+  bool mlock = false;
   // Speculative decoding: "off", "ngram" (prompt lookup) or "draft" (draft_model, a smaller
   // model with the same vocabulary); spec_max: drafted tokens per step at most (1..16; the
   // controller picks fewer, or none, from the measured acceptance and verification cost).
@@ -127,6 +130,7 @@ struct ModelInfo {
   uint64_t kv_bytes = 0, scratch_bytes = 0;
   std::string isa;
   int threads = 0;
+  std::vector<std::string> warnings;  // things the user should know (e.g. weights > free memory)
 };
 
 // Where the memory goes, for observability.

@@ -6,7 +6,11 @@
 // loop performs no heap allocation (a test counts them).
 #include "paddock/engine.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "base/cpu.h"
 #include "base/strings.h"
@@ -180,7 +184,21 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
     Fail("max batch %d is out of range [1, 4096]", o.max_batch);
   const Isa isa = ParseIsa(o.isa);
   auto impl = std::make_unique<Impl>();
-  impl->model = LoadModel(o.model_path, o.tokenizer_path);
+  impl->model = LoadModel(o.model_path, o.tokenizer_path);  // (a memory map: nothing read yet)
+  // Weights larger than the available memory still run from the memory map, but every token
+  // then reads pages back from disk: say so before any work (or refuse, with --mlock).
+  std::vector<std::string> warnings;
+  const uint64_t avail = AvailableMemoryBytes();
+  if (avail > 0 && impl->model->weight_bytes > avail) {
+    if (o.mlock) {
+      Fail("--mlock: the model's %s of weights exceed the available memory (%s)",
+           FormatBytes(impl->model->weight_bytes).c_str(), FormatBytes(avail).c_str());
+    }
+    warnings.push_back(StrFormat(
+        "the model's %s of weights exceed the available memory (%s): the memory map will read "
+        "pages from disk as tokens need them, so each token waits for the disk",
+        FormatBytes(impl->model->weight_bytes).c_str(), FormatBytes(avail).c_str()));
+  }
   impl->model->tokenizer->RenderSpecial(o.render_special);
   if (o.relayout_weights && o.int8_activations) RelayoutWeights(impl->model.get(), o.huge_pages);
   const ModelConfig& c = impl->model->config;
@@ -228,6 +246,11 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->info.isa = IsaName(isa);
   impl->info.threads = threads;
   SetUpSpeculation(impl.get(), o);
+  if (o.mlock && mlockall(MCL_CURRENT) != 0) {
+    Fail("--mlock: cannot lock the weights in memory (%s; raise `ulimit -l` or run as root)",
+         std::strerror(errno));
+  }
+  impl->info.warnings = std::move(warnings);
   impl->load_seconds = NowSeconds() - t0;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

@@ -103,6 +103,7 @@ void Server::LoadModel() {
   try {
     auto engine = Engine::Create(opt_.engine);
     const ModelInfo& info = engine->info();
+    for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
     ctx_.context = info.context;
     n_vocab_ = info.n_vocab;
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);

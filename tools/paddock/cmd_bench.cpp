@@ -223,6 +223,8 @@ int CmdBench(int argc, char** argv) {
     throw UsageError(e.what());
   }
   auto engine = Engine::Create(eo);
+  for (const auto& w : engine->info().warnings)
+    std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
   if (eo.context > engine->info().trained_context)
     throw Error("context " + std::to_string(eo.context) + " exceeds the model's trained context");
   const BenchReport r = engine->Bench(bo);

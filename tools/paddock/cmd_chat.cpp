@@ -82,6 +82,8 @@ int CmdChat(int argc, char** argv) {
     throw UsageError(e.what());
   }
   auto engine = Engine::Create(eo);
+  for (const auto& w : engine->info().warnings)
+    std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
   const ModelInfo& info = engine->info();
   auto chat =
       ChatFormatter::Create(info, args.Str("--chat-template"), args.Str("--chat-template-file"));

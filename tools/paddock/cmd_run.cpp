@@ -27,6 +27,9 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
     {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
     {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
+    {{"--mlock"},
+     false,
+     "lock the weights in memory (refused when they exceed the available memory)"},
     {{"--show-special"},
      false,
      "render generated control, unknown and unused tokens as their text (default: not rendered)"},
@@ -160,6 +163,7 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s) {
 
 void AddKvOptions(const Args& args, EngineOptions* eo) {
   eo->render_special = args.Has("--show-special");
+  eo->mlock = args.Has("--mlock");
   if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));
   eo->kv_block_size = static_cast<int>(args.Int("--kv-block-size", 16, 1, 4096));
   eo->cache_type_k = args.Str("--cache-type-k", "f16");
@@ -253,6 +257,7 @@ int CmdRun(int argc, char** argv) {
 
   auto engine = Engine::Create(eo);
   const ModelInfo& info = engine->info();
+  for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
   std::fprintf(
       stderr,
       "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels, context %d\n",
