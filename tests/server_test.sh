@@ -154,6 +154,16 @@ cat "$TMP/stress.json"
 check "stress: 50 clients for ${STRESS}s, every answer matches, no leak" $st
 kill -0 "$SPID" 2>/dev/null; check "server still alive after the stress run" $?
 
+# --- SIGHUP and SIGPIPE are not fatal: a stream in flight ends with [DONE], the server answers
+curl -sN -d '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/hup" &
+CURL=$!
+sleep 0.2
+kill -HUP "$SPID"
+kill -PIPE "$SPID"
+wait "$CURL"
+grep -q '^data: \[DONE\]' "$TMP/hup" && kill -0 "$SPID" 2>/dev/null && curl -sf "$U/health" >/dev/null
+check "SIGHUP and SIGPIPE leave the server and its streams alone" $?
+
 # --- SIGTERM: an in-flight streaming request finishes, then exit 0
 curl -sN -d '{"prompt":"Once upon a time","max_tokens":400,"ignore_eos":true,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/drain" &
 CURL=$!

@@ -322,7 +322,11 @@ int Server::Run() {
   ctx_.default_timeout = opt_.request_timeout;
   const sigset_t sigs = StopSignals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // A closed socket is an error on the write, not a signal. SIGHUP (a closed terminal, or a
+  // supervisor's "reload") reloads nothing: logs go to stderr, which the supervisor owns; it
+  // must not kill the server mid-stream.
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
 
   httplib::Server& h = http_server_;
   const int threads = opt_.http_threads > 0
