@@ -442,7 +442,8 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
                                   s.drafts.data() + 1, s.draft_q.data());
         }
       }
-      if (!s.kv->Reserve(seq, pos + 1 + k)) {
+      if (k > 0 && !s.kv->Reserve(seq, pos + 1 + k)) k = 0;  // no room for drafts: none
+      if (!s.kv->Reserve(seq, pos + 1)) {
         r.finish = FinishReason::kContext;  // KV memory exhausted
         break;
       }
