@@ -75,6 +75,15 @@ got=$(echo "${r#* }" | json_get 'd["choices"][0]["text"]')
 echo "${r#* }" | json_get 'd["usage"]["completion_tokens"]==30 and d["object"]=="text_completion" and d["choices"][0]["finish_reason"]=="length"' | grep -q True
 check "completion usage, object and finish_reason" $?
 
+# --- prompt integrity: "</s>" typed by a user is text (several tokens), never the control token
+ptok() { post "$1" "$2" | cut -d' ' -f2- | json_get 'd["usage"]["prompt_tokens"]'; }
+a=$(ptok /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}')
+b=$(ptok /v1/chat/completions '{"messages":[{"role":"user","content":"hi</s>"}],"max_tokens":1}')
+[ $((b - a)) -ge 3 ]; check "chat: </s> in a message stays text ($a vs $b prompt tokens)" $?
+a=$(ptok /v1/completions '{"prompt":"hi","max_tokens":1}')
+b=$(ptok /v1/completions '{"prompt":"hi</s>","max_tokens":1}')
+[ $((b - a)) -ge 3 ]; check "completions: </s> in a prompt stays text ($a vs $b prompt tokens)" $?
+
 curl -sN -H 'Content-Type: application/json' -d '{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/sse"
 [ "$(tail -n 2 "$TMP/sse" | head -n 1)" = "data: [DONE]" ]; check "stream ends with data: [DONE]" $?
 streamed=$(grep '^data: {' "$TMP/sse" | sed 's/^data: //' | python3 -c "import json,sys; print(''.join(json.loads(l)['choices'][0]['text'] for l in sys.stdin))")

@@ -161,6 +161,22 @@ TEST(Tokenizer, ByteFallbackStreamsWholeCharacters) {
   EXPECT_EQ(out, text);
 }
 
+// Control tokens are parsed in a rendered chat except inside the messages' contents.
+TEST(Tokenizer, TextOnlySpansKeepControlTokensAsText) {
+  auto tok = LoadTokenizer(test::ModelPath("ggml-vocab-llama-spm.gguf"));
+  const std::string text = "</s>a</s>b</s>";  // the middle "</s>" is a user's
+  const auto all = tok->Encode(text, false, true);
+  EXPECT_EQ(std::count(all.begin(), all.end(), tok->eos()), 3);
+  const Tokenizer::Spans user = {{5, 10}};  // "</s>b"
+  const auto safe = tok->Encode(text, false, true, &user);
+  EXPECT_EQ(std::count(safe.begin(), safe.end(), tok->eos()), 2);
+  EXPECT_EQ(safe.front(), tok->eos());
+  EXPECT_EQ(safe.back(), tok->eos());
+  const Tokenizer::Spans overlap = {{6, 7}};  // any overlap protects the whole match
+  const auto part = tok->Encode(text, false, true, &overlap);
+  EXPECT_EQ(std::count(part.begin(), part.end(), tok->eos()), 2);
+}
+
 // Generated control, unknown and unused tokens are not text by default (as llama.cpp renders
 // them without `special`); RenderSpecial(true) shows their stored spelling.
 TEST(Tokenizer, ControlAndUnknownTokensAreNotRenderedUnlessAsked) {

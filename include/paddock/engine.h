@@ -204,6 +204,10 @@ class Engine {
 
   std::vector<int32_t> Tokenize(std::string_view text, bool add_bos,
                                 bool parse_special = false) const;
+  // A rendered chat: control tokens parsed, except inside `text_only` byte ranges (the messages'
+  // contents: text a user typed stays text; control tokens come only from the template).
+  std::vector<int32_t> TokenizeChat(std::string_view text, bool add_bos,
+                                    const std::vector<std::pair<size_t, size_t>>& text_only) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
   bool AddsBos() const;  // the vocabulary's add-BOS default
 

@@ -267,6 +267,12 @@ std::vector<int32_t> Engine::Tokenize(std::string_view text, bool add_bos,
   return impl_->model->tokenizer->Encode(text, add_bos, parse_special);
 }
 
+std::vector<int32_t> Engine::TokenizeChat(
+    std::string_view text, bool add_bos,
+    const std::vector<std::pair<size_t, size_t>>& text_only) const {
+  return impl_->model->tokenizer->Encode(text, add_bos, true, &text_only);
+}
+
 std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
   const Tokenizer& tok = *impl_->model->tokenizer;
   std::string out;

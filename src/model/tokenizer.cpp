@@ -297,8 +297,8 @@ int Tokenizer::ByteToken(uint8_t b) const {
   return it != lookup_.end() ? it->second : unk_;
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool parse_special,
+                                       const Spans* text_only) const {
   std::vector<int32_t> out;
   if (add_bos) out.push_back(bos_);
   bool prev_special = true;  // the dummy prefix goes before the first text fragment
@@ -315,6 +315,13 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
     EncodeSpm(ReplaceAll(s, " ", kSpaceMarker), &out);
     prev_special = false;
   };
+  // Whether [b, e) overlaps a text-only range (span_i: the first range that may still).
+  size_t span_i = 0;
+  auto protected_at = [&](size_t b, size_t e) {
+    if (text_only == nullptr) return false;
+    while (span_i < text_only->size() && (*text_only)[span_i].second <= b) ++span_i;
+    return span_i < text_only->size() && (*text_only)[span_i].first < e;
+  };
   size_t i = 0;
   while (i < text.size()) {
     int match = -1;
@@ -322,6 +329,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
       const TokenAttr a = attrs_[static_cast<size_t>(id)];
       if (a == TokenAttr::kControl && !parse_special) continue;
       const std::string& p = pieces_[static_cast<size_t>(id)];
+      if (a == TokenAttr::kControl && protected_at(i, i + p.size())) continue;
       if (text.compare(i, p.size(), p) == 0) {
         match = id;
         break;

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace paddock {
@@ -65,8 +66,12 @@ class Tokenizer {
 
   // Tokenizes `text`. parse_special: control tokens written in the text (e.g. "</s>") become
   // those tokens instead of being spelled out; user-defined tokens are always matched whole.
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
-                              bool parse_special = false) const;
+  // text_only: byte ranges [begin, end) where control tokens are never matched, even with
+  // parse_special (a chat message's content inside a rendered template: a user typing "</s>"
+  // must not end a turn). Sorted, not overlapping.
+  using Spans = std::vector<std::pair<size_t, size_t>>;
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special = false,
+                              const Spans* text_only = nullptr) const;
 
   // The vocabulary entry of `id` as stored (e.g. "▁the", "<0x0A>").
   std::string_view Piece(int id) const { return pieces_[static_cast<size_t>(id)]; }

@@ -165,6 +165,29 @@ bool Server::Ready(httplib::Response& res) {
   return false;
 }
 
+// Where each message's content stands in the rendered chat (searched in order, as written or
+// trimmed, as templates print it): those bytes are tokenized as text, so a user typing "</s>"
+// or "<|im_end|>" cannot forge a turn boundary. A content a template rewrote beyond trimming is
+// not found and stays unprotected.
+std::vector<std::pair<size_t, size_t>> ContentSpans(const std::string& text, const ApiRequest& ar) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  size_t from = 0;
+  for (const auto& m : ar.messages) {
+    std::string_view c = m.content;
+    size_t at = c.empty() ? std::string::npos : text.find(c, from);
+    if (at == std::string::npos) {
+      const size_t b = c.find_first_not_of(" \t\n"), e = c.find_last_not_of(" \t\n");
+      if (b == std::string::npos) continue;
+      c = c.substr(b, e - b + 1);
+      at = text.find(c, from);
+      if (at == std::string::npos) continue;
+    }
+    spans.emplace_back(at, at + c.size());
+    from = at + c.size();
+  }
+  return spans;
+}
+
 // The request's prompt tokens: the chat rendered by the template, token ids as given, or text
 // tokenized; checked against the vocabulary and the context (max_tokens clamped to fit).
 std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
@@ -175,7 +198,7 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string& bos = engine.info().bos_token;
     const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
-    prompt = engine.Tokenize(text, engine.AddsBos() && !has_bos, true);
+    prompt = engine.TokenizeChat(text, engine.AddsBos() && !has_bos, ContentSpans(text, ar));
   } else if (ar.prompt_is_tokens) {
     prompt = ar.prompt_tokens;
     for (int32_t t : prompt) {
@@ -187,7 +210,7 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
       }
     }
   } else {
-    prompt = engine.Tokenize(ar.prompt_text, engine.AddsBos(), true);
+    prompt = engine.Tokenize(ar.prompt_text, engine.AddsBos(), opt_.special_in_prompts);
   }
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n == 0) {

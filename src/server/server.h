@@ -27,6 +27,9 @@ struct ServerOptions {
   int http_threads = 0;        // 0: enough for every running and queued request
   double request_timeout = 0;  // default per-request deadline in seconds (0: none)
   double grace_seconds = 30;   // on SIGTERM, how long in-flight requests may take
+  // Control tokens spelled in a raw completions prompt become those tokens (off: the prompt is
+  // text). Chat messages are always text: control tokens come only from the template.
+  bool special_in_prompts = false;
   // Called once the server listens (the bound port) — for tests and the CLI.
   std::function<void(int port)> on_listening;
 };

@@ -38,6 +38,10 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--kv-watermark"}, true, "admit new requests only below this KV usage, 0..1 (default 0.9)"},
       {{"--batching"}, true, "continuous (default) or static (only to measure the difference)"},
       {{"--timeout"}, true, "default per-request deadline in seconds (default: none)"},
+      {{"--special-in-prompts"},
+       false,
+       "control tokens spelled in completions prompts become tokens (default: text; chat "
+       "messages are always text)"},
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP worker threads (default: max-running + max-queue + 16)"},
       {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
@@ -92,6 +96,7 @@ int CmdServe(int argc, char** argv) {
   if (!so.chat_template.empty())
     ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
   so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
+  so.special_in_prompts = args.Has("--special-in-prompts");
   so.max_body_bytes =
       args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
   if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
