@@ -75,6 +75,18 @@ got=$(echo "${r#* }" | json_get 'd["choices"][0]["text"]')
 echo "${r#* }" | json_get 'd["usage"]["completion_tokens"]==30 and d["object"]=="text_completion" and d["choices"][0]["finish_reason"]=="length"' | grep -q True
 check "completion usage, object and finish_reason" $?
 
+# --- no silently ignored field: unknown ones are 400 naming them; llama-server's names are aliases
+r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"frobnicate":1}')
+[ "${r%% *}" = 400 ] && echo "${r#* }" | json_get 'd["error"]["param"]' | grep -qx frobnicate
+check "unknown field -> 400 naming it" $?
+r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"grammar":"root ::= \"a\""}')
+[ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "not supported yet"; check "grammar -> 400 not supported yet" $?
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"hi","mood":"x"}],"max_tokens":3}')
+[ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "messages\[0\].mood"; check "unknown message field -> 400" $?
+r=$(post /v1/completions '{"prompt":"Once","n_predict":7,"repeat_penalty":1.1,"user":"u1","temperature":0}')
+[ "${r%% *}" = 200 ] && echo "${r#* }" | json_get 'd["usage"]["completion_tokens"]' | grep -qx 7
+check "n_predict and repeat_penalty are aliases, user is accepted" $?
+
 # --- prompt integrity: "</s>" typed by a user is text (several tokens), never the control token
 ptok() { post "$1" "$2" | cut -d' ' -f2- | json_get 'd["usage"]["prompt_tokens"]'; }
 a=$(ptok /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}')

@@ -3,6 +3,7 @@
 // compile cost stays in one translation unit).
 #include "server/api.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -116,6 +117,10 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   r.stream = Bool(j, "stream", false);
   if (const json* so = Field(j, "stream_options")) {
     if (!so->is_object()) Bad("stream_options", "'stream_options' must be an object");
+    for (const auto& [k, v] : so->items()) {
+      if (k != "include_usage")
+        Bad("stream_options." + k, "unknown field 'stream_options." + k + "'");
+    }
     r.include_usage = Bool(*so, "include_usage", false);
   }
 }
@@ -153,6 +158,13 @@ void ParseMessages(const json& j, ApiRequest* rp) {
     const json& msg = (*m)[i];
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!msg.is_object()) Bad(param, "'" + param + "' must be an object");
+    for (const auto& [k, v] : msg.items()) {
+      if (k == "role" || k == "content") continue;
+      if (k == "name" && v.is_string()) continue;  // accepted; not passed to the template
+      Bad(param + "." + k, k == "tool_calls" || k == "tool_call_id"
+                               ? "'" + param + "." + k + "': tool messages are not supported yet"
+                               : "unknown field '" + param + "." + k + "'");
+    }
     const json* role = Field(msg, "role");
     if (role == nullptr || !role->is_string())
       Bad(param + ".role", "'" + param + ".role' must be a string");
@@ -206,7 +218,10 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
   s.min_p = static_cast<float>(Number(j, "min_p", 0.0, 0.0, 1.0));
   s.presence_penalty = static_cast<float>(Number(j, "presence_penalty", 0.0, -2.0, 2.0));
   s.frequency_penalty = static_cast<float>(Number(j, "frequency_penalty", 0.0, -2.0, 2.0));
-  s.repeat_penalty = static_cast<float>(Number(j, "repetition_penalty", 1.0, 0.01, 10.0));
+  // repetition_penalty (vLLM) or llama-server's repeat_penalty.
+  const char* rp_name =
+      Field(j, "repetition_penalty") != nullptr ? "repetition_penalty" : "repeat_penalty";
+  s.repeat_penalty = static_cast<float>(Number(j, rp_name, 1.0, 0.01, 10.0));
   s.penalty_last_n = ctx.context;
   if (const json* seed = Field(j, "seed")) {
     if (!seed->is_number_integer()) Bad("seed", "'seed' must be an integer");
@@ -222,8 +237,16 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
 void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp) {
   ApiRequest& r = *rp;
   GenerateOptions& g = r.options.generate;
+  // max_completion_tokens (OpenAI's newer name) or llama-server's n_predict (-1: no limit)
+  // stand for max_tokens.
   const char* max_name =
       Field(j, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
+  if (Field(j, "max_tokens") == nullptr && Field(j, "max_completion_tokens") == nullptr) {
+    if (const json* np = Field(j, "n_predict")) {
+      if (!np->is_number_integer()) Bad("n_predict", "'n_predict' must be an integer");
+      if (np->get<int64_t>() != -1) max_name = "n_predict";
+    }
+  }
   r.max_tokens_given = Field(j, max_name) != nullptr;
   // Completions default to 16 tokens (as OpenAI); chat runs to the end of the context.
   g.max_tokens = static_cast<int>(Integer(j, max_name, chat ? ctx.context : 16, 1, ctx.context));
@@ -248,12 +271,57 @@ void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp
 
 }  // namespace
 
+// No field is silently ignored: every top-level field is read above, an accepted alias, or
+// refused here by name (docs/api.md lists them all).
+void RefuseUnknownFields(const json& j, bool chat) {
+  static const char* const kCommon[] = {"model",
+                                        "stream",
+                                        "stream_options",
+                                        "n",
+                                        "best_of",
+                                        "echo",
+                                        "logprobs",
+                                        "logit_bias",
+                                        "suffix",
+                                        "tools",
+                                        "response_format",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "min_p",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "repetition_penalty",
+                                        "repeat_penalty",
+                                        "seed",
+                                        "max_tokens",
+                                        "max_completion_tokens",
+                                        "n_predict",
+                                        "ignore_eos",
+                                        "stop",
+                                        "priority",
+                                        "timeout",
+                                        "user"};
+  // Known elsewhere, not implemented yet: refused with what they are.
+  static const char* const kNotYet[] = {
+      "grammar",      "json_schema", "tool_choice",  "parallel_tool_calls",
+      "top_logprobs", "functions",   "function_call"};
+  for (const auto& [k, v] : j.items()) {
+    if (std::find(std::begin(kCommon), std::end(kCommon), k) != std::end(kCommon)) continue;
+    if (k == (chat ? "messages" : "prompt")) continue;
+    if (std::find(std::begin(kNotYet), std::end(kNotYet), k) != std::end(kNotYet))
+      Bad(k, "'" + k + "' is not supported yet");
+    Bad(k, "unknown field '" + k + "' (docs/api.md lists the fields)");
+  }
+}
+
 ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Bad("", "the request body is not valid JSON");
   if (!j.is_object()) Bad("", "the request body must be a JSON object");
   ApiRequest r;
   r.chat = chat;
+  RefuseUnknownFields(j, chat);
   ParseModelAndStream(j, ctx, &r);
   RefuseUnsupported(j);
   if (chat) {
