@@ -205,6 +205,30 @@ kill -TERM "$SPID"
 wait "$SPID"
 check "idle server exits 0 on SIGTERM" $?
 
+# --- API keys: every /v1 route needs one of the keys; /health stays open
+printf '# keys\n\n  key-two  \n' >"$TMP/keys"
+PADDOCK_API_KEY=key-three start_server keys -m "$M/stories260K.bin" -z "$M/tok512.bin" --api-key key-one --api-key-file "$TMP/keys" || exit 1
+KU="http://127.0.0.1:$PORT"
+code() { curl -s -o "$TMP/kbody" -w '%{http_code}' "$@"; }
+ok=0
+for route in /v1/models /v1/completions /v1/chat/completions /v1/nowhere; do
+  for hdr in "X-None: 1" "Authorization: Bearer key-on" "Authorization: Bearer key-one2" "Authorization: key-one"; do
+    [ "$(code -H "$hdr" -d '{"prompt":"x","max_tokens":1}' "$KU$route")" = 401 ] && grep -q invalid_api_key "$TMP/kbody" || { echo "  $route with '$hdr' was not refused"; ok=1; }
+  done
+done
+for key in key-one key-two key-three; do
+  [ "$(code -H "Authorization: Bearer $key" "$KU/v1/models")" = 200 ] || { echo "  $key refused"; ok=1; }
+done
+[ "$(code -H "Authorization: Bearer key-two" -d '{"prompt":"Once","max_tokens":3}' "$KU/v1/completions")" = 200 ] || ok=1
+[ "$(code "$KU/health")" = 200 ] && [ "$(code "$KU/metrics")" = 200 ] || ok=1
+check "API keys: 401 without a valid key on every /v1 route; each key works; /health open" $ok
+kill -TERM "$SPID"
+wait "$SPID"
+"$BIN" serve -m "$M/stories260K.bin" --auth-health 2>"$TMP/authh.log"
+[ $? -eq 2 ] && grep -q "needs a key" "$TMP/authh.log"; check "--auth-health without a key is a usage error" $?
+"$BIN" serve -m "$M/stories260K.bin" --api-key-file /nonexistent 2>"$TMP/authf.log"
+[ $? -eq 2 ] && grep -q "cannot read --api-key-file" "$TMP/authf.log"; check "unreadable --api-key-file is a usage error" $?
+
 # --- a model that cannot load: clear error, exit 1, no hang
 "$BIN" serve --port 0 -m /nonexistent.gguf 2>"$TMP/nomodel.log"
 [ $? -eq 1 ] && grep -q "error" "$TMP/nomodel.log"; check "missing model -> exit 1 with an error" $?

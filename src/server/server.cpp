@@ -68,6 +68,8 @@ class Server {
     res.set_content(ErrorBody(e), "application/json");
     Count(e.status);
   }
+  // Whether the request may pass the key check (401 sent otherwise).
+  bool Authorized(const httplib::Request& req, httplib::Response& res);
   // POST /v1/completions and /v1/chat/completions: the named steps below.
   void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
   bool Ready(httplib::Response& res);
@@ -340,6 +342,41 @@ sigset_t StopSignals() {
   return set;
 }
 
+// Equal in time whatever the first differing byte: every byte of every key is compared.
+bool KeyMatches(const std::string& given, const std::vector<std::string>& keys) {
+  unsigned ok = 0;
+  for (const std::string& k : keys) {
+    unsigned diff = given.size() != k.size() ? 1u : 0u;
+    for (size_t i = 0; i < k.size(); ++i)
+      diff |= static_cast<unsigned char>(k[i]) ^
+              static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+    ok |= diff == 0 ? 1u : 0u;
+  }
+  return ok != 0;
+}
+
+bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
+  if (opt_.api_keys.empty()) return true;
+  const std::string& p = req.path;
+  const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" ||
+                       (opt_.auth_health && (p == "/health" || p == "/metrics"));
+  if (!guarded) return true;
+  const std::string auth = req.get_header_value("Authorization");
+  static const std::string kBearer = "Bearer ";
+  if (auth.size() > kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0 &&
+      KeyMatches(auth.substr(kBearer.size()), opt_.api_keys))
+    return true;
+  ApiError e;
+  e.status = 401;
+  e.type = "invalid_request_error";
+  e.code = "invalid_api_key";
+  e.message = auth.empty() ? "no API key given (send Authorization: Bearer KEY)"
+                           : "the API key is not valid";
+  res.set_header("WWW-Authenticate", "Bearer");
+  SendError(res, e);
+  return false;
+}
+
 int Server::Run() {
   ctx_.model_name = opt_.model_name.empty() ? FileStem(opt_.engine.model_path) : opt_.model_name;
   ctx_.default_timeout = opt_.request_timeout;
@@ -388,6 +425,10 @@ int Server::Run() {
     Count(res.status);
   });
 
+  h.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    return Authorized(q, r) ? httplib::Server::HandlerResponse::Unhandled
+                            : httplib::Server::HandlerResponse::Handled;
+  });
   h.Post("/v1/completions",
          [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
   h.Post("/v1/chat/completions",

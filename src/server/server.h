@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "paddock/paddock.h"
 #include "paddock/service.h"
@@ -30,6 +31,10 @@ struct ServerOptions {
   // Control tokens spelled in a raw completions prompt become those tokens (off: the prompt is
   // text). Chat messages are always text: control tokens come only from the template.
   bool special_in_prompts = false;
+  // Bearer keys: when any is set, every /v1 route needs `Authorization: Bearer KEY` (401
+  // otherwise); with auth_health, /health and /metrics do too.
+  std::vector<std::string> api_keys;
+  bool auth_health = false;
   // Called once the server listens (the bound port) — for tests and the CLI.
   std::function<void(int port)> on_listening;
 };

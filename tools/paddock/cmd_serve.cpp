@@ -1,5 +1,7 @@
 // paddock serve: the OpenAI-compatible HTTP server.
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "args.h"
@@ -42,6 +44,12 @@ std::vector<OptionSpec> ServeSpecs() {
        false,
        "control tokens spelled in completions prompts become tokens (default: text; chat "
        "messages are always text)"},
+      {{"--api-key"},
+       true,
+       "require Authorization: Bearer KEY on /v1 routes (repeatable; also PADDOCK_API_KEY)",
+       true},
+      {{"--api-key-file"}, true, "a file of API keys, one per line (# comments)"},
+      {{"--auth-health"}, false, "/health and /metrics need a key too (default: open)"},
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP worker threads (default: max-running + max-queue + 16)"},
       {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
@@ -53,6 +61,30 @@ std::vector<OptionSpec> ServeSpecs() {
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   return s;
+}
+
+// Keys from --api-key (repeatable), --api-key-file and PADDOCK_API_KEY, together.
+std::vector<std::string> ApiKeys(const Args& args) {
+  std::vector<std::string> keys = args.All("--api-key");
+  if (const char* env = std::getenv("PADDOCK_API_KEY"); env && *env) keys.push_back(env);
+  if (args.Has("--api-key-file")) {
+    const std::string path = args.Str("--api-key-file");
+    std::ifstream in(path);
+    if (!in) throw UsageError("serve: cannot read --api-key-file '" + path + "'");
+    const size_t before = keys.size();
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+        line.pop_back();
+      const size_t b = line.find_first_not_of(" \t");
+      if (b == std::string::npos || line[b] == '#') continue;
+      keys.push_back(line.substr(b));
+    }
+    if (keys.size() == before) throw UsageError("serve: --api-key-file '" + path + "' has no key");
+  }
+  for (const std::string& k : keys)
+    if (k.empty() || k.find_first_of(" \t\r\n") != std::string::npos)
+      throw UsageError("serve: an API key must be non-empty and contain no whitespace");
+  return keys;
 }
 
 }  // namespace
@@ -102,6 +134,11 @@ int CmdServe(int argc, char** argv) {
   if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
   so.http_threads = static_cast<int>(args.Int("--http-threads", 0, 0, 4096));
   so.grace_seconds = args.Float("--grace", 30, 0, 1e6);
+  so.api_keys = ApiKeys(args);
+  so.auth_health = args.Has("--auth-health");
+  if (so.auth_health && so.api_keys.empty())
+    throw UsageError(
+        "serve: --auth-health needs a key (--api-key, --api-key-file or PADDOCK_API_KEY)");
   return server::RunServer(so);
 }
 
