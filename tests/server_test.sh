@@ -207,7 +207,7 @@ check "idle server exits 0 on SIGTERM" $?
 
 # --- API keys: every /v1 route needs one of the keys; /health stays open
 printf '# keys\n\n  key-two  \n' >"$TMP/keys"
-PADDOCK_API_KEY=key-three start_server keys -m "$M/stories260K.bin" -z "$M/tok512.bin" --api-key key-one --api-key-file "$TMP/keys" || exit 1
+PADDOCK_API_KEY=key-three start_server keys -m "$M/stories260K.bin" -z "$M/tok512.bin" --api-key key-one --api-key-file "$TMP/keys" --cors-origin https://app.example || exit 1
 KU="http://127.0.0.1:$PORT"
 code() { curl -s -o "$TMP/kbody" -w '%{http_code}' "$@"; }
 ok=0
@@ -222,6 +222,16 @@ done
 [ "$(code -H "Authorization: Bearer key-two" -d '{"prompt":"Once","max_tokens":3}' "$KU/v1/completions")" = 200 ] || ok=1
 [ "$(code "$KU/health")" = 200 ] && [ "$(code "$KU/metrics")" = 200 ] || ok=1
 check "API keys: 401 without a valid key on every /v1 route; each key works; /health open" $ok
+# CORS: the preflight needs no key; allowed origins get the headers, others do not
+curl -s -D "$TMP/pre" -o /dev/null -X OPTIONS -H "Origin: https://app.example" -H "Access-Control-Request-Method: POST" -H "Access-Control-Request-Headers: authorization, content-type" "$KU/v1/chat/completions"
+grep -q "^HTTP/1.1 204" "$TMP/pre" && grep -qi "^Access-Control-Allow-Origin: https://app.example" "$TMP/pre" && grep -qi "^Access-Control-Allow-Headers: .*Authorization" "$TMP/pre"
+check "CORS preflight from an allowed origin: 204 with the allow headers, no key needed" $?
+curl -s -D "$TMP/cors" -o /dev/null -H "Origin: https://app.example" -H "Authorization: Bearer key-one" "$KU/v1/models"
+curl -s -D "$TMP/evil" -o /dev/null -H "Origin: https://evil.example" -H "Authorization: Bearer key-one" "$KU/v1/models"
+grep -qi "^Access-Control-Allow-Origin: https://app.example" "$TMP/cors" && ! grep -qi "^Access-Control-Allow-Origin" "$TMP/evil"
+check "CORS: the allowed origin gets Access-Control-Allow-Origin, another does not" $?
+"$BIN" serve -m "$M/stories260K.bin" --cors-origin app.example 2>"$TMP/corsbad.log"
+[ $? -eq 2 ] && grep -q "is not an origin" "$TMP/corsbad.log"; check "--cors-origin that is not an origin is a usage error" $?
 kill -TERM "$SPID"
 wait "$SPID"
 "$BIN" serve -m "$M/stories260K.bin" --auth-health 2>"$TMP/authh.log"

@@ -70,6 +70,8 @@ class Server {
   }
   // Whether the request may pass the key check (401 sent otherwise).
   bool Authorized(const httplib::Request& req, httplib::Response& res);
+  // CORS: the allow-origin headers when the request's Origin is allowed; true if it is.
+  bool Cors(const httplib::Request& req, httplib::Response& res) const;
   // POST /v1/completions and /v1/chat/completions: the named steps below.
   void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
   bool Ready(httplib::Response& res);
@@ -355,6 +357,22 @@ bool KeyMatches(const std::string& given, const std::vector<std::string>& keys) 
   return ok != 0;
 }
 
+bool Server::Cors(const httplib::Request& req, httplib::Response& res) const {
+  if (opt_.cors_origins.empty()) return false;
+  const std::string origin = req.get_header_value("Origin");
+  if (origin.empty()) return false;
+  bool any = false, listed = false;
+  for (const std::string& o : opt_.cors_origins) {
+    any |= o == "*";
+    listed |= o == origin;
+  }
+  if (!any && !listed) return false;
+  res.set_header("Access-Control-Allow-Origin", listed ? origin : "*");
+  res.set_header("Access-Control-Expose-Headers", "Retry-After");
+  res.set_header("Vary", "Origin");
+  return true;
+}
+
 bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
   if (opt_.api_keys.empty()) return true;
   const std::string& p = req.path;
@@ -426,8 +444,20 @@ int Server::Run() {
   });
 
   h.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    Cors(q, r);
+    if (q.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;  // no key
     return Authorized(q, r) ? httplib::Server::HandlerResponse::Unhandled
                             : httplib::Server::HandlerResponse::Handled;
+  });
+  // CORS preflight, on any path: what a browser may send (no key: preflights carry none).
+  h.Options(R"(.*)", [this](const httplib::Request& q, httplib::Response& r) {
+    r.status = 204;
+    if (Cors(q, r)) {
+      r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      r.set_header("Access-Control-Max-Age", "600");
+    }
+    Count(204);
   });
   h.Post("/v1/completions",
          [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });

@@ -35,6 +35,8 @@ struct ServerOptions {
   // otherwise); with auth_health, /health and /metrics do too.
   std::vector<std::string> api_keys;
   bool auth_health = false;
+  // Browser origins allowed to call the API ("*": any); empty: no CORS headers.
+  std::vector<std::string> cors_origins;
   // Called once the server listens (the bound port) — for tests and the CLI.
   std::function<void(int port)> on_listening;
 };

@@ -49,6 +49,10 @@ std::vector<OptionSpec> ServeSpecs() {
        "require Authorization: Bearer KEY on /v1 routes (repeatable; also PADDOCK_API_KEY)",
        true},
       {{"--api-key-file"}, true, "a file of API keys, one per line (# comments)"},
+      {{"--cors-origin"},
+       true,
+       "a browser origin allowed to call the API, e.g. https://app.example (repeatable; * for any)",
+       true},
       {{"--auth-health"}, false, "/health and /metrics need a key too (default: open)"},
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP worker threads (default: max-running + max-queue + 16)"},
@@ -136,6 +140,14 @@ int CmdServe(int argc, char** argv) {
   so.grace_seconds = args.Float("--grace", 30, 0, 1e6);
   so.api_keys = ApiKeys(args);
   so.auth_health = args.Has("--auth-health");
+  so.cors_origins = args.All("--cors-origin");
+  for (const std::string& o : so.cors_origins) {
+    const bool scheme = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
+    const size_t host = o.find("//") + 2;
+    if (o != "*" && (!scheme || o.size() <= host || o.find('/', host) != std::string::npos))
+      throw UsageError("serve: --cors-origin '" + o +
+                       "' is not an origin (scheme://host[:port], or *)");
+  }
   if (so.auth_health && so.api_keys.empty())
     throw UsageError(
         "serve: --auth-health needs a key (--api-key, --api-key-file or PADDOCK_API_KEY)");
