@@ -18,12 +18,7 @@ std::unique_ptr<Engine> Stories(int context = 0) {
   return Engine::Create(eo);
 }
 
-GenerateOptions Greedy(int n) {
-  GenerateOptions o;
-  o.max_tokens = n;
-  o.sampling.temperature = 0;
-  return o;
-}
+using test::Greedy;
 
 TEST(Engine, StopStringEndsGenerationAndIsNotEmitted) {
   auto e = Stories();

@@ -27,12 +27,7 @@ std::string Golden() {
   return g;
 }
 
-GenerateOptions Greedy(int n) {
-  GenerateOptions o;
-  o.max_tokens = n;
-  o.sampling.temperature = 0;
-  return o;
-}
+using test::Greedy;
 
 TEST(Model, Stories260KGoldenGreedyOutput) {
   // The reference program samples 256 tokens after BOS (the last one is printed, never fed).

@@ -22,13 +22,7 @@
 namespace paddock {
 namespace {
 
-GenerateOptions Greedy(int n) {
-  GenerateOptions o;
-  o.max_tokens = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  return o;
-}
+using test::Greedy;
 
 GenerateResult Generate(const std::string& model, const std::string& spec,
                         const std::string& prompt, const GenerateOptions& go,
@@ -46,8 +40,8 @@ GenerateResult Generate(const std::string& model, const std::string& spec,
 TEST(Speculative, GreedyNgramOutputIsIdenticalOnStories260K) {
   const std::string m = test::ModelPath("stories260K.gguf");
   for (const char* prompt : {"Once upon a time", "Lily and Ben went to the park. Lily and Ben"}) {
-    const GenerateResult plain = Generate(m, "off", prompt, Greedy(300));
-    const GenerateResult spec = Generate(m, "ngram", prompt, Greedy(300));
+    const GenerateResult plain = Generate(m, "off", prompt, Greedy(300, /*ignore_eos=*/true));
+    const GenerateResult spec = Generate(m, "ngram", prompt, Greedy(300, /*ignore_eos=*/true));
     EXPECT_EQ(spec.text, plain.text) << prompt;
     EXPECT_EQ(spec.generated_tokens, plain.generated_tokens);
     EXPECT_GT(spec.draft_tokens, 0) << "the story repeats itself: n-grams should be proposed";
@@ -72,7 +66,7 @@ struct TargetAndDraft {
 
 TEST(Speculative, GreedyDraftAndNgramOutputsAreIdenticalOnASyntheticModel) {
   TargetAndDraft m;
-  const GenerateOptions go = Greedy(200);
+  const GenerateOptions go = Greedy(200, /*ignore_eos=*/true);
   const GenerateResult plain = Generate(m.target, "off", "ab", go);
   const GenerateResult ngram = Generate(m.target, "ngram", "ab", go);
   // (fixed: the tiny draft costs about as much as the tiny target, so the adaptive choice
@@ -88,7 +82,7 @@ TEST(Speculative, GreedyDraftAndNgramOutputsAreIdenticalOnASyntheticModel) {
 
 TEST(Speculative, StopStringsAndMaxTokensStayExact) {
   const std::string m = test::ModelPath("stories260K.gguf");
-  GenerateOptions go = Greedy(150);
+  GenerateOptions go = Greedy(150, /*ignore_eos=*/true);
   go.stop = {"park", "Lily said"};
   go.ignore_eos = false;
   const GenerateResult plain = Generate(m, "off", "Once upon a time", go);
@@ -96,8 +90,9 @@ TEST(Speculative, StopStringsAndMaxTokensStayExact) {
   EXPECT_EQ(spec.text, plain.text);
   EXPECT_EQ(spec.finish, plain.finish);
   for (int n : {1, 2, 7, 33}) {
-    const GenerateResult a = Generate(m, "off", "Once upon a time", Greedy(n));
-    const GenerateResult b = Generate(m, "ngram", "Once upon a time", Greedy(n));
+    const GenerateResult a = Generate(m, "off", "Once upon a time", Greedy(n, /*ignore_eos=*/true));
+    const GenerateResult b =
+        Generate(m, "ngram", "Once upon a time", Greedy(n, /*ignore_eos=*/true));
     EXPECT_EQ(b.generated_tokens, n);
     EXPECT_EQ(b.text, a.text) << n;
   }
@@ -107,7 +102,7 @@ TEST(Speculative, StopStringsAndMaxTokensStayExact) {
 // measured timings, so only the distribution is reproducible then).
 TEST(Speculative, SampledGenerationWithAFixedDraftLengthIsReproducible) {
   TargetAndDraft m;
-  GenerateOptions go = Greedy(120);
+  GenerateOptions go = Greedy(120, /*ignore_eos=*/true);
   go.sampling.temperature = 1.0f;
   go.sampling.top_k = 0;
   go.sampling.top_p = 1.0f;

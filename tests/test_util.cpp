@@ -76,4 +76,12 @@ KvCacheOptions TinyKvOptions(int block_size, size_t blocks, const ModelConfig& c
   return o;
 }
 
+GenerateOptions Greedy(int max_tokens, bool ignore_eos) {
+  GenerateOptions o;
+  o.max_tokens = max_tokens;
+  o.sampling.temperature = 0;
+  o.ignore_eos = ignore_eos;
+  return o;
+}
+
 }  // namespace paddock::test

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kv/kv_manager.h"
+#include "paddock/engine.h"
 
 namespace paddock::test {
 
@@ -20,5 +21,8 @@ std::string ReadFile(const std::string& path);
 ModelConfig TinyKvConfig(int layers = 2, int kv_heads = 1, int head_dim = 4);
 // F32 K/V in blocks of block_size tokens, room for exactly `blocks` blocks (+ the null block).
 KvCacheOptions TinyKvOptions(int block_size, size_t blocks, const ModelConfig& c);
+
+// Greedy generation of up to `max_tokens` tokens.
+GenerateOptions Greedy(int max_tokens, bool ignore_eos = false);
 
 }  // namespace paddock::test
