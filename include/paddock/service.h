@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -72,6 +73,10 @@ class RequestStream {
   Status Wait(std::string* out, double timeout_seconds);
   // Stops the request; its KV blocks are freed at the next step.
   void Cancel();
+  // Called on the engine thread (after its locks are released) whenever new text or the end
+  // becomes available, so an event loop can wait without a thread per request. Must not
+  // block. Set it before reading; text produced earlier is found by the next Wait.
+  void SetOnReady(std::function<void()> fn);
   bool done() const;
   // Valid once Wait returned kDone.
   const GenerateResult& result() const { return result_; }

@@ -9,21 +9,33 @@ namespace paddock {
 
 void RequestStream::State::Append(std::string_view text) {
   if (text.empty()) return;
+  std::shared_ptr<const std::function<void()>> ready;
   {
     std::lock_guard<std::mutex> lock(mu);
     pending.append(text);
+    ready = on_ready;
   }
   cv.notify_all();
+  if (ready) (*ready)();
 }
 
 void RequestStream::State::Complete(GenerateResult r, double queue) {
+  std::shared_ptr<const std::function<void()>> ready;
   {
     std::lock_guard<std::mutex> lock(mu);
     result = std::move(r);
     queue_seconds = queue;
     done = true;
+    ready = on_ready;
   }
   cv.notify_all();
+  if (ready) (*ready)();
+}
+
+void RequestStream::SetOnReady(std::function<void()> fn) {
+  auto f = std::make_shared<const std::function<void()>>(std::move(fn));
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->on_ready = std::move(f);
 }
 
 RequestStream::RequestStream(uint64_t id) : id_(id), state_(std::make_unique<State>()) {}

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -20,6 +21,9 @@ struct RequestStream::State {
   GenerateResult result;
   double queue_seconds = 0;
   std::atomic<bool> cancel{false};
+  // Shared so the engine thread takes a reference under `mu` (no allocation) and calls it
+  // after unlocking: the reader's side may hold its own lock while it calls Wait.
+  std::shared_ptr<const std::function<void()>> on_ready;
   std::function<void()> wake_engine;
 
   // Engine thread: text that became final.

@@ -118,6 +118,14 @@ std::string PrometheusText(const std::string& model_name, const ServiceStats& s,
     o +=
         StrFormat("paddock_http_responses_total{%s,code=\"%d\"} %" PRIu64 "\n", L.c_str(), code, n);
   }
+  Header(&o, "paddock_http_connections", "gauge", "Open HTTP connections.");
+  o += StrFormat("paddock_http_connections{%s} %" PRIu64 "\n", L.c_str(), http.connections_open);
+  Header(&o, "paddock_http_timeouts_total", "counter",
+         "Connections closed for a header, body or idle deadline.");
+  o += StrFormat("paddock_http_timeouts_total{%s} %" PRIu64 "\n", L.c_str(), http.timeouts);
+  Header(&o, "paddock_http_oversized_total", "counter",
+         "Requests refused or cut for headers or bodies past their limits.");
+  o += StrFormat("paddock_http_oversized_total{%s} %" PRIu64 "\n", L.c_str(), http.oversized);
   return o;
 }
 

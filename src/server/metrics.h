@@ -11,6 +11,9 @@ namespace paddock::server {
 
 struct HttpCounters {
   std::map<int, uint64_t> by_status;
+  uint64_t connections_open = 0;
+  uint64_t timeouts = 0;   // header, body or idle deadline reached
+  uint64_t oversized = 0;  // bodies or headers past their limits
 };
 
 std::string PrometheusText(const std::string& model_name, const ServiceStats& stats,

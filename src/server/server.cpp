@@ -1,19 +1,20 @@
-// server/server.cpp: HTTP transport (cpp-httplib from Debian's libcpp-httplib-dev: a small,
-// maintained, thread-pooled HTTP/1.1 server with chunked responses; compiled as a shared
-// library there, so its header is light) over the batching Service.
+// server/server.cpp: the API endpoints over the event-driven HTTP layer (server/http.h) and the
+// batching Service.
 //
-// Each HTTP worker thread parses a request, submits it, and streams its RequestStream to the
-// socket. A failed write means the client is gone: the request is cancelled and its KV blocks
-// are freed at the next engine step. Non-streaming responses are chunked too, so a long wait
-// can probe the connection with JSON-neutral whitespace and notice a client that left.
+// A handler runs on an event thread and never blocks: it parses the request, renders and
+// tokenizes the prompt, submits it, and answers with a BodySource that reads the request's
+// RequestStream when the socket can take bytes. The stream's ready callback (engine thread)
+// wakes the connection. A client that leaves, times out or stops reading ends the exchange:
+// the request is cancelled and its KV blocks are freed at the next engine step. Non-streaming
+// responses are chunked too, so a long wait can probe the connection with JSON-neutral
+// whitespace and notice a client that left.
 #include "server/server.h"
 
-#include <httplib.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -22,12 +23,13 @@
 #include "base/strings.h"
 #include "base/timer.h"
 #include "server/api.h"
+#include "server/http.h"
 #include "server/metrics.h"
 
 namespace paddock::server {
 namespace {
 
-constexpr double kProbeSeconds = 1.0;  // non-streaming: whitespace probe interval while waiting
+constexpr double kProbeSeconds = 1.0;  // while waiting: a keep-alive probe this often
 
 std::string FileStem(const std::string& path) {
   size_t b = path.find_last_of('/');
@@ -44,6 +46,10 @@ int64_t UnixNow() {
       .count();
 }
 
+double MonoNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
@@ -52,6 +58,50 @@ std::string NewId(const char* prefix) {
                    static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
 }
 
+// A response body read from a RequestStream: server-sent events (a chunk per piece of text,
+// keep-alive comments while waiting, the finish reason, usage if asked, [DONE]) or one JSON
+// body at the end (whitespace while waiting: valid before JSON).
+class StreamSource : public BodySource {
+ public:
+  StreamSource(std::shared_ptr<RequestStream> stream, ApiRequest ar, ResponseMeta meta)
+      : stream_(std::move(stream)), ar_(std::move(ar)), meta_(std::move(meta)) {}
+  void SetWaker(Waker waker) override { stream_->SetOnReady(std::move(waker)); }
+  void Abort() override { stream_->Cancel(); }
+  Pull Next(std::string* out) override {
+    if (finished_) return Pull::kEnd;
+    text_.clear();
+    const RequestStream::Status s = stream_->Wait(&text_, 0);
+    const double now = MonoNow();
+    if (s == RequestStream::Status::kTimeout) {
+      if (now - last_ < kProbeSeconds) return Pull::kWait;
+      out->append(ar_.stream ? ": keep-alive\n\n" : " ");
+    } else if (!ar_.stream) {
+      if (s == RequestStream::Status::kText) return Next(out);  // text is in the result
+      out->append(CompletionBody(ar_, meta_, stream_->result()));
+      finished_ = true;
+    } else if (s == RequestStream::Status::kText) {
+      out->append(StreamChunk(ar_, meta_, text_, nullptr, first_));
+      first_ = false;
+    } else {
+      const GenerateResult& g = stream_->result();
+      out->append(StreamChunk(ar_, meta_, "", OpenAiFinishReason(g.finish), first_));
+      if (ar_.include_usage) out->append(StreamUsageChunk(ar_, meta_, g));
+      out->append("data: [DONE]\n\n");
+      finished_ = true;
+    }
+    last_ = now;
+    return Pull::kData;
+  }
+
+ private:
+  std::shared_ptr<RequestStream> stream_;
+  const ApiRequest ar_;
+  const ResponseMeta meta_;
+  std::string text_;
+  bool first_ = true, finished_ = false;
+  double last_ = MonoNow();
+};
+
 class Server {
  public:
   explicit Server(const ServerOptions& o) : opt_(o) {}
@@ -59,39 +109,37 @@ class Server {
   int Run();
 
  private:
-  void Count(int status) {
-    std::lock_guard<std::mutex> lock(http_mu_);
-    http_.by_status[status]++;
-  }
-  void SendError(httplib::Response& res, const ApiError& e) {
-    res.status = e.status;
-    res.set_content(ErrorBody(e), "application/json");
-    Count(e.status);
+  void Handle(const HttpRequest& req, HttpResponse* res);
+  void Route(const HttpRequest& req, HttpResponse* res);
+  void SendError(HttpResponse* res, const ApiError& e) {
+    res->status = e.status;
+    res->body = ErrorBody(e);
+    res->content_type = "application/json";
   }
   // Whether the request may pass the key check (401 sent otherwise).
-  bool Authorized(const httplib::Request& req, httplib::Response& res);
+  bool Authorized(const HttpRequest& req, HttpResponse* res);
   // CORS: the allow-origin headers when the request's Origin is allowed; true if it is.
-  bool Cors(const httplib::Request& req, httplib::Response& res) const;
+  bool Cors(const HttpRequest& req, HttpResponse* res) const;
   // POST /v1/completions and /v1/chat/completions: the named steps below.
-  void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
-  bool Ready(httplib::Response& res);
+  void Completion(const HttpRequest& req, HttpResponse* res, bool chat);
+  bool Ready(HttpResponse* res);
   std::vector<int32_t> Prompt(ApiRequest& ar, bool chat) const;  // throws ApiError / Error
   std::shared_ptr<RequestStream> Submit(const std::vector<int32_t>& prompt, const ApiRequest& ar,
-                                        httplib::Response& res);
-  static void StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream> stream,
-                           const ApiRequest& ar, const ResponseMeta& meta);
-  static void SendBody(httplib::Response& res, std::shared_ptr<RequestStream> stream,
-                       const ApiRequest& ar, const ResponseMeta& meta);
+                                        HttpResponse* res);
+  void Models(HttpResponse* res);
+  void Health(HttpResponse* res);
+  void Metrics(HttpResponse* res);
   void LoadModel();
-  // stop() before listen() has started would be lost: wait until it runs.
-  void StopHttp() {
-    for (int i = 0; i < 5000 && !http_server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    http_server_.stop();
+  void RequestStop() {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      stop_requested_ = true;
+    }
+    stop_cv_.notify_all();
   }
 
   ServerOptions opt_;
-  httplib::Server http_server_;
+  std::unique_ptr<HttpServer> http_server_;
   enum class State { kLoading, kReady, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<Service> service_;
@@ -101,6 +149,9 @@ class Server {
   int64_t created_ = UnixNow();
   std::mutex http_mu_;
   HttpCounters http_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_requested_ = false;
 };
 
 void Server::LoadModel() {
@@ -125,11 +176,11 @@ void Server::LoadModel() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paddock: error: %s\n", e.what());
     state_.store(State::kFailed);
-    StopHttp();
+    RequestStop();
   }
 }
 
-void Server::Completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
   if (!Ready(res)) return;
   ApiRequest ar;
   std::vector<int32_t> prompt;
@@ -147,24 +198,24 @@ void Server::Completion(const httplib::Request& req, httplib::Response& res, boo
   }
   std::shared_ptr<RequestStream> stream = Submit(prompt, ar, res);
   if (!stream) return;
-  Count(200);
-  const ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
+  ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
+  res->status = 200;
   if (ar.stream) {
-    StreamEvents(res, std::move(stream), ar, meta);
-  } else {
-    SendBody(res, std::move(stream), ar, meta);
+    res->content_type = "text/event-stream";
+    res->SetHeader("Cache-Control", "no-cache");
   }
+  res->stream = std::make_shared<StreamSource>(std::move(stream), std::move(ar), std::move(meta));
 }
 
 // 503 with Retry-After unless the model is loaded and the server is not stopping.
-bool Server::Ready(httplib::Response& res) {
+bool Server::Ready(HttpResponse* res) {
   const State st = state_.load();
   if (st == State::kReady) return true;
   ApiError e;
   e.status = 503;
   e.type = "service_unavailable";
   e.message = st == State::kLoading ? "the model is still loading" : "the server is shutting down";
-  res.set_header("Retry-After", "1");
+  res->SetHeader("Retry-After", "1");
   SendError(res, e);
   return false;
 }
@@ -244,7 +295,7 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
 // Queues the request; on refusal answers 400 (invalid), 429 (queue full) or 503 (stopping)
 // and returns null.
 std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt,
-                                              const ApiRequest& ar, httplib::Response& res) {
+                                              const ApiRequest& ar, HttpResponse* res) {
   std::shared_ptr<RequestStream> stream;
   SubmitStatus ss;
   try {
@@ -262,76 +313,9 @@ std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt
   e.message = ss == SubmitStatus::kQueueFull
                   ? "the server is at capacity (request queue full); retry later"
                   : "the server is shutting down";
-  res.set_header("Retry-After", "1");
+  res->SetHeader("Retry-After", "1");
   SendError(res, e);
   return nullptr;
-}
-
-// The client went away: free everything now.
-auto Releaser(std::shared_ptr<RequestStream> stream) {
-  return [stream](bool success) {
-    if (!success) stream->Cancel();
-  };
-}
-
-// Server-sent events: a chunk per piece of text, keep-alive comments while waiting (so a
-// closed connection is noticed), the finish reason, usage if asked, and [DONE].
-void Server::StreamEvents(httplib::Response& res, std::shared_ptr<RequestStream> stream,
-                          const ApiRequest& ar, const ResponseMeta& meta) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, ar, meta, first = true](size_t, httplib::DataSink& sink) mutable {
-        std::string text;
-        for (;;) {
-          text.clear();
-          const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
-          std::string out;
-          if (s == RequestStream::Status::kText) {
-            out = StreamChunk(ar, meta, text, nullptr, first);
-            first = false;
-          } else if (s == RequestStream::Status::kTimeout) {
-            out = ": keep-alive\n\n";  // an SSE comment: lets us notice a closed connection
-          } else {
-            const GenerateResult& g = stream->result();
-            out = StreamChunk(ar, meta, "", OpenAiFinishReason(g.finish), first);
-            if (ar.include_usage) out += StreamUsageChunk(ar, meta, g);
-            out += "data: [DONE]\n\n";
-            if (!sink.write(out.data(), out.size())) return false;
-            sink.done();
-            return true;
-          }
-          if (!sink.write(out.data(), out.size())) {
-            stream->Cancel();
-            return false;
-          }
-        }
-      },
-      Releaser(stream));
-}
-
-// One JSON body at the end; whitespace while waiting (valid before JSON) notices a closed
-// connection.
-void Server::SendBody(httplib::Response& res, std::shared_ptr<RequestStream> stream,
-                      const ApiRequest& ar, const ResponseMeta& meta) {
-  res.set_chunked_content_provider(
-      "application/json",
-      [stream, ar, meta](size_t, httplib::DataSink& sink) {
-        std::string text;
-        for (;;) {
-          const RequestStream::Status s = stream->Wait(&text, kProbeSeconds);
-          if (s == RequestStream::Status::kDone) break;
-          if (s == RequestStream::Status::kTimeout && !sink.write(" ", 1)) {
-            stream->Cancel();
-            return false;
-          }
-        }
-        const std::string body = CompletionBody(ar, meta, stream->result());
-        if (!sink.write(body.data(), body.size())) return false;
-        sink.done();
-        return true;
-      },
-      Releaser(stream));
 }
 
 // SIGTERM/SIGINT are blocked in every thread and taken by one waiter thread (sigwait), so no
@@ -345,7 +329,7 @@ sigset_t StopSignals() {
 }
 
 // Equal in time whatever the first differing byte: every byte of every key is compared.
-bool KeyMatches(const std::string& given, const std::vector<std::string>& keys) {
+bool KeyMatches(std::string_view given, const std::vector<std::string>& keys) {
   unsigned ok = 0;
   for (const std::string& k : keys) {
     unsigned diff = given.size() != k.size() ? 1u : 0u;
@@ -357,9 +341,9 @@ bool KeyMatches(const std::string& given, const std::vector<std::string>& keys) 
   return ok != 0;
 }
 
-bool Server::Cors(const httplib::Request& req, httplib::Response& res) const {
+bool Server::Cors(const HttpRequest& req, HttpResponse* res) const {
   if (opt_.cors_origins.empty()) return false;
-  const std::string origin = req.get_header_value("Origin");
+  const std::string_view origin = req.Header("Origin");
   if (origin.empty()) return false;
   bool any = false, listed = false;
   for (const std::string& o : opt_.cors_origins) {
@@ -367,21 +351,21 @@ bool Server::Cors(const httplib::Request& req, httplib::Response& res) const {
     listed |= o == origin;
   }
   if (!any && !listed) return false;
-  res.set_header("Access-Control-Allow-Origin", listed ? origin : "*");
-  res.set_header("Access-Control-Expose-Headers", "Retry-After");
-  res.set_header("Vary", "Origin");
+  res->SetHeader("Access-Control-Allow-Origin", listed ? std::string(origin) : "*");
+  res->SetHeader("Access-Control-Expose-Headers", "Retry-After");
+  res->SetHeader("Vary", "Origin");
   return true;
 }
 
-bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
+bool Server::Authorized(const HttpRequest& req, HttpResponse* res) {
   if (opt_.api_keys.empty()) return true;
   const std::string& p = req.path;
   const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" ||
                        (opt_.auth_health && (p == "/health" || p == "/metrics"));
   if (!guarded) return true;
-  const std::string auth = req.get_header_value("Authorization");
-  static const std::string kBearer = "Bearer ";
-  if (auth.size() > kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0 &&
+  const std::string_view auth = req.Header("Authorization");
+  static const std::string_view kBearer = "Bearer ";
+  if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
       KeyMatches(auth.substr(kBearer.size()), opt_.api_keys))
     return true;
   ApiError e;
@@ -390,9 +374,118 @@ bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
   e.code = "invalid_api_key";
   e.message = auth.empty() ? "no API key given (send Authorization: Bearer KEY)"
                            : "the API key is not valid";
-  res.set_header("WWW-Authenticate", "Bearer");
+  res->SetHeader("WWW-Authenticate", "Bearer");
   SendError(res, e);
   return false;
+}
+
+void Server::Models(HttpResponse* res) {
+  if (state_.load() != State::kReady) {
+    ApiError e;
+    e.status = 503;
+    e.type = "service_unavailable";
+    e.message = "the model is still loading";
+    SendError(res, e);
+    return;
+  }
+  res->body = ModelsBody(ctx_, created_, n_vocab_);
+}
+
+void Server::Health(HttpResponse* res) {
+  const State st = state_.load();
+  res->status = st == State::kReady ? 200 : 503;
+  res->body = st == State::kReady     ? "{\"status\":\"ok\"}"
+              : st == State::kLoading ? "{\"status\":\"loading\"}"
+                                      : "{\"status\":\"stopping\"}";
+}
+
+void Server::Metrics(HttpResponse* res) {
+  res->content_type = "text/plain; version=0.0.4";
+  if (state_.load() == State::kLoading || !service_) return;
+  HttpCounters http;
+  {
+    std::lock_guard<std::mutex> lock(http_mu_);
+    http = http_;
+  }
+  const HttpStats hs = http_server_->Stats();
+  http.connections_open = hs.connections_open;
+  http.timeouts = hs.timeouts;
+  http.oversized = hs.oversized;
+  res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
+}
+
+// Every answer passes here: CORS, keys, routing, and the count by status.
+void Server::Handle(const HttpRequest& req, HttpResponse* res) {
+  Cors(req, res);
+  if (req.method == "OPTIONS") {
+    // CORS preflight, on any path: what a browser may send (no key: preflights carry none).
+    res->status = 204;
+    res->content_type = "text/plain";
+    if (Cors(req, res)) {
+      res->SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res->SetHeader("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res->SetHeader("Access-Control-Max-Age", "600");
+    }
+  } else if (Authorized(req, res)) {
+    Route(req, res);
+  }
+  std::lock_guard<std::mutex> lock(http_mu_);
+  http_.by_status[res->status]++;
+}
+
+// Known paths answer wrong methods with 405 and the methods they take; others 404.
+void Server::Route(const HttpRequest& req, HttpResponse* res) {
+  struct Endpoint {
+    const char* path;
+    const char* method;
+  };
+  static const Endpoint kEndpoints[] = {{"/v1/completions", "POST"},
+                                        {"/v1/chat/completions", "POST"},
+                                        {"/v1/models", "GET"},
+                                        {"/health", "GET"},
+                                        {"/metrics", "GET"}};
+  const Endpoint* hit = nullptr;
+  for (const Endpoint& e : kEndpoints)
+    if (req.path == e.path) hit = &e;
+  ApiError e;
+  if (hit == nullptr) {
+    e.status = 404;
+    e.type = "not_found";
+    e.message = "no such endpoint";
+    SendError(res, e);
+    return;
+  }
+  const bool get = std::string_view(hit->method) == "GET";
+  if (req.method != hit->method && !(get && req.method == "HEAD")) {
+    e.status = 405;
+    e.type = "invalid_request_error";
+    e.message = StrFormat("%s takes %s", hit->path, hit->method);
+    res->SetHeader("Allow", get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+    SendError(res, e);
+    return;
+  }
+  if (req.path == "/v1/completions") {
+    Completion(req, res, false);
+  } else if (req.path == "/v1/chat/completions") {
+    Completion(req, res, true);
+  } else if (req.path == "/v1/models") {
+    Models(res);
+  } else if (req.path == "/health") {
+    Health(res);
+  } else {
+    Metrics(res);
+  }
+}
+
+HttpLimits Limits(const ServerOptions& o) {
+  HttpLimits l;
+  l.max_body_bytes = o.max_body_bytes;
+  if (o.http_threads > 0) l.threads = o.http_threads;
+  if (o.max_connections > 0) l.max_connections = o.max_connections;
+  if (o.header_timeout > 0) l.header_seconds = o.header_timeout;
+  if (o.body_timeout > 0) l.body_seconds = o.body_timeout;
+  if (o.idle_timeout > 0) l.idle_seconds = static_cast<unsigned>(o.idle_timeout);
+  return l;
 }
 
 int Server::Run() {
@@ -406,147 +499,49 @@ int Server::Run() {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
 
-  httplib::Server& h = http_server_;
-  const int threads = opt_.http_threads > 0
-                          ? opt_.http_threads
-                          : std::min(1024, opt_.service.max_running + opt_.service.max_queue + 16);
-  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  h.set_payload_max_length(opt_.max_body_bytes);
-  h.set_read_timeout(30, 0);
-  h.set_write_timeout(30, 0);
-  h.set_keep_alive_timeout(5);
-  h.set_exception_handler(
-      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        ApiError e;
-        e.status = 500;
-        e.type = "server_error";
-        e.message = "internal error";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& ex) {
-          e.message = ex.what();
-        } catch (...) {
-        }
-        SendError(res, e);
-      });
-  h.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler's own error body
-    ApiError e;
-    e.status = res.status;
-    e.type = res.status == 404   ? "not_found"
-             : res.status == 413 ? "request_too_large"
-                                 : "invalid_request_error";
-    e.message = res.status == 404   ? "no such endpoint"
-                : res.status == 413 ? "the request body is too large"
-                                    : "bad request";
-    res.set_content(ErrorBody(e), "application/json");
-    Count(res.status);
-  });
-
-  h.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
-    Cors(q, r);
-    if (q.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;  // no key
-    return Authorized(q, r) ? httplib::Server::HandlerResponse::Unhandled
-                            : httplib::Server::HandlerResponse::Handled;
-  });
-  // CORS preflight, on any path: what a browser may send (no key: preflights carry none).
-  h.Options(R"(.*)", [this](const httplib::Request& q, httplib::Response& r) {
-    r.status = 204;
-    if (Cors(q, r)) {
-      r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      r.set_header("Access-Control-Max-Age", "600");
-    }
-    Count(204);
-  });
-  h.Post("/v1/completions",
-         [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
-  h.Post("/v1/chat/completions",
-         [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
-  h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
-    if (state_.load() != State::kReady) {
-      ApiError e;
-      e.status = 503;
-      e.type = "service_unavailable";
-      e.message = "the model is still loading";
-      SendError(r, e);
-      return;
-    }
-    r.set_content(ModelsBody(ctx_, created_, n_vocab_), "application/json");
-    Count(200);
-  });
-  h.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-    const State st = state_.load();
-    r.status = st == State::kReady ? 200 : 503;
-    r.set_content(st == State::kReady     ? "{\"status\":\"ok\"}"
-                  : st == State::kLoading ? "{\"status\":\"loading\"}"
-                                          : "{\"status\":\"stopping\"}",
-                  "application/json");
-    Count(r.status);
-  });
-  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-    if (state_.load() == State::kLoading || !service_) {
-      r.set_content("", "text/plain; version=0.0.4");
-      return;
-    }
-    HttpCounters http;
-    {
-      std::lock_guard<std::mutex> lock(http_mu_);
-      http = http_;
-    }
-    r.set_content(PrometheusText(ctx_.model_name, service_->Stats(), http),
-                  "text/plain; version=0.0.4");
-  });
-
-  // cpp-httplib listens with a backlog of 5; bursts of clients would overflow it (dropped
-  // handshakes, retries). Keep the socket and raise the backlog once it listens.
-  int listen_fd = -1;
-  h.set_socket_options([&listen_fd](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
-    listen_fd = sock;
-  });
-  int port = opt_.port;
-  if (port == 0) {
-    port = h.bind_to_any_port(opt_.host);
-    if (port < 0) Fail("cannot listen on %s (any port)", opt_.host.c_str());
-  } else if (!h.bind_to_port(opt_.host, port)) {
-    Fail("cannot listen on %s:%d (in use or not permitted)", opt_.host.c_str(), port);
-  }
-  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
+  // The socket listens before the model loads (health says "loading" meanwhile).
+  http_server_ =
+      std::make_unique<HttpServer>(opt_.host, opt_.port, Limits(opt_),
+                                   [this](const HttpRequest& q, HttpResponse* r) { Handle(q, r); });
+  const int port = http_server_->port();
+  http_server_->Start();
   std::fprintf(stderr, "paddock: listening on http://%s:%d\n", opt_.host.c_str(), port);
   if (opt_.on_listening) opt_.on_listening(port);
 
   std::thread loader([this] { LoadModel(); });
-  std::atomic<bool> signalled{false}, exiting{false};
+  std::atomic<bool> exiting{false};
+  int signal_number = 0;
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
     if (exiting.load()) return;  // our own wake-up: the server already stopped
-    signalled = true;
+    signal_number = sig;
+    RequestStop();
+  });
+  {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    stop_cv_.wait(lock, [&] { return stop_requested_; });
+  }
+  loader.join();  // a signal during the load: the load finishes (or fails) first
+  const bool signalled = signal_number != 0;
+  if (signalled) {
     std::fprintf(stderr,
                  "paddock: %s: no new requests; letting in-flight requests finish (up to %.0f s)\n",
-                 sig == SIGTERM ? "SIGTERM" : "SIGINT", opt_.grace_seconds);
-    while (state_.load() == State::kLoading)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (state_.load() == State::kReady) {
-      state_.store(State::kStopping);
-      service_->Shutdown(opt_.grace_seconds);
-    }
-    // Handlers still writing their last bytes finish before listen() returns.
-    StopHttp();
-  });
-  const bool ok = h.listen_after_bind();
-  if (!signalled.load()) {
-    // listen() ended without a signal (the model failed to load): release the waiter.
+                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT", opt_.grace_seconds);
+  } else {
     exiting = true;
-    pthread_kill(waiter.native_handle(), SIGTERM);
+    pthread_kill(waiter.native_handle(), SIGTERM);  // release the waiter
   }
   waiter.join();
-  loader.join();
+  if (state_.load() == State::kReady) {
+    state_.store(State::kStopping);
+    service_->Shutdown(opt_.grace_seconds);
+  }
+  // Every stream has its end now: a few seconds for the last bytes to reach their clients.
+  http_server_->Stop(5);
+  http_server_.reset();
   service_.reset();
   if (state_.load() == State::kFailed) return 1;
-  if (!ok && !signalled) return 1;
   std::fprintf(stderr, "paddock: stopped\n");
   return 0;
 }

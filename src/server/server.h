@@ -25,7 +25,11 @@ struct ServerOptions {
   std::string chat_template;  // a built-in chat template family instead of the model's template
   std::string chat_template_file;  // a Jinja chat template file instead of the model's
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 0;        // 0: enough for every running and queued request
+  int http_threads = 0;        // event threads (0: the HTTP layer's default, 2)
+  size_t max_connections = 0;  // open connections at most (0: 4096); more are closed at once
+  double header_timeout = 0;   // seconds for the request line and headers (0: 10)
+  double body_timeout = 0;     // seconds for a request body (0: 60)
+  double idle_timeout = 0;     // seconds without a byte moving either way (0: 30)
   double request_timeout = 0;  // default per-request deadline in seconds (0: none)
   double grace_seconds = 30;   // on SIGTERM, how long in-flight requests may take
   // Control tokens spelled in a raw completions prompt become those tokens (off: the prompt is

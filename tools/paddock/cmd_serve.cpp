@@ -55,7 +55,18 @@ std::vector<OptionSpec> ServeSpecs() {
        true},
       {{"--auth-health"}, false, "/health and /metrics need a key too (default: open)"},
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
-      {{"--http-threads"}, true, "HTTP worker threads (default: max-running + max-queue + 16)"},
+      {{"--http-threads"}, true, "HTTP event threads (default 2; no thread per connection)"},
+      {{"--max-connections"},
+       true,
+       "open connections at most; more are closed at once (default 4096)"},
+      {{"--header-timeout"},
+       true,
+       "seconds a client has to send the request line and headers (default 10)"},
+      {{"--body-timeout"}, true, "seconds a client has to send a request body (default 60)"},
+      {{"--idle-timeout"},
+       true,
+       "seconds a connection may move no byte either way, e.g. a client that stops reading "
+       "(default 30)"},
       {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
       {{"-t", "--threads"}, true, "compute threads (default: one per physical core)"},
       {{"-c", "--ctx"}, true, "context per request in tokens (default: model's, at most 4096)"},
@@ -136,7 +147,11 @@ int CmdServe(int argc, char** argv) {
   so.max_body_bytes =
       args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
   if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
-  so.http_threads = static_cast<int>(args.Int("--http-threads", 0, 0, 4096));
+  so.http_threads = static_cast<int>(args.Int("--http-threads", 2, 1, 64));
+  so.max_connections = static_cast<size_t>(args.Int("--max-connections", 4096, 1, 1000000));
+  so.header_timeout = args.Float("--header-timeout", 10, 0.5, 3600);
+  so.body_timeout = args.Float("--body-timeout", 60, 0.5, 3600);
+  so.idle_timeout = args.Float("--idle-timeout", 30, 1, 3600);
   so.grace_seconds = args.Float("--grace", 30, 0, 1e6);
   so.api_keys = ApiKeys(args);
   so.auth_health = args.Has("--auth-health");
