@@ -13,6 +13,20 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int kMaxDepth = 64;           // JSON nesting; a request needs 5
+constexpr size_t kMaxStopBytes = 1024;  // per stop sequence
+constexpr size_t kMaxModelBytes = 256;  // a model name
+constexpr size_t kMaxErrorBytes = 512;  // an error message: never megabytes echoed back
+constexpr size_t kMaxParamBytes = 128;
+
+// s cut to at most n bytes at a UTF-8 character boundary, "..." marking the cut.
+std::string Clip(std::string_view s, size_t n) {
+  if (s.size() <= n) return std::string(s);
+  size_t cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "...";
+}
+
 [[noreturn]] void Bad(const std::string& param, const std::string& msg,
                       const std::string& code = "") {
   ApiError e;
@@ -104,6 +118,8 @@ std::string MessageContent(const json& c, size_t i) {
 void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   ApiRequest& r = *rp;
   r.model = Text(j, "model");
+  if (r.model.size() > kMaxModelBytes)
+    Bad("model", "'model' is at most " + std::to_string(kMaxModelBytes) + " bytes");
   if (!r.model.empty() && r.model != ctx.model_name) {
     ApiError e;
     e.status = 400;
@@ -265,6 +281,8 @@ void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp
     }
     for (const auto& x : g.stop) {
       if (x.empty()) Bad("stop", "stop sequences must not be empty");
+      if (x.size() > kMaxStopBytes)
+        Bad("stop", "stop sequences are at most " + std::to_string(kMaxStopBytes) + " bytes");
     }
   }
 }
@@ -315,7 +333,33 @@ void RefuseUnknownFields(const json& j, bool chat) {
   }
 }
 
+// Refuses JSON nested deeper than kMaxDepth before any of it is built: one pass over the bytes
+// (strings and their escapes skipped), no allocation. A body of 8 MB of `{"a":` costs a scan,
+// not a tree.
+static void CheckNesting(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxDepth)
+        Bad("", "the request body nests deeper than " + std::to_string(kMaxDepth) + " levels");
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
 ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
+  CheckNesting(body);
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Bad("", "the request body is not valid JSON");
   if (!j.is_object()) Bad("", "the request body must be a JSON object");
@@ -337,9 +381,9 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
 }
 
 std::string ErrorBody(const ApiError& e) {
-  json err = {{"message", e.message},
+  json err = {{"message", Clip(e.message, kMaxErrorBytes)},
               {"type", e.type},
-              {"param", e.param.empty() ? json() : json(e.param)},
+              {"param", e.param.empty() ? json() : json(Clip(e.param, kMaxParamBytes))},
               {"code", e.code.empty() ? json() : json(e.code)}};
   return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }

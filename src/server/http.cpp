@@ -67,8 +67,8 @@ struct Connection {
 
 // A JSON error body for the answers this layer gives itself.
 std::string ErrorJson(int status, const char* type, const char* message) {
-  return StrFormat("{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":%d}}",
-                   message, type, status);
+  return StrFormat("{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":null}}",
+                   message, type);
 }
 
 }  // namespace
@@ -86,7 +86,7 @@ struct HttpServer::Impl {
   std::mutex streams_mu;
   std::unordered_map<Exchange*, std::weak_ptr<Exchange>> streams;  // answered with a stream
 
-  std::atomic<uint64_t> connections_open{0}, timeouts{0}, oversized{0};
+  std::atomic<uint64_t> connections_open{0}, refused{0}, timeouts{0}, oversized{0};
   std::atomic<uint64_t> streams_open{0}, busy{0};
   std::atomic<bool> freed_since_trim{false};
 
@@ -159,6 +159,12 @@ size_t RaiseFileLimit(size_t want) {
   return std::min(want, room);
 }
 
+// Paths are compared as sent: no percent-decoding, so "%00" cannot cut a path short and
+// "/v1/%2e%2e/" stays what it is (the API has no path that needs decoding).
+size_t KeepEscaped(void*, MHD_Connection*, char* s) {
+  return std::strlen(s);
+}
+
 MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
   auto* h = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
   h->emplace_back(key ? key : "", value ? value : "");
@@ -228,6 +234,14 @@ MHD_Result HttpServer::Impl::Access(MHD_Connection* c, const char* url, const ch
       oversized++;
       return Refuse(c, x, 431, "request_too_large", "too many header fields");
     }
+    // Framing a proxy in front could read differently (request smuggling): several
+    // Content-Length fields, or Content-Length with Transfer-Encoding, are refused.
+    size_t lengths = 0;
+    for (const auto& [k, v] : x.req.headers)
+      lengths += strcasecmp(k.c_str(), "Content-Length") == 0 ? 1 : 0;
+    if (lengths > 1 || (lengths == 1 && !te.empty()))
+      return Refuse(c, x, 400, "invalid_request_error",
+                    "ambiguous body framing (several Content-Length, or with Transfer-Encoding)");
     const std::string_view ce = x.req.Header("Content-Encoding");
     if (!ce.empty() && strncasecmp(ce.data(), "identity", std::max<size_t>(ce.size(), 8)) != 0)
       return Refuse(c, x, 415, "invalid_request_error",
@@ -448,13 +462,22 @@ void HttpServer::Start() {
     static_cast<Impl*>(cls)->Notify(c, ctx, t);
   };
   const unsigned threads = static_cast<unsigned>(std::max(1, s.limits.threads));
+  // Past the cap a connection is closed as soon as it is accepted (libmicrohttpd's own limit,
+  // set above ours, would leave it waiting in the listen backlog instead).
+  auto admit = [](void* cls, const sockaddr*, socklen_t) -> MHD_Result {
+    Impl& s = *static_cast<Impl*>(cls);
+    if (s.connections_open.load() < s.limits.max_connections) return MHD_YES;
+    s.refused++;
+    return MHD_NO;
+  };
   s.daemon = MHD_start_daemon(
-      MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, nullptr, nullptr, +access, &s,
+      MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, +admit, &s, +access, &s,
       MHD_OPTION_LISTEN_SOCKET, s.listen_fd, MHD_OPTION_THREAD_POOL_SIZE, threads,
-      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(s.limits.max_connections),
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(s.limits.max_connections + 64 * threads),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, s.limits.connection_memory, MHD_OPTION_CONNECTION_TIMEOUT,
       s.limits.idle_seconds, MHD_OPTION_NOTIFY_COMPLETED, +completed, &s,
-      MHD_OPTION_NOTIFY_CONNECTION, +notify, &s, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_CONNECTION, +notify, &s, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+      MHD_OPTION_UNESCAPE_CALLBACK, &KeepEscaped, nullptr, MHD_OPTION_END);
   if (s.daemon == nullptr) Fail("cannot start the HTTP server on port %d", s.port);
   s.housekeeper = std::thread([&s] { s.Housekeep(); });
 }
@@ -489,6 +512,7 @@ HttpStats HttpServer::Stats() const {
   const Impl& s = *impl_;
   HttpStats st;
   st.connections_open = s.connections_open.load();
+  st.refused = s.refused.load();
   st.timeouts = s.timeouts.load();
   st.oversized = s.oversized.load();
   st.streams_open = s.streams_open.load();

@@ -88,6 +88,7 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponse*)>;
 
 struct HttpStats {
   uint64_t connections_open = 0;
+  uint64_t refused = 0;       // closed at once: over the connection cap
   uint64_t timeouts = 0;      // header, body or idle deadline reached
   uint64_t oversized = 0;     // 413 / 431 / body cut at the limit
   uint64_t streams_open = 0;  // responses still being produced

@@ -120,6 +120,10 @@ std::string PrometheusText(const std::string& model_name, const ServiceStats& s,
   }
   Header(&o, "paddock_http_connections", "gauge", "Open HTTP connections.");
   o += StrFormat("paddock_http_connections{%s} %" PRIu64 "\n", L.c_str(), http.connections_open);
+  Header(&o, "paddock_http_connections_refused_total", "counter",
+         "Connections closed at once because the connection cap was reached.");
+  o += StrFormat("paddock_http_connections_refused_total{%s} %" PRIu64 "\n", L.c_str(),
+                 http.refused);
   Header(&o, "paddock_http_timeouts_total", "counter",
          "Connections closed for a header, body or idle deadline.");
   o += StrFormat("paddock_http_timeouts_total{%s} %" PRIu64 "\n", L.c_str(), http.timeouts);

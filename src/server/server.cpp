@@ -409,6 +409,7 @@ void Server::Metrics(HttpResponse* res) {
   }
   const HttpStats hs = http_server_->Stats();
   http.connections_open = hs.connections_open;
+  http.refused = hs.refused;
   http.timeouts = hs.timeouts;
   http.oversized = hs.oversized;
   res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);

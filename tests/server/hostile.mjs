@@ -1,0 +1,501 @@
+// Hostile clients against a running `paddock serve` (stories260K), over raw sockets: slow
+// senders, header floods, oversized, lying and chunked bodies, compressed and deeply nested
+// bodies, malformed request lines, path tricks, method confusion, invalid UTF-8, pipelining,
+// HTTP/1.0, abrupt disconnects, clients that stop reading, a connection flood past the cap,
+// SIGHUP mid-stream, and a crowd of streaming requests. For each attack it prints the status,
+// the time to answer, the server's peak and settled RSS, and whether a normal request was
+// served within 1 s meanwhile; it asserts what the server must do.
+// usage: node hostile.mjs PORT SERVER_PID [--measure] [--only NAME,...] [--scale K]
+//   --measure: print the table, assert nothing (to measure another build)
+//   --scale K: crowd sizes times K (1 in the suite; the note's figures use larger crowds)
+import net from 'node:net';
+import fs from 'node:fs';
+
+const args = process.argv.slice(2);
+const port = Number(args[0]);
+const pid = Number(args[1]);
+const measureOnly = args.includes('--measure');
+const onlyArg = args.indexOf('--only');
+const only = onlyArg >= 0 ? args[onlyArg + 1].split(',') : null;
+const scaleArg = args.indexOf('--scale');
+const scale = scaleArg >= 0 ? Number(args[scaleArg + 1]) : 1;
+const capArg = args.indexOf('--cap');
+const cap = capArg >= 0 ? Number(args[capArg + 1]) : 0;  // the server's --max-connections
+let failures = 0;
+let passes = 0;
+
+function check(name, ok, detail = '') {
+  if (measureOnly) return;
+  console.log(`${ok ? 'ok  ' : 'FAIL'} hostile: ${name}${ok ? '' : ' ' + detail}`);
+  if (ok) passes++;
+  else failures++;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const now = () => performance.now();
+
+function procStatus(key) {
+  try {
+    const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${key}:\\s+(\\d+)`, 'm'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+const rssMb = () => procStatus('VmRSS') / 1024;
+const peakMb = () => procStatus('VmHWM') / 1024;
+const threads = () => procStatus('Threads');
+function resetPeak() {
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  } catch {}
+}
+const alive = () => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+// A parsed response from raw bytes: status, headers (lower-case), body (de-chunked).
+function parseResponse(buf) {
+  const s = buf.toString('latin1');
+  const end = s.indexOf('\r\n\r\n');
+  if (end < 0) return null;
+  const lines = s.slice(0, end).split('\r\n');
+  const status = Number(lines[0].split(' ')[1]);
+  const headers = {};
+  for (const l of lines.slice(1)) {
+    const i = l.indexOf(':');
+    if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+  }
+  let rest = buf.subarray(Buffer.byteLength(s.slice(0, end + 4), 'latin1'));
+  let body = null;
+  let consumed = end + 4;
+  if (headers['transfer-encoding'] === 'chunked') {
+    const parts = [];
+    let off = 0;
+    for (;;) {
+      const t = rest.toString('latin1', off);
+      const nl = t.indexOf('\r\n');
+      if (nl < 0) return { status, headers, body: null, complete: false };
+      const n = parseInt(t.slice(0, nl), 16);
+      if (off + nl + 2 + n + 2 > rest.length) return { status, headers, body: null, complete: false };
+      if (n === 0) {
+        off += nl + 4;
+        break;
+      }
+      parts.push(rest.subarray(off + nl + 2, off + nl + 2 + n));
+      off += nl + 2 + n + 2;
+    }
+    body = Buffer.concat(parts);
+    consumed += off;
+  } else if (headers['content-length'] !== undefined) {
+    const n = Number(headers['content-length']);
+    if (rest.length < n) return { status, headers, body: null, complete: false };
+    body = rest.subarray(0, n);
+    consumed += n;
+  } else {
+    body = rest;  // until close
+    return { status, headers, body, complete: false, untilClose: true };
+  }
+  return { status, headers, body, complete: true, consumed };
+}
+
+// Sends `data` (string, Buffer, or async function(socket) that writes) and collects until the
+// server closes or `timeoutMs`; returns {responses, ms, closed, error}.
+function raw(data, { timeoutMs = 5000, keepOpen = false, onData = null } = {}) {
+  return new Promise((resolve) => {
+    const t0 = now();
+    const sock = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    let firstAt = null;
+    let done = false;
+    const finish = (closed, error = null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      const buf = Buffer.concat(chunks);
+      const responses = [];
+      let off = 0;
+      while (off < buf.length) {
+        const r = parseResponse(buf.subarray(off));
+        if (!r) break;
+        responses.push(r);
+        if (!r.complete) break;
+        off += r.consumed;
+      }
+      sock.destroy();
+      resolve({ responses, ms: (firstAt ?? now()) - t0, closed, error, bytes: buf.length, raw: buf });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sock.on('data', (d) => {
+      if (firstAt === null) firstAt = now();
+      chunks.push(d);
+      if (onData && onData(Buffer.concat(chunks), sock)) finish(false);
+    });
+    sock.on('close', () => finish(true));
+    sock.on('error', (e) => finish(true, e.code));
+    sock.on('connect', async () => {
+      try {
+        if (typeof data === 'function') await data(sock);
+        else sock.write(data);
+      } catch {}
+    });
+  });
+}
+
+// A normal request while an attack runs: served within 1 s?
+async function normalRequest() {
+  const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
+  const t0 = now();
+  const r = await raw(
+    `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    { timeoutMs: 5000 });
+  const ms = now() - t0;
+  return { ok: r.responses[0]?.status === 200 && ms < 1000, ms };
+}
+
+const rows = [];
+async function attack(name, fn) {
+  if (only && !only.includes(name)) return;
+  if (!alive()) {
+    check(`${name}: server alive before`, false);
+    return;
+  }
+  const rss0 = rssMb();
+  resetPeak();
+  const t0 = now();
+  const res = (await fn()) || {};
+  const seconds = (now() - t0) / 1000;
+  await sleep(2500);  // let a burst's memory go back (the server trims after 1 s idle)
+  const row = {
+    name, status: res.status ?? '-', answer_ms: res.ms !== undefined ? Math.round(res.ms) : '-',
+    peak_rss_mb: Math.round(peakMb()), settled_rss_mb: Math.round(rssMb()), idle_rss_mb: Math.round(rss0),
+    normal_served: res.normal ? (res.normal.ok ? `yes (${Math.round(res.normal.ms)} ms)` : `NO (${Math.round(res.normal.ms)} ms)`) : '-',
+    seconds: seconds.toFixed(1), note: res.note ?? '',
+  };
+  rows.push(row);
+  check(`${name}: server alive after`, alive());
+  if (res.normal) check(`${name}: a normal request is served within 1 s meanwhile`, res.normal.ok, `${res.normal.ms} ms`);
+}
+
+const health = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
+const post = (path, body, extra = '') =>
+  `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+
+async function metric(name) {
+  const r = await raw(`GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+  const text = r.responses[0]?.body?.toString() ?? '';
+  const m = text.match(new RegExp(`^${name}(\\{[^}]*\\})? ([0-9.e+]+)`, 'm'));
+  return m ? Number(m[2]) : NaN;
+}
+async function waitIdle(ms = 5000) {
+  const t0 = now();
+  while (now() - t0 < ms) {
+    if ((await metric('vllm:num_requests_running')) === 0 && (await metric('vllm:num_requests_waiting')) === 0) return true;
+    await sleep(100);
+  }
+  return false;
+}
+
+// --- slow senders: N sockets that each send one header byte every 2 s
+async function slowloris(n) {
+  const socks = [];
+  const line = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(200);
+  for (let i = 0; i < n; i++) {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    s.closedAt = null;
+    s.on('close', () => { s.closedAt = now(); });
+    socks.push(s);
+    if (i % 100 === 99) await sleep(10);
+  }
+  const t0 = now();
+  let pos = 0;
+  const timer = setInterval(() => {
+    for (const s of socks) if (!s.destroyed) s.write(line[pos % line.length]);
+    pos++;
+  }, 2000);
+  await sleep(1500);
+  const normal = await normalRequest();
+  const open = socks.filter((s) => s.closedAt === null).length;
+  return { socks, timer, t0, normal, open };
+}
+
+await attack('slowloris', async () => {
+  const n = 100 * scale;
+  const { socks, timer, t0, normal, open } = await slowloris(n);
+  // The header deadline (--header-timeout) closes them.
+  const deadline = now() + 20000;
+  while (now() < deadline && socks.some((s) => s.closedAt === null)) await sleep(200);
+  clearInterval(timer);
+  const closed = socks.filter((s) => s.closedAt !== null);
+  const lastClose = closed.length ? Math.max(...closed.map((s) => s.closedAt)) - t0 : NaN;
+  for (const s of socks) s.destroy();
+  check(`slowloris: all ${n} slow connections closed by the header deadline`, closed.length === n, `${closed.length}/${n}`);
+  return { status: 'closed', ms: lastClose, normal, note: `${n} sockets, ${open} open after 1.5 s, all closed after ${(lastClose / 1000).toFixed(1)} s` };
+});
+
+await attack('chunked-bomb', async () => {
+  // 150 MB chunked body, sent as fast as the server reads it.
+  const normalP = sleep(300).then(normalRequest);
+  const r = await raw(async (s) => {
+    s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n');
+    const chunk = Buffer.alloc(1 << 20, 0x20);
+    const head = Buffer.from((1 << 20).toString(16) + '\r\n');
+    for (let i = 0; i < 150 && !s.destroyed; i++) {
+      const ok = s.write(Buffer.concat([head, chunk, Buffer.from('\r\n')]));
+      if (!ok) await new Promise((res) => { s.once('drain', res); s.once('close', res); });
+    }
+  }, { timeoutMs: 30000 });
+  const normal = await normalP;
+  check('chunked-bomb: connection cut', r.closed);
+  check('chunked-bomb: peak RSS under idle + 64 MB', peakMb() < rssMb() + 64, `${peakMb()} MB`);
+  return { status: r.responses[0]?.status ?? 'closed', ms: r.ms, normal };
+});
+
+await attack('chunked-bomb-x4', async () => {
+  const one = () => raw(async (s) => {
+    s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const c = Buffer.concat([Buffer.from('100000\r\n'), Buffer.alloc(1 << 20, 0x20), Buffer.from('\r\n')]);
+    for (let i = 0; i < 150 && !s.destroyed; i++) {
+      if (!s.write(c)) await new Promise((res) => { s.once('drain', res); s.once('close', res); });
+    }
+  }, { timeoutMs: 30000 });
+  const normalP = sleep(300).then(normalRequest);
+  const rs = await Promise.all([one(), one(), one(), one()]);
+  const normal = await normalP;
+  check('chunked-bomb-x4: every connection cut', rs.every((r) => r.closed));
+  return { status: 'closed', ms: Math.max(...rs.map((r) => r.ms)), normal };
+});
+
+await attack('no-length-body', async () => {
+  // A body without Content-Length or chunking: HTTP/1.1 says there is no body; the bytes are
+  // read as the next request, which is malformed.
+  const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n{"prompt":"x"}', { timeoutMs: 3000 });
+  check('no-length-body: answered 400 (empty body), the rest refused', r.responses[0]?.status === 400, JSON.stringify(r.responses.map((x) => x.status)));
+  return { status: r.responses.map((x) => x.status).join(',') || 'closed', ms: r.ms };
+});
+
+await attack('gzip-body', async () => {
+  const r = await raw(post('/v1/completions', '\x1f\x8b\x08\x00' + 'x'.repeat(1000), 'Content-Encoding: gzip\r\n'));
+  check('gzip-body: 415', r.responses[0]?.status === 415, String(r.responses[0]?.status));
+  return { status: r.responses[0]?.status, ms: r.ms };
+});
+
+await attack('deep-nesting-x16', async () => {
+  const body = '{"a":'.repeat(1300000);  // 6.5 MB
+  const normalP = sleep(100).then(normalRequest);
+  const rs = await Promise.all(Array.from({ length: 16 }, () => raw(post('/v1/completions', body, 'Connection: close\r\n'), { timeoutMs: 30000 })));
+  const normal = await normalP;
+  check('deep-nesting-x16: every one 400', rs.every((r) => r.responses[0]?.status === 400), JSON.stringify(rs.map((r) => r.responses[0]?.status)));
+  check('deep-nesting-x16: peak RSS under idle + 200 MB (16 bodies of 6.5 MB held at once)', peakMb() < rssMb() + 200, `${peakMb()} MB`);
+  const small = rs[0].responses[0]?.body?.length ?? 0;
+  check('deep-nesting-x16: the error does not echo the body', small < 1000, `${small} bytes`);
+  return { status: rs[0].responses[0]?.status, ms: Math.max(...rs.map((r) => r.ms)), normal };
+});
+
+await attack('header-flood', async () => {
+  // Two million headers, as fast as they are read.
+  const r = await raw(async (s) => {
+    s.write('GET /health HTTP/1.1\r\nHost: x\r\n');
+    const block = Buffer.from('X-A: b\r\n'.repeat(10000));
+    for (let i = 0; i < 200 && !s.destroyed; i++) {
+      if (!s.write(block)) await new Promise((res) => { s.once('drain', res); s.once('close', res); });
+    }
+    s.write('\r\n');
+  }, { timeoutMs: 20000 });
+  const st = r.responses[0]?.status;
+  check('header-flood: refused (431) or cut', st === 431 || st === 413 || (st === undefined && r.closed), String(st));
+  check('header-flood: peak RSS under idle + 32 MB', peakMb() < rssMb() + 32, `${peakMb()} MB`);
+  return { status: st ?? 'closed', ms: r.ms, normal: await normalRequest() };
+});
+
+await attack('many-headers', async () => {
+  const r = await raw('GET /health HTTP/1.1\r\nHost: x\r\n' + 'X-A: b\r\n'.repeat(150) + '\r\n');
+  check('many-headers: 150 header fields -> 431', r.responses[0]?.status === 431, String(r.responses[0]?.status));
+  return { status: r.responses[0]?.status, ms: r.ms };
+});
+
+await attack('pipelining', async () => {
+  const r = await raw(health + health + 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  check('pipelining: three requests in one write get three answers in order', r.responses.length === 3 && r.responses.every((x) => x.status === 200), JSON.stringify(r.responses.map((x) => x.status)));
+  return { status: r.responses.map((x) => x.status).join(','), ms: r.ms };
+});
+
+await attack('huge-content-length', async () => {
+  const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{');
+  check('huge-content-length: 413 within 1 s', r.responses[0]?.status === 413 && r.ms < 1000, `${r.responses[0]?.status} ${r.ms}`);
+  return { status: r.responses[0]?.status, ms: r.ms };
+});
+
+await attack('negative-content-length', async () => {
+  const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{');
+  check('negative-content-length: 400 within 1 s', r.responses[0]?.status === 400 && r.ms < 1000, `${r.responses[0]?.status} ${r.ms}`);
+  return { status: r.responses[0]?.status, ms: r.ms };
+});
+
+await attack('lying-content-length', async () => {
+  // Says 1000 bytes, sends 10, waits: the body deadline (or idle timeout) ends it; meanwhile
+  // others are served.
+  const normalP = sleep(200).then(normalRequest);
+  const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"prompt":', { timeoutMs: 90000 });
+  const normal = await normalP;
+  check('lying-content-length: connection closed by a deadline', r.closed);
+  return { status: r.responses[0]?.status ?? 'closed', ms: r.ms, normal };
+});
+
+await attack('http10-stream', async () => {
+  const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0, stream: true });
+  const r = await raw(`POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`, { timeoutMs: 10000 });
+  const res = r.responses[0];
+  check('http10-stream: no chunked encoding to an HTTP/1.0 client', res && res.headers['transfer-encoding'] === undefined, JSON.stringify(res?.headers));
+  check('http10-stream: the body ends with [DONE] and the connection closes', r.closed && r.raw.toString().trimEnd().endsWith('data: [DONE]'));
+  return { status: res?.status, ms: r.ms };
+});
+
+await attack('malformed-request-lines', async () => {
+  // Refused with a 4xx/5xx, or closed by the header deadline without an answer.
+  const bad = ['GARBAGE\r\n\r\n', 'GET\r\n\r\n', 'GET / HTTP/9.9\r\n\r\n', '\x00\x01\x02\xff\r\n\r\n',
+    'GET /health HTTP/1.1\r\nHost: x\r\n bad: folded\r\n\r\n', 'GET  /health  HTTP/1.1\r\n\r\n',
+    'GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab'];
+  const rs = await Promise.all(bad.map((c) => raw(c, { timeoutMs: 15000 })));
+  const st = rs.map((r) => r.responses[0]?.status ?? 'closed');
+  check('malformed-request-lines: each refused (4xx/5xx) or closed unanswered', st.every((x) => x === 'closed' || x >= 400), JSON.stringify(st));
+  return { status: st.join(','), ms: Math.max(...rs.map((r) => r.ms)) };
+});
+
+await attack('invalid-utf8', async () => {
+  const body = Buffer.concat([Buffer.from('{"messages":[{"role":"user","content":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}]}')]);
+  const r = await raw(Buffer.concat([Buffer.from(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n`), body]));
+  check('invalid-utf8: 400', r.responses[0]?.status === 400, String(r.responses[0]?.status));
+  return { status: r.responses[0]?.status, ms: r.ms };
+});
+
+await attack('path-tricks', async () => {
+  const paths = ['/v1/../health', '/%2e%2e/%2e%2e/etc/passwd', '//v1//models', '/v1/models%00', '/health?x=' + 'a'.repeat(4000),
+    '/' + 'a'.repeat(100000), '/v1/completions/', 'http://evil/v1/models', '*'];
+  const rs = await Promise.all(paths.map((p) => raw(`GET ${p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, { timeoutMs: 5000 })));
+  const st = rs.map((r) => r.responses[0]?.status ?? 'closed');
+  // Only /health?x=... is a real endpoint (its query is ignored); the rest are refused.
+  const okAll = st.every((s, i) => (i === 4 ? s === 200 : s === 'closed' || s >= 400));
+  check('path-tricks: only real paths answer 200', okAll, JSON.stringify(st));
+  return { status: st.join(','), ms: Math.max(...rs.map((r) => r.ms)) };
+});
+
+await attack('method-confusion', async () => {
+  const cases = [['GET', '/v1/completions', 405], ['DELETE', '/health', 405], ['PUT', '/v1/chat/completions', 405],
+    ['POST', '/health', 405], ['FOO', '/metrics', 405], ['HEAD', '/health', 200], ['GET', '/v1/nothing', 404]];
+  const rs = await Promise.all(cases.map(([m, p]) => raw(`${m} ${p} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`)));
+  const st = rs.map((r) => r.responses[0]?.status);
+  check('method-confusion: 405 on known paths, 404 elsewhere', st.every((s, i) => s === cases[i][2]), JSON.stringify(st));
+  check('method-confusion: 405 names the allowed methods', rs[0].responses[0]?.headers['allow']?.includes('POST'));
+  return { status: st.join(','), ms: Math.max(...rs.map((r) => r.ms)) };
+});
+
+await attack('abrupt-disconnects', async () => {
+  // Mid-body, mid-stream and mid-wait (non-streaming): the server cancels and frees.
+  const big = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 400, temperature: 0.8, ignore_eos: true, stream: true });
+  const one = (kind) => raw(async (s) => {
+    if (kind === 'body') {
+      s.write(post('/v1/completions', big).slice(0, 120));
+      await sleep(50);
+      s.destroy();
+    } else {
+      s.write(post('/v1/completions', kind === 'stream' ? big : big.replace('"stream":true', '"stream":false')));
+    }
+  }, { onData: (buf, s) => kind === 'stream' && buf.includes('data:'), timeoutMs: kind === 'wait' ? 300 : 5000 });
+  await Promise.all([...Array(10)].flatMap(() => [one('body'), one('stream'), one('wait')]));
+  const idle = await waitIdle(10000);
+  check('abrupt-disconnects: every cancelled request leaves the engine', idle);
+  return { status: 'n/a', normal: await normalRequest() };
+});
+
+await attack('stalled-reader', async () => {
+  // Asks for a long stream and never reads: the socket buffers fill, no byte moves, the idle
+  // timeout ends it, the request is cancelled.
+  const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 1500, temperature: 1, ignore_eos: true, stream: true });
+  const s = net.connect(port, '127.0.0.1');
+  s.on('error', () => {});
+  s.pause();
+  s.setNoDelay(true);
+  await new Promise((r) => s.on('connect', r));
+  s.write(post('/v1/completions', body));
+  const normal = await sleep(500).then(normalRequest);
+  const idle = await waitIdle(60000);
+  s.destroy();
+  check('stalled-reader: the request ends (completed or cancelled)', idle);
+  return { status: 'n/a', normal };
+});
+
+await attack('sighup-mid-stream', async () => {
+  const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 60, temperature: 0, stream: true });
+  const r = await raw(async (s) => {
+    s.write(post('/v1/completions', body, 'Connection: close\r\n'));
+    await sleep(30);
+    process.kill(pid, 'SIGHUP');
+  }, { timeoutMs: 15000 });
+  check('sighup-mid-stream: the stream still ends with [DONE]', r.raw.toString().includes('data: [DONE]'));
+  return { status: r.responses[0]?.status, ms: r.ms };
+});
+
+await attack('streaming-crowd', async () => {
+  // Many streaming requests at once: admitted up to the queue limit, the rest 429 at once;
+  // every admitted stream ends with [DONE]; the thread count does not follow the connections.
+  const n = 500 * scale;
+  const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0, stream: true });
+  const threads0 = threads();
+  let maxThreads = threads0;
+  const poll = setInterval(() => { maxThreads = Math.max(maxThreads, threads()); }, 50);
+  const rss0 = rssMb();
+  let maxRss = rss0;
+  const poll2 = setInterval(() => { maxRss = Math.max(maxRss, rssMb()); }, 50);
+  const t0 = now();
+  const rs = await Promise.all(Array.from({ length: n }, () => raw(post('/v1/completions', body, 'Connection: close\r\n'), { timeoutMs: 120000 })));
+  clearInterval(poll);
+  clearInterval(poll2);
+  const ok = rs.filter((r) => r.responses[0]?.status === 200);
+  const busy = rs.filter((r) => r.responses[0]?.status === 429);
+  const done = ok.filter((r) => (r.responses[0].body ?? r.raw).toString().trimEnd().endsWith('data: [DONE]'));
+  const slow429 = busy.filter((r) => r.ms > 1000).length;
+  check(`streaming-crowd: every one of ${n} answered 200 or 429`, ok.length + busy.length === n, `${ok.length} + ${busy.length}`);
+  check('streaming-crowd: every admitted stream ends with [DONE]', done.length === ok.length, `${done.length}/${ok.length}`);
+  check('streaming-crowd: 429s come at once (< 1 s)', slow429 === 0, `${slow429} slow`);
+  check('streaming-crowd: no thread per connection', maxThreads < threads0 + 8, `${threads0} -> ${maxThreads}`);
+  return {
+    status: `${ok.length}x200 ${busy.length}x429`, ms: now() - t0,
+    note: `threads ${threads0} -> max ${maxThreads}; RSS +${(maxRss - rss0).toFixed(0)} MB for ${n} connections (${((maxRss - rss0) * 1024 / n).toFixed(1)} KB each)`,
+  };
+});
+
+if (cap > 0) {
+  await attack('connection-cap', async () => {
+    // cap + 20 idle connections: the ones past the cap are closed at once, not queued.
+    const socks = [];
+    const t0 = now();
+    for (let i = 0; i < cap + 20; i++) {
+      const s = net.connect(port, '127.0.0.1');
+      s.on('error', () => {});
+      s.closedAt = null;
+      s.on('close', () => { s.closedAt = now() - t0; });
+      socks.push(s);
+    }
+    await sleep(700);
+    const closed = socks.filter((s) => s.closedAt !== null);
+    for (const s of socks) s.destroy();
+    await sleep(200);
+    const normal = await normalRequest();
+    check(`connection-cap: at least 20 of ${cap + 20} closed within 0.7 s`, closed.length >= 20, `${closed.length}`);
+    check('connection-cap: served again once they leave', normal.ok, `${normal.ms}`);
+    return { status: `${closed.length} closed`, ms: closed.length ? Math.max(...closed.map((s) => s.closedAt)) : NaN, note: `cap ${cap}` };
+  });
+}
+
+console.log('| attack | status | time to answer (ms) | peak RSS (MB) | settled RSS (MB) | idle RSS (MB) | normal request | note |');
+console.log('|---|---|---|---|---|---|---|---|');
+for (const r of rows)
+  console.log(`| ${r.name} | ${r.status} | ${r.answer_ms} | ${r.peak_rss_mb} | ${r.settled_rss_mb} | ${r.idle_rss_mb} | ${r.normal_served} | ${r.note} |`);
+if (!measureOnly) console.log(`hostile: ${passes} passed, ${failures} failed`);
+process.exit(failures === 0 || measureOnly ? 0 : 1);
