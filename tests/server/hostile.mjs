@@ -21,6 +21,9 @@ const scaleArg = args.indexOf('--scale');
 const scale = scaleArg >= 0 ? Number(args[scaleArg + 1]) : 1;
 const capArg = args.indexOf('--cap');
 const cap = capArg >= 0 ? Number(args[capArg + 1]) : 0;  // the server's --max-connections
+// Under a sanitizer: RSS is the sanitizer's, and everything is slower.
+const sanitized = process.env.PADDOCK_SANITIZED === '1';
+const slow = sanitized ? 5 : 1;
 let failures = 0;
 let passes = 0;
 
@@ -29,6 +32,17 @@ function check(name, ok, detail = '') {
   console.log(`${ok ? 'ok  ' : 'FAIL'} hostile: ${name}${ok ? '' : ' ' + detail}`);
   if (ok) passes++;
   else failures++;
+}
+// Until the socket can take more (or is gone).
+function waitDrain(s) {
+  return new Promise((res) => {
+    const done = () => { s.off('drain', done); s.off('close', done); res(); };
+    s.on('drain', done);
+    s.on('close', done);
+  });
+}
+function memCheck(name, ok, detail) {
+  if (!sanitized) check(name, ok, detail);
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now();
@@ -154,7 +168,7 @@ async function normalRequest() {
     `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
     { timeoutMs: 5000 });
   const ms = now() - t0;
-  return { ok: r.responses[0]?.status === 200 && ms < 1000, ms };
+  return { ok: r.responses[0]?.status === 200 && ms < 1000 * slow, ms };
 }
 
 const rows = [];
@@ -247,12 +261,12 @@ await attack('chunked-bomb', async () => {
     const head = Buffer.from((1 << 20).toString(16) + '\r\n');
     for (let i = 0; i < 150 && !s.destroyed; i++) {
       const ok = s.write(Buffer.concat([head, chunk, Buffer.from('\r\n')]));
-      if (!ok) await new Promise((res) => { s.once('drain', res); s.once('close', res); });
+      if (!ok) await waitDrain(s);
     }
   }, { timeoutMs: 30000 });
   const normal = await normalP;
   check('chunked-bomb: connection cut', r.closed);
-  check('chunked-bomb: peak RSS under idle + 64 MB', peakMb() < rssMb() + 64, `${peakMb()} MB`);
+  memCheck('chunked-bomb: peak RSS under idle + 64 MB', peakMb() < rssMb() + 64, `${peakMb()} MB`);
   return { status: r.responses[0]?.status ?? 'closed', ms: r.ms, normal };
 });
 
@@ -261,7 +275,7 @@ await attack('chunked-bomb-x4', async () => {
     s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
     const c = Buffer.concat([Buffer.from('100000\r\n'), Buffer.alloc(1 << 20, 0x20), Buffer.from('\r\n')]);
     for (let i = 0; i < 150 && !s.destroyed; i++) {
-      if (!s.write(c)) await new Promise((res) => { s.once('drain', res); s.once('close', res); });
+      if (!s.write(c)) await waitDrain(s);
     }
   }, { timeoutMs: 30000 });
   const normalP = sleep(300).then(normalRequest);
@@ -291,7 +305,7 @@ await attack('deep-nesting-x16', async () => {
   const rs = await Promise.all(Array.from({ length: 16 }, () => raw(post('/v1/completions', body, 'Connection: close\r\n'), { timeoutMs: 30000 })));
   const normal = await normalP;
   check('deep-nesting-x16: every one 400', rs.every((r) => r.responses[0]?.status === 400), JSON.stringify(rs.map((r) => r.responses[0]?.status)));
-  check('deep-nesting-x16: peak RSS under idle + 200 MB (16 bodies of 6.5 MB held at once)', peakMb() < rssMb() + 200, `${peakMb()} MB`);
+  memCheck('deep-nesting-x16: peak RSS under idle + 200 MB (16 bodies of 6.5 MB held at once)', peakMb() < rssMb() + 200, `${peakMb()} MB`);
   const small = rs[0].responses[0]?.body?.length ?? 0;
   check('deep-nesting-x16: the error does not echo the body', small < 1000, `${small} bytes`);
   return { status: rs[0].responses[0]?.status, ms: Math.max(...rs.map((r) => r.ms)), normal };
@@ -303,13 +317,13 @@ await attack('header-flood', async () => {
     s.write('GET /health HTTP/1.1\r\nHost: x\r\n');
     const block = Buffer.from('X-A: b\r\n'.repeat(10000));
     for (let i = 0; i < 200 && !s.destroyed; i++) {
-      if (!s.write(block)) await new Promise((res) => { s.once('drain', res); s.once('close', res); });
+      if (!s.write(block)) await waitDrain(s);
     }
     s.write('\r\n');
   }, { timeoutMs: 20000 });
   const st = r.responses[0]?.status;
   check('header-flood: refused (431) or cut', st === 431 || st === 413 || (st === undefined && r.closed), String(st));
-  check('header-flood: peak RSS under idle + 32 MB', peakMb() < rssMb() + 32, `${peakMb()} MB`);
+  memCheck('header-flood: peak RSS under idle + 32 MB', peakMb() < rssMb() + 32, `${peakMb()} MB`);
   return { status: st ?? 'closed', ms: r.ms, normal: await normalRequest() };
 });
 
@@ -327,13 +341,13 @@ await attack('pipelining', async () => {
 
 await attack('huge-content-length', async () => {
   const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{');
-  check('huge-content-length: 413 within 1 s', r.responses[0]?.status === 413 && r.ms < 1000, `${r.responses[0]?.status} ${r.ms}`);
+  check('huge-content-length: 413 within 1 s', r.responses[0]?.status === 413 && r.ms < 1000 * slow, `${r.responses[0]?.status} ${r.ms}`);
   return { status: r.responses[0]?.status, ms: r.ms };
 });
 
 await attack('negative-content-length', async () => {
   const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{');
-  check('negative-content-length: 400 within 1 s', r.responses[0]?.status === 400 && r.ms < 1000, `${r.responses[0]?.status} ${r.ms}`);
+  check('negative-content-length: 400 within 1 s', r.responses[0]?.status === 400 && r.ms < 1000 * slow, `${r.responses[0]?.status} ${r.ms}`);
   return { status: r.responses[0]?.status, ms: r.ms };
 });
 
@@ -408,7 +422,7 @@ await attack('abrupt-disconnects', async () => {
     }
   }, { onData: (buf, s) => kind === 'stream' && buf.includes('data:'), timeoutMs: kind === 'wait' ? 300 : 5000 });
   await Promise.all([...Array(10)].flatMap(() => [one('body'), one('stream'), one('wait')]));
-  const idle = await waitIdle(10000);
+  const idle = await waitIdle(10000 * slow);
   check('abrupt-disconnects: every cancelled request leaves the engine', idle);
   return { status: 'n/a', normal: await normalRequest() };
 });
@@ -459,7 +473,7 @@ await attack('streaming-crowd', async () => {
   const ok = rs.filter((r) => r.responses[0]?.status === 200);
   const busy = rs.filter((r) => r.responses[0]?.status === 429);
   const done = ok.filter((r) => (r.responses[0].body ?? r.raw).toString().trimEnd().endsWith('data: [DONE]'));
-  const slow429 = busy.filter((r) => r.ms > 1000).length;
+  const slow429 = busy.filter((r) => r.ms > 1000 * slow).length;
   check(`streaming-crowd: every one of ${n} answered 200 or 429`, ok.length + busy.length === n, `${ok.length} + ${busy.length}`);
   check('streaming-crowd: every admitted stream ends with [DONE]', done.length === ok.length, `${done.length}/${ok.length}`);
   check('streaming-crowd: 429s come at once (< 1 s)', slow429 === 0, `${slow429} slow`);
@@ -482,7 +496,7 @@ if (cap > 0) {
       s.on('close', () => { s.closedAt = now() - t0; });
       socks.push(s);
     }
-    await sleep(700);
+    await sleep(700 * slow);
     const closed = socks.filter((s) => s.closedAt !== null);
     for (const s of socks) s.destroy();
     await sleep(200);
