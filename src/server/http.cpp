@@ -108,11 +108,11 @@ struct HttpServer::Impl {
   static ssize_t Pull(void* cls, uint64_t pos, char* buf, size_t max);
 };
 
-namespace {
+namespace {}  // namespace
 
-// The listening socket: bound, with the largest backlog the system allows (bursts of clients
-// would otherwise overflow it: dropped handshakes, retries).
-int Listen(const std::string& host, int port) {
+// The largest backlog the system allows: bursts of clients would otherwise overflow it
+// (dropped handshakes, retries).
+int ListenTcp(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -144,6 +144,8 @@ int BoundPort(int fd) {
   if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
+
+namespace {
 
 // Every connection is a file descriptor: the soft limit is raised to the hard one, and the
 // connection cap kept below it.
@@ -435,7 +437,7 @@ HttpServer::HttpServer(const std::string& host, int port, const HttpLimits& limi
   impl_->limits = limits;
   impl_->limits.max_connections = RaiseFileLimit(limits.max_connections);
   impl_->handler = std::move(handler);
-  impl_->listen_fd = Listen(host, port);
+  impl_->listen_fd = ListenTcp(host, port);
   impl_->port = BoundPort(impl_->listen_fd);
 }
 

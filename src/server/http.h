@@ -94,6 +94,11 @@ struct HttpStats {
   uint64_t streams_open = 0;  // responses still being produced
 };
 
+// A bound, listening TCP socket (non-blocking, close-on-exec, the largest backlog); throws
+// Error naming the address if it cannot.
+int ListenTcp(const std::string& host, int port);
+int BoundPort(int fd);
+
 class HttpServer {
  public:
   // Binds and listens (host may be a name, an IPv4 or an IPv6 address; port 0: any free one);

@@ -10,12 +10,16 @@
 // whitespace and notice a client that left.
 #include "server/server.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -130,6 +134,7 @@ class Server {
   void Health(HttpResponse* res);
   void Metrics(HttpResponse* res);
   void LoadModel();
+  void AgentLoop(int fd);
   void RequestStop() {
     {
       std::lock_guard<std::mutex> lock(stop_mu_);
@@ -140,7 +145,7 @@ class Server {
 
   ServerOptions opt_;
   std::unique_ptr<HttpServer> http_server_;
-  enum class State { kLoading, kReady, kFailed, kStopping };
+  enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<Service> service_;
   ApiContext ctx_;
@@ -152,7 +157,27 @@ class Server {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;
+  std::atomic<bool> agent_stop_{false};
 };
+
+// The HAProxy agent protocol: one line per connection, then close. Nothing is read, so a
+// client cannot hold this thread; each answer is a few bytes to a fresh socket.
+void Server::AgentLoop(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  while (!agent_stop_.load()) {
+    if (poll(&p, 1, 200) <= 0) continue;
+    const int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    const char* line = "drain\n";
+    if (state_.load() == State::kReady) {
+      const ServiceStats st = service_->Stats();
+      if (st.waiting < service_->options().max_queue) line = "ready up 100%\n";
+    }
+    send(c, line, std::strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(c);
+  }
+  close(fd);
+}
 
 void Server::LoadModel() {
   try {
@@ -210,7 +235,7 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
 // 503 with Retry-After unless the model is loaded and the server is not stopping.
 bool Server::Ready(HttpResponse* res) {
   const State st = state_.load();
-  if (st == State::kReady) return true;
+  if (st == State::kReady || st == State::kDraining) return true;
   ApiError e;
   e.status = 503;
   e.type = "service_unavailable";
@@ -308,7 +333,8 @@ std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt
   }
   if (ss == SubmitStatus::kAccepted) return stream;
   ApiError e;
-  e.status = ss == SubmitStatus::kQueueFull ? 429 : 503;
+  e.status = ss == SubmitStatus::kQueueFull ? opt_.busy_status : 503;
+  if (ss == SubmitStatus::kQueueFull) res->SetHeader("X-Paddock-Overloaded", "queue-full");
   e.type = ss == SubmitStatus::kQueueFull ? "rate_limit_exceeded" : "service_unavailable";
   e.message = ss == SubmitStatus::kQueueFull
                   ? "the server is at capacity (request queue full); retry later"
@@ -380,7 +406,7 @@ bool Server::Authorized(const HttpRequest& req, HttpResponse* res) {
 }
 
 void Server::Models(HttpResponse* res) {
-  if (state_.load() != State::kReady) {
+  if (state_.load() != State::kReady && state_.load() != State::kDraining) {
     ApiError e;
     e.status = 503;
     e.type = "service_unavailable";
@@ -394,9 +420,10 @@ void Server::Models(HttpResponse* res) {
 void Server::Health(HttpResponse* res) {
   const State st = state_.load();
   res->status = st == State::kReady ? 200 : 503;
-  res->body = st == State::kReady     ? "{\"status\":\"ok\"}"
-              : st == State::kLoading ? "{\"status\":\"loading\"}"
-                                      : "{\"status\":\"stopping\"}";
+  res->body = st == State::kReady      ? "{\"status\":\"ok\"}"
+              : st == State::kLoading  ? "{\"status\":\"loading\"}"
+              : st == State::kDraining ? "{\"status\":\"draining\"}"
+                                       : "{\"status\":\"stopping\"}";
 }
 
 void Server::Metrics(HttpResponse* res) {
@@ -417,6 +444,7 @@ void Server::Metrics(HttpResponse* res) {
 
 // Every answer passes here: CORS, keys, routing, and the count by status.
 void Server::Handle(const HttpRequest& req, HttpResponse* res) {
+  if (!opt_.replica_name.empty()) res->SetHeader("X-Paddock-Replica", opt_.replica_name);
   Cors(req, res);
   if (req.method == "OPTIONS") {
     // CORS preflight, on any path: what a browser may send (no key: preflights carry none).
@@ -509,6 +537,11 @@ int Server::Run() {
   std::fprintf(stderr, "paddock: listening on http://%s:%d\n", opt_.host.c_str(), port);
   if (opt_.on_listening) opt_.on_listening(port);
 
+  std::thread agent;
+  if (opt_.agent_port > 0) {
+    const int fd = ListenTcp(opt_.host, opt_.agent_port);
+    agent = std::thread([this, fd] { AgentLoop(fd); });
+  }
   std::thread loader([this] { LoadModel(); });
   std::atomic<bool> exiting{false};
   int signal_number = 0;
@@ -534,10 +567,19 @@ int Server::Run() {
     pthread_kill(waiter.native_handle(), SIGTERM);  // release the waiter
   }
   waiter.join();
-  if (state_.load() == State::kReady) {
+  if (state_.load() == State::kReady && signalled && opt_.drain_seconds > 0) {
+    // Health fails first; requests are still taken until the balancers have noticed.
+    std::fprintf(stderr, "paddock: draining: /health answers 503 for %.1f s before the drain\n",
+                 opt_.drain_seconds);
+    state_.store(State::kDraining);
+    std::this_thread::sleep_for(std::chrono::duration<double>(opt_.drain_seconds));
+  }
+  if (state_.load() == State::kReady || state_.load() == State::kDraining) {
     state_.store(State::kStopping);
     service_->Shutdown(opt_.grace_seconds);
   }
+  agent_stop_ = true;
+  if (agent.joinable()) agent.join();
   // Every stream has its end now: a few seconds for the last bytes to reach their clients.
   http_server_->Stop(5);
   http_server_.reset();

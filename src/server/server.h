@@ -41,6 +41,17 @@ struct ServerOptions {
   bool auth_health = false;
   // Browser origins allowed to call the API ("*": any); empty: no CORS headers.
   std::vector<std::string> cors_origins;
+  // In a cluster (deploy/haproxy): the name sent as X-Paddock-Replica on every answer; the
+  // status of a queue-full refusal (429, or 503 so a balancer retries it elsewhere; either
+  // carries X-Paddock-Overloaded); and, on SIGTERM, how long /health fails while requests are
+  // still taken, so balancers and Kubernetes stop sending before the replica refuses work.
+  std::string replica_name;
+  int busy_status = 429;
+  double drain_seconds = 0;
+  // HAProxy agent-check port (0: none): each connection gets one line, "ready up 100%" while the
+  // replica has room, "drain" while its queue is full or it is draining, so the balancer sends
+  // new requests elsewhere.
+  int agent_port = 0;
   // Called once the server listens (the bound port) — for tests and the CLI.
   std::function<void(int port)> on_listening;
 };

@@ -67,6 +67,16 @@ std::vector<OptionSpec> ServeSpecs() {
        true,
        "seconds a connection may move no byte either way, e.g. a client that stops reading "
        "(default 30)"},
+      {{"--replica-name"}, true, "name sent as X-Paddock-Replica on every answer (clusters)"},
+      {{"--busy-status"},
+       true,
+       "status of a queue-full refusal: 429 (default) or 503, which balancers retry elsewhere"},
+      {{"--agent-port"},
+       true,
+       "HAProxy agent-check port: \"drain\" while the queue is full, else \"ready up 100%\""},
+      {{"--drain-seconds"},
+       true,
+       "on SIGTERM, seconds /health answers 503 while requests are still taken (default 0)"},
       {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
       {{"-t", "--threads"}, true, "compute threads (default: one per physical core)"},
       {{"-c", "--ctx"}, true, "context per request in tokens (default: model's, at most 4096)"},
@@ -153,6 +163,14 @@ int CmdServe(int argc, char** argv) {
   so.body_timeout = args.Float("--body-timeout", 60, 0.5, 3600);
   so.idle_timeout = args.Float("--idle-timeout", 30, 1, 3600);
   so.grace_seconds = args.Float("--grace", 30, 0, 1e6);
+  so.replica_name = args.Str("--replica-name");
+  if (so.replica_name.size() > 128 || so.replica_name.find_first_of("\r\n\t ") != std::string::npos)
+    throw UsageError("serve: --replica-name must be at most 128 characters without whitespace");
+  so.busy_status = static_cast<int>(args.Int("--busy-status", 429, 429, 503));
+  if (so.busy_status != 429 && so.busy_status != 503)
+    throw UsageError("serve: --busy-status must be 429 or 503");
+  so.drain_seconds = args.Float("--drain-seconds", 0, 0, 3600);
+  so.agent_port = static_cast<int>(args.Int("--agent-port", 0, 0, 65535));
   so.api_keys = ApiKeys(args);
   so.auth_health = args.Has("--auth-health");
   so.cors_origins = args.All("--cors-origin");
