@@ -10,14 +10,7 @@ BIN=$1
 LOADGEN=$2
 STRESS=${3:-15}
 HERE=$(cd "$(dirname "$0")" && pwd)
-M=${PADDOCK_MODELS:-${PADDOCK_MODELS_DEFAULT:-$HERE/../../shared/models}}
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$HERE/server_lib.sh"
 pass=0
 fail=0
 check() {  # check NAME CONDITION-STATUS
@@ -30,24 +23,6 @@ check() {  # check NAME CONDITION-STATUS
   fi
 }
 
-# start_server NAME ARGS... : starts paddock serve on a free port; sets PORT and SPID.
-start_server() {
-  local name=$1
-  shift
-  "$BIN" serve --port 0 "$@" 2>"$TMP/$name.log" &
-  SPID=$!
-  PIDS+=("$SPID")
-  PORT=""
-  for _ in $(seq 1 600); do
-    PORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$TMP/$name.log" | head -n 1)
-    if [ -n "$PORT" ] && curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health" | grep -q 200; then return 0; fi
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "server $name did not become ready:"
-  cat "$TMP/$name.log"
-  return 1
-}
 
 post() {  # post PATH BODY -> prints "STATUS BODY"
   curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "http://127.0.0.1:$PORT$1"
