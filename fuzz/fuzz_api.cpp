@@ -1,6 +1,6 @@
-// libFuzzer target: request bodies for /v1/completions and /v1/chat/completions through the
-// API parser (server/api.h): every input is refused with an ApiError or parsed; a crash, an
-// escaping exception or runaway memory is not fine.
+// libFuzzer target: request bodies for /v1/completions, /v1/chat/completions, /tokenize and
+// /detokenize through the API parser (server/api.h): every input is refused with an ApiError
+// or parsed; a crash, an escaping exception or runaway memory is not fine.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -19,6 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const paddock::server::ApiError& e) {
       (void)paddock::server::ErrorBody(e);
     }
+  }
+  try {
+    (void)paddock::server::ParseTokenize(body);
+  } catch (const paddock::server::ApiError&) {
+  }
+  try {
+    (void)paddock::server::ParseDetokenize(body, 512);
+  } catch (const paddock::server::ApiError&) {
   }
   return 0;
 }

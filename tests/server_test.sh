@@ -180,13 +180,51 @@ kill -TERM "$SPID"
 wait "$SPID"
 check "idle server exits 0 on SIGTERM" $?
 
+# --- /tokenize and /detokenize (llama-server's shapes) and model aliases (--served-model-name)
+start_server names -m "$M/stories260K.gguf" --served-model-name stories --served-model-name gpt-4o-mini || exit 1
+cli=$("$BIN" tokenize -m "$M/stories260K.gguf" --ids --add-bos "Once upon a time")
+r=$(post /tokenize '{"content":"Once upon a time"}')
+[ "${r%% *}" = 200 ] && [ "$(echo "${r#* }" | json_get '" ".join(map(str, d["tokens"]))')" = "$cli" ]
+check "/tokenize equals paddock tokenize (with BOS by default)" $?
+r=$(post /tokenize '{"content":"Once upon a time","add_special":false,"with_pieces":true}')
+echo "${r#* }" | json_get '"".join(t["piece"] for t in d["tokens"])=="Once upon a time" and d["tokens"][1]["piece"]==" upon"' | grep -q True
+check "/tokenize with_pieces: the pieces join to the text (leading spaces kept)" $?
+r=$(post /tokenize '{"content":"</s>","add_special":false}')
+n_text=$(echo "${r#* }" | json_get 'len(d["tokens"])')
+r=$(post /tokenize '{"content":"</s>","add_special":false,"parse_special":true}')
+[ "$n_text" -gt 1 ] && [ "$(echo "${r#* }" | json_get 'd["tokens"]')" = "[2]" ]
+check "/tokenize: control tokens only with parse_special" $?
+r=$(post /detokenize "{\"tokens\":[$(echo "$cli" | tr ' ' ',')]}")
+[ "$(echo "${r#* }" | json_get 'd["content"]')" = "Once upon a time" ]
+check "/detokenize inverts /tokenize" $?
+ok=0
+for bad in '{"tokens":[512]}' '{"tokens":"1 2"}' '{"tokens":[1],"x":1}' '[1,2]'; do
+  [ "$(post /detokenize "$bad" | cut -d' ' -f1)" = 400 ] || { echo "  /detokenize $bad accepted"; ok=1; }
+done
+for bad in '{}' '{"content":3}' '{"content":"a","with_pieces":"yes"}' '{"content":"a","bogus":1}'; do
+  [ "$(post /tokenize "$bad" | cut -d' ' -f1)" = 400 ] || { echo "  /tokenize $bad accepted"; ok=1; }
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/tokenize")" = 405 ] || ok=1
+check "/tokenize and /detokenize: bad bodies 400, GET 405" $ok
+r=$(curl -s "http://127.0.0.1:$PORT/v1/models")
+echo "$r" | json_get '[m["id"] for m in d["data"]]==["stories","gpt-4o-mini"] and all(m["root"]=="stories" for m in d["data"])' | grep -q True
+check "--served-model-name: /v1/models lists every name" $?
+a=$(post /v1/completions '{"model":"gpt-4o-mini","prompt":"Once","max_tokens":4,"temperature":0}')
+b=$(post /v1/completions '{"model":"stories","prompt":"Once","max_tokens":4,"temperature":0}')
+[ "${a%% *}" = 200 ] && [ "$(echo "${a#* }" | json_get 'd["model"]')" = gpt-4o-mini ] &&
+  [ "$(echo "${a#* }" | json_get 'd["choices"][0]["text"]')" = "$(echo "${b#* }" | json_get 'd["choices"][0]["text"]')" ] &&
+  [ "$(post /v1/completions '{"model":"gpt-4","prompt":"Once"}' | cut -d' ' -f1)" = 400 ]
+check "--served-model-name: an alias is served (and echoed), another name is 400" $?
+kill -TERM "$SPID"
+wait "$SPID"
+
 # --- API keys: every /v1 route needs one of the keys; /health stays open
 printf '# keys\n\n  key-two  \n' >"$TMP/keys"
 PADDOCK_API_KEY=key-three start_server keys -m "$M/stories260K.bin" -z "$M/tok512.bin" --api-key key-one --api-key-file "$TMP/keys" --cors-origin https://app.example || exit 1
 KU="http://127.0.0.1:$PORT"
 code() { curl -s -o "$TMP/kbody" -w '%{http_code}' "$@"; }
 ok=0
-for route in /v1/models /v1/completions /v1/chat/completions /v1/nowhere; do
+for route in /v1/models /v1/completions /v1/chat/completions /v1/nowhere /tokenize /detokenize; do
   for hdr in "X-None: 1" "Authorization: Bearer key-on" "Authorization: Bearer key-one2" "Authorization: key-one"; do
     [ "$(code -H "$hdr" -d '{"prompt":"x","max_tokens":1}' "$KU$route")" = 401 ] && grep -q invalid_api_key "$TMP/kbody" || { echo "  $route with '$hdr' was not refused"; ok=1; }
   done
@@ -196,7 +234,7 @@ for key in key-one key-two key-three; do
 done
 [ "$(code -H "Authorization: Bearer key-two" -d '{"prompt":"Once","max_tokens":3}' "$KU/v1/completions")" = 200 ] || ok=1
 [ "$(code "$KU/health")" = 200 ] && [ "$(code "$KU/metrics")" = 200 ] || ok=1
-check "API keys: 401 without a valid key on every /v1 route; each key works; /health open" $ok
+check "API keys: 401 without a valid key on every /v1 route and /tokenize, /detokenize; each key works; /health open" $ok
 # CORS: the preflight needs no key; allowed origins get the headers, others do not
 curl -s -D "$TMP/pre" -o /dev/null -X OPTIONS -H "Origin: https://app.example" -H "Access-Control-Request-Method: POST" -H "Access-Control-Request-Headers: authorization, content-type" "$KU/v1/chat/completions"
 grep -q "^HTTP/1.1 204" "$TMP/pre" && grep -qi "^Access-Control-Allow-Origin: https://app.example" "$TMP/pre" && grep -qi "^Access-Control-Allow-Headers: .*Authorization" "$TMP/pre"

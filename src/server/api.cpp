@@ -120,13 +120,16 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   r.model = Text(j, "model");
   if (r.model.size() > kMaxModelBytes)
     Bad("model", "'model' is at most " + std::to_string(kMaxModelBytes) + " bytes");
-  if (!r.model.empty() && r.model != ctx.model_name) {
+  const bool alias =
+      std::find(ctx.aliases.begin(), ctx.aliases.end(), r.model) != ctx.aliases.end();
+  if (!r.model.empty() && r.model != ctx.model_name && !alias) {
     ApiError e;
     e.status = 400;
     e.param = "model";
     e.code = "model_not_found";
     e.message =
         "The model '" + r.model + "' does not exist; this server serves '" + ctx.model_name + "'";
+    for (const std::string& a : ctx.aliases) e.message += ", '" + a + "'";
     throw e;
   }
   if (r.model.empty()) r.model = ctx.model_name;
@@ -474,10 +477,100 @@ std::string StreamErrorEvent(const ApiError& e) {
 }
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab) {
-  json model = {{"id", ctx.model_name},         {"object", "model"},
-                {"created", created},           {"owned_by", "paddock"},
-                {"max_model_len", ctx.context}, {"vocab_size", n_vocab}};
-  return Dump(json{{"object", "list"}, {"data", json::array({model})}});
+  json data = json::array();
+  std::vector<std::string> names = {ctx.model_name};
+  names.insert(names.end(), ctx.aliases.begin(), ctx.aliases.end());
+  for (const std::string& name : names) {
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "paddock"},
+                    {"root", ctx.model_name},
+                    {"max_model_len", ctx.context},
+                    {"vocab_size", n_vocab}});
+  }
+  return Dump(json{{"object", "list"}, {"data", data}});
+}
+
+namespace {
+
+// A JSON object body with only the named fields (400 naming any other).
+json ObjectBody(std::string_view body, std::initializer_list<const char*> fields) {
+  CheckNesting(body);
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) Bad("", "the request body is not valid JSON");
+  if (!j.is_object()) Bad("", "the request body must be a JSON object");
+  for (const auto& [k, v] : j.items()) {
+    bool known = false;
+    for (const char* f : fields) known |= k == f;
+    if (!known) Bad(k, "unknown field '" + k + "'");
+  }
+  return j;
+}
+
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+TokenizeRequest ParseTokenize(std::string_view body) {
+  const json j = ObjectBody(body, {"content", "add_special", "parse_special", "with_pieces"});
+  const json* c = Field(j, "content");
+  if (c == nullptr || !c->is_string()) Bad("content", "'content' must be a string");
+  TokenizeRequest r;
+  r.content = c->get<std::string>();
+  r.add_special = Bool(j, "add_special", true);
+  r.parse_special = Bool(j, "parse_special", false);
+  r.with_pieces = Bool(j, "with_pieces", false);
+  return r;
+}
+
+std::vector<int32_t> ParseDetokenize(std::string_view body, int n_vocab) {
+  const json j = ObjectBody(body, {"tokens"});
+  const json* t = Field(j, "tokens");
+  if (t == nullptr || !t->is_array()) Bad("tokens", "'tokens' must be an array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& x : *t) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= n_vocab)
+      Bad("tokens", "token ids must be integers in 0.." + std::to_string(n_vocab - 1));
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+std::string TokenizeBody(const std::vector<int32_t>& tokens,
+                         const std::vector<std::string>* pieces) {
+  json out = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (pieces == nullptr) {
+      out.push_back(tokens[i]);
+      continue;
+    }
+    const std::string& p = (*pieces)[i];
+    json piece;
+    if (ValidUtf8(p)) {
+      piece = p;
+    } else {
+      piece = json::array();
+      for (unsigned char b : p) piece.push_back(b);
+    }
+    out.push_back({{"id", tokens[i]}, {"piece", piece}});
+  }
+  return Dump(json{{"tokens", out}});
+}
+
+std::string DetokenizeBody(std::string_view text) {
+  return Dump(json{{"content", std::string(text)}});
 }
 
 }  // namespace paddock::server

@@ -25,7 +25,8 @@ struct ApiError {
 
 // What the server knows when it parses a request.
 struct ApiContext {
-  std::string model_name;
+  std::string model_name;            // the first served name (metrics label)
+  std::vector<std::string> aliases;  // further names the model answers to
   int context = 0;
   double default_timeout = 0;
 };
@@ -65,5 +66,21 @@ std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const G
 std::string StreamErrorEvent(const ApiError& e);
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab);
+
+// POST /tokenize (llama-server's shape): {"content": text, "add_special": bool (default true:
+// BOS where the model adds one), "parse_special": bool (default false: control tokens spelled
+// in the text stay text), "with_pieces": bool}. POST /detokenize: {"tokens": [ids]}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = true;
+  bool parse_special = false;
+  bool with_pieces = false;
+};
+TokenizeRequest ParseTokenize(std::string_view body);                      // throws ApiError
+std::vector<int32_t> ParseDetokenize(std::string_view body, int n_vocab);  // throws ApiError
+// pieces: each token's bytes (empty unless asked for); bytes that are not UTF-8 become byte arrays.
+std::string TokenizeBody(const std::vector<int32_t>& tokens,
+                         const std::vector<std::string>* pieces);
+std::string DetokenizeBody(std::string_view text);
 
 }  // namespace paddock::server

@@ -133,6 +133,8 @@ class Server {
   void Models(HttpResponse* res);
   void Health(HttpResponse* res);
   void Metrics(HttpResponse* res);
+  void Tokenize(const HttpRequest& req, HttpResponse* res);
+  void Detokenize(const HttpRequest& req, HttpResponse* res);
   void LoadModel();
   void AgentLoop(int fd);
   void RequestStop() {
@@ -386,7 +388,8 @@ bool Server::Cors(const HttpRequest& req, HttpResponse* res) const {
 bool Server::Authorized(const HttpRequest& req, HttpResponse* res) {
   if (opt_.api_keys.empty()) return true;
   const std::string& p = req.path;
-  const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" ||
+  const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" || p == "/tokenize" ||
+                       p == "/detokenize" ||
                        (opt_.auth_health && (p == "/health" || p == "/metrics"));
   if (!guarded) return true;
   const std::string_view auth = req.Header("Authorization");
@@ -442,6 +445,41 @@ void Server::Metrics(HttpResponse* res) {
   res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
 }
 
+void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  try {
+    const TokenizeRequest t = ParseTokenize(req.body);
+    const Engine& engine = service_->engine();
+    const std::vector<int32_t> ids =
+        engine.Tokenize(t.content, t.add_special && engine.AddsBos(), t.parse_special);
+    std::vector<std::string> pieces;
+    // A token's piece is what it adds after its predecessor (so SentencePiece's leading space
+    // is kept, which detokenizing it alone would drop).
+    for (size_t i = 0; t.with_pieces && i < ids.size(); ++i) {
+      if (i == 0) {
+        pieces.push_back(engine.Detokenize({ids[0]}));
+        continue;
+      }
+      const std::string before = engine.Detokenize({ids[i - 1]});
+      const std::string both = engine.Detokenize({ids[i - 1], ids[i]});
+      pieces.push_back(both.compare(0, before.size(), before) == 0 ? both.substr(before.size())
+                                                                   : engine.Detokenize({ids[i]}));
+    }
+    res->body = TokenizeBody(ids, t.with_pieces ? &pieces : nullptr);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
+void Server::Detokenize(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  try {
+    res->body = DetokenizeBody(service_->engine().Detokenize(ParseDetokenize(req.body, n_vocab_)));
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
 // Every answer passes here: CORS, keys, routing, and the count by status.
 void Server::Handle(const HttpRequest& req, HttpResponse* res) {
   if (!opt_.replica_name.empty()) res->SetHeader("X-Paddock-Replica", opt_.replica_name);
@@ -468,11 +506,11 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     const char* path;
     const char* method;
   };
-  static const Endpoint kEndpoints[] = {{"/v1/completions", "POST"},
-                                        {"/v1/chat/completions", "POST"},
-                                        {"/v1/models", "GET"},
-                                        {"/health", "GET"},
-                                        {"/metrics", "GET"}};
+  static const Endpoint kEndpoints[] = {
+      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+      {"/v1/models", "GET"},       {"/health", "GET"},
+      {"/metrics", "GET"},         {"/tokenize", "POST"},
+      {"/detokenize", "POST"}};
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
@@ -501,6 +539,10 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     Models(res);
   } else if (req.path == "/health") {
     Health(res);
+  } else if (req.path == "/tokenize") {
+    Tokenize(req, res);
+  } else if (req.path == "/detokenize") {
+    Detokenize(req, res);
   } else {
     Metrics(res);
   }
@@ -519,6 +561,8 @@ HttpLimits Limits(const ServerOptions& o) {
 
 int Server::Run() {
   ctx_.model_name = opt_.model_name.empty() ? FileStem(opt_.engine.model_path) : opt_.model_name;
+  for (const std::string& a : opt_.model_aliases)
+    if (a != ctx_.model_name) ctx_.aliases.push_back(a);
   ctx_.default_timeout = opt_.request_timeout;
   const sigset_t sigs = StopSignals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);

@@ -20,8 +20,9 @@ struct ServerOptions {
   EngineOptions engine;
   ServiceOptions service;
   std::string host = "127.0.0.1";
-  int port = 8080;            // 0: any free port (printed on stderr)
-  std::string model_name;     // served name (default: the file's stem)
+  int port = 8080;                         // 0: any free port (printed on stderr)
+  std::string model_name;                  // served name (default: the file's stem)
+  std::vector<std::string> model_aliases;  // more names requests may use (listed in /v1/models)
   std::string chat_template;  // a built-in chat template family instead of the model's template
   std::string chat_template_file;  // a Jinja chat template file instead of the model's
   size_t max_body_bytes = 8u << 20;

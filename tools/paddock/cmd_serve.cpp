@@ -29,6 +29,11 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--model-name"},
        true,
        "name the API serves the model under (default: the file name without extension)"},
+      {{"--served-model-name"},
+       true,
+       "a name the model answers to (repeatable: the first is the main one, the rest aliases "
+       "that clients may hard-code; all listed in /v1/models)",
+       true},
       {{"--chat-template"},
        true,
        "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the "
@@ -146,6 +151,14 @@ int CmdServe(int argc, char** argv) {
   so.host = args.Str("--host", "127.0.0.1");
   so.port = static_cast<int>(args.Int("--port", 8080, 0, 65535));
   so.model_name = args.Str("--model-name");
+  so.model_aliases = args.All("--served-model-name");
+  if (so.model_name.empty() && !so.model_aliases.empty()) {
+    so.model_name = so.model_aliases.front();
+    so.model_aliases.erase(so.model_aliases.begin());
+  }
+  for (const std::string& n : so.model_aliases)
+    if (n.empty() || n.size() > 256)
+      throw UsageError("serve: --served-model-name must be 1..256 characters");
   so.chat_template = args.Str("--chat-template");
   so.chat_template_file = args.Str("--chat-template-file");
   if (!so.chat_template.empty() && !so.chat_template_file.empty())
