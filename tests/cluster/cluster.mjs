@@ -12,6 +12,7 @@
 // usage: node cluster.mjs ROOT PADDOCK_BIN MODELS_DIR [PART ...]  (PADDOCK_MODELS overrides MODELS_DIR)
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -127,6 +128,22 @@ async function chat(port, body, { stream = false } = {}) {
   r.t1 = now();
   inflight.delete(r);
   return r;
+}
+
+// One non-streaming chat request on a connection of its own (no keep-alive reuse, so a
+// connection the balancer closes after an answer cannot race the next request).
+function chatOnce(port, body) {
+  return new Promise((resolve) => {
+    const data = JSON.stringify(body);
+    const req = http.request({ host: '127.0.0.1', port, path: '/v1/chat/completions', method: 'POST', agent: false,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, replica: res.headers['x-paddock-replica'] ?? null, body: text }));
+    });
+    req.on('error', (e) => resolve({ status: 0, error: String(e) }));
+    req.end(data);
+  });
 }
 
 async function pool(items, concurrency, fn) {
@@ -249,7 +266,7 @@ async function fullqueue() {
   const c = await startCluster('fullqueue', 3, { serve: ['--max-running', '1', '--max-queue', '1'] });
   const body = (i) => ({ messages: [{ role: 'system', content: systems[0] }, { role: 'user', content: questions[i % 6] }],
     max_tokens: 1200, temperature: 0.8, seed: i, ignore_eos: true });
-  const staggered = (n, gapMs) => Promise.all(Array.from({ length: n }, (_, i) => sleep(i * gapMs).then(() => chat(c.port, body(i)))));
+  const staggered = (n, gapMs) => Promise.all(Array.from({ length: n }, (_, i) => sleep(i * gapMs).then(() => chatOnce(c.port, body(i)))));
   const six = await staggered(6, 400);
   const refused = await Promise.all([1, 2, 3].map((i) => metric(c.replicaPort(i), 'paddock_requests_rejected_total')));
   console.log(`cluster: fullqueue: 6 requests with one prefix -> ${JSON.stringify(six.map((r) => r.replica))}; refusals per replica ${refused}`);
@@ -259,7 +276,8 @@ async function fullqueue() {
   const st = twelve.map((r) => r.status);
   const refused2 = await Promise.all([1, 2, 3].map((i) => metric(c.replicaPort(i), 'paddock_requests_rejected_total')));
   console.log(`cluster: fullqueue: 12 requests -> ${JSON.stringify(st)}; refusals per replica ${refused2} (each retried by the balancer)`);
-  check('full queue: every replica full -> 429 (never the internal 503)', st.includes(429) && st.every((s) => s === 200 || s === 429), JSON.stringify(st));
+  check('full queue: every replica full -> 429 (never the internal 503)', st.includes(429) && st.every((s) => s === 200 || s === 429),
+    JSON.stringify(st) + ' ' + JSON.stringify(twelve.filter((r) => r.status !== 200 && r.status !== 429).map((r) => r.error)));
   stopCluster(c);
 }
 
