@@ -215,6 +215,20 @@ b=$(post /v1/completions '{"model":"stories","prompt":"Once","max_tokens":4,"tem
   [ "$(echo "${a#* }" | json_get 'd["choices"][0]["text"]')" = "$(echo "${b#* }" | json_get 'd["choices"][0]["text"]')" ] &&
   [ "$(post /v1/completions '{"model":"gpt-4","prompt":"Once"}' | cut -d' ' -f1)" = 400 ]
 check "--served-model-name: an alias is served (and echoed), another name is 400" $?
+g=$(post /v1/completions '{"prompt":"Once","max_tokens":8,"temperature":0}')
+upon=$(post /tokenize '{"content":"Once upon","add_special":false}' | cut -d' ' -f2- | json_get 'd["tokens"][1]')
+a_id=$(post /tokenize '{"content":"Once a","add_special":false}' | cut -d' ' -f2- | json_get 'd["tokens"][1]')
+b=$(post /v1/completions "{\"prompt\":\"Once\",\"max_tokens\":8,\"temperature\":0,\"logit_bias\":{\"$upon\":-100}}")
+f=$(post /v1/completions "{\"prompt\":\"Once\",\"max_tokens\":6,\"temperature\":1,\"seed\":3,\"logit_bias\":{\"$a_id\":100}}")
+echo "${g#* }" | json_get 'd["choices"][0]["text"].startswith(" upon")' | grep -q True &&
+  echo "${b#* }" | json_get 'not d["choices"][0]["text"].startswith(" upon")' | grep -q True &&
+  echo "${f#* }" | json_get 'd["choices"][0]["text"]==" a"*6' | grep -q True
+check "logit_bias: -100 bans the greedy token, +100 forces one at temperature 1" $?
+ok=0
+for bad in '{"999":1}' '{"x":1}' '{"1":101}' '{"1":"high"}' '[1]'; do
+  [ "$(post /v1/completions "{\"prompt\":\"Once\",\"logit_bias\":$bad}" | cut -d' ' -f1)" = 400 ] || { echo "  logit_bias $bad accepted"; ok=1; }
+done
+check "logit_bias: ids outside the vocabulary, non-numbers and out-of-range values are 400" $ok
 kill -TERM "$SPID"
 wait "$SPID"
 

@@ -116,6 +116,27 @@ TEST(Sampler, PenaltiesDemoteRepeatedTokens) {
   EXPECT_FLOAT_EQ(l2[1], 1.5f);
 }
 
+TEST(Sampler, LogitBiasBansAndForcesTokens) {
+  Sampler s(5);
+  const std::vector<float> base = {0.1f, 3.0f, -1.0f, 2.5f, 2.0f};
+  SamplingParams p = Params(0);
+  p.logit_bias = {{1, -100.0f}};
+  s.Reset(p);
+  std::vector<float> l = base;
+  EXPECT_EQ(s.Sample(l.data(), nullptr, 0), 3);  // the argmax banned: the next best
+  p = Params(1.0f);
+  p.logit_bias = {{2, 100.0f}};
+  s.Reset(p);
+  for (int i = 0; i < 200; ++i) {
+    l = base;
+    EXPECT_EQ(s.Sample(l.data(), nullptr, 0), 2);  // +100 all but forces it
+  }
+  p.logit_bias = {{5, 1.0f}};
+  EXPECT_THROW(s.Reset(p), Error);  // outside the vocabulary
+  p.logit_bias = {{0, 101.0f}};
+  EXPECT_THROW(s.Reset(p), Error);
+}
+
 TEST(Sampler, OutOfRangeParametersAreRejected) {
   Sampler s(4);
   EXPECT_THROW(s.Reset(Params(-1)), Error);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "paddock/error.h"
@@ -75,6 +76,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   int penalty_last_n = 64;  // tokens the penalties look back over
   uint64_t seed = 0x5eed;
+  // Added to a token's logit before anything else (OpenAI's logit_bias: -100 bans a token in
+  // practice, +100 all but forces it); ids must be in the vocabulary, biases in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 struct GenerateOptions {

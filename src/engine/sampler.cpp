@@ -20,6 +20,9 @@ void ValidateSampling(const SamplingParams& p) {
   if (!(std::fabs(p.presence_penalty) <= 2))
     Fail("presence penalty %g is out of range [-2, 2]", p.presence_penalty);
   if (p.penalty_last_n < 0) Fail("penalty window %d must not be negative", p.penalty_last_n);
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id < 0 || !(std::fabs(bias) <= 100))
+      Fail("logit bias %g for token %d is out of range [-100, 100]", bias, id);
 }
 
 Sampler::Sampler(int n_vocab)
@@ -30,6 +33,9 @@ Sampler::Sampler(int n_vocab)
 
 void Sampler::Reset(const SamplingParams& p) {
   ValidateSampling(p);
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= n_vocab_)
+      Fail("logit bias for token %d: outside the vocabulary (0..%d)", id, n_vocab_ - 1);
   p_ = p;
   rng_.seed(p.seed);
 }
@@ -57,6 +63,7 @@ int Sampler::Sample(float* logits, const int32_t* history, int n_history) {
 }
 
 void Sampler::Prepare(float* logits, const int32_t* history, int n_history) {
+  for (const auto& [id, bias] : p_.logit_bias) logits[id] += bias;
   ApplyPenalties(logits, history, n_history);
   if (p_.temperature <= 0.0f) {
     int best = 0;

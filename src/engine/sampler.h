@@ -1,6 +1,7 @@
 // engine/sampler.h: next-token selection from logits.
 //
-// Order (as in llama.cpp's default chain): repetition/frequency/presence penalties over the
+// Order (as in llama.cpp's default chain): the logit biases, repetition/frequency/presence
+// penalties over the
 // last N tokens, then greedy (temperature 0) or top-k -> top-p -> min-p -> temperature ->
 // a draw from a seeded generator. All buffers are sized at construction: Sample() never
 // allocates.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace paddock::server {
@@ -153,10 +154,6 @@ void RefuseUnsupported(const json& j) {
   if (const json* lp = Field(j, "logprobs")) {
     if (!(lp->is_boolean() && !lp->get<bool>())) Bad("logprobs", "logprobs are not supported");
   }
-  if (const json* lb = Field(j, "logit_bias")) {
-    if (!lb->is_object()) Bad("logit_bias", "'logit_bias' must be an object");
-    if (!lb->empty()) Bad("logit_bias", "logit_bias is not supported");
-  }
   if (Field(j, "suffix") != nullptr) Bad("suffix", "suffix is not supported");
   if (const json* t = Field(j, "tools")) {
     if (!t->is_array() || !t->empty()) Bad("tools", "tools are not supported");
@@ -249,6 +246,22 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
   } else {
     static std::atomic<uint64_t> counter{0x9e3779b97f4a7c15ull};
     s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
+  }
+  // logit_bias: {"token id": bias in [-100, 100]} (OpenAI), added to the logits before sampling.
+  if (const json* lb = Field(j, "logit_bias")) {
+    if (!lb->is_object()) Bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
+    if (lb->size() > 1024) Bad("logit_bias", "at most 1024 logit_bias entries");
+    for (const auto& [k, v] : lb->items()) {
+      char* end = nullptr;
+      const long id = std::strtol(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || (ctx.n_vocab > 0 && id >= ctx.n_vocab) ||
+          id > INT32_MAX)
+        Bad("logit_bias", "logit_bias key '" + k + "' is not a token id of this model (0.." +
+                              std::to_string(ctx.n_vocab - 1) + ")");
+      if (!v.is_number() || !(std::fabs(v.get<double>()) <= 100))
+        Bad("logit_bias", "logit_bias values must be numbers in [-100, 100]");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+    }
   }
 }
 

@@ -28,6 +28,7 @@ struct ApiContext {
   std::string model_name;            // the first served name (metrics label)
   std::vector<std::string> aliases;  // further names the model answers to
   int context = 0;
+  int n_vocab = 0;  // 0: token ids are not checked here
   double default_timeout = 0;
 };
 

@@ -188,6 +188,7 @@ void Server::LoadModel() {
     for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
     ctx_.context = info.context;
     n_vocab_ = info.n_vocab;
+    ctx_.n_vocab = info.n_vocab;
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
     if (!chat_->warning().empty())
       std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
