@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "base/utf8.h"
+
 namespace paddock::server {
 namespace {
 
@@ -252,10 +254,10 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
     if (!lb->is_object()) Bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
     if (lb->size() > 1024) Bad("logit_bias", "at most 1024 logit_bias entries");
     for (const auto& [k, v] : lb->items()) {
-      char* end = nullptr;
-      const long id = std::strtol(k.c_str(), &end, 10);
-      if (k.empty() || *end != '\0' || id < 0 || (ctx.n_vocab > 0 && id >= ctx.n_vocab) ||
-          id > INT32_MAX)
+      const bool digits =
+          !k.empty() && k.size() <= 9 && k.find_first_not_of("0123456789") == std::string::npos;
+      const long id = digits ? std::strtol(k.c_str(), nullptr, 10) : -1;
+      if (id < 0 || (ctx.n_vocab > 0 && id >= ctx.n_vocab))
         Bad("logit_bias", "logit_bias key '" + k + "' is not a token id of this model (0.." +
                               std::to_string(ctx.n_vocab - 1) + ")");
       if (!v.is_number() || !(std::fabs(v.get<double>()) <= 100))
@@ -374,11 +376,17 @@ static void CheckNesting(std::string_view body) {
   }
 }
 
-ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
+// A request body: a JSON object, its nesting checked before it is parsed.
+static json ParseObject(std::string_view body) {
   CheckNesting(body);
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Bad("", "the request body is not valid JSON");
   if (!j.is_object()) Bad("", "the request body must be a JSON object");
+  return j;
+}
+
+ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
+  const json j = ParseObject(body);
   ApiRequest r;
   r.chat = chat;
   RefuseUnknownFields(j, chat);
@@ -489,7 +497,7 @@ std::string StreamErrorEvent(const ApiError& e) {
   return "data: " + ErrorBody(e) + "\n\n";
 }
 
-std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab) {
+std::string ModelsBody(const ApiContext& ctx, int64_t created) {
   json data = json::array();
   std::vector<std::string> names = {ctx.model_name};
   names.insert(names.end(), ctx.aliases.begin(), ctx.aliases.end());
@@ -500,7 +508,7 @@ std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab) {
                     {"owned_by", "paddock"},
                     {"root", ctx.model_name},
                     {"max_model_len", ctx.context},
-                    {"vocab_size", n_vocab}});
+                    {"vocab_size", ctx.n_vocab}});
   }
   return Dump(json{{"object", "list"}, {"data", data}});
 }
@@ -509,10 +517,7 @@ namespace {
 
 // A JSON object body with only the named fields (400 naming any other).
 json ObjectBody(std::string_view body, std::initializer_list<const char*> fields) {
-  CheckNesting(body);
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) Bad("", "the request body is not valid JSON");
-  if (!j.is_object()) Bad("", "the request body must be a JSON object");
+  json j = ParseObject(body);
   for (const auto& [k, v] : j.items()) {
     bool known = false;
     for (const char* f : fields) known |= k == f;
@@ -524,8 +529,7 @@ json ObjectBody(std::string_view body, std::initializer_list<const char*> fields
 bool ValidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    const size_t n = static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(s[i])));
     if (n == 0 || i + n > s.size()) return false;
     for (size_t k = 1; k < n; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;

@@ -66,7 +66,7 @@ std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_
 std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
 std::string StreamErrorEvent(const ApiError& e);
 
-std::string ModelsBody(const ApiContext& ctx, int64_t created, int n_vocab);
+std::string ModelsBody(const ApiContext& ctx, int64_t created);
 
 // POST /tokenize (llama-server's shape): {"content": text, "add_special": bool (default true:
 // BOS where the model adds one), "parse_special": bool (default false: control tokens spelled

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "base/strings.h"
+#include "base/timer.h"
 
 namespace paddock::server {
 
@@ -38,7 +39,7 @@ std::string_view HttpRequest::Header(std::string_view name) const {
 
 namespace {
 
-double Now() {
+double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -181,7 +182,7 @@ void HttpServer::Impl::Notify(MHD_Connection* c, void** socket_context,
     auto* rec = new Connection;
     const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     rec->fd = info ? info->connect_fd : -1;
-    rec->waiting_since = Now();
+    rec->waiting_since = NowSeconds();
     *socket_context = rec;
     std::lock_guard<std::mutex> lock(conns_mu);
     conns[rec] = true;
@@ -229,7 +230,7 @@ MHD_Result HttpServer::Impl::Access(MHD_Connection* c, const char* url, const ch
       std::lock_guard<std::mutex> lock(conns_mu);
       if (x.conn_record) {
         x.conn_record->waiting_since = 0;
-        if (!te.empty() || (!cl.empty() && cl != "0")) x.conn_record->body_since = Now();
+        if (!te.empty() || (!cl.empty() && cl != "0")) x.conn_record->body_since = NowSeconds();
       }
     }
     if (x.req.headers.size() > static_cast<size_t>(limits.max_headers)) {
@@ -384,7 +385,7 @@ void HttpServer::Impl::Completed(void** con_cls, MHD_RequestTerminationCode code
   {
     std::lock_guard<std::mutex> lock(conns_mu);
     if (x->conn_record != nullptr && conns.count(x->conn_record)) {
-      x->conn_record->waiting_since = Now();
+      x->conn_record->waiting_since = NowSeconds();
       x->conn_record->body_since = 0;
     }
   }
@@ -396,10 +397,10 @@ void HttpServer::Impl::Completed(void** con_cls, MHD_RequestTerminationCode code
 // loop sees the error and closes it); every second: wake the waiting streams (their sources
 // may send a probe); after an idle second following work: give freed heap back (malloc_trim).
 void HttpServer::Impl::Housekeep() {
-  double last_wake = Now(), idle_since = 0;
+  double last_wake = NowSeconds(), idle_since = 0;
   std::unique_lock<std::mutex> lock(hk_mu);
   while (!hk_cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return hk_stop; })) {
-    const double now = Now();
+    const double now = NowSeconds();
     {
       std::lock_guard<std::mutex> cl(conns_mu);
       for (auto& [rec, _] : conns) {
@@ -487,8 +488,8 @@ void HttpServer::Start() {
 void HttpServer::Stop(double seconds) {
   Impl& s = *impl_;
   if (s.daemon == nullptr) return;
-  const double deadline = Now() + seconds;
-  while (s.streams_open.load() > 0 && Now() < deadline)
+  const double deadline = NowSeconds() + seconds;
+  while (s.streams_open.load() > 0 && NowSeconds() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   s.closing = true;
   {

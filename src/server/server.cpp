@@ -50,10 +50,6 @@ int64_t UnixNow() {
       .count();
 }
 
-double MonoNow() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
@@ -75,7 +71,7 @@ class StreamSource : public BodySource {
     if (finished_) return Pull::kEnd;
     text_.clear();
     const RequestStream::Status s = stream_->Wait(&text_, 0);
-    const double now = MonoNow();
+    const double now = NowSeconds();
     if (s == RequestStream::Status::kTimeout) {
       if (now - last_ < kProbeSeconds) return Pull::kWait;
       out->append(ar_.stream ? ": keep-alive\n\n" : " ");
@@ -103,7 +99,7 @@ class StreamSource : public BodySource {
   const ResponseMeta meta_;
   std::string text_;
   bool first_ = true, finished_ = false;
-  double last_ = MonoNow();
+  double last_ = NowSeconds();
 };
 
 class Server {
@@ -152,7 +148,6 @@ class Server {
   std::unique_ptr<Service> service_;
   ApiContext ctx_;
   std::unique_ptr<ChatFormatter> chat_;
-  int n_vocab_ = 0;
   int64_t created_ = UnixNow();
   std::mutex http_mu_;
   HttpCounters http_;
@@ -187,7 +182,6 @@ void Server::LoadModel() {
     const ModelInfo& info = engine->info();
     for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
     ctx_.context = info.context;
-    n_vocab_ = info.n_vocab;
     ctx_.n_vocab = info.n_vocab;
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
     if (!chat_->warning().empty())
@@ -285,10 +279,10 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
   } else if (ar.prompt_is_tokens) {
     prompt = ar.prompt_tokens;
     for (int32_t t : prompt) {
-      if (t >= n_vocab_) {
+      if (t >= ctx_.n_vocab) {
         ApiError e;
         e.param = "prompt";
-        e.message = StrFormat("token id %d is outside the vocabulary (0..%d)", t, n_vocab_ - 1);
+        e.message = StrFormat("token id %d is outside the vocabulary (0..%d)", t, ctx_.n_vocab - 1);
         throw e;
       }
     }
@@ -418,7 +412,7 @@ void Server::Models(HttpResponse* res) {
     SendError(res, e);
     return;
   }
-  res->body = ModelsBody(ctx_, created_, n_vocab_);
+  res->body = ModelsBody(ctx_, created_);
 }
 
 void Server::Health(HttpResponse* res) {
@@ -475,7 +469,8 @@ void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
 void Server::Detokenize(const HttpRequest& req, HttpResponse* res) {
   if (!Ready(res)) return;
   try {
-    res->body = DetokenizeBody(service_->engine().Detokenize(ParseDetokenize(req.body, n_vocab_)));
+    res->body =
+        DetokenizeBody(service_->engine().Detokenize(ParseDetokenize(req.body, ctx_.n_vocab)));
   } catch (const ApiError& e) {
     SendError(res, e);
   }
