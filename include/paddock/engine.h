@@ -81,6 +81,11 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
+// Constrained decoding: a grammar the output must match (llama.cpp's GBNF, a JSON Schema, or
+// any JSON object), compiled for one engine's vocabulary by Engine::CompileGrammar.
+enum class GrammarKind { kGbnf, kJsonSchema, kJsonObject };
+class Grammar;
+
 struct GenerateOptions {
   int max_tokens = 256;     // tokens to generate
   bool ignore_eos = false;  // keep going past end-of-sequence (benchmarks)
@@ -88,6 +93,10 @@ struct GenerateOptions {
   bool parse_special = false;     // control tokens spelled in the prompt become tokens
   std::vector<std::string> stop;  // stop strings (excluded from the output)
   SamplingParams sampling;
+  // Only tokens the grammar allows are sampled (the mask applies before every sampler); an
+  // end-of-generation token only where the grammar is complete, and generation ends when
+  // nothing can follow. Speculative decoding is not used for such requests.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 enum class FinishReason { kLength, kEos, kStop, kContext, kCancelled, kTimeout };
@@ -214,6 +223,13 @@ class Engine {
                                     const std::vector<std::pair<size_t, size_t>>& text_only) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
   bool AddsBos() const;  // the vocabulary's add-BOS default
+
+  // Compiles a grammar for this engine's vocabulary (kJsonObject ignores `text`). Cached by
+  // kind and text, so a schema sent with every request is compiled once; thread-safe. Throws
+  // Error naming what is invalid, unsupported or unsatisfiable.
+  std::shared_ptr<const Grammar> CompileGrammar(GrammarKind kind, std::string_view text) const;
+  // The GBNF a compiled grammar came from (a JSON Schema's translation).
+  static const std::string& GrammarSource(const Grammar& g);
 
   GenerateResult Generate(std::string_view prompt, const GenerateOptions& options,
                           const StreamCallback& on_text = nullptr);

@@ -59,6 +59,9 @@ struct ServiceStats {
   uint64_t steps = 0, step_tokens = 0;
   // Speculative decoding: verification steps, tokens drafted, drafts accepted.
   uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // Constrained decoding: masks computed and the time spent on them.
+  uint64_t grammar_masks = 0;
+  double grammar_mask_seconds = 0;
   Histogram ttft, itl, e2e, queue_time, prompt_len, generation_len;
   MemoryReport memory;
 };

@@ -237,6 +237,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->kv = std::make_unique<KvManager>(c, ko, static_cast<int>(kv_tokens));
   impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);
+  impl->grammars = std::make_unique<GrammarCache>(impl->model->tokenizer.get(), 64);
   impl->history.reserve(static_cast<size_t>(ctx) + 1);
   impl->info = MakeInfo(*impl->model);
   impl->info.context = ctx;
@@ -356,6 +357,15 @@ const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
   return logits[0];  // the rows are consecutive
 }
 
+std::shared_ptr<const Grammar> Engine::CompileGrammar(GrammarKind kind,
+                                                      std::string_view text) const {
+  return impl_->grammars->Compile(kind, text);
+}
+
+const std::string& Engine::GrammarSource(const Grammar& g) {
+  return g.gbnf;
+}
+
 GenerateResult Engine::Generate(std::string_view prompt, const GenerateOptions& o,
                                 const StreamCallback& on_text) {
   return GenerateTokens(Tokenize(prompt, o.add_bos, o.parse_special), o, on_text);
@@ -404,6 +414,9 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   double t_first = 0;
   r.finish = FinishReason::kLength;
   if (s.draft != nullptr) s.draft->Reset(o.sampling);
+  std::unique_ptr<Constraint> constraint;
+  if (o.grammar) constraint = std::make_unique<Constraint>(*o.grammar);
+  const uint64_t* mask = nullptr;  // the grammar's mask for the token being sampled
   // The stop rule (engine/stop_rule.h), as the scheduler applies it, to each new token in
   // order. Returns true when generation ends.
   auto take = [&](int32_t next) {
@@ -421,6 +434,11 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
       r.finish = *why;
       return true;
     }
+    // The grammar complete with nothing that can follow: the output is whole.
+    if (constraint && (!constraint->matcher.AcceptToken(next) || constraint->matcher.Done())) {
+      r.finish = FinishReason::kEos;
+      return true;
+    }
     if (cancelled) {
       r.finish = FinishReason::kCancelled;
       return true;
@@ -430,8 +448,9 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   if (o.max_tokens == 0) goto done;
   {
     // The first token, from the prompt's logits.
+    if (constraint) mask = constraint->Mask(nullptr);
     s.sampler->Prepare(const_cast<float*>(logits), s.history.data(),
-                       static_cast<int>(s.history.size()));
+                       static_cast<int>(s.history.size()), mask);
     int32_t t = s.sampler->Draw();
     t_first = NowSeconds();
     // Each step: `t` (chosen, not yet run) and up to k drafts run in one forward; the drafts
@@ -440,7 +459,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
     while (!take(t)) {
       const int generated = r.generated_tokens;
       int k = 0;
-      if (s.proposer != nullptr) {
+      if (s.proposer != nullptr && !constraint) {
         k = std::min({s.spec_ctl.Choose(), o.max_tokens - generated - 1, ctx - pos - 1,
                       static_cast<int>(s.drafts.size()) - 1});
         if (k > 0) {
@@ -461,7 +480,8 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
       const size_t V = static_cast<size_t>(s.model->config.n_vocab);
       float* base = const_cast<float*>(rows0);
       if (k == 0) {
-        s.sampler->Prepare(base, s.history.data(), static_cast<int>(s.history.size()));
+        if (constraint) mask = constraint->Mask(nullptr);
+        s.sampler->Prepare(base, s.history.data(), static_cast<int>(s.history.size()), mask);
         s.kv->Commit(seq, &t, 1);
         ++pos;
         t = s.sampler->Draw();

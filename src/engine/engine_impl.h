@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/constrained.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "engine/text_stream.h"
@@ -35,6 +36,7 @@ struct Engine::Impl {
   std::vector<int32_t> drafts;
   std::vector<DraftDist> draft_q;
   std::vector<float*> rows;
+  std::unique_ptr<GrammarCache> grammars;
 
   // Time of a forward of 1 + k tokens (k = 0..k_max) relative to one token, medians of `reps`
   // interleaved rounds, on a scratch sequence (nothing committed); *one_seconds: one token's.

@@ -57,26 +57,36 @@ void Sampler::ApplyPenalties(float* logits, const int32_t* history, int n_histor
   }
 }
 
-int Sampler::Sample(float* logits, const int32_t* history, int n_history) {
-  Prepare(logits, history, n_history);
+int Sampler::Sample(float* logits, const int32_t* history, int n_history, const uint64_t* allowed) {
+  Prepare(logits, history, n_history, allowed);
   return Draw();
 }
 
-void Sampler::Prepare(float* logits, const int32_t* history, int n_history) {
+void Sampler::Prepare(float* logits, const int32_t* history, int n_history,
+                      const uint64_t* allowed) {
   for (const auto& [id, bias] : p_.logit_bias) logits[id] += bias;
   ApplyPenalties(logits, history, n_history);
+  auto ok = [allowed](int i) { return allowed == nullptr || ((allowed[i >> 6] >> (i & 63)) & 1); };
   if (p_.temperature <= 0.0f) {
-    int best = 0;
-    for (int i = 1; i < n_vocab_; ++i) {
-      if (logits[i] > logits[best]) best = i;
+    int best = -1;
+    for (int i = 0; i < n_vocab_; ++i) {
+      if (ok(i) && (best < 0 || logits[i] > logits[best])) best = i;
     }
+    if (best < 0) best = 0;  // (nothing allowed: the caller's error; keep a valid id)
     cand_[0] = {logits[best], best};
     w_[0] = total_ = 1;
     n_ = 1;
     return;
   }
-  size_t n = static_cast<size_t>(n_vocab_);
-  for (size_t i = 0; i < n; ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
+  size_t n = 0;
+  if (allowed == nullptr) {
+    n = static_cast<size_t>(n_vocab_);
+    for (size_t i = 0; i < n; ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
+  } else {
+    for (int i = 0; i < n_vocab_; ++i)
+      if (ok(i)) cand_[n++] = {logits[i], static_cast<int32_t>(i)};
+    if (n == 0) cand_[n++] = {logits[0], 0};
+  }
   auto desc = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };

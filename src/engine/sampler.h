@@ -21,14 +21,19 @@ class Sampler {
   explicit Sampler(int n_vocab);
   // Validates `p` (throws Error on out-of-range values) and reseeds.
   void Reset(const SamplingParams& p);
-  // Picks the next token. `logits` (n_vocab) is modified by the penalties.
-  int Sample(float* logits, const int32_t* history, int n_history);
+  // Picks the next token. `logits` (n_vocab) is modified by the penalties. `allowed`: a bitmask
+  // over the vocabulary (constrained decoding, grammar/matcher.h) or null; tokens outside it are
+  // never picked, whatever the other settings (it applies before top-k, top-p, min-p and the
+  // temperature). At least one token must be allowed.
+  int Sample(float* logits, const int32_t* history, int n_history,
+             const uint64_t* allowed = nullptr);
 
   // Sample() in two halves, for speculative decoding: Prepare() applies the penalties and
   // builds the distribution the draw uses (the candidates left by top-k, top-p and min-p, with
   // their probabilities at the temperature; greedy: the argmax with probability 1); Draw()
   // draws from it. Sample() == Prepare() + Draw(), draw for draw.
-  void Prepare(float* logits, const int32_t* history, int n_history);
+  void Prepare(float* logits, const int32_t* history, int n_history,
+               const uint64_t* allowed = nullptr);
   int Draw();
   // Under the prepared distribution: p(id) (0 outside the candidates), the candidates.
   double Prob(int32_t id) const;

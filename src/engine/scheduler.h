@@ -35,6 +35,9 @@ struct Sequence {
   int max_tokens = 0;  // tokens to generate at most (0: prompt only)
   int limit = 0;       // tokens (prompt + generated) the sequence may reach (the context)
   bool ignore_eos = false;
+  // Set by the caller when the token it sampled completes the output (a grammar with nothing
+  // that can follow): Postprocess ends the sequence there with kEos, the token kept.
+  bool complete = false;
   KvManager::SeqId seq = -1;  // its KV sequence while running
   bool admitted_once = false;
   int cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission

@@ -44,6 +44,7 @@ struct Request : Sequence {
   RequestStream::State* state = nullptr;  // stream's shared state
   RequestOptions opt;
   std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<Constraint> constraint;  // a grammar's matcher (constrained decoding)
   TextAssembler text;
   double t_submit = 0, t_admit = 0, t_first = 0, t_last = 0, deadline = 0;
   // Speculative decoding: the request's controller (its own acceptance estimate), the drafts'
@@ -360,7 +361,19 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       stats.spec_accepted_tokens += static_cast<uint64_t>(r.accepted);
     } else {
       if (batch.n[k] < r.to_compute()) continue;  // a prompt chunk in progress
-      sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()));
+      const uint64_t* mask = nullptr;
+      if (r.constraint) {
+        double mask_seconds = 0;
+        mask = r.constraint->Mask(&mask_seconds);
+        std::lock_guard<std::mutex> lock(stats_mu);
+        stats.grammar_masks++;
+        stats.grammar_mask_seconds += mask_seconds;
+      }
+      sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()), mask);
+      if (r.constraint && !e->model->tokenizer->IsEndOfGeneration(sampled[k])) {
+        grammar::Matcher& m = r.constraint->matcher;
+        if (!m.AcceptToken(sampled[k]) || m.Done()) r.complete = true;
+      }
     }
     {
       std::lock_guard<std::mutex> lock(stats_mu);
@@ -385,7 +398,7 @@ void Service::Impl::Propose() {
   for (const auto& seq : running) {
     Request& r = AsRequest(*seq);
     r.draft.clear();
-    if (!small || r.to_compute() != 1 || r.max_tokens == 0 || !r.sampler) continue;
+    if (!small || r.to_compute() != 1 || r.max_tokens == 0 || !r.sampler || r.constraint) continue;
     int k = std::min({r.spec.Choose(), r.max_tokens - r.generated - 1,
                       r.limit - static_cast<int>(r.tokens.size()) - 1, kSpecMaxDraft});
     if (k <= 0) continue;
@@ -427,6 +440,7 @@ void Service::Impl::OnAdmit(Request& r) {
     r.sampler = std::make_unique<Sampler>(e->model->config.n_vocab);
   }
   r.sampler->Reset(r.opt.generate.sampling);
+  if (r.opt.generate.grammar) r.constraint = std::make_unique<Constraint>(*r.opt.generate.grammar);
   r.text.Reset(&r.opt.generate.stop, r.tokens.back(),
                static_cast<size_t>(r.limit - r.n_prompt) * 8 + 64);
   if (e->proposer != nullptr) {

@@ -18,6 +18,7 @@ extern const std::vector<OptionSpec> kKvSpecs;
 void AddKvOptions(const Args& args, EngineOptions* eo);
 void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
 extern const std::vector<OptionSpec> kSpecSpecs;
+extern const std::vector<OptionSpec> kGrammarSpecs;  // cmd_run.cpp
 
 namespace {
 
@@ -43,6 +44,7 @@ std::vector<OptionSpec> ChatSpecs() {
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
+  s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
   return s;
 }
 
@@ -81,7 +83,9 @@ int CmdChat(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+  const GrammarOption grammar_opt = ReadGrammarOption(args);
   auto engine = Engine::Create(eo);
+  if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   for (const auto& w : engine->info().warnings)
     std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
   const ModelInfo& info = engine->info();

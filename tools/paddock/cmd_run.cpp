@@ -4,8 +4,10 @@
 
 #include "args.h"
 #include "base/cpu.h"
+#include "base/mapped_file.h"
 #include "base/strings.h"
 #include "commands.h"
+#include "grammar/cfg.h"
 #include "paddock/paddock.h"
 
 namespace paddock::cli {
@@ -49,6 +51,38 @@ const std::vector<OptionSpec> kSpecSpecs = {
      false,
      "always draft --spec-max tokens (no adaptive choice; a seed then reproduces sampled output)"},
 };
+
+extern const std::vector<OptionSpec> kGrammarSpecs;
+const std::vector<OptionSpec> kGrammarSpecs = {
+    {{"--json-schema"}, true, "constrain the output to a JSON Schema (a file)"},
+    {{"--grammar-file"}, true, "constrain the output to a GBNF grammar (a file)"},
+    {{"--json"}, false, "constrain the output to a JSON object"},
+};
+
+// The grammar asked for on the command line: read and checked now (before the model loads),
+// compiled for the vocabulary by CompileGrammarOption once the engine exists.
+GrammarOption ReadGrammarOption(const Args& args) {
+  GrammarOption g;
+  const int n = args.Has("--json-schema") + args.Has("--grammar-file") + args.Has("--json");
+  if (n > 1) throw UsageError("give one of --json-schema, --grammar-file and --json");
+  if (n == 0) return g;
+  g.on = true;
+  if (args.Has("--json")) {
+    g.kind = GrammarKind::kJsonObject;
+    return g;
+  }
+  const bool schema = args.Has("--json-schema");
+  const std::string path = args.Str(schema ? "--json-schema" : "--grammar-file");
+  g.kind = schema ? GrammarKind::kJsonSchema : GrammarKind::kGbnf;
+  try {
+    g.text = ReadFileToString(path);
+    grammar::ParseGbnf(schema ? grammar::JsonSchemaToGbnf(g.text) : g.text);
+  } catch (const Error& e) {
+    throw UsageError(std::string(schema ? "--json-schema " : "--grammar-file ") + path + ": " +
+                     e.what());
+  }
+  return g;
+}
 
 void AddSpecOptions(const Args& args, EngineOptions* eo) {
   eo->spec = args.Str("--spec", "off");
@@ -119,6 +153,7 @@ std::vector<OptionSpec> RunSpecs() {
       {{"--ignore-eos"}, false, "keep generating past end-of-sequence"},
       {{"--no-bos"}, false, "do not prepend BOS to the prompt"},
       {{"--special"}, false, "parse control tokens written in the prompt"},
+      {{"--show-grammar"}, false, "print the GBNF a --json-schema or --json becomes, then exit"},
       {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
       {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
@@ -126,6 +161,7 @@ std::vector<OptionSpec> RunSpecs() {
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
+  s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
   return s;
 }
@@ -244,6 +280,16 @@ int CmdRun(int argc, char** argv) {
   go.ignore_eos = args.Has("--ignore-eos");
   go.add_bos = !args.Has("--no-bos");
   go.parse_special = args.Has("--special");
+  const GrammarOption grammar_opt = ReadGrammarOption(args);
+  if (args.Has("--show-grammar")) {
+    if (!grammar_opt.on) throw UsageError("--show-grammar needs --json-schema or --json");
+    std::fputs(grammar_opt.kind == GrammarKind::kJsonSchema
+                   ? grammar::JsonSchemaToGbnf(grammar_opt.text).c_str()
+               : grammar_opt.kind == GrammarKind::kJsonObject ? grammar::JsonObjectGbnf().c_str()
+                                                              : grammar_opt.text.c_str(),
+               stdout);
+    return 0;
+  }
   if (args.Has("-f")) {
     FILE* f = std::fopen(args.Str("-f").c_str(), "rb");
     if (f == nullptr) throw Error("cannot open prompt file '" + args.Str("-f") + "'");
@@ -264,6 +310,7 @@ int CmdRun(int argc, char** argv) {
       info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
       engine->load_seconds(), info.threads, info.isa.c_str(), info.context);
 
+  if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   GenerateResult r = engine->Generate(prompt, go, [](std::string_view text) {

@@ -1,6 +1,9 @@
 // tools/paddock/commands.h: the subcommands of the paddock binary.
 #pragma once
 
+#include <string>
+
+#include "paddock/engine.h"
 #include "paddock/error.h"
 
 namespace paddock::cli {
@@ -10,6 +13,16 @@ class UsageError : public Error {
  public:
   using Error::Error;
 };
+
+class Args;
+// --json-schema FILE / --grammar-file FILE / --json (run and chat): read and checked before the
+// model loads; Engine::CompileGrammar binds it to the vocabulary.
+struct GrammarOption {
+  bool on = false;
+  GrammarKind kind = GrammarKind::kGbnf;
+  std::string text;
+};
+GrammarOption ReadGrammarOption(const Args& args);  // cmd_run.cpp; throws UsageError
 
 int CmdRun(int argc, char** argv);
 int CmdInfo(int argc, char** argv);

@@ -1,0 +1,448 @@
+// grammar/json_schema.cpp: a JSON Schema as GBNF (grammar/cfg.h).
+//
+// Each schema node becomes a rule. Objects list their properties in the schema's order, the
+// required ones always, the optional ones each present or not (a chain of rules, one per
+// property, so commas come out right); properties the schema does not name are generated only
+// where additionalProperties is true or a schema. Everything JSON leaves unbounded is bounded
+// so a small model sampling freely still finishes: whitespace (a space, or a newline and at most
+// 20 indentation characters), integer digits (16), fraction digits (16), exponent digits (2).
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/strings.h"
+#include "grammar/cfg.h"
+
+namespace paddock::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const char* const kPrimitives = R"(ws ::= | " " | "\n" [ \t]{0,20}
+boolean ::= "true" | "false"
+null ::= "null"
+integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
+number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?
+char ::= [^"\\\x00-\x1F\x7F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+string ::= "\"" char* "\""
+value ::= object | array | string | number | boolean | null
+object ::= "{" ws ( pair ( "," ws pair )* )? "}"
+pair ::= string ws ":" ws value ws
+array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
+date ::= [0-9]{4} "-" ( "02-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) | ( "0" [13578] | "1" [02] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ) | ( "0" [469] | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" ) )
+time ::= ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )
+hex ::= [0-9a-f]
+uuid ::= hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}
+)";
+
+// A GBNF literal spelling `bytes` exactly.
+std::string Literal(std::string_view bytes) {
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += StrFormat("\\x%02X", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+class Converter {
+ public:
+  explicit Converter(const json& root) : root_(root) {}
+
+  std::string Run() {
+    const std::string top = Visit(root_, "root-value", "");
+    rules_ << "root ::= " << top << "\n";
+    return std::string(kPrimitives) + body_;
+  }
+
+ private:
+  struct Out {
+    std::string* s;
+    Out& operator<<(const std::string& x) {
+      *s += x;
+      return *this;
+    }
+  };
+
+  [[noreturn]] static void Bad(const std::string& where, const std::string& what) {
+    Fail("json schema: %s%s%s", where.empty() ? "" : where.c_str(), where.empty() ? "" : ": ",
+         what.c_str());
+  }
+
+  std::string NewName(const std::string& base) {
+    std::string n;
+    for (char c : base) n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
+    if (n.empty()) n = "r";
+    const int k = counter_[n]++;
+    return k == 0 ? n + "-s" : n + "-s" + std::to_string(k);
+  }
+
+  void Rule(const std::string& name, const std::string& rhs) {
+    rules_ << name << " ::= " << rhs << "\n";
+  }
+
+  const json& Resolve(const std::string& ref, const std::string& where) {
+    if (ref.empty() || ref[0] != '#')
+      Bad(where, "$ref '" + ref + "': only references into this schema (#/...) are supported");
+    try {
+      const json::json_pointer p(ref.substr(1));
+      if (!root_.contains(p)) Bad(where, "$ref '" + ref + "' points nowhere");
+      return root_.at(p);
+    } catch (const json::exception&) {
+      Bad(where, "$ref '" + ref + "' is not a valid JSON pointer");
+    }
+  }
+
+  static void CheckKeywords(const json& s, const std::string& where) {
+    static const std::set<std::string> kUsed = {"type",
+                                                "properties",
+                                                "required",
+                                                "additionalProperties",
+                                                "items",
+                                                "minItems",
+                                                "maxItems",
+                                                "enum",
+                                                "const",
+                                                "anyOf",
+                                                "oneOf",
+                                                "allOf",
+                                                "$ref",
+                                                "$defs",
+                                                "definitions",
+                                                "minLength",
+                                                "maxLength",
+                                                "format",
+                                                "minimum",
+                                                "maximum",
+                                                "exclusiveMinimum",
+                                                "exclusiveMaximum"};
+    static const std::set<std::string> kAnnotations = {
+        "title",   "description", "$schema",    "$id",      "$comment",
+        "default", "examples",    "deprecated", "readOnly", "writeOnly"};
+    for (const auto& [k, v] : s.items()) {
+      if (kUsed.count(k) != 0 || kAnnotations.count(k) != 0) continue;
+      Bad(where, "keyword '" + k + "' is not supported (docs/api.md lists what is)");
+    }
+  }
+
+  // The rule (or inline expression) matching schema `s`.
+  std::string Visit(const json& s, const std::string& name, const std::string& where) {
+    if (++depth_ > 64) Bad(where, "the schema nests too deeply");
+    struct Depth {
+      int* d;
+      ~Depth() { --*d; }
+    } guard{&depth_};
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) Bad(where, "the schema 'false' matches nothing");
+      return "value";
+    }
+    if (!s.is_object()) Bad(where, "a schema must be an object or a boolean");
+    CheckKeywords(s, where);
+    if (const auto it = s.find("$ref"); it != s.end()) {
+      if (!it->is_string()) Bad(where, "$ref must be a string");
+      const std::string ref = it->get<std::string>();
+      auto known = refs_.find(ref);
+      if (known != refs_.end()) return known->second;
+      const std::string rn = NewName("ref-" + ref.substr(ref.rfind('/') + 1));
+      refs_[ref] = rn;  // (before visiting: recursive schemas refer to themselves)
+      const json& target = Resolve(ref, where);
+      Rule(rn, Visit(target, rn, ref));
+      return rn;
+    }
+    if (const auto it = s.find("const"); it != s.end()) return Literal(it->dump());
+    if (const auto it = s.find("enum"); it != s.end()) {
+      if (!it->is_array() || it->empty()) Bad(where, "enum must be a non-empty array");
+      std::string alts;
+      for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + Literal(v.dump());
+      return Group(name, alts);
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (const auto it = s.find(key); it != s.end()) {
+        if (!it->is_array() || it->empty())
+          Bad(where, std::string(key) + " must be a non-empty array");
+        std::string alts;
+        for (size_t i = 0; i < it->size(); ++i) {
+          alts += (i == 0 ? "" : " | ") + Visit((*it)[i], name + "-" + std::to_string(i),
+                                                where + "/" + key + "/" + std::to_string(i));
+        }
+        return Group(name, alts);
+      }
+    }
+    if (const auto it = s.find("allOf"); it != s.end()) {
+      if (!it->is_array() || it->size() != 1) Bad(where, "allOf is supported with one schema only");
+      return Visit((*it)[0], name, where + "/allOf/0");
+    }
+    const auto type = s.find("type");
+    if (type == s.end()) {
+      if (s.contains("properties") || s.contains("additionalProperties"))
+        return Object(s, name, where);
+      if (s.contains("items")) return Array(s, name, where);
+      return "value";
+    }
+    if (type->is_array()) {
+      if (type->empty()) Bad(where, "type must not be an empty array");
+      std::string alts;
+      for (const auto& t : *type) {
+        if (!t.is_string()) Bad(where, "type must be a string or an array of strings");
+        alts += (alts.empty() ? "" : " | ") + Typed(s, t.get<std::string>(), name, where);
+      }
+      return Group(name, alts);
+    }
+    if (!type->is_string()) Bad(where, "type must be a string or an array of strings");
+    return Typed(s, type->get<std::string>(), name, where);
+  }
+
+  std::string Group(const std::string& name, const std::string& alts) {
+    const std::string rn = NewName(name);
+    Rule(rn, alts);
+    return rn;
+  }
+
+  static int64_t Count(const json& s, const char* key, int64_t def, const std::string& where) {
+    const auto it = s.find(key);
+    if (it == s.end()) return def;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0)
+      Bad(where, std::string(key) + " must be a non-negative integer");
+    return it->get<int64_t>();
+  }
+
+  std::string Typed(const json& s, const std::string& t, const std::string& name,
+                    const std::string& where) {
+    if (t != "number" && t != "integer") {
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(k)) Bad(where, std::string(k) + " applies to numbers only");
+    }
+    if (t == "string") return String(s, name, where);
+    if (t == "integer") return Integer(s, name, where);
+    if (t == "number") {
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(k))
+          Bad(where, std::string(k) + " is supported for integers only (use type integer)");
+      return "number";
+    }
+    if (t == "boolean") return "boolean";
+    if (t == "null") return "null";
+    if (t == "object") return Object(s, name, where);
+    if (t == "array") return Array(s, name, where);
+    Bad(where, "unknown type '" + t + "'");
+  }
+
+  std::string String(const json& s, const std::string& name, const std::string& where) {
+    if (const auto f = s.find("format"); f != s.end()) {
+      if (s.contains("minLength") || s.contains("maxLength"))
+        Bad(where, "format with minLength/maxLength is not supported");
+      const std::string fmt = f->is_string() ? f->get<std::string>() : "";
+      if (fmt == "date" || fmt == "time" || fmt == "uuid") return "\"\\\"\" " + fmt + " \"\\\"\"";
+      if (fmt == "date-time") return "\"\\\"\" date \"T\" time \"\\\"\"";
+      Bad(where, "format '" + fmt + "' is not supported (date, time, date-time, uuid)");
+    }
+    const int64_t lo = Count(s, "minLength", 0, where);
+    const int64_t hi = Count(s, "maxLength", -1, where);
+    if (hi >= 0 && hi < lo) Bad(where, "maxLength is below minLength");
+    if (lo > 10000 || hi > 10000) Bad(where, "string length bounds above 10000 are not supported");
+    if (lo == 0 && hi < 0) return "string";
+    const std::string rep =
+        hi < 0 ? StrFormat("{%lld,}", static_cast<long long>(lo))
+               : StrFormat("{%lld,%lld}", static_cast<long long>(lo), static_cast<long long>(hi));
+    return Group(name, "\"\\\"\" char" + rep + " \"\\\"\"");
+  }
+
+  // Integers within [minimum, maximum] (either bound optional), as digit-string alternatives:
+  // below a bound of d digits, any shorter number; with d digits, digit by digit.
+  std::string Integer(const json& s, const std::string& name, const std::string& where) {
+    auto bound = [&](const char* k, const char* ek, bool upper, int64_t* out) {
+      bool have = false;
+      for (const char* key : {k, ek}) {
+        const auto it = s.find(key);
+        if (it == s.end()) continue;
+        if (!it->is_number()) Bad(where, std::string(key) + " must be a number");
+        const double v = it->get<double>();
+        if (!(std::fabs(v) < 1e15)) Bad(where, std::string(key) + " is out of range");
+        int64_t b =
+            upper ? static_cast<int64_t>(std::floor(v)) : static_cast<int64_t>(std::ceil(v));
+        if (key == ek && static_cast<double>(b) == v) b += upper ? -1 : 1;
+        if (!have || (upper ? b < *out : b > *out)) *out = b;
+        have = true;
+      }
+      return have;
+    };
+    int64_t lo = 0, hi = 0;
+    const bool has_lo = bound("minimum", "exclusiveMinimum", false, &lo);
+    const bool has_hi = bound("maximum", "exclusiveMaximum", true, &hi);
+    if (!has_lo && !has_hi) return "integer";
+    if (has_lo && has_hi && hi < lo) Bad(where, "no integer lies within minimum and maximum");
+    const int64_t kInf = 9999999999999999;  // 16 digits: the unbounded integer's length
+    // Non-negative part [a, b] and negative part [-b', -a'].
+    std::string alts;
+    auto add = [&](const std::string& x) { alts += (alts.empty() ? "" : " | ") + x; };
+    const int64_t a = has_lo ? std::max<int64_t>(lo, 0) : 0;
+    const int64_t b = has_hi ? hi : kInf;
+    if (a <= b) add(Range(a, b));
+    if (!has_lo || lo < 0) {
+      const int64_t na = has_hi ? std::max<int64_t>(-hi, 1) : 1;
+      const int64_t nb = has_lo ? -lo : kInf;
+      if (na <= nb) add("\"-\" " + Group(name + "-neg", Range(na, nb)));
+    }
+    return Group(name, alts);
+  }
+
+  // Decimal spellings (no leading zeros) of the integers in [a, b], a >= 0.
+  static std::string Range(int64_t a, int64_t b) {
+    std::string out;
+    auto add = [&](const std::string& x) { out += (out.empty() ? "" : " | ") + x; };
+    if (a == 0) {
+      add("\"0\"");
+      a = 1;
+      if (b < 1) return out;
+    }
+    // Split by digit count, then each same-length range digit by digit.
+    for (int64_t lo = a; lo <= b;) {
+      int digits = 1;
+      int64_t p = 10;
+      while (p <= lo) {
+        p *= 10;
+        ++digits;
+      }
+      const int64_t hi = std::min(b, p - 1);
+      add("( " + SameLength(std::to_string(lo), std::to_string(hi)) + " )");
+      lo = hi + 1;
+      (void)digits;
+    }
+    return out;
+  }
+  static std::string SameLength(const std::string& lo, const std::string& hi) {
+    if (lo.empty()) return "\"\"";
+    if (lo.find_first_not_of('0') == std::string::npos &&
+        hi.find_first_not_of('9') == std::string::npos)
+      return StrFormat("[0-9]{%zu}", lo.size());  // every string of this length
+    if (lo[0] == hi[0]) {
+      const std::string rest = SameLength(lo.substr(1), hi.substr(1));
+      return "\"" + lo.substr(0, 1) + "\" ( " + rest + " )";
+    }
+    const size_t n = lo.size() - 1;
+    const std::string nines(n, '9'), zeros(n, '0');
+    std::string out;
+    auto add = [&](const std::string& x) { out += (out.empty() ? "" : " | ") + x; };
+    // lo[0] followed by [lo.rest, 9..9]; digits strictly between with anything; hi[0] followed
+    // by [0..0, hi.rest].
+    add("\"" + lo.substr(0, 1) + "\" ( " + SameLength(lo.substr(1), nines) + " )");
+    if (hi[0] - lo[0] > 1) {
+      add(StrFormat("[%c-%c]", lo[0] + 1, hi[0] - 1) + (n > 0 ? StrFormat(" [0-9]{%zu}", n) : ""));
+    }
+    add("\"" + hi.substr(0, 1) + "\" ( " + SameLength(zeros, hi.substr(1)) + " )");
+    return out;
+  }
+
+  std::string Object(const json& s, const std::string& name, const std::string& where) {
+    std::vector<std::pair<std::string, std::string>> props;  // key literal, value rule
+    std::vector<bool> req;
+    std::set<std::string> required;
+    if (const auto r = s.find("required"); r != s.end()) {
+      if (!r->is_array()) Bad(where, "required must be an array of strings");
+      for (const auto& k : *r) {
+        if (!k.is_string()) Bad(where, "required must be an array of strings");
+        required.insert(k.get<std::string>());
+      }
+    }
+    std::set<std::string> named;
+    if (const auto p = s.find("properties"); p != s.end()) {
+      if (!p->is_object()) Bad(where, "properties must be an object");
+      for (const auto& [k, v] : p->items()) {
+        const std::string pw = where + "/properties/" + k;
+        props.emplace_back(Literal(json(k).dump()), Visit(v, name + "-" + k, pw));
+        req.push_back(required.count(k) != 0);
+        named.insert(k);
+      }
+    }
+    for (const std::string& k : required)
+      if (named.count(k) == 0) Bad(where, "required property '" + k + "' is not in properties");
+    std::string extra;  // the rule for an additional value ("" : none)
+    if (const auto a = s.find("additionalProperties"); a != s.end()) {
+      if (a->is_boolean()) {
+        if (a->get<bool>()) extra = "value";
+      } else {
+        extra = Visit(*a, name + "-extra", where + "/additionalProperties");
+      }
+    } else if (!s.contains("properties")) {
+      extra = "value";  // {"type": "object"}: any object
+    }
+    // pairs
+    std::vector<std::string> pair;
+    for (size_t i = 0; i < props.size(); ++i) {
+      pair.push_back(NewName(name + "-kv"));
+      Rule(pair.back(), props[i].first + " ws \":\" ws " + props[i].second + " ws");
+    }
+    std::string tail_after = "\"\"", tail_first = "\"\"";
+    if (!extra.empty()) {
+      const std::string kv = NewName(name + "-extra-kv");
+      Rule(kv, "string ws \":\" ws " + extra + " ws");
+      tail_after = Group(name + "-extra-more", "( \",\" ws " + kv + " )*");
+      tail_first = Group(name + "-extra-first", "( " + kv + " " + tail_after + " )?");
+    }
+    // chain[i][after]: properties i.. with `after` = something already written.
+    std::string next_after = tail_after, next_first = tail_first;
+    for (size_t i = props.size(); i-- > 0;) {
+      const std::string with_after = "\",\" ws " + pair[i] + " " + next_after;
+      const std::string with_first = pair[i] + " " + next_after;
+      std::string ra, rf;
+      if (req[i]) {
+        ra = Group(name + "-a", with_after);
+        rf = Group(name + "-f", with_first);
+      } else {
+        ra = Group(name + "-a", with_after + " | " + next_after);
+        rf = Group(name + "-f", with_first + " | " + next_first);
+      }
+      next_after = ra;
+      next_first = rf;
+    }
+    return Group(name, "\"{\" ws " + next_first + " \"}\"");
+  }
+
+  std::string Array(const json& s, const std::string& name, const std::string& where) {
+    if (s.contains("prefixItems")) Bad(where, "prefixItems is not supported");
+    std::string item = "value";
+    if (const auto it = s.find("items"); it != s.end())
+      item = Visit(*it, name + "-item", where + "/items");
+    const int64_t lo = Count(s, "minItems", 0, where);
+    const int64_t hi = Count(s, "maxItems", -1, where);
+    if (hi >= 0 && hi < lo) Bad(where, "maxItems is below minItems");
+    if (lo > 1000 || hi > 1000) Bad(where, "array length bounds above 1000 are not supported");
+    if (hi == 0) return Group(name, "\"[\" ws \"]\"");
+    const std::string more = "( \",\" ws " + item + " ws )";
+    const int64_t mlo = lo > 0 ? lo - 1 : 0;
+    const std::string rep = hi < 0 ? StrFormat("{%lld,}", static_cast<long long>(mlo))
+                                   : StrFormat("{%lld,%lld}", static_cast<long long>(mlo),
+                                               static_cast<long long>(hi - 1));
+    const std::string items = item + " ws " + more + rep;
+    return Group(name, "\"[\" ws " + (lo > 0 ? items : "( " + items + " )?") + " \"]\"");
+  }
+
+  const json& root_;
+  std::string body_;
+  Out rules_{&body_};
+  std::map<std::string, int> counter_;
+  std::map<std::string, std::string> refs_;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+std::string JsonSchemaToGbnf(std::string_view schema_json) {
+  const json j = json::parse(schema_json.begin(), schema_json.end(), nullptr, false);
+  if (j.is_discarded()) Fail("json schema: not valid JSON");
+  return Converter(j).Run();
+}
+
+std::string JsonObjectGbnf() {
+  return std::string(kPrimitives) + "root ::= object\n";
+}
+
+}  // namespace paddock::grammar

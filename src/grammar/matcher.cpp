@@ -1,0 +1,287 @@
+// grammar/matcher.cpp: the token trie, the mask walk and its cache (grammar/matcher.h).
+#include "grammar/matcher.h"
+
+#include <algorithm>
+
+#include "base/strings.h"
+
+namespace paddock::grammar {
+
+TokenTrie::TokenTrie(std::vector<std::string> tokens, std::vector<int32_t> end_tokens)
+    : tokens_(std::move(tokens)), end_(std::move(end_tokens)) {
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (!tokens_[i].empty()) sorted_.push_back(static_cast<int32_t>(i));
+  std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
+    const std::string& x = tokens_[static_cast<size_t>(a)];
+    const std::string& y = tokens_[static_cast<size_t>(b)];
+    return x != y ? x < y : a < b;
+  });
+  nodes_.reserve(sorted_.size() * 3);
+  ids_.reserve(sorted_.size());
+  Build(0, static_cast<uint32_t>(sorted_.size()), 0, 0);
+  std::vector<int32_t>().swap(sorted_);
+}
+
+// The node for the prefix of length `depth` shared by sorted_[lo, hi): the tokens equal to it
+// come first (sorted), then one child per next byte.
+void TokenTrie::Build(uint32_t lo, uint32_t hi, size_t depth, uint8_t byte) {
+  const uint32_t me = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back({});
+  nodes_[me].byte = byte;
+  nodes_[me].tok_begin = static_cast<uint32_t>(ids_.size());
+  uint32_t i = lo;
+  auto tok = [&](uint32_t k) -> const std::string& {
+    return tokens_[static_cast<size_t>(sorted_[k])];
+  };
+  while (i < hi && tok(i).size() == depth) ids_.push_back(sorted_[i++]);
+  nodes_[me].tok_end = static_cast<uint32_t>(ids_.size());
+  while (i < hi) {
+    const uint8_t b = static_cast<uint8_t>(tok(i)[depth]);
+    uint32_t j = i;
+    while (j < hi && static_cast<uint8_t>(tok(j)[depth]) == b) ++j;
+    Build(i, j, depth + 1, b);
+    i = j;
+  }
+  nodes_[me].end = static_cast<uint32_t>(nodes_.size());
+}
+
+TokenGrammar::TokenGrammar(Cfg cfg, std::shared_ptr<const TokenTrie> trie, size_t cache_entries)
+    : cfg_(std::move(cfg)), trie_(std::move(trie)), cache_entries_(cache_entries) {}
+
+std::shared_ptr<const Mask> TokenGrammar::Lookup(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    stats_.misses++;
+    return nullptr;
+  }
+  stats_.hits++;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void TokenGrammar::Store(const std::string& key, std::shared_ptr<const Mask> mask) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index_.count(key) != 0 || cache_entries_ == 0) return;
+  lru_.emplace_front(key, std::move(mask));
+  index_[key] = lru_.begin();
+  if (lru_.size() > cache_entries_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+TokenGrammar::CacheStats TokenGrammar::cache_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CacheStats s = stats_;
+  s.entries = lru_.size();
+  return s;
+}
+
+Matcher::Matcher(std::shared_ptr<const TokenGrammar> g) : g_(std::move(g)) {
+  frames_.reserve(1 << 16);
+  tops_.reserve(1 << 12);
+  Reset();
+}
+
+void Matcher::Reset() {
+  stacks_.clear();
+  for (uint32_t alt : g_->cfg().alts[g_->cfg().root]) Expand({}, alt, &stacks_);
+  std::sort(stacks_.begin(), stacks_.end());
+  stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+}
+
+// Continues a stack at `pos`: to the byte sets it can reach next (or to the empty stack when
+// the grammar completes). Tail calls push no return position.
+void Matcher::Expand(Stack st, uint32_t pos, std::vector<Stack>* out) const {
+  const Cfg& c = g_->cfg();
+  for (;;) {
+    const Elem e = c.elems[pos];
+    if (e.kind == Elem::kBytes) {
+      st.push_back(pos);
+      out->push_back(std::move(st));
+      return;
+    }
+    if (e.kind == Elem::kEnd) {
+      if (st.empty()) {
+        out->push_back({});
+        return;
+      }
+      pos = st.back();
+      st.pop_back();
+      continue;
+    }
+    if (c.elems[pos + 1].kind != Elem::kEnd) st.push_back(pos + 1);
+    const auto& alts = c.alts[e.arg];
+    for (size_t k = 0; k + 1 < alts.size(); ++k) Expand(st, alts[k], out);
+    pos = alts.back();
+  }
+}
+
+std::vector<Matcher::Stack> Matcher::Advance(const std::vector<Stack>& from, uint8_t byte) const {
+  const Cfg& c = g_->cfg();
+  std::vector<Stack> out;
+  for (const Stack& st : from) {
+    if (st.empty()) continue;
+    const uint32_t top = st.back();
+    if (!Has(c.sets[c.elems[top].arg], byte)) continue;
+    Stack rest(st.begin(), st.end() - 1);
+    Expand(std::move(rest), top + 1, &out);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool Matcher::Accept(std::string_view bytes) {
+  std::vector<Stack> st = stacks_;
+  for (char ch : bytes) {
+    st = Advance(st, static_cast<uint8_t>(ch));
+    if (st.empty()) return false;
+  }
+  stacks_ = std::move(st);
+  return true;
+}
+
+bool Matcher::CanEnd() const {
+  for (const Stack& s : stacks_)
+    if (s.empty()) return true;
+  return false;
+}
+
+bool Matcher::Done() const {
+  if (stacks_.empty()) return false;
+  for (const Stack& s : stacks_)
+    if (!s.empty()) return false;
+  return true;
+}
+
+bool Matcher::AllowsRef(int32_t id) const {
+  const auto& ends = g_->trie().end_tokens();
+  if (std::find(ends.begin(), ends.end(), id) != ends.end()) return CanEnd();
+  const std::string& bytes = g_->trie().token(id);
+  if (bytes.empty()) return false;
+  std::vector<Stack> st = stacks_;
+  for (char ch : bytes) {
+    st = Advance(st, static_cast<uint8_t>(ch));
+    if (st.empty()) return false;
+  }
+  return true;
+}
+
+std::string Matcher::Key() const {
+  std::string k;
+  for (const Stack& s : stacks_) {  // (sorted: equal states give equal keys)
+    k.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(uint32_t));
+    k.append(4, '\xff');
+  }
+  return k;
+}
+
+void Matcher::FillMask(uint64_t* mask) {
+  const size_t words = (static_cast<size_t>(g_->trie().n_vocab()) + 63) / 64;
+  const std::string key = Key();
+  if (auto m = g_->Lookup(key)) {
+    std::copy(m->begin(), m->end(), mask);
+    hits_++;
+    return;
+  }
+  misses_++;
+  std::fill(mask, mask + words, 0);
+  Walk(mask);
+  if (CanEnd()) {
+    for (int32_t id : g_->trie().end_tokens())
+      mask[static_cast<size_t>(id) >> 6] |= 1ull << (id & 63);
+  }
+  g_->Store(key, std::make_shared<const Mask>(mask, mask + words));
+}
+
+// The walk: the state's stacks as persistent frames (a frame is a position and the index of
+// the frame below it; a top is a frame at a byte set), then the trie depth first. tops_ holds
+// one segment of tops per trie depth; frames and tops made under a node are dropped on return.
+void Matcher::Walk(uint64_t* mask) {
+  frames_.clear();
+  tops_.clear();
+  for (const Stack& s : stacks_) {
+    if (s.empty()) continue;
+    int32_t parent = -1;
+    for (uint32_t p : s) {
+      frames_.push_back({p, parent});
+      parent = static_cast<int32_t>(frames_.size() - 1);
+    }
+    tops_.push_back(parent);
+  }
+  if (tops_.empty()) return;
+  WalkNode(0, 0, false, mask);
+}
+
+void Matcher::ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept) {
+  const Cfg& c = g_->cfg();
+  for (;;) {
+    const Elem e = c.elems[pos];
+    if (e.kind == Elem::kBytes) {
+      for (size_t k = seg; k < tops_.size(); ++k) {
+        const Frame& f = frames_[static_cast<size_t>(tops_[k])];
+        if (f.pos == pos && f.parent == parent) return;  // the same stack already
+      }
+      frames_.push_back({pos, parent});
+      tops_.push_back(static_cast<int32_t>(frames_.size() - 1));
+      return;
+    }
+    if (e.kind == Elem::kEnd) {
+      if (parent < 0) {
+        *accept = true;
+        return;
+      }
+      const Frame f = frames_[static_cast<size_t>(parent)];
+      parent = f.parent;
+      pos = f.pos;
+      continue;
+    }
+    int32_t np = parent;
+    if (c.elems[pos + 1].kind != Elem::kEnd) {
+      frames_.push_back({pos + 1, parent});
+      np = static_cast<int32_t>(frames_.size() - 1);
+    }
+    const auto& alts = c.alts[e.arg];
+    for (size_t k = 0; k + 1 < alts.size(); ++k) ExpandFrame(np, alts[k], seg, accept);
+    parent = np;
+    pos = alts.back();
+  }
+}
+
+void Matcher::WalkNode(uint32_t node, size_t seg_begin, bool /*seg_accept*/, uint64_t* mask) {
+  const Cfg& c = g_->cfg();
+  const auto& nodes = g_->trie().nodes();
+  const auto& ids = g_->trie().ids();
+  const size_t seg_end = tops_.size();
+  // The bytes any stack here accepts: children outside them are skipped unvisited.
+  ByteSet any{};
+  for (size_t k = seg_begin; k < seg_end; ++k) {
+    const ByteSet& s = c.sets[c.elems[frames_[static_cast<size_t>(tops_[k])].pos].arg];
+    for (int w = 0; w < 4; ++w) any[static_cast<size_t>(w)] |= s[static_cast<size_t>(w)];
+  }
+  for (uint32_t ch = node + 1; ch < nodes[node].end; ch = nodes[ch].end) {
+    const uint8_t b = nodes[ch].byte;
+    if (!Has(any, b)) continue;
+    const size_t frames_mark = frames_.size();
+    const size_t next = tops_.size();
+    bool accept = false;
+    for (size_t k = seg_begin; k < seg_end; ++k) {
+      const Frame f = frames_[static_cast<size_t>(tops_[k])];
+      if (Has(c.sets[c.elems[f.pos].arg], b)) ExpandFrame(f.parent, f.pos + 1, next, &accept);
+    }
+    const bool live = tops_.size() > next;
+    if (live || accept) {
+      for (uint32_t t = nodes[ch].tok_begin; t < nodes[ch].tok_end; ++t) {
+        const int32_t id = ids[t];
+        mask[static_cast<size_t>(id) >> 6] |= 1ull << (id & 63);
+      }
+    }
+    if (live && ch + 1 < nodes[ch].end) WalkNode(ch, next, accept, mask);
+    tops_.resize(next);
+    frames_.resize(frames_mark);
+  }
+}
+
+}  // namespace paddock::grammar

@@ -1,0 +1,273 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar/cfg.h"
+#include "grammar/matcher.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+#include "paddock/error.h"
+#include "test_util.h"
+
+namespace paddock::grammar {
+namespace {
+
+std::shared_ptr<const TokenTrie> TinyVocab(std::vector<std::string> toks) {
+  return std::make_shared<TokenTrie>(std::move(toks), std::vector<int32_t>{0});
+}
+
+std::shared_ptr<const TokenGrammar> Compile(const std::string& gbnf,
+                                            std::shared_ptr<const TokenTrie> trie) {
+  return std::make_shared<TokenGrammar>(ParseGbnf(gbnf), std::move(trie));
+}
+
+// Whether the whole text is accepted (and the grammar can end there).
+bool Matches(const std::string& gbnf, const std::string& text) {
+  auto g = Compile(gbnf, TinyVocab({"", "x"}));
+  Matcher m(g);
+  return m.Accept(text) && m.CanEnd();
+}
+
+TEST(Gbnf, LiteralsClassesAndRepetition) {
+  const std::string g = R"(root ::= "a" [b-d]+ "e"? tail
+tail ::= ( "x" | "yz" ){1,3}  # a comment
+)";
+  EXPECT_TRUE(Matches(g, "abx"));
+  EXPECT_TRUE(Matches(g, "abcdeyzx"));
+  EXPECT_TRUE(Matches(g, "abxxx"));
+  EXPECT_FALSE(Matches(g, "abxxxx"));  // {1,3}
+  EXPECT_FALSE(Matches(g, "ax"));      // + needs one
+  EXPECT_FALSE(Matches(g, "abee x"));
+  EXPECT_FALSE(Matches(g, "ab"));
+}
+
+TEST(Gbnf, NegatedClassesDotAndUtf8) {
+  EXPECT_TRUE(Matches(R"(root ::= [^"]* "\"")", "héllo wörld\""));
+  EXPECT_FALSE(Matches(R"(root ::= [^"]* "\"")", "a\"b\""));
+  EXPECT_TRUE(Matches(R"(root ::= [α-ω]+)", "αβγ"));
+  EXPECT_FALSE(Matches(R"(root ::= [α-ω]+)", "αΩ"));
+  EXPECT_TRUE(Matches(R"(root ::= . . .)", "a€😀"));
+  EXPECT_FALSE(Matches(R"(root ::= .)", "\xff"));          // not UTF-8
+  EXPECT_FALSE(Matches(R"(root ::= .)", "\xed\xa0\x80"));  // a surrogate
+  EXPECT_TRUE(Matches(R"(root ::= "\x41\u00e9\n")", "Aé\n"));
+}
+
+TEST(Gbnf, RulesSpanLinesInParenthesesAndAfterBars) {
+  const std::string g = R"(
+root ::= item (
+    "," item
+  )* |
+  "none"
+item ::= [0-9]
+)";
+  EXPECT_TRUE(Matches(g, "1,2,3"));
+  EXPECT_TRUE(Matches(g, "none"));
+  EXPECT_FALSE(Matches(g, "1,"));
+}
+
+TEST(Gbnf, ErrorsNameTheProblem) {
+  auto err = [](const std::string& g) {
+    try {
+      ParseGbnf(g);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err("root ::= foo").find("undefined rule 'foo'"), std::string::npos);
+  EXPECT_NE(err("start ::= \"a\"").find("no 'root'"), std::string::npos);
+  EXPECT_NE(err("root ::= root \"a\" | \"b\"").find("left-recursive"), std::string::npos);
+  EXPECT_NE(err("root ::= (\"a\"?)*").find("left-recursive"), std::string::npos);
+  EXPECT_NE(err("root ::= \"a\" root").find("no finite string"), std::string::npos);
+  EXPECT_NE(err("root ::= [z-a]").find("line 1, column"), std::string::npos);
+  EXPECT_NE(err("root ::= \"abc").find("unterminated"), std::string::npos);
+  EXPECT_NE(err("root ::= \"a\"\nroot ::= \"b\"").find("defined twice"), std::string::npos);
+  EXPECT_NE(err("root ::= \"a\"{3,1}").find("n < m"), std::string::npos);
+  EXPECT_NE(err("root ::= ( \"a\"{1000} ){2000}").find("elements"), std::string::npos);
+  EXPECT_NE(err("root ::= \"\\q\"").find("unknown escape"), std::string::npos);
+  EXPECT_NE(err("root ::= *").find("without anything"), std::string::npos);
+}
+
+TEST(Matcher, TokensMaySplitCharacters) {
+  // "é" is C3 A9: two byte tokens, then a multi-character token crossing a character boundary.
+  auto g = Compile(R"(root ::= [à-ÿ]+ "!")", TinyVocab({"", "\xc3", "\xa9", "\xa9\xc3\xa8!", "a"}));
+  Matcher m(g);
+  std::vector<uint64_t> mask(1);
+  m.FillMask(mask.data());
+  EXPECT_EQ(mask[0], 1ull << 1);  // only the lead byte
+  EXPECT_TRUE(m.AcceptToken(1));
+  m.FillMask(mask.data());
+  EXPECT_EQ(mask[0], (1ull << 2) | (1ull << 3));
+  EXPECT_TRUE(m.AcceptToken(3));
+  EXPECT_TRUE(m.Done());
+  m.FillMask(mask.data());
+  EXPECT_EQ(mask[0], 1ull << 0);  // complete: only the end token
+}
+
+TEST(Matcher, EndOnlyWhereTheGrammarCanEnd) {
+  auto g = Compile(R"(root ::= "ab" "c"?)", TinyVocab({"", "a", "b", "c", "bc"}));
+  Matcher m(g);
+  std::vector<uint64_t> mask(1);
+  ASSERT_TRUE(m.AcceptToken(1));
+  m.FillMask(mask.data());
+  EXPECT_EQ(mask[0], (1ull << 2) | (1ull << 4));  // no end yet
+  ASSERT_TRUE(m.AcceptToken(2));
+  m.FillMask(mask.data());
+  EXPECT_EQ(mask[0], (1ull << 0) | (1ull << 3));  // end or "c"
+  EXPECT_FALSE(m.AcceptToken(2));                 // refused: state unchanged
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_FALSE(m.Done());
+}
+
+std::unique_ptr<Tokenizer> LoadVocab(const std::string& file) {
+  return LoadTokenizer(test::ModelsDir() + "/" + file);
+}
+
+std::shared_ptr<const TokenTrie> TrieOf(const Tokenizer& tok) {
+  std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
+  const int prev = tok.bos() == 0 ? 1 : 0;
+  for (int i = 0; i < tok.vocab_size(); ++i) bytes[static_cast<size_t>(i)] = tok.Decode(prev, i);
+  return std::make_shared<TokenTrie>(std::move(bytes), tok.end_of_generation());
+}
+
+// The fast mask against the scalar reference (each token checked on its own), along random
+// walks through JSON grammars, on the real 32,000- and 50,257-token vocabularies.
+void CheckAgainstReference(const std::string& vocab_file, const std::string& gbnf, int steps,
+                           uint64_t seed) {
+  auto tok = LoadVocab(vocab_file);
+  auto trie = TrieOf(*tok);
+  auto g = std::make_shared<TokenGrammar>(ParseGbnf(gbnf), trie);
+  Matcher m(g);
+  std::vector<uint64_t> mask((static_cast<size_t>(trie->n_vocab()) + 63) / 64);
+  std::mt19937_64 rng(seed);
+  for (int step = 0; step < steps; ++step) {
+    m.FillMask(mask.data());
+    std::vector<int32_t> allowed;
+    for (int id = 0; id < trie->n_vocab(); ++id) {
+      const bool fast = Allowed(mask, id);
+      ASSERT_EQ(fast, m.AllowsRef(id))
+          << vocab_file << " step " << step << " token " << id << " '" << trie->token(id) << "'";
+      if (fast) allowed.push_back(id);
+    }
+    ASSERT_FALSE(allowed.empty()) << "step " << step;
+    // Prefer non-end tokens so the walk goes deep; end when only the end is left.
+    std::vector<int32_t> text_tokens;
+    for (int32_t id : allowed)
+      if (!trie->token(id).empty()) text_tokens.push_back(id);
+    if (text_tokens.empty()) break;
+    const int32_t pick = text_tokens[rng() % text_tokens.size()];
+    ASSERT_TRUE(m.AcceptToken(pick));
+  }
+}
+
+const char* const kPerson = R"({"type": "object", "properties": {
+  "name": {"type": "string", "maxLength": 12},
+  "age": {"type": "integer", "minimum": 0, "maximum": 150},
+  "tags": {"type": "array", "items": {"enum": ["a", "b", "c d"]}, "maxItems": 3},
+  "ok": {"type": "boolean"}}, "required": ["name", "age"]})";
+
+TEST(Matcher, MaskEqualsReferenceOnLlamaVocabulary) {
+  CheckAgainstReference("ggml-vocab-llama-spm.gguf", JsonObjectGbnf(), 40, 1);
+  CheckAgainstReference("ggml-vocab-llama-spm.gguf", JsonSchemaToGbnf(kPerson), 40, 2);
+}
+
+TEST(Matcher, MaskEqualsReferenceOnGpt2Vocabulary) {
+  CheckAgainstReference("ggml-vocab-gpt-2.gguf", JsonObjectGbnf(), 40, 3);
+  CheckAgainstReference("ggml-vocab-gpt-2.gguf", JsonSchemaToGbnf(kPerson), 40, 4);
+}
+
+TEST(Matcher, CachedMasksAreReused) {
+  auto tok = LoadVocab("ggml-vocab-llama-spm.gguf");
+  auto g = std::make_shared<TokenGrammar>(ParseGbnf(R"(root ::= "[" [a-z]* "]")"), TrieOf(*tok));
+  Matcher a(g), b(g);
+  std::vector<uint64_t> m1((32000 + 63) / 64), m2(m1.size());
+  a.FillMask(m1.data());
+  b.FillMask(m2.data());
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(g->cache_stats().hits, 1u);
+}
+
+// JSON Schema -> GBNF: what the grammar accepts and refuses.
+bool SchemaMatches(const std::string& schema, const std::string& text) {
+  return Matches(JsonSchemaToGbnf(schema), text);
+}
+
+TEST(JsonSchema, ObjectsRequiredAndOptionalProperties) {
+  EXPECT_TRUE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 31})"));
+  EXPECT_TRUE(SchemaMatches(kPerson, R"({"name":"Ann","age":150,"tags":["a","c d"],"ok":true})"));
+  EXPECT_TRUE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 0, "ok": false})"));
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"age": 3, "name": "Ann"})"));  // schema order
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann"})"));            // required
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 151})"));
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann", "age": -1})"));
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 01})"));
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 1, "x": 1})"));
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 1, "tags": ["a","b","c d","a"]})"));
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Annabelle Smith", "age": 1})"));  // maxLength
+  EXPECT_FALSE(SchemaMatches(kPerson, R"({"name": "Ann", "age": 1,})"));
+}
+
+TEST(JsonSchema, IntegerRanges) {
+  const std::string s = R"({"type": "integer", "minimum": -12, "exclusiveMaximum": 305})";
+  for (int v = -20; v <= 320; ++v)
+    EXPECT_EQ(SchemaMatches(s, std::to_string(v)), v >= -12 && v < 305) << v;
+  EXPECT_FALSE(SchemaMatches(s, "-0"));
+}
+
+TEST(JsonSchema, RefsAnyOfEnumConstAndFormats) {
+  const std::string tree = R"({"$defs": {"node": {"type": "object", "properties": {
+      "v": {"anyOf": [{"type": "number"}, {"type": "null"}]},
+      "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"]}},
+    "$ref": "#/$defs/node"})";
+  EXPECT_TRUE(SchemaMatches(tree, R"({"v": 1.5e3, "kids": [{"v": null}, {"v": -2, "kids": []}]})"));
+  EXPECT_FALSE(SchemaMatches(tree, R"({"v": "x"})"));
+  EXPECT_TRUE(SchemaMatches(R"({"const": {"a": [1, "x"]}})", R"({"a":[1,"x"]})"));
+  EXPECT_TRUE(SchemaMatches(R"({"enum": ["red", 3, null]})", "3"));
+  EXPECT_FALSE(SchemaMatches(R"({"enum": ["red", 3, null]})", "\"blue\""));
+  EXPECT_TRUE(SchemaMatches(R"({"type": "string", "format": "date"})", "\"2024-02-28\""));
+  EXPECT_FALSE(SchemaMatches(R"({"type": "string", "format": "date"})", "\"2024-02-30\""));
+  EXPECT_TRUE(
+      SchemaMatches(R"({"type": "string", "format": "date-time"})", "\"2024-12-01T10:20:30.5Z\""));
+  EXPECT_TRUE(SchemaMatches(R"({"type": ["string", "null"], "minLength": 2})", "null"));
+  EXPECT_FALSE(SchemaMatches(R"({"type": ["string", "null"], "minLength": 2})", "\"a\""));
+  EXPECT_TRUE(SchemaMatches(R"({"type": "object"})", R"({"any": {"thing": [true]}})"));
+  EXPECT_TRUE(SchemaMatches(R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+                            R"({"a": 1, "b": 2})"));
+  EXPECT_TRUE(SchemaMatches(R"({"type": "string"})", R"("tab\t \u00e9 é")"));
+  EXPECT_FALSE(SchemaMatches(R"({"type": "string"})", "\"new\nline\""));
+}
+
+TEST(JsonSchema, UnsupportedAndInvalidSchemasAreNamed) {
+  auto err = [](const std::string& s) {
+    try {
+      ParseGbnf(JsonSchemaToGbnf(s));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err(R"({"type": "string", "pattern": "^a"})").find("'pattern'"), std::string::npos);
+  EXPECT_NE(err(R"({"type": "strnig"})").find("unknown type 'strnig'"), std::string::npos);
+  EXPECT_NE(err(R"({"$ref": "#/$defs/missing"})").find("points nowhere"), std::string::npos);
+  EXPECT_NE(err(R"({"$ref": "http://x/y.json"})").find("only references"), std::string::npos);
+  EXPECT_NE(err(R"({"type": "integer", "minimum": 5, "maximum": 4})").find("no integer"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"type": "object", "required": ["a"]})").find("'a'"), std::string::npos);
+  EXPECT_NE(err(R"({"type": "array", "minItems": 3, "maxItems": 2})").find("maxItems"),
+            std::string::npos);
+  EXPECT_NE(err("false").find("matches nothing"), std::string::npos);
+  EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(err(R"({"type": "number", "minimum": 1})").find("integers only"), std::string::npos);
+  EXPECT_NE(err(R"({"type": "string", "format": "email"})").find("'email'"), std::string::npos);
+  // A self-reference with no way out: no finite JSON.
+  EXPECT_NE(err(R"({"$defs": {"a": {"type": "object", "properties": {"n": {"$ref": "#/$defs/a"}},
+      "required": ["n"]}}, "$ref": "#/$defs/a"})")
+                .find("no finite"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace paddock::grammar
