@@ -199,5 +199,23 @@ if "$BIN" run -m "$M/stories260K.gguf" -n 5 --temp 0 --mlock >"$TMP/out" 2>"$TMP
   if [ "$(id -u)" -eq 0 ]; then bad "--mlock failed: $(cat "$TMP/err")"; else grep -q "ulimit -l" "$TMP/err" && ok || bad "--mlock: unclear error"; fi
 fi
 
+# 15. Constrained decoding on the command line: the output parses as the schema says; a bad
+# schema or grammar is a usage error naming it, before the model loads.
+G="$HERE/grammar"
+"$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --json-schema "$G/enums.json" --temp 1 \
+  --seed 5 -n 200 >"$TMP/json" 2>"$TMP/log"
+python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read()[len('Once upon a time'):]); assert d['color'] in ('red','green','blue') and d['version']==2" "$TMP/json" \
+  && ok || bad "--json-schema output: $(cat "$TMP/json")"
+grep -q "finish: eos" "$TMP/log" && ok || bad "--json-schema: grammar completion does not end the output"
+"$BIN" run -m "$M/stories260K.gguf" -p "x" --grammar-file "$G/list.gbnf" --temp 1 -n 120 2>/dev/null | tail -c +2 \
+  | grep -qE '^- [a-z][a-z ]* \([1-9][0-9]?\)$' && ok || bad "--grammar-file output"
+echo '{"type": "string", "pattern": "a+"}' >"$TMP/bad.json"
+expect_error "unsupported schema keyword" 2 "keyword 'pattern' is not supported" -- run -m /nonexistent --json-schema "$TMP/bad.json"
+printf 'root ::= item\n' >"$TMP/bad.gbnf"
+expect_error "undefined grammar rule" 2 "undefined rule 'item'" -- run -m /nonexistent --grammar-file "$TMP/bad.gbnf"
+expect_error "missing schema file" 2 "--json-schema /nonexistent.json" -- run -m /nonexistent --json-schema /nonexistent.json
+expect_error "two grammars" 2 "give one of" -- run -m /nonexistent --json --grammar-file "$TMP/bad.gbnf"
+"$BIN" run --json-schema "$G/person.json" --show-grammar -m x 2>/dev/null | grep -q '^root ::= ' && ok || bad "--show-grammar"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

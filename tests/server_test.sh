@@ -54,8 +54,10 @@ check "completion usage, object and finish_reason" $?
 r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"frobnicate":1}')
 [ "${r%% *}" = 400 ] && echo "${r#* }" | json_get 'd["error"]["param"]' | grep -qx frobnicate
 check "unknown field -> 400 naming it" $?
-r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"grammar":"root ::= \"a\""}')
-[ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "not supported yet"; check "grammar -> 400 not supported yet" $?
+r=$(post /v1/completions '{"prompt":"Once","max_tokens":8,"temperature":1,"grammar":"root ::= \"a\"{2,4} \"!\""}')
+[ "${r%% *}" = 200 ] && echo "${r#* }" | json_get 'd["choices"][0]["text"]' | grep -qxE 'a{2,4}!'; check "grammar (llama-server's GBNF field) constrains the output" $?
+r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"n_probs":2}')
+[ "${r%% *}" = 400 ] && echo "${r#* }" | json_get 'd["error"]["param"]' | grep -qx n_probs; check "unknown llama-server field -> 400 naming it" $?
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"hi","mood":"x"}],"max_tokens":3}')
 [ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "messages\[0\].mood"; check "unknown message field -> 400" $?
 r=$(post /v1/completions '{"prompt":"Once","n_predict":7,"repeat_penalty":1.1,"user":"u1","temperature":0}')
@@ -141,6 +143,10 @@ if [ ! -d "$HERE/server/node_modules/openai" ]; then
 fi
 node "$HERE/server/openai_client.mjs" "$PORT" stories260K "$expected"
 check "official openai client (completions and chat, streaming and not)" $?
+
+# --- structured output: 100 samples per schema at temperature 1, validated by ajv
+node "$HERE/server/structured.mjs" "$PORT" stories260K "$HERE/grammar" "${PADDOCK_STRUCTURED_N:-100}"
+check "structured output (json_schema x6, json_object, GBNF; openai client, ajv)" $?
 
 # --- stress: 50 clients, cancellations, malformed requests, outputs checked
 "$LOADGEN" --port "$PORT" --stress "$STRESS" --concurrency 50 >"$TMP/stress.json" 2>"$TMP/stress.err"

@@ -45,9 +45,9 @@ std::shared_ptr<const Grammar> GrammarCache::Compile(GrammarKind kind, std::stri
   return g;
 }
 
-const uint64_t* Constraint::Mask(double* seconds) {
+const uint64_t* Constraint::Mask(double* seconds, int remaining) {
   const double t0 = NowSeconds();
-  matcher.FillMask(mask.data());
+  matcher.FillMask(mask.data(), remaining >= 1 ? static_cast<uint32_t>(remaining - 1) : 0);
   if (seconds != nullptr) *seconds += NowSeconds() - t0;
   return mask.data();
 }

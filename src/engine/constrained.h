@@ -48,8 +48,10 @@ class GrammarCache {
 struct Constraint {
   explicit Constraint(const Grammar& gr)
       : matcher(gr.g), mask((static_cast<size_t>(gr.g->trie().n_vocab()) + 63) / 64) {}
-  // The mask for the next token (times it into *seconds).
-  const uint64_t* Mask(double* seconds);
+  // The mask for the next token, `remaining` tokens (this one included) being left before the
+  // length limit: the grammar is steered to complete within them (grammar/matcher.h). Adds
+  // the time taken to *seconds.
+  const uint64_t* Mask(double* seconds, int remaining);
   grammar::Matcher matcher;
   std::vector<uint64_t> mask;
 };

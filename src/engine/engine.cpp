@@ -428,15 +428,15 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
     r.generated_tokens++;
     const bool stop_string = out.Push(tok, next);
     emit();
-    const std::optional<FinishReason> why = StopAfterAppend(
-        stop_string, r.generated_tokens, o.max_tokens, static_cast<int>(s.history.size()), ctx);
+    std::optional<FinishReason> why = StopAfterAppend(stop_string, r.generated_tokens, o.max_tokens,
+                                                      static_cast<int>(s.history.size()), ctx);
+    // The grammar complete with nothing that can follow: the output is whole (even on the
+    // last token the length allowed).
+    if (constraint && (!constraint->matcher.AcceptToken(next) || constraint->matcher.Done()) &&
+        why != FinishReason::kStop)
+      why = FinishReason::kEos;
     if (why) {
       r.finish = *why;
-      return true;
-    }
-    // The grammar complete with nothing that can follow: the output is whole.
-    if (constraint && (!constraint->matcher.AcceptToken(next) || constraint->matcher.Done())) {
-      r.finish = FinishReason::kEos;
       return true;
     }
     if (cancelled) {
@@ -448,7 +448,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   if (o.max_tokens == 0) goto done;
   {
     // The first token, from the prompt's logits.
-    if (constraint) mask = constraint->Mask(nullptr);
+    if (constraint) mask = constraint->Mask(nullptr, std::min(o.max_tokens, ctx - pos));
     s.sampler->Prepare(const_cast<float*>(logits), s.history.data(),
                        static_cast<int>(s.history.size()), mask);
     int32_t t = s.sampler->Draw();
@@ -480,7 +480,10 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
       const size_t V = static_cast<size_t>(s.model->config.n_vocab);
       float* base = const_cast<float*>(rows0);
       if (k == 0) {
-        if (constraint) mask = constraint->Mask(nullptr);
+        if (constraint) {
+          mask = constraint->Mask(nullptr, std::min(o.max_tokens - r.generated_tokens,
+                                                    ctx - static_cast<int>(s.history.size())));
+        }
         s.sampler->Prepare(base, s.history.data(), static_cast<int>(s.history.size()), mask);
         s.kv->Commit(seq, &t, 1);
         ++pos;

@@ -254,7 +254,7 @@ void Scheduler::Postprocess(const int32_t* next,
       const bool stop_string = on_token(s, next[k]);
       why = StopAfterAppend(stop_string, s.generated, s.max_tokens,
                             static_cast<int>(s.tokens.size()), s.limit);
-      if (!why && s.complete) why = FinishReason::kEos;
+      if (s.complete && why != FinishReason::kStop) why = FinishReason::kEos;  // output whole
     }
     if (!why) continue;
     Release(s);

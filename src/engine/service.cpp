@@ -364,7 +364,9 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       const uint64_t* mask = nullptr;
       if (r.constraint) {
         double mask_seconds = 0;
-        mask = r.constraint->Mask(&mask_seconds);
+        mask = r.constraint->Mask(
+            &mask_seconds,
+            std::min(r.max_tokens - r.generated, r.limit - static_cast<int>(r.tokens.size())));
         std::lock_guard<std::mutex> lock(stats_mu);
         stats.grammar_masks++;
         stats.grammar_mask_seconds += mask_seconds;

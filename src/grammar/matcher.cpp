@@ -46,7 +46,36 @@ void TokenTrie::Build(uint32_t lo, uint32_t hi, size_t depth, uint8_t byte) {
 }
 
 TokenGrammar::TokenGrammar(Cfg cfg, std::shared_ptr<const TokenTrie> trie, size_t cache_entries)
-    : cfg_(std::move(cfg)), trie_(std::move(trie)), cache_entries_(cache_entries) {}
+    : cfg_(std::move(cfg)), trie_(std::move(trie)), cache_entries_(cache_entries) {
+  // Shortest match of each rule (a fixpoint), then of each alternative's suffix.
+  constexpr uint32_t kInf = 1u << 30;
+  std::vector<uint32_t> rule_min(cfg_.alts.size(), kInf);
+  auto suffix = [&](uint32_t pos) {
+    uint64_t n = 0;
+    for (; cfg_.elems[pos].kind != Elem::kEnd; ++pos)
+      n += cfg_.elems[pos].kind == Elem::kBytes ? 1 : rule_min[cfg_.elems[pos].arg];
+    return static_cast<uint32_t>(std::min<uint64_t>(n, kInf));
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < cfg_.alts.size(); ++r) {
+      for (uint32_t a : cfg_.alts[r]) {
+        const uint32_t n = suffix(a);
+        if (n < rule_min[r]) {
+          rule_min[r] = n;
+          changed = true;
+        }
+      }
+    }
+  }
+  rest_.resize(cfg_.elems.size());
+  for (size_t p = cfg_.elems.size(); p-- > 0;) {
+    const Elem& e = cfg_.elems[p];
+    rest_[p] = e.kind == Elem::kEnd     ? 0
+               : e.kind == Elem::kBytes ? 1 + rest_[p + 1]
+                                        : std::min(kInf, rule_min[e.arg] + rest_[p + 1]);
+  }
+}
 
 std::shared_ptr<const Mask> TokenGrammar::Lookup(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -178,9 +207,31 @@ std::string Matcher::Key() const {
   return k;
 }
 
-void Matcher::FillMask(uint64_t* mask) {
+uint32_t Matcher::Distance() const {
+  uint32_t best = kNoBudget;
+  for (const Stack& s : stacks_) {
+    uint64_t d = 0;
+    for (uint32_t p : s) d += g_->rest_[p];
+    best = static_cast<uint32_t>(std::min<uint64_t>(best, d));
+  }
+  return best;
+}
+
+void Matcher::FillMask(uint64_t* mask, uint32_t budget) {
   const size_t words = (static_cast<size_t>(g_->trie().n_vocab()) + 63) / 64;
-  const std::string key = Key();
+  std::string key = Key();
+  limit_ = kNoBudget;
+  if (budget != kNoBudget) {
+    const uint32_t d = Distance();
+    if (budget < d + kSlack) {
+      // Within reach of the budget: the mask depends on how much is left beyond the shortest
+      // completion (the same slack at the same state recurs, so it is cached too).
+      limit_ = budget;
+      const int32_t slack = static_cast<int32_t>(budget) - static_cast<int32_t>(d);
+      key.append(reinterpret_cast<const char*>(&slack), sizeof(slack));
+      key.push_back('b');
+    }
+  }
   if (auto m = g_->Lookup(key)) {
     std::copy(m->begin(), m->end(), mask);
     hits_++;
@@ -189,6 +240,14 @@ void Matcher::FillMask(uint64_t* mask) {
   misses_++;
   std::fill(mask, mask + words, 0);
   Walk(mask);
+  if (limit_ != kNoBudget) {
+    bool any = false;
+    for (size_t w = 0; w < words && !any; ++w) any = mask[w] != 0;
+    if (!any && !CanEnd()) {  // the budget cannot be met: the grammar alone decides
+      limit_ = kNoBudget;
+      Walk(mask);
+    }
+  }
   if (CanEnd()) {
     for (int32_t id : g_->trie().end_tokens())
       mask[static_cast<size_t>(id) >> 6] |= 1ull << (id & 63);
@@ -205,14 +264,17 @@ void Matcher::Walk(uint64_t* mask) {
   for (const Stack& s : stacks_) {
     if (s.empty()) continue;
     int32_t parent = -1;
-    for (uint32_t p : s) {
-      frames_.push_back({p, parent});
-      parent = static_cast<int32_t>(frames_.size() - 1);
-    }
+    for (uint32_t p : s) parent = Push(p, parent);
     tops_.push_back(parent);
   }
   if (tops_.empty()) return;
-  WalkNode(0, 0, false, mask);
+  WalkNode(0, 0, mask);
+}
+
+int32_t Matcher::Push(uint32_t pos, int32_t parent) {
+  const uint32_t below = parent < 0 ? 0 : frames_[static_cast<size_t>(parent)].dist;
+  frames_.push_back({pos, parent, std::min<uint32_t>(kNoBudget - 1, below + g_->rest_[pos])});
+  return static_cast<int32_t>(frames_.size() - 1);
 }
 
 void Matcher::ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept) {
@@ -224,8 +286,7 @@ void Matcher::ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept
         const Frame& f = frames_[static_cast<size_t>(tops_[k])];
         if (f.pos == pos && f.parent == parent) return;  // the same stack already
       }
-      frames_.push_back({pos, parent});
-      tops_.push_back(static_cast<int32_t>(frames_.size() - 1));
+      tops_.push_back(Push(pos, parent));
       return;
     }
     if (e.kind == Elem::kEnd) {
@@ -239,10 +300,7 @@ void Matcher::ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept
       continue;
     }
     int32_t np = parent;
-    if (c.elems[pos + 1].kind != Elem::kEnd) {
-      frames_.push_back({pos + 1, parent});
-      np = static_cast<int32_t>(frames_.size() - 1);
-    }
+    if (c.elems[pos + 1].kind != Elem::kEnd) np = Push(pos + 1, parent);
     const auto& alts = c.alts[e.arg];
     for (size_t k = 0; k + 1 < alts.size(); ++k) ExpandFrame(np, alts[k], seg, accept);
     parent = np;
@@ -250,7 +308,7 @@ void Matcher::ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept
   }
 }
 
-void Matcher::WalkNode(uint32_t node, size_t seg_begin, bool /*seg_accept*/, uint64_t* mask) {
+void Matcher::WalkNode(uint32_t node, size_t seg_begin, uint64_t* mask) {
   const Cfg& c = g_->cfg();
   const auto& nodes = g_->trie().nodes();
   const auto& ids = g_->trie().ids();
@@ -272,13 +330,16 @@ void Matcher::WalkNode(uint32_t node, size_t seg_begin, bool /*seg_accept*/, uin
       if (Has(c.sets[c.elems[f.pos].arg], b)) ExpandFrame(f.parent, f.pos + 1, next, &accept);
     }
     const bool live = tops_.size() > next;
-    if (live || accept) {
+    bool within = accept || limit_ == kNoBudget;
+    for (size_t k = next; k < tops_.size() && !within; ++k)
+      within = frames_[static_cast<size_t>(tops_[k])].dist <= limit_;
+    if ((live || accept) && within) {
       for (uint32_t t = nodes[ch].tok_begin; t < nodes[ch].tok_end; ++t) {
         const int32_t id = ids[t];
         mask[static_cast<size_t>(id) >> 6] |= 1ull << (id & 63);
       }
     }
-    if (live && ch + 1 < nodes[ch].end) WalkNode(ch, next, accept, mask);
+    if (live && ch + 1 < nodes[ch].end) WalkNode(ch, next, mask);
     tops_.resize(next);
     frames_.resize(frames_mark);
   }

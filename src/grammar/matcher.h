@@ -78,6 +78,8 @@ class TokenGrammar {
   void Store(const std::string& key, std::shared_ptr<const Mask> mask) const;
 
   Cfg cfg_;
+  // rest_[pos]: the fewest bytes that complete the alternative from position pos.
+  std::vector<uint32_t> rest_;
   std::shared_ptr<const TokenTrie> trie_;
   size_t cache_entries_;
   mutable std::mutex mu_;
@@ -97,7 +99,16 @@ class Matcher {
   // The tokens allowed next: those whose bytes the grammar can continue with, and the end
   // tokens where the grammar can end here; once it is complete, only the end tokens.
   // `mask` has (n_vocab + 63) / 64 words.
-  void FillMask(uint64_t* mask);
+  // budget: the bytes that may follow the token, at most (the tokens left after it: each is a
+  // byte at least). Once the budget comes within kSlack bytes of the shortest completion, only
+  // tokens after which the grammar can still complete within the budget are allowed, so a
+  // generation under a grammar ends complete before max_tokens (if it is reachable at all)
+  // even when the model would write on (a string, a recursive schema).
+  static constexpr uint32_t kNoBudget = 0xffffffffu;
+  static constexpr uint32_t kSlack = 64;
+  void FillMask(uint64_t* mask, uint32_t budget = kNoBudget);
+  // The fewest bytes that complete the grammar from here.
+  uint32_t Distance() const;
   // Advances over `bytes` (a token's text); false (state unchanged) when the grammar refuses.
   bool Accept(std::string_view bytes);
   bool AcceptToken(int32_t id) { return Accept(g_->trie().token(id)); }
@@ -123,12 +134,15 @@ class Matcher {
   struct Frame {
     uint32_t pos;
     int32_t parent;
+    uint32_t dist;  // fewest bytes completing the grammar from this frame down
   };
   std::vector<Frame> frames_;
   std::vector<int32_t> tops_;
+  uint32_t limit_ = kNoBudget;  // the walk's budget (tokens completing farther are refused)
   void Walk(uint64_t* mask);
+  int32_t Push(uint32_t pos, int32_t parent);
   void ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept);
-  void WalkNode(uint32_t node, size_t seg_begin, bool seg_accept, uint64_t* mask);
+  void WalkNode(uint32_t node, size_t seg_begin, uint64_t* mask);
 };
 
 }  // namespace paddock::grammar

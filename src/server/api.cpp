@@ -14,7 +14,9 @@
 namespace paddock::server {
 namespace {
 
-using nlohmann::json;
+// Ordered: a JSON Schema's properties keep the order they were written in (the order the
+// model writes them: "reasoning" before "answer" matters to what it answers).
+using json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 64;           // JSON nesting; a request needs 5
 constexpr size_t kMaxStopBytes = 1024;  // per stop sequence
@@ -160,9 +162,76 @@ void RefuseUnsupported(const json& j) {
   if (const json* t = Field(j, "tools")) {
     if (!t->is_array() || !t->empty()) Bad("tools", "tools are not supported");
   }
+}
+
+// Structured output: response_format (OpenAI: text, json_object, json_schema), llama-server's
+// `grammar` (GBNF) and `json_schema` (a schema), at most one of them; compiled (cached) here,
+// on the request's thread, so a bad schema is a 400 naming it before anything is queued.
+void ParseGrammar(const json& j, const ApiContext& ctx, ApiRequest* rp) {
+  GenerateOptions& g = rp->options.generate;
+  GrammarKind kind = GrammarKind::kGbnf;
+  std::string text, param;
+  auto one = [&](const char* name) {
+    if (!param.empty())
+      Bad(name, "give one of response_format, grammar and json_schema, not '" + param + "' and '" +
+                    name + "'");
+    param = name;
+  };
   if (const json* rf = Field(j, "response_format")) {
-    if (!rf->is_object() || rf->value("type", std::string("text")) != "text")
-      Bad("response_format", "only the text response format is supported");
+    if (!rf->is_object()) Bad("response_format", "'response_format' must be an object");
+    const std::string type = rf->value("type", std::string());
+    for (const auto& [k, v] : rf->items()) {
+      const bool known = k == "type" || (k == "json_schema" && type == "json_schema") ||
+                         (k == "schema" && type == "json_object");
+      if (!known) Bad("response_format." + k, "unknown field 'response_format." + k + "'");
+    }
+    if (type == "json_object") {
+      one("response_format");
+      kind = GrammarKind::kJsonObject;
+      if (const json* sc = Field(*rf, "schema")) {  // llama-server's json_object with a schema
+        kind = GrammarKind::kJsonSchema;
+        text = sc->dump();
+      }
+    } else if (type == "json_schema") {
+      one("response_format");
+      const json* js = Field(*rf, "json_schema");
+      if (js == nullptr || !js->is_object())
+        Bad("response_format.json_schema", "'response_format.json_schema' must be an object");
+      for (const auto& [k, v] : js->items()) {
+        if (k != "name" && k != "schema" && k != "strict" && k != "description")
+          Bad("response_format.json_schema." + k,
+              "unknown field 'response_format.json_schema." + k + "'");
+      }
+      const json* sc = Field(*js, "schema");
+      if (sc == nullptr)
+        Bad("response_format.json_schema.schema",
+            "'response_format.json_schema.schema' is required");
+      if (const json* st = Field(*js, "strict"); st != nullptr && !st->is_boolean())
+        Bad("response_format.json_schema.strict", "'strict' must be a boolean");
+      kind = GrammarKind::kJsonSchema;
+      text = sc->dump();
+    } else if (type != "text") {
+      Bad("response_format.type",
+          "response_format.type must be text, json_object or json_schema, not '" + type + "'");
+    }
+  }
+  if (const json* gr = Field(j, "grammar")) {
+    one("grammar");
+    if (!gr->is_string()) Bad("grammar", "'grammar' must be a string (GBNF)");
+    kind = GrammarKind::kGbnf;
+    text = gr->get<std::string>();
+  }
+  if (const json* js = Field(j, "json_schema")) {
+    one("json_schema");
+    kind = GrammarKind::kJsonSchema;
+    text = js->dump();
+  }
+  if (param.empty()) return;
+  if (!ctx.compile) Bad(param, "constrained decoding is not available here");
+  try {
+    g.grammar = ctx.compile(kind, text);
+  } catch (const Error& e) {
+    Bad(param, e.what());
   }
 }
 
@@ -337,11 +406,12 @@ void RefuseUnknownFields(const json& j, bool chat) {
                                         "stop",
                                         "priority",
                                         "timeout",
-                                        "user"};
+                                        "user",
+                                        "grammar",
+                                        "json_schema"};
   // Known elsewhere, not implemented yet: refused with what they are.
-  static const char* const kNotYet[] = {
-      "grammar",      "json_schema", "tool_choice",  "parallel_tool_calls",
-      "top_logprobs", "functions",   "function_call"};
+  static const char* const kNotYet[] = {"tool_choice", "parallel_tool_calls", "top_logprobs",
+                                        "functions", "function_call"};
   for (const auto& [k, v] : j.items()) {
     if (std::find(std::begin(kCommon), std::end(kCommon), k) != std::end(kCommon)) continue;
     if (k == (chat ? "messages" : "prompt")) continue;
@@ -399,6 +469,7 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
   }
   ParseSampling(j, ctx, &r.options.generate.sampling);
   ParseLimits(j, chat, ctx, &r);
+  ParseGrammar(j, ctx, &r);
   r.options.priority = static_cast<int>(Integer(j, "priority", 0, -1000000, 1000000));
   r.options.timeout_seconds = Number(j, "timeout", ctx.default_timeout, 0.0, 1e6);
   return r;

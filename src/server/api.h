@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,8 @@ struct ApiContext {
   int context = 0;
   int n_vocab = 0;  // 0: token ids are not checked here
   double default_timeout = 0;
+  // Compiles a grammar for the served model (Engine::CompileGrammar; throws Error).
+  std::function<std::shared_ptr<const Grammar>(GrammarKind, const std::string&)> compile;
 };
 
 struct ApiRequest {

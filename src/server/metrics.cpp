@@ -27,6 +27,12 @@ void Counter(std::string* out, const char* name, const std::string& labels, uint
   *out += StrFormat("%s{%s} %" PRIu64 "\n", name, labels.c_str(), v);
 }
 
+void CounterSeconds(std::string* out, const char* name, const std::string& labels, double v,
+                    const char* help) {
+  Header(out, name, "counter", help);
+  *out += StrFormat("%s{%s} %.17g\n", name, labels.c_str(), v);
+}
+
 void Hist(std::string* out, const char* name, const std::string& labels, const Histogram& h,
           const char* help) {
   Header(out, name, "histogram", help);
@@ -100,6 +106,10 @@ std::string PrometheusText(const std::string& model_name, const ServiceStats& s,
           "Speculative decoding: tokens drafted.");
   Counter(&o, "vllm:spec_decode_num_accepted_tokens_total", L, s.spec_accepted_tokens,
           "Speculative decoding: drafted tokens the target accepted.");
+  Counter(&o, "paddock_grammar_masks_total", L, s.grammar_masks,
+          "Constrained decoding: token masks computed (one per constrained token).");
+  CounterSeconds(&o, "paddock_grammar_mask_seconds_total", L, s.grammar_mask_seconds,
+                 "Constrained decoding: seconds spent computing token masks.");
   Counter(&o, "paddock_engine_steps_total", L, s.steps, "Batched forward steps.");
   Counter(&o, "paddock_engine_step_tokens_total", L, s.step_tokens,
           "Tokens computed in forward steps (prompt and generated).");

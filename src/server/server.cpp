@@ -183,6 +183,9 @@ void Server::LoadModel() {
     for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
     ctx_.context = info.context;
     ctx_.n_vocab = info.n_vocab;
+    ctx_.compile = [this](GrammarKind kind, const std::string& text) {
+      return service_->engine().CompileGrammar(kind, text);
+    };
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
     if (!chat_->warning().empty())
       std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
