@@ -75,6 +75,72 @@ TokenGrammar::TokenGrammar(Cfg cfg, std::shared_ptr<const TokenTrie> trie, size_
                : e.kind == Elem::kBytes ? 1 + rest_[p + 1]
                                         : std::min(kInf, rule_min[e.arg] + rest_[p + 1]);
   }
+  BuildExpansions();
+}
+
+// Per position, what continuing there reaches (see matcher.h), by memoized recursion over the
+// rules (terminates: no left recursion).
+void TokenGrammar::BuildExpansions() {
+  const size_t n = cfg_.elems.size();
+  struct Local {
+    std::vector<std::pair<uint32_t, std::vector<uint32_t>>> entries;
+    bool pops = false;
+    bool done = false;
+  };
+  std::vector<Local> memo(n);
+  std::vector<uint32_t> order;
+  auto exp = [&](auto& self, uint32_t pos) -> const Local& {
+    Local& m = memo[pos];
+    if (m.done) return m;
+    Local out;
+    const Elem e = cfg_.elems[pos];
+    if (e.kind == Elem::kBytes) {
+      out.entries.push_back({pos, {}});
+    } else if (e.kind == Elem::kEnd) {
+      out.pops = true;
+    } else {
+      const uint32_t ret = pos + 1;
+      const bool tail = cfg_.elems[ret].kind == Elem::kEnd;
+      bool nullable = false;
+      for (uint32_t a : cfg_.alts[e.arg]) {
+        const Local& sub = self(self, a);
+        for (const auto& [t, chain] : sub.entries) {
+          std::vector<uint32_t> c;
+          if (!tail) c.push_back(ret);
+          c.insert(c.end(), chain.begin(), chain.end());
+          out.entries.push_back({t, std::move(c)});
+        }
+        nullable = nullable || sub.pops;
+      }
+      if (nullable) {  // the rule can end at once: what follows it, at this level
+        const Local& after = self(self, ret);
+        out.entries.insert(out.entries.end(), after.entries.begin(), after.entries.end());
+        out.pops = after.pops;
+      }
+    }
+    std::sort(out.entries.begin(), out.entries.end());
+    out.entries.erase(std::unique(out.entries.begin(), out.entries.end()), out.entries.end());
+    out.done = true;
+    memo[pos] = std::move(out);
+    return memo[pos];
+  };
+  exp_begin_.assign(n + 1, 0);
+  pops_.assign(n, 0);
+  first_.assign(n, ByteSet{});
+  for (uint32_t p = 0; p < n; ++p) {
+    const Local& m = exp(exp, p);
+    exp_begin_[p] = static_cast<uint32_t>(exp_.size());
+    pops_[p] = m.pops ? 1 : 0;
+    for (const auto& [t, chain] : m.entries) {
+      exp_.push_back(
+          {t, static_cast<uint32_t>(chains_.size()), static_cast<uint32_t>(chain.size())});
+      chains_.insert(chains_.end(), chain.begin(), chain.end());
+      const ByteSet& b = cfg_.sets[cfg_.elems[t].arg];
+      for (int w = 0; w < 4; ++w) first_[p][static_cast<size_t>(w)] |= b[static_cast<size_t>(w)];
+    }
+  }
+  exp_begin_[n] = static_cast<uint32_t>(exp_.size());
+  (void)order;
 }
 
 std::shared_ptr<const Mask> TokenGrammar::Lookup(const std::string& key) const {
@@ -277,46 +343,40 @@ int32_t Matcher::Push(uint32_t pos, int32_t parent) {
   return static_cast<int32_t>(frames_.size() - 1);
 }
 
+// Continues at `pos` above `parent`: one lazy top for what the position reaches (if anything),
+// and, where it can end its alternative, the same for the parent's return position.
 void Matcher::ExpandFrame(int32_t parent, uint32_t pos, size_t seg, bool* accept) {
-  const Cfg& c = g_->cfg();
+  const TokenGrammar& g = *g_;
   for (;;) {
-    const Elem e = c.elems[pos];
-    if (e.kind == Elem::kBytes) {
-      for (size_t k = seg; k < tops_.size(); ++k) {
+    if (g.exp_begin_[pos] != g.exp_begin_[pos + 1]) {
+      bool dup = false;
+      for (size_t k = seg; k < tops_.size() && !dup; ++k) {
         const Frame& f = frames_[static_cast<size_t>(tops_[k])];
-        if (f.pos == pos && f.parent == parent) return;  // the same stack already
+        dup = f.pos == pos && f.parent == parent;
       }
-      tops_.push_back(Push(pos, parent));
+      if (!dup) tops_.push_back(Push(pos, parent));
+    }
+    if (!g.pops_[pos]) return;
+    if (parent < 0) {
+      *accept = true;
       return;
     }
-    if (e.kind == Elem::kEnd) {
-      if (parent < 0) {
-        *accept = true;
-        return;
-      }
-      const Frame f = frames_[static_cast<size_t>(parent)];
-      parent = f.parent;
-      pos = f.pos;
-      continue;
-    }
-    int32_t np = parent;
-    if (c.elems[pos + 1].kind != Elem::kEnd) np = Push(pos + 1, parent);
-    const auto& alts = c.alts[e.arg];
-    for (size_t k = 0; k + 1 < alts.size(); ++k) ExpandFrame(np, alts[k], seg, accept);
-    parent = np;
-    pos = alts.back();
+    const Frame f = frames_[static_cast<size_t>(parent)];
+    parent = f.parent;
+    pos = f.pos;
   }
 }
 
 void Matcher::WalkNode(uint32_t node, size_t seg_begin, uint64_t* mask) {
-  const Cfg& c = g_->cfg();
-  const auto& nodes = g_->trie().nodes();
-  const auto& ids = g_->trie().ids();
+  const TokenGrammar& g = *g_;
+  const Cfg& c = g.cfg_;
+  const auto& nodes = g.trie().nodes();
+  const auto& ids = g.trie().ids();
   const size_t seg_end = tops_.size();
-  // The bytes any stack here accepts: children outside them are skipped unvisited.
+  // The bytes any top here accepts: children outside them are skipped unvisited.
   ByteSet any{};
   for (size_t k = seg_begin; k < seg_end; ++k) {
-    const ByteSet& s = c.sets[c.elems[frames_[static_cast<size_t>(tops_[k])].pos].arg];
+    const ByteSet& s = g.first_[frames_[static_cast<size_t>(tops_[k])].pos];
     for (int w = 0; w < 4; ++w) any[static_cast<size_t>(w)] |= s[static_cast<size_t>(w)];
   }
   for (uint32_t ch = node + 1; ch < nodes[node].end; ch = nodes[ch].end) {
@@ -327,7 +387,15 @@ void Matcher::WalkNode(uint32_t node, size_t seg_begin, uint64_t* mask) {
     bool accept = false;
     for (size_t k = seg_begin; k < seg_end; ++k) {
       const Frame f = frames_[static_cast<size_t>(tops_[k])];
-      if (Has(c.sets[c.elems[f.pos].arg], b)) ExpandFrame(f.parent, f.pos + 1, next, &accept);
+      if (!Has(g.first_[f.pos], b)) continue;
+      for (uint32_t x = g.exp_begin_[f.pos]; x < g.exp_begin_[f.pos + 1]; ++x) {
+        const TokenGrammar::Entry& e = g.exp_[x];
+        if (!Has(c.sets[c.elems[e.terminal].arg], b)) continue;
+        int32_t parent = f.parent;
+        for (uint32_t i = 0; i < e.chain_len; ++i)
+          parent = Push(g.chains_[e.chain_begin + i], parent);
+        ExpandFrame(parent, e.terminal + 1, next, &accept);
+      }
     }
     const bool live = tops_.size() > next;
     bool within = accept || limit_ == kNoBudget;

@@ -80,6 +80,21 @@ class TokenGrammar {
   Cfg cfg_;
   // rest_[pos]: the fewest bytes that complete the alternative from position pos.
   std::vector<uint32_t> rest_;
+  // Expansions, precomputed per position: continuing at `pos` (without returning below it)
+  // reaches the byte sets entries of exp_[pos..] (each: the terminal, and the return positions
+  // pushed on the way, bottom first), and reaches the end of its alternative when pops_[pos].
+  // first_[pos]: the union of those terminals' byte sets. The walk keeps one lazy top per
+  // position instead of one per reachable terminal and pushes frames only for a byte's match.
+  struct Entry {
+    uint32_t terminal;
+    uint32_t chain_begin, chain_len;  // into chains_
+  };
+  std::vector<uint32_t> exp_begin_;  // entries of pos: exp_[exp_begin_[pos], exp_begin_[pos+1])
+  std::vector<Entry> exp_;
+  std::vector<uint32_t> chains_;
+  std::vector<uint8_t> pops_;
+  std::vector<ByteSet> first_;
+  void BuildExpansions();
   std::shared_ptr<const TokenTrie> trie_;
   size_t cache_entries_;
   mutable std::mutex mu_;
