@@ -381,15 +381,27 @@ int RunStress(const Options& o) {
   const std::vector<int> lengths = {4, 16, 48};
   // Reference: every (prompt, length, endpoint) greedily, alone.
   std::map<std::string, std::string> expected;
-  auto key = [](bool chat, size_t p, int n) {
-    return std::to_string(chat) + "/" + std::to_string(p) + "/" + std::to_string(n);
+  // Constrained requests too (kind 1: a JSON Schema, 2: a GBNF grammar): they share batches
+  // with the free ones, and batch invariance makes their outputs equal the references as well.
+  auto key = [](bool chat, size_t p, int n, int kind = 0) {
+    return std::to_string(chat) + "/" + std::to_string(p) + "/" + std::to_string(n) + "/" +
+           std::to_string(kind);
   };
-  auto body_for = [&](bool chat, size_t p, int n, bool stream) {
+  const json schema = json::parse(
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+          "age": {"type": "integer", "minimum": 0, "maximum": 99},
+          "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 3}},
+          "required": ["name", "age"], "additionalProperties": false})");
+  auto body_for = [&](bool chat, size_t p, int n, bool stream, int kind = 0) {
     json b = {{"model", m.id}, {"max_tokens", n}, {"temperature", 0}, {"stream", stream}};
     if (chat)
       b["messages"] = json::array({{{"role", "user"}, {"content", prompts[p]}}});
     else
       b["prompt"] = prompts[p];
+    if (kind == 1)
+      b["response_format"] = {{"type", "json_schema"},
+                              {"json_schema", {{"name", "person"}, {"schema", schema}}}};
+    if (kind == 2) b["grammar"] = "root ::= (\"- \" [a-z ]{1,20} \"\\n\"){1,4}";
     return b;
   };
   {
@@ -397,18 +409,20 @@ int RunStress(const Options& o) {
     for (bool chat : {false, true}) {
       for (size_t p = 0; p < prompts.size(); ++p) {
         for (int n : lengths) {
-          int status = 0;
-          std::string error;
-          json j = NonStream(*c, chat ? "/v1/chat/completions" : "/v1/completions",
-                             body_for(chat, p, n, false), &status, &error);
-          if (status != 200) {
-            std::fprintf(stderr, "paddock-loadgen: error: reference request failed with %d\n",
-                         status);
-            return 1;
+          for (int kind = 0; kind < 3; ++kind) {
+            int status = 0;
+            std::string error;
+            json j = NonStream(*c, chat ? "/v1/chat/completions" : "/v1/completions",
+                               body_for(chat, p, n, false, kind), &status, &error);
+            if (status != 200) {
+              std::fprintf(stderr, "paddock-loadgen: error: reference request failed with %d\n",
+                           status);
+              return 1;
+            }
+            expected[key(chat, p, n, kind)] =
+                chat ? j["choices"][0]["message"]["content"].get<std::string>()
+                     : j["choices"][0]["text"].get<std::string>();
           }
-          expected[key(chat, p, n)] = chat
-                                          ? j["choices"][0]["message"]["content"].get<std::string>()
-                                          : j["choices"][0]["text"].get<std::string>();
         }
       }
     }
@@ -428,6 +442,9 @@ int RunStress(const Options& o) {
       "{\"prompt\": \"x\", \"stop\": [1, 2]}",
       "{\"prompt\": [1, -5]}",
       "{\"prompt\": \"x\", \"n\": 3}",
+      "{\"prompt\": \"x\", \"grammar\": \"root ::= root \\\"a\\\"\"}",
+      "{\"prompt\": \"x\", \"json_schema\": {\"type\": \"string\", \"pattern\": \"a\"}}",
+      "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\"}}",
       "\xff\xfe garbage"};
   std::atomic<int64_t> n_ok{0}, n_cancel{0}, n_bad{0}, n_mismatch{0}, n_unexpected{0}, n_busy{0};
   std::mutex log_mu;
@@ -464,15 +481,16 @@ int RunStress(const Options& o) {
         continue;
       }
       const bool stream = rng() & 1;
+      const int kind = action < 45 ? 1 + static_cast<int>(rng() % 2) : 0;  // 15% constrained
       std::string got, error;
       int status = 0;
       if (stream) {
-        Sample s = Stream(*c, path, body_for(chat, p, n, true));
+        Sample s = Stream(*c, path, body_for(chat, p, n, true, kind));
         status = s.ok ? 200 : s.status;
         got = s.text;
         error = s.finish;
       } else {
-        json j = NonStream(*c, path, body_for(chat, p, n, false), &status, &error);
+        json j = NonStream(*c, path, body_for(chat, p, n, false, kind), &status, &error);
         if (status == 200)
           got = chat ? j["choices"][0]["message"]["content"].get<std::string>()
                      : j["choices"][0]["text"].get<std::string>();
@@ -488,11 +506,12 @@ int RunStress(const Options& o) {
                      stream ? "streaming" : "non-streaming", status, error.c_str());
         continue;
       }
-      if (got != expected[key(chat, p, n)]) {
+      if (got != expected[key(chat, p, n, kind)]) {
         n_mismatch++;
         std::lock_guard<std::mutex> lock(log_mu);
-        std::fprintf(stderr, "MISMATCH %s prompt %zu n %d:\n  got  [%s]\n  want [%s]\n",
-                     path.c_str(), p, n, got.c_str(), expected[key(chat, p, n)].c_str());
+        std::fprintf(stderr, "MISMATCH %s prompt %zu n %d kind %d:\n  got  [%s]\n  want [%s]\n",
+                     path.c_str(), p, n, kind, got.c_str(),
+                     expected[key(chat, p, n, kind)].c_str());
         continue;
       }
       n_ok++;
