@@ -16,9 +16,10 @@ namespace {
 
 std::shared_ptr<const paddock::grammar::TokenTrie> Vocab() {
   static const auto trie = [] {
-    std::vector<std::string> toks = {"", "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "true",
-                                     "false", "null", "0", "1", "-", ".", "e", "a", "ab", "\":",
-                                     "\",", "\xc3", "\xa9", "\xc3\xa9", "\\", "u", "x", "ba"};
+    std::vector<std::string> toks = {
+        "",     "{",     "}",    "[",    "]",        "\"", ":", ",", " ", "\n",
+        "true", "false", "null", "0",    "1",        "-",  ".", "e", "a", "ab",
+        "\":",  "\",",   "\xc3", "\xa9", "\xc3\xa9", "\\", "u", "x", "ba"};
     for (int b = 32; b < 127; ++b) toks.push_back(std::string(1, static_cast<char>(b)));
     return std::make_shared<paddock::grammar::TokenTrie>(std::move(toks), std::vector<int32_t>{0});
   }();
@@ -31,8 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > 4096) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
-    const std::string gbnf =
-        (data[0] & 1) != 0 ? paddock::grammar::JsonSchemaToGbnf(text) : text;
+    const std::string gbnf = (data[0] & 1) != 0 ? paddock::grammar::JsonSchemaToGbnf(text) : text;
     auto g = std::make_shared<paddock::grammar::TokenGrammar>(
         paddock::grammar::ParseGbnf(gbnf, 1 << 15), Vocab(), 16);
     paddock::grammar::Matcher m(g);
