@@ -17,6 +17,19 @@ struct ChatMessage {
   std::string role;  // system, user, assistant
   std::string content;
 };
+// A variable handed to a Jinja chat template besides the messages (OpenAI-compatible servers'
+// chat_template_kwargs, e.g. enable_thinking: false): a boolean, an integer, a number, a string
+// or null.
+struct ChatVar {
+  enum class Kind { kNull, kBool, kInt, kNumber, kString };
+  std::string name;
+  Kind kind = Kind::kNull;
+  bool b = false;
+  int64_t i = 0;
+  double num = 0;
+  std::string str;
+};
+
 // Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr.
 const std::vector<std::string>& ChatTemplateNames();
 // The family of `override_name` if set (Error if unknown), else the one the model's template
@@ -41,6 +54,13 @@ class ChatFormatter {
   ~ChatFormatter();
   std::string Render(const std::vector<ChatMessage>& messages,
                      bool add_generation_prompt = true) const;
+  // With template variables: the Jinja template must be in use (a built-in family has no
+  // variables: Error naming the first).
+  std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     const std::vector<ChatVar>& vars) const;
+  // The rendered chat ends inside an opened reasoning section ("<think>"): what the model
+  // writes first is its reasoning.
+  static bool OpensReasoning(const std::string& rendered);
   // What is used, e.g. "the model's template" or "built-in chatml"; `warning` says why a
   // model template was not used (empty if it was, or there was none).
   const std::string& description() const { return description_; }

@@ -93,10 +93,28 @@ struct GenerateOptions {
   bool parse_special = false;     // control tokens spelled in the prompt become tokens
   std::vector<std::string> stop;  // stop strings (excluded from the output)
   SamplingParams sampling;
+  // Log-probabilities of each generated token (TokenLogprob): -1 off; 0..20: the chosen token's
+  // and this many most likely alternatives. Speculative decoding is not used for such requests.
+  int logprobs = -1;
   // Only tokens the grammar allows are sampled (the mask applies before every sampler); an
   // end-of-generation token only where the grammar is complete, and generation ends when
   // nothing can follow. Speculative decoding is not used for such requests.
   std::shared_ptr<const Grammar> grammar;
+};
+
+// A token's log-probability under the model's own distribution: the log-softmax of its logits,
+// before temperature, penalties, logit bias or a grammar's mask (what `paddock perplexity`
+// scores). text: the bytes the token adds to the text after the one before it.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::string text;
+  struct Alt {
+    int32_t token = 0;
+    float logprob = 0;
+    std::string text;
+  };
+  std::vector<Alt> top;  // the most likely tokens, best first
 };
 
 enum class FinishReason { kLength, kEos, kStop, kContext, kCancelled, kTimeout };
@@ -113,6 +131,9 @@ struct GenerateResult {
   FinishReason finish = FinishReason::kLength;
   int draft_tokens = 0;     // speculative decoding: tokens drafted
   int accepted_tokens = 0;  // of which the target accepted
+  // With GenerateOptions::logprobs: one per generated token (end-of-generation excluded). With
+  // RequestOptions::prompt_logprobs: one per prompt token after the first.
+  std::vector<TokenLogprob> logprobs, prompt_logprobs;
 };
 
 // Receives generated text as it becomes final (whole UTF-8 characters, stop strings held back

@@ -34,7 +34,16 @@ struct RequestOptions {
   GenerateOptions generate;
   int priority = 0;            // higher runs first
   double timeout_seconds = 0;  // deadline from submission (0: none)
+  // Samples of the same prompt (1..kMaxChoices): the prompt is computed once and the choices
+  // fork its KV blocks (copy-on-write) when the first token is sampled; choice i samples with
+  // seed + i. Each has its own RequestStream.
+  int n = 1;
+  // The prompt's log-probabilities (GenerateResult::prompt_logprobs; `generate.logprobs`
+  // alternatives, at least 0), computed while the request waits: one extra pass over the
+  // prompt (for scoring: OpenAI's echo).
+  bool prompt_logprobs = false;
 };
+constexpr int kMaxChoices = 16;
 
 // Latency histogram with fixed bucket bounds (Prometheus style: counts[i] counts values <=
 // bounds[i], the last count is +Inf).
@@ -62,6 +71,7 @@ struct ServiceStats {
   // Constrained decoding: masks computed and the time spent on them.
   uint64_t grammar_masks = 0;
   double grammar_mask_seconds = 0;
+  uint64_t forked_choices = 0;  // choices of n > 1 requests that forked their prompt's KV
   Histogram ttft, itl, e2e, queue_time, prompt_len, generation_len;
   MemoryReport memory;
 };
@@ -72,8 +82,11 @@ enum class SubmitStatus { kAccepted, kQueueFull, kShuttingDown };
 class RequestStream {
  public:
   enum class Status { kText, kDone, kTimeout };
-  // Waits up to timeout_seconds for new text or the end; new text is appended to *out.
-  Status Wait(std::string* out, double timeout_seconds);
+  // Waits up to timeout_seconds for new text or the end; new text is appended to *out, and
+  // with logprobs on, the new tokens' log-probabilities to *logprobs (kText may then carry
+  // tokens whose text is still held back).
+  Status Wait(std::string* out, double timeout_seconds,
+              std::vector<TokenLogprob>* logprobs = nullptr);
   // Stops the request; its KV blocks are freed at the next step.
   void Cancel();
   // Called on the engine thread (after its locks are released) whenever new text or the end
@@ -111,6 +124,9 @@ class Service {
   // values, ...); returns kQueueFull / kShuttingDown without queuing when it cannot take it.
   SubmitStatus Submit(const std::vector<int32_t>& prompt, const RequestOptions& options,
                       std::shared_ptr<RequestStream>* stream);
+  // The same for options.n choices: one stream per choice (choice i at index i).
+  SubmitStatus Submit(const std::vector<int32_t>& prompt, const RequestOptions& options,
+                      std::vector<std::shared_ptr<RequestStream>>* streams);
 
   // Stops taking requests, lets running and queued ones finish for up to grace_seconds, then
   // cancels the rest. Returns when the engine thread has stopped.

@@ -199,6 +199,22 @@ std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info,
 }
 
 std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt,
+                                  const std::vector<ChatVar>& vars) const {
+  if (vars.empty()) return Render(messages, add_generation_prompt);
+  if (!impl_->jinja)
+    Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
+         vars[0].name.c_str(), description_.c_str());
+  return impl_->jinja->RenderChat(messages, add_generation_prompt, impl_->bos, impl_->eos, vars);
+}
+
+bool ChatFormatter::OpensReasoning(const std::string& rendered) {
+  const size_t open = rendered.rfind("<think>");
+  return open != std::string::npos && rendered.find("</think>", open) == std::string::npos &&
+         rendered.find_first_not_of(" \t\r\n", open + 7) == std::string::npos;
+}
+
+std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt) const {
   if (impl_->jinja)
     return impl_->jinja->RenderChat(messages, add_generation_prompt, impl_->bos, impl_->eos);

@@ -30,7 +30,8 @@ class JinjaTemplate {
   // Renders a chat: `messages` (role, content), add_generation_prompt, bos_token, eos_token.
   // Throws Error (raise_exception's message, or an unsupported construct met while rendering).
   std::string RenderChat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                         const std::string& bos_token, const std::string& eos_token) const;
+                         const std::string& bos_token, const std::string& eos_token,
+                         const std::vector<ChatVar>& vars = {}) const;
 
   struct Node;
 

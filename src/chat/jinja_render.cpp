@@ -522,7 +522,8 @@ class Renderer {
 
 std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages,
                                       bool add_generation_prompt, const std::string& bos_token,
-                                      const std::string& eos_token) const {
+                                      const std::string& eos_token,
+                                      const std::vector<ChatVar>& vars) const {
   jinja::Renderer r;
   r.scopes.emplace_back();
   jinja::List msgs;
@@ -537,6 +538,25 @@ std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages,
   g["add_generation_prompt"] = jinja::Value::Bool(add_generation_prompt);
   g["bos_token"] = jinja::Value::Str(bos_token);
   g["eos_token"] = jinja::Value::Str(eos_token);
+  for (const ChatVar& v : vars) {
+    switch (v.kind) {
+      case ChatVar::Kind::kNull:
+        g[v.name] = jinja::Value::None();
+        break;
+      case ChatVar::Kind::kBool:
+        g[v.name] = jinja::Value::Bool(v.b);
+        break;
+      case ChatVar::Kind::kInt:
+        g[v.name] = jinja::Value::Int(v.i);
+        break;
+      case ChatVar::Kind::kNumber:
+        g[v.name] = jinja::Value::Float(v.num);
+        break;
+      case ChatVar::Kind::kString:
+        g[v.name] = jinja::Value::Str(v.str);
+        break;
+    }
+  }
   r.scopes.emplace_back();  // template-level sets
   try {
     r.Run(body_);

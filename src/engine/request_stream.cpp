@@ -4,15 +4,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 namespace paddock {
 
-void RequestStream::State::Append(std::string_view text) {
-  if (text.empty()) return;
+void RequestStream::State::Append(std::string_view text, const TokenLogprob* logprob) {
+  if (text.empty() && logprob == nullptr) return;
   std::shared_ptr<const std::function<void()>> ready;
   {
     std::lock_guard<std::mutex> lock(mu);
     pending.append(text);
+    if (logprob != nullptr) pending_logprobs.push_back(*logprob);
     ready = on_ready;
   }
   cv.notify_all();
@@ -41,14 +43,20 @@ void RequestStream::SetOnReady(std::function<void()> fn) {
 RequestStream::RequestStream(uint64_t id) : id_(id), state_(std::make_unique<State>()) {}
 RequestStream::~RequestStream() = default;
 
-RequestStream::Status RequestStream::Wait(std::string* out, double timeout_seconds) {
+RequestStream::Status RequestStream::Wait(std::string* out, double timeout_seconds,
+                                          std::vector<TokenLogprob>* logprobs) {
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);
+  auto ready = [&] { return !s.pending.empty() || !s.pending_logprobs.empty(); };
   s.cv.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_seconds)),
-                [&] { return !s.pending.empty() || s.done; });
-  if (!s.pending.empty()) {
+                [&] { return ready() || s.done; });
+  if (ready()) {
     out->append(s.pending);
     s.pending.clear();
+    if (logprobs != nullptr)
+      logprobs->insert(logprobs->end(), std::make_move_iterator(s.pending_logprobs.begin()),
+                       std::make_move_iterator(s.pending_logprobs.end()));
+    s.pending_logprobs.clear();
     return Status::kText;
   }
   if (s.done) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "paddock/service.h"
 
@@ -17,6 +18,7 @@ struct RequestStream::State {
   std::mutex mu;
   std::condition_variable cv;
   std::string pending;  // produced, not yet read
+  std::vector<TokenLogprob> pending_logprobs;
   bool done = false;
   GenerateResult result;
   double queue_seconds = 0;
@@ -26,8 +28,8 @@ struct RequestStream::State {
   std::shared_ptr<const std::function<void()>> on_ready;
   std::function<void()> wake_engine;
 
-  // Engine thread: text that became final.
-  void Append(std::string_view text);
+  // Engine thread: text that became final, and a token's log-probability (if any).
+  void Append(std::string_view text, const TokenLogprob* logprob = nullptr);
   // Engine thread: the end, with the result.
   void Complete(GenerateResult result, double queue_seconds);
 };

@@ -25,6 +25,33 @@ void ValidateSampling(const SamplingParams& p) {
       Fail("logit bias %g for token %d is out of range [-100, 100]", bias, id);
 }
 
+void LogprobOf(const float* logits, int n_vocab, int32_t token, int k, TokenLogprob* out) {
+  float mx = logits[0];
+  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  const double lse = static_cast<double>(mx) + std::log(sum);
+  out->token = token;
+  out->logprob = static_cast<float>(static_cast<double>(logits[token]) - lse);
+  // The k best by insertion into a sorted list of at most k (k <= 20).
+  out->top.resize(static_cast<size_t>(std::max(0, k)));
+  int have = 0;
+  for (int i = 0; i < n_vocab && k > 0; ++i) {
+    const float l = logits[i];
+    if (have == k && !(l > out->top[static_cast<size_t>(k - 1)].logprob)) continue;
+    int at = std::min(have, k - 1);
+    while (at > 0 && l > out->top[static_cast<size_t>(at - 1)].logprob) {
+      if (at < k) out->top[static_cast<size_t>(at)] = out->top[static_cast<size_t>(at - 1)];
+      --at;
+    }
+    out->top[static_cast<size_t>(at)].token = i;
+    out->top[static_cast<size_t>(at)].logprob = l;
+    have = std::min(k, have + 1);
+  }
+  out->top.resize(static_cast<size_t>(have));
+  for (auto& a : out->top) a.logprob = static_cast<float>(static_cast<double>(a.logprob) - lse);
+}
+
 Sampler::Sampler(int n_vocab)
     : n_vocab_(n_vocab),
       cand_(static_cast<size_t>(n_vocab)),

@@ -76,6 +76,10 @@ class Sampler {
   std::mt19937_64 rng_;
 };
 
+// The log-softmax of `logits` (n_vocab, untouched) at `token`, and the k most likely tokens,
+// best first (ties: lower id first); texts left empty. Allocation-free once out->top holds k.
+void LogprobOf(const float* logits, int n_vocab, int32_t token, int k, TokenLogprob* out);
+
 // Throws Error naming the first out-of-range sampling value.
 void ValidateSampling(const SamplingParams& p);
 

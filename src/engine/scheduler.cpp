@@ -54,6 +54,16 @@ void Scheduler::Add(std::unique_ptr<Sequence> s) {
   Wait(std::move(s));
 }
 
+void Scheduler::AddRunning(std::unique_ptr<Sequence> s) {
+  if (static_cast<int>(running_.size()) < opt_.max_running) {
+    running_.push_back(std::move(s));
+    return;
+  }
+  Release(*s);
+  s->computed = 0;
+  Wait(std::move(s));
+}
+
 std::unique_ptr<Sequence> Scheduler::Take(std::vector<std::unique_ptr<Sequence>>& list,
                                           const Sequence* s) {
   auto it = std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.get() == s; });

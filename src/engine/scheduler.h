@@ -82,6 +82,10 @@ class Scheduler {
 
   // Into the waiting line, by priority then arrival.
   void Add(std::unique_ptr<Sequence> s);
+  // A sequence already holding a KV sequence with its tokens computed but the last (a forked
+  // choice of an n > 1 request): into the running set, or when that is full back to waiting
+  // (its blocks freed: it recomputes later, mostly from the prefix cache).
+  void AddRunning(std::unique_ptr<Sequence> s);
   // Spends the token budget (see the file comment). Sequences that can never fit (alone and
   // still out of blocks) are moved to *finished with kContext. Newly admitted sequences are
   // reported through on_admit (first admission only).

@@ -53,6 +53,17 @@ struct Request : Sequence {
   std::vector<DraftDist> q;
   std::vector<int32_t> hist;
   int draft_slot = -1;
+  // Log-probabilities: the logits row as the model gave it (the sampler changes it in place),
+  // the sampled token's entry, every entry (for the result); the prompt's (echo) once computed.
+  std::vector<float> row;
+  TokenLogprob last_lp;
+  std::vector<TokenLogprob> logprobs, prompt_logprobs;
+  bool prompt_logprobs_done = false;
+  // n > 1: the further choices' streams (choice i at i - 1), forked when the first token is
+  // sampled; `choices_pending` until then.
+  std::vector<std::shared_ptr<RequestStream>> choice_streams;
+  bool choices_pending = false;
+  int32_t last_sampled = -1;  // a new choice's first token (until it starts)
 
   bool Cancelled() const { return state->cancel.load(std::memory_order_relaxed); }
 };
@@ -99,6 +110,14 @@ struct Service::Impl {
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
   bool OnToken(Request& r, int32_t token);
+  // The sampled token's log-probability entry (from r.row), texts filled in.
+  void Logprob(Request& r, int32_t token, int prev);
+  void PromptLogprobs(Request& r);
+  // n > 1: the choices after the first, each with its first token from the same logits row;
+  // forked (KV blocks shared) and started after Commit.
+  void SpawnChoices(Request& parent, const float* row);
+  void StartChoices();
+  std::vector<std::unique_ptr<Request>> new_choices;
   void FinishAll();  // everything in `finished`
   void Finish(Request& r, FinishReason why);
   void UpdateGauges();
@@ -166,7 +185,19 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
 
 SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOptions& o,
                              std::shared_ptr<RequestStream>* stream) {
+  if (o.n != 1) Fail("n = %d needs the Submit that returns one stream per choice", o.n);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const SubmitStatus st = Submit(prompt, o, &streams);
+  if (st == SubmitStatus::kAccepted) *stream = streams[0];
+  return st;
+}
+
+SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOptions& o,
+                             std::vector<std::shared_ptr<RequestStream>>* streams) {
   Impl& s = *impl_;
+  if (o.n < 1 || o.n > kMaxChoices) Fail("n = %d is out of range [1, %d]", o.n, kMaxChoices);
+  if (o.generate.logprobs < -1 || o.generate.logprobs > 20)
+    Fail("logprobs %d is out of range [0, 20]", o.generate.logprobs);
   const int ctx = s.e->context;
   ValidatePrompt(prompt, ctx, s.e->model->config.n_vocab, o.generate);
   if (!(o.timeout_seconds >= 0) || o.timeout_seconds > 1e7)
@@ -206,7 +237,14 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
     Impl* ip = &s;
     r->state = r->stream->state_.get();
     r->state->wake_engine = [ip] { ip->WakeEngine(); };
-    *stream = r->stream;
+    streams->assign(1, r->stream);
+    for (int i = 1; i < o.n; ++i) {
+      auto cs = std::make_shared<RequestStream>(s.next_id++);
+      cs->state_->wake_engine = [ip] { ip->WakeEngine(); };
+      r->choice_streams.push_back(cs);
+      streams->push_back(cs);
+    }
+    r->choices_pending = o.n > 1;
     s.queued++;
     s.inbox.push_back(std::move(r));
   }
@@ -298,6 +336,10 @@ bool Service::Impl::Step() {
   // 2. Drafts for decoding requests (speculation), then the policy: who runs this step, with
   // how many tokens.
   Propose();
+  for (const auto& w : scheduler->waiting()) {
+    Request& r = AsRequest(*w);
+    if (r.opt.prompt_logprobs && !r.prompt_logprobs_done) PromptLogprobs(r);
+  }
   const Scheduler::Batch& batch =
       scheduler->Schedule(&finished, [this](Sequence& s) { OnAdmit(AsRequest(s)); });
   FinishAll();
@@ -306,6 +348,7 @@ bool Service::Impl::Step() {
   Forward(batch);
   Sample(batch);  // (verification first: Commit records only the accepted drafts)
   scheduler->Commit();
+  StartChoices();
   const Tokenizer& tok = *e->model->tokenizer;
   scheduler->Postprocess(
       sampled.data(), [this](Sequence& s, int32_t t) { return OnToken(AsRequest(s), t); },
@@ -361,6 +404,9 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       stats.spec_accepted_tokens += static_cast<uint64_t>(r.accepted);
     } else {
       if (batch.n[k] < r.to_compute()) continue;  // a prompt chunk in progress
+      const size_t V = static_cast<size_t>(e->model->config.n_vocab);
+      if (r.opt.generate.logprobs >= 0 || r.choices_pending) r.row.assign(lg, lg + V);
+      if (r.choices_pending) SpawnChoices(r, r.row.data());  // (before r's grammar advances)
       const uint64_t* mask = nullptr;
       if (r.constraint) {
         double mask_seconds = 0;
@@ -372,6 +418,7 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
         stats.grammar_mask_seconds += mask_seconds;
       }
       sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()), mask);
+      if (r.opt.generate.logprobs >= 0) Logprob(r, sampled[k], r.tokens.back());
       if (r.constraint && !e->model->tokenizer->IsEndOfGeneration(sampled[k])) {
         grammar::Matcher& m = r.constraint->matcher;
         if (!m.AcceptToken(sampled[k]) || m.Done()) r.complete = true;
@@ -400,7 +447,9 @@ void Service::Impl::Propose() {
   for (const auto& seq : running) {
     Request& r = AsRequest(*seq);
     r.draft.clear();
-    if (!small || r.to_compute() != 1 || r.max_tokens == 0 || !r.sampler || r.constraint) continue;
+    if (!small || r.to_compute() != 1 || r.max_tokens == 0 || !r.sampler || r.constraint ||
+        r.opt.generate.logprobs >= 0)
+      continue;
     int k = std::min({r.spec.Choose(), r.max_tokens - r.generated - 1,
                       r.limit - static_cast<int>(r.tokens.size()) - 1, kSpecMaxDraft});
     if (k <= 0) continue;
@@ -456,7 +505,12 @@ void Service::Impl::OnAdmit(Request& r) {
 // A token was appended: its text (returns whether a stop string completed), streamed.
 bool Service::Impl::OnToken(Request& r, int32_t token) {
   const bool stop_string = r.text.Push(*e->model->tokenizer, token);
-  r.state->Append(r.text.TakeReady());
+  if (r.opt.generate.logprobs >= 0 && r.last_lp.token == token) {
+    r.logprobs.push_back(r.last_lp);
+    r.state->Append(r.text.TakeReady(), &r.last_lp);
+  } else {
+    r.state->Append(r.text.TakeReady());
+  }
   std::lock_guard<std::mutex> lock(stats_mu);
   stats.generation_tokens++;
   return stop_string;
@@ -479,6 +533,17 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   res.prompt_seconds = (r.t_first > 0 ? r.t_first : now) - r.t_submit;
   res.decode_seconds = r.t_first > 0 ? now - r.t_first : 0;
   res.finish = why;
+  res.logprobs = std::move(r.logprobs);
+  res.prompt_logprobs = std::move(r.prompt_logprobs);
+  if (r.choices_pending) {  // ended before its first token: the other choices end with it
+    for (auto& cs : r.choice_streams) {
+      GenerateResult c;
+      c.prompt_tokens = res.prompt_tokens;
+      c.finish = why;
+      cs->state_->Complete(std::move(c), 0);
+    }
+    r.choices_pending = false;
+  }
   {
     std::lock_guard<std::mutex> lock(stats_mu);
     stats.finished[static_cast<int>(why)]++;
@@ -497,6 +562,151 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
     std::lock_guard<std::mutex> lock(mu);
     queued--;
   }
+}
+
+void Service::Impl::Logprob(Request& r, int32_t token, int prev) {
+  const Tokenizer& tok = *e->model->tokenizer;
+  LogprobOf(r.row.data(), e->model->config.n_vocab, token, r.opt.generate.logprobs, &r.last_lp);
+  r.last_lp.text = tok.Decode(prev, token);
+  for (auto& a : r.last_lp.top) a.text = tok.Decode(prev, a.token);
+}
+
+// The prompt's log-probabilities, on a scratch KV sequence (one batch item per token: each
+// position gets its logits), in chunks of the engine's items per step. Without room in the KV
+// pool the request goes on without them (its result then has none).
+void Service::Impl::PromptLogprobs(Request& r) {
+  r.prompt_logprobs_done = true;
+  const int n = r.n_prompt;
+  if (n < 2) return;
+  KvManager& kv = *e->kv;
+  const KvManager::SeqId seq = kv.Create(n);
+  if (!kv.Reserve(seq, n - 1)) {
+    kv.Free(seq);
+    return;
+  }
+  const Tokenizer& tok = *e->model->tokenizer;
+  const int chunk = e->transformer->max_items();
+  const int k = std::max(0, r.opt.generate.logprobs);
+  std::vector<Transformer::BatchItem> items;
+  std::vector<const float*> rows(static_cast<size_t>(chunk));
+  r.prompt_logprobs.resize(static_cast<size_t>(n - 1));
+  for (int start = 0; start < n - 1; start += chunk) {
+    const int m = std::min(chunk, n - 1 - start);
+    const KvView view = kv.View(seq);
+    items.clear();
+    for (int i = 0; i < m; ++i) items.push_back({&r.tokens[static_cast<size_t>(start + i)], 1, start + i, &view});
+    e->StepBatch(items.data(), m, rows.data());
+    kv.Commit(seq, r.tokens.data() + start, m);
+    for (int i = 0; i < m; ++i) {
+      const int pos = start + i + 1;  // the token scored
+      TokenLogprob& lp = r.prompt_logprobs[static_cast<size_t>(pos - 1)];
+      LogprobOf(rows[static_cast<size_t>(i)], e->model->config.n_vocab, r.tokens[static_cast<size_t>(pos)], k, &lp);
+      const int prev = r.tokens[static_cast<size_t>(pos - 1)];
+      lp.text = tok.Decode(prev, lp.token);
+      for (auto& a : lp.top) a.text = tok.Decode(prev, a.token);
+    }
+  }
+  kv.Free(seq);
+  // Streamed too, ahead of any generated token (a streaming echo sends them first).
+  for (const TokenLogprob& lp : r.prompt_logprobs) r.state->Append("", &lp);
+}
+
+// The further choices of `parent`, at the moment it samples its first token from `row`: each a
+// request of its own (its stream, seed + i, the grammar's state copied) that samples its first
+// token from the same row now and starts running after Commit, sharing the prompt's blocks.
+void Service::Impl::SpawnChoices(Request& parent, const float* row) {
+  parent.choices_pending = false;
+  const size_t V = static_cast<size_t>(e->model->config.n_vocab);
+  std::vector<float> lg(V);
+  for (size_t i = 0; i < parent.choice_streams.size(); ++i) {
+    auto c = std::make_unique<Request>();
+    c->opt = parent.opt;
+    c->opt.n = 1;
+    c->opt.prompt_logprobs = false;
+    c->opt.generate.sampling.seed = parent.opt.generate.sampling.seed + i + 1;
+    c->priority = parent.priority;
+    c->max_tokens = parent.max_tokens;
+    c->ignore_eos = parent.ignore_eos;
+    c->n_prompt = parent.n_prompt;
+    c->limit = parent.limit;
+    c->tokens.reserve(static_cast<size_t>(c->limit) + 1);
+    c->tokens = parent.tokens;
+    c->arrival = parent.arrival;
+    c->admitted_once = true;
+    c->cached_tokens = parent.cached_tokens;
+    c->stream = parent.choice_streams[i];
+    c->id = c->stream->id();
+    c->state = c->stream->state_.get();
+    c->t_submit = parent.t_submit;
+    c->t_admit = parent.t_admit;
+    c->deadline = parent.deadline;
+    c->sampler = std::make_unique<Sampler>(static_cast<int>(V));
+    c->sampler->Reset(c->opt.generate.sampling);
+    if (parent.constraint) c->constraint = std::make_unique<Constraint>(*parent.constraint);
+    c->text.Reset(&c->opt.generate.stop, c->tokens.back(),
+                  static_cast<size_t>(c->limit - c->n_prompt) * 8 + 64);
+    c->row.assign(row, row + V);
+    lg.assign(row, row + V);
+    const uint64_t* mask = nullptr;
+    if (c->constraint) {
+      mask = c->constraint->Mask(nullptr, std::min(c->max_tokens - c->generated,
+                                                  c->limit - static_cast<int>(c->tokens.size())));
+    }
+    const int32_t t = c->sampler->Sample(lg.data(), c->tokens.data(), static_cast<int>(c->tokens.size()), mask);
+    if (c->opt.generate.logprobs >= 0) Logprob(*c, t, c->tokens.back());
+    if (c->constraint && !e->model->tokenizer->IsEndOfGeneration(t)) {
+      grammar::Matcher& m = c->constraint->matcher;
+      if (!m.AcceptToken(t) || m.Done()) c->complete = true;
+    }
+    c->draft.clear();
+    c->accepted = 0;
+    c->last_sampled = t;
+    new_choices.push_back(std::move(c));
+  }
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats.forked_choices += parent.choice_streams.size();
+}
+
+// After Commit: each new choice forks the parent's KV sequence (the prompt now committed), takes
+// its first token through the stop rule, and runs.
+void Service::Impl::StartChoices() {
+  if (new_choices.empty()) return;
+  const Tokenizer& tok = *e->model->tokenizer;
+  for (auto& c : new_choices) {
+    Request* parent = nullptr;
+    for (const auto& s : scheduler->running()) {
+      Request& r = AsRequest(*s);
+      if (!r.choice_streams.empty() && r.arrival == c->arrival && &r != c.get()) parent = &r;
+    }
+    const double now = NowSeconds();
+    c->t_first = c->t_last = now;
+    if (parent == nullptr || c->Cancelled()) {
+      Finish(*c, FinishReason::kCancelled);
+      continue;
+    }
+    c->seq = e->kv->Fork(parent->seq);
+    c->computed = parent->computed;
+    const int32_t t = c->last_sampled;
+    std::optional<FinishReason> why;
+    if (EndsAtToken(tok.IsEndOfGeneration(t) || t == tok.bos(), c->ignore_eos)) {
+      why = FinishReason::kEos;
+    } else {
+      c->tokens.push_back(t);
+      c->generated++;
+      const bool stop_string = OnToken(*c, t);
+      why = StopAfterAppend(stop_string, c->generated, c->max_tokens,
+                            static_cast<int>(c->tokens.size()), c->limit);
+      if (c->complete && why != FinishReason::kStop) why = FinishReason::kEos;
+    }
+    if (why) {
+      e->kv->Free(c->seq);
+      c->seq = -1;
+      Finish(*c, *why);
+      continue;
+    }
+    scheduler->AddRunning(std::move(c));
+  }
+  new_choices.clear();
 }
 
 void Service::Impl::UpdateGauges() {

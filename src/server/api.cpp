@@ -151,16 +151,136 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
 
 // Features we do not implement are refused by name rather than silently ignored.
 void RefuseUnsupported(const json& j) {
-  if (Integer(j, "n", 1, 1, 1000000) != 1)
-    Bad("n", "only n = 1 is supported (send one request per completion)");
-  if (Integer(j, "best_of", 1, 1, 1000000) != 1) Bad("best_of", "best_of is not supported");
-  if (Bool(j, "echo", false)) Bad("echo", "echo is not supported");
-  if (const json* lp = Field(j, "logprobs")) {
-    if (!(lp->is_boolean() && !lp->get<bool>())) Bad("logprobs", "logprobs are not supported");
-  }
+  const int64_t n = Integer(j, "n", 1, 1, 1000000);
+  if (Integer(j, "best_of", n, 1, 1000000) != n)
+    Bad("best_of", "best_of other than n is not supported (all n choices are returned)");
   if (Field(j, "suffix") != nullptr) Bad("suffix", "suffix is not supported");
   if (const json* t = Field(j, "tools")) {
     if (!t->is_array() || !t->empty()) Bad("tools", "tools are not supported");
+  }
+}
+
+void ReasoningSplitter::Content(std::string_view s, std::string* content) {
+  if (!content_started_) {  // the answer starts after the blank lines that follow </think>
+    const size_t b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string_view::npos) return;
+    s.remove_prefix(b);
+    content_started_ = true;
+  }
+  content->append(s);
+}
+
+void ReasoningSplitter::Feed(std::string_view text, std::string* reasoning, std::string* content) {
+  static constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+  held_.append(text);
+  for (;;) {
+    if (state_ == kStart) {
+      const size_t b = held_.find_first_not_of(" \t\r\n");
+      const std::string_view t = b == std::string::npos ? "" : std::string_view(held_).substr(b);
+      if (t.substr(0, kOpen.size()) == kOpen) {
+        held_.erase(0, b + kOpen.size());
+        state_ = kThink;
+        continue;
+      }
+      if (kOpen.substr(0, t.size()) == t) return;  // maybe the tag, not yet whole
+      state_ = kContent;
+      content_started_ = true;  // no reasoning section: the text is the answer as written
+      continue;
+    }
+    if (state_ == kThink) {
+      const size_t close = held_.find(kClose);
+      if (close != std::string::npos) {
+        reasoning->append(held_, 0, close);
+        held_.erase(0, close + kClose.size());
+        state_ = kContent;
+        continue;
+      }
+      // Keep back the longest end that could begin the closing tag.
+      size_t keep = 0;
+      for (size_t k = std::min(held_.size(), kClose.size() - 1); k > 0; --k) {
+        if (std::string_view(held_).substr(held_.size() - k) == kClose.substr(0, k)) {
+          keep = k;
+          break;
+        }
+      }
+      reasoning->append(held_, 0, held_.size() - keep);
+      held_.erase(0, held_.size() - keep);
+      return;
+    }
+    Content(held_, content);
+    held_.clear();
+    return;
+  }
+}
+
+void ReasoningSplitter::Finish(std::string* reasoning, std::string* content) {
+  if (state_ == kThink) {
+    reasoning->append(held_);
+  } else {
+    content->append(held_);
+  }
+  held_.clear();
+}
+
+// Chat: chat_template_kwargs, variables for the model's Jinja template (scalars only).
+void ParseTemplateVars(const json& j, ApiRequest* rp) {
+  const json* kw = Field(j, "chat_template_kwargs");
+  if (kw == nullptr) return;
+  if (!kw->is_object()) Bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  for (const auto& [k, v] : kw->items()) {
+    ChatVar var;
+    var.name = k;
+    if (v.is_boolean()) {
+      var.kind = ChatVar::Kind::kBool;
+      var.b = v.get<bool>();
+    } else if (v.is_number_integer()) {
+      var.kind = ChatVar::Kind::kInt;
+      var.i = v.get<int64_t>();
+    } else if (v.is_number()) {
+      var.kind = ChatVar::Kind::kNumber;
+      var.num = v.get<double>();
+    } else if (v.is_string()) {
+      var.kind = ChatVar::Kind::kString;
+      var.str = v.get<std::string>();
+    } else if (!v.is_null()) {
+      Bad("chat_template_kwargs." + k,
+          "chat_template_kwargs values must be booleans, numbers, strings or null");
+    }
+    rp->template_vars.push_back(std::move(var));
+  }
+}
+
+// n choices; logprobs (completions: an integer of alternatives; chat: a boolean with
+// top_logprobs); echo (completions: the prompt before the completion, and with logprobs its
+// tokens' log-probabilities).
+void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
+  ApiRequest& r = *rp;
+  r.options.n = static_cast<int>(Integer(j, "n", 1, 1, kMaxChoices));
+  int& lp = r.options.generate.logprobs;
+  lp = -1;
+  const json* l = Field(j, "logprobs");
+  if (chat) {
+    const bool on = Bool(j, "logprobs", false);
+    if (const json* t = Field(j, "top_logprobs"); t != nullptr && !t->is_null()) {
+      if (!on) Bad("top_logprobs", "top_logprobs needs logprobs: true");
+      lp = static_cast<int>(Integer(j, "top_logprobs", 0, 0, 20));
+    } else if (on) {
+      lp = 0;
+    }
+    if (Field(j, "echo") != nullptr) Bad("echo", "echo applies to completions, not chat");
+  } else {
+    if (Field(j, "top_logprobs") != nullptr)
+      Bad("top_logprobs", "top_logprobs is a chat field (completions: logprobs: N)");
+    if (l != nullptr && !l->is_null()) {
+      if (l->is_boolean()) Bad("logprobs", "'logprobs' must be an integer in [0, 20] for completions");
+      lp = static_cast<int>(Integer(j, "logprobs", 0, 0, 20));
+    }
+    if (Field(j, "chat_template_kwargs") != nullptr)
+      Bad("chat_template_kwargs", "chat_template_kwargs applies to chat, not completions");
+    r.echo = Bool(j, "echo", false);
+    r.options.prompt_logprobs = r.echo && lp >= 0;
+    if (r.options.generate.max_tokens == 0 && !r.echo)
+      Bad("max_tokens", "max_tokens 0 generates nothing: it is for scoring a prompt (echo)");
   }
 }
 
@@ -352,7 +472,9 @@ void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp
   }
   r.max_tokens_given = Field(j, max_name) != nullptr;
   // Completions default to 16 tokens (as OpenAI); chat runs to the end of the context.
-  g.max_tokens = static_cast<int>(Integer(j, max_name, chat ? ctx.context : 16, 1, ctx.context));
+  // (0: the prompt only, for scoring with echo and logprobs; completions only)
+  g.max_tokens =
+      static_cast<int>(Integer(j, max_name, chat ? ctx.context : 16, chat ? 1 : 0, ctx.context));
   g.ignore_eos = Bool(j, "ignore_eos", false);
   if (const json* st = Field(j, "stop")) {
     if (st->is_string()) {
@@ -408,10 +530,12 @@ void RefuseUnknownFields(const json& j, bool chat) {
                                         "timeout",
                                         "user",
                                         "grammar",
-                                        "json_schema"};
+                                        "json_schema",
+                                        "top_logprobs",
+                                        "chat_template_kwargs"};
   // Known elsewhere, not implemented yet: refused with what they are.
-  static const char* const kNotYet[] = {"tool_choice", "parallel_tool_calls", "top_logprobs",
-                                        "functions", "function_call"};
+  static const char* const kNotYet[] = {"tool_choice", "parallel_tool_calls", "functions",
+                                        "function_call"};
   for (const auto& [k, v] : j.items()) {
     if (std::find(std::begin(kCommon), std::end(kCommon), k) != std::end(kCommon)) continue;
     if (k == (chat ? "messages" : "prompt")) continue;
@@ -470,6 +594,8 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
   ParseSampling(j, ctx, &r.options.generate.sampling);
   ParseLimits(j, chat, ctx, &r);
   ParseGrammar(j, ctx, &r);
+  ParseChoicesAndLogprobs(j, chat, &r);
+  if (chat) ParseTemplateVars(j, &r);
   r.options.priority = static_cast<int>(Integer(j, "priority", 0, -1000000, 1000000));
   r.options.timeout_seconds = Number(j, "timeout", ctx.default_timeout, 0.0, 1e6);
   return r;
@@ -516,34 +642,148 @@ std::string Dump(const json& j) {
 
 }  // namespace
 
-std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g) {
-  json choice = {
-      {"index", 0}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
-  if (r.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", g.text}};
-  } else {
-    choice["text"] = g.text;
+namespace {
+
+// Characters (code points) in `s`: the unit of OpenAI's text_offset (a token ending inside a
+// character counts it where its first byte is).
+size_t Chars(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+json Bytes(std::string_view s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+json ChatLogprobs(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    json top = json::array();
+    for (const auto& a : t.top)
+      top.push_back({{"token", a.text}, {"logprob", a.logprob}, {"bytes", Bytes(a.text)}});
+    content.push_back({{"token", t.text},
+                       {"logprob", t.logprob},
+                       {"bytes", Bytes(t.text)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; *offset: the
+// characters before the first token (advanced past them). `first_null`: the first entry is the
+// prompt's first token (no logprob: nothing precedes it).
+void AppendCompletionLogprobs(const std::vector<TokenLogprob>& lps, size_t* offset, json* out) {
+  json& j = *out;
+  if (j.is_null())
+    j = {{"tokens", json::array()},
+         {"token_logprobs", json::array()},
+         {"top_logprobs", json::array()},
+         {"text_offset", json::array()}};
+  for (const TokenLogprob& t : lps) {
+    j["tokens"].push_back(t.text);
+    j["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (const auto& a : t.top)
+      if (!top.contains(a.text)) top[a.text] = a.logprob;
+    j["top_logprobs"].push_back(top);
+    j["text_offset"].push_back(*offset);
+    *offset += Chars(t.text);
+  }
+}
+
+// The echoed prompt's entries: its first token (null), then the scored ones.
+void AppendPromptLogprobs(const ApiRequest& r, const std::vector<TokenLogprob>& prompt,
+                          size_t* offset, json* out) {
+  AppendCompletionLogprobs({}, offset, out);
+  json& j = *out;
+  j["tokens"].push_back(r.echo_first_token);
+  j["token_logprobs"].push_back(nullptr);
+  j["top_logprobs"].push_back(nullptr);
+  j["text_offset"].push_back(*offset);
+  *offset += Chars(r.echo_first_token);
+  AppendCompletionLogprobs(prompt, offset, out);
+}
+
+json UsageOf(const std::vector<GenerateResult>& g) {
+  json u = Usage(g[0]);
+  int completion = 0;
+  for (const auto& x : g) completion += x.generated_tokens;
+  u["completion_tokens"] = completion;
+  u["total_tokens"] = g[0].prompt_tokens + completion;
+  return u;
+}
+
+}  // namespace
+
+std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
+                           const std::vector<GenerateResult>& results) {
+  json choices = json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GenerateResult& g = results[i];
+    json choice = {{"index", i}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
+    const bool lp = r.options.generate.logprobs >= 0;
+    if (r.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", g.text}};
+      if (r.reasoning) {
+        ReasoningSplitter split(r.reasoning_open);
+        std::string reasoning, content;
+        split.Feed(g.text, &reasoning, &content);
+        split.Finish(&reasoning, &content);
+        choice["message"]["content"] = content;
+        choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
+      }
+      if (lp) choice["logprobs"] = ChatLogprobs(g.logprobs);
+    } else {
+      choice["text"] = r.echo ? r.echo_text + g.text : g.text;
+      if (lp) {
+        json l;
+        size_t offset = 0;
+        if (r.echo) AppendPromptLogprobs(r, results[0].prompt_logprobs, &offset, &l);
+        offset = r.echo ? Chars(r.echo_text) : 0;
+        AppendCompletionLogprobs(g.logprobs, &offset, &l);
+        choice["logprobs"] = l;
+      }
+    }
+    choices.push_back(choice);
   }
   json j = {{"id", m.id},
             {"object", r.chat ? "chat.completion" : "text_completion"},
             {"created", m.created},
             {"model", m.model},
-            {"choices", json::array({choice})},
-            {"usage", Usage(g)}};
+            {"choices", choices},
+            {"usage", UsageOf(results)}};
   return Dump(j);
 }
 
-std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text,
-                        const char* finish, bool first) {
-  json choice = {
-      {"index", 0}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", nullptr}};
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, const ChunkPart& p) {
+  json choice = {{"index", p.index},
+                 {"finish_reason", p.finish ? json(p.finish) : json()},
+                 {"logprobs", nullptr}};
+  const bool lp = r.options.generate.logprobs >= 0 && (!p.logprobs.empty() || p.echo);
   if (r.chat) {
     json delta = json::object();
-    if (first) delta["role"] = "assistant";
-    if (!text.empty() || (first && finish == nullptr)) delta["content"] = std::string(text);
+    if (p.first) delta["role"] = "assistant";
+    if (!p.reasoning.empty()) delta["reasoning_content"] = std::string(p.reasoning);
+    if (!p.text.empty() || (p.first && p.finish == nullptr && p.reasoning.empty()))
+      delta["content"] = std::string(p.text);
     choice["delta"] = delta;
+    if (lp) choice["logprobs"] = ChatLogprobs(p.logprobs);
   } else {
-    choice["text"] = std::string(text);
+    choice["text"] = (p.echo ? r.echo_text : std::string()) + std::string(p.text);
+    if (lp) {
+      json l;
+      if (p.echo) {
+        size_t prompt_offset = 0;
+        static const std::vector<TokenLogprob> kNone;
+        AppendPromptLogprobs(r, p.prompt_logprobs ? *p.prompt_logprobs : kNone, &prompt_offset, &l);
+      }
+      AppendCompletionLogprobs(p.logprobs, p.offset, &l);
+      choice["logprobs"] = l;
+    }
   }
   json j = {{"id", m.id},
             {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
@@ -554,13 +794,14 @@ std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_
   return "data: " + Dump(j) + "\n\n";
 }
 
-std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g) {
+std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m,
+                             const std::vector<GenerateResult>& results) {
   json j = {{"id", m.id},
             {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", m.created},
             {"model", m.model},
             {"choices", json::array()},
-            {"usage", Usage(g)}};
+            {"usage", UsageOf(results)}};
   return "data: " + Dump(j) + "\n\n";
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "paddock/chat.h"
 #include "paddock/paddock.h"
 #include "paddock/service.h"
 
@@ -48,6 +49,30 @@ struct ApiRequest {
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;
   RequestOptions options;
+  // Completions' echo: the prompt as text before the completion (set with the prompt), and its
+  // first token's text (the one the echoed log-probabilities give no value for).
+  bool echo = false;
+  std::string echo_text, echo_first_token;
+  // Chat: variables for the Jinja template (chat_template_kwargs); whether the reply's
+  // <think> section is returned as reasoning_content, and whether the prompt opened it.
+  std::vector<ChatVar> template_vars;
+  bool reasoning = false, reasoning_open = false;
+};
+
+// A reasoning model's output split as it arrives: the text of a <think> ... </think> section
+// at its start (or from the start, when the prompt opened it) is reasoning, the rest content.
+// A tag cut across pieces is held back until it is whole.
+class ReasoningSplitter {
+ public:
+  explicit ReasoningSplitter(bool thinking = false) : state_(thinking ? kThink : kStart) {}
+  void Feed(std::string_view text, std::string* reasoning, std::string* content);
+  void Finish(std::string* reasoning, std::string* content);
+
+ private:
+  enum State { kStart, kThink, kContent } state_;
+  bool content_started_ = false;
+  std::string held_;
+  void Content(std::string_view s, std::string* content);
 };
 
 // Throws ApiError.
@@ -62,12 +87,27 @@ struct ResponseMeta {
   std::string model;
 };
 
-// Whole (non-streaming) response.
-std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
-// One server-sent event payload ("data: ...\n\n"). finish: nullptr while streaming text.
-std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, std::string_view text,
-                        const char* finish, bool first);
-std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m, const GenerateResult& g);
+// Whole (non-streaming) response: one choice per result.
+std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
+                           const std::vector<GenerateResult>& results);
+// One server-sent event payload ("data: ...\n\n") for choice `index`: new text and its tokens'
+// log-probabilities; finish: nullptr while streaming text; echo: the choice's first chunk of
+// a completion with echo (the prompt text, and with logprobs its entries, first); offset: the
+// choice's characters so far (text_offset), advanced.
+struct ChunkPart {
+  int index = 0;
+  std::string_view text;
+  std::string_view reasoning;  // chat: reasoning_content (ReasoningSplitter)
+  std::vector<TokenLogprob> logprobs;
+  const char* finish = nullptr;
+  bool first = false;
+  bool echo = false;
+  const std::vector<TokenLogprob>* prompt_logprobs = nullptr;
+  size_t* offset = nullptr;
+};
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, const ChunkPart& part);
+std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m,
+                             const std::vector<GenerateResult>& results);
 std::string StreamErrorEvent(const ApiError& e);
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created);

@@ -110,6 +110,8 @@ std::string PrometheusText(const std::string& model_name, const ServiceStats& s,
           "Constrained decoding: token masks computed (one per constrained token).");
   CounterSeconds(&o, "paddock_grammar_mask_seconds_total", L, s.grammar_mask_seconds,
                  "Constrained decoding: seconds spent computing token masks.");
+  Counter(&o, "paddock_forked_choices_total", L, s.forked_choices,
+          "Choices of n > 1 requests started by forking their prompt's KV blocks.");
   Counter(&o, "paddock_engine_steps_total", L, s.steps, "Batched forward steps.");
   Counter(&o, "paddock_engine_step_tokens_total", L, s.step_tokens,
           "Tokens computed in forward steps (prompt and generated).");

@@ -63,42 +63,119 @@ std::string NewId(const char* prefix) {
 // body at the end (whitespace while waiting: valid before JSON).
 class StreamSource : public BodySource {
  public:
-  StreamSource(std::shared_ptr<RequestStream> stream, ApiRequest ar, ResponseMeta meta)
-      : stream_(std::move(stream)), ar_(std::move(ar)), meta_(std::move(meta)) {}
-  void SetWaker(Waker waker) override { stream_->SetOnReady(std::move(waker)); }
-  void Abort() override { stream_->Cancel(); }
+  StreamSource(std::vector<std::shared_ptr<RequestStream>> streams, ApiRequest ar,
+               ResponseMeta meta, int n_prompt)
+      : streams_(std::move(streams)),
+        ar_(std::move(ar)),
+        meta_(std::move(meta)),
+        choices_(streams_.size(), Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open)}),
+        prompt_entries_(ar_.options.prompt_logprobs ? std::max(0, n_prompt - 1) : 0) {}
+  void SetWaker(Waker waker) override {
+    for (auto& s : streams_) s->SetOnReady(waker);
+  }
+  void Abort() override {
+    for (auto& s : streams_) s->Cancel();
+  }
   Pull Next(std::string* out) override {
     if (finished_) return Pull::kEnd;
-    text_.clear();
-    const RequestStream::Status s = stream_->Wait(&text_, 0);
     const double now = NowSeconds();
-    if (s == RequestStream::Status::kTimeout) {
+    const bool want_lp = ar_.stream && ar_.options.generate.logprobs >= 0;
+    bool sent = false, all_done = true;
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      Choice& c = choices_[i];
+      if (c.done) continue;
+      text_.clear();
+      lps_.clear();
+      const RequestStream::Status st = streams_[i]->Wait(&text_, 0, want_lp ? &lps_ : nullptr);
+      if (st == RequestStream::Status::kDone) {
+        c.done = true;
+        if (ar_.stream) {
+          reasoning_.clear();
+          content_.clear();
+          if (ar_.reasoning) c.split.Finish(&reasoning_, &content_);
+          ChunkPart p = Part(i);
+          p.text = content_;
+          p.reasoning = reasoning_;
+          p.finish = OpenAiFinishReason(streams_[i]->result().finish);
+          out->append(StreamChunk(ar_, meta_, p));
+          sent = true;
+        }
+        continue;
+      }
+      all_done = false;
+      if (st != RequestStream::Status::kText || !ar_.stream) continue;
+      // Choice 0 of a streaming echo gets the prompt's entries first: they are the prompt's.
+      size_t skip = 0;
+      while (i == 0 && prompt_lps_.size() < prompt_entries_ && skip < lps_.size())
+        prompt_lps_.push_back(std::move(lps_[skip++]));
+      lps_.erase(lps_.begin(), lps_.begin() + static_cast<long>(skip));
+      if (ar_.reasoning) {
+        reasoning_.clear();
+        content_.clear();
+        c.split.Feed(text_, &reasoning_, &content_);
+        text_.swap(content_);
+      }
+      if (text_.empty() && reasoning_.empty() && lps_.empty() && !(c.first && ar_.echo)) continue;
+      ChunkPart p = Part(i);
+      p.text = text_;
+      p.reasoning = reasoning_;
+      p.logprobs = std::move(lps_);
+      out->append(StreamChunk(ar_, meta_, p));
+      sent = true;
+    }
+    if (all_done) {
+      std::vector<GenerateResult> results;
+      for (auto& s : streams_) results.push_back(s->result());
+      if (!ar_.stream) {
+        out->append(CompletionBody(ar_, meta_, results));
+      } else {
+        if (ar_.include_usage) out->append(StreamUsageChunk(ar_, meta_, results));
+        out->append("data: [DONE]\n\n");
+      }
+      finished_ = true;
+      return Pull::kData;
+    }
+    if (!sent) {
       if (now - last_ < kProbeSeconds) return Pull::kWait;
       out->append(ar_.stream ? ": keep-alive\n\n" : " ");
-    } else if (!ar_.stream) {
-      if (s == RequestStream::Status::kText) return Next(out);  // text is in the result
-      out->append(CompletionBody(ar_, meta_, stream_->result()));
-      finished_ = true;
-    } else if (s == RequestStream::Status::kText) {
-      out->append(StreamChunk(ar_, meta_, text_, nullptr, first_));
-      first_ = false;
-    } else {
-      const GenerateResult& g = stream_->result();
-      out->append(StreamChunk(ar_, meta_, "", OpenAiFinishReason(g.finish), first_));
-      if (ar_.include_usage) out->append(StreamUsageChunk(ar_, meta_, g));
-      out->append("data: [DONE]\n\n");
-      finished_ = true;
     }
     last_ = now;
     return Pull::kData;
   }
 
  private:
-  std::shared_ptr<RequestStream> stream_;
+  struct Choice {
+    bool first = true, done = false;
+    size_t offset = 0;  // characters sent (completions' text_offset)
+    ReasoningSplitter split;
+  };
+  // The next chunk of choice i: the echo (prompt text and entries) goes with its first.
+  ChunkPart Part(size_t i) {
+    Choice& c = choices_[i];
+    ChunkPart p;
+    p.index = static_cast<int>(i);
+    p.first = c.first;
+    p.echo = c.first && ar_.echo;
+    p.prompt_logprobs = &prompt_lps_;
+    if (p.echo) c.offset = CharsOf(ar_.echo_text);
+    p.offset = &c.offset;
+    c.first = false;
+    return p;
+  }
+  static size_t CharsOf(std::string_view s) {
+    size_t n = 0;
+    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+    return n;
+  }
+
+  std::vector<std::shared_ptr<RequestStream>> streams_;
   const ApiRequest ar_;
   const ResponseMeta meta_;
-  std::string text_;
-  bool first_ = true, finished_ = false;
+  std::vector<Choice> choices_;
+  const size_t prompt_entries_;
+  std::vector<TokenLogprob> prompt_lps_, lps_;
+  std::string text_, reasoning_, content_;
+  bool finished_ = false;
   double last_ = NowSeconds();
 };
 
@@ -124,8 +201,8 @@ class Server {
   void Completion(const HttpRequest& req, HttpResponse* res, bool chat);
   bool Ready(HttpResponse* res);
   std::vector<int32_t> Prompt(ApiRequest& ar, bool chat) const;  // throws ApiError / Error
-  std::shared_ptr<RequestStream> Submit(const std::vector<int32_t>& prompt, const ApiRequest& ar,
-                                        HttpResponse* res);
+  std::vector<std::shared_ptr<RequestStream>> Submit(const std::vector<int32_t>& prompt,
+                                                     const ApiRequest& ar, HttpResponse* res);
   void Models(HttpResponse* res);
   void Health(HttpResponse* res);
   void Metrics(HttpResponse* res);
@@ -148,6 +225,7 @@ class Server {
   std::unique_ptr<Service> service_;
   ApiContext ctx_;
   std::unique_ptr<ChatFormatter> chat_;
+  bool reasoning_ = false;  // split chat replies' <think> sections (--reasoning-format)
   int64_t created_ = UnixNow();
   std::mutex http_mu_;
   HttpCounters http_;
@@ -187,6 +265,9 @@ void Server::LoadModel() {
       return service_->engine().CompileGrammar(kind, text);
     };
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
+    reasoning_ = opt_.reasoning_format == "deepseek" ||
+                 (opt_.reasoning_format == "auto" &&
+                  info.chat_template.find("<think>") != std::string::npos);
     if (!chat_->warning().empty())
       std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
     service_ = Service::Create(std::move(engine), opt_.service);
@@ -221,15 +302,17 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
     SendError(res, e);
     return;
   }
-  std::shared_ptr<RequestStream> stream = Submit(prompt, ar, res);
-  if (!stream) return;
+  std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
+  if (streams.empty()) return;
   ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
   res->status = 200;
   if (ar.stream) {
     res->content_type = "text/event-stream";
     res->SetHeader("Cache-Control", "no-cache");
   }
-  res->stream = std::make_shared<StreamSource>(std::move(stream), std::move(ar), std::move(meta));
+  const int n_prompt = static_cast<int>(prompt.size());
+  res->stream =
+      std::make_shared<StreamSource>(std::move(streams), std::move(ar), std::move(meta), n_prompt);
 }
 
 // 503 with Retry-After unless the model is loaded and the server is not stopping.
@@ -274,7 +357,17 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
   const Engine& engine = service_->engine();
   std::vector<int32_t> prompt;
   if (chat) {
-    const std::string text = chat_->Render(ar.messages, true);
+    std::string text;
+    try {
+      text = chat_->Render(ar.messages, true, ar.template_vars);
+    } catch (const Error& ex) {
+      ApiError e;
+      e.param = ar.template_vars.empty() ? "messages" : "chat_template_kwargs";
+      e.message = ex.what();
+      throw e;
+    }
+    ar.reasoning = reasoning_;
+    ar.reasoning_open = reasoning_ && ChatFormatter::OpensReasoning(text);
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string& bos = engine.info().bos_token;
     const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
@@ -314,24 +407,29 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
   }
   if (!ar.max_tokens_given || n + g.max_tokens > ctx_.context)
     g.max_tokens = std::min<int>(g.max_tokens, ctx_.context - static_cast<int>(n));
+  if (ar.echo) {
+    ar.echo_text = ar.prompt_is_tokens ? engine.Detokenize(prompt) : ar.prompt_text;
+    ar.echo_first_token = engine.Detokenize({prompt[0]});
+  }
   return prompt;
 }
 
 // Queues the request; on refusal answers 400 (invalid), 429 (queue full) or 503 (stopping)
 // and returns null.
-std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt,
-                                              const ApiRequest& ar, HttpResponse* res) {
-  std::shared_ptr<RequestStream> stream;
+std::vector<std::shared_ptr<RequestStream>> Server::Submit(const std::vector<int32_t>& prompt,
+                                                           const ApiRequest& ar,
+                                                           HttpResponse* res) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
   SubmitStatus ss;
   try {
-    ss = service_->Submit(prompt, ar.options, &stream);
+    ss = service_->Submit(prompt, ar.options, &streams);
   } catch (const Error& ex) {
     ApiError e;
     e.message = ex.what();
     SendError(res, e);
-    return nullptr;
+    return {};
   }
-  if (ss == SubmitStatus::kAccepted) return stream;
+  if (ss == SubmitStatus::kAccepted) return streams;
   ApiError e;
   e.status = ss == SubmitStatus::kQueueFull ? opt_.busy_status : 503;
   if (ss == SubmitStatus::kQueueFull) res->SetHeader("X-Paddock-Overloaded", "queue-full");
@@ -341,7 +439,7 @@ std::shared_ptr<RequestStream> Server::Submit(const std::vector<int32_t>& prompt
                   : "the server is shutting down";
   res->SetHeader("Retry-After", "1");
   SendError(res, e);
-  return nullptr;
+  return {};
 }
 
 // SIGTERM/SIGINT are blocked in every thread and taken by one waiter thread (sigwait), so no

@@ -25,6 +25,9 @@ struct ServerOptions {
   std::vector<std::string> model_aliases;  // more names requests may use (listed in /v1/models)
   std::string chat_template;  // a built-in chat template family instead of the model's template
   std::string chat_template_file;  // a Jinja chat template file instead of the model's
+  // Chat replies of reasoning models: "auto" (split <think>...</think> into reasoning_content
+  // when the chat template writes such sections), "deepseek" (always split), "none" (never).
+  std::string reasoning_format = "auto";
   size_t max_body_bytes = 8u << 20;
   int http_threads = 0;        // event threads (0: the HTTP layer's default, 2)
   size_t max_connections = 0;  // open connections at most (0: 4096); more are closed at once

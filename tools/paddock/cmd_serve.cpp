@@ -39,6 +39,10 @@ std::vector<OptionSpec> ServeSpecs() {
        "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the "
        "model's own)"},
       {{"--chat-template-file"}, true, "a Jinja chat template file to use instead of the model's"},
+      {{"--reasoning-format"},
+       true,
+       "chat replies' <think> sections as reasoning_content: auto (when the template writes "
+       "them), deepseek (always) or none (default auto)"},
       {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
       {{"--max-running"}, true, "requests decoding together at most (default 64)"},
       {{"--max-queue"}, true, "requests waiting at most; more get 429 (default 256)"},
@@ -167,6 +171,11 @@ int CmdServe(int argc, char** argv) {
     ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
   so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
   so.special_in_prompts = args.Has("--special-in-prompts");
+  so.reasoning_format = args.Str("--reasoning-format", "auto");
+  if (so.reasoning_format != "auto" && so.reasoning_format != "deepseek" &&
+      so.reasoning_format != "none")
+    throw UsageError("unknown --reasoning-format '" + so.reasoning_format +
+                     "' (expected auto, deepseek or none)");
   so.max_body_bytes =
       args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
   if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");

@@ -1,0 +1,145 @@
+// Logprobs, echo and n > 1 through the official OpenAI client (npm "openai") and raw HTTP.
+// usage: node choices.mjs PORT MODEL PADDOCK_BIN MODEL_FILE (the file the server runs)
+// The echoed prompt's log-probabilities are checked against `paddock perplexity` on the same
+// tokens (one window), the n > 1 prefill against /metrics (the prompt counted once).
+import OpenAI from 'openai';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [port, model, bin, modelFile] = process.argv.slice(2);
+const base = `http://127.0.0.1:${port}`;
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+let failures = 0;
+function check(name, ok, detail = '') {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} choices: ${name}${ok ? '' : ' ' + detail}`);
+  if (!ok) failures++;
+}
+async function post(path, body) {
+  const r = await fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json() };
+}
+async function metric(name) {
+  const t = await (await fetch(base + '/metrics')).text();
+  const m = t.match(new RegExp(`^${name.replace(/[:]/g, '\\$&')}\\{[^}]*\\} ([0-9.e+-]+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+const prompt = 'Once upon a time';
+
+// --- completions: logprobs N
+{
+  const c = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, logprobs: 3 });
+  const lp = c.choices[0].logprobs;
+  check('completion logprobs shape', lp && lp.tokens.length === c.usage.completion_tokens &&
+    lp.token_logprobs.length === lp.tokens.length && lp.top_logprobs.length === lp.tokens.length &&
+    lp.text_offset.length === lp.tokens.length, JSON.stringify(lp));
+  check('tokens spell the text', lp.tokens.join('') === c.choices[0].text, JSON.stringify([lp.tokens.join(''), c.choices[0].text]));
+  check('logprobs are log-probabilities', lp.token_logprobs.every((x) => x <= 0 && x > -100));
+  const greedyTop = lp.top_logprobs.every((t, i) => Object.keys(t).length >= 1 && Object.keys(t).length <= 3 &&
+    Math.abs(Math.max(...Object.values(t)) - lp.token_logprobs[i]) < 1e-6);
+  check('greedy: the chosen token is the most likely one', greedyTop, JSON.stringify(lp.top_logprobs));
+  check('text_offset counts characters', lp.text_offset.every((o, i) => i === 0 ? o === 0 : o === lp.text_offset[i - 1] + [...lp.tokens[i - 1]].length), JSON.stringify(lp.text_offset));
+  // Sampled at temperature 2 with top-k: logprobs stay the model's own distribution (the same
+  // token, the same value whatever the sampling settings).
+  const hot = await client.completions.create({ model, prompt, max_tokens: 1, temperature: 0, logprobs: 0, top_k: 3, frequency_penalty: 2 });
+  check('logprobs do not depend on sampling settings', Math.abs(hot.choices[0].logprobs.token_logprobs[0] - lp.token_logprobs[0]) < 1e-6,
+    `${hot.choices[0].logprobs.token_logprobs[0]} vs ${lp.token_logprobs[0]}`);
+}
+
+// --- chat: logprobs + top_logprobs, streamed and not
+{
+  const messages = [{ role: 'user', content: 'Tell me about a cat.' }];
+  const c = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 2 });
+  const content = c.choices[0].logprobs?.content ?? [];
+  check('chat logprobs shape', content.length === c.usage.completion_tokens && content.every((t) =>
+    typeof t.token === 'string' && t.logprob <= 0 && Array.isArray(t.bytes) && t.top_logprobs.length === 2 &&
+    Buffer.from(t.bytes).toString('latin1') === Buffer.from(t.token, 'utf8').toString('latin1')), JSON.stringify(content[0]));
+  let streamed = [];
+  let text = '';
+  const s = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 2, stream: true });
+  for await (const chunk of s) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+    streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  }
+  check('streamed chat logprobs equal the whole response', JSON.stringify(streamed) === JSON.stringify(content) && text === c.choices[0].message.content,
+    JSON.stringify([streamed.length, content.length]));
+  const none = await client.chat.completions.create({ model, messages, max_tokens: 3, temperature: 0 });
+  check('no logprobs unless asked', none.choices[0].logprobs === null, JSON.stringify(none.choices[0].logprobs));
+}
+
+// --- echo: the prompt's log-probabilities agree with paddock perplexity (one 64-token window:
+// BOS then 63 text tokens, the second half scored).
+{
+  const text = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big red ball. She wanted to play with it, but it was too high. Lily asked her mom for help.';
+  const tok = (await post('/tokenize', { content: text, add_special: false })).body.tokens;
+  const window = [1, ...tok.slice(1, 64)];
+  const dir = mkdtempSync(join(tmpdir(), 'paddock-echo-'));
+  const file = join(dir, 'text.txt');
+  writeFileSync(file, text);
+  const r = await post('/v1/completions', { prompt: window, max_tokens: 0, echo: true, logprobs: 0, temperature: 0 });
+  const lp = r.body.choices?.[0]?.logprobs;
+  check('echo with max_tokens 0 scores the prompt', r.status === 200 && lp.token_logprobs.length === 64 && lp.token_logprobs[0] === null &&
+    r.body.usage.completion_tokens === 0, JSON.stringify(r.body).slice(0, 300));
+  const scored = lp.token_logprobs.slice(32);
+  const ppl = Math.exp(-scored.reduce((a, b) => a + b, 0) / scored.length);
+  const out = JSON.parse(execFileSync(bin, ['perplexity', '-m', modelFile, '-f', file, '--ctx', '64', '--chunks', '1', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  check(`echo logprobs match paddock perplexity (${ppl.toFixed(6)} vs ${out.perplexity.toFixed(6)})`, Math.abs(ppl - out.perplexity) / out.perplexity < 1e-4, JSON.stringify(out));
+  const e2 = await client.completions.create({ model, prompt, max_tokens: 5, temperature: 0, echo: true });
+  check('echo without logprobs returns prompt + completion', e2.choices[0].text.startsWith(prompt) && e2.choices[0].text.length > prompt.length, e2.choices[0].text);
+  let st = '';
+  const es = await client.completions.create({ model, prompt, max_tokens: 5, temperature: 0, echo: true, stream: true });
+  for await (const chunk of es) st += chunk.choices[0]?.text ?? '';
+  check('streamed echo equals the whole one', st === e2.choices[0].text, JSON.stringify([st, e2.choices[0].text]));
+}
+
+// --- n > 1: one prefill, forked choices
+{
+  const single = await client.completions.create({ model, prompt, max_tokens: 20, temperature: 0 });
+  const before = await metric('vllm:prompt_tokens_total');
+  const forkedBefore = await metric('paddock_forked_choices_total');
+  const g = await client.completions.create({ model, prompt, max_tokens: 20, temperature: 0, n: 4 });
+  const after = await metric('vllm:prompt_tokens_total');
+  check('n: 4 returns 4 choices, indexed', g.choices.length === 4 && g.choices.every((c, i) => c.index === i), JSON.stringify(g.choices.map((c) => c.index)));
+  check('greedy choices from the forked prompt equal the single greedy output', g.choices.every((c) => c.text === single.choices[0].text), JSON.stringify(g.choices.map((c) => c.text)));
+  check(`the prompt was computed once (prompt tokens +${after - before}, prompt ${g.usage.prompt_tokens})`, after - before === g.usage.prompt_tokens, `${before} -> ${after}`);
+  check('3 choices forked', (await metric('paddock_forked_choices_total')) - forkedBefore === 3);
+  check('usage counts every choice', g.usage.completion_tokens === 80, JSON.stringify(g.usage));
+  const hot = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 30, temperature: 1, seed: 7, n: 3 });
+  const texts = hot.choices.map((c) => c.message.content);
+  check('sampled choices differ (seed + i)', new Set(texts).size === 3, JSON.stringify(texts));
+  const again = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 30, temperature: 1, seed: 7, n: 3 });
+  check('and reproduce with the same seed', JSON.stringify(again.choices.map((c) => c.message.content)) === JSON.stringify(texts));
+  // Streaming n: 2, with logprobs: each index assembles to its non-streamed choice.
+  const s = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 1, seed: 3, n: 2, logprobs: 1, stream: true });
+  const acc = ['', ''];
+  const toks = [[], []];
+  for await (const chunk of s) for (const c of chunk.choices) {
+    acc[c.index] += c.text;
+    toks[c.index].push(...(c.logprobs?.tokens ?? []));
+  }
+  const whole = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 1, seed: 3, n: 2, logprobs: 1 });
+  check('streamed n: 2 assembles to the whole response', acc[0] === whole.choices[0].text && acc[1] === whole.choices[1].text &&
+    toks[0].join('') === acc[0] && toks[1].join('') === acc[1], JSON.stringify([acc, whole.choices.map((c) => c.text)]));
+  const schema = { type: 'object', properties: { n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['n'], additionalProperties: false };
+  const js = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 40, temperature: 1, seed: 1, n: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'n', schema } } });
+  check('n: 3 under a schema: every choice valid', js.choices.every((c) => { try { const v = JSON.parse(c.message.content); return Number.isInteger(v.n) && v.n >= 0 && v.n <= 9; } catch { return false; } }),
+    JSON.stringify(js.choices.map((c) => c.message.content)));
+}
+
+// --- bad values
+async function expect400(name, path, body, param) {
+  const r = await post(path, { model, ...body });
+  check(name, r.status === 400 && r.body.error?.param === param, `${r.status} ${JSON.stringify(r.body)}`);
+}
+await expect400('n beyond 16', '/v1/completions', { prompt, n: 17 }, 'n');
+await expect400('top_logprobs above 20', '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], logprobs: true, top_logprobs: 21 }, 'top_logprobs');
+await expect400('top_logprobs without logprobs', '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }, 'top_logprobs');
+await expect400('completion logprobs above 20', '/v1/completions', { prompt, logprobs: 21 }, 'logprobs');
+await expect400('echo on chat', '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], echo: true }, 'echo');
+await expect400('max_tokens 0 without echo', '/v1/completions', { prompt, max_tokens: 0 }, 'max_tokens');
+await expect400('best_of other than n', '/v1/completions', { prompt, n: 2, best_of: 3 }, 'best_of');
+
+console.log(failures === 0 ? 'choices: all passed' : `choices: ${failures} failed`);
+process.exit(failures === 0 ? 0 : 1);
