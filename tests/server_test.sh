@@ -116,7 +116,7 @@ bad "max_tokens past the context" /v1/completions "{\"prompt\":\"Once upon a tim
 bad "unknown role" /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}' 400 "role"
 bad "messages not an array" /v1/chat/completions '{"messages":"hi"}' 400 '"param":"messages"'
 bad "image content part" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' 400 "text only"
-bad "n > 1" /v1/completions '{"prompt":"x","n":2}' 400 '"param":"n"'
+bad "n beyond 16" /v1/completions '{"prompt":"x","n":17}' 400 '"param":"n"'
 bad "empty stop string" /v1/completions '{"prompt":"x","stop":[""]}' 400 "stop"
 bad "token id outside the vocabulary" /v1/completions '{"prompt":[1, 9999]}' 400 "vocabulary"
 big=$(python3 -c "print('{\"prompt\":\"' + 'a' * 70000 + '\"}')")
@@ -185,6 +185,12 @@ check "full queue -> 429 with Retry-After" $?
 kill -TERM "$SPID"
 wait "$SPID"
 check "idle server exits 0 on SIGTERM" $?
+
+# --- logprobs (agreeing with paddock perplexity), echo, n > 1 from one prefill, reasoning_content
+start_server choices -m "$M/stories260K.gguf" --reasoning-format deepseek || exit 1
+node "$HERE/server/choices.mjs" "$PORT" stories260K "$BIN" "$M/stories260K.gguf"
+check "logprobs, echo, n > 1, reasoning_content (openai client)" $?
+kill -9 "$SPID" 2>/dev/null
 
 # --- /tokenize and /detokenize (llama-server's shapes) and model aliases (--served-model-name)
 start_server names -m "$M/stories260K.gguf" --served-model-name stories --served-model-name gpt-4o-mini || exit 1

@@ -594,13 +594,15 @@ void Service::Impl::PromptLogprobs(Request& r) {
     const int m = std::min(chunk, n - 1 - start);
     const KvView view = kv.View(seq);
     items.clear();
-    for (int i = 0; i < m; ++i) items.push_back({&r.tokens[static_cast<size_t>(start + i)], 1, start + i, &view});
+    for (int i = 0; i < m; ++i)
+      items.push_back({&r.tokens[static_cast<size_t>(start + i)], 1, start + i, &view});
     e->StepBatch(items.data(), m, rows.data());
     kv.Commit(seq, r.tokens.data() + start, m);
     for (int i = 0; i < m; ++i) {
       const int pos = start + i + 1;  // the token scored
       TokenLogprob& lp = r.prompt_logprobs[static_cast<size_t>(pos - 1)];
-      LogprobOf(rows[static_cast<size_t>(i)], e->model->config.n_vocab, r.tokens[static_cast<size_t>(pos)], k, &lp);
+      LogprobOf(rows[static_cast<size_t>(i)], e->model->config.n_vocab,
+                r.tokens[static_cast<size_t>(pos)], k, &lp);
       const int prev = r.tokens[static_cast<size_t>(pos - 1)];
       lp.text = tok.Decode(prev, lp.token);
       for (auto& a : lp.top) a.text = tok.Decode(prev, a.token);
@@ -650,9 +652,10 @@ void Service::Impl::SpawnChoices(Request& parent, const float* row) {
     const uint64_t* mask = nullptr;
     if (c->constraint) {
       mask = c->constraint->Mask(nullptr, std::min(c->max_tokens - c->generated,
-                                                  c->limit - static_cast<int>(c->tokens.size())));
+                                                   c->limit - static_cast<int>(c->tokens.size())));
     }
-    const int32_t t = c->sampler->Sample(lg.data(), c->tokens.data(), static_cast<int>(c->tokens.size()), mask);
+    const int32_t t =
+        c->sampler->Sample(lg.data(), c->tokens.data(), static_cast<int>(c->tokens.size()), mask);
     if (c->opt.generate.logprobs >= 0) Logprob(*c, t, c->tokens.back());
     if (c->constraint && !e->model->tokenizer->IsEndOfGeneration(t)) {
       grammar::Matcher& m = c->constraint->matcher;

@@ -160,6 +160,8 @@ void RefuseUnsupported(const json& j) {
   }
 }
 
+}  // namespace
+
 void ReasoningSplitter::Content(std::string_view s, std::string* content) {
   if (!content_started_) {  // the answer starts after the blank lines that follow </think>
     const size_t b = s.find_first_not_of(" \t\r\n");
@@ -222,6 +224,8 @@ void ReasoningSplitter::Finish(std::string* reasoning, std::string* content) {
   held_.clear();
 }
 
+namespace {
+
 // Chat: chat_template_kwargs, variables for the model's Jinja template (scalars only).
 void ParseTemplateVars(const json& j, ApiRequest* rp) {
   const json* kw = Field(j, "chat_template_kwargs");
@@ -272,7 +276,8 @@ void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
     if (Field(j, "top_logprobs") != nullptr)
       Bad("top_logprobs", "top_logprobs is a chat field (completions: logprobs: N)");
     if (l != nullptr && !l->is_null()) {
-      if (l->is_boolean()) Bad("logprobs", "'logprobs' must be an integer in [0, 20] for completions");
+      if (l->is_boolean())
+        Bad("logprobs", "'logprobs' must be an integer in [0, 20] for completions");
       lp = static_cast<int>(Integer(j, "logprobs", 0, 0, 20));
     }
     if (Field(j, "chat_template_kwargs") != nullptr)
@@ -724,7 +729,8 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
   json choices = json::array();
   for (size_t i = 0; i < results.size(); ++i) {
     const GenerateResult& g = results[i];
-    json choice = {{"index", i}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
+    json choice = {
+        {"index", i}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
     const bool lp = r.options.generate.logprobs >= 0;
     if (r.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", g.text}};
@@ -750,12 +756,9 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
     }
     choices.push_back(choice);
   }
-  json j = {{"id", m.id},
-            {"object", r.chat ? "chat.completion" : "text_completion"},
-            {"created", m.created},
-            {"model", m.model},
-            {"choices", choices},
-            {"usage", UsageOf(results)}};
+  json j = {{"id", m.id},           {"object", r.chat ? "chat.completion" : "text_completion"},
+            {"created", m.created}, {"model", m.model},
+            {"choices", choices},   {"usage", UsageOf(results)}};
   return Dump(j);
 }
 

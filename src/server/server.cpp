@@ -86,42 +86,46 @@ class StreamSource : public BodySource {
       if (c.done) continue;
       text_.clear();
       lps_.clear();
-      const RequestStream::Status st = streams_[i]->Wait(&text_, 0, want_lp ? &lps_ : nullptr);
-      if (st == RequestStream::Status::kDone) {
-        c.done = true;
-        if (ar_.stream) {
-          reasoning_.clear();
+      reasoning_.clear();
+      // Everything the stream has now (text and the end may come together).
+      RequestStream::Status st;
+      do {
+        st = streams_[i]->Wait(&text_, 0, want_lp ? &lps_ : nullptr);
+      } while (st == RequestStream::Status::kText);
+      const bool done = st == RequestStream::Status::kDone;
+      if (ar_.stream) {
+        // Choice 0 of a streaming echo gets the prompt's entries first: they are the prompt's.
+        size_t skip = 0;
+        while (i == 0 && prompt_lps_.size() < prompt_entries_ && skip < lps_.size())
+          prompt_lps_.push_back(std::move(lps_[skip++]));
+        lps_.erase(lps_.begin(), lps_.begin() + static_cast<long>(skip));
+        if (ar_.reasoning) {
           content_.clear();
-          if (ar_.reasoning) c.split.Finish(&reasoning_, &content_);
+          c.split.Feed(text_, &reasoning_, &content_);
+          if (done) c.split.Finish(&reasoning_, &content_);
+          text_.swap(content_);
+        }
+        const bool echo_due = c.first && ar_.echo && (done || !text_.empty() || !lps_.empty());
+        if (!text_.empty() || !reasoning_.empty() || !lps_.empty() || echo_due) {
           ChunkPart p = Part(i);
-          p.text = content_;
+          p.text = text_;
           p.reasoning = reasoning_;
+          p.logprobs = std::move(lps_);
+          out->append(StreamChunk(ar_, meta_, p));
+          sent = true;
+        }
+        if (done) {
+          ChunkPart p = Part(i);
           p.finish = OpenAiFinishReason(streams_[i]->result().finish);
           out->append(StreamChunk(ar_, meta_, p));
           sent = true;
         }
-        continue;
       }
-      all_done = false;
-      if (st != RequestStream::Status::kText || !ar_.stream) continue;
-      // Choice 0 of a streaming echo gets the prompt's entries first: they are the prompt's.
-      size_t skip = 0;
-      while (i == 0 && prompt_lps_.size() < prompt_entries_ && skip < lps_.size())
-        prompt_lps_.push_back(std::move(lps_[skip++]));
-      lps_.erase(lps_.begin(), lps_.begin() + static_cast<long>(skip));
-      if (ar_.reasoning) {
-        reasoning_.clear();
-        content_.clear();
-        c.split.Feed(text_, &reasoning_, &content_);
-        text_.swap(content_);
+      if (done) {
+        c.done = true;
+      } else {
+        all_done = false;
       }
-      if (text_.empty() && reasoning_.empty() && lps_.empty() && !(c.first && ar_.echo)) continue;
-      ChunkPart p = Part(i);
-      p.text = text_;
-      p.reasoning = reasoning_;
-      p.logprobs = std::move(lps_);
-      out->append(StreamChunk(ar_, meta_, p));
-      sent = true;
     }
     if (all_done) {
       std::vector<GenerateResult> results;

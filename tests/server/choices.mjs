@@ -73,7 +73,7 @@ const prompt = 'Once upon a time';
 {
   const text = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big red ball. She wanted to play with it, but it was too high. Lily asked her mom for help.';
   const tok = (await post('/tokenize', { content: text, add_special: false })).body.tokens;
-  const window = [1, ...tok.slice(1, 64)];
+  const window = [1, ...tok.slice(0, 63)];  // as perplexity: BOS, then the text
   const dir = mkdtempSync(join(tmpdir(), 'paddock-echo-'));
   const file = join(dir, 'text.txt');
   writeFileSync(file, text);
@@ -81,10 +81,12 @@ const prompt = 'Once upon a time';
   const lp = r.body.choices?.[0]?.logprobs;
   check('echo with max_tokens 0 scores the prompt', r.status === 200 && lp.token_logprobs.length === 64 && lp.token_logprobs[0] === null &&
     r.body.usage.completion_tokens === 0, JSON.stringify(r.body).slice(0, 300));
-  const scored = lp.token_logprobs.slice(32);
+  // llama.cpp's windowing: the logits at positions 32..62 score the tokens at 33..63.
+  const scored = lp.token_logprobs.slice(33);
   const ppl = Math.exp(-scored.reduce((a, b) => a + b, 0) / scored.length);
   const out = JSON.parse(execFileSync(bin, ['perplexity', '-m', modelFile, '-f', file, '--ctx', '64', '--chunks', '1', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString());
-  check(`echo logprobs match paddock perplexity (${ppl.toFixed(6)} vs ${out.perplexity.toFixed(6)})`, Math.abs(ppl - out.perplexity) / out.perplexity < 1e-4, JSON.stringify(out));
+  check(`echo logprobs match paddock perplexity (${ppl.toFixed(6)} vs ${out.ppl}, ${scored.length} vs ${out.tokens} tokens)`,
+    scored.length === out.tokens && Math.abs(ppl - out.ppl) / out.ppl < 1e-4, JSON.stringify(out));
   const e2 = await client.completions.create({ model, prompt, max_tokens: 5, temperature: 0, echo: true });
   check('echo without logprobs returns prompt + completion', e2.choices[0].text.startsWith(prompt) && e2.choices[0].text.length > prompt.length, e2.choices[0].text);
   let st = '';
@@ -128,7 +130,29 @@ const prompt = 'Once upon a time';
     JSON.stringify(js.choices.map((c) => c.message.content)));
 }
 
+// --- reasoning: the server runs with --reasoning-format deepseek; a grammar makes the model
+// write a <think> section.
+{
+  const grammar = 'root ::= "<think>" [a-z]{2,8} " " [a-z]{2,8} "</think>" "\\n\\n" [a-z]{2,8} " " [a-z]{2,8}';
+  const messages = [{ role: 'user', content: 'x' }];
+  const c = await client.chat.completions.create({ model, messages, max_tokens: 60, temperature: 1, seed: 4, grammar });
+  const m = c.choices[0].message;
+  check('reasoning_content holds the <think> section, content the answer', /^[a-z]+ [a-z]+$/.test(m.reasoning_content ?? '') && /^[a-z]+ [a-z]+$/.test(m.content), JSON.stringify(m));
+  let reasoning = '', content = '';
+  const s = await client.chat.completions.create({ model, messages, max_tokens: 60, temperature: 1, seed: 4, grammar, stream: true });
+  for await (const chunk of s) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  check('streamed reasoning_content and content deltas assemble to the same', reasoning === m.reasoning_content && content === m.content, JSON.stringify([reasoning, content]));
+  const plain = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0 });
+  check('a reply without <think> is all content', plain.choices[0].message.reasoning_content == null && plain.choices[0].message.content.length > 0, JSON.stringify(plain.choices[0].message));
+}
+
 // --- bad values
+await expect400('chat_template_kwargs need a Jinja template', '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: { enable_thinking: false } }, 'chat_template_kwargs');
+await expect400('chat_template_kwargs on completions', '/v1/completions', { prompt, chat_template_kwargs: { a: 1 } }, 'chat_template_kwargs');
+await expect400('nested chat_template_kwargs', '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: { a: { b: 1 } } }, 'chat_template_kwargs.a');
 async function expect400(name, path, body, param) {
   const r = await post(path, { model, ...body });
   check(name, r.status === 400 && r.body.error?.param === param, `${r.status} ${JSON.stringify(r.body)}`);

@@ -441,7 +441,8 @@ int RunStress(const Options& o) {
       "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}",
       "{\"prompt\": \"x\", \"stop\": [1, 2]}",
       "{\"prompt\": [1, -5]}",
-      "{\"prompt\": \"x\", \"n\": 3}",
+      "{\"prompt\": \"x\", \"n\": 17}",
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 25}",
       "{\"prompt\": \"x\", \"grammar\": \"root ::= root \\\"a\\\"\"}",
       "{\"prompt\": \"x\", \"json_schema\": {\"type\": \"string\", \"pattern\": \"a\"}}",
       "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\"}}",
@@ -480,8 +481,43 @@ int RunStress(const Options& o) {
           n_cancel++;
         continue;
       }
+      if (action < 40) {  // n = 2 with logprobs: both greedy choices equal the reference
+        json b = body_for(chat, p, n, false);
+        b["n"] = 2;
+        if (chat) {
+          b["logprobs"] = true;
+          b["top_logprobs"] = 2;
+        } else {
+          b["logprobs"] = 2;
+        }
+        int status = 0;
+        std::string error;
+        json j = NonStream(*c, path, b, &status, &error);
+        if (status == 429 || status == 503) {
+          n_busy++;
+          continue;
+        }
+        bool good = status == 200 && j["choices"].size() == 2;
+        for (size_t i = 0; good && i < 2; ++i) {
+          const json& ch = j["choices"][i];
+          const std::string t =
+              chat ? ch["message"]["content"].get<std::string>() : ch["text"].get<std::string>();
+          const size_t n_lp =
+              chat ? ch["logprobs"]["content"].size() : ch["logprobs"]["tokens"].size();
+          good = t == expected[key(chat, p, n)] && n_lp > 0;
+        }
+        if (good) {
+          n_ok++;
+        } else {
+          n_mismatch++;
+          std::lock_guard<std::mutex> lock(log_mu);
+          std::fprintf(stderr, "MISMATCH n=2 %s prompt %zu n %d: %d %s\n", path.c_str(), p, n,
+                       status, j.dump().substr(0, 400).c_str());
+        }
+        continue;
+      }
       const bool stream = rng() & 1;
-      const int kind = action < 45 ? 1 + static_cast<int>(rng() % 2) : 0;  // 15% constrained
+      const int kind = action < 50 ? 1 + static_cast<int>(rng() % 2) : 0;  // 10% constrained
       std::string got, error;
       int status = 0;
       if (stream) {
