@@ -190,6 +190,8 @@ check "idle server exits 0 on SIGTERM" $?
 start_server choices -m "$M/stories260K.gguf" --reasoning-format deepseek || exit 1
 node "$HERE/server/choices.mjs" "$PORT" stories260K "$BIN" "$M/stories260K.gguf"
 check "logprobs, echo, n > 1, reasoning_content (openai client)" $?
+node "$HERE/server/tools.mjs" "$PORT" stories260K 20
+check "tool calls: required, named, streamed, round trip (openai client, ajv)" $?
 kill -9 "$SPID" 2>/dev/null
 
 # --- /tokenize and /detokenize (llama-server's shapes) and model aliases (--served-model-name)

@@ -432,7 +432,9 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
                                                       static_cast<int>(s.history.size()), ctx);
     // The grammar complete with nothing that can follow: the output is whole (even on the
     // last token the length allowed).
-    if (constraint && (!constraint->matcher.AcceptToken(next) || constraint->matcher.Done()) &&
+    if (constraint &&
+        (!constraint->matcher.AcceptToken(next) || constraint->matcher.Done() ||
+         (why && constraint->matcher.CanEnd())) &&
         why != FinishReason::kStop)
       why = FinishReason::kEos;
     if (why) {

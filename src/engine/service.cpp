@@ -421,7 +421,10 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       if (r.opt.generate.logprobs >= 0) Logprob(r, sampled[k], r.tokens.back());
       if (r.constraint && !e->model->tokenizer->IsEndOfGeneration(sampled[k])) {
         grammar::Matcher& m = r.constraint->matcher;
-        if (!m.AcceptToken(sampled[k]) || m.Done()) r.complete = true;
+        // Complete: nothing can follow, or it can end here and this was the last token allowed.
+        const bool last =
+            r.generated + 1 >= r.max_tokens || static_cast<int>(r.tokens.size()) + 1 >= r.limit;
+        if (!m.AcceptToken(sampled[k]) || m.Done() || (last && m.CanEnd())) r.complete = true;
       }
     }
     {
@@ -659,7 +662,9 @@ void Service::Impl::SpawnChoices(Request& parent, const float* row) {
     if (c->opt.generate.logprobs >= 0) Logprob(*c, t, c->tokens.back());
     if (c->constraint && !e->model->tokenizer->IsEndOfGeneration(t)) {
       grammar::Matcher& m = c->constraint->matcher;
-      if (!m.AcceptToken(t) || m.Done()) c->complete = true;
+      const bool last =
+          c->generated + 1 >= c->max_tokens || static_cast<int>(c->tokens.size()) + 1 >= c->limit;
+      if (!m.AcceptToken(t) || m.Done() || (last && m.CanEnd())) c->complete = true;
     }
     c->draft.clear();
     c->accepted = 0;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
+#include "grammar/cfg.h"
 
 namespace paddock::server {
 namespace {
@@ -155,9 +156,6 @@ void RefuseUnsupported(const json& j) {
   if (Integer(j, "best_of", n, 1, 1000000) != n)
     Bad("best_of", "best_of other than n is not supported (all n choices are returned)");
   if (Field(j, "suffix") != nullptr) Bad("suffix", "suffix is not supported");
-  if (const json* t = Field(j, "tools")) {
-    if (!t->is_array() || !t->empty()) Bad("tools", "tools are not supported");
-  }
 }
 
 }  // namespace
@@ -213,6 +211,60 @@ void ReasoningSplitter::Feed(std::string_view text, std::string* reasoning, std:
     held_.clear();
     return;
   }
+}
+
+ParsedReply ParseToolCalls(std::string_view text) {
+  static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+  ParsedReply out;
+  std::string rest;
+  size_t from = 0;
+  for (;;) {
+    const size_t open = text.find(kOpen, from);
+    if (open == std::string_view::npos) break;
+    const size_t close = text.find(kClose, open);
+    if (close == std::string_view::npos) break;
+    const std::string_view body = text.substr(open + kOpen.size(), close - open - kOpen.size());
+    const json j = json::parse(body.begin(), body.end(), nullptr, false);
+    rest.append(text.substr(from, open - from));
+    if (!j.is_discarded() && j.is_object() && j.contains("name") && j["name"].is_string() &&
+        (!j.contains("arguments") || j["arguments"].is_object())) {
+      out.calls.push_back({j["name"].get<std::string>(),
+                           j.contains("arguments") ? j["arguments"].dump() : std::string("{}")});
+    } else {
+      rest.append(text.substr(open, close + kClose.size() - open));
+    }
+    from = close + kClose.size();
+  }
+  rest.append(text.substr(from));
+  const size_t b = rest.find_first_not_of(" \t\r\n"), e = rest.find_last_not_of(" \t\r\n");
+  out.content = b == std::string::npos ? "" : rest.substr(b, e - b + 1);
+  return out;
+}
+
+void ToolCallSplitter::Feed(std::string_view text, std::string* content) {
+  static constexpr std::string_view kOpen = "<tool_call>";
+  if (in_calls_) {
+    tail_.append(text);
+    return;
+  }
+  held_.append(text);
+  const size_t open = held_.find(kOpen);
+  if (open != std::string::npos) {
+    content->append(held_, 0, open);
+    tail_ = held_.substr(open);
+    held_.clear();
+    in_calls_ = true;
+    return;
+  }
+  size_t keep = 0;
+  for (size_t k = std::min(held_.size(), kOpen.size() - 1); k > 0; --k) {
+    if (std::string_view(held_).substr(held_.size() - k) == kOpen.substr(0, k)) {
+      keep = k;
+      break;
+    }
+  }
+  content->append(held_, 0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
 }
 
 void ReasoningSplitter::Finish(std::string* reasoning, std::string* content) {
@@ -361,6 +413,15 @@ void ParseGrammar(const json& j, const ApiContext& ctx, ApiRequest* rp) {
 }
 
 // Chat: messages[] of {role, content}; roles system (or developer), user, assistant.
+// A tool call as the model writes it (Hermes / Qwen 2.5 style): one <tool_call> block.
+std::string ToolCallText(const std::string& name, const json& arguments) {
+  return "<tool_call>\n" + json{{"name", name}, {"arguments", arguments}}.dump() + "\n</tool_call>";
+}
+
+// Chat: messages[] of {role, content}; roles system (or developer), user, assistant, tool.
+// Tool calls and results become text in the Hermes convention every template can carry: an
+// assistant's tool_calls as <tool_call> blocks after its content, a tool message as a user turn
+// holding a <tool_response> block.
 void ParseMessages(const json& j, ApiRequest* rp) {
   ApiRequest& r = *rp;
   const json* m = Field(j, "messages");
@@ -370,22 +431,158 @@ void ParseMessages(const json& j, ApiRequest* rp) {
     const json& msg = (*m)[i];
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!msg.is_object()) Bad(param, "'" + param + "' must be an object");
-    for (const auto& [k, v] : msg.items()) {
-      if (k == "role" || k == "content") continue;
-      if (k == "name" && v.is_string()) continue;  // accepted; not passed to the template
-      Bad(param + "." + k, k == "tool_calls" || k == "tool_call_id"
-                               ? "'" + param + "." + k + "': tool messages are not supported yet"
-                               : "unknown field '" + param + "." + k + "'");
-    }
     const json* role = Field(msg, "role");
     if (role == nullptr || !role->is_string())
       Bad(param + ".role", "'" + param + ".role' must be a string");
     std::string rs = role->get<std::string>();
     if (rs == "developer") rs = "system";
-    if (rs != "system" && rs != "user" && rs != "assistant")
-      Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant)");
-    r.messages.push_back(
-        {rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)});
+    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
+      Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant, tool)");
+    for (const auto& [k, v] : msg.items()) {
+      if (k == "role" || k == "content") continue;
+      if (k == "name" && v.is_string()) continue;  // accepted; not passed to the template
+      if (k == "tool_calls" && rs == "assistant") continue;
+      if (k == "tool_call_id" && rs == "tool") continue;
+      Bad(param + "." + k, "unknown field '" + param + "." + k + "'");
+    }
+    std::string content = MessageContent(msg.contains("content") ? msg["content"] : json(), i);
+    if (const json* calls = Field(msg, "tool_calls")) {
+      if (!calls->is_array()) Bad(param + ".tool_calls", "'tool_calls' must be an array");
+      for (size_t c = 0; c < calls->size(); ++c) {
+        const std::string cp = param + ".tool_calls[" + std::to_string(c) + "]";
+        const json& call = (*calls)[c];
+        const json* fn = call.is_object() ? Field(call, "function") : nullptr;
+        if (fn == nullptr || !fn->is_object() || !Field(*fn, "name") || !(*fn)["name"].is_string())
+          Bad(cp, "'" + cp + "' needs function.name");
+        json args = json::object();
+        if (const json* a = Field(*fn, "arguments")) {
+          if (!a->is_string()) Bad(cp + ".function.arguments", "arguments must be a JSON string");
+          args = json::parse(a->get<std::string>(), nullptr, false);
+          if (args.is_discarded()) Bad(cp + ".function.arguments", "arguments are not valid JSON");
+        }
+        if (!content.empty()) content += "\n";
+        content += ToolCallText((*fn)["name"].get<std::string>(), args);
+      }
+    }
+    if (rs == "tool") {
+      rs = "user";
+      content = "<tool_response>\n" + content + "\n</tool_response>";
+    }
+    r.messages.push_back({rs, std::move(content)});
+  }
+}
+
+// tools / tool_choice / parallel_tool_calls (chat). The functions are described to the model in
+// a system turn (Hermes convention); `required` and a named function constrain the reply to
+// <tool_call> blocks whose arguments follow the function's parameter schema.
+void ParseTools(const json& j, const ApiContext& ctx, ApiRequest* rp) {
+  ApiRequest& r = *rp;
+  const json* tools = Field(j, "tools");
+  const json* choice = Field(j, "tool_choice");
+  r.parallel_tool_calls = Bool(j, "parallel_tool_calls", true);
+  if (tools == nullptr || tools->empty()) {
+    if (tools != nullptr && !tools->is_array()) Bad("tools", "'tools' must be an array");
+    if (choice != nullptr && !(choice->is_string() && choice->get<std::string>() == "none") &&
+        !(choice->is_string() && choice->get<std::string>() == "auto"))
+      Bad("tool_choice", "tool_choice needs tools");
+    return;
+  }
+  if (!tools->is_array()) Bad("tools", "'tools' must be an array");
+  if (tools->size() > 128) Bad("tools", "at most 128 tools");
+  json listed = json::array(), alternatives = json::array();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string tp = "tools[" + std::to_string(i) + "]";
+    const json& t = (*tools)[i];
+    if (!t.is_object() || t.value("type", std::string()) != "function")
+      Bad(tp + ".type", "tools must be of type 'function'");
+    for (const auto& [k, v] : t.items())
+      if (k != "type" && k != "function") Bad(tp + "." + k, "unknown field '" + tp + "." + k + "'");
+    const json* fn = Field(t, "function");
+    if (fn == nullptr || !fn->is_object())
+      Bad(tp + ".function", "'" + tp + ".function' is required");
+    for (const auto& [k, v] : fn->items())
+      if (k != "name" && k != "description" && k != "parameters" && k != "strict")
+        Bad(tp + ".function." + k, "unknown field '" + tp + ".function." + k + "'");
+    const std::string name = fn->value("name", std::string());
+    if (name.empty() || name.size() > 64 ||
+        name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+            std::string::npos)
+      Bad(tp + ".function.name", "function names are 1-64 of a-z, A-Z, 0-9, _ and -");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      Bad(tp + ".function.name", "two tools named '" + name + "'");
+    names.push_back(name);
+    json params = fn->contains("parameters") ? (*fn)["parameters"] : json{{"type", "object"}};
+    if (!params.is_object())
+      Bad(tp + ".function.parameters", "parameters must be a JSON Schema object");
+    try {
+      grammar::ParseGbnf(grammar::JsonSchemaToGbnf(params.dump()));
+    } catch (const Error& e) {
+      Bad(tp + ".function.parameters", e.what());
+    }
+    json d = {{"type", "function"}, {"function", {{"name", name}, {"parameters", params}}}};
+    if (fn->contains("description")) d["function"]["description"] = (*fn)["description"];
+    listed.push_back(d);
+    alternatives.push_back({{"name", name}, {"params", params}});
+  }
+  std::string mode = "auto", only;
+  if (choice != nullptr) {
+    if (choice->is_string()) {
+      mode = choice->get<std::string>();
+      if (mode != "none" && mode != "auto" && mode != "required")
+        Bad("tool_choice", "tool_choice must be none, auto, required or a named function");
+    } else if (choice->is_object() && choice->value("type", std::string()) == "function" &&
+               choice->contains("function") && (*choice)["function"].is_object() &&
+               (*choice)["function"].value("name", std::string()) != "") {
+      only = (*choice)["function"]["name"].get<std::string>();
+      if (std::find(names.begin(), names.end(), only) == names.end())
+        Bad("tool_choice", "tool_choice names '" + only + "', which is not among the tools");
+      mode = "required";
+    } else {
+      Bad("tool_choice",
+          "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": "
+          "{\"name\": ...}}");
+    }
+  }
+  if (mode == "none") return;  // the model is not told about the tools: it cannot call them
+  r.tool_calls = true;
+  std::string sys =
+      "# Tools\n\nYou may call one or more functions to assist with the user query. The functions "
+      "are described in JSON within <tools></tools>:\n<tools>\n";
+  for (const auto& t : listed) sys += t.dump() + "\n";
+  sys +=
+      "</tools>\n\nFor each function call, return a JSON object with the function name and "
+      "arguments within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function-name>, "
+      "\"arguments\": <args-json-object>}\n</tool_call>";
+  if (!r.messages.empty() && r.messages[0].role == "system") {
+    r.messages[0].content += "\n\n" + sys;
+  } else {
+    r.messages.insert(r.messages.begin(), ChatMessage{"system", sys});
+  }
+  if (mode != "required") return;
+  // One grammar: <tool_call> blocks (one, or several when parallel) of {"name", "arguments"}.
+  json any = json::array();
+  for (const auto& a : alternatives) {
+    if (!only.empty() && a["name"] != only) continue;
+    any.push_back({{"type", "object"},
+                   {"properties", {{"name", {{"const", a["name"]}}}, {"arguments", a["params"]}}},
+                   {"required", {"name", "arguments"}},
+                   {"additionalProperties", false}});
+  }
+  std::string g = grammar::JsonSchemaToGbnf(json{{"anyOf", any}}.dump());
+  const size_t at = g.rfind("\nroot ::= ");
+  g.replace(at, 10, "\ntool-call ::= ");
+  g += "tool-block ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
+  g += r.parallel_tool_calls ? "root ::= tool-block ( \"\\n\" tool-block ){0,7}\n"
+                             : "root ::= tool-block\n";
+  if (r.options.generate.grammar)
+    Bad("tool_choice", "tool_choice required cannot be combined with response_format or a grammar");
+  if (!ctx.compile) Bad("tool_choice", "constrained decoding is not available here");
+  try {
+    r.options.generate.grammar = ctx.compile(GrammarKind::kGbnf, g);
+  } catch (const Error& e) {
+    Bad("tools", e.what());
   }
 }
 
@@ -537,10 +734,11 @@ void RefuseUnknownFields(const json& j, bool chat) {
                                         "grammar",
                                         "json_schema",
                                         "top_logprobs",
-                                        "chat_template_kwargs"};
+                                        "chat_template_kwargs",
+                                        "tool_choice",
+                                        "parallel_tool_calls"};
   // Known elsewhere, not implemented yet: refused with what they are.
-  static const char* const kNotYet[] = {"tool_choice", "parallel_tool_calls", "functions",
-                                        "function_call"};
+  static const char* const kNotYet[] = {"functions", "function_call"};
   for (const auto& [k, v] : j.items()) {
     if (std::find(std::begin(kCommon), std::end(kCommon), k) != std::end(kCommon)) continue;
     if (k == (chat ? "messages" : "prompt")) continue;
@@ -600,7 +798,13 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
   ParseLimits(j, chat, ctx, &r);
   ParseGrammar(j, ctx, &r);
   ParseChoicesAndLogprobs(j, chat, &r);
-  if (chat) ParseTemplateVars(j, &r);
+  if (chat) {
+    ParseTemplateVars(j, &r);
+    ParseTools(j, ctx, &r);
+  } else {
+    for (const char* k : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (Field(j, k) != nullptr) Bad(k, std::string(k) + " applies to chat, not completions");
+  }
   r.options.priority = static_cast<int>(Integer(j, "priority", 0, -1000000, 1000000));
   r.options.timeout_seconds = Number(j, "timeout", ctx.default_timeout, 0.0, 1e6);
   return r;
@@ -742,6 +946,21 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
         choice["message"]["content"] = content;
         choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
       }
+      if (r.tool_calls) {
+        const ParsedReply pr = ParseToolCalls(choice["message"]["content"].get<std::string>());
+        if (!pr.calls.empty()) {
+          json calls = json::array();
+          for (size_t c = 0; c < pr.calls.size(); ++c)
+            calls.push_back(
+                {{"id", m.id + "-call-" + std::to_string(i) + "-" + std::to_string(c)},
+                 {"type", "function"},
+                 {"function", {{"name", pr.calls[c].name}, {"arguments", pr.calls[c].arguments}}}});
+          choice["message"]["tool_calls"] = calls;
+          choice["message"]["content"] = pr.content.empty() ? json() : json(pr.content);
+          if (g.finish == FinishReason::kEos || g.finish == FinishReason::kStop)
+            choice["finish_reason"] = "tool_calls";
+        }
+      }
       if (lp) choice["logprobs"] = ChatLogprobs(g.logprobs);
     } else {
       choice["text"] = r.echo ? r.echo_text + g.text : g.text;
@@ -771,6 +990,17 @@ std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, const ChunkP
     json delta = json::object();
     if (p.first) delta["role"] = "assistant";
     if (!p.reasoning.empty()) delta["reasoning_content"] = std::string(p.reasoning);
+    if (p.tool_calls != nullptr && !p.tool_calls->empty()) {
+      json calls = json::array();
+      for (size_t c = 0; c < p.tool_calls->size(); ++c)
+        calls.push_back(
+            {{"index", c},
+             {"id", m.id + "-call-" + std::to_string(p.index) + "-" + std::to_string(c)},
+             {"type", "function"},
+             {"function",
+              {{"name", (*p.tool_calls)[c].name}, {"arguments", (*p.tool_calls)[c].arguments}}}});
+      delta["tool_calls"] = calls;
+    }
     if (!p.text.empty() || (p.first && p.finish == nullptr && p.reasoning.empty()))
       delta["content"] = std::string(p.text);
     choice["delta"] = delta;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "paddock/chat.h"
@@ -57,6 +58,34 @@ struct ApiRequest {
   // <think> section is returned as reasoning_content, and whether the prompt opened it.
   std::vector<ChatVar> template_vars;
   bool reasoning = false, reasoning_open = false;
+  // Chat with tools (tool_choice auto, required or named): <tool_call> blocks in the reply
+  // become message.tool_calls.
+  bool tool_calls = false, parallel_tool_calls = true;
+};
+
+// The tool calls in a reply: its <tool_call>{"name", "arguments"}</tool_call> blocks (a block
+// that is not such JSON stays text); content: the text outside them, trimmed.
+struct ToolCall {
+  std::string name, arguments;  // arguments: a JSON object as text
+};
+struct ParsedReply {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+ParsedReply ParseToolCalls(std::string_view text);
+
+// Streams a reply's content until a <tool_call> block starts (a tag cut across pieces held back),
+// then keeps the rest for ParseToolCalls at the end.
+class ToolCallSplitter {
+ public:
+  void Feed(std::string_view text, std::string* content);
+  // The text from the first <tool_call> on (empty if none).
+  const std::string& tail() const { return tail_; }
+  std::string TakeHeld() { return std::exchange(held_, {}); }
+
+ private:
+  bool in_calls_ = false;
+  std::string held_, tail_;
 };
 
 // A reasoning model's output split as it arrives: the text of a <think> ... </think> section
@@ -97,7 +126,8 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
 struct ChunkPart {
   int index = 0;
   std::string_view text;
-  std::string_view reasoning;  // chat: reasoning_content (ReasoningSplitter)
+  std::string_view reasoning;                         // chat: reasoning_content (ReasoningSplitter)
+  const std::vector<ToolCall>* tool_calls = nullptr;  // chat: delta.tool_calls (at the end)
   std::vector<TokenLogprob> logprobs;
   const char* finish = nullptr;
   bool first = false;

@@ -68,7 +68,8 @@ class StreamSource : public BodySource {
       : streams_(std::move(streams)),
         ar_(std::move(ar)),
         meta_(std::move(meta)),
-        choices_(streams_.size(), Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open)}),
+        choices_(streams_.size(),
+                 Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open), {}}),
         prompt_entries_(ar_.options.prompt_logprobs ? std::max(0, n_prompt - 1) : 0) {}
   void SetWaker(Waker waker) override {
     for (auto& s : streams_) s->SetOnReady(waker);
@@ -105,6 +106,21 @@ class StreamSource : public BodySource {
           if (done) c.split.Finish(&reasoning_, &content_);
           text_.swap(content_);
         }
+        std::vector<ToolCall> calls;
+        if (ar_.tool_calls) {  // content until a <tool_call> starts; the calls at the end
+          content_.clear();
+          c.tools.Feed(text_, &content_);
+          if (done) {
+            content_ += c.tools.TakeHeld();
+            const std::string tail = c.tools.tail();
+            if (!tail.empty()) {
+              ParsedReply pr = ParseToolCalls(tail);
+              calls = std::move(pr.calls);
+              if (!pr.content.empty()) content_ += (content_.empty() ? "" : "\n") + pr.content;
+            }
+          }
+          text_.swap(content_);
+        }
         const bool echo_due = c.first && ar_.echo && (done || !text_.empty() || !lps_.empty());
         if (!text_.empty() || !reasoning_.empty() || !lps_.empty() || echo_due) {
           ChunkPart p = Part(i);
@@ -114,9 +130,18 @@ class StreamSource : public BodySource {
           out->append(StreamChunk(ar_, meta_, p));
           sent = true;
         }
+        if (!calls.empty()) {
+          ChunkPart p = Part(i);
+          p.tool_calls = &calls;
+          out->append(StreamChunk(ar_, meta_, p));
+          sent = true;
+        }
         if (done) {
           ChunkPart p = Part(i);
-          p.finish = OpenAiFinishReason(streams_[i]->result().finish);
+          const FinishReason why = streams_[i]->result().finish;
+          p.finish = !calls.empty() && (why == FinishReason::kEos || why == FinishReason::kStop)
+                         ? "tool_calls"
+                         : OpenAiFinishReason(why);
           out->append(StreamChunk(ar_, meta_, p));
           sent = true;
         }
@@ -152,6 +177,7 @@ class StreamSource : public BodySource {
     bool first = true, done = false;
     size_t offset = 0;  // characters sent (completions' text_offset)
     ReasoningSplitter split;
+    ToolCallSplitter tools;
   };
   // The next chunk of choice i: the echo (prompt text and entries) goes with its first.
   ChunkPart Part(size_t i) {
