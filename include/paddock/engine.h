@@ -149,6 +149,7 @@ struct ModelInfo {
   float rope_base = 0;
   std::string rope_style, rope_scaling;
   int sliding_window = 0;
+  std::string pooling;  // embeddings' pooling from the file (mean, cls, last), if it says
   bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
   std::string chat_template;         // the file's tokenizer.chat_template (empty if none)
   std::string bos_token, eos_token;  // their spellings (for chat templates)

@@ -135,6 +135,14 @@ class Service {
 
   ServiceStats Stats() const;
 
+  // Embeddings, computed on the engine thread between steps (each input alone, so an input's
+  // vector does not depend on the others): the final-normalized hidden states pooled over the
+  // input (mean, the last token or the first) and L2-normalized. Throws Error for an empty input,
+  // one longer than the context, or no room in the KV cache.
+  enum class Pooling { kMean, kLast, kCls };
+  std::vector<std::vector<float>> Embed(const std::vector<std::vector<int32_t>>& inputs,
+                                        Pooling pooling);
+
   struct Impl;
 
  private:

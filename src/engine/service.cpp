@@ -9,7 +9,10 @@
 #include "paddock/service.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
+#include <functional>
+#include <future>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -118,6 +121,9 @@ struct Service::Impl {
   void SpawnChoices(Request& parent, const float* row);
   void StartChoices();
   std::vector<std::unique_ptr<Request>> new_choices;
+  // Work for the engine thread between steps (embeddings), under `mu`.
+  std::vector<std::function<void()>> jobs;
+  void RunJobs();
   void FinishAll();  // everything in `finished`
   void Finish(Request& r, FinishReason why);
   void UpdateGauges();
@@ -285,7 +291,7 @@ void Service::Impl::Loop() {
         for (auto& r : inbox) scheduler->Add(std::move(r));
         inbox.clear();
         if (stop && NowSeconds() >= grace_deadline) cancel_all = true;
-        if (!scheduler->idle() || cancel_all) break;
+        if (!scheduler->idle() || cancel_all || !jobs.empty()) break;
         if (stop) return;
         cv.wait(lock);
       }
@@ -293,6 +299,7 @@ void Service::Impl::Loop() {
     if (cancel_all) {
       scheduler->Clear(&finished);
       FinishAll();
+      RunJobs();  // (no caller is left waiting)
       UpdateGauges();
       std::lock_guard<std::mutex> lock(mu);
       if (inbox.empty()) return;
@@ -319,7 +326,92 @@ void Service::Impl::Loop() {
   }
 }
 
+void Service::Impl::RunJobs() {
+  std::vector<std::function<void()>> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    todo.swap(jobs);
+  }
+  for (auto& j : todo) j();
+}
+
+std::vector<std::vector<float>> Service::Embed(const std::vector<std::vector<int32_t>>& inputs,
+                                               Pooling pooling) {
+  Impl& s = *impl_;
+  const int ctx = s.e->context;
+  for (const auto& in : inputs) {
+    if (in.empty()) Fail("an embedding input is empty");
+    if (static_cast<int>(in.size()) > ctx)
+      Fail("an embedding input of %zu tokens exceeds the context of %d", in.size(), ctx);
+    for (int32_t t : in)
+      if (t < 0 || t >= s.e->model->config.n_vocab)
+        Fail("token id %d is outside the vocabulary (0..%d)", t, s.e->model->config.n_vocab - 1);
+  }
+  std::vector<std::vector<float>> out(inputs.size());
+  std::string error;
+  std::promise<void> done;
+  auto job = [&] {
+    try {
+      const int dim = s.e->model->config.dim;
+      const int chunk = s.e->transformer->max_items();
+      KvManager& kv = *s.e->kv;
+      std::vector<Transformer::BatchItem> items;
+      std::vector<const float*> rows(static_cast<size_t>(chunk));
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        const auto& in = inputs[k];
+        const int n = static_cast<int>(in.size());
+        const KvManager::SeqId seq = kv.Create(n);
+        struct Free {
+          KvManager& kv;
+          KvManager::SeqId id;
+          ~Free() { kv.Free(id); }
+        } guard{kv, seq};
+        if (!kv.Reserve(seq, n)) Fail("no room in the KV cache for an embedding input of %d tokens", n);
+        std::vector<double> acc(static_cast<size_t>(dim), 0.0);
+        for (int start = 0; start < n; start += chunk) {
+          const int m = std::min(chunk, n - start);
+          const KvView view = kv.View(seq);
+          items.clear();
+          for (int i = 0; i < m; ++i)
+            items.push_back({&in[static_cast<size_t>(start + i)], 1, start + i, &view});
+          {
+            Engine::Impl::StepGuard g(kv);
+            s.e->transformer->ForwardHidden(items.data(), m, rows.data());
+          }
+          kv.Commit(seq, in.data() + start, m);
+          for (int i = 0; i < m; ++i) {
+            const int pos = start + i;
+            const bool take = pooling == Pooling::kMean || (pooling == Pooling::kLast && pos == n - 1) ||
+                              (pooling == Pooling::kCls && pos == 0);
+            if (!take) continue;
+            const float* h = rows[static_cast<size_t>(i)];
+            for (int d = 0; d < dim; ++d) acc[static_cast<size_t>(d)] += h[d];
+          }
+        }
+        double norm = 0;
+        for (double v : acc) norm += v * v;
+        norm = norm > 0 ? 1.0 / std::sqrt(norm) : 0;
+        out[k].resize(static_cast<size_t>(dim));
+        for (int d = 0; d < dim; ++d) out[k][static_cast<size_t>(d)] = static_cast<float>(acc[static_cast<size_t>(d)] * norm);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    done.set_value();
+  };
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.accepting) Fail("the service is shutting down");
+    s.jobs.push_back(job);
+  }
+  s.cv.notify_all();
+  done.get_future().wait();
+  if (!error.empty()) Fail("%s", error.c_str());
+  return out;
+}
+
 bool Service::Impl::Step() {
+  RunJobs();
   // 1. Cancelled and expired requests leave first (their blocks free up for this step).
   const double now = NowSeconds();
   auto expired = [now](const Sequence& s) {

@@ -171,6 +171,7 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
     c.rope_scaling_factor = static_cast<float>(*f);
   if (c.rope_scaling == "none") c.rope_scaling_factor = 1.0f;
   c.sliding_window = OptionalInt(g, p + "attention.sliding_window", 0);
+  c.pooling_type = OptionalInt(g, p + "pooling_type", -1);
   c.qkv_bias = g.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = g.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
   c.tied_embeddings = g.FindTensor("output.weight") == nullptr;

@@ -156,6 +156,11 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
            model_.weights.output_norm_b);
     }
   }
+  if (hidden_out_) {
+    for (int i = 0, r = 0; i < n_items; r += items[i].n_logits, ++i)
+      logits[i] = xb_ + static_cast<size_t>(r) * dim;
+    return;
+  }
   Observe(ActSite::kOutput, -1, xb_, rows, dim);
   if (observer_ != nullptr) observer_->Tokens(n);
   const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output);

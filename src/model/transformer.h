@@ -65,6 +65,16 @@ class Transformer {
     int n_logits = 1;
   };
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
+  // The same forward, returning instead of logits the final-normalized hidden state of each row
+  // asked for (dim floats each, valid until the next call): embeddings.
+  void ForwardHidden(const BatchItem* items, int n_items, const float** hidden) {
+    hidden_out_ = true;
+    struct Reset {
+      bool* f;
+      ~Reset() { *f = false; }
+    } reset{&hidden_out_};
+    ForwardBatch(items, n_items, hidden);
+  }
 
   const ModelConfig& config() const { return cfg_; }
   // Per-operator timing (null: off).
@@ -140,6 +150,7 @@ class Transformer {
   ThreadPool& pool_;
   int max_batch_;
   int max_items_;  // sequences per step
+  bool hidden_out_ = false;  // ForwardHidden: the rows' hidden states, no logits
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;

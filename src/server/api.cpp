@@ -810,6 +810,92 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
   return r;
 }
 
+EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx) {
+  const json j = ParseObject(body);
+  EmbeddingsRequest r;
+  for (const auto& [k, v] : j.items()) {
+    if (k == "input" || k == "model" || k == "encoding_format" || k == "user") continue;
+    if (k == "dimensions")
+      Bad(k, "'dimensions' is not supported: the vectors have the model's width");
+    Bad(k, "unknown field '" + k + "'");
+  }
+  ApiRequest m;
+  ParseModelAndStream(j, ctx, &m);
+  if (m.stream) Bad("stream", "embeddings are not streamed");
+  r.model = m.model;
+  const std::string fmt = Text(j, "encoding_format");
+  if (!fmt.empty() && fmt != "float" && fmt != "base64")
+    Bad("encoding_format", "encoding_format must be float or base64");
+  r.base64 = fmt == "base64";
+  const json* in = Field(j, "input");
+  if (in == nullptr) Bad("input", "'input' is required");
+  auto ids = [&](const json& a) {
+    std::vector<int32_t> t;
+    for (const auto& x : a) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+          (ctx.n_vocab > 0 && x.get<int64_t>() >= ctx.n_vocab))
+        Bad("input", "token ids must be integers in the vocabulary");
+      t.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    if (t.empty()) Bad("input", "an input is empty");
+    return t;
+  };
+  if (in->is_string()) {
+    r.texts.push_back(in->get<std::string>());
+  } else if (in->is_array() && !in->empty() && (*in)[0].is_number()) {
+    r.token_inputs.push_back(ids(*in));
+  } else if (in->is_array() && !in->empty()) {
+    if (in->size() > 256) Bad("input", "at most 256 inputs per request");
+    for (const auto& x : *in) {
+      if (x.is_string()) {
+        if (!r.token_inputs.empty()) Bad("input", "inputs are all strings or all token arrays");
+        r.texts.push_back(x.get<std::string>());
+      } else if (x.is_array()) {
+        if (!r.texts.empty()) Bad("input", "inputs are all strings or all token arrays");
+        r.token_inputs.push_back(ids(x));
+      } else {
+        Bad("input", "'input' must be a string, strings, token ids or arrays of token ids");
+      }
+    }
+  } else {
+    Bad("input", "'input' must be a string, strings, token ids or arrays of token ids");
+  }
+  for (const auto& t : r.texts)
+    if (t.empty()) Bad("input", "an input is empty");
+  return r;
+}
+
+std::string EmbeddingsBody(const std::vector<std::vector<float>>& vectors, const std::string& model,
+                           int prompt_tokens, bool base64) {
+  static const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    json e = {{"object", "embedding"}, {"index", i}};
+    if (base64) {
+      const auto* b = reinterpret_cast<const unsigned char*>(vectors[i].data());
+      const size_t n = vectors[i].size() * sizeof(float);
+      std::string s;
+      for (size_t k = 0; k < n; k += 3) {
+        const uint32_t v = (uint32_t{b[k]} << 16) | (k + 1 < n ? uint32_t{b[k + 1]} << 8 : 0) |
+                           (k + 2 < n ? uint32_t{b[k + 2]} : 0);
+        s += kB64[(v >> 18) & 63];
+        s += kB64[(v >> 12) & 63];
+        s += k + 1 < n ? kB64[(v >> 6) & 63] : '=';
+        s += k + 2 < n ? kB64[v & 63] : '=';
+      }
+      e["embedding"] = s;
+    } else {
+      e["embedding"] = vectors[i];
+    }
+    data.push_back(e);
+  }
+  json j = {{"object", "list"},
+            {"data", data},
+            {"model", model},
+            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  return Dump(j);
+}
+
 std::string ErrorBody(const ApiError& e) {
   json err = {{"message", Clip(e.message, kMaxErrorBytes)},
               {"type", e.type},

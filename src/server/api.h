@@ -142,6 +142,18 @@ std::string StreamErrorEvent(const ApiError& e);
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created);
 
+// POST /v1/embeddings (OpenAI): input a string, strings, token ids or arrays of them (at most
+// 256 inputs); encoding_format float or base64 (little-endian float32).
+struct EmbeddingsRequest {
+  std::string model;
+  std::vector<std::string> texts;                 // or
+  std::vector<std::vector<int32_t>> token_inputs;
+  bool base64 = false;
+};
+EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx);  // ApiError
+std::string EmbeddingsBody(const std::vector<std::vector<float>>& vectors, const std::string& model,
+                           int prompt_tokens, bool base64);
+
 // POST /tokenize (llama-server's shape): {"content": text, "add_special": bool (default true:
 // BOS where the model adds one), "parse_special": bool (default false: control tokens spelled
 // in the text stay text), "with_pieces": bool}. POST /detokenize: {"tokens": [ids]}.

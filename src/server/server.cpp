@@ -238,6 +238,7 @@ class Server {
   void Metrics(HttpResponse* res);
   void Tokenize(const HttpRequest& req, HttpResponse* res);
   void Detokenize(const HttpRequest& req, HttpResponse* res);
+  void Embeddings(const HttpRequest& req, HttpResponse* res);
   void LoadModel();
   void AgentLoop(int fd);
   void RequestStop() {
@@ -571,6 +572,43 @@ void Server::Metrics(HttpResponse* res) {
   res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
 }
 
+// POST /v1/embeddings: computed on the engine thread between steps; this handler waits for it
+// (embedding inputs are short next to generations).
+void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  try {
+    EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
+    const Engine& engine = service_->engine();
+    std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
+    for (const auto& t : er.texts) inputs.push_back(engine.Tokenize(t, engine.AddsBos()));
+    int tokens = 0;
+    for (const auto& in : inputs) {
+      if (static_cast<int>(in.size()) > ctx_.context) {
+        ApiError e;
+        e.param = "input";
+        e.code = "context_length_exceeded";
+        e.message = StrFormat("an input of %zu tokens exceeds the context of %d", in.size(),
+                              ctx_.context);
+        throw e;
+      }
+      tokens += static_cast<int>(in.size());
+    }
+    const std::string p = !opt_.pooling.empty()           ? opt_.pooling
+                          : !engine.info().pooling.empty() ? engine.info().pooling
+                                                           : "mean";
+    const Service::Pooling pooling = p == "last"  ? Service::Pooling::kLast
+                                     : p == "cls" ? Service::Pooling::kCls
+                                                  : Service::Pooling::kMean;
+    res->body = EmbeddingsBody(service_->Embed(inputs, pooling), er.model, tokens, er.base64);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  } catch (const Error& ex) {
+    ApiError e;
+    e.message = ex.what();
+    SendError(res, e);
+  }
+}
+
 void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
   if (!Ready(res)) return;
   try {
@@ -637,7 +675,7 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
       {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
       {"/v1/models", "GET"},       {"/health", "GET"},
       {"/metrics", "GET"},         {"/tokenize", "POST"},
-      {"/detokenize", "POST"}};
+      {"/detokenize", "POST"},     {"/v1/embeddings", "POST"}};
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
@@ -670,6 +708,8 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     Tokenize(req, res);
   } else if (req.path == "/detokenize") {
     Detokenize(req, res);
+  } else if (req.path == "/v1/embeddings") {
+    Embeddings(req, res);
   } else {
     Metrics(res);
   }

@@ -28,6 +28,7 @@ struct ServerOptions {
   // Chat replies of reasoning models: "auto" (split <think>...</think> into reasoning_content
   // when the chat template writes such sections), "deepseek" (always split), "none" (never).
   std::string reasoning_format = "auto";
+  std::string pooling;  // embeddings: mean, last or cls (empty: the model file's, else mean)
   size_t max_body_bytes = 8u << 20;
   int http_threads = 0;        // event threads (0: the HTTP layer's default, 2)
   size_t max_connections = 0;  // open connections at most (0: 4096); more are closed at once

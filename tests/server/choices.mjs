@@ -149,6 +149,26 @@ const prompt = 'Once upon a time';
   check('a reply without <think> is all content', plain.choices[0].message.reasoning_content == null && plain.choices[0].message.content.length > 0, JSON.stringify(plain.choices[0].message));
 }
 
+// --- embeddings: normalized, equal alone and in a batch, text = its tokens, float = base64
+{
+  const alone = await client.embeddings.create({ model, input: 'The cat sat on the mat.' });  // (the client asks base64)
+  const batch = await client.embeddings.create({ model, input: ['A dog ran.', 'The cat sat on the mat.', 'Sun'] });
+  const v = alone.data[0].embedding;
+  const norm = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  check('an embedding is L2-normalized, the model\'s width', Math.abs(norm - 1) < 1e-5 && v.length === 64, `${norm} ${v.length}`);
+  check('equal alone and in a batch', batch.data.length === 3 && batch.data[1].index === 1 && batch.data[1].embedding.every((x, i) => Math.abs(x - v[i]) < 1e-6));
+  const other = batch.data[0].embedding;
+  check('different texts, different vectors', other.some((x, i) => Math.abs(x - v[i]) > 1e-3));
+  const tok = (await post('/tokenize', { content: 'The cat sat on the mat.' })).body.tokens;
+  const f = await post('/v1/embeddings', { model, input: [tok], encoding_format: 'float' });
+  check('token input equals text input; float equals base64', f.status === 200 && f.body.data[0].embedding.every((x, i) => Math.abs(x - v[i]) < 1e-6) &&
+    f.body.usage.prompt_tokens === tok.length, JSON.stringify(f.body).slice(0, 200));
+  const bad = await post('/v1/embeddings', { model, input: 'x', dimensions: 8 });
+  check('dimensions -> 400 naming it', bad.status === 400 && bad.body.error.param === 'dimensions', JSON.stringify(bad.body));
+  const empty = await post('/v1/embeddings', { model, input: '' });
+  check('empty input -> 400', empty.status === 400 && empty.body.error.param === 'input', JSON.stringify(empty.body));
+}
+
 // --- bad values
 await expect400('chat_template_kwargs need a Jinja template', '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: { enable_thinking: false } }, 'chat_template_kwargs');
 await expect400('chat_template_kwargs on completions', '/v1/completions', { prompt, chat_template_kwargs: { a: 1 } }, 'chat_template_kwargs');

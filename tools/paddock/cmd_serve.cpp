@@ -39,6 +39,9 @@ std::vector<OptionSpec> ServeSpecs() {
        "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the "
        "model's own)"},
       {{"--chat-template-file"}, true, "a Jinja chat template file to use instead of the model's"},
+      {{"--pooling"},
+       true,
+       "embeddings (/v1/embeddings): mean, last or cls (default: the model file's, else mean)"},
       {{"--reasoning-format"},
        true,
        "chat replies' <think> sections as reasoning_content: auto (when the template writes "
@@ -172,6 +175,9 @@ int CmdServe(int argc, char** argv) {
   so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
   so.special_in_prompts = args.Has("--special-in-prompts");
   so.reasoning_format = args.Str("--reasoning-format", "auto");
+  so.pooling = args.Str("--pooling");
+  if (!so.pooling.empty() && so.pooling != "mean" && so.pooling != "last" && so.pooling != "cls")
+    throw UsageError("unknown --pooling '" + so.pooling + "' (expected mean, last or cls)");
   if (so.reasoning_format != "auto" && so.reasoning_format != "deepseek" &&
       so.reasoning_format != "none")
     throw UsageError("unknown --reasoning-format '" + so.reasoning_format +
