@@ -71,7 +71,10 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.rope_style = c.rope_style == RopeStyle::kHalfSplit ? "half-split (NeoX)" : "adjacent pairs";
   i.rope_scaling = c.rope_scaling;
   i.sliding_window = c.sliding_window;
-  i.pooling = c.pooling_type == 1 ? "mean" : c.pooling_type == 2 ? "cls" : c.pooling_type == 3 ? "last" : "";
+  i.pooling = c.pooling_type == 1   ? "mean"
+              : c.pooling_type == 2 ? "cls"
+              : c.pooling_type == 3 ? "last"
+                                    : "";
   i.qkv_bias = c.qkv_bias;
   i.qk_norm = c.qk_norm;
   i.tied_embeddings = c.tied_embeddings;

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <functional>
 #include <future>
-#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -366,7 +366,8 @@ std::vector<std::vector<float>> Service::Embed(const std::vector<std::vector<int
           KvManager::SeqId id;
           ~Free() { kv.Free(id); }
         } guard{kv, seq};
-        if (!kv.Reserve(seq, n)) Fail("no room in the KV cache for an embedding input of %d tokens", n);
+        if (!kv.Reserve(seq, n))
+          Fail("no room in the KV cache for an embedding input of %d tokens", n);
         std::vector<double> acc(static_cast<size_t>(dim), 0.0);
         for (int start = 0; start < n; start += chunk) {
           const int m = std::min(chunk, n - start);
@@ -381,7 +382,8 @@ std::vector<std::vector<float>> Service::Embed(const std::vector<std::vector<int
           kv.Commit(seq, in.data() + start, m);
           for (int i = 0; i < m; ++i) {
             const int pos = start + i;
-            const bool take = pooling == Pooling::kMean || (pooling == Pooling::kLast && pos == n - 1) ||
+            const bool take = pooling == Pooling::kMean ||
+                              (pooling == Pooling::kLast && pos == n - 1) ||
                               (pooling == Pooling::kCls && pos == 0);
             if (!take) continue;
             const float* h = rows[static_cast<size_t>(i)];
@@ -392,7 +394,8 @@ std::vector<std::vector<float>> Service::Embed(const std::vector<std::vector<int
         for (double v : acc) norm += v * v;
         norm = norm > 0 ? 1.0 / std::sqrt(norm) : 0;
         out[k].resize(static_cast<size_t>(dim));
-        for (int d = 0; d < dim; ++d) out[k][static_cast<size_t>(d)] = static_cast<float>(acc[static_cast<size_t>(d)] * norm);
+        for (int d = 0; d < dim; ++d)
+          out[k][static_cast<size_t>(d)] = static_cast<float>(acc[static_cast<size_t>(d)] * norm);
       }
     } catch (const std::exception& e) {
       error = e.what();

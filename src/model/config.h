@@ -28,7 +28,8 @@ struct ModelConfig {
   std::string arch;  // general.architecture ("llama", "mistral", "qwen2", "qwen3")
   std::string name;  // general.name, if any
   int n_vocab = 0;
-  int pooling_type = -1;  // <arch>.pooling_type (llama.cpp: 0 none, 1 mean, 2 cls, 3 last); -1 unset
+  int pooling_type =
+      -1;       // <arch>.pooling_type (llama.cpp: 0 none, 1 mean, 2 cls, 3 last); -1 unset
   int dim = 0;  // residual stream width
   int n_layers = 0;
   int n_heads = 0;

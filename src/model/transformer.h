@@ -149,7 +149,7 @@ class Transformer {
   const KernelTable& k_;
   ThreadPool& pool_;
   int max_batch_;
-  int max_items_;  // sequences per step
+  int max_items_;            // sequences per step
   bool hidden_out_ = false;  // ForwardHidden: the rows' hidden states, no logits
   int ctx_;
   bool int8_;

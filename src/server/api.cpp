@@ -893,7 +893,7 @@ std::string EmbeddingsBody(const std::vector<std::vector<float>>& vectors, const
             {"data", data},
             {"model", model},
             {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
-  return Dump(j);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string ErrorBody(const ApiError& e) {

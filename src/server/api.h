@@ -146,7 +146,7 @@ std::string ModelsBody(const ApiContext& ctx, int64_t created);
 // 256 inputs); encoding_format float or base64 (little-endian float32).
 struct EmbeddingsRequest {
   std::string model;
-  std::vector<std::string> texts;                 // or
+  std::vector<std::string> texts;  // or
   std::vector<std::vector<int32_t>> token_inputs;
   bool base64 = false;
 };

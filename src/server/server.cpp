@@ -587,13 +587,13 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
         ApiError e;
         e.param = "input";
         e.code = "context_length_exceeded";
-        e.message = StrFormat("an input of %zu tokens exceeds the context of %d", in.size(),
-                              ctx_.context);
+        e.message =
+            StrFormat("an input of %zu tokens exceeds the context of %d", in.size(), ctx_.context);
         throw e;
       }
       tokens += static_cast<int>(in.size());
     }
-    const std::string p = !opt_.pooling.empty()           ? opt_.pooling
+    const std::string p = !opt_.pooling.empty()            ? opt_.pooling
                           : !engine.info().pooling.empty() ? engine.info().pooling
                                                            : "mean";
     const Service::Pooling pooling = p == "last"  ? Service::Pooling::kLast
