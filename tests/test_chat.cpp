@@ -279,3 +279,32 @@ TEST(Jinja, ChatFormatterPrefersTheModelsTemplateAndFallsBack) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// chat_template_kwargs reach the template as variables (Qwen3's enable_thinking switch).
+TEST(Jinja, TemplateVariables) {
+  const JinjaTemplate t(
+      "{% for m in messages %}{{ m.content }}{% endfor %}"
+      "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}"
+      "{{ style }}{{ n + 1 }}");
+  ChatVar off;
+  off.name = "enable_thinking";
+  off.kind = ChatVar::Kind::kBool;
+  off.b = false;
+  ChatVar style;
+  style.name = "style";
+  style.kind = ChatVar::Kind::kString;
+  style.str = "!";
+  ChatVar n;
+  n.name = "n";
+  n.kind = ChatVar::Kind::kInt;
+  n.i = 41;
+  EXPECT_EQ(t.RenderChat({{"user", "hi"}}, true, "", "", {off, style, n}), "hi<think></think>!42");
+  EXPECT_TRUE(ChatFormatter::OpensReasoning("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(ChatFormatter::OpensReasoning("<think>a</think>\n"));
+}
+
+}  // namespace
+}  // namespace paddock
