@@ -250,8 +250,6 @@ class Engine {
   // kind and text, so a schema sent with every request is compiled once; thread-safe. Throws
   // Error naming what is invalid, unsupported or unsatisfiable.
   std::shared_ptr<const Grammar> CompileGrammar(GrammarKind kind, std::string_view text) const;
-  // The GBNF a compiled grammar came from (a JSON Schema's translation).
-  static const std::string& GrammarSource(const Grammar& g);
 
   GenerateResult Generate(std::string_view prompt, const GenerateOptions& options,
                           const StreamCallback& on_text = nullptr);

@@ -21,6 +21,17 @@ inline int Utf8SequenceLength(uint8_t c) {
   return 0;
 }
 
+// Appends the UTF-8 encoding of code point `cp` (at most 0x10FFFF) to *out.
+void AppendUtf8(uint32_t cp, std::string* out);
+
+// Code points in `s`: bytes that do not continue a sequence (a character cut at the end of `s`
+// counts where its first byte is).
+inline size_t CountCodePoints(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 class Utf8Stream {
  public:
   // Appends the complete characters of pending + bytes to *out, keeps an incomplete tail.

@@ -366,10 +366,6 @@ std::shared_ptr<const Grammar> Engine::CompileGrammar(GrammarKind kind,
   return impl_->grammars->Compile(kind, text);
 }
 
-const std::string& Engine::GrammarSource(const Grammar& g) {
-  return g.gbnf;
-}
-
 GenerateResult Engine::Generate(std::string_view prompt, const GenerateOptions& o,
                                 const StreamCallback& on_text) {
   return GenerateTokens(Tokenize(prompt, o.add_bos, o.parse_special), o, on_text);

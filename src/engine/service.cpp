@@ -66,7 +66,8 @@ struct Request : Sequence {
   // sampled; `choices_pending` until then.
   std::vector<std::shared_ptr<RequestStream>> choice_streams;
   bool choices_pending = false;
-  int32_t last_sampled = -1;  // a new choice's first token (until it starts)
+  int32_t last_sampled = -1;        // a new choice's first token (until it starts)
+  KvManager::SeqId fork_from = -1;  // ... and the parent's KV sequence it forks
 
   bool Cancelled() const { return state->cancel.load(std::memory_order_relaxed); }
 };
@@ -764,6 +765,7 @@ void Service::Impl::SpawnChoices(Request& parent, const float* row) {
     c->draft.clear();
     c->accepted = 0;
     c->last_sampled = t;
+    c->fork_from = parent.seq;
     new_choices.push_back(std::move(c));
   }
   std::lock_guard<std::mutex> lock(stats_mu);
@@ -776,19 +778,15 @@ void Service::Impl::StartChoices() {
   if (new_choices.empty()) return;
   const Tokenizer& tok = *e->model->tokenizer;
   for (auto& c : new_choices) {
-    Request* parent = nullptr;
-    for (const auto& s : scheduler->running()) {
-      Request& r = AsRequest(*s);
-      if (!r.choice_streams.empty() && r.arrival == c->arrival && &r != c.get()) parent = &r;
-    }
+    // (The parent sampled in this step: it is still running, its prompt just committed.)
     const double now = NowSeconds();
     c->t_first = c->t_last = now;
-    if (parent == nullptr || c->Cancelled()) {
+    if (c->Cancelled()) {
       Finish(*c, FinishReason::kCancelled);
       continue;
     }
-    c->seq = e->kv->Fork(parent->seq);
-    c->computed = parent->computed;
+    c->seq = e->kv->Fork(c->fork_from);
+    c->computed = c->n_prompt;
     const int32_t t = c->last_sampled;
     std::optional<FinishReason> why;
     if (EndsAtToken(tok.IsEndOfGeneration(t) || t == tok.bos(), c->ignore_eos)) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "base/utf8.h"
 #include "grammar/cfg.h"
 
 namespace paddock::grammar {
@@ -94,24 +95,6 @@ Ranges Complement(const Ranges& r) {
   }
   if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
   return out;
-}
-
-void AppendUtf8(uint32_t c, std::string* s) {
-  if (c < 0x80) {
-    s->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    s->push_back(static_cast<char>(0xC0 | (c >> 6)));
-    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    s->push_back(static_cast<char>(0xE0 | (c >> 12)));
-    s->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    s->push_back(static_cast<char>(0xF0 | (c >> 18)));
-    s->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    s->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
 }
 
 class Parser {

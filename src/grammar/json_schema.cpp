@@ -305,16 +305,11 @@ class Converter {
     }
     // Split by digit count, then each same-length range digit by digit.
     for (int64_t lo = a; lo <= b;) {
-      int digits = 1;
       int64_t p = 10;
-      while (p <= lo) {
-        p *= 10;
-        ++digits;
-      }
+      while (p <= lo) p *= 10;
       const int64_t hi = std::min(b, p - 1);
       add("( " + SameLength(std::to_string(lo), std::to_string(hi)) + " )");
       lo = hi + 1;
-      (void)digits;
     }
     return out;
   }

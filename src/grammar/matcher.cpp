@@ -88,7 +88,6 @@ void TokenGrammar::BuildExpansions() {
     bool done = false;
   };
   std::vector<Local> memo(n);
-  std::vector<uint32_t> order;
   auto exp = [&](auto& self, uint32_t pos) -> const Local& {
     Local& m = memo[pos];
     if (m.done) return m;
@@ -140,7 +139,6 @@ void TokenGrammar::BuildExpansions() {
     }
   }
   exp_begin_[n] = static_cast<uint32_t>(exp_.size());
-  (void)order;
 }
 
 std::shared_ptr<const Mask> TokenGrammar::Lookup(const std::string& key) const {

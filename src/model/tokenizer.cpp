@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "base/strings.h"
+#include "base/utf8.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
 #include "model/pretokenize.h"
@@ -43,19 +44,6 @@ uint32_t ByteToCodepoint(uint8_t b) {
     return t;
   }();
   return table[b];
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 // A byte-level piece ("Ġthe") back to its bytes (" the"); false if it holds a character that

@@ -158,6 +158,14 @@ void RefuseUnsupported(const json& j) {
   if (Field(j, "suffix") != nullptr) Bad("suffix", "suffix is not supported");
 }
 
+// The length of the longest end of `s` that begins `tag` (a tag that may still be completed by
+// the next piece: held back by the splitters).
+size_t TagPrefixAtEnd(std::string_view s, std::string_view tag) {
+  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
+    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+  return 0;
+}
+
 }  // namespace
 
 void ReasoningSplitter::Content(std::string_view s, std::string* content) {
@@ -196,13 +204,7 @@ void ReasoningSplitter::Feed(std::string_view text, std::string* reasoning, std:
         continue;
       }
       // Keep back the longest end that could begin the closing tag.
-      size_t keep = 0;
-      for (size_t k = std::min(held_.size(), kClose.size() - 1); k > 0; --k) {
-        if (std::string_view(held_).substr(held_.size() - k) == kClose.substr(0, k)) {
-          keep = k;
-          break;
-        }
-      }
+      const size_t keep = TagPrefixAtEnd(held_, kClose);
       reasoning->append(held_, 0, held_.size() - keep);
       held_.erase(0, held_.size() - keep);
       return;
@@ -256,13 +258,7 @@ void ToolCallSplitter::Feed(std::string_view text, std::string* content) {
     in_calls_ = true;
     return;
   }
-  size_t keep = 0;
-  for (size_t k = std::min(held_.size(), kOpen.size() - 1); k > 0; --k) {
-    if (std::string_view(held_).substr(held_.size() - k) == kOpen.substr(0, k)) {
-      keep = k;
-      break;
-    }
-  }
+  const size_t keep = TagPrefixAtEnd(held_, kOpen);
   content->append(held_, 0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
 }
@@ -939,14 +935,6 @@ std::string Dump(const json& j) {
 
 namespace {
 
-// Characters (code points) in `s`: the unit of OpenAI's text_offset (a token ending inside a
-// character counts it where its first byte is).
-size_t Chars(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 json Bytes(std::string_view s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -986,7 +974,7 @@ void AppendCompletionLogprobs(const std::vector<TokenLogprob>& lps, size_t* offs
       if (!top.contains(a.text)) top[a.text] = a.logprob;
     j["top_logprobs"].push_back(top);
     j["text_offset"].push_back(*offset);
-    *offset += Chars(t.text);
+    *offset += CountCodePoints(t.text);
   }
 }
 
@@ -999,7 +987,7 @@ void AppendPromptLogprobs(const ApiRequest& r, const std::vector<TokenLogprob>& 
   j["token_logprobs"].push_back(nullptr);
   j["top_logprobs"].push_back(nullptr);
   j["text_offset"].push_back(*offset);
-  *offset += Chars(r.echo_first_token);
+  *offset += CountCodePoints(r.echo_first_token);
   AppendCompletionLogprobs(prompt, offset, out);
 }
 
@@ -1054,7 +1042,7 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
         json l;
         size_t offset = 0;
         if (r.echo) AppendPromptLogprobs(r, results[0].prompt_logprobs, &offset, &l);
-        offset = r.echo ? Chars(r.echo_text) : 0;
+        offset = r.echo ? CountCodePoints(r.echo_text) : 0;
         AppendCompletionLogprobs(g.logprobs, &offset, &l);
         choice["logprobs"] = l;
       }

@@ -26,6 +26,7 @@
 
 #include "base/strings.h"
 #include "base/timer.h"
+#include "base/utf8.h"
 #include "server/api.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -187,15 +188,10 @@ class StreamSource : public BodySource {
     p.first = c.first;
     p.echo = c.first && ar_.echo;
     p.prompt_logprobs = &prompt_lps_;
-    if (p.echo) c.offset = CharsOf(ar_.echo_text);
+    if (p.echo) c.offset = CountCodePoints(ar_.echo_text);
     p.offset = &c.offset;
     c.first = false;
     return p;
-  }
-  static size_t CharsOf(std::string_view s) {
-    size_t n = 0;
-    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
-    return n;
   }
 
   std::vector<std::shared_ptr<RequestStream>> streams_;
