@@ -194,6 +194,19 @@ node "$HERE/server/tools.mjs" "$PORT" stories260K 20
 check "tool calls: required, named, streamed, round trip (openai client, ajv)" $?
 kill -9 "$SPID" 2>/dev/null
 
+# --- the same through each tool-call convention: built-in Llama 3 (JSON calls) and Mistral
+# ([TOOL_CALLS]), and the real templates that write tools themselves (Jinja gets `tools`)
+for tpl in "--chat-template llama3" "--chat-template mistral" \
+  "--chat-template-file $HERE/chat_templates/qwen2.5-tools.jinja" \
+  "--chat-template-file $HERE/chat_templates/llama3.2-tools.jinja" \
+  "--chat-template-file $HERE/chat_templates/mistral-nemo-tools.jinja"; do
+  # shellcheck disable=SC2086  # the template flag and its value are two words
+  start_server tools -m "$M/stories260K.gguf" $tpl || exit 1
+  node "$HERE/server/tools.mjs" "$PORT" stories260K 5
+  check "tool calls through ${tpl##*/}" $?
+  kill -9 "$SPID" 2>/dev/null
+done
+
 # --- /tokenize and /detokenize (llama-server's shapes) and model aliases (--served-model-name)
 start_server names -m "$M/stories260K.gguf" --served-model-name stories --served-model-name gpt-4o-mini || exit 1
 cli=$("$BIN" tokenize -m "$M/stories260K.gguf" --ids --add-bos "Once upon a time")

@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "paddock/engine.h"
@@ -13,21 +15,76 @@ namespace paddock {
 
 // Chat formatting. Built-in templates for the common families; the model's own template
 // (GGUF tokenizer.chat_template) is recognized by its markers and mapped to one of them.
+// A function call an assistant made: the id the API gave it, the function's name and its
+// arguments (a JSON object, as text).
+struct ChatToolCall {
+  std::string id, name, arguments;
+};
 struct ChatMessage {
-  std::string role;  // system, user, assistant
+  std::string role;  // system, user, assistant, tool
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant: the calls it made
+  std::string tool_call_id = {};              // tool: the call this message answers
 };
 // A variable handed to a Jinja chat template besides the messages (OpenAI-compatible servers'
-// chat_template_kwargs, e.g. enable_thinking: false): a boolean, an integer, a number, a string
-// or null.
+// chat_template_kwargs, e.g. enable_thinking: false): a boolean, an integer, a number, a string,
+// null, or any JSON value (kJson: `str` holds its text; lists and objects become Jinja lists and
+// dicts).
 struct ChatVar {
-  enum class Kind { kNull, kBool, kInt, kNumber, kString };
+  enum class Kind { kNull, kBool, kInt, kNumber, kString, kJson };
   std::string name;
   Kind kind = Kind::kNull;
   bool b = false;
   int64_t i = 0;
   double num = 0;
   std::string str;
+};
+
+// How a model writes tool calls, and how calls and results are written back into its prompt:
+//   kHermes:  <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> blocks (Hermes, Qwen
+//             2.5/3 and every template without a convention of its own); results in a user turn
+//             as <tool_response> blocks.
+//   kLlama3:  the reply is one JSON object {"name": ..., "parameters": {...}} (Llama 3.1-3.3's
+//             JSON tool calling, optionally after <|python_tag|>); results in an `ipython` turn.
+//   kMistral: [TOOL_CALLS] [{"name": ..., "arguments": {...}, "id": ...}, ...]; the tools in
+//             [AVAILABLE_TOOLS] before the last user turn, results as [TOOL_RESULTS] blocks.
+enum class ToolFormat { kHermes, kLlama3, kMistral };
+const char* ToolFormatName(ToolFormat format);
+
+// One conversation to render: the messages, whether to open the assistant's turn, template
+// variables, and the tools the model may call (a JSON array of OpenAI function tools,
+// {"type": "function", "function": {"name", "description", "parameters"}}; empty: none).
+struct ChatInput {
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
+  std::vector<ChatVar> vars;
+  std::string tools;
+};
+
+// The calls in a reply written in `format`: the text outside them (trimmed) and each call's
+// name and arguments (a JSON object as text; an id where the model wrote one). Text that looks
+// like a call but does not parse stays content.
+struct ParsedToolCalls {
+  std::string content;
+  std::vector<ChatToolCall> calls;
+};
+ParsedToolCalls ParseToolCalls(ToolFormat format, std::string_view text);
+
+// Streams a reply's content until its tool calls start (an opening cut across pieces is held
+// back), then keeps the rest for ParseToolCalls at the end. For kLlama3 a reply whose first
+// non-blank character is '{' (or that starts with <|python_tag|>) is held whole.
+class ToolCallSplitter {
+ public:
+  explicit ToolCallSplitter(ToolFormat format = ToolFormat::kHermes) : format_(format) {}
+  void Feed(std::string_view text, std::string* content);
+  // The text from where the calls start (empty if they did not).
+  const std::string& tail() const { return tail_; }
+  std::string TakeHeld() { return std::exchange(held_, {}); }
+
+ private:
+  ToolFormat format_;
+  bool in_calls_ = false, started_ = false;
+  std::string held_, tail_;
 };
 
 // Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr.
@@ -58,6 +115,12 @@ class ChatFormatter {
   // variables: Error naming the first).
   std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                      const std::vector<ChatVar>& vars) const;
+  // The whole input, tools and tool messages included: a Jinja template that knows tools gets
+  // them as `tools` and the messages with their `tool_calls` / `tool_call_id`; otherwise they
+  // are written in the family's convention (tool_format()) around the template.
+  std::string Render(const ChatInput& input) const;
+  // The convention this model's calls are written and read in.
+  ToolFormat tool_format() const;
   // The rendered chat ends inside an opened reasoning section ("<think>"): what the model
   // writes first is its reasoning.
   static bool OpensReasoning(const std::string& rendered);

@@ -12,6 +12,7 @@
 
 #include "base/strings.h"
 #include "chat/jinja.h"
+#include "chat/tools_internal.h"
 
 namespace paddock {
 namespace {
@@ -83,7 +84,9 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
 std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& messages,
                        bool gen) {
   for (const auto& m : messages) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+    // ipython: a tool's result in Llama 3's convention (chat_internal::LowerTools).
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" &&
+        !(m.role == "ipython" && name == "llama3")) {
       Fail("unknown chat role '%s' (system, user or assistant)", m.role.c_str());
     }
   }
@@ -148,6 +151,16 @@ struct ChatFormatter::Impl {
   std::unique_ptr<JinjaTemplate> jinja;
   std::string family;
   std::string bos, eos;
+  // The convention calls are written in; jinja_tools: the Jinja template writes tools itself.
+  ToolFormat tool_format = ToolFormat::kHermes;
+  bool jinja_tools = false;
+  void UseJinja(std::unique_ptr<JinjaTemplate> t, const std::string& source) {
+    jinja = std::move(t);
+    jinja_tools = chat_internal::TemplateToolFormat(source, &tool_format);
+    // A template without a convention of its own: calls are lowered to Hermes' text, except
+    // for a Llama 3 template, whose models are trained on their JSON form.
+    if (!jinja_tools) tool_format = family == "llama3" ? ToolFormat::kLlama3 : ToolFormat::kHermes;
+  }
 };
 
 ChatFormatter::ChatFormatter() : impl_(std::make_unique<Impl>()) {}
@@ -164,6 +177,7 @@ std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info,
       {"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "u"}};
   if (!family_override.empty()) {
     im.family = ResolveChatTemplate(info, family_override);
+    im.tool_format = chat_internal::FamilyToolFormat(im.family);
     f->description_ = "built-in " + im.family;
     return f;
   }
@@ -172,11 +186,15 @@ std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info,
     if (!in) Fail("cannot read chat template file '%s'", template_file.c_str());
     std::stringstream ss;
     ss << in.rdbuf();
-    im.jinja = std::make_unique<JinjaTemplate>(ss.str());
+    ModelInfo file_info = info;
+    file_info.chat_template = ss.str();
+    im.family = ResolveChatTemplate(file_info, "");
+    im.UseJinja(std::make_unique<JinjaTemplate>(ss.str()), ss.str());
     f->description_ = "template from " + template_file;
     return f;
   }
   im.family = ResolveChatTemplate(info, "");
+  im.tool_format = chat_internal::FamilyToolFormat(im.family);
   f->description_ = "built-in " + im.family;
   if (!info.chat_template.empty()) {
     try {
@@ -188,7 +206,7 @@ std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info,
         if (std::string(e.what()).find("raised") == std::string::npos) throw;
         t->RenderChat({{"user", "u"}, {"assistant", "a"}, {"user", "u"}}, true, im.bos, im.eos);
       }
-      im.jinja = std::move(t);
+      im.UseJinja(std::move(t), info.chat_template);
       f->description_ = "the model's template";
     } catch (const Error& e) {
       f->warning_ =
@@ -206,6 +224,39 @@ std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages,
     Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
          vars[0].name.c_str(), description_.c_str());
   return impl_->jinja->RenderChat(messages, add_generation_prompt, impl_->bos, impl_->eos, vars);
+}
+
+ToolFormat ChatFormatter::tool_format() const {
+  return impl_->tool_format;
+}
+
+std::string ChatFormatter::Render(const ChatInput& in) const {
+  bool tool_messages = !in.tools.empty();
+  for (const ChatMessage& m : in.messages)
+    tool_messages = tool_messages || m.role == "tool" || !m.tool_calls.empty();
+  if (!tool_messages) return Render(in.messages, in.add_generation_prompt, in.vars);
+  const Impl& im = *impl_;
+  if (im.jinja && im.jinja_tools) {
+    std::vector<ChatVar> vars = in.vars;
+    if (!in.tools.empty()) {
+      ChatVar t;
+      t.name = "tools";
+      t.kind = ChatVar::Kind::kJson;
+      t.str = in.tools;
+      vars.push_back(std::move(t));
+    }
+    return im.jinja->RenderChat(in.messages, in.add_generation_prompt, im.bos, im.eos, vars);
+  }
+  if (!im.jinja && im.tool_format == ToolFormat::kMistral) {
+    if (!in.vars.empty())
+      Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
+           in.vars[0].name.c_str(), description_.c_str());
+    return chat_internal::RenderToolsMistral(in.messages, in.tools, in.add_generation_prompt);
+  }
+  const ToolFormat lower =
+      im.tool_format == ToolFormat::kMistral ? ToolFormat::kHermes : im.tool_format;
+  return Render(chat_internal::LowerTools(lower, in.messages, in.tools), in.add_generation_prompt,
+                in.vars);
 }
 
 bool ChatFormatter::OpensReasoning(const std::string& rendered) {

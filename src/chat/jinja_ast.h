@@ -114,7 +114,9 @@ struct Value {
 };
 
 std::string JsonEscape(const std::string& s);
-std::string ToJson(const Value& v);
+std::string ToJson(const Value& v, int indent = 0, int level = 0);
+// A JSON text as a value (objects keep their key order); throws Error if it does not parse.
+Value FromJson(const std::string& text);
 std::string ToString(const Value& v, bool repr = false);
 bool Equal(const Value& a, const Value& b);
 
@@ -170,8 +172,9 @@ namespace paddock {
 // A statement (text, output, if, for, set) with its nested statements.
 struct JinjaTemplate::Node {
   enum Kind { kText, kOutput, kIf, kFor, kSet } kind;
-  std::string text;   // kText
-  jinja::ExprP expr;  // kOutput, kSet value, kFor iterable
+  std::string text;     // kText
+  jinja::ExprP expr;    // kOutput, kSet value, kFor iterable
+  jinja::ExprP filter;  // kFor: the loop filter (`for x in xs if cond`), or null
   std::vector<std::pair<jinja::ExprP, std::vector<std::unique_ptr<Node>>>>
       branches;                                        // kIf (null cond: else)
   std::vector<std::string> vars;                       // kFor targets; kSet: name[, attribute]

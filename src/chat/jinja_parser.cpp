@@ -22,6 +22,8 @@ class Parser {
       : t_(std::move(toks)), where_(std::move(where)) {}
 
   ExprP Expression() { return Ternary(); }
+  // An expression without a trailing `if ... else` (a loop's iterable: `if` there is a filter).
+  ExprP PlainExpression() { return Or(); }
   bool AtEnd() const { return t_[p_].kind == Tok::kEnd; }
   const Tok& Peek(size_t ahead = 0) const { return t_[std::min(p_ + ahead, t_.size() - 1)]; }
   bool IsName(const char* n, size_t ahead = 0) const {
@@ -406,9 +408,11 @@ void JinjaTemplate::Parse(const std::string& source) {
         n->vars.push_back(p.Name());
       }
       p.ExpectName("in");
-      n->expr = p.Expression();
-      if (p.IsName("if"))
-        Fail("chat template: loop filters ('for ... if') are not supported (%s)", where.c_str());
+      n->expr = p.PlainExpression();
+      if (p.IsName("if")) {  // a loop filter: items it rejects are skipped (and not counted)
+        p.Skip();
+        n->filter = p.Expression();
+      }
       if (p.IsName("recursive"))
         Fail("chat template: recursive loops are not supported (%s)", where.c_str());
       Node* raw = n.get();

@@ -79,6 +79,7 @@ class Renderer {
         } else if (it.kind != Value::kUndefined && it.kind != Value::kNone) {
           Fail("chat template: cannot loop over a %s (%s)", ToString(it).c_str(), n.where.c_str());
         }
+        if (n.filter) items = Filtered(n, std::move(items));
         if (items.empty()) {
           Run(n.else_body);
           break;
@@ -87,15 +88,7 @@ class Renderer {
         for (int64_t k = 0; k < len; ++k) {
           scopes.emplace_back();
           auto& sc = scopes.back();
-          if (n.vars.size() == 1) {
-            sc[n.vars[0]] = items[static_cast<size_t>(k)];
-          } else {
-            const Value& item = items[static_cast<size_t>(k)];
-            if (item.kind != Value::kList || item.list->size() != n.vars.size())
-              Fail("chat template: cannot unpack a loop item into %zu names (%s)", n.vars.size(),
-                   n.where.c_str());
-            for (size_t v = 0; v < n.vars.size(); ++v) sc[n.vars[v]] = (*item.list)[v];
-          }
+          Bind(n, items[static_cast<size_t>(k)]);
           Value loop = Value::MakeDict();
           loop.Set("index", Value::Int(k + 1));
           loop.Set("index0", Value::Int(k));
@@ -113,6 +106,32 @@ class Renderer {
         break;
       }
     }
+  }
+
+  // Binds a loop item to the loop's names in the innermost scope.
+  void Bind(const JinjaTemplate::Node& n, const Value& item) {
+    auto& sc = scopes.back();
+    if (n.vars.size() == 1) {
+      sc[n.vars[0]] = item;
+      return;
+    }
+    if (item.kind != Value::kList || item.list->size() != n.vars.size())
+      Fail("chat template: cannot unpack a loop item into %zu names (%s)", n.vars.size(),
+           n.where.c_str());
+    for (size_t v = 0; v < n.vars.size(); ++v) sc[n.vars[v]] = (*item.list)[v];
+  }
+
+  // The items a loop filter keeps (evaluated with each item bound, before the loop runs).
+  List Filtered(const JinjaTemplate::Node& n, List items) {
+    List kept;
+    for (const Value& item : items) {
+      scopes.emplace_back();
+      Bind(n, item);
+      const bool keep = Eval(*n.filter, n.where).Truthy();
+      scopes.pop_back();
+      if (keep) kept.push_back(item);
+    }
+    return kept;
   }
 
   static int64_t Index(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
@@ -290,39 +309,31 @@ class Renderer {
 
   Value TestOp(const Expr& e, const std::string& where) {
     const Value v = Eval(*e.args[0], where);
-    bool r;
-    const std::string& t = e.name;
-    if (t == "defined")
-      r = v.kind != Value::kUndefined;
-    else if (t == "undefined")
-      r = v.kind == Value::kUndefined;
-    else if (t == "none")
-      r = v.kind == Value::kNone;
-    else if (t == "string")
-      r = v.kind == Value::kString;
-    else if (t == "number")
-      r = v.kind == Value::kInt || v.kind == Value::kFloat;
-    else if (t == "integer")
-      r = v.kind == Value::kInt;
-    else if (t == "boolean")
-      r = v.kind == Value::kBool;
-    else if (t == "mapping")
-      r = v.kind == Value::kDict;
-    else if (t == "iterable")
-      r = v.kind == Value::kList || v.kind == Value::kDict || v.kind == Value::kString;
-    else if (t == "sequence")
-      r = v.kind == Value::kList || v.kind == Value::kString;
-    else if (t == "true")
-      r = v.kind == Value::kBool && v.b;
-    else if (t == "false")
-      r = v.kind == Value::kBool && !v.b;
-    else if (t == "even" || t == "odd")
-      r = v.kind == Value::kInt && (v.i % 2 == 0) == (t == "even");
-    else if (t == "equalto" || t == "eq")
-      r = e.args.size() > 1 && Equal(v, Eval(*e.args[1], where));
-    else
-      Fail("chat template: the test 'is %s' is not supported (%s)", t.c_str(), where.c_str());
+    const Value arg = e.args.size() > 1 ? Eval(*e.args[1], where) : Value();
+    const bool r = Test(e.name, v, e.args.size() > 1 ? &arg : nullptr, where);
     return Value::Bool(e.negate ? !r : r);
+  }
+
+  // `v is t` (`v is t arg`).
+  static bool Test(const std::string& t, const Value& v, const Value* arg,
+                   const std::string& where) {
+    if (t == "defined") return v.kind != Value::kUndefined;
+    if (t == "undefined") return v.kind == Value::kUndefined;
+    if (t == "none") return v.kind == Value::kNone;
+    if (t == "string") return v.kind == Value::kString;
+    if (t == "number") return v.kind == Value::kInt || v.kind == Value::kFloat;
+    if (t == "integer") return v.kind == Value::kInt;
+    if (t == "boolean") return v.kind == Value::kBool;
+    if (t == "mapping") return v.kind == Value::kDict;
+    if (t == "iterable")
+      return v.kind == Value::kList || v.kind == Value::kDict || v.kind == Value::kString;
+    if (t == "sequence") return v.kind == Value::kList || v.kind == Value::kString;
+    if (t == "true") return v.kind == Value::kBool && v.b;
+    if (t == "false") return v.kind == Value::kBool && !v.b;
+    if (t == "even" || t == "odd") return v.kind == Value::kInt && (v.i % 2 == 0) == (t == "even");
+    if (t == "equalto" || t == "eq" || t == "==") return arg != nullptr && Equal(v, *arg);
+    if (t == "ne" || t == "!=") return arg == nullptr || !Equal(v, *arg);
+    Fail("chat template: the test 'is %s' is not supported (%s)", t.c_str(), where.c_str());
   }
 
   static std::string Strip(std::string s, const std::string& chars, bool left, bool right) {
@@ -362,7 +373,14 @@ class Renderer {
 
   Value FilterOp(const Expr& e, const std::string& where) {
     const Value v = Eval(*e.args[0], where);
-    auto arg = [&](size_t k) { return k < e.args.size() ? Eval(*e.args[k], where) : Value(); };
+    const size_t n_pos = e.args.size() - e.kwnames.size();  // the filtered value + positionals
+    auto arg = [&](size_t k) { return k < n_pos ? Eval(*e.args[k], where) : Value(); };
+    // A keyword argument, or the positional one at `pos` when given that way.
+    auto kwarg = [&](const char* name, size_t pos) {
+      for (size_t k = 0; k < e.kwnames.size(); ++k)
+        if (e.kwnames[k] == name) return Eval(*e.args[n_pos + k], where);
+      return arg(pos);
+    };
     const std::string& f = e.name;
     if (f == "trim") return Value::Str(Strip(ToString(v), " \t\n\r\f\v", true, true));
     if (f == "upper") return Value::Str(Case(ToString(v), 1));
@@ -370,7 +388,36 @@ class Renderer {
     if (f == "title") return Value::Str(Case(ToString(v), 2));
     if (f == "capitalize") return Value::Str(Case(ToString(v), 3));
     if (f == "string") return Value::Str(ToString(v));
-    if (f == "tojson") return Value::Str(ToJson(v));
+    if (f == "tojson") {
+      const Value indent = kwarg("indent", 1);
+      return Value::Str(ToJson(v, indent.kind == Value::kInt ? static_cast<int>(indent.i) : 0));
+    }
+    if (f == "selectattr" || f == "rejectattr") {  // selectattr("role", "equalto", "user")
+      if (v.kind != Value::kList) return Value::MakeList();
+      const std::string attr = ToString(arg(1)), test = ToString(arg(2));
+      const Value targ = arg(3);
+      List l;
+      for (const Value& item : *v.list) {
+        const Value* a = item.Get(attr);
+        const Value got = a ? *a : Value();
+        const bool ok = test.empty() ? got.Truthy()
+                                     : Test(test, got, e.args.size() > 3 ? &targ : nullptr, where);
+        if (ok == (f == "selectattr")) l.push_back(item);
+      }
+      return Value::MakeList(std::move(l));
+    }
+    if (f == "map") {  // map(attribute="name")
+      const Value attr = kwarg("attribute", 99);
+      if (attr.kind != Value::kString)
+        Fail("chat template: only map(attribute=...) is supported (%s)", where.c_str());
+      List l;
+      if (v.kind == Value::kList)
+        for (const Value& item : *v.list) {
+          const Value* a = item.Get(attr.s);
+          l.push_back(a ? *a : Value());
+        }
+      return Value::MakeList(std::move(l));
+    }
     if (f == "int")
       return Value::Int(v.IsNumber() ? static_cast<int64_t>(v.Num())
                                      : std::atoll(ToString(v).c_str()));
@@ -531,6 +578,21 @@ std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages,
     jinja::Value d = jinja::Value::MakeDict();
     d.Set("role", jinja::Value::Str(m.role));
     d.Set("content", jinja::Value::Str(m.content));
+    if (!m.tool_calls.empty()) {  // as HF passes them: arguments as an object, not text
+      jinja::List calls;
+      for (const ChatToolCall& c : m.tool_calls) {
+        jinja::Value fn = jinja::Value::MakeDict();
+        fn.Set("name", jinja::Value::Str(c.name));
+        fn.Set("arguments", jinja::FromJson(c.arguments.empty() ? "{}" : c.arguments));
+        jinja::Value call = jinja::Value::MakeDict();
+        call.Set("id", jinja::Value::Str(c.id));
+        call.Set("type", jinja::Value::Str("function"));
+        call.Set("function", fn);
+        calls.push_back(call);
+      }
+      d.Set("tool_calls", jinja::Value::MakeList(std::move(calls)));
+    }
+    if (m.role == "tool") d.Set("tool_call_id", jinja::Value::Str(m.tool_call_id));
     msgs.push_back(d);
   }
   auto& g = r.scopes.back();
@@ -554,6 +616,9 @@ std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages,
         break;
       case ChatVar::Kind::kString:
         g[v.name] = jinja::Value::Str(v.str);
+        break;
+      case ChatVar::Kind::kJson:
+        g[v.name] = jinja::FromJson(v.str);
         break;
     }
   }

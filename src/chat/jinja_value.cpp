@@ -36,7 +36,14 @@ std::string JsonEscape(const std::string& s) {
   return o + "\"";
 }
 
-std::string ToJson(const Value& v) {
+// Python's json.dumps as HF's tojson calls it: ", " and ": " separators; with an indent, one
+// item per line indented by `indent` spaces per level (and "," at line ends).
+std::string ToJson(const Value& v, int indent, int level) {
+  const std::string nl =
+      indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * (level + 1)), ' ') : "";
+  const std::string end =
+      indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * level), ' ') : "";
+  const char* sep = indent > 0 ? "," : ", ";
   switch (v.kind) {
     case Value::kUndefined:
     case Value::kNone:
@@ -46,15 +53,19 @@ std::string ToJson(const Value& v) {
     case Value::kString:
       return JsonEscape(v.s);
     case Value::kList: {
+      if (v.list->empty()) return "[]";
       std::string o = "[";
-      for (size_t k = 0; k < v.list->size(); ++k) o += (k ? ", " : "") + ToJson((*v.list)[k]);
-      return o + "]";
+      for (size_t k = 0; k < v.list->size(); ++k)
+        o += (k ? sep : "") + nl + ToJson((*v.list)[k], indent, level + 1);
+      return o + end + "]";
     }
     case Value::kDict: {
+      if (v.dict->empty()) return "{}";
       std::string o = "{";
       for (size_t k = 0; k < v.dict->size(); ++k)
-        o += (k ? ", " : "") + JsonEscape((*v.dict)[k].first) + ": " + ToJson((*v.dict)[k].second);
-      return o + "}";
+        o += (k ? sep : "") + nl + JsonEscape((*v.dict)[k].first) + ": " +
+             ToJson((*v.dict)[k].second, indent, level + 1);
+      return o + end + "}";
     }
     default:
       return ToString(v);

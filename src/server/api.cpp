@@ -215,54 +215,6 @@ void ReasoningSplitter::Feed(std::string_view text, std::string* reasoning, std:
   }
 }
 
-ParsedReply ParseToolCalls(std::string_view text) {
-  static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
-  ParsedReply out;
-  std::string rest;
-  size_t from = 0;
-  for (;;) {
-    const size_t open = text.find(kOpen, from);
-    if (open == std::string_view::npos) break;
-    const size_t close = text.find(kClose, open);
-    if (close == std::string_view::npos) break;
-    const std::string_view body = text.substr(open + kOpen.size(), close - open - kOpen.size());
-    const json j = json::parse(body.begin(), body.end(), nullptr, false);
-    rest.append(text.substr(from, open - from));
-    if (!j.is_discarded() && j.is_object() && j.contains("name") && j["name"].is_string() &&
-        (!j.contains("arguments") || j["arguments"].is_object())) {
-      out.calls.push_back({j["name"].get<std::string>(),
-                           j.contains("arguments") ? j["arguments"].dump() : std::string("{}")});
-    } else {
-      rest.append(text.substr(open, close + kClose.size() - open));
-    }
-    from = close + kClose.size();
-  }
-  rest.append(text.substr(from));
-  const size_t b = rest.find_first_not_of(" \t\r\n"), e = rest.find_last_not_of(" \t\r\n");
-  out.content = b == std::string::npos ? "" : rest.substr(b, e - b + 1);
-  return out;
-}
-
-void ToolCallSplitter::Feed(std::string_view text, std::string* content) {
-  static constexpr std::string_view kOpen = "<tool_call>";
-  if (in_calls_) {
-    tail_.append(text);
-    return;
-  }
-  held_.append(text);
-  const size_t open = held_.find(kOpen);
-  if (open != std::string::npos) {
-    content->append(held_, 0, open);
-    tail_ = held_.substr(open);
-    held_.clear();
-    in_calls_ = true;
-    return;
-  }
-  const size_t keep = TagPrefixAtEnd(held_, kOpen);
-  content->append(held_, 0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
-}
-
 void ReasoningSplitter::Finish(std::string* reasoning, std::string* content) {
   if (state_ == kThink) {
     reasoning->append(held_);
@@ -274,7 +226,7 @@ void ReasoningSplitter::Finish(std::string* reasoning, std::string* content) {
 
 namespace {
 
-// Chat: chat_template_kwargs, variables for the model's Jinja template (scalars only).
+// Chat: chat_template_kwargs, variables for the model's Jinja template (any JSON value).
 void ParseTemplateVars(const json& j, ApiRequest* rp) {
   const json* kw = Field(j, "chat_template_kwargs");
   if (kw == nullptr) return;
@@ -294,9 +246,9 @@ void ParseTemplateVars(const json& j, ApiRequest* rp) {
     } else if (v.is_string()) {
       var.kind = ChatVar::Kind::kString;
       var.str = v.get<std::string>();
-    } else if (!v.is_null()) {
-      Bad("chat_template_kwargs." + k,
-          "chat_template_kwargs values must be booleans, numbers, strings or null");
+    } else if (v.is_array() || v.is_object()) {
+      var.kind = ChatVar::Kind::kJson;  // lists and dicts in the template
+      var.str = v.dump();
     }
     rp->template_vars.push_back(std::move(var));
   }
@@ -409,15 +361,9 @@ void ParseGrammar(const json& j, const ApiContext& ctx, ApiRequest* rp) {
 }
 
 // Chat: messages[] of {role, content}; roles system (or developer), user, assistant.
-// A tool call as the model writes it (Hermes / Qwen 2.5 style): one <tool_call> block.
-std::string ToolCallText(const std::string& name, const json& arguments) {
-  return "<tool_call>\n" + json{{"name", name}, {"arguments", arguments}}.dump() + "\n</tool_call>";
-}
-
-// Chat: messages[] of {role, content}; roles system (or developer), user, assistant, tool.
-// Tool calls and results become text in the Hermes convention every template can carry: an
-// assistant's tool_calls as <tool_call> blocks after its content, a tool message as a user turn
-// holding a <tool_response> block.
+// Chat: messages[] of {role, content}; roles system (or developer), user, assistant, tool. An
+// assistant's tool_calls and a tool message's tool_call_id are kept for the chat formatter,
+// which writes them in the model's convention.
 void ParseMessages(const json& j, ApiRequest* rp) {
   ApiRequest& r = *rp;
   const json* m = Field(j, "messages");
@@ -441,7 +387,11 @@ void ParseMessages(const json& j, ApiRequest* rp) {
       if (k == "tool_call_id" && rs == "tool") continue;
       Bad(param + "." + k, "unknown field '" + param + "." + k + "'");
     }
-    std::string content = MessageContent(msg.contains("content") ? msg["content"] : json(), i);
+    ChatMessage out{rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)};
+    if (const json* id = Field(msg, "tool_call_id")) {
+      if (!id->is_string()) Bad(param + ".tool_call_id", "'tool_call_id' must be a string");
+      out.tool_call_id = id->get<std::string>();
+    }
     if (const json* calls = Field(msg, "tool_calls")) {
       if (!calls->is_array()) Bad(param + ".tool_calls", "'tool_calls' must be an array");
       for (size_t c = 0; c < calls->size(); ++c) {
@@ -454,18 +404,53 @@ void ParseMessages(const json& j, ApiRequest* rp) {
         if (const json* a = Field(*fn, "arguments")) {
           if (!a->is_string()) Bad(cp + ".function.arguments", "arguments must be a JSON string");
           args = json::parse(a->get<std::string>(), nullptr, false);
-          if (args.is_discarded()) Bad(cp + ".function.arguments", "arguments are not valid JSON");
+          if (args.is_discarded() || !args.is_object())
+            Bad(cp + ".function.arguments", "arguments must be a JSON object");
         }
-        if (!content.empty()) content += "\n";
-        content += ToolCallText((*fn)["name"].get<std::string>(), args);
+        ChatToolCall tc;
+        if (const json* id = Field(call, "id"); id != nullptr && id->is_string())
+          tc.id = id->get<std::string>();
+        tc.name = (*fn)["name"].get<std::string>();
+        tc.arguments = args.dump();
+        out.tool_calls.push_back(std::move(tc));
       }
     }
-    if (rs == "tool") {
-      rs = "user";
-      content = "<tool_response>\n" + content + "\n</tool_response>";
-    }
-    r.messages.push_back({rs, std::move(content)});
+    r.messages.push_back(std::move(out));
   }
+}
+
+// The grammar of a reply that must call: one call (or up to 8 when parallel, where the format
+// has a way to write several) of {"name": <a tool's name>, <arguments>: <its parameter schema>},
+// in the model's convention. `only`: the one function allowed, or empty.
+std::string ToolCallGrammar(ToolFormat format, const json& alternatives, const std::string& only,
+                            bool parallel) {
+  const char* args_key = format == ToolFormat::kLlama3 ? "parameters" : "arguments";
+  json any = json::array();
+  for (const auto& a : alternatives) {
+    if (!only.empty() && a["name"] != only) continue;
+    any.push_back({{"type", "object"},
+                   {"properties", {{"name", {{"const", a["name"]}}}, {args_key, a["params"]}}},
+                   {"required", {"name", args_key}},
+                   {"additionalProperties", false}});
+  }
+  std::string g = grammar::JsonSchemaToGbnf(json{{"anyOf", any}}.dump());
+  const size_t at = g.rfind("\nroot ::= ");
+  g.replace(at, 10, "\ntool-call ::= ");
+  switch (format) {
+    case ToolFormat::kLlama3:  // Llama 3's convention has one call per reply
+      g += "root ::= tool-call\n";
+      break;
+    case ToolFormat::kMistral:
+      g += std::string("root ::= \"[TOOL_CALLS] [\" tool-call") +
+           (parallel ? " ( \", \" tool-call ){0,7}" : "") + " \"]\"\n";
+      break;
+    case ToolFormat::kHermes:
+      g += "tool-block ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
+      g += std::string("root ::= tool-block") + (parallel ? " ( \"\\n\" tool-block ){0,7}" : "") +
+           "\n";
+      break;
+  }
+  return g;
 }
 
 // tools / tool_choice / parallel_tool_calls (chat). The functions are described to the model in
@@ -543,40 +528,16 @@ void ParseTools(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   }
   if (mode == "none") return;  // the model is not told about the tools: it cannot call them
   r.tool_calls = true;
-  std::string sys =
-      "# Tools\n\nYou may call one or more functions to assist with the user query. The functions "
-      "are described in JSON within <tools></tools>:\n<tools>\n";
-  for (const auto& t : listed) sys += t.dump() + "\n";
-  sys +=
-      "</tools>\n\nFor each function call, return a JSON object with the function name and "
-      "arguments within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function-name>, "
-      "\"arguments\": <args-json-object>}\n</tool_call>";
-  if (!r.messages.empty() && r.messages[0].role == "system") {
-    r.messages[0].content += "\n\n" + sys;
-  } else {
-    r.messages.insert(r.messages.begin(), ChatMessage{"system", sys});
-  }
+  r.tools = listed.dump();
+  r.tool_format = ctx.tool_format;
   if (mode != "required") return;
-  // One grammar: <tool_call> blocks (one, or several when parallel) of {"name", "arguments"}.
-  json any = json::array();
-  for (const auto& a : alternatives) {
-    if (!only.empty() && a["name"] != only) continue;
-    any.push_back({{"type", "object"},
-                   {"properties", {{"name", {{"const", a["name"]}}}, {"arguments", a["params"]}}},
-                   {"required", {"name", "arguments"}},
-                   {"additionalProperties", false}});
-  }
-  std::string g = grammar::JsonSchemaToGbnf(json{{"anyOf", any}}.dump());
-  const size_t at = g.rfind("\nroot ::= ");
-  g.replace(at, 10, "\ntool-call ::= ");
-  g += "tool-block ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
-  g += r.parallel_tool_calls ? "root ::= tool-block ( \"\\n\" tool-block ){0,7}\n"
-                             : "root ::= tool-block\n";
   if (r.options.generate.grammar)
     Bad("tool_choice", "tool_choice required cannot be combined with response_format or a grammar");
   if (!ctx.compile) Bad("tool_choice", "constrained decoding is not available here");
   try {
-    r.options.generate.grammar = ctx.compile(GrammarKind::kGbnf, g);
+    r.options.generate.grammar =
+        ctx.compile(GrammarKind::kGbnf,
+                    ToolCallGrammar(ctx.tool_format, alternatives, only, r.parallel_tool_calls));
   } catch (const Error& e) {
     Bad("tools", e.what());
   }
@@ -1002,6 +963,24 @@ json UsageOf(const std::vector<GenerateResult>& g) {
 
 }  // namespace
 
+namespace {
+
+// A call's id: unique per response, choice and call. Mistral's templates take only ids of 9
+// letters and digits (they refuse the conversation otherwise), so those are 9 characters of a
+// hash of the same three.
+std::string ToolCallId(const ApiRequest& r, const ResponseMeta& m, int choice, size_t call) {
+  const std::string id = m.id + "-call-" + std::to_string(choice) + "-" + std::to_string(call);
+  if (r.tool_format != ToolFormat::kMistral) return id;
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : id) h = (h ^ ch) * 1099511628211ull;
+  std::string out;
+  for (int k = 0; k < 9; ++k, h /= 62) out.push_back(kAlnum[h % 62]);
+  return out;
+}
+
+}  // namespace
+
 std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
                            const std::vector<GenerateResult>& results) {
   json choices = json::array();
@@ -1021,12 +1000,13 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
         choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
       }
       if (r.tool_calls) {
-        const ParsedReply pr = ParseToolCalls(choice["message"]["content"].get<std::string>());
+        const ParsedToolCalls pr =
+            ParseToolCalls(r.tool_format, choice["message"]["content"].get<std::string>());
         if (!pr.calls.empty()) {
           json calls = json::array();
           for (size_t c = 0; c < pr.calls.size(); ++c)
             calls.push_back(
-                {{"id", m.id + "-call-" + std::to_string(i) + "-" + std::to_string(c)},
+                {{"id", ToolCallId(r, m, static_cast<int>(i), c)},
                  {"type", "function"},
                  {"function", {{"name", pr.calls[c].name}, {"arguments", pr.calls[c].arguments}}}});
           choice["message"]["tool_calls"] = calls;
@@ -1069,7 +1049,7 @@ std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, const ChunkP
       for (size_t c = 0; c < p.tool_calls->size(); ++c)
         calls.push_back(
             {{"index", c},
-             {"id", m.id + "-call-" + std::to_string(p.index) + "-" + std::to_string(c)},
+             {"id", ToolCallId(r, m, p.index, c)},
              {"type", "function"},
              {"function",
               {{"name", (*p.tool_calls)[c].name}, {"arguments", (*p.tool_calls)[c].arguments}}}});

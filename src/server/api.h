@@ -36,6 +36,8 @@ struct ApiContext {
   double default_timeout = 0;
   // Compiles a grammar for the served model (Engine::CompileGrammar; throws Error).
   std::function<std::shared_ptr<const Grammar>(GrammarKind, const std::string&)> compile;
+  // How the served model writes tool calls (ChatFormatter::tool_format).
+  ToolFormat tool_format = ToolFormat::kHermes;
 };
 
 struct ApiRequest {
@@ -58,34 +60,11 @@ struct ApiRequest {
   // <think> section is returned as reasoning_content, and whether the prompt opened it.
   std::vector<ChatVar> template_vars;
   bool reasoning = false, reasoning_open = false;
-  // Chat with tools (tool_choice auto, required or named): <tool_call> blocks in the reply
-  // become message.tool_calls.
+  // Chat with tools (tool_choice auto, required or named): the tools for the template (a JSON
+  // array), and the calls in the reply (written in ctx.tool_format) become message.tool_calls.
+  std::string tools;
   bool tool_calls = false, parallel_tool_calls = true;
-};
-
-// The tool calls in a reply: its <tool_call>{"name", "arguments"}</tool_call> blocks (a block
-// that is not such JSON stays text); content: the text outside them, trimmed.
-struct ToolCall {
-  std::string name, arguments;  // arguments: a JSON object as text
-};
-struct ParsedReply {
-  std::string content;
-  std::vector<ToolCall> calls;
-};
-ParsedReply ParseToolCalls(std::string_view text);
-
-// Streams a reply's content until a <tool_call> block starts (a tag cut across pieces held back),
-// then keeps the rest for ParseToolCalls at the end.
-class ToolCallSplitter {
- public:
-  void Feed(std::string_view text, std::string* content);
-  // The text from the first <tool_call> on (empty if none).
-  const std::string& tail() const { return tail_; }
-  std::string TakeHeld() { return std::exchange(held_, {}); }
-
- private:
-  bool in_calls_ = false;
-  std::string held_, tail_;
+  ToolFormat tool_format = ToolFormat::kHermes;
 };
 
 // A reasoning model's output split as it arrives: the text of a <think> ... </think> section
@@ -126,8 +105,8 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
 struct ChunkPart {
   int index = 0;
   std::string_view text;
-  std::string_view reasoning;                         // chat: reasoning_content (ReasoningSplitter)
-  const std::vector<ToolCall>* tool_calls = nullptr;  // chat: delta.tool_calls (at the end)
+  std::string_view reasoning;  // chat: reasoning_content (ReasoningSplitter)
+  const std::vector<ChatToolCall>* tool_calls = nullptr;  // chat: delta.tool_calls (the end)
   std::vector<TokenLogprob> logprobs;
   const char* finish = nullptr;
   bool first = false;

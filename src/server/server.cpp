@@ -69,8 +69,8 @@ class StreamSource : public BodySource {
       : streams_(std::move(streams)),
         ar_(std::move(ar)),
         meta_(std::move(meta)),
-        choices_(streams_.size(),
-                 Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open), {}}),
+        choices_(streams_.size(), Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open),
+                                         ToolCallSplitter(ar_.tool_format)}),
         prompt_entries_(ar_.options.prompt_logprobs ? std::max(0, n_prompt - 1) : 0) {}
   void SetWaker(Waker waker) override {
     for (auto& s : streams_) s->SetOnReady(waker);
@@ -107,15 +107,15 @@ class StreamSource : public BodySource {
           if (done) c.split.Finish(&reasoning_, &content_);
           text_.swap(content_);
         }
-        std::vector<ToolCall> calls;
-        if (ar_.tool_calls) {  // content until a <tool_call> starts; the calls at the end
+        std::vector<ChatToolCall> calls;
+        if (ar_.tool_calls) {  // content until the calls start; the calls at the end
           content_.clear();
           c.tools.Feed(text_, &content_);
           if (done) {
             content_ += c.tools.TakeHeld();
             const std::string tail = c.tools.tail();
             if (!tail.empty()) {
-              ParsedReply pr = ParseToolCalls(tail);
+              ParsedToolCalls pr = ParseToolCalls(ar_.tool_format, tail);
               calls = std::move(pr.calls);
               if (!pr.content.empty()) content_ += (content_.empty() ? "" : "\n") + pr.content;
             }
@@ -292,6 +292,7 @@ void Server::LoadModel() {
       return service_->engine().CompileGrammar(kind, text);
     };
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
+    ctx_.tool_format = chat_->tool_format();
     reasoning_ = opt_.reasoning_format == "deepseek" ||
                  (opt_.reasoning_format == "auto" &&
                   info.chat_template.find("<think>") != std::string::npos);
@@ -386,7 +387,7 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
   if (chat) {
     std::string text;
     try {
-      text = chat_->Render(ar.messages, true, ar.template_vars);
+      text = chat_->Render(ChatInput{ar.messages, true, ar.template_vars, ar.tools});
     } catch (const Error& ex) {
       ApiError e;
       e.param = ar.template_vars.empty() ? "messages" : "chat_template_kwargs";

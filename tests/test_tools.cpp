@@ -1,0 +1,254 @@
+// Tool calls in the chat layer: the real templates of three families (Qwen 2.5 / Hermes,
+// Llama 3.2, Mistral Nemo, in tests/chat_templates/) render tools, calls and results as they do
+// under HF transformers; the built-in families write the same conventions; replies in each
+// convention parse back into calls, streamed piece by piece or whole.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "chat/jinja.h"
+#include "paddock/chat.h"
+
+namespace paddock {
+namespace {
+
+std::string ReadTemplate(const std::string& name) {
+  std::ifstream in(std::string(PADDOCK_TEST_DATA) + "/chat_templates/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_FALSE(ss.str().empty()) << name;
+  return ss.str();
+}
+
+const char* kTools =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather now", )"
+    R"("parameters": {"type": "object", "properties": {"city": {"type": "string"}}, )"
+    R"("required": ["city"]}}}])";
+
+std::vector<ChatMessage> ToolConversation() {
+  ChatMessage call{"assistant", ""};
+  call.tool_calls.push_back({"abcDEF123", "get_weather", R"({"city":"Paris"})"});
+  ChatMessage result{"tool", R"({"temp": 21})"};
+  result.tool_call_id = "abcDEF123";
+  return {{"system", "You are terse."}, {"user", "Weather in Paris?"}, call, result};
+}
+
+std::unique_ptr<ChatFormatter> Formatter(const std::string& template_source,
+                                         const std::string& family = "") {
+  ModelInfo info;
+  info.arch = "llama";
+  info.bos_token = "<s>";
+  info.eos_token = "</s>";
+  info.chat_template = template_source;
+  return ChatFormatter::Create(info, family);
+}
+
+const char* kQwenExpected =
+    "<|im_start|>system\nYou are terse.\n\n# Tools\n\nYou may call one or more functions to assist "
+    "with the user query.\n\nYou are provided with function signatures within <tools></tools> XML "
+    "tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+    "\"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": "
+    "{\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n</tools>\n\nFor each "
+    "function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nWeather in "
+    "Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
+    "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+    "<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>\n<|im_start|>assistant\n";
+
+TEST(Tools, QwenTemplateRendersToolsNatively) {
+  auto f = Formatter(ReadTemplate("qwen2.5-tools.jinja"));
+  EXPECT_EQ(f->description(), "the model's template");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kHermes);
+  EXPECT_EQ(f->Render(ChatInput{ToolConversation(), true, {}, kTools}), kQwenExpected);
+}
+
+// The built-in ChatML family writes the same convention, byte for byte.
+TEST(Tools, BuiltInChatMlLowersToHermes) {
+  auto f = Formatter("", "chatml");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kHermes);
+  EXPECT_EQ(f->Render(ChatInput{ToolConversation(), true, {}, kTools}), kQwenExpected);
+  // Consecutive results share one user turn, as in Qwen's template.
+  auto conv = ToolConversation();
+  conv.push_back(conv.back());
+  const std::string two = f->Render(ChatInput{conv, true, {}, kTools});
+  EXPECT_NE(two.find("</tool_response>\n<tool_response>"), std::string::npos) << two;
+  EXPECT_EQ(two, Formatter(ReadTemplate("qwen2.5-tools.jinja"))
+                     ->Render(ChatInput{conv, true, {}, kTools}));
+}
+
+TEST(Tools, Llama3TemplateRendersToolsNatively) {
+  auto f = Formatter(ReadTemplate("llama3.2-tools.jinja"));
+  EXPECT_EQ(f->description(), "the model's template");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kLlama3);
+  const std::string out = f->Render(ChatInput{ToolConversation(), true, {}, kTools});
+  for (const char* want :
+       {"<s><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge "
+        "Date: December 2023\nToday Date: 26 Jul 2024\n\nYou are terse.<|eot_id|>",
+        "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",",
+        "\"required\": [\n                \"city\"\n            ]\n",
+        "\n\nWeather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>",
+        "<|start_header_id|>ipython<|end_header_id|>\n\n\"{\\\"temp\\\": 21}\"<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"})
+    EXPECT_NE(out.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << out;
+}
+
+TEST(Tools, BuiltInLlama3WritesJsonCalls) {
+  auto f = Formatter("", "llama3");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kLlama3);
+  const std::string out = f->Render(ChatInput{ToolConversation(), true, {}, kTools});
+  for (const char* want :
+       {"<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please "
+        "respond with a JSON for a function call",
+        "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": "
+        "\"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>",
+        "<|start_header_id|>ipython<|end_header_id|>\n\n{\"temp\": 21}<|eot_id|>"})
+    EXPECT_NE(out.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << out;
+}
+
+TEST(Tools, MistralTemplateRendersToolsNatively) {
+  auto f = Formatter(ReadTemplate("mistral-nemo-tools.jinja"));
+  EXPECT_EQ(f->description(), "the model's template");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kMistral);
+  EXPECT_EQ(f->Render(ChatInput{ToolConversation(), true, {}, kTools}),
+            "<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": "
+            "\"get_weather\", \"description\": \"Weather now\", \"parameters\": {\"type\": "
+            "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "
+            "[\"city\"]}}}][/AVAILABLE_TOOLS][INST]Weather in Paris?[/INST][TOOL_CALLS][{\"name\": "
+            "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]</s>"
+            "[TOOL_RESULTS]{\"content\": {\"temp\": 21}, \"call_id\": \"abcDEF123\"}"
+            "[/TOOL_RESULTS]");
+  // The template's own checks still hold: an id that is not 9 characters is refused.
+  auto conv = ToolConversation();
+  conv[2].tool_calls[0].id = "call-1";
+  EXPECT_THROW(f->Render(ChatInput{conv, true, {}, kTools}), Error);
+}
+
+TEST(Tools, BuiltInMistralWritesItsMarkers) {
+  auto f = Formatter("", "mistral");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kMistral);
+  EXPECT_EQ(f->Render(ChatInput{ToolConversation(), true, {}, kTools}),
+            "[AVAILABLE_TOOLS] [{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+            "\"description\":\"Weather now\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+            "\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}][/AVAILABLE_TOOLS][INST] "
+            "You are terse.\n\nWeather in Paris? [/INST][TOOL_CALLS] [{\"name\":\"get_weather\","
+            "\"arguments\":{\"city\":\"Paris\"},\"id\":\"abcDEF123\"}]</s>[TOOL_RESULTS] "
+            "{\"content\":{\"temp\":21},\"call_id\":\"abcDEF123\"}[/TOOL_RESULTS]");
+}
+
+// A template that knows no tools gets them in Hermes' convention, around its own turns.
+TEST(Tools, TemplateWithoutToolsGetsHermesText) {
+  auto f = Formatter(ReadTemplate("chatml.jinja"));
+  EXPECT_EQ(f->description(), "the model's template");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kHermes);
+  const std::string out = f->Render(ChatInput{ToolConversation(), true, {}, kTools});
+  EXPECT_NE(out.find("<tools>\n{\"type\": \"function\""), std::string::npos) << out;
+  EXPECT_NE(out.find("<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>"),
+            std::string::npos)
+      << out;
+  // Without tools and tool messages the plain path is used unchanged.
+  EXPECT_EQ(f->Render(ChatInput{{{"user", "Hi"}}, true, {}, ""}), f->Render(std::vector<ChatMessage>{{"user", "Hi"}}));
+}
+
+TEST(Tools, ParseEachFormat) {
+  ParsedToolCalls p = ParseToolCalls(
+      ToolFormat::kHermes,
+      "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"g\"}\n</tool_call>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "Let me look.");
+  EXPECT_EQ(p.calls[0].name, "f");
+  EXPECT_EQ(p.calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  // Broken JSON stays text.
+  p = ParseToolCalls(ToolFormat::kHermes, "<tool_call>{oops</tool_call>");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "<tool_call>{oops</tool_call>");
+
+  p = ParseToolCalls(ToolFormat::kLlama3,
+                     " {\"name\": \"f\", \"parameters\": {\"q\": \"a}b\"}}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"q\":\"a}b\"}");
+  EXPECT_EQ(p.content, "");
+  p = ParseToolCalls(ToolFormat::kLlama3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; "
+                                          "{\"name\": \"g\", \"parameters\": {}}");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[1].name, "g");
+  p = ParseToolCalls(ToolFormat::kLlama3, "{\"name\": \"f\"} and then prose");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "{\"name\": \"f\"} and then prose");
+  p = ParseToolCalls(ToolFormat::kLlama3, "Paris is sunny.");
+  EXPECT_TRUE(p.calls.empty());
+
+  p = ParseToolCalls(ToolFormat::kMistral,
+                     "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"x\": [1, 2]}, \"id\": "
+                     "\"abcDEF123\"}, {\"name\": \"g\", \"arguments\": \"{\\\"y\\\": 2}\"}]");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].id, "abcDEF123");
+  EXPECT_EQ(p.calls[0].arguments, "{\"x\":[1,2]}");
+  EXPECT_EQ(p.calls[1].arguments, "{\"y\":2}");
+  p = ParseToolCalls(ToolFormat::kMistral, "[TOOL_CALLS] [{\"name\": 3}]");
+  EXPECT_TRUE(p.calls.empty());
+}
+
+// Streaming: content flows until the calls start, then everything is held for the parser; the
+// result is the same whatever the pieces.
+TEST(Tools, SplitterIsIndependentOfPieces) {
+  struct Case {
+    ToolFormat format;
+    std::string reply, content;
+    size_t calls;
+  };
+  const Case cases[] = {
+      {ToolFormat::kHermes, "Sure. <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+       "Sure.", 1},
+      {ToolFormat::kHermes, "No call here, just <tool text.", "No call here, just <tool text.", 0},
+      {ToolFormat::kLlama3, "  {\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}", "", 1},
+      {ToolFormat::kLlama3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", "", 1},
+      {ToolFormat::kLlama3, "It is sunny {really}.", "It is sunny {really}.", 0},
+      {ToolFormat::kMistral, "ok[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}]", "ok", 1},
+  };
+  for (const Case& c : cases) {
+    for (size_t piece : {1, 2, 3, 7, 1000}) {
+      ToolCallSplitter split(c.format);
+      std::string content;
+      for (size_t at = 0; at < c.reply.size(); at += piece)
+        split.Feed(std::string_view(c.reply).substr(at, piece), &content);
+      content += split.TakeHeld();
+      const ParsedToolCalls p = ParseToolCalls(c.format, split.tail());
+      std::string all = content;
+      if (!p.content.empty()) all += (all.empty() ? "" : "\n") + p.content;
+      const size_t b = all.find_first_not_of(' '), e = all.find_last_not_of(' ');
+      all = b == std::string::npos ? "" : all.substr(b, e - b + 1);
+      EXPECT_EQ(all, c.content) << c.reply << " piece " << piece;
+      EXPECT_EQ(p.calls.size(), c.calls) << c.reply << " piece " << piece;
+    }
+  }
+}
+
+// The Jinja constructs the tool templates use.
+TEST(Tools, JinjaFiltersForTools) {
+  auto r = [](const std::string& src) {
+    return JinjaTemplate(src).RenderChat({{"user", "u"}, {"assistant", "a"}, {"user", "v"}},
+                                         false, "", "");
+  };
+  EXPECT_EQ(r("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}"), "2");
+  EXPECT_EQ(r("{{ messages | rejectattr('role', 'equalto', 'user') | map(attribute='content') | "
+              "join(',') }}"),
+            "a");
+  EXPECT_EQ(r("{% for m in messages if m.role == 'user' %}{{ loop.index }}{{ m.content }}"
+              "{% endfor %}"),
+            "1u2v");
+  EXPECT_EQ(r("{% for k, v in {'a': 1, 'return': 2, 'b': 3}.items() if k != 'return' %}{{ k }}"
+              "{{ v }}{% if not loop.last %},{% endif %}{% endfor %}"),
+            "a1,b3");
+  EXPECT_EQ(r("{{ {'a': [1, {'b': none} ], 'c': {} } | tojson(indent=2) }}"),
+            "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {}\n}");
+  EXPECT_EQ(r("{{ messages[0] == (messages | selectattr('role', 'equalto', 'user') | first) }}"),
+            "True");
+}
+
+}  // namespace
+}  // namespace paddock
