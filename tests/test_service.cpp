@@ -256,3 +256,56 @@ TEST(Service, ShutdownWithoutGraceCancels) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Embeddings: the inputs of one request share forwards; each vector equals the input's vector
+// computed alone (batch-invariant kernels), with room for all at once or for a few at a time
+// (rounds), and while generations hold most of the cache (the job waits for room).
+TEST(Service, EmbeddingsBatchedEqualAlone) {
+  const std::string model = test::ModelPath("stories260K.bin");
+  const std::string tok = test::ModelPath("tok512.bin");
+  const uint64_t per_token = InspectModel(model, tok).kv_bytes_per_1k_tokens / 1000;
+  for (uint64_t kv_tokens : {0ull, 16ull * 24}) {  // default; 24 blocks: a few inputs per round
+    auto svc = MakeService(model, tok, ServiceOptions(), per_token * kv_tokens, 32);
+    auto inputs = Prompts(svc->engine(), 12);
+    inputs[0] = svc->engine().Tokenize("Sun", true);
+    for (auto pooling : {Service::Pooling::kMean, Service::Pooling::kLast}) {
+      const auto batch = svc->Embed(inputs, pooling);
+      ASSERT_EQ(batch.size(), inputs.size());
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        const auto alone = svc->Embed({inputs[k]}, pooling);
+        ASSERT_EQ(alone[0].size(), batch[k].size());
+        double norm = 0;
+        for (size_t d = 0; d < alone[0].size(); ++d) {
+          EXPECT_NEAR(alone[0][d], batch[k][d], 1e-6) << "input " << k << " dim " << d;
+          norm += double(batch[k][d]) * batch[k][d];
+        }
+        EXPECT_NEAR(norm, 1.0, 1e-5);
+      }
+    }
+    // While generations run (and hold blocks), embeddings still come back, equal.
+    const auto reference = svc->Embed(inputs, Service::Pooling::kMean);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (auto& p : Prompts(svc->engine(), 4))
+      streams.push_back(SubmitOk(*svc, p, Greedy(60, true)));
+    const auto during = svc->Embed(inputs, Service::Pooling::kMean);
+    for (auto& s : streams) Drain(*s);
+    for (size_t k = 0; k < inputs.size(); ++k)
+      for (size_t d = 0; d < reference[k].size(); ++d)
+        ASSERT_NEAR(reference[k][d], during[k][d], 1e-6) << "input " << k;
+    EXPECT_EQ(Idle(*svc).memory.kv_used_blocks, 0);
+  }
+}
+
+TEST(Service, EmbeddingsRefuseBadInput) {
+  auto svc =
+      MakeService(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), {}, 0, 32);
+  EXPECT_THROW(svc->Embed({{}}, Service::Pooling::kMean), Error);
+  EXPECT_THROW(svc->Embed({{1, 100000}}, Service::Pooling::kMean), Error);
+  EXPECT_THROW(svc->Embed({std::vector<int32_t>(5000, 1)}, Service::Pooling::kMean), Error);
+}
+
+}  // namespace
+}  // namespace paddock

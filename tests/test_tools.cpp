@@ -74,8 +74,9 @@ TEST(Tools, BuiltInChatMlLowersToHermes) {
   conv.push_back(conv.back());
   const std::string two = f->Render(ChatInput{conv, true, {}, kTools});
   EXPECT_NE(two.find("</tool_response>\n<tool_response>"), std::string::npos) << two;
-  EXPECT_EQ(two, Formatter(ReadTemplate("qwen2.5-tools.jinja"))
-                     ->Render(ChatInput{conv, true, {}, kTools}));
+  EXPECT_EQ(
+      two,
+      Formatter(ReadTemplate("qwen2.5-tools.jinja"))->Render(ChatInput{conv, true, {}, kTools}));
 }
 
 TEST(Tools, Llama3TemplateRendersToolsNatively) {
@@ -149,7 +150,8 @@ TEST(Tools, TemplateWithoutToolsGetsHermesText) {
             std::string::npos)
       << out;
   // Without tools and tool messages the plain path is used unchanged.
-  EXPECT_EQ(f->Render(ChatInput{{{"user", "Hi"}}, true, {}, ""}), f->Render(std::vector<ChatMessage>{{"user", "Hi"}}));
+  EXPECT_EQ(f->Render(ChatInput{{{"user", "Hi"}}, true, {}, ""}),
+            f->Render(std::vector<ChatMessage>{{"user", "Hi"}}));
 }
 
 TEST(Tools, ParseEachFormat) {
@@ -167,13 +169,13 @@ TEST(Tools, ParseEachFormat) {
   EXPECT_TRUE(p.calls.empty());
   EXPECT_EQ(p.content, "<tool_call>{oops</tool_call>");
 
-  p = ParseToolCalls(ToolFormat::kLlama3,
-                     " {\"name\": \"f\", \"parameters\": {\"q\": \"a}b\"}}");
+  p = ParseToolCalls(ToolFormat::kLlama3, " {\"name\": \"f\", \"parameters\": {\"q\": \"a}b\"}}");
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, "{\"q\":\"a}b\"}");
   EXPECT_EQ(p.content, "");
-  p = ParseToolCalls(ToolFormat::kLlama3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; "
-                                          "{\"name\": \"g\", \"parameters\": {}}");
+  p = ParseToolCalls(ToolFormat::kLlama3,
+                     "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; "
+                     "{\"name\": \"g\", \"parameters\": {}}");
   ASSERT_EQ(p.calls.size(), 2u);
   EXPECT_EQ(p.calls[1].name, "g");
   p = ParseToolCalls(ToolFormat::kLlama3, "{\"name\": \"f\"} and then prose");
@@ -231,8 +233,8 @@ TEST(Tools, SplitterIsIndependentOfPieces) {
 // The Jinja constructs the tool templates use.
 TEST(Tools, JinjaFiltersForTools) {
   auto r = [](const std::string& src) {
-    return JinjaTemplate(src).RenderChat({{"user", "u"}, {"assistant", "a"}, {"user", "v"}},
-                                         false, "", "");
+    return JinjaTemplate(src).RenderChat({{"user", "u"}, {"assistant", "a"}, {"user", "v"}}, false,
+                                         "", "");
   };
   EXPECT_EQ(r("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}"), "2");
   EXPECT_EQ(r("{{ messages | rejectattr('role', 'equalto', 'user') | map(attribute='content') | "
@@ -248,6 +250,21 @@ TEST(Tools, JinjaFiltersForTools) {
             "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {}\n}");
   EXPECT_EQ(r("{{ messages[0] == (messages | selectattr('role', 'equalto', 'user') | first) }}"),
             "True");
+}
+
+// chat_template_kwargs with lists and objects reach the template as Jinja values.
+TEST(Tools, JsonTemplateVariables) {
+  ChatVar v;
+  v.name = "cfg";
+  v.kind = ChatVar::Kind::kJson;
+  v.str = R"({"names": ["a", "b"], "deep": {"x": 1.5, "on": true, "none": null}})";
+  EXPECT_EQ(JinjaTemplate("{{ cfg.names | join('+') }} {{ cfg.deep.x }} {{ cfg.deep.on }} "
+                          "{{ cfg.deep.none is none }} {{ cfg | tojson }}")
+                .RenderChat({{"user", "u"}}, true, "", "", {v}),
+            "a+b 1.5 True True {\"names\": [\"a\", \"b\"], \"deep\": {\"x\": 1.5, \"on\": true, "
+            "\"none\": null}}");
+  v.str = "{oops";
+  EXPECT_THROW(JinjaTemplate("{{ cfg }}").RenderChat({{"user", "u"}}, true, "", "", {v}), Error);
 }
 
 }  // namespace

@@ -135,11 +135,19 @@ class Service {
 
   ServiceStats Stats() const;
 
-  // Embeddings, computed on the engine thread between steps (each input alone, so an input's
-  // vector does not depend on the others): the final-normalized hidden states pooled over the
-  // input (mean, the last token or the first) and L2-normalized. Throws Error for an empty input,
-  // one longer than the context, or no room in the KV cache.
+  // Embeddings, computed on the engine thread between steps: the final-normalized hidden
+  // states pooled over each input (mean, the last token or the first) and L2-normalized. The
+  // inputs of a request share forwards (batch-invariant kernels: a vector does not depend on
+  // its neighbours). Throws Error for an empty input, one longer than the context, a token
+  // outside the vocabulary, or a stopping service; an input the KV cache cannot hold even when
+  // no generation runs is an error given to the callback (inputs wait for room while
+  // generations hold the cache).
   enum class Pooling { kMean, kLast, kCls };
+  // Called once on the engine thread: the vectors, or an error (vectors empty).
+  using EmbedCallback =
+      std::function<void(std::vector<std::vector<float>> vectors, const std::string& error)>;
+  void EmbedAsync(std::vector<std::vector<int32_t>> inputs, Pooling pooling, EmbedCallback done);
+  // The same, waiting for the result (Error on failure).
   std::vector<std::vector<float>> Embed(const std::vector<std::vector<int32_t>>& inputs,
                                         Pooling pooling);
 

@@ -179,7 +179,9 @@ Json ToolList(const std::string& tools) {
 
 // JSON as Python's json.dumps writes it (", " and ": "), the way templates' tojson spell it, so
 // text written here matches what the models saw in training.
-std::string PyJson(const Json& j) { return jinja::ToJson(jinja::FromJson(j.dump())); }
+std::string PyJson(const Json& j) {
+  return jinja::ToJson(jinja::FromJson(j.dump()));
+}
 
 Json ArgsOf(const ChatToolCall& c) {
   const Json a = Json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, false);
@@ -366,7 +368,8 @@ std::string RenderToolsMistral(const std::vector<ChatMessage>& messages, const s
     if (m.role == "system") {
       system += (system.empty() ? "" : "\n\n") + m.content;
     } else if (m.role == "user") {
-      if (i == last_user && !list.empty()) out += "[AVAILABLE_TOOLS] " + list.dump() + "[/AVAILABLE_TOOLS]";
+      if (i == last_user && !list.empty())
+        out += "[AVAILABLE_TOOLS] " + list.dump() + "[/AVAILABLE_TOOLS]";
       std::string text = m.content;
       if (i == last_user && !system.empty()) text = system + "\n\n" + text;
       out += "[INST] " + text + " [/INST]";

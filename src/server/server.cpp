@@ -62,6 +62,41 @@ std::string NewId(const char* prefix) {
 // A response body read from a RequestStream: server-sent events (a chunk per piece of text,
 // keep-alive comments while waiting, the finish reason, usage if asked, [DONE]) or one JSON
 // body at the end (whitespace while waiting: valid before JSON).
+// A whole body that is produced later on another thread (embeddings): Set once, then it is
+// sent. (A failure after the response started is sent as an error object: the status is
+// already 200 by then; what can be checked is checked before.)
+class DeferredBody : public BodySource {
+ public:
+  void Set(std::string body) {
+    Waker wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      body_ = std::move(body);
+      ready_ = true;
+      wake = waker_;
+    }
+    if (wake) wake();
+  }
+  Pull Next(std::string* out) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sent_) return Pull::kEnd;
+    if (!ready_) return Pull::kWait;
+    out->append(body_);
+    sent_ = true;
+    return Pull::kData;
+  }
+  void SetWaker(Waker waker) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    waker_ = std::move(waker);
+  }
+
+ private:
+  std::mutex mu_;
+  Waker waker_;
+  std::string body_;
+  bool ready_ = false, sent_ = false;
+};
+
 class StreamSource : public BodySource {
  public:
   StreamSource(std::vector<std::shared_ptr<RequestStream>> streams, ApiRequest ar,
@@ -569,8 +604,8 @@ void Server::Metrics(HttpResponse* res) {
   res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
 }
 
-// POST /v1/embeddings: computed on the engine thread between steps; this handler waits for it
-// (embedding inputs are short next to generations).
+// POST /v1/embeddings: computed on the engine thread between steps, all inputs of a request in
+// shared forwards; the handler returns at once and the body follows when the vectors are done.
 void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
   if (!Ready(res)) return;
   try {
@@ -596,7 +631,23 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
     const Service::Pooling pooling = p == "last"  ? Service::Pooling::kLast
                                      : p == "cls" ? Service::Pooling::kCls
                                                   : Service::Pooling::kMean;
-    res->body = EmbeddingsBody(service_->Embed(inputs, pooling), er.model, tokens, er.base64);
+    // The vectors come later, from the engine thread: the response waits as a body source, so
+    // the event thread goes on serving other connections meanwhile.
+    auto body = std::make_shared<DeferredBody>();
+    service_->EmbedAsync(std::move(inputs), pooling,
+                         [body, model = er.model, tokens, base64 = er.base64](
+                             std::vector<std::vector<float>> v, const std::string& error) {
+                           if (!error.empty()) {
+                             ApiError e;
+                             e.status = 500;
+                             e.type = "server_error";
+                             e.message = error;
+                             body->Set(ErrorBody(e));
+                           } else {
+                             body->Set(EmbeddingsBody(v, model, tokens, base64));
+                           }
+                         });
+    res->stream = body;
   } catch (const ApiError& e) {
     SendError(res, e);
   } catch (const Error& ex) {
