@@ -661,6 +661,7 @@ void Service::Impl::Propose() {
 // First admission: the queue slot is given back; sampler and text start.
 void Service::Impl::OnAdmit(Request& r) {
   r.t_admit = NowSeconds();
+  r.last_lp.token = -1;  // no token sampled yet
   {
     std::lock_guard<std::mutex> lock(mu);
     queued--;  // no longer counted against the queue limit
@@ -712,6 +713,17 @@ void Service::Impl::FinishAll() {
 void Service::Impl::Finish(Request& r, FinishReason why) {
   const double now = NowSeconds();
   if (why != FinishReason::kStop && why != FinishReason::kCancelled) r.text.Finish();
+  const Tokenizer& tok = *e->model->tokenizer;
+  if (why == FinishReason::kEos && r.opt.generate.logprobs >= 0 && r.last_lp.token >= 0 &&
+      (tok.IsEndOfGeneration(r.last_lp.token) || r.last_lp.token == tok.bos())) {
+    // The end-of-generation token closes the entries (as OpenAI's legacy completions list
+    // <|endoftext|>): its probability is what classification and calibration read. It adds no
+    // text; its entry's text is the token as spelled.
+    r.state->Append(r.text.TakeReady());
+    r.logprobs.push_back(r.last_lp);
+    r.state->Append("", &r.last_lp);
+    r.last_lp.token = -1;
+  }
   r.state->Append(r.text.TakeReady());
   GenerateResult res;
   res.text = r.text.text();
@@ -752,11 +764,23 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   }
 }
 
+namespace {
+
+// A log-probability entry's text: what the token decodes to, or, for a control token that
+// renders as nothing (end of turn, EOS), its spelling, so that entries stay tellable apart.
+std::string LogprobText(const Tokenizer& tok, int prev, int32_t token) {
+  const std::string_view d = tok.Decode(prev, token);
+  if (d.empty() && tok.Attr(token) == TokenAttr::kControl) return std::string(tok.Piece(token));
+  return std::string(d);
+}
+
+}  // namespace
+
 void Service::Impl::Logprob(Request& r, int32_t token, int prev) {
   const Tokenizer& tok = *e->model->tokenizer;
   LogprobOf(r.row.data(), e->model->config.n_vocab, token, r.opt.generate.logprobs, &r.last_lp);
-  r.last_lp.text = tok.Decode(prev, token);
-  for (auto& a : r.last_lp.top) a.text = tok.Decode(prev, a.token);
+  r.last_lp.text = LogprobText(tok, prev, token);
+  for (auto& a : r.last_lp.top) a.text = LogprobText(tok, prev, a.token);
 }
 
 // The prompt's log-probabilities, on a scratch KV sequence (one batch item per token: each
@@ -792,8 +816,8 @@ void Service::Impl::PromptLogprobs(Request& r) {
       LogprobOf(rows[static_cast<size_t>(i)], e->model->config.n_vocab,
                 r.tokens[static_cast<size_t>(pos)], k, &lp);
       const int prev = r.tokens[static_cast<size_t>(pos - 1)];
-      lp.text = tok.Decode(prev, lp.token);
-      for (auto& a : lp.top) a.text = tok.Decode(prev, a.token);
+      lp.text = LogprobText(tok, prev, lp.token);
+      for (auto& a : lp.top) a.text = LogprobText(tok, prev, a.token);
     }
   }
   kv.Free(seq);

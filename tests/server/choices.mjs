@@ -47,6 +47,21 @@ const prompt = 'Once upon a time';
     `${hot.choices[0].logprobs.token_logprobs[0]} vs ${lp.token_logprobs[0]}`);
 }
 
+// --- a generation that ends on the end-of-generation token lists it last (as OpenAI's legacy
+// completions list <|endoftext|>): spelled, no text, its probability among the alternatives
+{
+  const c = await client.completions.create({ model, prompt, max_tokens: 400, temperature: 0, logprobs: 2 });
+  const lp = c.choices[0].logprobs;
+  const last = lp.tokens.length - 1;
+  check('the ending token closes the logprobs', c.choices[0].finish_reason === 'stop' && lp.tokens[last] === '<s>' &&
+    lp.tokens.slice(0, last).join('') === c.choices[0].text && lp.text_offset[last] === [...c.choices[0].text].length &&
+    Math.abs(lp.top_logprobs[last]['<s>'] - lp.token_logprobs[last]) < 1e-6, JSON.stringify([c.choices[0].finish_reason, lp.tokens.slice(-2), lp.top_logprobs[last]]));
+  const s = await client.completions.create({ model, prompt, max_tokens: 400, temperature: 0, logprobs: 2, stream: true });
+  const tokens = [];
+  for await (const chunk of s) tokens.push(...(chunk.choices[0]?.logprobs?.tokens ?? []));
+  check('streamed, the ending token is listed too', JSON.stringify(tokens) === JSON.stringify(lp.tokens), JSON.stringify(tokens.slice(-2)));
+}
+
 // --- chat: logprobs + top_logprobs, streamed and not
 {
   const messages = [{ role: 'user', content: 'Tell me about a cat.' }];
