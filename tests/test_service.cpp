@@ -309,3 +309,46 @@ TEST(Service, EmbeddingsRefuseBadInput) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// Constrained and free requests in one batch: the masks are computed in parallel across the
+// batch's requests, and every output equals the same request run alone (and parses).
+TEST(Service, ConstrainedBatchEqualsAlone) {
+  auto svc =
+      MakeService(test::ModelPath("stories260K.bin"), test::ModelPath("tok512.bin"), {}, 0, 64);
+  auto g = svc->engine().CompileGrammar(
+      GrammarKind::kJsonSchema,
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+          "tags": {"type": "array", "items": {"enum": ["a", "bb", "ccc"]}, "maxItems": 4}},
+          "required": ["name", "tags"], "additionalProperties": false})");
+  auto prompts = Prompts(svc->engine(), 12);
+  auto options = [&](size_t i) {
+    RequestOptions o;
+    o.generate.max_tokens = 60;
+    o.generate.sampling.temperature = 1;
+    o.generate.sampling.seed = 7 + i;
+    if (i % 3 != 2) o.generate.grammar = g;
+    return o;
+  };
+  std::vector<Outcome> alone;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    alone.push_back(Drain(*SubmitOk(*svc, prompts[i], options(i))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    streams.push_back(SubmitOk(*svc, prompts[i], options(i)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Outcome o = Drain(*streams[i]);
+    EXPECT_EQ(o.text, alone[i].text) << "request " << i;
+    if (i % 3 != 2) {
+      EXPECT_EQ(o.text.front(), '{') << o.text;
+      EXPECT_EQ(o.text.back(), '}') << o.text;
+      EXPECT_NE(o.text.find("\"tags\""), std::string::npos) << o.text;
+    }
+  }
+  EXPECT_GT(svc->Stats().grammar_masks, 0u);
+}
+
+}  // namespace
+}  // namespace paddock

@@ -104,6 +104,11 @@ struct Service::Impl {
   std::vector<Transformer::BatchItem> items;
   std::vector<const float*> logits;
   std::vector<int32_t> sampled;
+  // Grammar masks of a step, computed before sampling, in parallel across requests.
+  std::vector<const uint64_t*> masks;
+  std::vector<double> mask_seconds;
+  std::vector<size_t> mask_rows;
+  void Masks(const Scheduler::Batch& batch);
   std::vector<KvView> views;
   std::vector<std::unique_ptr<Sampler>> spare_samplers;
 
@@ -185,6 +190,9 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   s.views.reserve(max_running);
   s.logits.resize(max_running);
   s.sampled.resize(max_running);
+  s.masks.resize(max_running);
+  s.mask_seconds.resize(max_running);
+  s.mask_rows.reserve(max_running);
   s.finished.reserve(max_running);
   s.UpdateGauges();
   s.thread = std::thread([p = impl.get()] { p->Loop(); });
@@ -563,8 +571,43 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
 
 // A token for every request whose known tokens are all computed by this step (-1 for the
 // others); for a request with drafts, their verification. Runs before Commit.
+// The masks of the constrained requests that sample in this step: each request's own matcher,
+// so they run in parallel on the engine's threads (the grammar's mask cache is shared and
+// locked). A mask depends only on the matcher's state and the tokens left, both fixed before
+// sampling.
+void Service::Impl::Masks(const Scheduler::Batch& batch) {
+  mask_rows.clear();
+  for (size_t k = 0; k < batch.seqs.size(); ++k) {
+    masks[k] = nullptr;
+    const Request& r = AsRequest(*batch.seqs[k]);
+    if (r.constraint && r.max_tokens != 0 && r.draft.empty() && batch.n[k] >= r.to_compute())
+      mask_rows.push_back(k);
+  }
+  auto one = [&](size_t k) {
+    Request& r = AsRequest(*batch.seqs[k]);
+    mask_seconds[k] = 0;
+    masks[k] = r.constraint->Mask(
+        &mask_seconds[k],
+        std::min(r.max_tokens - r.generated, r.limit - static_cast<int>(r.tokens.size())));
+  };
+  if (mask_rows.size() < 2) {
+    for (size_t k : mask_rows) one(k);
+  } else {
+    e->pool->ParallelFor(static_cast<int64_t>(mask_rows.size()), [&](int64_t b, int64_t end, int) {
+      for (int64_t i = b; i < end; ++i) one(mask_rows[static_cast<size_t>(i)]);
+    });
+  }
+  if (mask_rows.empty()) return;
+  std::lock_guard<std::mutex> lock(stats_mu);
+  for (size_t k : mask_rows) {
+    stats.grammar_masks++;
+    stats.grammar_mask_seconds += mask_seconds[k];
+  }
+}
+
 void Service::Impl::Sample(const Scheduler::Batch& batch) {
   const double t = NowSeconds();
+  Masks(batch);
   for (size_t k = 0; k < batch.seqs.size(); ++k) {
     Request& r = AsRequest(*batch.seqs[k]);
     sampled[k] = -1;
@@ -592,16 +635,7 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       const size_t V = static_cast<size_t>(e->model->config.n_vocab);
       if (r.opt.generate.logprobs >= 0 || r.choices_pending) r.row.assign(lg, lg + V);
       if (r.choices_pending) SpawnChoices(r, r.row.data());  // (before r's grammar advances)
-      const uint64_t* mask = nullptr;
-      if (r.constraint) {
-        double mask_seconds = 0;
-        mask = r.constraint->Mask(
-            &mask_seconds,
-            std::min(r.max_tokens - r.generated, r.limit - static_cast<int>(r.tokens.size())));
-        std::lock_guard<std::mutex> lock(stats_mu);
-        stats.grammar_masks++;
-        stats.grammar_mask_seconds += mask_seconds;
-      }
+      const uint64_t* mask = masks[k];
       sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()), mask);
       if (r.opt.generate.logprobs >= 0) Logprob(r, sampled[k], r.tokens.back());
       if (r.constraint && !e->model->tokenizer->IsEndOfGeneration(sampled[k])) {
