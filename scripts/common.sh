@@ -16,7 +16,7 @@ ensure_packages() {
 }
 
 BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libpcre2-dev libmicrohttpd-dev libcpp-httplib-dev nlohmann-json3-dev)
-TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus)
+TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus chromium)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 # ensure_node: Node.js and npm for the OpenAI client test (Debian's if the machine has none).

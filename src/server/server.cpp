@@ -30,6 +30,7 @@
 #include "server/api.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/ui.h"
 
 namespace paddock::server {
 namespace {
@@ -727,7 +728,28 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
+  const UiAsset* page = opt_.ui ? FindUiAsset(req.path) : nullptr;
+  if (page != nullptr && (req.method == "GET" || req.method == "HEAD")) {
+    // The page's own files only: no inline script may run, nothing loads from elsewhere, so
+    // model output that is HTML stays text even if it ever reached the page as markup.
+    res->content_type = page->content_type;
+    res->body.assign(reinterpret_cast<const char*>(page->data), page->size);
+    res->SetHeader("Content-Security-Policy",
+                   "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                   "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                   "frame-ancestors 'none'");
+    res->SetHeader("X-Content-Type-Options", "nosniff");
+    res->SetHeader("Cache-Control", "no-cache");
+    return;
+  }
   ApiError e;
+  if (hit == nullptr && page != nullptr) {  // the page's files are GET only
+    e.status = 405;
+    e.message = StrFormat("%s takes GET", req.path.c_str());
+    res->SetHeader("Allow", "GET, HEAD, OPTIONS");
+    SendError(res, e);
+    return;
+  }
   if (hit == nullptr) {
     e.status = 404;
     e.type = "not_found";

@@ -44,6 +44,8 @@ struct ServerOptions {
   // otherwise); with auth_health, /health and /metrics do too.
   std::vector<std::string> api_keys;
   bool auth_health = false;
+  // The web page (chat and dashboard) at / (false: 404, as any unknown path).
+  bool ui = true;
   // Browser origins allowed to call the API ("*": any); empty: no CORS headers.
   std::vector<std::string> cors_origins;
   // In a cluster (deploy/haproxy): the name sent as X-Paddock-Replica on every answer; the

@@ -66,6 +66,7 @@ std::vector<OptionSpec> ServeSpecs() {
        "a browser origin allowed to call the API, e.g. https://app.example (repeatable; * for any)",
        true},
       {{"--auth-health"}, false, "/health and /metrics need a key too (default: open)"},
+      {{"--no-ui"}, false, "do not serve the web page (chat and dashboard) at /"},
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP event threads (default 2; no thread per connection)"},
       {{"--max-connections"},
@@ -201,6 +202,7 @@ int CmdServe(int argc, char** argv) {
   so.agent_port = static_cast<int>(args.Int("--agent-port", 0, 0, 65535));
   so.api_keys = ApiKeys(args);
   so.auth_health = args.Has("--auth-health");
+  so.ui = !args.Has("--no-ui");
   so.cors_origins = args.All("--cors-origin");
   for (const std::string& o : so.cors_origins) {
     const bool scheme = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;

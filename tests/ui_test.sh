@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The web page of `paddock serve` in a real browser: headless Chromium (Debian's chromium)
+# driven by puppeteer-core (tests/ui/ui.mjs): chat streaming, stop, regenerate, HTML answers
+# shown as text, the dashboard moving under the load generator. Also: the page's files and
+# headers over curl, --no-ui. Screenshots go to $PADDOCK_UI_SHOTS (default: a temporary dir).
+# usage: ui_test.sh PADDOCK_BIN LOADGEN_BIN
+set -uo pipefail
+BIN=$1
+LOADGEN=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/server_lib.sh"
+pass=0
+fail=0
+check() {  # check NAME CONDITION-STATUS
+  if [ "$2" -eq 0 ]; then
+    pass=$((pass + 1))
+    echo "ok   $1"
+  else
+    fail=$((fail + 1))
+    echo "FAIL $1"
+  fi
+}
+
+# A model slow enough to stop mid-answer: TinyLlama's width and vocabulary, 2 layers, random
+# weights (about 60 tokens/s here).
+"$BIN" synth --shape tinyllama --type q4_0 --layers 2 --ctx 4096 -o "$TMP/slow.gguf" >/dev/null 2>&1
+check "synthetic model written" $?
+start_server ui -m "$TMP/slow.gguf" --served-model-name slow || exit 1
+
+h=$(curl -s -D - -o "$TMP/index" "http://127.0.0.1:$PORT/")
+grep -q '^HTTP/1.1 200' <<<"$h" && grep -qi "^content-security-policy: default-src 'none'; script-src 'self'" <<<"$h" &&
+  grep -qi '^content-type: text/html' <<<"$h" && grep -q '<script src="/ui/app.js"' "$TMP/index"
+check "GET / serves the page with a strict Content-Security-Policy" $?
+[ "$(curl -s -o /dev/null -w '%{http_code} %{content_type}' "http://127.0.0.1:$PORT/ui/app.js")" = "200 text/javascript; charset=utf-8" ]
+check "the script is served" $?
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/")" = 405 ]
+check "POST / is 405" $?
+! grep -v '^ *//' "$HERE/../ui/app.js" | grep -q 'innerHTML\|outerHTML\|insertAdjacentHTML\|document.write\|eval('
+
+check "the page's script never parses markup from strings" $?
+
+SHOTS=${PADDOCK_UI_SHOTS:-$TMP}
+mkdir -p "$SHOTS"
+node "$HERE/ui/ui.mjs" "$PORT" "$LOADGEN" "$SHOTS"
+check "the page in headless Chromium (puppeteer-core)" $?
+kill -9 "$SPID" 2>/dev/null
+
+start_server noui -m "$M/stories260K.gguf" --no-ui || exit 1
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/")" = 404 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ui/app.js")" = 404 ]
+check "--no-ui: no page" $?
+
+echo "ui: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
