@@ -105,6 +105,27 @@ for key in prefill_tokens_per_s decode_tokens_per_s batch threads bandwidth_util
 done
 "$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention" && ok || bad "bench --profile"
 expect_error "bench without model" 2 "needs a model" -- bench -p 4
+# bench --sweep-batch: a table with the knee, an SVG chart, the knee remembered for serve.
+PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2,4 -n 8 -r 1 --chart "$TMP/sweep.svg" >"$TMP/sweep" 2>/dev/null &&
+  grep -q "(knee)" "$TMP/sweep" && grep -q "<svg" "$TMP/sweep.svg" && grep -q "stories260K:" "$TMP/cache/knee.tsv" && ok || bad "bench --sweep-batch: $(cat "$TMP/sweep")"
+PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2 -n 4 -r 1 --json 2>/dev/null | grep -q '"knee": ' && ok || bad "bench --sweep-batch --json"
+expect_error "sweep with zero" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 0,4
+expect_error "sweep absurd" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,100000
+expect_error "sweep descending" 2 "ascending" -- bench -m "$M/stories260K.gguf" --sweep-batch 8,2
+expect_error "sweep not a number" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,two
+expect_error "chart without sweep" 2 "goes with --sweep-batch" -- bench -m "$M/stories260K.gguf" --chart "$TMP/x.svg"
+expect_error "chart unwritable" 2 "cannot write" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,2 --chart /nonexistent/dir/x.svg
+# ablate: the switch table (Markdown on stdout, .md/.json/.svg written); bad input before work.
+"$BIN" ablate -m "$M/stories260K.gguf" -p 32 -n 16 -r 1 --switches fuse-attn,fuse-ffn -o "$TMP/abl" >"$TMP/abl.out" 2>/dev/null &&
+  grep -q "| all on |" "$TMP/abl.out" && grep -q "product of the single factors" "$TMP/abl.out" &&
+  grep -q '"product_of_singles"' "$TMP/abl.json" && grep -q "<svg" "$TMP/abl.svg" && cmp -s "$TMP/abl.out" "$TMP/abl.md" && ok || bad "ablate: $(cat "$TMP/abl.out")"
+"$BIN" ablate -m "$M/stories260K.gguf" --workload serve -p 24 -n 8 --requests 4 --concurrency 2 -r 1 --switches prefix-cache -o "$TMP/ablserve" >/dev/null 2>&1 &&
+  grep -q '"workload": "serve"' "$TMP/ablserve.json" && ok || bad "ablate --workload serve"
+expect_error "ablate unknown switch" 2 "unknown switch 'fusion'" -- ablate -m "$M/stories260K.gguf" --switches fusion
+expect_error "ablate unwritable output" 2 "cannot write" -- ablate -m "$M/stories260K.gguf" -o /nonexistent/dir/x
+expect_error "ablate bad workload" 2 "single or serve" -- ablate -m "$M/stories260K.gguf" --workload batch
+expect_error "ablate without model" 2 "needs a model" -- ablate
+expect_error "ablate missing model" 1 "" -- ablate -m "$TMP/none.gguf"
 
 # 9. synth writes a model that runs.
 "$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null && ok || bad "synth failed"

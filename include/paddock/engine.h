@@ -187,6 +187,10 @@ struct BenchOptions {
   int batch = 1;            // > 1: also decode this many sequences together
   int reps = 3;             // repetitions (medians reported)
   bool profile = false;     // per-operator shares of the decode step and of one prefill
+  // Batch sweep (instead of the tests above): decode throughput and per-sequence latency at
+  // each batch size (ascending), repetitions interleaved across sizes.
+  std::vector<int> sweep_batch;
+  std::function<void(double done)> on_progress;  // the share done, for a progress bar
 };
 
 struct BenchReport {
@@ -222,6 +226,15 @@ struct BenchReport {
     int drafted = 0;
   };
   std::vector<SpecRun> spec;
+  // The batch sweep: per size, tokens/s over all sequences (median, min, max) and the time of
+  // one step (each sequence's time per token, ms); knee: the smallest size reaching 90% of the
+  // highest throughput (past it, more sequences add latency, not throughput).
+  struct SweepPoint {
+    int batch = 0;
+    double tps = 0, tps_min = 0, tps_max = 0, step_ms = 0;
+  };
+  std::vector<SweepPoint> sweep;
+  int knee = 0;
   MemoryReport memory;
 };
 

@@ -104,6 +104,26 @@ int PhysicalCores() {
 
 namespace paddock {
 
+std::string CpuModelName() {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "unknown CPU";
+  char line[512];
+  std::string name = "unknown CPU";
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    const std::string_view l(line);
+    if (l.rfind("model name", 0) != 0) continue;
+    const size_t colon = l.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view v = l.substr(colon + 1);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+    if (!v.empty()) name = std::string(v);
+    break;
+  }
+  std::fclose(f);
+  return name;
+}
+
 uint64_t AvailableMemoryBytes() {
   FILE* f = std::fopen("/proc/meminfo", "r");
   if (f == nullptr) return 0;

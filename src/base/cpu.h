@@ -25,6 +25,8 @@ int HardwareThreads();
 // Number of physical cores among them (SMT siblings counted once): the default thread count,
 // since the matrix kernels saturate a core's vector units and siblings only contend.
 int PhysicalCores();
+// The CPU's model name ("model name" in /proc/cpuinfo; "unknown CPU" if none).
+std::string CpuModelName();
 // MemAvailable from /proc/meminfo in bytes (0 if unknown).
 uint64_t AvailableMemoryBytes();
 

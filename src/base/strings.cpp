@@ -61,4 +61,25 @@ std::string FormatBytes(uint64_t bytes) {
                 : StrFormat("%.2f %s", v, units[u]);
 }
 
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t from = 0;
+  for (;;) {
+    const size_t at = s.find(sep, from);
+    out.push_back(s.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    if (at == std::string::npos) return out;
+    from = at + 1;
+  }
+}
+
+std::string FileStem(const std::string& path) {
+  size_t b = path.find_last_of('/');
+  b = b == std::string::npos ? 0 : b + 1;
+  std::string stem = path.substr(b);
+  const size_t dot = stem.rfind('.');
+  if (dot != std::string::npos && dot > 0) stem.resize(dot);
+  return stem;
+}
+
 }  // namespace paddock

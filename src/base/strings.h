@@ -22,6 +22,10 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 
 // Human-readable byte count ("1.25 GiB").
 std::string FormatBytes(uint64_t bytes);
+// "a,b,,c" split at sep: {"a", "b", "", "c"} (an empty string: {}).
+std::vector<std::string> Split(const std::string& s, char sep);
+// "dir/model.gguf" -> "model".
+std::string FileStem(const std::string& path);
 
 inline bool StartsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(0, p.size()) == p;

@@ -133,8 +133,8 @@ class BenchRun {
   }
 
   // Tokens per second over `batch` sequences decoding together, one token each per step.
-  double BatchedDecode() {
-    const int B = o_.batch;
+  double BatchedDecode() { return BatchedDecode(o_.batch); }
+  double BatchedDecode(int B) {
     const size_t nb = static_cast<size_t>(B);
     std::vector<KvManager::SeqId> ids(nb);
     std::vector<KvView> views(nb);
@@ -187,6 +187,42 @@ class BenchRun {
   std::mt19937 rng_{1234};
 };
 
+// The batch sweep (BenchOptions::sweep_batch).
+void Sweep(Engine::Impl& s, BenchRun& run, const BenchOptions& o, BenchReport* r) {
+  int prev = 0;
+  for (int b : o.sweep_batch) {
+    if (b <= prev) Fail("bench: sweep batch sizes must be positive and ascending");
+    if (b > s.transformer->max_batch() || b > s.transformer->max_items())
+      Fail("bench: batch %d exceeds the engine's limit of %d sequences per step", b,
+           std::min(s.transformer->max_batch(), s.transformer->max_items()));
+    prev = b;
+  }
+  const size_t n = o.sweep_batch.size();
+  std::vector<std::vector<double>> tps(n);
+  for (int rep = 0; rep < o.reps; ++rep)  // interleaved: every size once per repetition
+    for (size_t i = 0; i < n; ++i) {
+      tps[i].push_back(run.BatchedDecode(o.sweep_batch[i]));
+      if (o.on_progress) o.on_progress(static_cast<double>(rep * n + i + 1) / (o.reps * n));
+    }
+  double best = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Stats st = Summarize(tps[i]);
+    BenchReport::SweepPoint p;
+    p.batch = o.sweep_batch[i];
+    p.tps = st.median;
+    p.tps_min = st.min;
+    p.tps_max = st.max;
+    p.step_ms = st.median > 0 ? 1e3 * p.batch / st.median : 0;
+    best = std::max(best, p.tps);
+    r->sweep.push_back(p);
+  }
+  for (const auto& p : r->sweep)
+    if (p.tps >= 0.9 * best) {
+      r->knee = p.batch;
+      break;
+    }
+}
+
 // Operator shares of a profile over `seconds` of `steps` steps (skipping `skip`).
 std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double seconds, int steps,
                                               ProfOp skip) {
@@ -225,6 +261,11 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   BenchRun run(s, o);
   uint64_t params = 0;
   run.Weights(&r.streamed_bytes, &params);
+  if (!o.sweep_batch.empty()) {
+    Sweep(s, run, o, &r);
+    r.memory = Memory();
+    return r;
+  }
   // 1. The machine's roofline, in the same run.
   r.read_bandwidth_gbs = MeasureReadBandwidth(*s.pool);
   r.peak_int8_gops = MeasureInt8Peak(*s.pool, GetKernels(ParseIsa(s.info.isa)));

@@ -37,15 +37,6 @@ namespace {
 
 constexpr double kProbeSeconds = 1.0;  // while waiting: a keep-alive probe this often
 
-std::string FileStem(const std::string& path) {
-  size_t b = path.find_last_of('/');
-  b = b == std::string::npos ? 0 : b + 1;
-  std::string stem = path.substr(b);
-  const size_t dot = stem.rfind('.');
-  if (dot != std::string::npos && dot > 0) stem.resize(dot);
-  return stem;
-}
-
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -1,14 +1,22 @@
 // paddock bench: prefill / decode / batched decode throughput against this machine's measured
 // bandwidth and int8 peak.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "args.h"
+#include "base/cpu.h"
 #include "base/strings.h"
 #include "commands.h"
 #include "kernel_bench.h"
 #include "paddock/paddock.h"
+#include "progress.h"
+#include "svg.h"
 
 namespace paddock::cli {
 
@@ -35,6 +43,11 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
+      {{"--sweep-batch"},
+       true,
+       "decode throughput and per-sequence latency at each batch size, e.g. 1,2,4,8,16,32,64 "
+       "(ascending, at most 256): the knee is reported and remembered for serve's --max-running"},
+      {{"--chart"}, true, "with --sweep-batch: write the sweep as an SVG chart to this file"},
       {{"--kernels"},
        false,
        "no model: one core's GEMV streaming rate per weight layout, with and without prefetch (-r "
@@ -163,7 +176,133 @@ void PrintTable(const std::string& model, const BenchReport& r) {
   }
 }
 
+// "1,2,4": ascending positive sizes, at most 256 each (the engine's sequences per step).
+std::vector<int> ParseSweep(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 256)
+      throw UsageError("--sweep-batch: '" + item + "' is not a batch size from 1 to 256");
+    if (!out.empty() && v <= out.back())
+      throw UsageError("--sweep-batch: sizes must be ascending without repeats ('" + list + "')");
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) throw UsageError("--sweep-batch needs sizes, e.g. 1,2,4,8");
+  return out;
+}
+
+// Fails (before any work) unless `path` can be written.
+void CheckWritable(const std::string& flag, const std::string& path) {
+  std::ofstream f(path, std::ios::app);
+  if (!f) throw UsageError(flag + ": cannot write '" + path + "'");
+}
+
+void PrintSweep(const std::string& model, const BenchReport& r) {
+  std::printf("model %s, %d threads, %s kernels, %d tokens per sequence, medians of %d\n",
+              model.c_str(), r.threads, r.isa.c_str(), r.gen_tokens, r.reps);
+  std::printf("| batch | tokens/s (all sequences) | min | max | per sequence tok/s | step ms |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const auto& p : r.sweep)
+    std::printf("| %d%s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", p.batch,
+                p.batch == r.knee ? " (knee)" : "", p.tps, p.tps_min, p.tps_max, p.tps / p.batch,
+                p.step_ms);
+  std::printf("knee: %d sequences (the smallest batch reaching 90%% of the best throughput)\n",
+              r.knee);
+}
+
+void PrintSweepJson(const BenchReport& r) {
+  std::printf(
+      "{\"isa\": \"%s\", \"threads\": %d, \"gen_tokens\": %d, \"reps\": %d, \"knee\": %d, "
+      "\"sweep\": [",
+      r.isa.c_str(), r.threads, r.gen_tokens, r.reps, r.knee);
+  for (size_t i = 0; i < r.sweep.size(); ++i) {
+    const auto& p = r.sweep[i];
+    std::printf(
+        "%s{\"batch\": %d, \"tokens_per_s\": %.3f, \"min\": %.3f, \"max\": %.3f, "
+        "\"step_ms\": %.4f}",
+        i ? ", " : "", p.batch, p.tps, p.tps_min, p.tps_max, p.step_ms);
+  }
+  std::printf("]}\n");
+}
+
+std::string SweepSvg(const std::string& model, const BenchReport& r) {
+  std::vector<std::string> x;
+  SvgSeries tps{"tokens/s, all sequences", {}, false}, lat{"step time, ms", {}, true};
+  int mark = -1;
+  for (size_t i = 0; i < r.sweep.size(); ++i) {
+    x.push_back(std::to_string(r.sweep[i].batch));
+    tps.values.push_back(r.sweep[i].tps);
+    lat.values.push_back(r.sweep[i].step_ms);
+    if (r.sweep[i].batch == r.knee) mark = static_cast<int>(i);
+  }
+  return SvgLineChart("Batched decode: " + FileStem(model), "sequences decoding together", x,
+                      "tokens/s", "ms per step (each sequence's time per token)", {tps, lat}, mark,
+                      "knee: " + std::to_string(r.knee));
+}
+
 }  // namespace
+
+// The measured knee per CPU and model file, remembered for serve (knee.tsv in the cache dir:
+// $PADDOCK_CACHE_DIR, else $XDG_CACHE_HOME/paddock, else ~/.cache/paddock). A line: CPU \t
+// model \t knee. A missing or unreadable cache is no knee; a malformed line is skipped.
+std::string KneeCachePath() {
+  if (const char* d = std::getenv("PADDOCK_CACHE_DIR"); d && *d)
+    return std::string(d) + "/knee.tsv";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d)
+    return std::string(d) + "/paddock/knee.tsv";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/paddock/knee.tsv";
+}
+
+namespace {
+
+std::string KneeKey(const std::string& model_path) {
+  struct stat st {};
+  const long long size =
+      stat(model_path.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : 0;
+  return CpuModelName() + "\t" + FileStem(model_path) + ":" + std::to_string(size);
+}
+
+}  // namespace
+
+int CachedKnee(const std::string& model_path) {
+  std::ifstream in(KneeCachePath());
+  const std::string key = KneeKey(model_path);
+  std::string line;
+  int knee = 0;
+  while (std::getline(in, line)) {
+    const size_t tab = line.rfind('\t');
+    if (tab == std::string::npos || line.compare(0, tab, key) != 0 || tab != key.size()) continue;
+    const int v = std::atoi(line.c_str() + tab + 1);
+    if (v >= 1 && v <= 256) knee = v;
+  }
+  return knee;
+}
+
+void StoreKnee(const std::string& model_path, int knee) {
+  const std::string path = KneeCachePath();
+  const std::string dir = path.substr(0, path.rfind('/'));
+  std::string partial;
+  for (size_t at = 1; at != std::string::npos; at = dir.find('/', at + 1)) {
+    partial = dir.substr(0, at == std::string::npos ? dir.size() : at);
+    mkdir(partial.c_str(), 0755);
+  }
+  mkdir(dir.c_str(), 0755);
+  std::ifstream in(path);
+  const std::string key = KneeKey(model_path);
+  std::string kept, line;
+  while (std::getline(in, line))
+    if (line.compare(0, key.size() + 1, key + "\t") != 0) kept += line + "\n";
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) {
+    std::fprintf(stderr, "paddock: warning: cannot write the knee cache '%s'\n", path.c_str());
+    return;
+  }
+  out << kept << key << "\t" << knee << "\n";
+}
 
 int CmdBench(int argc, char** argv) {
   const auto specs = BenchSpecs();
@@ -212,6 +351,14 @@ int CmdBench(int argc, char** argv) {
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
     bo.reps = static_cast<int>(args.Int("-r", 3, 1, 1000));
     bo.profile = args.Has("--profile");
+    if (args.Has("--sweep-batch")) {
+      bo.sweep_batch = ParseSweep(args.Str("--sweep-batch"));
+      bo.batch = bo.sweep_batch.back();
+      if (!args.Has("-n")) bo.gen_tokens = 64;
+    } else if (args.Has("--chart")) {
+      throw UsageError("--chart goes with --sweep-batch");
+    }
+    if (args.Has("--chart")) CheckWritable("--chart", args.Str("--chart"));
     eo.max_batch =
         static_cast<int>(args.Int("--ubatch", std::max<int64_t>(256, bo.batch), 1, 4096));
     eo.context =
@@ -227,7 +374,30 @@ int CmdBench(int argc, char** argv) {
     std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
   if (eo.context > engine->info().trained_context)
     throw Error("context " + std::to_string(eo.context) + " exceeds the model's trained context");
+  std::unique_ptr<Progress> progress;
+  if (!bo.sweep_batch.empty()) {
+    const double runs = static_cast<double>(bo.reps * bo.sweep_batch.size());
+    progress = std::make_unique<Progress>("sweep", runs, "runs");
+    bo.on_progress = [&, runs](double f) { progress->Update(f * runs); };
+  }
   const BenchReport r = engine->Bench(bo);
+  if (progress) progress->Finish();
+  if (!r.sweep.empty()) {
+    if (args.Has("--json"))
+      PrintSweepJson(r);
+    else
+      PrintSweep(eo.model_path, r);
+    if (args.Has("--chart")) {
+      std::ofstream f(args.Str("--chart"), std::ios::trunc);
+      f << SweepSvg(eo.model_path, r);
+      if (!f) throw Error("cannot write the chart '" + args.Str("--chart") + "'");
+      std::fprintf(stderr, "paddock: chart written to %s\n", args.Str("--chart").c_str());
+    }
+    StoreKnee(eo.model_path, r.knee);
+    std::fprintf(stderr, "paddock: knee %d remembered for serve (%s)\n", r.knee,
+                 KneeCachePath().c_str());
+    return 0;
+  }
   if (args.Has("--json"))
     PrintJson(r);
   else

@@ -47,7 +47,10 @@ std::vector<OptionSpec> ServeSpecs() {
        "chat replies' <think> sections as reasoning_content: auto (when the template writes "
        "them), deepseek (always) or none (default auto)"},
       {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
-      {{"--max-running"}, true, "requests decoding together at most (default 64)"},
+      {{"--max-running"},
+       true,
+       "requests decoding together at most (default: the knee bench --sweep-batch measured for "
+       "this model, else 64)"},
       {{"--max-queue"}, true, "requests waiting at most; more get 429 (default 256)"},
       {{"--kv-watermark"}, true, "admit new requests only below this KV usage, 0..1 (default 0.9)"},
       {{"--batching"}, true, "continuous (default) or static (only to measure the difference)"},
@@ -148,6 +151,16 @@ int CmdServe(int argc, char** argv) {
   AddSpecOptions(args, &so.engine);
   so.service.max_batch_tokens = so.engine.max_batch;
   so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
+  if (!args.Has("--max-running")) {
+    // The knee `bench --sweep-batch` measured for this model on this CPU, when there is one.
+    if (const int knee = CachedKnee(so.engine.model_path); knee > 0) {
+      so.service.max_running = knee;
+      std::fprintf(stderr,
+                   "paddock: max running requests %d: the batch knee measured by bench "
+                   "--sweep-batch (%s; --max-running overrides)\n",
+                   knee, KneeCachePath().c_str());
+    }
+  }
   // Without --kv-memory: room for every running request's full context (within 30% of RAM).
   so.engine.kv_sequences = so.service.max_running;
   so.service.max_queue = static_cast<int>(args.Int("--max-queue", 256, 0, 100000));

@@ -24,6 +24,13 @@ struct GrammarOption {
 };
 GrammarOption ReadGrammarOption(const Args& args);  // cmd_run.cpp; throws UsageError
 
+// The batch sweep's knee (bench --sweep-batch) per CPU and model file, for serve's default
+// --max-running (cmd_bench.cpp). 0: none measured.
+std::string KneeCachePath();
+int CachedKnee(const std::string& model_path);
+void StoreKnee(const std::string& model_path, int knee);
+int CmdAblate(int argc, char** argv);
+
 int CmdRun(int argc, char** argv);
 int CmdInfo(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);

@@ -1,0 +1,426 @@
+// paddock ablate: the switch experiment in one command. A fixed workload runs with every
+// optimization off, each one on alone, all on, and each one off from all on; repetitions are
+// interleaved (one of every configuration per round), medians reported with their spread; each
+// switch's factor alone and its share in the whole, and the product of the single factors
+// against the measured total (switches that compound multiply; ones that overlap do not).
+// Written as Markdown (also on standard output), JSON and an SVG chart.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "base/cpu.h"
+#include "base/strings.h"
+#include "base/timer.h"
+#include "commands.h"
+#include "paddock/paddock.h"
+#include "paddock/service.h"
+#include "progress.h"
+#include "svg.h"
+
+namespace paddock::cli {
+namespace {
+
+// One optimization that can be switched off (EngineOptions), and whether it touches a model.
+struct Switch {
+  const char* name;
+  const char* what;
+  bool EngineOptions::*field;
+  bool (*applies)(const ModelInfo&);
+};
+
+bool HasType(const ModelInfo& m, std::initializer_list<const char*> types) {
+  for (const auto& t : m.tensor_types)
+    for (const char* want : types)
+      if (t.type == want) return true;
+  return false;
+}
+bool Always(const ModelInfo&) { return true; }
+bool Integer(const ModelInfo& m) {
+  return HasType(m, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "PQ8_C",
+                     "PQ4_G32", "PQ4_G64", "PQ4_G128", "PQ4_G32Z", "PQ4_G64Z", "PQ4_G128Z",
+                     "PS8_C"});
+}
+bool Relaid(const ModelInfo& m) {
+  return HasType(m, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"});
+}
+bool KQuant(const ModelInfo& m) { return HasType(m, {"Q4_K", "Q5_K", "Q6_K"}); }
+bool Bf16(const ModelInfo& m) { return HasType(m, {"BF16"}) && CpuHasAvx512Bf16(); }
+
+const Switch kSwitches[] = {
+    {"fuse-qkv", "Q/K/V in one pass with its epilogue", &EngineOptions::fuse_qkv, Always},
+    {"fuse-ffn", "gate/up + SwiGLU in one pass", &EngineOptions::fuse_ffn, Always},
+    {"fuse-norm", "residual + norm + int8 quantization in one pass", &EngineOptions::fuse_norm,
+     Always},
+    {"fuse-attn", "tiled online-softmax attention", &EngineOptions::fuse_attn, Always},
+    {"int8-act", "integer dot products (int8 activations)", &EngineOptions::int8_activations,
+     Integer},
+    {"relayout", "weights re-laid out for the 16-row kernels at load",
+     &EngineOptions::relayout_weights, Relaid},
+    {"hugepages", "re-laid weights on 2 MiB pages", &EngineOptions::huge_pages, Relaid},
+    {"prefetch", "software prefetch in the k-quant kernels", &EngineOptions::prefetch, KQuant},
+    {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights", &EngineOptions::bf16_dot, Bf16},
+    {"prefix-cache", "KV prefix reuse across requests (serve workload)",
+     &EngineOptions::prefix_cache, nullptr},
+};
+
+const Switch* FindSwitch(const std::string& name) {
+  for (const Switch& s : kSwitches)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+std::string SwitchNames() {
+  std::vector<std::string> n;
+  for (const Switch& s : kSwitches) n.push_back(s.name);
+  n.push_back("spec");
+  return Join(n, ", ");
+}
+
+struct Config {
+  std::string name;
+  std::vector<bool> on;  // per chosen switch
+};
+
+struct Sample {
+  double ttft = 0, decode_tps = 0, e2e = 0;
+};
+
+struct Workload {
+  bool serve = false;
+  int prompt = 0, gen = 0, requests = 1, concurrency = 1;
+};
+
+// Random prompt tokens (fixed seed): every configuration sees the same workload.
+std::vector<int32_t> Prompt(int n, int n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = 3 + static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab - 3));
+  return t;
+}
+
+Sample RunSingle(Engine& engine, const Workload& w) {
+  GenerateOptions go;
+  go.max_tokens = w.gen;
+  go.ignore_eos = true;
+  go.sampling.temperature = 0;
+  const GenerateResult g = engine.GenerateTokens(Prompt(w.prompt, engine.info().n_vocab, 7), go, {});
+  Sample s;
+  s.ttft = g.prompt_seconds;
+  s.decode_tps = g.decode_seconds > 0 ? (g.generated_tokens - 1) / g.decode_seconds : 0;
+  s.e2e = g.prompt_seconds + g.decode_seconds;
+  return s;
+}
+
+// `requests` requests, `concurrency` of them running at once (the rest queued), submitted
+// together: generated tokens per second over the wall time, median TTFT.
+Sample RunServe(std::unique_ptr<Engine> engine, const Workload& w) {
+  ServiceOptions so;
+  so.max_running = w.concurrency;
+  so.max_queue = w.requests;
+  so.max_batch_tokens = engine->info().context > 0 ? std::min(256, engine->info().context) : 256;
+  auto svc = Service::Create(std::move(engine), so);
+  std::vector<std::shared_ptr<RequestStream>> streams(static_cast<size_t>(w.requests));
+  const double t0 = NowSeconds();
+  for (int i = 0; i < w.requests; ++i) {
+    RequestOptions o;
+    o.generate.max_tokens = w.gen;
+    o.generate.ignore_eos = true;
+    o.generate.sampling.temperature = 0;
+    // Prompts share a first half (a system prompt), as served traffic does.
+    auto p = Prompt(w.prompt / 2, svc->engine().info().n_vocab, 11);
+    auto tail = Prompt(w.prompt - w.prompt / 2, svc->engine().info().n_vocab, 100 + i);
+    p.insert(p.end(), tail.begin(), tail.end());
+    if (svc->Submit(p, o, &streams[static_cast<size_t>(i)]) != SubmitStatus::kAccepted)
+      Fail("ablate: the service refused a request");
+  }
+  std::vector<double> ttft;
+  int generated = 0;
+  for (auto& s : streams) {
+    std::string text;
+    while (s->Wait(&text, 60) != RequestStream::Status::kDone) {
+    }
+    ttft.push_back(s->result().prompt_seconds);
+    generated += s->result().generated_tokens;
+  }
+  Sample out;
+  out.e2e = NowSeconds() - t0;
+  out.decode_tps = generated / out.e2e;
+  std::sort(ttft.begin(), ttft.end());
+  out.ttft = ttft[ttft.size() / 2];
+  svc->Shutdown(0);
+  return out;
+}
+
+struct Stat {
+  double median = 0, min = 0, max = 0;
+};
+Stat Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+std::vector<OptionSpec> AblateSpecs() {
+  return {
+      {{"-m", "--model"}, true, "model file (required)"},
+      {{"-z", "--tokenizer"}, true, "tokenizer file for a llama2.c checkpoint"},
+      {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
+      {{"--switches"},
+       true,
+       "switches to measure, comma-separated (default: every one that applies to the model): " +
+           SwitchNames()},
+      {{"--workload"},
+       true,
+       "single (one request, default) or serve (requests through the batching service)"},
+      {{"-p", "--prompt"},
+       true,
+       "prompt tokens per request (default 2000 single, 200 serve; scaled to the context)"},
+      {{"-n", "--gen"},
+       true,
+       "generated tokens per request (default 1500 single, 80 serve; scaled to the context)"},
+      {{"--requests"}, true, "serve workload: requests (default 16)"},
+      {{"--concurrency"}, true, "serve workload: requests running at once (default 8)"},
+      {{"-r", "--reps"}, true, "repetitions of every configuration, interleaved (default 3)"},
+      {{"-o", "--output"},
+       true,
+       "write PREFIX.md, PREFIX.json and PREFIX.svg (default: ablate-<model>)"},
+      {{"-h", "--help"}, false, "show this help"},
+  };
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+  if (!f) Fail("cannot write '%s'", path.c_str());
+}
+
+}  // namespace
+
+int CmdAblate(int argc, char** argv) {
+  const auto specs = AblateSpecs();
+  Args args = [&] {
+    try {
+      return Args("ablate", specs, argc, argv);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  if (args.Has("--help")) {
+    std::fputs(Usage("ablate", "-m MODEL [--switches a,b] [--workload single|serve] [-r 3] [-o PREFIX]",
+                     specs)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.Has("-m")) throw UsageError("ablate needs a model: -m MODEL");
+  // Everything the user said is checked before any model is loaded.
+  EngineOptions base;
+  Workload w;
+  int reps = 3;
+  std::vector<const Switch*> chosen;
+  bool spec_switch = false;
+  std::string prefix;
+  ModelInfo info;
+  try {
+    base.model_path = args.Str("-m");
+    base.tokenizer_path = args.Str("-z");
+    base.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
+    const std::string wl = args.Str("--workload", "single");
+    if (wl != "single" && wl != "serve")
+      throw Error("--workload must be single or serve, not '" + wl + "'");
+    w.serve = wl == "serve";
+    w.prompt = static_cast<int>(args.Int("-p", w.serve ? 200 : 2000, 1, 1 << 20));
+    w.gen = static_cast<int>(args.Int("-n", w.serve ? 80 : 1500, 2, 1 << 20));
+    w.requests = static_cast<int>(args.Int("--requests", w.serve ? 16 : 1, 1, 4096));
+    w.concurrency = static_cast<int>(args.Int("--concurrency", w.serve ? 8 : 1, 1, 256));
+    if (!w.serve && (args.Has("--requests") || args.Has("--concurrency")))
+      throw Error("--requests and --concurrency go with --workload serve");
+    reps = static_cast<int>(args.Int("-r", 3, 1, 100));
+    if (args.Has("--switches")) {
+      for (const std::string& name : Split(args.Str("--switches"), ',')) {
+        if (name == "spec") {
+          spec_switch = true;
+          continue;
+        }
+        const Switch* s = FindSwitch(name);
+        if (s == nullptr)
+          throw Error("unknown switch '" + name + "' (known: " + SwitchNames() + ")");
+        if (std::find(chosen.begin(), chosen.end(), s) != chosen.end())
+          throw Error("switch '" + name + "' given twice");
+        chosen.push_back(s);
+      }
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  info = InspectModel(base.model_path, base.tokenizer_path);  // Error: a bad file (exit 1)
+  if (!args.Has("--switches")) {
+    for (const Switch& s : kSwitches)
+      if (s.applies != nullptr && s.applies(info)) chosen.push_back(&s);
+    if (w.serve) chosen.push_back(FindSwitch("prefix-cache"));
+  }
+  if (chosen.empty() && !spec_switch) throw UsageError("ablate: no switch to measure");
+  prefix = args.Str("-o", "ablate-" + FileStem(base.model_path));
+  for (const char* ext : {".md", ".json", ".svg"}) {
+    std::ofstream f(prefix + ext, std::ios::app);
+    if (!f) throw UsageError("-o: cannot write '" + prefix + ext + "'");
+  }
+  // The workload scaled down to the context (at most 4096 by default), keeping its ratio.
+  const int ctx = std::min(info.trained_context > 0 ? info.trained_context : 4096, 4096);
+  if (w.prompt + w.gen + 1 > ctx) {
+    const double f = static_cast<double>(ctx - 1) / (w.prompt + w.gen);
+    std::fprintf(stderr, "paddock: workload %d + %d tokens scaled by %.3f to the context of %d\n",
+                 w.prompt, w.gen, f, ctx);
+    w.prompt = std::max(1, static_cast<int>(w.prompt * f));
+    w.gen = std::max(2, static_cast<int>(w.gen * f));
+  }
+  base.context = w.prompt + w.gen + 1;
+  base.kv_sequences = w.serve ? w.concurrency : 1;
+  // The switch names, with speculation as one more.
+  std::vector<std::string> names;
+  for (const Switch* s : chosen) names.push_back(s->name);
+  if (spec_switch) names.push_back("spec");
+  const size_t n = names.size();
+  auto options = [&](const std::vector<bool>& on) {
+    EngineOptions eo = base;
+    for (size_t i = 0; i < chosen.size(); ++i) eo.*(chosen[i]->field) = on[i];
+    if (spec_switch) eo.spec = on[n - 1] ? "ngram" : "off";
+    return eo;
+  };
+  // Configurations: all off, each alone, all on, each removed from all on.
+  std::vector<Config> configs;
+  configs.push_back({"all off", std::vector<bool>(n, false)});
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<bool> on(n, false);
+    on[i] = true;
+    configs.push_back({"only " + names[i], on});
+  }
+  configs.push_back({"all on", std::vector<bool>(n, true)});
+  if (n > 1)
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<bool> on(n, true);
+      on[i] = false;
+      configs.push_back({"all but " + names[i], on});
+    }
+  std::fprintf(stderr,
+               "paddock: ablate %s: %zu switches, %zu configurations x %d repetitions; workload: "
+               "%s, %d prompt + %d generated tokens%s\n",
+               FileStem(base.model_path).c_str(), n, configs.size(), reps,
+               w.serve ? "serve" : "one request", w.prompt, w.gen,
+               w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str()
+                       : "");
+  std::vector<std::vector<Sample>> samples(configs.size());
+  {
+    Progress bar("ablate", static_cast<double>(configs.size() * reps), "runs");
+    for (int rep = 0; rep < reps; ++rep) {
+      for (size_t c = 0; c < configs.size(); ++c) {
+        auto engine = Engine::Create(options(configs[c].on));
+        samples[c].push_back(w.serve ? RunServe(std::move(engine), w) : RunSingle(*engine, w));
+        bar.Add(1);
+      }
+    }
+  }
+  // Medians and factors (speed-ups: all off / config for times, config / all off for rates).
+  struct Row {
+    Stat ttft, tps, e2e;
+  };
+  std::vector<Row> rows;
+  for (const auto& s : samples) {
+    std::vector<double> a, b, c;
+    for (const auto& x : s) {
+      a.push_back(x.ttft * 1e3);
+      b.push_back(x.decode_tps);
+      c.push_back(x.e2e);
+    }
+    rows.push_back({Summarize(a), Summarize(b), Summarize(c)});
+  }
+  const Row& off = rows[0];
+  const Row& all = rows[n + 1];
+  const char* rate_name = w.serve ? "tokens/s (all requests)" : "decode tok/s";
+  std::string md = StrFormat(
+      "# Switch experiment: %s\n\nWorkload: %s, %d prompt + %d generated tokens%s; %d "
+      "repetitions, interleaved; medians (min-max). %s, %d threads.\n\n",
+      FileStem(base.model_path).c_str(), w.serve ? "serve" : "one request", w.prompt, w.gen,
+      w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str() : "",
+      reps, CpuModelName().c_str(), base.threads > 0 ? base.threads : PhysicalCores());
+  md += StrFormat("| configuration | TTFT ms | %s | end-to-end s | speed-up vs all off |\n",
+                  rate_name);
+  md += "|---|---|---|---|---|\n";
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const Row& r = rows[c];
+    md += StrFormat("| %s | %.1f (%.1f-%.1f) | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) | %.3fx |\n",
+                    configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max, r.tps.median,
+                    r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max,
+                    off.e2e.median / r.e2e.median);
+  }
+  md += StrFormat(
+      "\n| switch | what it does | alone: end-to-end | alone: TTFT | alone: %s | removed from "
+      "all on: end-to-end |\n|---|---|---|---|---|---|\n",
+      rate_name);
+  double product = 1;
+  std::vector<double> alone, removed;
+  for (size_t i = 0; i < n; ++i) {
+    const Row& r = rows[1 + i];
+    const double f = off.e2e.median / r.e2e.median;
+    const double g = n > 1 ? rows[n + 2 + i].e2e.median / all.e2e.median : f;
+    product *= f;
+    alone.push_back(f);
+    removed.push_back(g);
+    const char* what = i < chosen.size() ? chosen[i]->what : "speculative decoding (n-gram)";
+    md += StrFormat("| %s | %s | %.3fx | %.3fx | %.3fx | %.3fx |\n", names[i].c_str(), what, f,
+                    off.ttft.median / r.ttft.median, r.tps.median / off.tps.median, g);
+  }
+  const double total = off.e2e.median / all.e2e.median;
+  md += StrFormat(
+      "\nAll on against all off: **%.3fx** end-to-end (TTFT %.3fx, %s %.3fx). The product of the "
+      "single factors is %.3fx: %s.\n",
+      total, off.ttft.median / all.ttft.median, rate_name, all.tps.median / off.tps.median, product,
+      product > total * 1.05   ? "larger than the total (the switches overlap: they speed up "
+                                 "the same time)"
+      : product < total * 0.95 ? "smaller than the total (the switches compound)"
+                               : "close to the total (the switches act independently)");
+  std::string json = StrFormat(
+      "{\"model\": \"%s\", \"workload\": \"%s\", \"prompt_tokens\": %d, \"gen_tokens\": %d, "
+      "\"requests\": %d, \"concurrency\": %d, \"reps\": %d, \"configurations\": [",
+      FileStem(base.model_path).c_str(), w.serve ? "serve" : "single", w.prompt, w.gen,
+      w.requests, w.concurrency, reps);
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const Row& r = rows[c];
+    json += StrFormat(
+        "%s{\"name\": \"%s\", \"ttft_ms\": [%.3f, %.3f, %.3f], \"tokens_per_s\": [%.3f, %.3f, "
+        "%.3f], \"e2e_s\": [%.4f, %.4f, %.4f], \"speedup\": %.4f}",
+        c ? ", " : "", configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max,
+        r.tps.median, r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max,
+        off.e2e.median / r.e2e.median);
+  }
+  json += "], \"switches\": [";
+  for (size_t i = 0; i < n; ++i)
+    json += StrFormat("%s{\"name\": \"%s\", \"alone\": %.4f, \"removed\": %.4f}", i ? ", " : "",
+                      names[i].c_str(), alone[i], removed[i]);
+  json += StrFormat("], \"product_of_singles\": %.4f, \"total\": %.4f}\n", product, total);
+  std::vector<std::string> labels = names;
+  labels.push_back("product of singles");
+  labels.push_back("all on (measured)");
+  SvgSeries s1{"alone vs all off", alone, false}, s2{"removed from all on", removed, false};
+  s1.values.push_back(product);
+  s1.values.push_back(total);
+  const std::string svg =
+      SvgBarChart("Switch factors, end-to-end: " + FileStem(base.model_path), labels, {s1, s2},
+                  "speed-up factor (1 = no effect)", 1.0);
+  WriteFile(prefix + ".md", md);
+  WriteFile(prefix + ".json", json);
+  WriteFile(prefix + ".svg", svg);
+  std::fputs(md.c_str(), stdout);
+  std::fprintf(stderr, "paddock: written %s.md, %s.json, %s.svg\n", prefix.c_str(),
+               prefix.c_str(), prefix.c_str());
+  return 0;
+}
+
+}  // namespace paddock::cli
