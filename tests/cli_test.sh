@@ -115,6 +115,21 @@ expect_error "sweep descending" 2 "ascending" -- bench -m "$M/stories260K.gguf" 
 expect_error "sweep not a number" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,two
 expect_error "chart without sweep" 2 "goes with --sweep-batch" -- bench -m "$M/stories260K.gguf" --chart "$TMP/x.svg"
 expect_error "chart unwritable" 2 "cannot write" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,2 --chart /nonexistent/dir/x.svg
+# --trace: a Chrome trace with every operator per thread and the forward steps; bad paths refused first.
+"$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 8 -t 2 --trace "$TMP/run.json" >/dev/null 2>&1 &&
+  python3 - "$TMP/run.json" <<'PY' && ok || bad "run --trace"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+ops = {e["name"] for e in ev if e.get("cat") == "op"}
+threads = {e["tid"] for e in ev if e.get("cat") == "op"}
+fwd = [e for e in ev if e.get("name") == "forward"]
+assert {"attention", "matmul q/k/v", "rmsnorm"} <= ops, ops
+assert len(threads) == 2 and len(fwd) == 8, (threads, len(fwd))
+PY
+"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -r 1 --trace "$TMP/bench.json" >/dev/null 2>&1 && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/bench.json" && ok || bad "bench --trace"
+expect_error "trace unwritable" 2 "cannot write" -- run -m "$M/stories260K.gguf" -n 2 --trace /nonexistent/dir/t.json
+expect_error "bench trace unwritable" 2 "cannot write" -- bench -m "$M/stories260K.gguf" --trace /nonexistent/dir/t.json
+expect_error "serve trace unwritable" 2 "cannot write" -- serve -m "$M/stories260K.gguf" --trace /nonexistent/dir/t.json
 # ablate: the switch table (Markdown on stdout, .md/.json/.svg written); bad input before work.
 "$BIN" ablate -m "$M/stories260K.gguf" -p 32 -n 16 -r 1 --switches fuse-attn,fuse-ffn -o "$TMP/abl" >"$TMP/abl.out" 2>/dev/null &&
   grep -q "| all on |" "$TMP/abl.out" && grep -q "product of the single factors" "$TMP/abl.out" &&

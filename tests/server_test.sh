@@ -207,6 +207,32 @@ for tpl in "--chat-template llama3" "--chat-template mistral" \
   kill -9 "$SPID" 2>/dev/null
 done
 
+# --- serve --trace: requests (queued, prefill, decode), engine steps and scheduling events,
+# written when the server exits
+start_server trace -m "$M/stories260K.gguf" --trace "$TMP/serve-trace.json" || exit 1
+posts=()
+for _ in 1 2 3; do
+  curl -s -o /dev/null -d '{"prompt":"Once upon a time","max_tokens":12}' "http://127.0.0.1:$PORT/v1/completions" &
+  posts+=($!)
+done
+wait "${posts[@]}"
+kill -TERM "$SPID"
+wait "$SPID"
+python3 - "$TMP/serve-trace.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+begins = [e for e in ev if e["ph"] == "b" and e["name"] == "request"]
+ends = [e for e in ev if e["ph"] == "e" and e["name"] == "request"]
+phases = {e["name"] for e in ev if e["ph"] == "b"}
+steps = [e for e in ev if e["ph"] == "X" and e["name"] == "step"]
+instants = {e["name"] for e in ev if e["ph"] == "i"}
+names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert len(begins) == 3 and len(ends) == 3, (len(begins), len(ends))
+assert {"queued", "prefill", "decode"} <= phases, phases
+assert steps and {"admit", "finish"} <= instants and "engine" in names, (len(steps), instants, names)
+PY
+check "serve --trace: request spans, steps, scheduling events" $?
+
 # --- /tokenize and /detokenize (llama-server's shapes) and model aliases (--served-model-name)
 start_server names -m "$M/stories260K.gguf" --served-model-name stories --served-model-name gpt-4o-mini || exit 1
 cli=$("$BIN" tokenize -m "$M/stories260K.gguf" --ids --add-bos "Once upon a time")

@@ -62,6 +62,10 @@ struct EngineOptions {
   // is then reproducible run to run; the adaptive choice depends on measured timings).
   std::string spec = "off";
   std::string draft_model;
+  // Chrome trace-event JSON written here when the engine is destroyed (Perfetto opens it):
+  // operators per thread, forward steps, and with a Service its steps, scheduling decisions
+  // and request spans. Opened at Create (Error if it cannot be written). Empty: off.
+  std::string trace_path;
   int spec_max = 8;
   bool spec_fixed = false;
 };

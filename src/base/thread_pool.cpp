@@ -2,6 +2,11 @@
 
 #include <immintrin.h>
 
+#include <string>
+
+#include "base/timer.h"
+#include "base/trace.h"
+
 namespace paddock {
 
 namespace {
@@ -28,7 +33,15 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::RunShare(int thread_id) {
   const int64_t begin = n_ * thread_id / n_threads_;
   const int64_t end = n_ * (thread_id + 1) / n_threads_;
-  if (begin < end) fn_(ctx_, begin, end, thread_id);
+  if (begin >= end) return;
+  // Workers' shares are traced; the calling thread's time is its caller's span.
+  if (tracer_ != nullptr && thread_id > 0) {
+    const double t0 = NowSeconds();
+    fn_(ctx_, begin, end, thread_id);
+    tracer_->Span(label_, "op", t0, NowSeconds());
+    return;
+  }
+  fn_(ctx_, begin, end, thread_id);
 }
 
 void ThreadPool::Run(int64_t n, Fn fn, void* ctx) {
@@ -58,6 +71,7 @@ void ThreadPool::Run(int64_t n, Fn fn, void* ctx) {
 
 void ThreadPool::WorkerLoop(int thread_id) {
   uint64_t seen = 0;
+  bool named = false;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
@@ -71,6 +85,10 @@ void ThreadPool::WorkerLoop(int thread_id) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
+    if (tracer_ != nullptr && !named) {
+      tracer_->NameThread("worker " + std::to_string(thread_id));
+      named = true;
+    }
     RunShare(thread_id);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }

@@ -15,6 +15,8 @@
 
 namespace paddock {
 
+class Tracer;
+
 class ThreadPool {
  public:
   using Fn = void (*)(void* ctx, int64_t begin, int64_t end, int thread_id);
@@ -27,6 +29,12 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   void Run(int64_t n, Fn fn, void* ctx);
+
+  // Tracing (--trace): each worker's share of the following Runs is recorded as a span named
+  // `label` (set by the thread that calls Run, before it). Null: nothing recorded.
+  void SetTrace(Tracer* tracer) { tracer_ = tracer; }
+  void SetTraceLabel(const char* label) { label_ = label; }
+  Tracer* tracer() const { return tracer_; }
 
   // f(begin, end, thread_id) for each thread's share of [0, n).
   template <class F>
@@ -51,6 +59,8 @@ class ThreadPool {
   Fn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
+  Tracer* tracer_ = nullptr;
+  const char* label_ = "parallel";
 };
 
 }  // namespace paddock

@@ -182,6 +182,12 @@ Engine::~Engine() = default;
 std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const double t0 = NowSeconds();
   if (o.model_path.empty()) Fail("no model given");
+  // The trace file is opened first: an unwritable path fails before any work.
+  std::unique_ptr<Tracer> tracer;
+  if (!o.trace_path.empty()) {
+    tracer = std::make_unique<Tracer>(o.trace_path);
+    tracer->NameThread("main");
+  }
   if (o.threads < 0 || o.threads > 1024) Fail("thread count %d is out of range", o.threads);
   if (o.context < 0) Fail("context %d must not be negative", o.context);
   if (o.max_batch < 1 || o.max_batch > 4096)
@@ -215,6 +221,11 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
       *impl->model, GetKernels(isa, o.prefetch ? Prefetch::kAuto : Prefetch::kOff), *impl->pool,
       o.max_batch, o.int8_activations);
   impl->transformer->SetBf16Dot(o.bf16_dot);
+  if (tracer) {
+    tracer->Span("load", "engine", t0, NowSeconds(), "");
+    impl->transformer->set_tracer(tracer.get());
+    impl->tracer = std::move(tracer);
+  }
   KvCacheOptions ko;
   ko.memory_bytes = o.kv_memory;
   ko.block_size = o.kv_block_size;

@@ -4,7 +4,9 @@
 #include <memory>
 #include <vector>
 
+#include "base/strings.h"
 #include "base/thread_pool.h"
+#include "base/trace.h"
 #include "engine/constrained.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
@@ -17,6 +19,8 @@
 namespace paddock {
 
 struct Engine::Impl {
+  // --trace: first, so that it is destroyed (and written) after the threads that record.
+  std::unique_ptr<Tracer> tracer;
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Transformer> transformer;
@@ -51,12 +55,22 @@ struct Engine::Impl {
 
   // Several sequences in one step; the caller reserves before and commits after.
   void StepBatch(const Transformer::BatchItem* items, int n, const float** logits) {
+    TraceScope ts(
+        tracer.get(), "forward", "engine",
+        tracer ? StrFormat("\"sequences\": %d, \"tokens\": %d", n, Tokens(items, n)) : "");
     StepGuard g(*kv);
     transformer->ForwardBatch(items, n, logits);
   }
 
   // Runs tokens at positions [pos, pos + n) of `seq` inside one engine step.
+  static int Tokens(const Transformer::BatchItem* items, int n) {
+    int t = 0;
+    for (int i = 0; i < n; ++i) t += items[i].n;
+    return t;
+  }
   const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos) {
+    TraceScope ts(tracer.get(), "forward", "engine",
+                  tracer ? StrFormat("\"sequences\": 1, \"tokens\": %d, \"pos\": %d", n, pos) : "");
     const float* logits;
     {
       StepGuard g(*kv);

@@ -43,6 +43,7 @@ std::vector<double> TokenBuckets() {
 // A request: the scheduler's Sequence plus what the service keeps for it.
 struct Request : Sequence {
   uint64_t id = 0;
+  bool traced = false;  // --trace: its spans were opened at Submit
   std::shared_ptr<RequestStream> stream;
   RequestStream::State* state = nullptr;  // stream's shared state
   RequestOptions opt;
@@ -261,6 +262,13 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
       streams->push_back(cs);
     }
     r->choices_pending = o.n > 1;
+    if (Tracer* t = s.e->tracer.get()) {
+      r->traced = true;
+      t->AsyncBegin("request", "request", r->id, r->t_submit,
+                    StrFormat("\"id\": %llu, \"prompt_tokens\": %d, \"max_tokens\": %d",
+                              (unsigned long long)r->id, r->n_prompt, r->max_tokens));
+      t->AsyncBegin("queued", "request", r->id, r->t_submit);
+    }
     s.queued++;
     s.inbox.push_back(std::move(r));
   }
@@ -293,6 +301,7 @@ ServiceStats Service::Stats() const {
 // ---- engine thread --------------------------------------------------------------------------
 
 void Service::Impl::Loop() {
+  if (e->tracer) e->tracer->NameThread("engine");
   for (;;) {
     bool cancel_all = false;
     {
@@ -317,7 +326,18 @@ void Service::Impl::Loop() {
     }
     bool progressed = false;
     try {
+      TraceScope ts(e->tracer.get(), "step", "engine");
+      const uint64_t preempted = scheduler->preemptions();
       progressed = Step();
+      if (Tracer* t = e->tracer.get()) {
+        const double now = NowSeconds();
+        if (scheduler->preemptions() > preempted)
+          t->Instant("preempt", "schedule", now,
+                     StrFormat("\"requests\": %llu",
+                               (unsigned long long)(scheduler->preemptions() - preempted)));
+        t->Counter("running", now, static_cast<double>(scheduler->running().size()));
+        t->Counter("waiting", now, static_cast<double>(scheduler->waiting().size()));
+      }
     } catch (const std::exception& ex) {
       // A failed step must not take the server down or leave callers waiting: fail every
       // running request (their text so far stays delivered) and go on.
@@ -654,6 +674,10 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
         stats.itl.Observe(t - r.t_last);
       }
     }
+    if (r.t_first == 0 && r.traced) {
+      e->tracer->AsyncEnd("prefill", "request", r.id, t);
+      e->tracer->AsyncBegin("decode", "request", r.id, t);
+    }
     if (r.t_first == 0) r.t_first = t;
     r.t_last = t;
   }
@@ -696,6 +720,12 @@ void Service::Impl::Propose() {
 void Service::Impl::OnAdmit(Request& r) {
   r.t_admit = NowSeconds();
   r.last_lp.token = -1;  // no token sampled yet
+  if (r.traced) {
+    Tracer* t = e->tracer.get();
+    t->AsyncEnd("queued", "request", r.id, r.t_admit);
+    t->AsyncBegin("prefill", "request", r.id, r.t_admit);
+    t->Instant("admit", "schedule", r.t_admit, StrFormat("\"id\": %llu", (unsigned long long)r.id));
+  }
   {
     std::lock_guard<std::mutex> lock(mu);
     queued--;  // no longer counted against the queue limit
@@ -746,6 +776,18 @@ void Service::Impl::FinishAll() {
 
 void Service::Impl::Finish(Request& r, FinishReason why) {
   const double now = NowSeconds();
+  if (r.traced) {
+    Tracer* t = e->tracer.get();
+    t->AsyncEnd(r.t_first > 0   ? "decode"
+                : r.t_admit > 0 ? "prefill"
+                                : "queued",
+                "request", r.id, now);
+    t->AsyncEnd("request", "request", r.id, now);
+    t->Instant("finish", "schedule", now,
+               StrFormat("\"id\": %llu, \"reason\": \"%s\", \"generated\": %d",
+                         (unsigned long long)r.id, FinishReasonName(why), r.generated));
+    r.traced = false;
+  }
   if (why != FinishReason::kStop && why != FinishReason::kCancelled) r.text.Finish();
   const Tokenizer& tok = *e->model->tokenizer;
   if (why == FinishReason::kEos && r.opt.generate.logprobs >= 0 && r.last_lp.token >= 0 &&

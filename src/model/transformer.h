@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "base/trace.h"
 #include "kernels/kernels.h"
 #include "model/kv_view.h"
 #include "model/profile.h"
@@ -79,6 +80,11 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
   // Per-operator timing (null: off).
   void set_profiler(Profiler* p) { prof_ = p; }
+  // --trace: every operator as a span on the calling thread, the workers' shares on theirs.
+  void set_tracer(Tracer* t) {
+    tracer_ = t;
+    pool_.SetTrace(t);
+  }
   // Calibration: every matrix input shown to `o` (null: off).
   void set_observer(ActivationObserver* o);
   // Operator fusions (on by default; switches so each gain can be measured alone):
@@ -162,8 +168,16 @@ class Transformer {
   template <class F>
   void Timed(ProfOp op, F&& fn) {
     ProfileScope ps(prof_, op);
+    if (tracer_ == nullptr) {
+      fn();
+      return;
+    }
+    const char* name = Profiler::Name(op);
+    pool_.SetTraceLabel(name);
+    TraceScope ts(tracer_, name, "op");
     fn();
   }
+  Tracer* tracer_ = nullptr;
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool bf16_dot_ = true;
   bool pending_residual_ = false;  // xb_ holds the last FFN output, not yet added to x_

@@ -38,17 +38,23 @@ bool HasType(const ModelInfo& m, std::initializer_list<const char*> types) {
       if (t.type == want) return true;
   return false;
 }
-bool Always(const ModelInfo&) { return true; }
+bool Always(const ModelInfo&) {
+  return true;
+}
 bool Integer(const ModelInfo& m) {
-  return HasType(m, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "PQ8_C",
-                     "PQ4_G32", "PQ4_G64", "PQ4_G128", "PQ4_G32Z", "PQ4_G64Z", "PQ4_G128Z",
-                     "PS8_C"});
+  return HasType(
+      m, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "PQ8_C", "PQ4_G32",
+          "PQ4_G64", "PQ4_G128", "PQ4_G32Z", "PQ4_G64Z", "PQ4_G128Z", "PS8_C"});
 }
 bool Relaid(const ModelInfo& m) {
   return HasType(m, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"});
 }
-bool KQuant(const ModelInfo& m) { return HasType(m, {"Q4_K", "Q5_K", "Q6_K"}); }
-bool Bf16(const ModelInfo& m) { return HasType(m, {"BF16"}) && CpuHasAvx512Bf16(); }
+bool KQuant(const ModelInfo& m) {
+  return HasType(m, {"Q4_K", "Q5_K", "Q6_K"});
+}
+bool Bf16(const ModelInfo& m) {
+  return HasType(m, {"BF16"}) && CpuHasAvx512Bf16();
+}
 
 const Switch kSwitches[] = {
     {"fuse-qkv", "Q/K/V in one pass with its epilogue", &EngineOptions::fuse_qkv, Always},
@@ -107,7 +113,8 @@ Sample RunSingle(Engine& engine, const Workload& w) {
   go.max_tokens = w.gen;
   go.ignore_eos = true;
   go.sampling.temperature = 0;
-  const GenerateResult g = engine.GenerateTokens(Prompt(w.prompt, engine.info().n_vocab, 7), go, {});
+  const GenerateResult g =
+      engine.GenerateTokens(Prompt(w.prompt, engine.info().n_vocab, 7), go, {});
   Sample s;
   s.ttft = g.prompt_seconds;
   s.decode_tps = g.decode_seconds > 0 ? (g.generated_tokens - 1) / g.decode_seconds : 0;
@@ -209,10 +216,11 @@ int CmdAblate(int argc, char** argv) {
     }
   }();
   if (args.Has("--help")) {
-    std::fputs(Usage("ablate", "-m MODEL [--switches a,b] [--workload single|serve] [-r 3] [-o PREFIX]",
-                     specs)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        Usage("ablate", "-m MODEL [--switches a,b] [--workload single|serve] [-r 3] [-o PREFIX]",
+              specs)
+            .c_str(),
+        stdout);
     return 0;
   }
   if (!args.positional().empty())
@@ -309,13 +317,13 @@ int CmdAblate(int argc, char** argv) {
       on[i] = false;
       configs.push_back({"all but " + names[i], on});
     }
-  std::fprintf(stderr,
-               "paddock: ablate %s: %zu switches, %zu configurations x %d repetitions; workload: "
-               "%s, %d prompt + %d generated tokens%s\n",
-               FileStem(base.model_path).c_str(), n, configs.size(), reps,
-               w.serve ? "serve" : "one request", w.prompt, w.gen,
-               w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str()
-                       : "");
+  std::fprintf(
+      stderr,
+      "paddock: ablate %s: %zu switches, %zu configurations x %d repetitions; workload: "
+      "%s, %d prompt + %d generated tokens%s\n",
+      FileStem(base.model_path).c_str(), n, configs.size(), reps, w.serve ? "serve" : "one request",
+      w.prompt, w.gen,
+      w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str() : "");
   std::vector<std::vector<Sample>> samples(configs.size());
   {
     Progress bar("ablate", static_cast<double>(configs.size() * reps), "runs");
@@ -389,16 +397,15 @@ int CmdAblate(int argc, char** argv) {
   std::string json = StrFormat(
       "{\"model\": \"%s\", \"workload\": \"%s\", \"prompt_tokens\": %d, \"gen_tokens\": %d, "
       "\"requests\": %d, \"concurrency\": %d, \"reps\": %d, \"configurations\": [",
-      FileStem(base.model_path).c_str(), w.serve ? "serve" : "single", w.prompt, w.gen,
-      w.requests, w.concurrency, reps);
+      FileStem(base.model_path).c_str(), w.serve ? "serve" : "single", w.prompt, w.gen, w.requests,
+      w.concurrency, reps);
   for (size_t c = 0; c < configs.size(); ++c) {
     const Row& r = rows[c];
     json += StrFormat(
         "%s{\"name\": \"%s\", \"ttft_ms\": [%.3f, %.3f, %.3f], \"tokens_per_s\": [%.3f, %.3f, "
         "%.3f], \"e2e_s\": [%.4f, %.4f, %.4f], \"speedup\": %.4f}",
-        c ? ", " : "", configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max,
-        r.tps.median, r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max,
-        off.e2e.median / r.e2e.median);
+        c ? ", " : "", configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max, r.tps.median,
+        r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max, off.e2e.median / r.e2e.median);
   }
   json += "], \"switches\": [";
   for (size_t i = 0; i < n; ++i)
@@ -411,15 +418,14 @@ int CmdAblate(int argc, char** argv) {
   SvgSeries s1{"alone vs all off", alone, false}, s2{"removed from all on", removed, false};
   s1.values.push_back(product);
   s1.values.push_back(total);
-  const std::string svg =
-      SvgBarChart("Switch factors, end-to-end: " + FileStem(base.model_path), labels, {s1, s2},
-                  "speed-up factor (1 = no effect)", 1.0);
+  const std::string svg = SvgBarChart("Switch factors, end-to-end: " + FileStem(base.model_path),
+                                      labels, {s1, s2}, "speed-up factor (1 = no effect)", 1.0);
   WriteFile(prefix + ".md", md);
   WriteFile(prefix + ".json", json);
   WriteFile(prefix + ".svg", svg);
   std::fputs(md.c_str(), stdout);
-  std::fprintf(stderr, "paddock: written %s.md, %s.json, %s.svg\n", prefix.c_str(),
-               prefix.c_str(), prefix.c_str());
+  std::fprintf(stderr, "paddock: written %s.md, %s.json, %s.svg\n", prefix.c_str(), prefix.c_str(),
+               prefix.c_str());
   return 0;
 }
 

@@ -26,6 +26,8 @@ extern const std::vector<OptionSpec> kSpecSpecs;           // cmd_run.cpp
 extern const std::vector<OptionSpec> kKvSpecs;
 void AddTuningOptions(const Args& args, EngineOptions* eo);
 extern const std::vector<OptionSpec> kTuningSpecs;
+void AddTraceOption(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+extern const OptionSpec kTraceSpec;
 
 namespace {
 
@@ -57,6 +59,7 @@ std::vector<OptionSpec> BenchSpecs() {
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
+  s.push_back(kTraceSpec);
   return s;
 }
 
@@ -346,6 +349,7 @@ int CmdBench(int argc, char** argv) {
     if (eo.isa != "auto" && eo.isa != "scalar" && eo.isa != "avx2" && eo.isa != "avx512")
       throw Error("unknown ISA '" + eo.isa + "' for --isa");
     AddTuningOptions(args, &eo);
+    AddTraceOption(args, &eo);
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));

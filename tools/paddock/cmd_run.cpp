@@ -117,6 +117,23 @@ const std::vector<OptionSpec> kTuningSpecs = {
      "float activations for quantized weights (default: int8 dot products)"},
 };
 
+// --trace FILE (run, bench, serve): checked writable here, before any work.
+extern const OptionSpec kTraceSpec;
+const OptionSpec kTraceSpec = {
+    {"--trace"},
+    true,
+    "write a Chrome trace (Perfetto, chrome://tracing) of every operator per thread, the engine "
+    "steps and requests to FILE at exit"};
+
+void AddTraceOption(const Args& args, EngineOptions* eo) {
+  if (!args.Has("--trace")) return;
+  const std::string path = args.Str("--trace");
+  FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "a");
+  if (f == nullptr) throw UsageError("--trace: cannot write '" + path + "'");
+  std::fclose(f);
+  eo->trace_path = path;
+}
+
 void AddTuningOptions(const Args& args, EngineOptions* eo) {
   eo->int8_activations = !args.Has("--no-int8-act");
   eo->fuse_qkv = !args.Has("--no-fuse-qkv");
@@ -163,6 +180,7 @@ std::vector<OptionSpec> RunSpecs() {
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
+  s.push_back(kTraceSpec);
   return s;
 }
 
@@ -277,6 +295,7 @@ int CmdRun(int argc, char** argv) {
     throw UsageError(e.what());
   }
   AddTuningOptions(args, &eo);
+  AddTraceOption(args, &eo);
   go.ignore_eos = args.Has("--ignore-eos");
   go.add_bos = !args.Has("--no-bos");
   go.parse_special = args.Has("--special");

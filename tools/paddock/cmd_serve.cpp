@@ -17,6 +17,8 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s);
 void AddKvOptions(const Args& args, EngineOptions* eo);
 void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
 extern const std::vector<OptionSpec> kSpecSpecs;
+void AddTraceOption(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+extern const OptionSpec kTraceSpec;
 
 namespace {
 
@@ -70,6 +72,7 @@ std::vector<OptionSpec> ServeSpecs() {
        true},
       {{"--auth-health"}, false, "/health and /metrics need a key too (default: open)"},
       {{"--no-ui"}, false, "do not serve the web page (chat and dashboard) at /"},
+      kTraceSpec,
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP event threads (default 2; no thread per connection)"},
       {{"--max-connections"},
@@ -149,6 +152,7 @@ int CmdServe(int argc, char** argv) {
   so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
   AddKvOptions(args, &so.engine);
   AddSpecOptions(args, &so.engine);
+  AddTraceOption(args, &so.engine);
   so.service.max_batch_tokens = so.engine.max_batch;
   so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
   if (!args.Has("--max-running")) {

@@ -26,7 +26,9 @@ Progress::Progress(std::string label, double total, std::string unit)
       t0_(NowSeconds()),
       tty_(isatty(STDERR_FILENO) == 1) {}
 
-Progress::~Progress() { Finish(); }
+Progress::~Progress() {
+  Finish();
+}
 
 void Progress::Update(double done) {
   done_ = done;

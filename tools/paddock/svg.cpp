@@ -42,7 +42,9 @@ double NiceMax(double v) {
   return 10 * p;
 }
 
-std::string Num(double v) { return StrFormat("%.4g", v); }
+std::string Num(double v) {
+  return StrFormat("%.4g", v);
+}
 
 std::string Header(int w, int h, const std::string& title) {
   return StrFormat(
@@ -64,7 +66,8 @@ std::string SvgLineChart(const std::string& title, const std::string& x_label,
   const double pw = w - l - r, ph = h - t - b;
   double maxl = 0, maxr = 0;
   for (const auto& s : series)
-    for (double v : s.values) (s.right_axis ? maxr : maxl) = std::max(s.right_axis ? maxr : maxl, v);
+    for (double v : s.values)
+      (s.right_axis ? maxr : maxl) = std::max(s.right_axis ? maxr : maxl, v);
   maxl = NiceMax(maxl);
   maxr = NiceMax(maxr);
   const size_t n = x.size();
@@ -74,8 +77,8 @@ std::string SvgLineChart(const std::string& title, const std::string& x_label,
     const double y = t + ph - ph * k / 5;
     o += StrFormat("<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3df\"/>\n", l,
                    y, l + pw, y);
-    o += StrFormat("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
-                   l - 6, y + 4, Num(maxl * k / 5).c_str());
+    o += StrFormat("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n", l - 6,
+                   y + 4, Num(maxl * k / 5).c_str());
     if (!right_label.empty())
       o += StrFormat("<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">%s</text>\n", l + pw + 6, y + 4,
                      Num(maxr * k / 5).c_str());
@@ -86,9 +89,8 @@ std::string SvgLineChart(const std::string& title, const std::string& x_label,
          Esc(x[i]) + "</text>\n";
   o += StrFormat("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", l + pw / 2, h - 18) +
        Esc(x_label) + "</text>\n";
-  o += StrFormat(
-           "<text transform=\"translate(16,%.1f) rotate(-90)\" text-anchor=\"middle\">",
-           t + ph / 2) +
+  o += StrFormat("<text transform=\"translate(16,%.1f) rotate(-90)\" text-anchor=\"middle\">",
+                 t + ph / 2) +
        Esc(left_label) + "</text>\n";
   if (!right_label.empty())
     o += StrFormat("<text transform=\"translate(%d,%.1f) rotate(90)\" text-anchor=\"middle\">",
@@ -125,7 +127,8 @@ std::string SvgLineChart(const std::string& title, const std::string& x_label,
 std::string SvgBarChart(const std::string& title, const std::vector<std::string>& labels,
                         const std::vector<SvgSeries>& series, const std::string& value_label,
                         double reference) {
-  const int l = 170, r = 70, t = 60, row = 14 * std::max<int>(1, static_cast<int>(series.size())) + 12;
+  const int l = 170, r = 70, t = 60,
+            row = 14 * std::max<int>(1, static_cast<int>(series.size())) + 12;
   const int w = 760, h = t + row * static_cast<int>(labels.size()) + 50;
   const double pw = w - l - r;
   double maxv = reference;
