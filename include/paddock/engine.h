@@ -62,6 +62,9 @@ struct EngineOptions {
   // is then reproducible run to run; the adaptive choice depends on measured timings).
   std::string spec = "off";
   std::string draft_model;
+  // Called while the weights are read and re-laid out at load (bytes done, bytes in all), on
+  // the creating thread: for a progress bar. Null: nothing.
+  std::function<void(double done, double total)> on_load_progress;
   // Chrome trace-event JSON written here when the engine is destroyed (Perfetto opens it):
   // operators per thread, forward steps, and with a Service its steps, scheduling decisions
   // and request spans. Opened at Create (Error if it cannot be written). Empty: off.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,8 @@ struct EvalOptions {
   // sit beside llama.cpp's; true: BOS then ctx - 1 text tokens per window, positions
   // ctx/2 - 1 .. ctx-2 scored (Paddock's earlier scheme).
   bool bos_prefix = false;
+  // Called after each window (windows done, windows in all): for a progress bar.
+  std::function<void(int done, int total)> on_progress;
 };
 
 struct PerplexityReport {

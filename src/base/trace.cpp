@@ -31,7 +31,9 @@ Tracer::Tracer(const std::string& path) : path_(path), t0_(NowSeconds()) {
   events_.reserve(1 << 16);
 }
 
-Tracer::~Tracer() { Write(); }
+Tracer::~Tracer() {
+  Write();
+}
 
 void Tracer::Add(Event e) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -91,7 +93,8 @@ void Tracer::Write() {
     AppendEscaped(&o, e.cat);
     o += StrFormat("\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f", e.tid, e.ts);
     if (e.ph == 'X') o += StrFormat(", \"dur\": %.3f", e.dur);
-    if (e.ph == 'b' || e.ph == 'e') o += StrFormat(", \"id\": \"0x%llx\"", (unsigned long long)e.id);
+    if (e.ph == 'b' || e.ph == 'e')
+      o += StrFormat(", \"id\": \"0x%llx\"", (unsigned long long)e.id);
     if (e.ph == 'i') o += ", \"s\": \"t\"";
     if (!e.args.empty()) o += ", \"args\": {" + e.args + "}";
     o += "}";

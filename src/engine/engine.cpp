@@ -210,7 +210,8 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
         FormatBytes(impl->model->weight_bytes).c_str(), FormatBytes(avail).c_str()));
   }
   impl->model->tokenizer->RenderSpecial(o.render_special);
-  if (o.relayout_weights && o.int8_activations) RelayoutWeights(impl->model.get(), o.huge_pages);
+  if (o.relayout_weights && o.int8_activations)
+    RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress);
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
   if (ctx > c.context_length)

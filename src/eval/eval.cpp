@@ -137,6 +137,7 @@ PerplexityReport Perplexity(Engine& e, std::string_view text, const EvalOptions&
       LogSoftmax(logits, e.info().n_vocab, &lp);
       nll.Add(-lp[static_cast<size_t>(next)]);
     });
+    if (o.on_progress) o.on_progress(k + 1, w.n);
   }
   return Finish(nll, w, NowSeconds() - t0);
 }
@@ -200,6 +201,7 @@ CompareReport Compare(Engine& a, Engine& b, std::string_view text, const EvalOpt
       ++j;
       ++index;
     });
+    if (o.on_progress) o.on_progress(k + 1, wa.n);
   }
   const double secs = NowSeconds() - t0;
   CompareReport r;

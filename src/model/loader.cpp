@@ -285,7 +285,8 @@ std::unique_ptr<uint8_t, LoadedModel::FreeDeleter> WeightBuffer(size_t bytes, bo
 
 }  // namespace
 
-void RelayoutWeights(LoadedModel* m, bool huge_pages) {
+void RelayoutWeights(LoadedModel* m, bool huge_pages,
+                     const std::function<void(double done, double total)>& progress) {
   ModelWeights& w = m->weights;
   const bool tied = w.output.data == w.tok_embd.data;
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
@@ -326,11 +327,20 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages) {
     m->relaid_bytes += bytes;
     m->relaid.push_back(std::move(buf));
   };
-  for (LayerWeights& L : w.layers) {
+  auto size = [](const WeightTensor* t) { return static_cast<double>(t->rows) * t->row_bytes; };
+  double total = size(&w.output), done = 0;
+  for (LayerWeights& L : w.layers)
     for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      total += size(t);
+  for (LayerWeights& L : w.layers) {
+    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      done += size(t);
       relayout(t, false);
+    }
+    if (progress) progress(done, total);
   }
   relayout(&w.output, tied);
+  if (progress) progress(total, total);
   if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -97,7 +98,9 @@ struct LoadedModel {
 // huge_pages: the new buffers are 2 MiB aligned and marked for transparent huge pages
 // (measured: steadier and faster decode of large models), and large Paddock-type matrices
 // (already in the kernels' layout) are copied into such buffers too.
-void RelayoutWeights(LoadedModel* model, bool huge_pages = true);
+// progress(done, total): bytes of weight matrices gone through (for a progress bar), or null.
+void RelayoutWeights(LoadedModel* model, bool huge_pages = true,
+                     const std::function<void(double done, double total)>& progress = nullptr);
 
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
 // overrides the vocabulary: a llama2.c tokenizer.bin or a GGUF holding a vocabulary. Throws

@@ -373,6 +373,8 @@ int CmdBench(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+  std::shared_ptr<Progress> load_bar;
+  ShowLoadProgress(&eo, &load_bar);
   auto engine = Engine::Create(eo);
   for (const auto& w : engine->info().warnings)
     std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());

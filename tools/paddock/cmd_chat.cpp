@@ -11,6 +11,7 @@
 #include "args.h"
 #include "commands.h"
 #include "paddock/paddock.h"
+#include "progress.h"
 
 namespace paddock::cli {
 
@@ -84,6 +85,8 @@ int CmdChat(int argc, char** argv) {
     throw UsageError(e.what());
   }
   const GrammarOption grammar_opt = ReadGrammarOption(args);
+  std::shared_ptr<Progress> load_bar;
+  ShowLoadProgress(&eo, &load_bar);
   auto engine = Engine::Create(eo);
   if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   for (const auto& w : engine->info().warnings)

@@ -8,6 +8,7 @@
 #include "base/strings.h"
 #include "commands.h"
 #include "paddock/paddock.h"
+#include "progress.h"
 
 namespace paddock::cli {
 namespace {
@@ -59,6 +60,8 @@ std::unique_ptr<Engine> Load(const std::string& path, int threads, int ctx) {
   eo.model_path = path;
   eo.threads = threads;
   eo.context = ctx;
+  std::shared_ptr<Progress> bar;
+  ShowLoadProgress(&eo, &bar);
   return Engine::Create(eo);
 }
 
@@ -91,6 +94,12 @@ int CmdEval(bool compare, int argc, char** argv) {
   const int threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
   const std::string text = ReadText(args.Str("-f"));
   const bool json = args.Has("--json");
+  std::unique_ptr<Progress> bar;
+  o.on_progress = [&](int done, int total) {
+    if (!bar) bar = std::make_unique<Progress>(name, total, "windows");
+    bar->Update(done);
+    if (done == total) bar->Finish();
+  };
   // The engine's context must hold a window.
   const int ctx = o.ctx;
   auto a = Load(models[0], threads, ctx);

@@ -27,6 +27,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/weights.h"
+#include "progress.h"
 
 namespace paddock::cli {
 namespace {
@@ -430,6 +431,7 @@ class QuantizeJob {
     uint64_t bytes_in = 0, bytes_out = 0;
     int64_t params = 0;
     bool paddock_types = false;
+    Progress bar("quantize", static_cast<double>(tensors.size()), "tensors");
     for (size_t k = 0; k < tensors.size(); ++k) {
       const GgufTensor& t = tensors[k];
       const TypeTraits& src = Traits(t.type);
@@ -458,14 +460,17 @@ class QuantizeJob {
       bytes_in += t.nbytes;
       bytes_out += nb;
       params += t.n_elements;
-      std::fprintf(stderr, "[%4zu/%4zu] %-32s %-9s -> %-9s %s -> %s%s\n", k + 1, tensors.size(),
-                   t.name.c_str(), src.name, dst->name, FormatBytes(t.nbytes).c_str(),
-                   FormatBytes(nb).c_str(),
-                   ImportanceOf(t.name) != nullptr &&
-                           (IsX16(dst->type) || (!rtn_ && HasFittedQuantizer(dst->type)))
-                       ? " (activation-aware)"
-                       : "");
+      bar.Update(static_cast<double>(k + 1));
+      if (!bar.tty())  // a log keeps a line per tensor; a terminal shows the bar
+        std::fprintf(stderr, "[%4zu/%4zu] %-32s %-9s -> %-9s %s -> %s%s\n", k + 1, tensors.size(),
+                     t.name.c_str(), src.name, dst->name, FormatBytes(t.nbytes).c_str(),
+                     FormatBytes(nb).c_str(),
+                     ImportanceOf(t.name) != nullptr &&
+                             (IsX16(dst->type) || (!rtn_ && HasFittedQuantizer(dst->type)))
+                         ? " (activation-aware)"
+                         : "");
     }
+    bar.Finish();
     if (paddock_types) w_.SetU32("paddock.quantization_version", kPaddockQuantVersion);
     w_.Write(out_);
     std::fprintf(stderr, "paddock: wrote %s: %s -> %s, %.2f bits per weight\n", out_.c_str(),

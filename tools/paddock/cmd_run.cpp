@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "grammar/cfg.h"
 #include "paddock/paddock.h"
+#include "progress.h"
 
 namespace paddock::cli {
 
@@ -320,6 +321,8 @@ int CmdRun(int argc, char** argv) {
     prompt = args.Str("-p");
   }
 
+  std::shared_ptr<Progress> load_bar;
+  ShowLoadProgress(&eo, &load_bar);
   auto engine = Engine::Create(eo);
   const ModelInfo& info = engine->info();
   for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());

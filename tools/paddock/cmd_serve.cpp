@@ -8,6 +8,7 @@
 #include "base/strings.h"
 #include "commands.h"
 #include "paddock/service.h"
+#include "progress.h"
 #include "server/server.h"
 
 namespace paddock::cli {
@@ -153,6 +154,8 @@ int CmdServe(int argc, char** argv) {
   AddKvOptions(args, &so.engine);
   AddSpecOptions(args, &so.engine);
   AddTraceOption(args, &so.engine);
+  static std::shared_ptr<Progress> load_bar;  // (the model loads on the server's own thread)
+  ShowLoadProgress(&so.engine, &load_bar);
   so.service.max_batch_tokens = so.engine.max_batch;
   so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
   if (!args.Has("--max-running")) {

@@ -73,4 +73,14 @@ void Progress::Draw(bool final) {
   std::fflush(stderr);
 }
 
+void ShowLoadProgress(EngineOptions* eo, std::shared_ptr<Progress>* bar) {
+  eo->on_load_progress = [bar](double done, double total) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    if (total < 256 * kMiB) return;  // small models load in a blink
+    if (!*bar) *bar = std::make_shared<Progress>("loading", total / kMiB, "MiB");
+    (*bar)->Update(done / kMiB);
+    if (done >= total) (*bar)->Finish();
+  };
+}
+
 }  // namespace paddock::cli

@@ -3,7 +3,10 @@
 // every few seconds and at the end, so logs stay readable.
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "paddock/engine.h"
 
 namespace paddock::cli {
 
@@ -15,6 +18,7 @@ class Progress {
   void Update(double done);
   void Add(double n) { Update(done_ + n); }
   void Finish();
+  bool tty() const { return tty_; }
 
  private:
   void Draw(bool final);
@@ -22,5 +26,9 @@ class Progress {
   double total_, done_ = 0, t0_, last_draw_ = 0;
   bool tty_, finished_ = false;
 };
+
+// A "loading" bar (MiB) for models of 256 MiB or more while the engine reads and re-lays out the
+// weights (EngineOptions::on_load_progress); `bar` keeps it alive.
+void ShowLoadProgress(paddock::EngineOptions* eo, std::shared_ptr<Progress>* bar);
 
 }  // namespace paddock::cli
