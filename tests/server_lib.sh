@@ -2,6 +2,8 @@
 # temporary directory and the servers started, all cleaned up on exit, and start_server.
 M=${PADDOCK_MODELS:-${PADDOCK_MODELS_DEFAULT:-$(dirname "${BASH_SOURCE[0]}")/../../shared/models}}
 TMP=$(mktemp -d)
+# Servers here do not pick up a batch knee measured on this machine (bench --sweep-batch).
+export PADDOCK_CACHE_DIR=$TMP/cache
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
@@ -26,4 +28,17 @@ start_server() {
   echo "server $name did not become ready:"
   cat "$TMP/$name.log"
   return 1
+}
+
+# check NAME STATUS: counts and prints one result (ok / FAIL); the caller prints the totals.
+pass=0
+fail=0
+check() {  # check NAME CONDITION-STATUS
+  if [ "$2" -eq 0 ]; then
+    pass=$((pass + 1))
+    echo "ok   $1"
+  else
+    fail=$((fail + 1))
+    echo "FAIL $1"
+  fi
 }

@@ -11,17 +11,6 @@ LOADGEN=$2
 STRESS=${3:-15}
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/server_lib.sh"
-pass=0
-fail=0
-check() {  # check NAME CONDITION-STATUS
-  if [ "$2" -eq 0 ]; then
-    pass=$((pass + 1))
-    echo "ok   $1"
-  else
-    fail=$((fail + 1))
-    echo "FAIL $1"
-  fi
-}
 
 
 post() {  # post PATH BODY -> prints "STATUS BODY"

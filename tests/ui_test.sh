@@ -9,17 +9,6 @@ BIN=$1
 LOADGEN=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/server_lib.sh"
-pass=0
-fail=0
-check() {  # check NAME CONDITION-STATUS
-  if [ "$2" -eq 0 ]; then
-    pass=$((pass + 1))
-    echo "ok   $1"
-  else
-    fail=$((fail + 1))
-    echo "FAIL $1"
-  fi
-}
 
 # A model slow enough to stop mid-answer: TinyLlama's width and vocabulary, 2 layers, random
 # weights (about 60 tokens/s here).

@@ -60,7 +60,7 @@ class ThreadPool {
   void* ctx_ = nullptr;
   int64_t n_ = 0;
   Tracer* tracer_ = nullptr;
-  const char* label_ = "parallel";
+  const char* label_ = "other";
 };
 
 }  // namespace paddock

@@ -21,7 +21,7 @@ bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
 
 ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
   if (!TakesInt8(w, cols)) return {};
-  ProfileScope ps(prof_, ProfOp::kQuantizeAct);
+  OpScope ps(this, ProfOp::kQuantizeAct);
   ForTokens(n, [&](int j) {
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
     k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,

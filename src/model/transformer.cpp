@@ -123,7 +123,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   }
   const int dim = cfg_.dim;
   {
-    ProfileScope ps(prof_, ProfOp::kEmbed);
+    OpScope ps(this, ProfOp::kEmbed);
     const WeightTensor& emb = model_.weights.tok_embd;
     const DequantizeFn to_float = Traits(emb.type).to_float;
     for (int i = 0, j = 0; i < n_items; ++i) {
@@ -149,7 +149,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   if (pending_residual_) AddResidual(n);  // the last layer's FFN output
   // Only the rows asked for need logits (usually each item's last token).
   {
-    ProfileScope ps(prof_, ProfOp::kLogits);
+    OpScope ps(this, ProfOp::kLogits);
     for (int r = 0; r < rows; ++r) {
       const float* h = x_ + static_cast<size_t>(logit_tok_[static_cast<size_t>(r)]) * dim;
       Norm(xb_ + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
@@ -164,7 +164,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   Observe(ActSite::kOutput, -1, xb_, rows, dim);
   if (observer_ != nullptr) observer_->Tokens(n);
   const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output);
-  ProfileScope ps(prof_, ProfOp::kLogits);
+  OpScope ps(this, ProfOp::kLogits);
   Matmul(model_.weights.output, xb_, oq, rows, logits_);
   if (cfg_.final_softcap > 0) {
     const float c = cfg_.final_softcap;

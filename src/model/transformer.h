@@ -167,16 +167,25 @@ class Transformer {
   // Runs fn, its wall time counted under `op` when profiling.
   template <class F>
   void Timed(ProfOp op, F&& fn) {
-    ProfileScope ps(prof_, op);
-    if (tracer_ == nullptr) {
-      fn();
-      return;
-    }
-    const char* name = Profiler::Name(op);
-    pool_.SetTraceLabel(name);
-    TraceScope ts(tracer_, name, "op");
+    OpScope scope(this, op);
     fn();
   }
+  // The enclosing block counted under `op` when profiling; when tracing, a span on this thread
+  // and the workers' shares labelled with it (back to "other" after it).
+  struct OpScope {
+    OpScope(Transformer* t, ProfOp op)
+        : ps(t->prof_, op),
+          ts(t->tracer_, Profiler::Name(op), "op"),
+          pool(t->tracer_ != nullptr ? &t->pool_ : nullptr) {
+      if (pool != nullptr) pool->SetTraceLabel(Profiler::Name(op));
+    }
+    ~OpScope() {
+      if (pool != nullptr) pool->SetTraceLabel("other");
+    }
+    ProfileScope ps;
+    TraceScope ts;
+    ThreadPool* pool;
+  };
   Tracer* tracer_ = nullptr;
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool bf16_dot_ = true;
