@@ -1,5 +1,6 @@
 #include "base/strings.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -71,6 +72,19 @@ std::vector<std::string> Split(const std::string& s, char sep) {
     if (at == std::string::npos) return out;
     from = at + 1;
   }
+}
+
+std::string_view TrimSpace(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+size_t TagPrefixAtEnd(std::string_view s, std::string_view tag) {
+  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
+    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+  return 0;
 }
 
 std::string FileStem(const std::string& path) {

@@ -27,6 +27,15 @@ std::vector<std::string> Split(const std::string& s, char sep);
 // "dir/model.gguf" -> "model".
 std::string FileStem(const std::string& path);
 
+// `s` without leading and trailing spaces, tabs and line breaks.
+std::string_view TrimSpace(std::string_view s);
+// The length of the longest end of `s` that begins `tag` (a tag the next piece of a stream may
+// still complete: streaming splitters hold that much back).
+size_t TagPrefixAtEnd(std::string_view s, std::string_view tag);
+
+inline bool Contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
 inline bool StartsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(0, p.size()) == p;
 }

@@ -34,7 +34,6 @@ class ThreadPool {
   // `label` (set by the thread that calls Run, before it). Null: nothing recorded.
   void SetTrace(Tracer* tracer) { tracer_ = tracer; }
   void SetTraceLabel(const char* label) { label_ = label; }
-  Tracer* tracer() const { return tracer_; }
 
   // f(begin, end, thread_id) for each thread's share of [0, n).
   template <class F>

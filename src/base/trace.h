@@ -33,7 +33,6 @@ class Tracer {
   // Names the calling thread in the trace ("engine", "worker 1", "http").
   void NameThread(const std::string& name);
   void Write();
-  const std::string& path() const { return path_; }
 
  private:
   struct Event {

@@ -17,17 +17,6 @@
 namespace paddock {
 namespace {
 
-bool Has(const std::string& s, const char* needle) {
-  return s.find(needle) != std::string::npos;
-}
-
-std::string Trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 // System text folded into the first user turn (families without a system role).
 std::vector<ChatMessage> FoldSystem(const std::vector<ChatMessage>& msgs, const char* sep) {
   std::vector<ChatMessage> out;
@@ -66,13 +55,13 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
   }
   const std::string& t = info.chat_template;
   if (!t.empty()) {
-    if (Has(t, "<|im_start|>")) return "chatml";
-    if (Has(t, "<|start_header_id|>")) return "llama3";
-    if (Has(t, "<start_of_turn>")) return "gemma";
-    if (Has(t, "<|assistant|>") && Has(t, "<|end|>")) return "phi3";
-    if (Has(t, "<|assistant|>") || Has(t, "<|user|>")) return "zephyr";
-    if (Has(t, "<<SYS>>")) return "llama2";
-    if (Has(t, "[INST]")) return "mistral";
+    if (Contains(t, "<|im_start|>")) return "chatml";
+    if (Contains(t, "<|start_header_id|>")) return "llama3";
+    if (Contains(t, "<start_of_turn>")) return "gemma";
+    if (Contains(t, "<|assistant|>") && Contains(t, "<|end|>")) return "phi3";
+    if (Contains(t, "<|assistant|>") || Contains(t, "<|user|>")) return "zephyr";
+    if (Contains(t, "<<SYS>>")) return "llama2";
+    if (Contains(t, "[INST]")) return "mistral";
   }
   if (info.arch == "qwen2" || info.arch == "qwen3") return "chatml";
   if (info.arch == "mistral") return "mistral";
@@ -97,8 +86,8 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
     if (gen) out += "<|im_start|>assistant\n";
   } else if (name == "llama3") {
     for (const auto& m : messages)
-      out +=
-          "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+      out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" +
+             std::string(TrimSpace(m.content)) + "<|eot_id|>";
     if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   } else if (name == "llama2") {
     // [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
@@ -114,10 +103,10 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
           out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
           system.clear();
         }
-        out += Trim(m.content) + " [/INST]";
+        out += std::string(TrimSpace(m.content)) + " [/INST]";
         first = false;
       } else {
-        out += " " + Trim(m.content) + " </s>";
+        out += " " + std::string(TrimSpace(m.content)) + " </s>";
         first = false;
       }
     }
@@ -138,7 +127,7 @@ std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& 
   } else if (name == "gemma") {
     for (const auto& m : FoldSystem(messages, "\n\n")) {
       out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" +
-             Trim(m.content) + "<end_of_turn>\n";
+             std::string(TrimSpace(m.content)) + "<end_of_turn>\n";
     }
     if (gen) out += "<start_of_turn>model\n";
   } else {
@@ -251,7 +240,7 @@ std::string ChatFormatter::Render(const ChatInput& in) const {
     if (!in.vars.empty())
       Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
            in.vars[0].name.c_str(), description_.c_str());
-    return chat_internal::RenderToolsMistral(in.messages, in.tools, in.add_generation_prompt);
+    return chat_internal::RenderToolsMistral(in.messages, in.tools);
   }
   const ToolFormat lower =
       im.tool_format == ToolFormat::kMistral ? ToolFormat::kHermes : im.tool_format;

@@ -20,13 +20,6 @@ constexpr std::string_view kHermesOpen = "<tool_call>", kHermesClose = "</tool_c
 constexpr std::string_view kMistralOpen = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-std::string_view TrimView(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 // Where the JSON object or array starting at `from` ends (one past its closing bracket), or
 // npos if it does not close: brackets counted outside strings.
 size_t JsonEnd(std::string_view s, size_t from) {
@@ -96,15 +89,15 @@ ParsedToolCalls ParseHermes(std::string_view text) {
     from = close + kHermesClose.size();
   }
   rest.append(text.substr(from));
-  out.content = std::string(TrimView(rest));
+  out.content = std::string(TrimSpace(rest));
   return out;
 }
 
 // Llama 3.x: the reply is the call, one JSON object (several separated by ';' are accepted).
 ParsedToolCalls ParseLlama3(std::string_view text) {
   ParsedToolCalls out;
-  std::string_view t = TrimView(text);
-  if (t.substr(0, kPythonTag.size()) == kPythonTag) t = TrimView(t.substr(kPythonTag.size()));
+  std::string_view t = TrimSpace(text);
+  if (t.substr(0, kPythonTag.size()) == kPythonTag) t = TrimSpace(t.substr(kPythonTag.size()));
   std::vector<ChatToolCall> calls;
   size_t at = 0;
   while (at < t.size() && t[at] == '{') {
@@ -118,7 +111,7 @@ ParsedToolCalls ParseLlama3(std::string_view text) {
     while (at < t.size() && (t[at] == ';' || t[at] == ' ' || t[at] == '\n')) ++at;
   }
   if (calls.empty() || at < t.size()) {  // not (only) calls: the whole reply is content
-    out.content = std::string(TrimView(text));
+    out.content = std::string(TrimSpace(text));
     return out;
   }
   out.calls = std::move(calls);
@@ -130,7 +123,7 @@ ParsedToolCalls ParseMistral(std::string_view text) {
   ParsedToolCalls out;
   const size_t open = text.find(kMistralOpen);
   if (open == std::string_view::npos) {
-    out.content = std::string(TrimView(text));
+    out.content = std::string(TrimSpace(text));
     return out;
   }
   const size_t b = text.find_first_not_of(" \t\r\n", open + kMistralOpen.size());
@@ -147,23 +140,13 @@ ParsedToolCalls ParseMistral(std::string_view text) {
   }
   if (!ok) {
     out.calls.clear();
-    out.content = std::string(TrimView(text));
+    out.content = std::string(TrimSpace(text));
     return out;
   }
   std::string rest(text.substr(0, open));
   rest.append(text.substr(end));
-  out.content = std::string(TrimView(rest));
+  out.content = std::string(TrimSpace(rest));
   return out;
-}
-
-size_t TagPrefixAtEnd(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
-    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
-  return 0;
-}
-
-bool Has(const std::string& s, const char* needle) {
-  return s.find(needle) != std::string::npos;
 }
 
 // The tool definitions as JSON (an array), checked for shape: Error naming what is wrong.
@@ -264,13 +247,13 @@ ToolFormat FamilyToolFormat(const std::string& family) {
 }
 
 bool TemplateToolFormat(const std::string& source, ToolFormat* format) {
-  if (!Has(source, "tools")) return false;
-  if (Has(source, "<tool_call>")) {
+  if (!Contains(source, "tools")) return false;
+  if (Contains(source, "<tool_call>")) {
     *format = ToolFormat::kHermes;
-  } else if (Has(source, "[TOOL_CALLS]")) {
+  } else if (Contains(source, "[TOOL_CALLS]")) {
     *format = ToolFormat::kMistral;
-  } else if (Has(source, "<|python_tag|>") || Has(source, "ipython") ||
-             Has(source, "\"parameters\"")) {
+  } else if (Contains(source, "<|python_tag|>") || Contains(source, "ipython") ||
+             Contains(source, "\"parameters\"")) {
     *format = ToolFormat::kLlama3;
   } else {
     return false;
@@ -354,9 +337,7 @@ std::vector<ChatMessage> LowerTools(ToolFormat format, const std::vector<ChatMes
   return out;
 }
 
-std::string RenderToolsMistral(const std::vector<ChatMessage>& messages, const std::string& tools,
-                               bool add_generation_prompt) {
-  (void)add_generation_prompt;  // Mistral's prompt ends with [/INST]: nothing opens the turn
+std::string RenderToolsMistral(const std::vector<ChatMessage>& messages, const std::string& tools) {
   const Json list = tools.empty() ? Json::array() : ToolList(tools);
   std::string system;
   size_t last_user = messages.size();

@@ -20,8 +20,8 @@ bool TemplateToolFormat(const std::string& source, ToolFormat* format);
 std::vector<ChatMessage> LowerTools(ToolFormat format, const std::vector<ChatMessage>& messages,
                                     const std::string& tools);
 // The built-in Mistral template with tools: [AVAILABLE_TOOLS] before the last user turn,
-// [TOOL_CALLS] and [TOOL_RESULTS] blocks (Mistral v0.3's layout).
-std::string RenderToolsMistral(const std::vector<ChatMessage>& messages, const std::string& tools,
-                               bool add_generation_prompt);
+// [TOOL_CALLS] and [TOOL_RESULTS] blocks (Mistral v0.3's layout). Nothing opens the assistant's
+// turn: a Mistral prompt ends with [/INST] either way.
+std::string RenderToolsMistral(const std::vector<ChatMessage>& messages, const std::string& tools);
 
 }  // namespace paddock::chat_internal

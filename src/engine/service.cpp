@@ -589,8 +589,6 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
   stats.step_tokens += step_tokens;
 }
 
-// A token for every request whose known tokens are all computed by this step (-1 for the
-// others); for a request with drafts, their verification. Runs before Commit.
 // The masks of the constrained requests that sample in this step: each request's own matcher,
 // so they run in parallel on the engine's threads (the grammar's mask cache is shared and
 // locked). A mask depends only on the matcher's state and the tokens left, both fixed before
@@ -625,6 +623,8 @@ void Service::Impl::Masks(const Scheduler::Batch& batch) {
   }
 }
 
+// A token for every request whose known tokens are all computed by this step (-1 for the
+// others); for a request with drafts, their verification. Runs before Commit.
 void Service::Impl::Sample(const Scheduler::Batch& batch) {
   const double t = NowSeconds();
   Masks(batch);

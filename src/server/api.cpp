@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "base/utf8.h"
 #include "grammar/cfg.h"
 
@@ -156,14 +157,6 @@ void RefuseUnsupported(const json& j) {
   if (Integer(j, "best_of", n, 1, 1000000) != n)
     Bad("best_of", "best_of other than n is not supported (all n choices are returned)");
   if (Field(j, "suffix") != nullptr) Bad("suffix", "suffix is not supported");
-}
-
-// The length of the longest end of `s` that begins `tag` (a tag that may still be completed by
-// the next piece: held back by the splitters).
-size_t TagPrefixAtEnd(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
-    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
-  return 0;
 }
 
 }  // namespace
@@ -360,7 +353,6 @@ void ParseGrammar(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   }
 }
 
-// Chat: messages[] of {role, content}; roles system (or developer), user, assistant.
 // Chat: messages[] of {role, content}; roles system (or developer), user, assistant, tool. An
 // assistant's tool_calls and a tool message's tool_call_id are kept for the chat formatter,
 // which writes them in the model's convention.
@@ -960,10 +952,6 @@ json UsageOf(const std::vector<GenerateResult>& g) {
   u["total_tokens"] = g[0].prompt_tokens + completion;
   return u;
 }
-
-}  // namespace
-
-namespace {
 
 // A call's id: unique per response, choice and call. Mistral's templates take only ids of 9
 // letters and digits (they refuse the conversation otherwise), so those are 9 characters of a

@@ -51,9 +51,6 @@ std::string NewId(const char* prefix) {
                    static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
 }
 
-// A response body read from a RequestStream: server-sent events (a chunk per piece of text,
-// keep-alive comments while waiting, the finish reason, usage if asked, [DONE]) or one JSON
-// body at the end (whitespace while waiting: valid before JSON).
 // A whole body that is produced later on another thread (embeddings): Set once, then it is
 // sent. (A failure after the response started is sent as an error object: the status is
 // already 200 by then; what can be checked is checked before.)
@@ -89,6 +86,9 @@ class DeferredBody : public BodySource {
   bool ready_ = false, sent_ = false;
 };
 
+// A response body read from a RequestStream: server-sent events (a chunk per piece of text,
+// keep-alive comments while waiting, the finish reason, usage if asked, [DONE]) or one JSON
+// body at the end (whitespace while waiting: valid before JSON).
 class StreamSource : public BodySource {
  public:
   StreamSource(std::vector<std::shared_ptr<RequestStream>> streams, ApiRequest ar,
@@ -329,10 +329,11 @@ void Server::LoadModel() {
     const MemoryReport m = service_->engine().Memory();
     std::fprintf(
         stderr,
-        "paddock: serving '%s' (%s, context %d, chat: %s); weights %s, KV cache %s, scratch %s\n",
+        "paddock: serving '%s' (%s, context %d, chat: %s, tool calls: %s); weights %s, KV cache "
+        "%s, scratch %s\n",
         ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_->description().c_str(),
-        FormatBytes(m.weight_bytes).c_str(), FormatBytes(m.kv_allocated_bytes).c_str(),
-        FormatBytes(m.scratch_bytes).c_str());
+        ToolFormatName(chat_->tool_format()), FormatBytes(m.weight_bytes).c_str(),
+        FormatBytes(m.kv_allocated_bytes).c_str(), FormatBytes(m.scratch_bytes).c_str());
     state_.store(State::kReady);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paddock: error: %s\n", e.what());

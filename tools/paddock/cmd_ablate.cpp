@@ -128,7 +128,7 @@ Sample RunServe(std::unique_ptr<Engine> engine, const Workload& w) {
   ServiceOptions so;
   so.max_running = w.concurrency;
   so.max_queue = w.requests;
-  so.max_batch_tokens = engine->info().context > 0 ? std::min(256, engine->info().context) : 256;
+  so.max_batch_tokens = std::min(256, engine->info().context);  // (the engine's step limit)
   auto svc = Service::Create(std::move(engine), so);
   std::vector<std::shared_ptr<RequestStream>> streams(static_cast<size_t>(w.requests));
   const double t0 = NowSeconds();

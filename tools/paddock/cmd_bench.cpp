@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -273,13 +274,12 @@ std::string KneeKey(const std::string& model_path) {
 
 int CachedKnee(const std::string& model_path) {
   std::ifstream in(KneeCachePath());
-  const std::string key = KneeKey(model_path);
+  const std::string prefix = KneeKey(model_path) + "\t";
   std::string line;
   int knee = 0;
   while (std::getline(in, line)) {
-    const size_t tab = line.rfind('\t');
-    if (tab == std::string::npos || line.compare(0, tab, key) != 0 || tab != key.size()) continue;
-    const int v = std::atoi(line.c_str() + tab + 1);
+    if (!StartsWith(line, prefix)) continue;
+    const int v = std::atoi(line.c_str() + prefix.size());
     if (v >= 1 && v <= 256) knee = v;
   }
   return knee;
@@ -287,24 +287,19 @@ int CachedKnee(const std::string& model_path) {
 
 void StoreKnee(const std::string& model_path, int knee) {
   const std::string path = KneeCachePath();
-  const std::string dir = path.substr(0, path.rfind('/'));
-  std::string partial;
-  for (size_t at = 1; at != std::string::npos; at = dir.find('/', at + 1)) {
-    partial = dir.substr(0, at == std::string::npos ? dir.size() : at);
-    mkdir(partial.c_str(), 0755);
-  }
-  mkdir(dir.c_str(), 0755);
+  std::error_code ec;  // (a directory that cannot be made shows as the write failing below)
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::ifstream in(path);
-  const std::string key = KneeKey(model_path);
+  const std::string prefix = KneeKey(model_path) + "\t";
   std::string kept, line;
   while (std::getline(in, line))
-    if (line.compare(0, key.size() + 1, key + "\t") != 0) kept += line + "\n";
+    if (!StartsWith(line, prefix)) kept += line + "\n";
   std::ofstream out(path, std::ios::trunc);
   if (!out) {
     std::fprintf(stderr, "paddock: warning: cannot write the knee cache '%s'\n", path.c_str());
     return;
   }
-  out << kept << key << "\t" << knee << "\n";
+  out << kept << prefix << knee << "\n";
 }
 
 int CmdBench(int argc, char** argv) {
