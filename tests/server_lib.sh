@@ -30,15 +30,16 @@ start_server() {
   return 1
 }
 
-# check NAME STATUS: counts and prints one result (ok / FAIL); the caller prints the totals.
+# check NAME STATUS: counts and prints one result (ok / FAIL) with the seconds since the script
+# started (which part of a slow run took the time); the caller prints the totals.
 pass=0
 fail=0
 check() {  # check NAME CONDITION-STATUS
   if [ "$2" -eq 0 ]; then
     pass=$((pass + 1))
-    echo "ok   $1"
+    echo "ok   $1 [${SECONDS}s]"
   else
     fail=$((fail + 1))
-    echo "FAIL $1"
+    echo "FAIL $1 [${SECONDS}s]"
   fi
 }

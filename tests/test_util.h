@@ -9,6 +9,14 @@
 
 namespace paddock::test {
 
+// True in the sanitizer builds, where the exhaustive tests walk fewer steps (they run 10-20x
+// slower there and the Release stage runs them in full).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // $PADDOCK_MODELS, else ../shared/models beside the repository.
 std::string ModelsDir();
 std::string ModelPath(const std::string& name);
