@@ -253,5 +253,40 @@ expect_error "missing schema file" 2 "--json-schema /nonexistent.json" -- run -m
 expect_error "two grammars" 2 "give one of" -- run -m /nonexistent --json --grammar-file "$TMP/bad.gbnf"
 "$BIN" run --json-schema "$G/person.json" --show-grammar -m x 2>/dev/null | grep -q '^root ::= ' && ok || bad "--show-grammar"
 
+# paddock tune: measures, stores one entry, and run/bench read it; --no-tune and a corrupt,
+# foreign or unwritable cache fall back to the defaults with one warning, never an error.
+TC="$TMP/tune-cache"
+tune_env() { PADDOCK_CACHE_DIR="$TC" "$@"; }
+tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >"$TMP/tune.out" 2>"$TMP/tune.err" \
+  && grep -q '^chosen: ' "$TMP/tune.out" && head -n 1 "$TC/tune.tsv" | grep -qx '# paddock tune cache v1' \
+  && [ "$(grep -c $'\tthreads=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune stores one entry: $(cat "$TMP/tune.err")"
+tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>&1
+[ "$(grep -c $'\tthreads=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune again replaces its entry"
+tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/tuned" 2>"$TMP/tuned.err"
+grep -q "tuned for this machine" "$TMP/tuned.err" && ok || bad "run reads the tune cache"
+tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 --no-tune >"$TMP/untuned" 2>"$TMP/untuned.err"
+! grep -q "tuned" "$TMP/untuned.err" && cmp -s "$TMP/tuned" "$TMP/untuned" && ok || bad "--no-tune: defaults, same output"
+tune_env "$BIN" bench -m "$M/stories260K.gguf" -p 64 -n 4 -r 1 --json 2>/dev/null \
+  | python3 -c "import json,sys; t=json.load(sys.stdin)['tune']; assert t['default_prefill_tokens_per_s'] > 0 and t['tuned_prefill_tokens_per_s'] > 0" \
+  && ok || bad "bench reports tuned vs default"
+cp "$TC/tune.tsv" "$TMP/good.tsv"
+printf 'garbage\tline\n' >>"$TC/tune.tsv"
+tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out2" 2>"$TMP/err2"
+[ "$(grep -c 'warning: .*malformed' "$TMP/err2")" = 1 ] && grep -q "tuned for" "$TMP/err2" && cmp -s "$TMP/out2" "$TMP/untuned" \
+  && ok || bad "a malformed line: one warning, the good entry still used: $(cat "$TMP/err2")"
+head -c 3000 /dev/urandom >"$TC/tune.tsv"
+tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out3" 2>"$TMP/err3"
+[ "$(grep -c 'not a paddock tune cache' "$TMP/err3")" = 1 ] && cmp -s "$TMP/out3" "$TMP/untuned" \
+  && ok || bad "a foreign file: one warning, defaults: $(cat "$TMP/err3")"
+sed 's/^paddock-[^\t]*/paddock-0.0.0-old/' "$TMP/good.tsv" >"$TC/tune.tsv"
+tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out4" 2>"$TMP/err4"
+grep -q "measured by another build" "$TMP/err4" && ! grep -q "tuned for" "$TMP/err4" && ok || bad "a stale entry: defaults"
+touch "$TMP/plainfile"  # a cache directory under a plain file cannot be made, even by root
+PADDOCK_CACHE_DIR="$TMP/plainfile/sub" "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>"$TMP/err5"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c "cannot write the tune cache" "$TMP/err5")" = 1 ] && ok || bad "unwritable cache: rc $rc, $(cat "$TMP/err5")"
+expect_error "tune without a model" 2 "tune needs a model" -- tune
+expect_error "tune prompt too long" 2 "exceeds the model's context" -- tune -m "$M/stories260K.gguf" -p 4000
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -27,6 +27,9 @@ struct EngineOptions {
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
   int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
+  // Weight bytes per row block of the batched int8 matmuls (cache blocking; 0: 64 KiB).
+  // `paddock tune` measures it with max_batch and threads for a machine and model shape.
+  uint64_t matmul_block_bytes = 0;
   bool int8_activations = true;  // integer dot products for Q8_0/Q4_0/Q4_K/Q6_K (switch to measure)
   bool fuse_qkv = true;          // Q/K/V projections in one parallel pass
   bool fuse_ffn = true;          // gate/up projections + SwiGLU in one parallel pass
@@ -197,6 +200,14 @@ struct BenchOptions {
   // Batch sweep (instead of the tests above): decode throughput and per-sequence latency at
   // each batch size (ascending), repetitions interleaved across sizes.
   std::vector<int> sweep_batch;
+  // Tokens per forward step (at most the engine's max_batch; 0: max_batch) and the batched
+  // matmuls' block (0: the engine's) for this call only: what `paddock tune` varies.
+  int step_tokens = 0;
+  uint64_t matmul_block_bytes = 0;
+  bool prefill_only = false;  // the prefill figures alone (no roofline, decode or batch)
+  // Also prefill with the defaults (256-token steps, 64 KiB blocks) and with the choices
+  // above, interleaved: BenchReport::tune.
+  bool compare_defaults = false;
   std::function<void(double done)> on_progress;  // the share done, for a progress bar
 };
 
@@ -242,6 +253,12 @@ struct BenchReport {
   };
   std::vector<SweepPoint> sweep;
   int knee = 0;
+  // compare_defaults: prefill tokens/s (medians) with the defaults and with the choices.
+  struct TuneComparison {
+    int step_tokens = 0;
+    uint64_t matmul_block_bytes = 0;
+    double default_tps = 0, tuned_tps = 0;
+  } tune;
   MemoryReport memory;
 };
 

@@ -261,6 +261,47 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   BenchRun run(s, o);
   uint64_t params = 0;
   run.Weights(&r.streamed_bytes, &params);
+  // The step and block of this call, restored on the way out.
+  Transformer& tf = *s.transformer;
+  if (o.step_tokens < 0 || o.step_tokens > tf.max_batch())
+    Fail("bench: %d tokens per step is out of range [1, %d]", o.step_tokens, tf.max_batch());
+  struct Restore {
+    Transformer& tf;
+    int step;
+    size_t block;
+    ~Restore() {
+      tf.SetStepTokens(step);
+      tf.SetMatmulBlockBytes(block);
+    }
+  } restore{tf, tf.step_tokens(), tf.matmul_block_bytes()};
+  const int step = o.step_tokens > 0 ? o.step_tokens : tf.step_tokens();
+  const size_t block = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf.matmul_block_bytes();
+  tf.SetStepTokens(step);
+  tf.SetMatmulBlockBytes(block);
+  if (o.compare_defaults) {
+    std::vector<double> dflt, tuned;
+    double seconds = 0;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      tf.SetStepTokens(std::min(256, tf.max_batch()));
+      tf.SetMatmulBlockBytes(0);
+      dflt.push_back(run.Prefill(nullptr, &seconds));
+      tf.SetStepTokens(step);
+      tf.SetMatmulBlockBytes(block);
+      tuned.push_back(run.Prefill(nullptr, &seconds));
+    }
+    r.tune = {step, block, Summarize(dflt).median, Summarize(tuned).median};
+  }
+  if (o.prefill_only) {
+    std::vector<double> tps;
+    double seconds = 0;
+    for (int rep = 0; rep < o.reps; ++rep) tps.push_back(run.Prefill(nullptr, &seconds));
+    const Stats ps = Summarize(tps);
+    r.prefill_tps = ps.median;
+    r.prefill_tps_min = ps.min;
+    r.prefill_tps_max = ps.max;
+    r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
+    return r;
+  }
   if (!o.sweep_batch.empty()) {
     Sweep(s, run, o, &r);
     r.memory = Memory();

@@ -237,6 +237,10 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   ko.sliding_window = o.sliding_window;
   if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
   impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
+  if (o.matmul_block_bytes > (uint64_t{1} << 30))
+    Fail("matmul block of %llu bytes is out of range (at most 1 GiB)",
+         static_cast<unsigned long long>(o.matmul_block_bytes));
+  impl->transformer->SetMatmulBlockBytes(o.matmul_block_bytes);
   if (o.kv_sequences < 1 || o.kv_sequences > 4096)
     Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
   int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;

@@ -9,8 +9,6 @@
 namespace paddock {
 
 namespace {
-// Weight bytes per row block in batched matmul: well inside L2 (1-2 MiB per core here).
-constexpr size_t kMatmulBlockBytes = 64 * 1024;
 // Float activations are re-read (4 bytes each) for every block: larger blocks for them.
 constexpr size_t kFloatMatmulBlockBytes = 512 * 1024;
 }  // namespace
@@ -72,7 +70,7 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   const int64_t unit = RowUnit(w);
   // Float activations are 4 bytes per element (int8: 1) and every token's must be re-read for
   // each block: larger blocks for them, so that traffic stays small next to the weights'.
-  const size_t block_bytes = gemv_q8 != nullptr ? kMatmulBlockBytes : kFloatMatmulBlockBytes;
+  const size_t block_bytes = gemv_q8 != nullptr ? block_bytes_ : kFloatMatmulBlockBytes;
   const int64_t block =
       std::max<int64_t>(1, static_cast<int64_t>(block_bytes / w.row_bytes) / unit) * unit;
   for (int64_t r0 = begin; r0 < end; r0 += block) {

@@ -23,6 +23,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       k_(kernels),
       pool_(pool),
       max_batch_(std::max(1, max_batch)),
+      step_tokens_(max_batch_),
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
       int8_(int8_activations) {
@@ -87,8 +88,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
 const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
   if (n <= 0) Fail("Forward: no tokens");
   const float* logits = nullptr;
-  for (int done = 0; done < n; done += max_batch_) {
-    BatchItem item{tokens + done, std::min(max_batch_, n - done), pos + done, &kv};
+  for (int done = 0; done < n; done += step_tokens_) {
+    BatchItem item{tokens + done, std::min(step_tokens_, n - done), pos + done, &kv};
     ForwardBatch(&item, 1, &logits);
   }
   return logits;

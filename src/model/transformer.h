@@ -38,6 +38,8 @@ class ActivationObserver {
 
 // Upper bound on the parts one attention task's positions are split into.
 constexpr int kAttnMaxSplit = 256;
+// Weight bytes per row block in batched int8 matmuls by default: well inside L2.
+constexpr size_t kMatmulBlockBytes = 64 * 1024;
 
 class Transformer {
  public:
@@ -105,6 +107,13 @@ class Transformer {
   // BF16 weights: activations rounded to bf16 for the AVX-512 BF16 dot product (where the
   // CPU has it), instead of fp32 FMAs on converted weights.
   void SetBf16Dot(bool on) { bf16_dot_ = on; }
+  // Cache blocking of the batched int8 matmuls: weight bytes per row block (0: the default,
+  // kMatmulBlockBytes). Tokens per step of Forward: 1..max_batch() (0: max_batch()). Both are
+  // what `paddock tune` measures; neither changes a result.
+  void SetMatmulBlockBytes(size_t bytes) { block_bytes_ = bytes > 0 ? bytes : kMatmulBlockBytes; }
+  void SetStepTokens(int n) { step_tokens_ = n > 0 && n < max_batch_ ? n : max_batch_; }
+  size_t matmul_block_bytes() const { return block_bytes_; }
+  int step_tokens() const { return step_tokens_; }
   int max_batch() const { return max_batch_; }
   int max_items() const { return max_items_; }
   size_t scratch_bytes() const { return arena_bytes_; }
@@ -155,6 +164,8 @@ class Transformer {
   const KernelTable& k_;
   ThreadPool& pool_;
   int max_batch_;
+  int step_tokens_;  // Forward's tokens per step (<= max_batch_)
+  size_t block_bytes_ = kMatmulBlockBytes;
   int max_items_;            // sequences per step
   bool hidden_out_ = false;  // ForwardHidden: the rows' hidden states, no logits
   int ctx_;

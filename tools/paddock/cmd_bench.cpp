@@ -113,6 +113,13 @@ void PrintJson(const BenchReport& r) {
     }
     std::printf("]}");
   }
+  if (r.tune.step_tokens > 0) {
+    std::printf(
+        ", \"tune\": {\"step_tokens\": %d, \"matmul_block_bytes\": %llu, "
+        "\"default_prefill_tokens_per_s\": %.3f, \"tuned_prefill_tokens_per_s\": %.3f}",
+        r.tune.step_tokens, (unsigned long long)r.tune.matmul_block_bytes, r.tune.default_tps,
+        r.tune.tuned_tps);
+  }
   if (!r.verify_cost.empty()) {
     std::printf(", \"verify_cost\": [");
     for (size_t k = 0; k < r.verify_cost.size(); ++k)
@@ -148,6 +155,13 @@ void PrintTable(const std::string& model, const BenchReport& r) {
               FormatBytes(r.streamed_bytes).c_str(), r.decode_gbs, 100 * r.bandwidth_utilization);
   std::printf("prefill: %.0f GOPS, %.0f%% of the int8 peak\n", r.prefill_gops,
               100 * r.compute_utilization);
+  if (r.tune.step_tokens > 0)
+    std::printf(
+        "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "
+        "steps and %llu KiB blocks, %.2f with the defaults (256, 64 KiB): %.3fx\n",
+        r.prompt_tokens, r.reps, r.tune.tuned_tps, r.tune.step_tokens,
+        (unsigned long long)(r.tune.matmul_block_bytes / 1024), r.tune.default_tps,
+        r.tune.default_tps > 0 ? r.tune.tuned_tps / r.tune.default_tps : 0.0);
   std::printf("memory: weights %s, KV %s (%s/token), scratch %s\n",
               FormatBytes(r.memory.weight_bytes).c_str(),
               FormatBytes(r.memory.kv_allocated_bytes).c_str(),
@@ -252,15 +266,6 @@ std::string SweepSvg(const std::string& model, const BenchReport& r) {
 // The measured knee per CPU and model file, remembered for serve (knee.tsv in the cache dir:
 // $PADDOCK_CACHE_DIR, else $XDG_CACHE_HOME/paddock, else ~/.cache/paddock). A line: CPU \t
 // model \t knee. A missing or unreadable cache is no knee; a malformed line is skipped.
-std::string KneeCachePath() {
-  if (const char* d = std::getenv("PADDOCK_CACHE_DIR"); d && *d)
-    return std::string(d) + "/knee.tsv";
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d)
-    return std::string(d) + "/paddock/knee.tsv";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/paddock/knee.tsv";
-}
-
 namespace {
 
 std::string KneeKey(const std::string& model_path) {
@@ -273,7 +278,7 @@ std::string KneeKey(const std::string& model_path) {
 }  // namespace
 
 int CachedKnee(const std::string& model_path) {
-  std::ifstream in(KneeCachePath());
+  std::ifstream in(CachePath("knee.tsv"));
   const std::string prefix = KneeKey(model_path) + "\t";
   std::string line;
   int knee = 0;
@@ -286,7 +291,7 @@ int CachedKnee(const std::string& model_path) {
 }
 
 void StoreKnee(const std::string& model_path, int knee) {
-  const std::string path = KneeCachePath();
+  const std::string path = CachePath("knee.tsv");
   std::error_code ec;  // (a directory that cannot be made shows as the write failing below)
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::ifstream in(path);
@@ -368,6 +373,14 @@ int CmdBench(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+  // The tune cache's choices, measured against the defaults in the same run.
+  TuneChoice tuned;
+  ApplyTuneCache(args, "--ubatch", &eo, &tuned);
+  if (tuned.threads > 0 && bo.sweep_batch.empty()) {
+    bo.step_tokens = eo.max_batch;
+    eo.max_batch = std::max({eo.max_batch, 256, bo.batch});
+    bo.compare_defaults = true;
+  }
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
   auto engine = Engine::Create(eo);
@@ -396,7 +409,7 @@ int CmdBench(int argc, char** argv) {
     }
     StoreKnee(eo.model_path, r.knee);
     std::fprintf(stderr, "paddock: knee %d remembered for serve (%s)\n", r.knee,
-                 KneeCachePath().c_str());
+                 CachePath("knee.tsv").c_str());
     return 0;
   }
   if (args.Has("--json"))

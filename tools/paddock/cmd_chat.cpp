@@ -46,6 +46,7 @@ std::vector<OptionSpec> ChatSpecs() {
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
+  s.push_back(kNoTuneSpec);
   return s;
 }
 
@@ -85,6 +86,7 @@ int CmdChat(int argc, char** argv) {
     throw UsageError(e.what());
   }
   const GrammarOption grammar_opt = ReadGrammarOption(args);
+  ApplyTuneCache(args, "", &eo);
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
   auto engine = Engine::Create(eo);

@@ -98,9 +98,16 @@ void AddSpecOptions(const Args& args, EngineOptions* eo) {
   eo->spec_fixed = args.Has("--spec-fixed");
 }
 
+// --no-tune (run, chat, bench, serve): the tune cache (cmd_tune.cpp) is not read.
+const OptionSpec kNoTuneSpec = {
+    {"--no-tune"},
+    false,
+    "ignore the tune cache written by paddock tune (default threads, step and matmul blocks)"};
+
 // The optimization switches (each on by default, off to measure its gain alone).
 extern const std::vector<OptionSpec> kTuningSpecs;  // shared with bench
 const std::vector<OptionSpec> kTuningSpecs = {
+    kNoTuneSpec,
     {{"--no-fuse-qkv"}, false, "separate Q, K, V projection passes (to measure the fusion)"},
     {{"--no-fuse-ffn"}, false, "separate gate, up and SwiGLU passes (to measure the fusion)"},
     {{"--no-fuse-attn"}, false, "two-pass attention per head (to measure the fused kernel)"},
@@ -323,6 +330,7 @@ int CmdRun(int argc, char** argv) {
 
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
+  ApplyTuneCache(args, "", &eo);
   auto engine = Engine::Create(eo);
   const ModelInfo& info = engine->info();
   for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());

@@ -74,6 +74,7 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--auth-health"}, false, "/health and /metrics need a key too (default: open)"},
       {{"--no-ui"}, false, "do not serve the web page (chat and dashboard) at /"},
       kTraceSpec,
+      kNoTuneSpec,
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP event threads (default 2; no thread per connection)"},
       {{"--max-connections"},
@@ -151,6 +152,7 @@ int CmdServe(int argc, char** argv) {
   so.engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
   so.engine.isa = args.Str("--isa", "auto");
   so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
+  ApplyTuneCache(args, "--max-batch-tokens", &so.engine);
   AddKvOptions(args, &so.engine);
   AddSpecOptions(args, &so.engine);
   AddTraceOption(args, &so.engine);
@@ -165,7 +167,7 @@ int CmdServe(int argc, char** argv) {
       std::fprintf(stderr,
                    "paddock: max running requests %d: the batch knee measured by bench "
                    "--sweep-batch (%s; --max-running overrides)\n",
-                   knee, KneeCachePath().c_str());
+                   knee, CachePath("knee.tsv").c_str());
     }
   }
   // Without --kv-memory: room for every running request's full context (within 30% of RAM).

@@ -24,12 +24,34 @@ struct GrammarOption {
 };
 GrammarOption ReadGrammarOption(const Args& args);  // cmd_run.cpp; throws UsageError
 
+// A file in Paddock's cache directory: $PADDOCK_CACHE_DIR, else $XDG_CACHE_HOME/paddock, else
+// ~/.cache/paddock (cmd_tune.cpp).
+std::string CachePath(const std::string& file);
+
 // The batch sweep's knee (bench --sweep-batch) per CPU and model file, for serve's default
 // --max-running (cmd_bench.cpp). 0: none measured.
-std::string KneeCachePath();
 int CachedKnee(const std::string& model_path);
 void StoreKnee(const std::string& model_path, int knee);
 int CmdAblate(int argc, char** argv);
+
+// `paddock tune`'s choices for this CPU, ISA and model shape (cmd_tune.cpp), with the prefill
+// rates measured for the defaults and for them.
+struct TuneChoice {
+  int threads = 0, step_tokens = 0;
+  uint64_t block_kib = 0;
+  double default_tps = 0, tuned_tps = 0;
+};
+// The cache's entry for eo's model (false: none, or a stale one; a corrupt or foreign cache
+// file gives one warning).
+bool LookupTune(const EngineOptions& eo, TuneChoice* out);
+// Unless --no-tune: the entry's threads (unless -t), tokens per step (unless batch_flag was
+// given; empty: always) and matmul block into eo, with one line on stderr saying so.
+// `applied` (optional) receives the entry.
+void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptions* eo,
+                    TuneChoice* applied = nullptr);
+struct OptionSpec;
+extern const OptionSpec kNoTuneSpec;
+int CmdTune(int argc, char** argv);
 
 int CmdRun(int argc, char** argv);
 int CmdInfo(int argc, char** argv);

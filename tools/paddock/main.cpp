@@ -1,5 +1,5 @@
 // paddock: the command-line front end. Subcommands: run, info, tokenize, synth, bench, ablate,
-// chat, serve, perplexity, compare, quantize.
+// tune, chat, serve, perplexity, compare, quantize.
 //
 // Standard output carries only the product of a command (generated text, token ids, model
 // facts); logs and timings go to standard error. Bad flags or files: one line on stderr
@@ -25,6 +25,7 @@ const char kTopUsage[] =
     "  synth      write a synthetic (random-weight) GGUF model of a real shape\n"
     "  bench      measure prefill, decode and batched decode against the machine roofline\n"
     "  ablate     the switch experiment: every optimization off, alone, all on, each removed\n"
+    "  tune       measure threads, step size and matmul blocking for a model on this machine\n"
     "  chat       talk to a model in the terminal (its chat template, streaming replies)\n"
     "  serve      OpenAI-compatible HTTP server with continuous batching\n"
     "  perplexity perplexity of a model over a text (with its standard error)\n"
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     if (cmd == "synth") return paddock::cli::CmdSynth(argc - 2, argv + 2);
     if (cmd == "bench") return paddock::cli::CmdBench(argc - 2, argv + 2);
     if (cmd == "ablate") return paddock::cli::CmdAblate(argc - 2, argv + 2);
+    if (cmd == "tune") return paddock::cli::CmdTune(argc - 2, argv + 2);
     if (cmd == "serve") return paddock::cli::CmdServe(argc - 2, argv + 2);
     if (cmd == "chat") return paddock::cli::CmdChat(argc - 2, argv + 2);
     if (cmd == "perplexity") return paddock::cli::CmdEval(false, argc - 2, argv + 2);

@@ -166,7 +166,23 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         }
         VecI acc[T], acc2[T];
         for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-        if constexpr (X16IsQ4(K)) {
+        if constexpr (X16IsQ4(K) && !X16IsQ5(K) && kInt16Sums) {
+          // 4-bit quants without VNNI: each token's 8 pair sums of the block (2 x 15 x 127 at
+          // most each) added in int16, widened once.
+          VecI s16[T];
+          for (int t = 0; t < T; ++t) s16[t] = ZeroI();
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+            const VecI lo = AndI(v, m4), hi = AndI(Srl16(v, 4), m4);
+            for (int t = 0; t < T; ++t) {
+              const int8_t* xt = xb + t * cols;
+              s16[t] = Add16(s16[t], Add16(MulPairs16(lo, Bcast4(xt + 4 * m)),
+                                           MulPairs16(hi, Bcast4(xt + 16 + 4 * m))));
+            }
+          }
+          for (int t = 0; t < T; ++t) acc[t] = WidenPairs16(acc[t], s16[t]);
+        } else if constexpr (X16IsQ4(K)) {
           VecI q5 = ZeroI();
           if constexpr (X16IsQ5(K)) q5 = LoadRaw(p + kL.extra + kRowBytes * h);
 #pragma GCC unroll 4

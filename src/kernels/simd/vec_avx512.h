@@ -163,6 +163,17 @@ inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) {
   return DotU8S8(acc, w_stored, x);
 }
 constexpr float kOffset8Zero = 128.0f;
+// VNNI's dpbusd is one instruction: no int16 sums (vec_avx2.h's kInt16Sums).
+constexpr bool kInt16Sums = false;
+inline VecI MulPairs16(VecI u8, VecI s8) {
+  return {_mm512_maddubs_epi16(u8.v, s8.v)};
+}
+inline VecI Add16(VecI a, VecI b) {
+  return {_mm512_add_epi16(a.v, b.v)};
+}
+inline VecI WidenPairs16(VecI acc, VecI p16) {
+  return {_mm512_add_epi32(acc.v, _mm512_madd_epi16(p16.v, _mm512_set1_epi16(1)))};
+}
 // Two int32 chains per token where few tokens leave the latency exposed (16 rows per register
 // leave room for them).
 constexpr int kX16SplitTokens = 4;

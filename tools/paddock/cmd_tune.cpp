@@ -1,0 +1,382 @@
+// tools/paddock/cmd_tune.cpp: `paddock tune` measures the choices that change prefill speed on
+// this machine for a model's shape (threads, tokens per forward step, the batched matmuls'
+// cache block) and stores the best in the tune cache, which run, chat, bench and serve read.
+//
+// The cache is a small text file (CachePath("tune.tsv")): a header line, then one line per CPU,
+// ISA and model shape. An entry written by another build (kTuneStamp) is stale and ignored; a
+// file that is not a tune cache, or a malformed line, gives one warning and the defaults. No
+// entry changes a result, only the speed: the kernels compute the same sums whatever the choice.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "base/cpu.h"
+#include "base/strings.h"
+#include "commands.h"
+#include "paddock/paddock.h"
+#include "progress.h"
+
+namespace paddock::cli {
+
+namespace {
+
+constexpr char kHeader[] = "# paddock tune cache v1";
+// The build whose kernels an entry was measured with: bump with any kernel or blocking change
+// that could move the best choice (older entries then count as stale).
+constexpr char kTuneStamp[] = "paddock-0.1.0-k2";
+constexpr int kDefaultStep = 256;
+constexpr uint64_t kDefaultBlockKib = 64;
+
+// The model's shape as the kernels see it: architecture, widths, depth and the weight types
+// that hold most of its bytes.
+std::string ShapeKey(const ModelInfo& m) {
+  std::vector<ModelInfo::TypeCount> types = m.tensor_types;
+  std::sort(types.begin(), types.end(),
+            [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  std::string t;
+  uint64_t total = 0, seen = 0;
+  for (const auto& tc : types) total += tc.bytes;
+  for (const auto& tc : types) {
+    if (seen >= total * 95 / 100) break;  // the types of 95% of the bytes
+    t += (t.empty() ? "" : "+") + tc.type;
+    seen += tc.bytes;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s d%d l%d h%d/%d f%d v%d %s", m.arch.c_str(), m.dim, m.n_layers,
+                m.n_heads, m.n_kv_heads, m.ffn_dim, m.n_vocab, t.c_str());
+  return buf;
+}
+
+std::string IsaOf(const std::string& isa) {
+  return isa == "auto" ? IsaName(DetectIsa()) : isa;
+}
+
+struct Entry {
+  std::string stamp, cpu, isa, shape;
+  TuneChoice choice;
+};
+
+// Parses one cache line; false if malformed.
+bool ParseEntry(const std::string& line, Entry* e) {
+  const std::vector<std::string> f = Split(line, '\t');
+  if (f.size() != 8) return false;
+  e->stamp = f[0];
+  e->cpu = f[1];
+  e->isa = f[2];
+  e->shape = f[3];
+  TuneChoice& c = e->choice;
+  if (std::sscanf(f[4].c_str(), "threads=%d", &c.threads) != 1 ||
+      std::sscanf(f[5].c_str(), "step=%d", &c.step_tokens) != 1 ||
+      std::sscanf(f[6].c_str(), "block_kib=%llu",
+                  reinterpret_cast<unsigned long long*>(&c.block_kib)) != 1 ||
+      std::sscanf(f[7].c_str(), "prefill=%lf/%lf", &c.default_tps, &c.tuned_tps) != 2)
+    return false;
+  return c.threads >= 1 && c.threads <= 1024 && c.step_tokens >= 1 && c.step_tokens <= 4096 &&
+         c.block_kib >= 1 && c.block_kib <= (1u << 20) && std::isfinite(c.default_tps) &&
+         std::isfinite(c.tuned_tps);
+}
+
+std::string FormatEntry(const Entry& e) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "threads=%d\tstep=%d\tblock_kib=%llu\tprefill=%.2f/%.2f",
+                e.choice.threads, e.choice.step_tokens,
+                static_cast<unsigned long long>(e.choice.block_kib), e.choice.default_tps,
+                e.choice.tuned_tps);
+  return e.stamp + "\t" + e.cpu + "\t" + e.isa + "\t" + e.shape + "\t" + buf;
+}
+
+// Every well-formed entry of the cache. A file that exists but is not a tune cache, or has a
+// malformed line, gives one warning (the bad lines are skipped; `paddock tune` rewrites it).
+std::vector<Entry> ReadCache(bool warn) {
+  const std::string path = CachePath("tune.tsv");
+  std::ifstream in(path);
+  std::vector<Entry> out;
+  if (!in) return out;
+  std::string line;
+  if (!std::getline(in, line) || line != kHeader) {
+    if (warn)
+      std::fprintf(stderr, "paddock: warning: '%s' is not a paddock tune cache; ignored\n",
+                   path.c_str());
+    return out;
+  }
+  int bad = 0, n = 1, first_bad = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    Entry e;
+    if (ParseEntry(line, &e)) {
+      out.push_back(std::move(e));
+    } else if (bad++ == 0) {
+      first_bad = n;
+    }
+  }
+  if (bad > 0 && warn)
+    std::fprintf(stderr,
+                 "paddock: warning: the tune cache '%s' has %d malformed line(s) (first: line "
+                 "%d); they are ignored\n",
+                 path.c_str(), bad, first_bad);
+  return out;
+}
+
+bool StoreEntry(const Entry& add) {
+  const std::string path = CachePath("tune.tsv");
+  std::vector<Entry> kept;
+  for (Entry& e : ReadCache(false))
+    if (!(e.cpu == add.cpu && e.isa == add.isa && e.shape == add.shape))
+      kept.push_back(std::move(e));
+  kept.push_back(add);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kHeader << "\n";
+    for (const Entry& e : kept) out << FormatEntry(e) << "\n";
+    if (!out) return false;
+  }
+  std::filesystem::rename(tmp, path, ec);  // whole or not at all
+  if (ec) std::filesystem::remove(tmp, ec);
+  return !ec;
+}
+
+std::vector<OptionSpec> TuneSpecs() {
+  return {
+      {{"-m", "--model"}, true, "model file (required)"},
+      {{"-z", "--tokenizer"}, true, "tokenizer file for a llama2.c checkpoint"},
+      {{"-t", "--threads"}, true, "measure only this thread count (default: each core count)"},
+      {{"-p", "--n-prompt"}, true, "prefill tokens per measurement (default 512)"},
+      {{"-r", "--reps"}, true, "repetitions per choice, interleaved; medians (default 3)"},
+      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
+      {{"--dry-run"}, false, "measure and print, do not store"},
+      {{"-h", "--help"}, false, "show this help"},
+  };
+}
+
+struct Candidate {
+  int step;
+  uint64_t block_kib;
+  std::vector<double> tps;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// Measures each candidate `reps` times, interleaved (rep outer, candidates inner), so a drift
+// of the machine's speed falls on every candidate alike.
+void MeasureAll(Engine& engine, int prompt, int reps, std::vector<Candidate>* cands,
+                Progress* bar) {
+  for (int rep = 0; rep < reps; ++rep) {
+    for (Candidate& c : *cands) {
+      BenchOptions bo;
+      bo.prefill_only = true;
+      bo.prompt_tokens = prompt;
+      bo.gen_tokens = 1;  // (unused: prefill only)
+      bo.reps = 1;
+      bo.step_tokens = c.step;
+      bo.matmul_block_bytes = c.block_kib * 1024;
+      c.tps.push_back(engine.Bench(bo).prefill_tps);
+      bar->Add(1);
+    }
+  }
+}
+
+const Candidate& Best(const std::vector<Candidate>& cands) {
+  return *std::max_element(cands.begin(), cands.end(), [](const auto& a, const auto& b) {
+    return Median(a.tps) < Median(b.tps);
+  });
+}
+
+}  // namespace
+
+std::string CachePath(const std::string& file) {
+  std::string dir;
+  if (const char* d = std::getenv("PADDOCK_CACHE_DIR"); d && *d) {
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = std::string(x) + "/paddock";
+  } else {
+    const char* home = std::getenv("HOME");
+    dir = std::string(home && *home ? home : "/tmp") + "/.cache/paddock";
+  }
+  return dir + "/" + file;
+}
+
+bool LookupTune(const EngineOptions& eo, TuneChoice* out) {
+  ModelInfo m;
+  try {
+    m = InspectModel(eo.model_path, eo.tokenizer_path);
+  } catch (const Error&) {
+    return false;  // the engine reports the file's problem itself
+  }
+  const std::string cpu = CpuModelName(), isa = IsaOf(eo.isa), shape = ShapeKey(m);
+  bool stale = false;
+  for (const Entry& e : ReadCache(true)) {
+    if (e.cpu != cpu || e.isa != isa || e.shape != shape) continue;
+    if (e.stamp != kTuneStamp) {
+      stale = true;
+      continue;
+    }
+    *out = e.choice;
+    return true;
+  }
+  if (stale)
+    std::fprintf(stderr,
+                 "paddock: note: the tune cache's entry for this model was measured by another "
+                 "build; defaults used (paddock tune -m %s measures again)\n",
+                 eo.model_path.c_str());
+  return false;
+}
+
+void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptions* eo,
+                    TuneChoice* applied) {
+  if (args.Has("--no-tune")) return;
+  TuneChoice c;
+  if (!LookupTune(*eo, &c)) return;
+  if (!args.Has("-t")) eo->threads = c.threads;
+  if (batch_flag.empty() || !args.Has(batch_flag)) eo->max_batch = c.step_tokens;
+  eo->matmul_block_bytes = c.block_kib * 1024;
+  std::fprintf(stderr,
+               "paddock: tuned for this machine: %d threads, %d tokens per step, %llu KiB matmul "
+               "blocks (prefill %.1f -> %.1f tok/s when measured; --no-tune: defaults)\n",
+               args.Has("-t") ? eo->threads : c.threads, eo->max_batch,
+               static_cast<unsigned long long>(c.block_kib), c.default_tps, c.tuned_tps);
+  if (applied != nullptr) *applied = c;
+}
+
+int CmdTune(int argc, char** argv) {
+  const auto specs = TuneSpecs();
+  Args args = [&] {
+    try {
+      return Args("tune", specs, argc, argv);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  if (args.Has("--help")) {
+    std::fputs(Usage("tune", "-m MODEL [-p 512] [-r 3] [-t THREADS] [--dry-run]", specs).c_str(),
+               stdout);
+    return 0;
+  }
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.Has("-m")) throw UsageError("tune needs a model: -m MODEL");
+  EngineOptions eo;
+  int prompt = 512, reps = 3;
+  std::vector<int> thread_counts;
+  try {
+    eo.model_path = args.Str("-m");
+    eo.tokenizer_path = args.Str("-z");
+    eo.isa = args.Str("--isa", "auto");
+    ParseIsa(eo.isa);
+    prompt = static_cast<int>(args.Int("-p", 512, 16, 1 << 16));
+    reps = static_cast<int>(args.Int("-r", 3, 1, 100));
+    if (args.Has("-t")) {
+      thread_counts.push_back(static_cast<int>(args.Int("-t", 0, 1, 1024)));
+    } else {
+      thread_counts.push_back(PhysicalCores());
+      if (HardwareThreads() != PhysicalCores()) thread_counts.push_back(HardwareThreads());
+    }
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  const ModelInfo mi = InspectModel(eo.model_path, eo.tokenizer_path);
+  if (prompt + 16 > mi.trained_context)
+    throw UsageError("-p " + std::to_string(prompt) + " exceeds the model's context of " +
+                     std::to_string(mi.trained_context));
+  const std::vector<uint64_t> blocks = {16, 32, 64, 128, 256, 1024};
+  std::vector<int> steps;
+  for (int s : {64, 128, 256, 512})
+    if (s <= prompt) steps.push_back(s);
+  if (std::find(steps.begin(), steps.end(), prompt) == steps.end() && prompt < 512)
+    steps.push_back(prompt);  // one step for the whole prompt
+  const double runs = static_cast<double>(thread_counts.size() * reps *
+                                          (blocks.size() + steps.size() + 2));
+  std::fprintf(stderr, "paddock: tuning %s (%s) on %s: %zu thread count(s), %d-token prefills, %d "
+               "interleaved repetitions\n",
+               eo.model_path.c_str(), ShapeKey(mi).c_str(), CpuModelName().c_str(),
+               thread_counts.size(), prompt, reps);
+  Progress bar("tune", runs, "runs");
+  Entry best;
+  best.choice.tuned_tps = -1;
+  std::vector<std::string> lines;
+  for (int threads : thread_counts) {
+    EngineOptions o = eo;
+    o.threads = threads;
+    o.max_batch = std::max(steps.back(), kDefaultStep);
+    o.context = prompt + 16;
+    o.kv_tokens = prompt + 16;
+    auto engine = Engine::Create(o);
+    // 1. The matmul block at the default step; 2. the step with the best block; 3. the
+    // defaults against the choice, interleaved once more (the figures stored).
+    std::vector<Candidate> bc;
+    for (uint64_t b : blocks) bc.push_back({kDefaultStep > prompt ? prompt : kDefaultStep, b, {}});
+    MeasureAll(*engine, prompt, reps, &bc, &bar);
+    const uint64_t block = Best(bc).block_kib;
+    std::vector<Candidate> sc;
+    for (int s : steps) sc.push_back({s, block, {}});
+    MeasureAll(*engine, prompt, reps, &sc, &bar);
+    const int step = Best(sc).step;
+    std::vector<Candidate> fin = {{std::min(kDefaultStep, prompt), kDefaultBlockKib, {}},
+                                  {step, block, {}}};
+    MeasureAll(*engine, prompt, reps, &fin, &bar);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "  %2d threads: block (KiB):", threads);
+    std::string l = line;
+    for (const Candidate& c : bc) {
+      std::snprintf(line, sizeof line, " %llu=%.1f", static_cast<unsigned long long>(c.block_kib),
+                    Median(c.tps));
+      l += line;
+    }
+    l += "\n              step (tokens):";
+    for (const Candidate& c : sc) {
+      std::snprintf(line, sizeof line, " %d=%.1f", c.step, Median(c.tps));
+      l += line;
+    }
+    std::snprintf(line, sizeof line,
+                  "\n              default (256 tokens, 64 KiB) %.1f tok/s, chosen (%d, %llu KiB) "
+                  "%.1f tok/s: %.3fx",
+                  Median(fin[0].tps), step, static_cast<unsigned long long>(block),
+                  Median(fin[1].tps), Median(fin[1].tps) / Median(fin[0].tps));
+    lines.push_back(l + line);
+    // A choice must beat the defaults to be kept (else the defaults are stored: noise is no
+    // reason to change anything).
+    TuneChoice c{threads, step, block, Median(fin[0].tps), Median(fin[1].tps)};
+    if (c.tuned_tps < c.default_tps * 1.01) {
+      c.step_tokens = kDefaultStep;
+      c.block_kib = kDefaultBlockKib;
+      c.tuned_tps = c.default_tps;
+    }
+    if (c.tuned_tps > best.choice.tuned_tps) best.choice = c;
+  }
+  bar.Finish();
+  std::printf("prefill tokens/s, medians of %d interleaved runs of %d tokens:\n", reps, prompt);
+  for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+  best.stamp = kTuneStamp;
+  best.cpu = CpuModelName();
+  best.isa = IsaOf(eo.isa);
+  best.shape = ShapeKey(mi);
+  std::printf("chosen: %d threads, %d tokens per step, %llu KiB matmul blocks (%.1f tok/s)\n",
+              best.choice.threads, best.choice.step_tokens,
+              static_cast<unsigned long long>(best.choice.block_kib), best.choice.tuned_tps);
+  if (args.Has("--dry-run")) return 0;
+  if (StoreEntry(best)) {
+    std::fprintf(stderr, "paddock: stored in %s (run, chat, bench and serve read it)\n",
+                 CachePath("tune.tsv").c_str());
+  } else {
+    std::fprintf(stderr, "paddock: warning: cannot write the tune cache '%s'; nothing stored\n",
+                 CachePath("tune.tsv").c_str());
+  }
+  return 0;
+}
+
+}  // namespace paddock::cli
