@@ -298,9 +298,10 @@ int CmdTune(int argc, char** argv) {
     if (s <= prompt) steps.push_back(s);
   if (std::find(steps.begin(), steps.end(), prompt) == steps.end() && prompt < 512)
     steps.push_back(prompt);  // one step for the whole prompt
-  const double runs = static_cast<double>(thread_counts.size() * reps *
-                                          (blocks.size() + steps.size() + 2));
-  std::fprintf(stderr, "paddock: tuning %s (%s) on %s: %zu thread count(s), %d-token prefills, %d "
+  const double runs =
+      static_cast<double>(thread_counts.size() * reps * (blocks.size() + steps.size() + 2));
+  std::fprintf(stderr,
+               "paddock: tuning %s (%s) on %s: %zu thread count(s), %d-token prefills, %d "
                "interleaved repetitions\n",
                eo.model_path.c_str(), ShapeKey(mi).c_str(), CpuModelName().c_str(),
                thread_counts.size(), prompt, reps);
@@ -329,8 +330,7 @@ int CmdTune(int argc, char** argv) {
                                   {step, block, {}}};
     MeasureAll(*engine, prompt, reps, &fin, &bar);
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "  %2d threads: block (KiB):", threads);
+    std::snprintf(line, sizeof line, "  %2d threads: block (KiB):", threads);
     std::string l = line;
     for (const Candidate& c : bc) {
       std::snprintf(line, sizeof line, " %llu=%.1f", static_cast<unsigned long long>(c.block_kib),

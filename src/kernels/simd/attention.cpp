@@ -124,21 +124,25 @@ void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
 
 // Lanes are query rows: scores, the running max / sum and the output accumulators are vectors
 // over up to kLanes rows, so the softmax and the rescaling are vector operations and each
-// decoded K/V element is one broadcast for all rows. Masked (invisible) positions get
-// probability 0, never a NaN.
-template <KvDtype KT, KvDtype VT>
+// decoded K/V element is one broadcast for all rows. G lane groups (G x kLanes rows: two on
+// AVX2, whose 8 lanes would otherwise decode every K/V tile twice for a task's 16 rows) share
+// each decoded tile and each broadcast. Masked (invisible) positions get probability 0, never
+// a NaN.
+template <KvDtype KT, KvDtype VT, int G>
 void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
-  constexpr int L = kLanes, TILE = kAttnTile;
-  float* qt = scratch;                              // [hd][L] queries, scaled
-  float* ot = qt + static_cast<size_t>(hd) * L;     // [hd][L] output accumulators
-  float* kr = ot + static_cast<size_t>(hd) * L;     // [TILE][hd] decoded keys
+  constexpr int L = kLanes, TILE = kAttnTile, R = G * L;
+  static_assert(R <= kAttnMaxRows, "the scratch holds kAttnMaxRows rows");
+  const size_t ghd = static_cast<size_t>(hd) * L;   // floats of one group's [hd][L] block
+  float* qt = scratch;                              // [G][hd][L] queries, scaled
+  float* ot = qt + G * ghd;                         // [G][hd][L] output accumulators
+  float* kr = ot + G * ghd;                         // [TILE][hd] decoded keys
   float* vr = kr + static_cast<size_t>(TILE) * hd;  // [TILE][hd] decoded values
-  float* pt = vr + static_cast<size_t>(TILE) * hd;  // [TILE][L] scores, then probabilities
-  alignas(64) float lo_f[L], hi_f[L], tmp[L];
+  float* pt = vr + static_cast<size_t>(TILE) * hd;  // [TILE][G][L] scores, then probabilities
+  alignas(64) float lo_f[R], hi_f[R], tmp[R];
   int t_begin = 1 << 30, t_end = 0;
-  for (int r = 0; r < L; ++r) {
+  for (int r = 0; r < R; ++r) {
     const bool real = r < n_rows && lo[r] < hi[r];
     lo_f[r] = real ? static_cast<float>(lo[r]) : 0.0f;
     hi_f[r] = real ? static_cast<float>(hi[r]) : 0.0f;
@@ -147,77 +151,115 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
       t_end = std::max(t_end, hi[r]);
     }
   }
-  for (int d = 0; d < hd; ++d) {
-    for (int r = 0; r < L; ++r) qt[d * L + r] = r < n_rows ? q_rows[r][d] * scale : 0.0f;
+  for (int gi = 0; gi < G; ++gi) {
+    for (int d = 0; d < hd; ++d) {
+      for (int c = 0; c < L; ++c) {
+        const int r = gi * L + c;
+        qt[gi * ghd + d * L + c] = r < n_rows ? q_rows[r][d] * scale : 0.0f;
+      }
+    }
   }
-  std::memset(ot, 0, sizeof(float) * static_cast<size_t>(hd) * L);
-  const VecF vlo = Load(lo_f), vhi = Load(hi_f), kNeg = Set1(-1e30f);
-  VecF m = kNeg, l = Zero();
+  std::memset(ot, 0, sizeof(float) * G * ghd);
+  const VecF kNeg = Set1(-1e30f);
+  VecF vlo[G], vhi[G], m[G], l[G];
+  for (int gi = 0; gi < G; ++gi) {
+    vlo[gi] = Load(lo_f + gi * L);
+    vhi[gi] = Load(hi_f + gi * L);
+    m[gi] = kNeg;
+    l[gi] = Zero();
+  }
   for (int t0 = t_begin; t0 < t_end; t0 += TILE) {
     const int nt = std::min(TILE, t_end - t0);
     for (int i = 0; i < nt; ++i) {
       KvDecode<KT>(kr + i * hd, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * hd, v.Row(t0 + i), g, n_kv, hd);
     }
-    // Scores of 4 positions at a time (the query column is loaded once for the 4).
-    VecF mx = kNeg;
+    // Scores of 4 positions at a time (each key element broadcast once for every group).
+    VecF mx[G];
+    for (int gi = 0; gi < G; ++gi) mx[gi] = kNeg;
     for (int i = 0; i < nt; i += 4) {
       const int ni = std::min(4, nt - i);
-      VecF s0 = Zero(), s1 = Zero(), s2 = Zero(), s3 = Zero();
+      VecF s[G][4];
+      for (int gi = 0; gi < G; ++gi) s[gi][0] = s[gi][1] = s[gi][2] = s[gi][3] = Zero();
       const float* k0 = kr + i * hd;
       for (int d = 0; d < hd; ++d) {
-        const VecF qd = Load(qt + d * L);
-        s0 = Fma(qd, Set1(k0[d]), s0);
-        if (ni > 1) s1 = Fma(qd, Set1(k0[hd + d]), s1);
-        if (ni > 2) s2 = Fma(qd, Set1(k0[2 * hd + d]), s2);
-        if (ni > 3) s3 = Fma(qd, Set1(k0[3 * hd + d]), s3);
-      }
-      const VecF ss[4] = {s0, s1, s2, s3};
-      for (int j = 0; j < ni; ++j) {
-        VecF s = ss[j];
-        if (softcap > 0) {  // softcap * tanh(s / softcap), tanh(y) = 1 - 2 / (exp(2y) + 1)
-          const VecF e = ExpV(Mul(s, Set1(2.0f / softcap)));
-          s = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
+        const VecF b0 = Set1(k0[d]);
+        const VecF b1 = Set1(ni > 1 ? k0[hd + d] : 0.0f);
+        const VecF b2 = Set1(ni > 2 ? k0[2 * hd + d] : 0.0f);
+        const VecF b3 = Set1(ni > 3 ? k0[3 * hd + d] : 0.0f);
+        for (int gi = 0; gi < G; ++gi) {
+          const VecF qd = Load(qt + gi * ghd + d * L);
+          s[gi][0] = Fma(qd, b0, s[gi][0]);
+          s[gi][1] = Fma(qd, b1, s[gi][1]);
+          s[gi][2] = Fma(qd, b2, s[gi][2]);
+          s[gi][3] = Fma(qd, b3, s[gi][3]);
         }
+      }
+      for (int j = 0; j < ni; ++j) {
         const VecF pos = Set1(static_cast<float>(t0 + i + j));
-        s = Select(And(CmpGe(pos, vlo), CmpLt(pos, vhi)), s, kNeg);
-        Store(pt + (i + j) * L, s);
-        mx = Max(mx, s);
+        for (int gi = 0; gi < G; ++gi) {
+          VecF sc = s[gi][j];
+          if (softcap > 0) {  // softcap * tanh(s / softcap), tanh(y) = 1 - 2 / (exp(2y) + 1)
+            const VecF e = ExpV(Mul(sc, Set1(2.0f / softcap)));
+            sc = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
+          }
+          sc = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])), sc, kNeg);
+          Store(pt + ((i + j) * G + gi) * L, sc);
+          mx[gi] = Max(mx[gi], sc);
+        }
       }
     }
-    const VecF m_new = Max(m, mx);
-    const VecF c = ExpV(Sub(m, m_new));
-    l = Mul(l, c);
-    for (int d = 0; d < hd; ++d) Store(ot + d * L, Mul(Load(ot + d * L), c));
-    m = m_new;
+    for (int gi = 0; gi < G; ++gi) {
+      const VecF m_new = Max(m[gi], mx[gi]);
+      const VecF c = ExpV(Sub(m[gi], m_new));
+      l[gi] = Mul(l[gi], c);
+      float* o = ot + gi * ghd;
+      for (int d = 0; d < hd; ++d) Store(o + d * L, Mul(Load(o + d * L), c));
+      m[gi] = m_new;
+    }
     for (int i = 0; i < nt; ++i) {
-      const VecF s = Load(pt + i * L);
       const VecF pos = Set1(static_cast<float>(t0 + i));
-      const VecF p = Select(And(CmpGe(pos, vlo), CmpLt(pos, vhi)), ExpV(Sub(s, m)), Zero());
-      l = Add(l, p);
-      Store(pt + i * L, p);
-    }
-    // out[d] += sum_i p_i * v_i[d], 8 output columns in registers at a time.
-    int d = 0;
-    for (; d + 8 <= hd; d += 8) {
-      VecF o[8];
-      for (int u = 0; u < 8; ++u) o[u] = Load(ot + (d + u) * L);
-      for (int i = 0; i < nt; ++i) {
-        const VecF p = Load(pt + i * L);
-        const float* vi = vr + i * hd + d;
-        for (int u = 0; u < 8; ++u) o[u] = Fma(p, Set1(vi[u]), o[u]);
+      for (int gi = 0; gi < G; ++gi) {
+        float* pp = pt + (i * G + gi) * L;
+        const VecF p = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])),
+                              ExpV(Sub(Load(pp), m[gi])), Zero());
+        l[gi] = Add(l[gi], p);
+        Store(pp, p);
       }
-      for (int u = 0; u < 8; ++u) Store(ot + (d + u) * L, o[u]);
+    }
+    // out[d] += sum_i p_i * v_i[d], U output columns per group in registers at a time (each
+    // value element broadcast once for every group).
+    constexpr int U = G == 1 ? 8 : 4;
+    int d = 0;
+    for (; d + U <= hd; d += U) {
+      VecF o[G][U];
+      for (int gi = 0; gi < G; ++gi)
+        for (int u = 0; u < U; ++u) o[gi][u] = Load(ot + gi * ghd + (d + u) * L);
+      for (int i = 0; i < nt; ++i) {
+        const float* vi = vr + i * hd + d;
+        VecF b[U];
+        for (int u = 0; u < U; ++u) b[u] = Set1(vi[u]);
+        for (int gi = 0; gi < G; ++gi) {
+          const VecF p = Load(pt + (i * G + gi) * L);
+          for (int u = 0; u < U; ++u) o[gi][u] = Fma(p, b[u], o[gi][u]);
+        }
+      }
+      for (int gi = 0; gi < G; ++gi)
+        for (int u = 0; u < U; ++u) Store(ot + gi * ghd + (d + u) * L, o[gi][u]);
     }
     for (; d < hd; ++d) {
-      VecF o = Load(ot + d * L);
-      for (int i = 0; i < nt; ++i) o = Fma(Load(pt + i * L), Set1(vr[i * hd + d]), o);
-      Store(ot + d * L, o);
+      for (int gi = 0; gi < G; ++gi) {
+        VecF o = Load(ot + gi * ghd + d * L);
+        for (int i = 0; i < nt; ++i) o = Fma(Load(pt + (i * G + gi) * L), Set1(vr[i * hd + d]), o);
+        Store(ot + gi * ghd + d * L, o);
+      }
     }
   }
-  Store(tmp, l);
-  alignas(64) float mx_rows[L];
-  Store(mx_rows, m);
+  alignas(64) float mx_rows[R];
+  for (int gi = 0; gi < G; ++gi) {
+    Store(tmp + gi * L, l[gi]);
+    Store(mx_rows + gi * L, m[gi]);
+  }
   for (int r = 0; r < n_rows; ++r) {
     const bool real = lo[r] < hi[r];
     if (ml != nullptr) {  // partial: unnormalized, with the row's max and sum
@@ -225,18 +267,33 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
       ml[2 * r + 1] = real ? tmp[r] : 0.0f;
     }
     const float inv = ml != nullptr ? 1.0f : (tmp[r] > 0 ? 1.0f / tmp[r] : 0.0f);
-    for (int d = 0; d < hd; ++d) out_rows[r][d] = real ? ot[d * L + r] * inv : 0.0f;
+    const float* o = ot + (r / L) * ghd + r % L;
+    for (int d = 0; d < hd; ++d) out_rows[r][d] = real ? o[d * L] * inv : 0.0f;
   }
 }
 
+// Rows in runs of 2 x kLanes where the scratch holds them (AVX2: the tile is decoded once for
+// 16 rows), else kLanes; a run of kLanes rows or fewer takes the one-group kernel.
 template <KvDtype KT, KvDtype VT>
 void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
-  for (int r0 = 0; r0 < n_rows; r0 += kLanes) {
-    AttendLanes<KT, VT>(q_rows + r0, out_rows + r0, std::min(kLanes, n_rows - r0), lo + r0, hi + r0,
-                        k, v, g, n_kv, hd, scale, softcap, scratch,
-                        ml != nullptr ? ml + 2 * r0 : nullptr);
+  constexpr int kPair = 2 * kLanes <= kAttnMaxRows ? 2 : 1;
+  for (int r0 = 0; r0 < n_rows;) {
+    const int n = std::min(kPair * kLanes, n_rows - r0);
+    float* part_ml = ml != nullptr ? ml + 2 * r0 : nullptr;
+    if constexpr (kPair == 2) {
+      if (n > kLanes) {
+        AttendLanes<KT, VT, 2>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                               scale, softcap, scratch, part_ml);
+        r0 += n;
+        continue;
+      }
+    }
+    const int n1 = std::min(kLanes, n);
+    AttendLanes<KT, VT, 1>(q_rows + r0, out_rows + r0, n1, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                           scale, softcap, scratch, part_ml);
+    r0 += n1;
   }
 }
 

@@ -67,20 +67,46 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
   VecI c_lo = ZeroI(), c_hi = ZeroI();
+  if constexpr (kInt16Sums) {
+    // Without VNNI: a pair (a + 128)(q - 32) is at most 2 x 255 x 32 = 16320, so two maddubs
+    // results add in int16 before one widening (vec_avx2.h's kInt16Sums).
+#pragma GCC unroll 2
+    for (int m = 0; m < 4; m += 2) {
+      VecI wl[2], wh[2];
+      for (int k = 0; k < 2; ++k) {
+        const int mm = m + k;
+        const VecI v = LoadRaw(p + 64 * mm + kRowBytes * h);
+        const VecI hb0 = mm == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * mm);
+        const VecI hb1 = mm == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * mm);
+        wl[k] = Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32);
+        wh[k] = Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32);
+        c_lo = DotU8S8(c_lo, k128, wl[k]);
+        c_hi = DotU8S8(c_hi, k128, wh[k]);
+      }
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xt = xb + t * cols + 4 * m;
+        acc[t] = WidenPairs16(acc[t], Add16(MulPairs16(Bcast4(xt, true), wl[0]),
+                                            MulPairs16(Bcast4(xt + 4, true), wl[1])));
+        acc2[t] = WidenPairs16(acc2[t], Add16(MulPairs16(Bcast4(xt + 16, true), wh[0]),
+                                              MulPairs16(Bcast4(xt + 20, true), wh[1])));
+      }
+    }
+  } else {
 #pragma GCC unroll 4
-  for (int m = 0; m < 4; ++m) {
-    const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
-    // high bits 2m..2m+1 of each byte moved to bits 4..5
-    const VecI hb0 = m == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * m);
-    const VecI hb1 = m == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * m);
-    const VecI wl = Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32);
-    const VecI wh = Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32);
-    c_lo = DotU8S8(c_lo, k128, wl);
-    c_hi = DotU8S8(c_hi, k128, wh);
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xt = xb + t * cols;
-      acc[t] = DotU8S8(acc[t], Bcast4(xt + 4 * m, true), wl);
-      acc2[t] = DotU8S8(acc2[t], Bcast4(xt + 16 + 4 * m, true), wh);
+    for (int m = 0; m < 4; ++m) {
+      const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+      // high bits 2m..2m+1 of each byte moved to bits 4..5
+      const VecI hb0 = m == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * m);
+      const VecI hb1 = m == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * m);
+      const VecI wl = Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32);
+      const VecI wh = Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32);
+      c_lo = DotU8S8(c_lo, k128, wl);
+      c_hi = DotU8S8(c_hi, k128, wh);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xt = xb + t * cols;
+        acc[t] = DotU8S8(acc[t], Bcast4(xt + 4 * m, true), wl);
+        acc2[t] = DotU8S8(acc2[t], Bcast4(xt + 16 + 4 * m, true), wh);
+      }
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -166,22 +192,36 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         }
         VecI acc[T], acc2[T];
         for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-        if constexpr (X16IsQ4(K) && !X16IsQ5(K) && kInt16Sums) {
-          // 4-bit quants without VNNI: each token's 8 pair sums of the block (2 x 15 x 127 at
-          // most each) added in int16, widened once.
-          VecI s16[T];
-          for (int t = 0; t < T; ++t) s16[t] = ZeroI();
+        if constexpr (X16IsQ4(K) && kInt16Sums) {
+          // Without VNNI: maddubs pair sums added in int16, widened once per chain. A pair is at
+          // most 2 x 15 x 127 for 4-bit quants (the block's 8 fit in int16: one chain) and
+          // 2 x 31 x 127 for 5-bit ones (4 fit: the low and high halves are two chains).
+          constexpr int kChains = X16IsQ5(K) ? 2 : 1;
+          VecI q5 = ZeroI();
+          if constexpr (X16IsQ5(K)) q5 = LoadRaw(p + kL.extra + kRowBytes * h);
+          for (int c = 0; c < kChains; ++c) {
+            VecI s16[T];
+            for (int t = 0; t < T; ++t) s16[t] = ZeroI();
 #pragma GCC unroll 4
-          for (int m = 0; m < 4; ++m) {
-            const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
-            const VecI lo = AndI(v, m4), hi = AndI(Srl16(v, 4), m4);
-            for (int t = 0; t < T; ++t) {
-              const int8_t* xt = xb + t * cols;
-              s16[t] = Add16(s16[t], Add16(MulPairs16(lo, Bcast4(xt + 4 * m)),
-                                           MulPairs16(hi, Bcast4(xt + 16 + 4 * m))));
+            for (int m = 0; m < 4; ++m) {
+              const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+              if constexpr (X16IsQ5(K)) {  // 5th bits m (low half) and 4 + m (high half)
+                const VecI b4 = Set1I8(16);
+                const VecI q = c == 0 ? OrI(AndI(v, m4), AndI(Sll16(q5, 4 - m), b4))
+                                      : OrI(AndI(Srl16(v, 4), m4), AndI(Srl16(q5, m), b4));
+                for (int t = 0; t < T; ++t)
+                  s16[t] = Add16(s16[t], MulPairs16(q, Bcast4(xb + t * cols + 16 * c + 4 * m)));
+              } else {
+                const VecI lo = AndI(v, m4), hi = AndI(Srl16(v, 4), m4);
+                for (int t = 0; t < T; ++t) {
+                  const int8_t* xt = xb + t * cols;
+                  s16[t] = Add16(s16[t], Add16(MulPairs16(lo, Bcast4(xt + 4 * m)),
+                                               MulPairs16(hi, Bcast4(xt + 16 + 4 * m))));
+                }
+              }
             }
+            for (int t = 0; t < T; ++t) acc[t] = WidenPairs16(acc[t], s16[t]);
           }
-          for (int t = 0; t < T; ++t) acc[t] = WidenPairs16(acc[t], s16[t]);
         } else if constexpr (X16IsQ4(K)) {
           VecI q5 = ZeroI();
           if constexpr (X16IsQ5(K)) q5 = LoadRaw(p + kL.extra + kRowBytes * h);
