@@ -71,12 +71,13 @@ bool ParseEntry(const std::string& line, Entry* e) {
   e->isa = f[2];
   e->shape = f[3];
   TuneChoice& c = e->choice;
+  unsigned long long kib = 0;
   if (std::sscanf(f[4].c_str(), "threads=%d", &c.threads) != 1 ||
       std::sscanf(f[5].c_str(), "step=%d", &c.step_tokens) != 1 ||
-      std::sscanf(f[6].c_str(), "block_kib=%llu",
-                  reinterpret_cast<unsigned long long*>(&c.block_kib)) != 1 ||
+      std::sscanf(f[6].c_str(), "block_kib=%llu", &kib) != 1 ||
       std::sscanf(f[7].c_str(), "prefill=%lf/%lf", &c.default_tps, &c.tuned_tps) != 2)
     return false;
+  c.block_kib = kib;
   return c.threads >= 1 && c.threads <= 1024 && c.step_tokens >= 1 && c.step_tokens <= 4096 &&
          c.block_kib >= 1 && c.block_kib <= (1u << 20) && std::isfinite(c.default_tps) &&
          std::isfinite(c.tuned_tps);
