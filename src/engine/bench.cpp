@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 
+#include "base/stats.h"
 #include "base/strings.h"
 #include "base/timer.h"
 #include "engine/engine_impl.h"
@@ -16,14 +17,6 @@
 namespace paddock {
 
 namespace {
-
-struct Stats {
-  double median = 0, min = 0, max = 0;
-};
-Stats Summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
 
 // Median of 5 full passes over a 512 MiB buffer (far larger than the caches), all threads reading.
 double MeasureReadBandwidth(ThreadPool& pool) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "base/stats.h"
 #include "base/strings.h"
 #include "base/timer.h"
 #include "paddock/paddock.h"
@@ -22,11 +23,6 @@
 using namespace paddock;
 
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 GenerateOptions Greedy(int n) {
   GenerateOptions o;
@@ -72,7 +68,8 @@ int Prefix(const std::string& model) {
       100.0 * (prompt_tokens - cached_tokens) / prompt_tokens);
   std::printf(
       "  time to first token: uncached %.1f ms, cached %.1f ms (%.1fx faster), medians of 5\n",
-      Median(t_cold) * 1e3, Median(t_warm) * 1e3, Median(t_cold) / Median(t_warm));
+      Summarize(t_cold).median * 1e3, Summarize(t_warm).median * 1e3,
+      Summarize(t_cold).median / Summarize(t_warm).median);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "base/cpu.h"
+#include "base/stats.h"
 #include "base/strings.h"
 #include "base/timer.h"
 #include "commands.h"
@@ -160,14 +161,6 @@ Sample RunServe(std::unique_ptr<Engine> engine, const Workload& w) {
   out.ttft = ttft[ttft.size() / 2];
   svc->Shutdown(0);
   return out;
-}
-
-struct Stat {
-  double median = 0, min = 0, max = 0;
-};
-Stat Summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
 }
 
 std::vector<OptionSpec> AblateSpecs() {
@@ -337,7 +330,7 @@ int CmdAblate(int argc, char** argv) {
   }
   // Medians and factors (speed-ups: all off / config for times, config / all off for rates).
   struct Row {
-    Stat ttft, tps, e2e;
+    Stats ttft, tps, e2e;
   };
   std::vector<Row> rows;
   for (const auto& s : samples) {

@@ -17,6 +17,7 @@
 
 #include "args.h"
 #include "base/cpu.h"
+#include "base/stats.h"
 #include "base/strings.h"
 #include "commands.h"
 #include "paddock/paddock.h"
@@ -165,12 +166,6 @@ struct Candidate {
   std::vector<double> tps;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
-
 // Measures each candidate `reps` times, interleaved (rep outer, candidates inner), so a drift
 // of the machine's speed falls on every candidate alike.
 void MeasureAll(Engine& engine, int prompt, int reps, std::vector<Candidate>* cands,
@@ -192,7 +187,7 @@ void MeasureAll(Engine& engine, int prompt, int reps, std::vector<Candidate>* ca
 
 const Candidate& Best(const std::vector<Candidate>& cands) {
   return *std::max_element(cands.begin(), cands.end(), [](const auto& a, const auto& b) {
-    return Median(a.tps) < Median(b.tps);
+    return Summarize(a.tps).median < Summarize(b.tps).median;
   });
 }
 
@@ -320,7 +315,7 @@ int CmdTune(int argc, char** argv) {
     // 1. The matmul block at the default step; 2. the step with the best block; 3. the
     // defaults against the choice, interleaved once more (the figures stored).
     std::vector<Candidate> bc;
-    for (uint64_t b : blocks) bc.push_back({kDefaultStep > prompt ? prompt : kDefaultStep, b, {}});
+    for (uint64_t b : blocks) bc.push_back({std::min(kDefaultStep, prompt), b, {}});
     MeasureAll(*engine, prompt, reps, &bc, &bar);
     const uint64_t block = Best(bc).block_kib;
     std::vector<Candidate> sc;
@@ -335,23 +330,23 @@ int CmdTune(int argc, char** argv) {
     std::string l = line;
     for (const Candidate& c : bc) {
       std::snprintf(line, sizeof line, " %llu=%.1f", static_cast<unsigned long long>(c.block_kib),
-                    Median(c.tps));
+                    Summarize(c.tps).median);
       l += line;
     }
     l += "\n              step (tokens):";
     for (const Candidate& c : sc) {
-      std::snprintf(line, sizeof line, " %d=%.1f", c.step, Median(c.tps));
+      std::snprintf(line, sizeof line, " %d=%.1f", c.step, Summarize(c.tps).median);
       l += line;
     }
+    const double dflt = Summarize(fin[0].tps).median, chosen = Summarize(fin[1].tps).median;
     std::snprintf(line, sizeof line,
                   "\n              default (256 tokens, 64 KiB) %.1f tok/s, chosen (%d, %llu KiB) "
                   "%.1f tok/s: %.3fx",
-                  Median(fin[0].tps), step, static_cast<unsigned long long>(block),
-                  Median(fin[1].tps), Median(fin[1].tps) / Median(fin[0].tps));
+                  dflt, step, static_cast<unsigned long long>(block), chosen, chosen / dflt);
     lines.push_back(l + line);
     // A choice must beat the defaults to be kept (else the defaults are stored: noise is no
     // reason to change anything).
-    TuneChoice c{threads, step, block, Median(fin[0].tps), Median(fin[1].tps)};
+    TuneChoice c{threads, step, block, dflt, chosen};
     if (c.tuned_tps < c.default_tps * 1.01) {
       c.step_tokens = kDefaultStep;
       c.block_kib = kDefaultBlockKib;
