@@ -11,6 +11,7 @@
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
+#include "model/moe.h"
 #include "model/synth.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -195,6 +196,47 @@ std::vector<Variant> Variants() {
   gemma3.rope_base = 1e6f;  // the global layers'; the local ones use 10000
   gemma3.n_layers = 7;      // local 0-4, global 5, local 6
   v.push_back({"gemma3_local_global", gemma3});
+  // Mixtures of experts: Mixtral (llama, softmax, normalized top 2 of 4), Qwen2 MoE (a gated
+  // shared expert, top 3 of 6 unnormalized), Qwen3 MoE (QK-norm, normalized top 2 of 8,
+  // narrower experts), OLMoE (whole-row QK-norm, top 2 of 5), and quantized experts on the
+  // integer kernels (Q4_0, Q8_0, and Q4_K with a Q6_K mix).
+  SynthSpec mixtral = base;
+  mixtral.n_experts = 4;
+  mixtral.n_experts_used = 2;
+  v.push_back({"mixtral_moe", mixtral});
+  SynthSpec qwen2moe = base;
+  qwen2moe.arch = "qwen2moe";
+  qwen2moe.qkv_bias = true;
+  qwen2moe.n_experts = 6;
+  qwen2moe.n_experts_used = 3;
+  qwen2moe.expert_ffn_dim = 64;
+  qwen2moe.shared_ffn_dim = 96;
+  v.push_back({"qwen2moe_shared", qwen2moe});
+  SynthSpec qwen3moe = base;
+  qwen3moe.arch = "qwen3moe";
+  qwen3moe.qk_norm = true;
+  qwen3moe.head_dim = 32;
+  qwen3moe.n_experts = 8;
+  qwen3moe.n_experts_used = 2;
+  qwen3moe.expert_ffn_dim = 32;
+  v.push_back({"qwen3moe", qwen3moe});
+  SynthSpec olmoe = base;
+  olmoe.arch = "olmoe";
+  olmoe.qk_norm = true;
+  olmoe.n_experts = 5;
+  olmoe.n_experts_used = 2;
+  v.push_back({"olmoe", olmoe});
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0}) {
+    SynthSpec q = qwen3moe;
+    q.type = t;
+    v.push_back({t == GgmlType::kQ4_0 ? "qwen3moe_q4_0" : "qwen3moe_q8_0", q});
+  }
+  SynthSpec moe_k = qwen2moe;
+  moe_k.dim = 256;
+  moe_k.expert_ffn_dim = 256;
+  moe_k.shared_ffn_dim = 512;
+  moe_k.q4_k_m = true;
+  v.push_back({"qwen2moe_q4_k_m", moe_k});
   for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K}) {  // rows of 256 for their blocks
     SynthSpec k = base;
     k.dim = 256;
@@ -274,6 +316,108 @@ TEST(Model, EveryVariantMatchesTheScalarReference) {
   }
 }
 
+TEST(Moe, RoutingIsSoftmaxOrSigmoidThenTopKThenNormalizedAndScaled) {
+  ModelConfig c;
+  c.n_experts = 4;
+  c.n_experts_used = 2;
+  int ids[2];
+  float w[2];
+  const float tie[4] = {1, 3, 2, 3};  // equal best logits: the lower id first
+  RouteToken(tie, c, ids, w);
+  const double sum = 2 + std::exp(-1.0) + std::exp(-2.0);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 3);
+  EXPECT_NEAR(w[0], 1 / sum, 1e-6);
+  EXPECT_NEAR(w[1], 1 / sum, 1e-6);
+  c.expert_norm = true;
+  RouteToken(tie, c, ids, w);
+  EXPECT_NEAR(w[0], 0.5, 1e-6);
+  EXPECT_NEAR(w[1], 0.5, 1e-6);
+  const float l[4] = {1, 3, 2, 0.5f};
+  c.expert_norm = false;
+  c.expert_gating = ExpertGating::kSigmoid;
+  RouteToken(l, c, ids, w);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_NEAR(w[0], 1 / (1 + std::exp(-3.0)), 1e-6);
+  EXPECT_NEAR(w[1], 1 / (1 + std::exp(-2.0)), 1e-6);
+  c.expert_gating = ExpertGating::kSoftmaxTopK;  // softmax over the chosen two
+  c.expert_scale = 2.5f;
+  RouteToken(l, c, ids, w);
+  EXPECT_NEAR(w[0], 2.5 / (1 + std::exp(-1.0)), 1e-6);
+  EXPECT_NEAR(w[1], 2.5 / (1 + std::exp(1.0)), 1e-6);
+  c.expert_gating = ExpertGating::kSoftmax;
+  c.expert_scale = 1;
+  c.n_experts_used = 4;  // every expert: weights sum to 1 without normalizing
+  int all[4];
+  float wa[4];
+  RouteToken(l, c, all, wa);
+  EXPECT_EQ(std::vector<int>(all, all + 4), (std::vector<int>{1, 2, 0, 3}));
+  EXPECT_NEAR(wa[0] + wa[1] + wa[2] + wa[3], 1.0, 1e-6);
+}
+
+// A mixture whose routing is known: all router logits equal, so every token takes experts 0
+// and 1 with weight 1/4 each (1/2 normalized); expert e is the dense FFN with its down
+// projection times e + 1. The output is the dense model's with its down projection times
+// (1 + 2) / 4 (normalized: (1 + 2) / 2), on every path (decode, batched, int8 kernels).
+TEST(Moe, KnownRoutingGivesTheDenseModelsOutput) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
+    for (bool norm : {false, true}) {
+      SynthSpec moe;
+      moe.type = type;
+      moe.n_experts = 4;
+      moe.n_experts_used = 2;
+      moe.expert_norm = norm ? 1 : 0;
+      moe.experts_from_dense = true;
+      moe.router_scale = 0;
+      SynthSpec dense;
+      dense.type = type;
+      dense.ffn_down_scale = norm ? 1.5f : 0.75f;
+      const std::string mp = test::TempPath("known_moe.gguf"),
+                        dp = test::TempPath("known_dense.gguf");
+      WriteSyntheticModel(moe, mp);
+      WriteSyntheticModel(dense, dp);
+      const auto toks = SomeTokens(9, 320);
+      for (bool int8 : {false, true}) {
+        Runner m(mp, DetectIsa(), 2, 16, F32Kv(), int8);
+        Runner d(dp, DetectIsa(), 2, 16, F32Kv(), int8);
+        ASSERT_EQ(m.model->config.n_experts, 4);
+        EXPECT_EQ(m.model->config.expert_norm, norm);
+        const double tol = type == GgmlType::kF32 ? 1e-5 : kInt8LogitTol;
+        const auto want = d.Run(toks, false);
+        EXPECT_LT(RelErr(m.Run(toks, false), want), tol) << TypeName(type) << " norm " << norm;
+        EXPECT_LT(RelErr(m.Run(toks, true), want), tol) << TypeName(type) << " batched";
+      }
+    }
+  }
+  // With a real router the tokens spread over the experts: not the equal-logits output.
+  SynthSpec routed;
+  routed.n_experts = 4;
+  routed.n_experts_used = 2;
+  routed.experts_from_dense = true;
+  SynthSpec flat = routed;
+  flat.router_scale = 0;
+  const std::string rp = test::TempPath("routed.gguf"), fp = test::TempPath("flat.gguf");
+  WriteSyntheticModel(routed, rp);
+  WriteSyntheticModel(flat, fp);
+  const auto toks = SomeTokens(9, 320);
+  Runner r(rp, DetectIsa(), 2, 16), f(fp, DetectIsa(), 2, 16);
+  EXPECT_GT(RelErr(r.Run(toks, false), f.Run(toks, false)), 1e-3) << "router ignored";
+}
+
+TEST(Moe, ActiveParametersCountOnlyTheUsedExperts) {
+  SynthSpec s;
+  s.n_experts = 8;
+  s.n_experts_used = 2;
+  s.expert_ffn_dim = 32;
+  const std::string path = test::TempPath("active.gguf");
+  WriteSyntheticModel(s, path);
+  auto m = LoadModel(path);
+  const int64_t per_expert = 3 * 64 * 32;
+  EXPECT_EQ(m->n_params - m->n_active_params, 2 * 6 * per_expert);  // 2 layers, 6 skipped
+  EXPECT_EQ(m->weight_bytes - m->active_weight_bytes, 2u * 6u * per_expert * 4u);
+}
+
 // Each distinguishing feature must change the output: turning it off gives other logits.
 TEST(Model, DistinguishingFeaturesAreNotIgnored) {
   const auto vars = Variants();
@@ -291,6 +435,29 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     const auto with = r.Run(toks, false);
     for (auto& l : r.model->weights.layers) l.bq = l.bk = l.bv = nullptr;
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-2) << "QKV bias ignored";
+  }
+  {
+    // Mixture of experts: the shared expert and its gate, the weights' normalization, and
+    // OLMoE's whole-row QK-norm each matter.
+    Runner r(WriteVariant(find("qwen2moe_shared")), DetectIsa(), 1, 4);
+    EXPECT_EQ(r.model->config.shared_ffn_dim, 96);
+    EXPECT_FALSE(r.model->config.expert_norm);
+    const auto with = r.Run(toks, false);
+    for (auto& l : r.model->weights.layers) l.shared_gate = nullptr;
+    EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "shared expert gate ignored";
+    r.model->config.expert_norm = true;
+    const auto normed = r.Run(toks, false);
+    r.model->config.expert_norm = false;
+    EXPECT_GT(RelErr(normed, r.Run(toks, false)), 1e-3) << "expert weight norm ignored";
+    Runner o(WriteVariant(find("olmoe")), DetectIsa(), 1, 4);
+    EXPECT_TRUE(o.model->config.qk_norm_full);
+    const auto full = o.Run(toks, false);
+    for (auto& l : o.model->weights.layers) l.q_norm = l.k_norm = nullptr;
+    o.model->config.qk_norm_full = false;
+    EXPECT_GT(RelErr(o.Run(toks, false), full), 1e-2) << "whole-row QK-norm ignored";
+    Runner x(WriteVariant(find("mixtral_moe")), DetectIsa(), 1, 4);
+    EXPECT_TRUE(x.model->config.expert_norm);  // llama's (Mixtral's) default
+    EXPECT_EQ(x.model->config.n_experts_used, 2);
   }
   {
     Runner r(WriteVariant(find("qwen3_qknorm")), DetectIsa(), 1, 4);
@@ -626,7 +793,14 @@ TEST(Batch, ManySequencesTogetherEqualEachAlone) {
   spec.context = 256;
   const std::string synth = test::TempPath("batch.gguf");
   WriteSyntheticModel(spec, synth);
-  for (const std::string& path : {test::ModelPath("stories260K.gguf"), synth}) {
+  SynthSpec moe_spec = spec;  // a mixture of experts: 13 sequences route differently
+  moe_spec.arch = "qwen3moe";
+  moe_spec.n_experts = 6;
+  moe_spec.n_experts_used = 2;
+  moe_spec.expert_ffn_dim = 64;
+  const std::string moe = test::TempPath("batch_moe.gguf");
+  WriteSyntheticModel(moe_spec, moe);
+  for (const std::string& path : {test::ModelPath("stories260K.gguf"), synth, moe}) {
     for (bool int8 : {false, true}) {
       Runner r(path, DetectIsa(), 2, 96, KvCacheOptions(), int8);
       const int n_seq = 13;  // not a multiple of anything
@@ -761,6 +935,26 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
     }
     std::remove(path.c_str());
   }
+  // Experts are re-laid one by one like dense matrices (each expert's 16-row groups).
+  SynthSpec moe;
+  moe.arch = "qwen3moe";
+  moe.type = GgmlType::kQ4_0;
+  moe.n_experts = 4;
+  moe.n_experts_used = 2;
+  moe.expert_ffn_dim = 64;
+  const std::string path = test::TempPath("relayout_moe.gguf");
+  WriteSyntheticModel(moe, path);
+  const auto toks = SomeTokens(9, moe.n_vocab);
+  for (bool batched : {false, true}) {
+    Runner plain(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+    Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+    RelayoutWeights(relaid.model.get());
+    const ExpertWeights& e = relaid.model->weights.layers[1].experts[3];
+    EXPECT_EQ(e.gate.type, GgmlType::kQ4_0X16);
+    EXPECT_EQ(e.down.type, GgmlType::kQ4_0X16);
+    EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), 1e-5);
+  }
+  std::remove(path.c_str());
 }
 
 // A Q4_K_M-style model (Q4_K matrices, Q6_K attn_v / ffn_down of the last layer and the

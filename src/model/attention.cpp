@@ -23,7 +23,7 @@ void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h
       float* x = (is_q ? q_ + j * cfg_.q_dim() : kv_k_ + j * cfg_.kv_dim()) + hh * hd;
       const float* bias = is_q ? w.bq : w.bk;
       if (bias != nullptr) k_.add(x, bias + hh * hd, hd);
-      const float* norm = is_q ? w.q_norm : w.k_norm;
+      const float* norm = cfg_.qk_norm_full ? nullptr : is_q ? w.q_norm : w.k_norm;
       if (norm != nullptr) k_.rmsnorm(x, x, norm, hd, cfg_.norm_eps);
       if (half > 0) k_.rope(x, 1, hd, cfg_.rope_dim, cos + j * half, sin + j * half, half_split);
     } else if (w.bv != nullptr) {

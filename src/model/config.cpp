@@ -57,6 +57,25 @@ void ModelConfig::Validate() const {
     Fail("model config: RoPE scaling factor %g is out of range", rope_scaling_factor);
   if (context_length <= 0) Fail("model config: context length %d is out of range", context_length);
   if (n_vocab <= 0) Fail("model config: vocabulary size %d is out of range", n_vocab);
+  if (n_experts < 0 || n_experts > 1024)
+    Fail("model config: %d experts is out of range (0 to 1024)", n_experts);
+  if (n_experts > 0) {
+    if (n_experts_used < 1 || n_experts_used > n_experts)
+      Fail("model config: %d experts used per token of %d experts (1 to %d allowed)",
+           n_experts_used, n_experts, n_experts);
+    if (expert_ffn_dim <= 0 || expert_ffn_dim > 262144)
+      Fail("model config: expert FFN width %d is out of range", expert_ffn_dim);
+    if (shared_ffn_dim < 0 || shared_ffn_dim > 262144)
+      Fail("model config: shared expert FFN width %d is out of range", shared_ffn_dim);
+    if (!std::isfinite(expert_scale) || expert_scale == 0)
+      Fail("model config: expert weight scale %g is out of range", expert_scale);
+  } else if (n_experts_used != 0) {
+    Fail("model config: %d experts used per token but the model has no experts", n_experts_used);
+  }
+}
+
+int ModelConfig::max_ffn_dim() const {
+  return std::max({ffn_dim, expert_ffn_dim, shared_ffn_dim});
 }
 
 float ModelConfig::AttentionScale() const {
@@ -112,22 +131,64 @@ void Gpt2(const GgufFile& g, const std::string& p, ModelConfig* c) {
     c->norm_eps = static_cast<float>(*eps);
 }
 
+// OLMoE: QK-norm over the whole Q and K rows (all heads at once).
+void Olmoe(const GgufFile&, const std::string&, ModelConfig* c) {
+  c->qk_norm_full = c->qk_norm;
+}
+
+// Mixture-of-experts metadata (any architecture): expert counts and widths, the router's
+// gating function and whether the k weights are normalized. norm_default: the family's
+// convention where the file does not say (llama.cpp's per-architecture choice).
+void MoeConfig(const GgufFile& g, const std::string& p, bool norm_default, ModelConfig* c) {
+  c->n_experts = OptionalInt(g, p + "expert_count", 0);
+  c->n_experts_used = OptionalInt(g, p + "expert_used_count", 0);
+  if (c->n_experts == 0) return;
+  c->expert_ffn_dim = OptionalInt(g, p + "expert_feed_forward_length", c->ffn_dim);
+  c->shared_ffn_dim = OptionalInt(g, p + "expert_shared_feed_forward_length", 0);
+  c->expert_norm = norm_default;
+  if (auto v = g.GetBool(p + "expert_weights_norm")) c->expert_norm = *v;
+  if (auto s = g.GetFloat(p + "expert_weights_scale"); s && *s != 0)
+    c->expert_scale = static_cast<float>(*s);
+  const int gating = OptionalInt(g, p + "expert_gating_func", 1);
+  switch (gating) {
+    case 0:  // unset in some converters: the family default
+    case 1:
+      c->expert_gating = ExpertGating::kSoftmax;
+      break;
+    case 2:
+      c->expert_gating = ExpertGating::kSigmoid;
+      break;
+    case 3:
+      c->expert_gating = ExpertGating::kSoftmaxTopK;
+      break;
+    default:
+      Fail(
+          "model metadata '%sexpert_gating_func' = %d is not a known gating function (1 softmax, "
+          "2 sigmoid, 3 softmax over the top k)",
+          p.c_str(), gating);
+  }
+}
+
 struct Architecture {
   const char* name;
   RopeStyle rope_style;
   void (*specifics)(const GgufFile& g, const std::string& prefix, ModelConfig* c);  // null: none
+  bool expert_norm = false;  // MoE: the k weights are normalized unless the file says otherwise
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"llama", RopeStyle::kAdjacentPairs, nullptr},    // Llama 2/3, TinyLlama, SmolLM
-    {"mistral", RopeStyle::kAdjacentPairs, nullptr},  // sliding window from the metadata
-    {"qwen2", RopeStyle::kHalfSplit, nullptr},        // QKV bias (found by its tensors)
-    {"qwen3", RopeStyle::kHalfSplit, nullptr},        // QK-norm (found by its tensors)
-    {"phi3", RopeStyle::kHalfSplit, nullptr},         // fused QKV and gate/up (loader.cpp)
-    {"gemma", RopeStyle::kHalfSplit, Gemma},          // GeGLU, scaled embeddings
-    {"gemma2", RopeStyle::kHalfSplit, Gemma2},        // + soft-capping, post-norms, 1:1 local
-    {"gemma3", RopeStyle::kHalfSplit, Gemma3},        // + QK-norm, 5:1 local, two RoPE bases
-    {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},        // LayerNorm, learned positions
+    {"llama", RopeStyle::kAdjacentPairs, nullptr, true},  // Llama 2/3, TinyLlama, Mixtral
+    {"mistral", RopeStyle::kAdjacentPairs, nullptr},      // sliding window from the metadata
+    {"qwen2", RopeStyle::kHalfSplit, nullptr},            // QKV bias (found by its tensors)
+    {"qwen3", RopeStyle::kHalfSplit, nullptr},            // QK-norm (found by its tensors)
+    {"phi3", RopeStyle::kHalfSplit, nullptr},             // fused QKV and gate/up (loader.cpp)
+    {"gemma", RopeStyle::kHalfSplit, Gemma},              // GeGLU, scaled embeddings
+    {"gemma2", RopeStyle::kHalfSplit, Gemma2},            // + soft-capping, post-norms, 1:1 local
+    {"gemma3", RopeStyle::kHalfSplit, Gemma3},            // + QK-norm, 5:1 local, two RoPE bases
+    {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},            // LayerNorm, learned positions
+    {"qwen2moe", RopeStyle::kHalfSplit, nullptr},         // experts + a gated shared expert
+    {"qwen3moe", RopeStyle::kHalfSplit, nullptr, true},   // experts, normalized top k
+    {"olmoe", RopeStyle::kHalfSplit, Olmoe},              // experts, whole-row QK-norm
 };
 
 const Architecture& FindArchitecture(const std::string& name) {
@@ -175,6 +236,7 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   c.qkv_bias = g.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = g.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
   c.tied_embeddings = g.FindTensor("output.weight") == nullptr;
+  MoeConfig(g, p, spec.expert_norm, &c);
   if (spec.specifics != nullptr) spec.specifics(g, p, &c);
   return c;
 }

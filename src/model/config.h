@@ -19,6 +19,13 @@ enum class FfnAct {
   kGeluTanh,  // GeGLU: gelu_tanh(gate) * up (Gemma)
 };
 
+// How a mixture-of-experts router turns its logits into expert weights.
+enum class ExpertGating {
+  kSoftmax,     // softmax over all experts, then the top k (Mixtral, Qwen MoE, OLMoE)
+  kSigmoid,     // sigmoid per expert, then the top k
+  kSoftmaxTopK  // the top k logits, then softmax over those k
+};
+
 enum class RopeStyle {
   kAdjacentPairs,  // rotate (x[2i], x[2i+1]): GGUF "llama" layout and llama2.c
   kHalfSplit,      // rotate (x[i], x[i + d/2]): NeoX layout (Qwen2, Qwen3)
@@ -61,8 +68,22 @@ struct ModelConfig {
   bool learned_pos =
       false;  // learned absolute position embeddings instead of RoPE (GPT-2; rope_dim 0)
   bool ffn_gated = true;  // gate/up GLU; false: up -> activation -> down (GPT-2)
+  // Mixture of experts (n_experts > 0): layers with a router run the n_experts_used experts
+  // (gate/up/down of expert_ffn_dim rows each) their router picks per token, weighted, plus
+  // an always-on shared expert of shared_ffn_dim rows where the file has one (Qwen2 MoE).
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int expert_ffn_dim = 0;
+  int shared_ffn_dim = 0;
+  ExpertGating expert_gating = ExpertGating::kSoftmax;
+  bool expert_norm = false;   // the k weights are divided by their sum (Mixtral, Qwen3 MoE)
+  float expert_scale = 1.0f;  // the k weights are multiplied by this
+  bool qk_norm_full = false;  // QK-norm over the whole Q / K row, not per head (OLMoE)
 
   int q_dim() const { return n_heads * head_dim; }
+  bool is_moe() const { return n_experts > 0; }
+  // The widest FFN hidden row any layer computes (dense, one expert or the shared expert).
+  int max_ffn_dim() const;
   int kv_dim() const { return n_kv_heads * head_dim; }
 
   // Whether layer l is a local (windowed) layer of an alternating pattern.

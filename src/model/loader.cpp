@@ -47,22 +47,32 @@ class Binder {
            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
            (long long)cols, (long long)rows);
     }
-    const TypeTraits& tr = Traits(t->type);
-    if (IsX16(t->type)) {
-      if (rows % kX16Rows != 0)
-        Fail("tensor '%s' (%s) has %lld rows: interleaved types need a multiple of 16",
-             name.c_str(), tr.name, (long long)rows);
-    } else if (tr.to_float == nullptr) {
-      Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    used_++;
+    return View(*t, cols, rows, 0);
+  }
+
+  // A 3-D expert tensor [cols, rows, n]: one matrix per expert. Older Mixtral files hold one
+  // 2-D tensor per expert instead ("ffn_gate.E.weight" for "ffn_gate_exps.weight"): read too.
+  std::vector<WeightTensor> Experts(const std::string& prefix, const std::string& kind,
+                                    int64_t cols, int64_t rows, int n) {
+    const std::string name = prefix + kind + "_exps.weight";
+    const TensorSource* t = Find(name);
+    std::vector<WeightTensor> out;
+    if (t == nullptr && Find(prefix + kind + ".0.weight") != nullptr) {
+      for (int e = 0; e < n; ++e)
+        out.push_back(
+            Matrix(StrFormat("%s%s.%d.weight", prefix.c_str(), kind.c_str(), e), cols, rows));
+      return out;
+    }
+    if (t == nullptr) Fail("model lacks tensor '%s'", name.c_str());
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n || t->ne[3] != 1) {
+      Fail("tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %d] (%d experts)",
+           name.c_str(), (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+           (long long)t->ne[3], (long long)cols, (long long)rows, n, n);
     }
     used_++;
-    WeightTensor w;
-    w.type = t->type;
-    w.cols = cols;
-    w.rows = rows;
-    w.row_bytes = RowBytes(tr, cols);
-    w.data = t->data;
-    return w;
+    for (int e = 0; e < n; ++e) out.push_back(View(*t, cols, rows, e));
+    return out;
   }
 
   // A small vector converted to float32 (owned by the model).
@@ -90,6 +100,29 @@ class Binder {
   int used() const { return used_; }
 
  private:
+  // Matrix `index` of `rows` rows of tensor t (checked to hold it).
+  static WeightTensor View(const TensorSource& t, int64_t cols, int64_t rows, int index) {
+    const TypeTraits& tr = Traits(t.type);
+    if (IsX16(t.type)) {
+      if (rows % kX16Rows != 0)
+        Fail("tensor '%s' (%s) has %lld rows: interleaved types need a multiple of 16",
+             t.name.c_str(), tr.name, (long long)rows);
+    } else if (tr.to_float == nullptr) {
+      Fail("tensor '%s' has type %s, which Paddock cannot compute with", t.name.c_str(), tr.name);
+    }
+    WeightTensor w;
+    w.type = t.type;
+    w.cols = cols;
+    w.rows = rows;
+    w.row_bytes = RowBytes(tr, cols);
+    const uint64_t bytes = static_cast<uint64_t>(rows) * w.row_bytes;
+    if ((static_cast<uint64_t>(index) + 1) * bytes > t.nbytes)
+      Fail("tensor '%s' holds %llu bytes, too few for its shape", t.name.c_str(),
+           (unsigned long long)t.nbytes);
+    w.data = t.data + static_cast<size_t>(index) * bytes;
+    return w;
+  }
+
   LoadedModel* m_;
   std::map<std::string, const TensorSource*> by_name_;
   int used_ = 0;
@@ -104,6 +137,30 @@ WeightTensor RowSlice(const WeightTensor& w, int64_t r0, int64_t n) {
   s.rows = n;
   s.data = w.data + static_cast<size_t>(r0) * w.row_bytes;
   return s;
+}
+
+// A mixture-of-experts FFN: router, the experts, and the shared expert with its gate if any.
+void BindExperts(Binder* b, const std::string& p, const ModelConfig& c, LayerWeights* L) {
+  L->router = b->Matrix(p + "ffn_gate_inp.weight", c.dim, c.n_experts);
+  if (IsX16(L->router.type))
+    Fail("tensor '%sffn_gate_inp.weight' (the router) has the interleaved type %s", p.c_str(),
+         TypeName(L->router.type));
+  const auto gate = b->Experts(p, "ffn_gate", c.dim, c.expert_ffn_dim, c.n_experts);
+  const auto up = b->Experts(p, "ffn_up", c.dim, c.expert_ffn_dim, c.n_experts);
+  const auto down = b->Experts(p, "ffn_down", c.expert_ffn_dim, c.dim, c.n_experts);
+  L->experts.resize(static_cast<size_t>(c.n_experts));
+  for (size_t e = 0; e < L->experts.size(); ++e) L->experts[e] = {gate[e], up[e], down[e]};
+  if (b->Find(p + "ffn_up_shexp.weight") != nullptr) {
+    if (c.shared_ffn_dim <= 0)
+      Fail(
+          "tensor '%sffn_up_shexp.weight' is a shared expert, but the metadata lacks "
+          "'%s.expert_shared_feed_forward_length'",
+          p.c_str(), c.arch.c_str());
+    L->w_gate = b->Matrix(p + "ffn_gate_shexp.weight", c.dim, c.shared_ffn_dim);
+    L->w_up = b->Matrix(p + "ffn_up_shexp.weight", c.dim, c.shared_ffn_dim);
+    L->w_down = b->Matrix(p + "ffn_down_shexp.weight", c.shared_ffn_dim, c.dim);
+    L->shared_gate = b->Vector(p + "ffn_gate_inp_shexp.weight", c.dim, false);
+  }
 }
 
 void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
@@ -163,12 +220,20 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
       L.bv = b.Vector(p + "attn_v.bias", c.kv_dim());
     }
-    if (c.qk_norm) {
-      L.q_norm = b.Vector(p + "attn_q_norm.weight", c.head_dim);
-      L.k_norm = b.Vector(p + "attn_k_norm.weight", c.head_dim);
+    if (c.qk_norm) {  // per head, or over the whole row (OLMoE)
+      L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? c.q_dim() : c.head_dim);
+      L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? c.kv_dim() : c.head_dim);
     }
     L.ffn_norm = b.Vector(p + "ffn_norm.weight", c.dim);
-    if (!c.ffn_gated) {  // GPT-2: up -> GELU -> down, with biases
+    const bool moe_layer = b.Find(p + "ffn_gate_inp.weight") != nullptr;
+    if (moe_layer && !c.is_moe())
+      Fail(
+          "tensor '%sffn_gate_inp.weight' is a mixture-of-experts router, but the metadata lacks "
+          "'%s.expert_count'",
+          p.c_str(), c.arch.c_str());
+    if (moe_layer) {
+      BindExperts(&b, p, c, &L);
+    } else if (!c.ffn_gated) {  // GPT-2: up -> GELU -> down, with biases
       L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
       L.b_up = b.Vector(p + "ffn_up.bias", c.ffn_dim);
       L.b_down = b.Vector(p + "ffn_down.bias", c.dim);
@@ -183,11 +248,18 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
       L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
     }
-    L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+    if (!moe_layer) L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
     if (c.post_norms) {
       L.post_attn_norm = b.Vector(p + "post_attention_norm.weight", c.dim);
       L.post_ffn_norm = b.Vector(p + "post_ffw_norm.weight", c.dim);
     }
+  }
+  if (c.is_moe()) {
+    bool any = false;
+    for (const LayerWeights& L : w.layers) any = any || !L.experts.empty();
+    if (!any)
+      Fail("the metadata gives %d experts but no layer has a router ('blk.0.ffn_gate_inp.weight')",
+           c.n_experts);
   }
   std::map<std::string, TensorTypeCount> counts;
   for (const auto& t : src) {
@@ -201,6 +273,22 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
     tc.bytes += t.nbytes;
   }
   for (auto& kv : counts) m->type_counts.push_back(kv.second);
+  // Per token only the used experts are read: the others' parameters are not active.
+  m->n_active_params = m->n_params;
+  m->active_weight_bytes = m->weight_bytes;
+  for (const LayerWeights& L : w.layers) {
+    if (L.experts.empty()) continue;
+    const ExpertWeights& e = L.experts[0];
+    int64_t params = 0;
+    uint64_t bytes = 0;
+    for (const WeightTensor* t : {&e.gate, &e.up, &e.down}) {
+      params += t->rows * t->cols;
+      bytes += static_cast<uint64_t>(t->rows) * t->row_bytes;
+    }
+    const int skipped = c.n_experts - c.n_experts_used;
+    m->n_active_params -= skipped * params;
+    m->active_weight_bytes -= static_cast<uint64_t>(skipped) * bytes;
+  }
 }
 
 bool IsGguf(const std::string& path) {
@@ -328,12 +416,18 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
     m->relaid.push_back(std::move(buf));
   };
   auto size = [](const WeightTensor* t) { return static_cast<double>(t->rows) * t->row_bytes; };
+  // A layer's matrices: attention, the dense FFN (or shared expert), the router and experts.
+  auto matrices = [](LayerWeights& L) {
+    std::vector<WeightTensor*> v = {&L.wq,     &L.wk,   &L.wv,     &L.wo,
+                                    &L.w_gate, &L.w_up, &L.w_down, &L.router};
+    for (ExpertWeights& e : L.experts) v.insert(v.end(), {&e.gate, &e.up, &e.down});
+    return v;
+  };
   double total = size(&w.output), done = 0;
   for (LayerWeights& L : w.layers)
-    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      total += size(t);
+    for (WeightTensor* t : matrices(L)) total += size(t);
   for (LayerWeights& L : w.layers) {
-    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+    for (WeightTensor* t : matrices(L)) {
       done += size(t);
       relayout(t, false);
     }

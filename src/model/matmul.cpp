@@ -103,7 +103,8 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   // RoPE) while they are in cache; a head must hold whole 16-row groups of interleaved weights.
   const int hd = cfg_.head_dim;
   const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
-  if (!fuse_qkv_ || hd % u != 0) {
+  // Whole-row QK-norm (OLMoE) needs every head of a row before the epilogue: unfused.
+  if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full) {
     Matmul(L.wq, x, xq, n, q_);
     Matmul(L.wk, x, xq, n, kv_k_);
     Matmul(L.wv, x, xq, n, kv_v_);
@@ -125,22 +126,23 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   return true;
 }
 
-void Transformer::MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
-  const int64_t ffn = cfg_.ffn_dim;
+void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up, const float* x,
+                               const ActQ8& xq, int n) {
+  const int64_t ffn = gate.rows;
   if (!fuse_ffn_) {
-    Matmul(L.w_gate, x, xq, n, hb_);
-    Matmul(L.w_up, x, xq, n, hb2_);
+    Matmul(gate, x, xq, n, hb_);
+    Matmul(up, x, xq, n, hb2_);
     glu_(hb_, hb2_, static_cast<int64_t>(n) * ffn);
     return;
   }
   // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
   // is still in cache: one fork/join, no separate pass over the hidden activations.
-  const int64_t u = std::max(RowUnit(L.w_gate), RowUnit(L.w_up));  // ffn % u == 0 (layout rule)
+  const int64_t u = std::max(RowUnit(gate), RowUnit(up));  // ffn % u == 0 (layout rule)
   pool_.ParallelFor(ffn / u, [&](int64_t b, int64_t e, int) {
     b *= u;
     e *= u;
-    MatmulRows(L.w_gate, x, xq, n, hb_, b, e);
-    MatmulRows(L.w_up, x, xq, n, hb2_, b, e);
+    MatmulRows(gate, x, xq, n, hb_, b, e);
+    MatmulRows(up, x, xq, n, hb2_, b, e);
     for (int j = 0; j < n; ++j) glu_(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);
   });
 }

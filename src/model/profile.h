@@ -25,6 +25,9 @@ enum class ProfOp : int {
   kMatmulDown,
   kLogits,
   kSample,
+  kMoeRoute,
+  kMoeGather,
+  kMoeScatter,
   kCount
 };
 
@@ -50,7 +53,10 @@ struct Profiler {
                                         "matmul gate/up + swiglu",
                                         "matmul down",
                                         "logits (final norm + classifier)",
-                                        "sampling"};
+                                        "sampling",
+                                        "moe router + top-k",
+                                        "moe gather",
+                                        "moe weighted scatter-add"};
     static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ProfOp::kCount),
                   "one name per operator");
     return names[static_cast<int>(op)];

@@ -1,5 +1,6 @@
 #include "model/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -111,10 +112,63 @@ SynthSpec SynthPreset(const std::string& name) {
     s.qkv_bias = true;
     s.rope_base = 1000000.0f;
     s.tied_embeddings = true;
+  } else if (name == "olmoe-1b-7b") {  // OLMoE-1B-7B-0924
+    s.arch = "olmoe";
+    s.dim = 2048;
+    s.n_layers = 16;
+    s.n_heads = 16;
+    s.n_kv_heads = 16;
+    s.ffn_dim = 1024;
+    s.n_experts = 64;
+    s.n_experts_used = 8;
+    s.qk_norm = true;
+    s.n_vocab = 50304;
+    s.context = 4096;
+  } else if (name == "qwen3-30b-a3b") {
+    s.arch = "qwen3moe";
+    s.dim = 2048;
+    s.n_layers = 48;
+    s.n_heads = 32;
+    s.n_kv_heads = 4;
+    s.head_dim = 128;
+    s.ffn_dim = 6144;
+    s.expert_ffn_dim = 768;
+    s.n_experts = 128;
+    s.n_experts_used = 8;
+    s.qk_norm = true;
+    s.n_vocab = 151936;
+    s.context = 40960;
+    s.rope_base = 1000000.0f;
+  } else if (name == "qwen1.5-moe-a2.7b") {
+    s.arch = "qwen2moe";
+    s.dim = 2048;
+    s.n_layers = 24;
+    s.n_heads = 16;
+    s.n_kv_heads = 16;
+    s.ffn_dim = 5632;
+    s.expert_ffn_dim = 1408;
+    s.shared_ffn_dim = 5632;
+    s.n_experts = 60;
+    s.n_experts_used = 4;
+    s.qkv_bias = true;
+    s.n_vocab = 151936;
+    s.context = 8192;
+    s.rope_base = 1000000.0f;
+  } else if (name == "mixtral-8x7b") {
+    s.dim = 4096;
+    s.n_layers = 32;
+    s.n_heads = 32;
+    s.n_kv_heads = 8;
+    s.ffn_dim = 14336;
+    s.n_experts = 8;
+    s.n_experts_used = 2;
+    s.n_vocab = 32000;
+    s.context = 32768;
+    s.rope_base = 1000000.0f;
   } else {
     Fail(
         "unknown shape '%s' (known: tiny, stories260k, tinyllama, llama2-7b, mistral-7b, "
-        "qwen2-0.5b)",
+        "qwen2-0.5b, olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, mixtral-8x7b)",
         name.c_str());
   }
   return s;
@@ -142,6 +196,15 @@ void WriteMetadata(const SynthSpec& s, int hd, GgufWriter* w) {
     w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
+  if (s.n_experts > 0) {
+    w->SetU32(a + ".expert_count", static_cast<uint32_t>(s.n_experts));
+    w->SetU32(a + ".expert_used_count", static_cast<uint32_t>(s.n_experts_used));
+    w->SetU32(a + ".expert_feed_forward_length",
+              static_cast<uint32_t>(s.expert_ffn_dim > 0 ? s.expert_ffn_dim : s.ffn_dim));
+    if (s.shared_ffn_dim > 0)
+      w->SetU32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_ffn_dim));
+    if (s.expert_norm >= 0) w->SetBool(a + ".expert_weights_norm", s.expert_norm > 0);
+  }
   w->SetU32("general.file_type", 0);
 }
 
@@ -207,15 +270,62 @@ class SynthTensors {
         layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
     const bool wide =
         name == "output.weight" || (more_bits && (name.find("attn_v.") != std::string::npos ||
-                                                  name.find("ffn_down.") != std::string::npos));
+                                                  name.find("ffn_down") != std::string::npos));
     return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
   }
-  void Matrix(const std::string& name, int cols, int rows) {
-    buf_.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows));
+  // A matrix of `rows` rows of `cols` (depth > 0: `depth` of them, a 3-D expert tensor).
+  void Matrix(const std::string& name, int cols, int rows, int depth = 0, bool f32 = false) {
+    buf_.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows) *
+                static_cast<size_t>(std::max(depth, 1)));
     const float scale = std::sqrt(3.0f / static_cast<float>(cols));  // unit-variance outputs
     for (float& v : buf_) v = rng_.Uniform() * scale;
     if (Inert(name)) std::fill(buf_.begin(), buf_.end(), 0.0f);  // (drawn all the same)
-    w_->AddTensorF32(name, {cols, rows}, TypeOf(name), buf_.data());
+    if (s_.ffn_down_scale != 1.0f && name.find("ffn_down.") != std::string::npos) {
+      for (float& v : buf_) v *= s_.ffn_down_scale;
+    }
+    std::vector<int64_t> ne = {cols, rows};
+    if (depth > 0) ne.push_back(depth);
+    w_->AddTensorF32(name, ne, f32 ? GgmlType::kF32 : TypeOf(name), buf_.data());
+  }
+  // A mixture-of-experts FFN: the router, the experts, and the shared expert with its gate.
+  void Experts(const std::string& p) {
+    const int E = s_.n_experts, F = s_.expert_ffn_dim > 0 ? s_.expert_ffn_dim : s_.ffn_dim;
+    if (s_.experts_from_dense) {
+      if (F != s_.ffn_dim) Fail("synthetic model: experts_from_dense needs experts of ffn_dim");
+      Copies(p + "ffn_gate_exps.weight", s_.dim, F, E, false);
+      Copies(p + "ffn_up_exps.weight", s_.dim, F, E, false);
+      Copies(p + "ffn_down_exps.weight", F, s_.dim, E, true);
+      Rng router(s_.seed ^ 0x7a11e7ull);
+      buf_.resize(static_cast<size_t>(s_.dim) * static_cast<size_t>(E));
+      const float scale = s_.router_scale * std::sqrt(3.0f / static_cast<float>(s_.dim));
+      for (float& v : buf_) v = router.Uniform() * scale;
+      w_->AddTensorF32(p + "ffn_gate_inp.weight", {s_.dim, E}, GgmlType::kF32, buf_.data());
+      return;
+    }
+    Matrix(p + "ffn_gate_inp.weight", s_.dim, E, 0, true);
+    Matrix(p + "ffn_gate_exps.weight", s_.dim, F, E);
+    Matrix(p + "ffn_up_exps.weight", s_.dim, F, E);
+    Matrix(p + "ffn_down_exps.weight", F, s_.dim, E);
+    if (s_.shared_ffn_dim > 0) {
+      Matrix(p + "ffn_gate_shexp.weight", s_.dim, s_.shared_ffn_dim);
+      Matrix(p + "ffn_up_shexp.weight", s_.dim, s_.shared_ffn_dim);
+      Matrix(p + "ffn_down_shexp.weight", s_.shared_ffn_dim, s_.dim);
+      Vec(p + "ffn_gate_inp_shexp.weight", s_.dim, 0.0f,
+          std::sqrt(3.0f / static_cast<float>(s_.dim)));
+    }
+  }
+  // E copies of the matrix the dense model draws here (scaled: copy e times e + 1).
+  void Copies(const std::string& name, int cols, int rows, int E, bool scaled) {
+    const size_t n = static_cast<size_t>(cols) * static_cast<size_t>(rows);
+    std::vector<float> one(n);
+    const float scale = std::sqrt(3.0f / static_cast<float>(cols));
+    for (float& v : one) v = rng_.Uniform() * scale;
+    buf_.resize(n * static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) {
+      const float f = scaled ? static_cast<float>(e + 1) : 1.0f;
+      for (size_t i = 0; i < n; ++i) buf_[static_cast<size_t>(e) * n + i] = one[i] * f;
+    }
+    w_->AddTensorF32(name, {cols, rows, E}, TypeOf(name), buf_.data());
   }
   // A layer past active_layers: its output projections are zero.
   bool Inert(const std::string& name) const {
@@ -258,19 +368,22 @@ class SynthTensors {
       Vec(p + "attn_k.bias", kvd_, 0.0f, 0.5f);
       Vec(p + "attn_v.bias", kvd_, 0.0f, 0.5f);
     }
-    if (s_.qk_norm) {
-      Vec(p + "attn_q_norm.weight", hd_, 1.0f, 0.5f);
-      Vec(p + "attn_k_norm.weight", hd_, 1.0f, 0.5f);
+    if (s_.qk_norm) {  // per head, or over the whole row (OLMoE)
+      const bool full = s_.arch == "olmoe";
+      Vec(p + "attn_q_norm.weight", full ? qd_ : hd_, 1.0f, 0.5f);
+      Vec(p + "attn_k_norm.weight", full ? kvd_ : hd_, 1.0f, 0.5f);
     }
     Matrix(p + "attn_output.weight", qd_, s_.dim);
     Vec(p + "ffn_norm.weight", s_.dim, 1.0f, 0.1f);
-    if (phi3) {
+    if (s_.n_experts > 0) {
+      Experts(p);
+    } else if (phi3) {
       Matrix(p + "ffn_up.weight", s_.dim, 2 * s_.ffn_dim);  // fused [gate | up]
     } else {
       Matrix(p + "ffn_gate.weight", s_.dim, s_.ffn_dim);
       Matrix(p + "ffn_up.weight", s_.dim, s_.ffn_dim);
     }
-    Matrix(p + "ffn_down.weight", s_.ffn_dim, s_.dim);
+    if (s_.n_experts == 0) Matrix(p + "ffn_down.weight", s_.ffn_dim, s_.dim);
     if (s_.arch == "gemma2" || s_.arch == "gemma3") {
       Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
       Vec(p + "post_ffw_norm.weight", s_.dim, 1.0f, 0.1f);

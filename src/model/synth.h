@@ -32,9 +32,25 @@ struct SynthSpec {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool tied_embeddings = false;
-  float attn_softcap = 0;          // gemma2: written as {arch}.attn_logit_softcapping when > 0
-  float final_softcap = 0;         // gemma2: {arch}.final_logit_softcapping
-  GgmlType type = GgmlType::kF32;  // type of the 2-D weight matrices
+  float attn_softcap = 0;   // gemma2: written as {arch}.attn_logit_softcapping when > 0
+  float final_softcap = 0;  // gemma2: {arch}.final_logit_softcapping
+  // Mixture of experts (n_experts > 0): every layer's FFN is a router (F32, as llama.cpp keeps
+  // it) over n_experts experts of expert_ffn_dim rows (0: ffn_dim) in 3-D tensors, n_experts_used
+  // per token; shared_ffn_dim > 0 adds a gated shared expert (qwen2moe). expert_norm: written
+  // as {arch}.expert_weights_norm (-1: not written, the family's default applies).
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int expert_ffn_dim = 0;
+  int shared_ffn_dim = 0;
+  int expert_norm = -1;
+  // Tests with known routing: every expert is the FFN the dense model of the same spec would
+  // draw, expert e's down projection times e + 1 (so each expert's share shows in the output),
+  // and the router (drawn from its own generator, so the rest matches the dense model) times
+  // router_scale (0: all logits equal, so the first k experts are chosen with equal weights).
+  bool experts_from_dense = false;
+  float router_scale = 1.0f;
+  float ffn_down_scale = 1.0f;     // a dense model's down projection times this
+  GgmlType type = GgmlType::kF32;  // type of the weight matrices
   // llama.cpp's Q4_K_M mix: `type` Q4_K, with output, and attn_v / ffn_down of the layers
   // llama.cpp gives more bits (first and last eighth, every third between), in Q6_K.
   bool q4_k_m = false;
@@ -52,7 +68,8 @@ struct SynthSpec {
 };
 
 // Named shapes: "tiny" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
-// "qwen2-0.5b", "mistral-7b". Throws Error for an unknown name.
+// "qwen2-0.5b", "mistral-7b", and the mixtures of experts "olmoe-1b-7b", "qwen3-30b-a3b",
+// "qwen1.5-moe-a2.7b", "mixtral-8x7b". Throws Error for an unknown name.
 SynthSpec SynthPreset(const std::string& name);
 
 // Fills `w` with the model described by `spec`. Throws Error on impossible shapes.

@@ -27,9 +27,13 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
       int8_(int8_activations) {
-  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.ffn_dim}));
+  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
   glu_ = cfg_.ffn_act == FfnAct::kGeluTanh ? k_.gelu_mul : k_.silu_mul;
-  const size_t act = static_cast<size_t>(max_batch_) * max_cols_;
+  // Mixture of experts: R gathered rows (each token's k experts), planned for the worst routing.
+  const size_t moe_rows =
+      static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.n_experts_used);
+  const size_t moe_hidden = moe_rows * static_cast<size_t>(cfg_.expert_ffn_dim);
+  const size_t act = std::max(static_cast<size_t>(max_batch_) * max_cols_, moe_hidden);
   act_qs_.reset(new int8_t[act]);
   act_d_.reset(new float[act / kQK + 1]);
   act_ds_.reset(new float[act / kQK + 1]);
@@ -43,28 +47,48 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       B * cfg_.kv_dim(),
       B * cfg_.kv_dim(),
       B * cfg_.q_dim(),
-      B * cfg_.ffn_dim,
-      B * cfg_.ffn_dim,
+      std::max(B * cfg_.max_ffn_dim(), moe_hidden),
+      std::max(B * cfg_.max_ffn_dim(), moe_hidden),
       static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
       2 * B * half,  // the global table, then the local layers' (Gemma 3)
       2 * B * half,
       T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)),
       T * static_cast<size_t>(cfg_.q_dim()),
       T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim),
-      2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2)};
+      2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2),
+      B * cfg_.n_experts,
+      moe_rows * cfg_.dim,
+      moe_rows * cfg_.dim,
+      cfg_.shared_ffn_dim > 0 ? B * cfg_.dim : 0};
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
   arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_,      &xb_,  &q_,   &kv_k_,   &kv_v_, &att_,          &hb_,       &hb2_,
-                     &logits_, &cos_, &sin_, &scores_, &qrot_, &attn_scratch_, &attn_part_};
+  float** slots[] = {&x_,          &xb_,     &q_,       &kv_k_,         &kv_v_,
+                     &att_,        &hb_,     &hb2_,     &logits_,       &cos_,
+                     &sin_,        &scores_, &qrot_,    &attn_scratch_, &attn_part_,
+                     &moe_logits_, &moe_x_,  &moe_out_, &moe_shared_};
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i] = p;
     p += (sizes[i] + 15) / 16 * 16;
   }
   std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
+  if (cfg_.is_moe()) {
+    const size_t moe_act = moe_rows * static_cast<size_t>(cfg_.dim);
+    moe_qs_.reset(new int8_t[moe_act]);
+    moe_d_.reset(new float[moe_act / kQK + 1]);
+    moe_ds_.reset(new float[moe_act / kQK + 1]);
+    arena_bytes_ += moe_act + (moe_act / kQK + 1) * 8;
+    const size_t k = static_cast<size_t>(cfg_.n_experts_used);
+    moe_sel_.assign(B * k, 0);
+    moe_w_.assign(B * k, 0.0f);
+    moe_row_.assign(B * k, 0);
+    moe_count_.assign(static_cast<size_t>(cfg_.n_experts), 0);
+    moe_offset_.assign(static_cast<size_t>(cfg_.n_experts), 0);
+    moe_active_.assign(static_cast<size_t>(cfg_.n_experts), 0);
+  }
   // At most one task per (token, head), or 2 per thread when positions are split.
   attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   tok_pos_.assign(B, 0);
@@ -214,7 +238,9 @@ void Transformer::Layer(int l, int n) {
   // xb = post_norm(attention(xb) Wo)
   AttentionBlock(l, w, xq, n);
   // x += xb; xb = norm(x)
-  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, w.w_gate ? w.w_gate : w.w_up);
+  const WeightTensor& ffn_in =
+      !w.experts.empty() ? w.experts[0].gate : (w.w_gate ? w.w_gate : w.w_up);
+  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, ffn_in);
   // xb = post_norm(glu(xb Wgate, xb Wup) Wdown)
   FfnBlock(l, w, fq, n);
   // x += xb (fused: carried into the next layer's norm pass, or added before the logits)
@@ -279,7 +305,15 @@ void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, 
   Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, xb_, xq, n); });
   if (!epilogue_done) {
     Timed(ProfOp::kBiasNormRope, [&] {
-      for (int j = 0; j < n; ++j) QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
+      for (int j = 0; j < n; ++j) {
+        if (cfg_.qk_norm_full) {  // OLMoE: RMSNorm over the whole Q and K rows, then RoPE
+          float* q = q_ + static_cast<size_t>(j) * cfg_.q_dim();
+          float* k = kv_k_ + static_cast<size_t>(j) * cfg_.kv_dim();
+          k_.rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
+          k_.rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
+        }
+        QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
+      }
     });
   }
   Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
@@ -297,10 +331,15 @@ void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, 
 // xb = hb Wdown (+ bias), post-norm.
 void Transformer::FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
   Observe(ActSite::kFfnIn, l, xb_, n, cfg_.dim);
+  if (!w.experts.empty()) {
+    MoeBlock(l, w, xq, n);
+    PostNorm(w.post_ffn_norm, n);
+    return;
+  }
   const int64_t ffn = cfg_.ffn_dim;
   Timed(ProfOp::kMatmulGateUp, [&] {
     if (w.w_gate) {
-      MatmulGateUp(w, xb_, xq, n);
+      MatmulGateUp(w.w_gate, w.w_up, xb_, xq, n);
     } else {
       Matmul(w.w_up, xb_, xq, n, hb_);
       AddBias(hb_, w.b_up, n, ffn);

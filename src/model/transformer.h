@@ -127,6 +127,8 @@ class Transformer {
   void PostNorm(const float* w, int n);
   void AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   void FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
+  // Mixture of experts (moe.cpp): route, gather per expert, expert GEMMs, weighted scatter.
+  void MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   // Attention (attention.cpp).
   void StoreKv(int l, int n);
   void Attention(int l, int n);
@@ -156,7 +158,9 @@ class Transformer {
                   int64_t begin, int64_t end);
   // Returns whether the bias / QK-norm / RoPE epilogue ran inside the fused pass.
   bool MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n);
-  void MatmulGateUp(const LayerWeights& L, const float* x, const ActQ8& xq, int n);
+  // hb = glu(x gate^T, x up^T) (n rows of gate.rows), hb2 the up projection.
+  void MatmulGateUp(const WeightTensor& gate, const WeightTensor& up, const float* x,
+                    const ActQ8& xq, int n);
   void RopeTables(int n);
 
   const LoadedModel& model_;
@@ -266,6 +270,21 @@ class Transformer {
   std::vector<int> tok_pos_;
   std::vector<const KvView*> tok_view_;
   std::vector<int> logit_tok_;  // (max_items) the token index of each logits row
+  // Mixture of experts, planned for the worst routing (every token's k experts distinct):
+  // R = max_batch * n_experts_used gathered rows.
+  float* moe_logits_ = nullptr;  // (B, n_experts) router logits
+  float* moe_x_ = nullptr;       // (R, dim) gathered float inputs (experts without int8 kernels)
+  float* moe_out_ = nullptr;     // (R, dim) expert outputs, unweighted
+  float* moe_shared_ = nullptr;  // (B, dim) the shared expert's output
+  std::unique_ptr<int8_t[]> moe_qs_;  // (R, dim) gathered int8 inputs
+  std::unique_ptr<float[]> moe_d_;    // (R, dim / 32)
+  std::unique_ptr<float[]> moe_ds_;   // (R, dim / 32)
+  std::vector<int> moe_sel_;          // (B, k) each token's experts
+  std::vector<float> moe_w_;          // (B, k) their weights
+  std::vector<int> moe_row_;          // (B, k) the gathered row of each (token, expert) pair
+  std::vector<int> moe_count_;        // (n_experts) tokens per expert this step
+  std::vector<int> moe_offset_;       // (n_experts) first gathered row of each expert
+  std::vector<int> moe_active_;       // the experts with tokens this step, ascending
 };
 
 }  // namespace paddock

@@ -29,6 +29,14 @@ struct WeightTensor {
   explicit operator bool() const { return data != nullptr; }
 };
 
+// One expert's FFN: rows of a 3-D expert tensor ([cols, rows, n_experts] in GGUF), each
+// expert's slice a matrix of its own (re-laid at load like a dense one).
+struct ExpertWeights {
+  WeightTensor gate;  // (expert_ffn_dim, dim)
+  WeightTensor up;    // (expert_ffn_dim, dim)
+  WeightTensor down;  // (dim, expert_ffn_dim)
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // (dim)
   WeightTensor wq;                   // (q_dim rows, dim cols)
@@ -52,6 +60,11 @@ struct LayerWeights {
   const float* b_down = nullptr;          // (dim)
   const float* post_attn_norm = nullptr;  // (dim) Gemma 2, else null
   const float* post_ffn_norm = nullptr;   // (dim)
+  // Mixture of experts (empty experts: a dense FFN). In a MoE layer w_gate / w_up / w_down,
+  // when present, are the shared expert, scaled by sigmoid(shared_gate . x) when that is set.
+  WeightTensor router;  // (n_experts, dim) ffn_gate_inp
+  std::vector<ExpertWeights> experts;
+  const float* shared_gate = nullptr;  // (dim) ffn_gate_inp_shexp (Qwen2 MoE)
 };
 
 struct ModelWeights {
@@ -80,6 +93,8 @@ struct LoadedModel {
   std::string chat_template;  // GGUF tokenizer.chat_template (Jinja source), if any
   std::vector<TensorTypeCount> type_counts;
   int64_t n_params = 0;
+  int64_t n_active_params = 0;       // read per token: n_params less the experts a token skips
+  uint64_t active_weight_bytes = 0;  // likewise, in bytes
   uint64_t weight_bytes = 0;
 
   std::shared_ptr<const void> storage;          // keeps the mapping alive

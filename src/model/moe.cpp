@@ -1,0 +1,192 @@
+// model/moe.cpp: the mixture-of-experts FFN of a step. The router picks each token's experts;
+// the step's tokens are grouped per expert (gather), each used expert's gate/up/down weights are
+// read once for all of its tokens (the batched integer GEMM, rows split over the threads so any
+// routing keeps them equally busy, also in decode), and the outputs are summed back per token
+// with their weights in the token's own order (scatter), so a token's result does not depend on
+// its batch-mates. A shared expert (Qwen2 MoE) runs as a dense FFN beside them.
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/transformer.h"
+
+namespace paddock {
+
+void RouteToken(const float* logits, const ModelConfig& cfg, int* ids, float* weights) {
+  const int n = cfg.n_experts, k = cfg.n_experts_used;
+  float score[kMaxExperts];
+  if (cfg.expert_gating == ExpertGating::kSoftmax) {
+    float mx = logits[0];
+    for (int e = 1; e < n; ++e) mx = std::max(mx, logits[e]);
+    float sum = 0;
+    for (int e = 0; e < n; ++e) sum += score[e] = std::exp(logits[e] - mx);
+    for (int e = 0; e < n; ++e) score[e] /= sum;
+  } else if (cfg.expert_gating == ExpertGating::kSigmoid) {
+    for (int e = 0; e < n; ++e) score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  } else {
+    for (int e = 0; e < n; ++e) score[e] = logits[e];
+  }
+  // Top k by selection (k is small): the best remaining each time, the lower id on ties.
+  bool taken[kMaxExperts] = {};
+  for (int s = 0; s < k; ++s) {
+    int best = -1;
+    for (int e = 0; e < n; ++e) {
+      if (!taken[e] && (best < 0 || score[e] > score[best])) best = e;
+    }
+    taken[best] = true;
+    ids[s] = best;
+    weights[s] = score[best];
+  }
+  if (cfg.expert_gating == ExpertGating::kSoftmaxTopK) {  // softmax over the k chosen logits
+    const float mx = weights[0];
+    float sum = 0;
+    for (int s = 0; s < k; ++s) sum += weights[s] = std::exp(weights[s] - mx);
+    for (int s = 0; s < k; ++s) weights[s] /= sum;
+  }
+  if (cfg.expert_norm) {
+    float sum = 0;
+    for (int s = 0; s < k; ++s) sum += weights[s];
+    if (sum > 0) {
+      for (int s = 0; s < k; ++s) weights[s] /= sum;
+    }
+  }
+  if (cfg.expert_scale != 1.0f) {
+    for (int s = 0; s < k; ++s) weights[s] *= cfg.expert_scale;
+  }
+}
+
+// xb (n, dim) -> xb = sum over each token's experts of weight * expert(xb) (+ the shared expert).
+void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
+  const int E = cfg_.n_experts, K = cfg_.n_experts_used, dim = cfg_.dim;
+  const int64_t F = cfg_.expert_ffn_dim;
+  int* sel = moe_sel_.data();
+  float* wts = moe_w_.data();
+  int* count = moe_count_.data();
+  int* offset = moe_offset_.data();
+  int* row = moe_row_.data();
+  int n_active = 0;
+  {
+    // Router logits, each token's experts, and the grouping: expert e's tokens take rows
+    // [offset[e], offset[e] + count[e]) of the gathered buffers, in token order.
+    OpScope ps(this, ProfOp::kMoeRoute);
+    Matmul(w.router, xb_, xq, n, moe_logits_);
+    for (int j = 0; j < n; ++j) RouteToken(moe_logits_ + j * E, cfg_, sel + j * K, wts + j * K);
+    std::fill(count, count + E, 0);
+    for (int i = 0; i < n * K; ++i) count[sel[i]]++;
+    for (int e = 0, o = 0; e < E; ++e) {
+      offset[e] = o;
+      o += count[e];
+      if (count[e] > 0) moe_active_[static_cast<size_t>(n_active++)] = e;
+    }
+    std::fill(count, count + E, 0);
+    for (int i = 0; i < n * K; ++i) row[i] = offset[sel[i]] + count[sel[i]]++;
+  }
+  const ExpertWeights& ex0 = w.experts[0];
+  const bool int8_in = TakesInt8(ex0.gate, dim) && TakesInt8(ex0.up, dim);
+  ActQ8 gq;
+  {
+    // Gather: each (token, expert) pair's input row into its expert's run of rows, as int8
+    // blocks for the integer kernels (copied where the input is quantized already) or floats.
+    OpScope ps(this, ProfOp::kMoeGather);
+    const size_t nb = static_cast<size_t>(dim) / kQK;
+    ForTokens(n, [&](int j) {
+      for (int s = 0; s < K; ++s) {
+        const size_t r = static_cast<size_t>(row[j * K + s]);
+        const size_t src = static_cast<size_t>(j);
+        if (!int8_in) {
+          std::memcpy(moe_x_ + r * dim, xb_ + src * dim, sizeof(float) * dim);
+        } else if (xq.qs != nullptr) {
+          std::memcpy(moe_qs_.get() + r * dim, xq.qs + src * dim, static_cast<size_t>(dim));
+          std::memcpy(moe_d_.get() + r * nb, xq.d + src * nb, sizeof(float) * nb);
+          std::memcpy(moe_ds_.get() + r * nb, xq.ds + src * nb, sizeof(float) * nb);
+        } else {
+          k_.quantize_act(xb_ + src * dim, dim, moe_qs_.get() + r * dim, moe_d_.get() + r * nb,
+                          moe_ds_.get() + r * nb);
+        }
+      }
+    });
+    if (int8_in) {
+      gq.qs = moe_qs_.get();
+      gq.d = moe_d_.get();
+      gq.ds = moe_ds_.get();
+    }
+  }
+  // The shared expert: a dense FFN over all n tokens (its output aside in moe_shared_), scaled
+  // per token by sigmoid(shared_gate . x) where the model gates it.
+  const bool shared = static_cast<bool>(w.w_up);
+  if (shared) {
+    Timed(ProfOp::kMatmulGateUp, [&] {
+      const ActQ8 sq = xq.qs != nullptr || !TakesInt8(w.w_gate, dim)
+                           ? xq
+                           : QuantizeInput(xb_, n, dim, w.w_gate);
+      MatmulGateUp(w.w_gate, w.w_up, xb_, sq, n);
+    });
+    const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down);
+    Timed(ProfOp::kMatmulDown, [&] {
+      Matmul(w.w_down, hb_, hq, n, moe_shared_);
+      if (w.shared_gate != nullptr) {
+        for (int j = 0; j < n; ++j) {
+          const float g = k_.dot(w.shared_gate, xb_ + static_cast<size_t>(j) * dim, dim);
+          const float s = 1.0f / (1.0f + std::exp(-g));
+          float* y = moe_shared_ + static_cast<size_t>(j) * dim;
+          for (int d = 0; d < dim; ++d) y[d] *= s;
+        }
+      }
+    });
+  }
+  // Gate/up + GLU of every used expert: each thread takes the same row slice of all of them.
+  Timed(ProfOp::kMatmulGateUp, [&] {
+    const int64_t u = std::max(RowUnit(ex0.gate), RowUnit(ex0.up));
+    pool_.ParallelFor(F / u, [&](int64_t b, int64_t e, int) {
+      b *= u;
+      e *= u;
+      for (int a = 0; a < n_active; ++a) {
+        const int x = moe_active_[static_cast<size_t>(a)];
+        const ExpertWeights& ew = w.experts[static_cast<size_t>(x)];
+        const int o = offset[x], c = count[x];
+        const ActQ8 in = int8_in ? gq.Token(o, dim) : ActQ8{};
+        const float* xf = moe_x_ + static_cast<size_t>(o) * dim;
+        float* g = hb_ + static_cast<size_t>(o) * F;
+        float* up = hb2_ + static_cast<size_t>(o) * F;
+        MatmulRows(ew.gate, xf, in, c, g, b, e);
+        MatmulRows(ew.up, xf, in, c, up, b, e);
+        for (int r = 0; r < c; ++r) glu_(g + r * F + b, up + r * F + b, e - b);
+      }
+    });
+  });
+  // Down projection of every used expert's rows, threads over output rows.
+  const int rows = n * K;
+  const ActQ8 hq = QuantizeInput(hb_, rows, static_cast<int>(F), ex0.down);
+  Timed(ProfOp::kMatmulDown, [&] {
+    const int64_t u = RowUnit(ex0.down);
+    pool_.ParallelFor(dim / u, [&](int64_t b, int64_t e, int) {
+      b *= u;
+      e *= u;
+      for (int a = 0; a < n_active; ++a) {
+        const int x = moe_active_[static_cast<size_t>(a)];
+        const int o = offset[x], c = count[x];
+        const ActQ8 in = hq.qs != nullptr ? hq.Token(o, F) : ActQ8{};
+        MatmulRows(w.experts[static_cast<size_t>(x)].down, hb_ + static_cast<size_t>(o) * F, in,
+                   c, moe_out_ + static_cast<size_t>(o) * dim, b, e);
+      }
+    });
+  });
+  // Scatter: each token's experts' outputs, weighted, summed in the token's own order.
+  Timed(ProfOp::kMoeScatter, [&] {
+    ForTokens(n, [&](int j) {
+      float* y = xb_ + static_cast<size_t>(j) * dim;
+      if (shared) {
+        std::memcpy(y, moe_shared_ + static_cast<size_t>(j) * dim, sizeof(float) * dim);
+      } else {
+        std::fill(y, y + dim, 0.0f);
+      }
+      for (int s = 0; s < K; ++s)
+        k_.axpy(y, wts[j * K + s], moe_out_ + static_cast<size_t>(row[j * K + s]) * dim, dim);
+    });
+  });
+  (void)l;
+}
+
+}  // namespace paddock
