@@ -183,6 +183,16 @@ grep -q "^keeping .* in Q8_0" "$TMP/mixed.log" && ok || bad "mixed precision kep
 klm=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/mixed.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
 klu=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4all.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
 python3 -c "import sys; sys.exit(0 if float('$klm') < float('$klu') else 1)" && ok || bad "mixed ($klm) not better than uniform q4_0 ($klu)"
+# Mixtures of experts: 3-D expert tensors are quantized (the router stays F32), info shows the
+# active parameters, and the quantized model runs, its expert matrices interleaved at load.
+"$BIN" synth --shape tiny-moe --type f32 -o "$TMP/moe.gguf" 2>/dev/null && ok || bad "synth tiny-moe"
+"$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-q4.gguf" --type q4_0 2>"$TMP/moe-q.log" && ok || bad "quantize a MoE"
+grep -q "ffn_gate_exps.weight *F32 *-> Q4_0" "$TMP/moe-q.log" && ok || bad "expert tensors not quantized: $(grep exps "$TMP/moe-q.log" | head -1)"
+grep -q "ffn_gate_inp.weight *F32 *-> F32" "$TMP/moe-q.log" && ok || bad "router not kept F32"
+"$BIN" info "$TMP/moe-q4.gguf" 2>/dev/null | grep -q "^active: .* per token: 2 of 8 experts of FFN 64" && ok || bad "info lacks the active parameters"
+"$BIN" run -m "$TMP/moe-q4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1 && ok || bad "quantized MoE does not run"
+"$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-pq4.gguf" --type pq4_g32 2>/dev/null && ok || bad "quantize a MoE to pq4_g32"
+"$BIN" run -m "$TMP/moe-pq4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1 && ok || bad "pq4_g32 MoE does not run"
 # 14. Paddock types (stored interleaved): int8 per channel close to the original; calibrated
 # int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
 # file with Paddock types of another layout version is refused.

@@ -9,6 +9,7 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "model/synth.h"
 #include "model/weights.h"
 #include "paddock/error.h"
 #include "test_util.h"
@@ -243,6 +244,31 @@ TEST(Gguf, ModelLevelChecksNameTheProblem) {
     FAIL() << "accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("output_norm.weight"), std::string::npos) << e.what();
+  }
+  // Mixtures of experts whose metadata and tensors disagree: one error naming the tensor.
+  const struct {
+    const char* key;
+    uint32_t value;
+    const char* names;
+  } moe_cases[] = {
+      {"qwen3moe.expert_count", 6, "'blk.0.ffn_gate_inp.weight' has shape [64, 8"},  // router
+      {"qwen3moe.expert_feed_forward_length", 32, "'blk.0.ffn_gate_exps.weight' has shape"},
+      {"qwen3moe.expert_used_count", 9, "9 experts used per token of 8 experts"},
+      {"qwen3moe.expert_used_count", 0, "0 experts used per token"},
+      {"qwen3moe.expert_count", 0, "2 experts used per token but the model has no experts"},
+  };
+  for (const auto& c : moe_cases) {
+    GgufWriter m;
+    BuildSyntheticModel(SynthPreset("tiny-moe"), &m);
+    m.SetU32(c.key, c.value);
+    const std::string mp = test::TempPath("bad_moe.gguf");
+    m.Write(mp);
+    try {
+      LoadModel(mp);
+      ADD_FAILURE() << c.key << " = " << c.value << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.names), std::string::npos) << e.what();
+    }
   }
   GgufWriter w2;
   w2.SetString("general.architecture", "gpt-neo-unknown");

@@ -154,6 +154,11 @@ struct ModelInfo {
   std::string path, format, arch, name;
   int64_t n_params = 0;
   uint64_t weight_bytes = 0;
+  // Mixture of experts: the parameters and bytes a token reads (its experts only), and the
+  // expert counts (0 for a dense model).
+  int64_t n_active_params = 0;
+  uint64_t active_weight_bytes = 0;
+  int n_experts = 0, n_experts_used = 0, expert_ffn_dim = 0, shared_ffn_dim = 0;
   int n_vocab = 0, dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0;
   int trained_context = 0;
   float rope_base = 0;
@@ -214,7 +219,8 @@ struct BenchOptions {
 struct BenchReport {
   std::string isa;
   int threads = 0, batch = 1, prompt_tokens = 0, gen_tokens = 0, reps = 0;
-  uint64_t streamed_bytes = 0;  // weight bytes read per decode step
+  uint64_t streamed_bytes = 0;  // weight bytes read per decode step (MoE: the used experts')
+  int n_experts = 0, n_experts_used = 0;  // a mixture of experts: all and per token
   double prefill_tps = 0, prefill_tps_min = 0, prefill_tps_max = 0;
   double decode_tps = 0, decode_tps_min = 0, decode_tps_max = 0;
   double batch_decode_tps = 0, batch_decode_tps_min = 0, batch_decode_tps_max = 0;  // all sequences

@@ -86,10 +86,20 @@ class BenchRun {
   // Bytes each decode step streams (every matrix once) and the matrices' parameters.
   void Weights(uint64_t* bytes, uint64_t* params) const {
     *bytes = *params = 0;
+    const int used = s_.model->config.n_experts_used;
     for (const LayerWeights& L : s_.model->weights.layers) {
-      for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      for (const WeightTensor* w :
+           {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router}) {
         *bytes += MatmulBytes(*w);
         *params += MatmulParams(*w);
+      }
+      // A mixture of experts reads the k experts a token uses (all experts have one shape).
+      if (!L.experts.empty()) {
+        const ExpertWeights& e = L.experts[0];
+        for (const WeightTensor* w : {&e.gate, &e.up, &e.down}) {
+          *bytes += static_cast<uint64_t>(used) * MatmulBytes(*w);
+          *params += static_cast<uint64_t>(used) * MatmulParams(*w);
+        }
       }
     }
     *bytes += MatmulBytes(s_.model->weights.output);
@@ -260,6 +270,8 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   BenchRun run(s, o);
   uint64_t params = 0;
   run.Weights(&r.streamed_bytes, &params);
+  r.n_experts = s.model->config.n_experts;
+  r.n_experts_used = s.model->config.n_experts_used;
   // The step and block of this call, restored on the way out.
   Transformer& tf = *s.transformer;
   if (o.step_tokens < 0 || o.step_tokens > tf.max_batch())

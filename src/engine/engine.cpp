@@ -59,6 +59,12 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.name = c.name;
   i.n_params = m.n_params;
   i.weight_bytes = m.weight_bytes;
+  i.n_active_params = m.n_active_params;
+  i.active_weight_bytes = m.active_weight_bytes;
+  i.n_experts = c.n_experts;
+  i.n_experts_used = c.n_experts_used;
+  i.expert_ffn_dim = c.expert_ffn_dim;
+  i.shared_ffn_dim = c.shared_ffn_dim;
   i.n_vocab = c.n_vocab;
   i.dim = c.dim;
   i.n_layers = c.n_layers;

@@ -228,8 +228,8 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
     const bool moe_layer = b.Find(p + "ffn_gate_inp.weight") != nullptr;
     if (moe_layer && !c.is_moe())
       Fail(
-          "tensor '%sffn_gate_inp.weight' is a mixture-of-experts router, but the metadata lacks "
-          "'%s.expert_count'",
+          "tensor '%sffn_gate_inp.weight' is a mixture-of-experts router, but the metadata gives "
+          "no '%s.expert_count'",
           p.c_str(), c.arch.c_str());
     if (moe_layer) {
       BindExperts(&b, p, c, &L);

@@ -118,9 +118,8 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
   const bool shared = static_cast<bool>(w.w_up);
   if (shared) {
     Timed(ProfOp::kMatmulGateUp, [&] {
-      const ActQ8 sq = xq.qs != nullptr || !TakesInt8(w.w_gate, dim)
-                           ? xq
-                           : QuantizeInput(xb_, n, dim, w.w_gate);
+      const ActQ8 sq =
+          xq.qs != nullptr || !TakesInt8(w.w_gate, dim) ? xq : QuantizeInput(xb_, n, dim, w.w_gate);
       MatmulGateUp(w.w_gate, w.w_up, xb_, sq, n);
     });
     const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down);
@@ -168,8 +167,8 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         const int x = moe_active_[static_cast<size_t>(a)];
         const int o = offset[x], c = count[x];
         const ActQ8 in = hq.qs != nullptr ? hq.Token(o, F) : ActQ8{};
-        MatmulRows(w.experts[static_cast<size_t>(x)].down, hb_ + static_cast<size_t>(o) * F, in,
-                   c, moe_out_ + static_cast<size_t>(o) * dim, b, e);
+        MatmulRows(w.experts[static_cast<size_t>(x)].down, hb_ + static_cast<size_t>(o) * F, in, c,
+                   moe_out_ + static_cast<size_t>(o) * dim, b, e);
       }
     });
   });

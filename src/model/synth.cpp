@@ -65,6 +65,14 @@ void SyntheticVocab(int n, std::vector<std::string>* pieces, std::vector<float>*
 SynthSpec SynthPreset(const std::string& name) {
   SynthSpec s;
   if (name == "tiny") return s;
+  if (name == "tiny-moe") {  // tests: Qwen3 MoE, 8 experts of 64, 2 per token
+    s.arch = "qwen3moe";
+    s.qk_norm = true;
+    s.n_experts = 8;
+    s.n_experts_used = 2;
+    s.expert_ffn_dim = 64;
+    return s;
+  }
   if (name == "stories260k") {
     s.dim = 64;
     s.n_layers = 5;
@@ -167,8 +175,8 @@ SynthSpec SynthPreset(const std::string& name) {
     s.rope_base = 1000000.0f;
   } else {
     Fail(
-        "unknown shape '%s' (known: tiny, stories260k, tinyllama, llama2-7b, mistral-7b, "
-        "qwen2-0.5b, olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, mixtral-8x7b)",
+        "unknown shape '%s' (known: tiny, tiny-moe, stories260k, tinyllama, llama2-7b, "
+        "mistral-7b, qwen2-0.5b, olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, mixtral-8x7b)",
         name.c_str());
   }
   return s;

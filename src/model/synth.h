@@ -67,7 +67,7 @@ struct SynthSpec {
   std::vector<float> scores;
 };
 
-// Named shapes: "tiny" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
+// Named shapes: "tiny" and "tiny-moe" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
 // "qwen2-0.5b", "mistral-7b", and the mixtures of experts "olmoe-1b-7b", "qwen3-30b-a3b",
 // "qwen1.5-moe-a2.7b", "mixtral-8x7b". Throws Error for an unknown name.
 SynthSpec SynthPreset(const std::string& name);

@@ -83,9 +83,9 @@ void PrintJson(const BenchReport& r) {
       r.batch_decode_tps, r.batch_decode_tps_min, r.batch_decode_tps_max);
   std::printf(
       "\"streamed_bytes_per_token\": %llu, \"read_bandwidth_gb_s\": %.3f, \"decode_gb_s\": %.3f, "
-      "\"bandwidth_utilization\": %.4f, ",
+      "\"bandwidth_utilization\": %.4f, \"experts\": %d, \"experts_used\": %d, ",
       (unsigned long long)r.streamed_bytes, r.read_bandwidth_gbs, r.decode_gbs,
-      r.bandwidth_utilization);
+      r.bandwidth_utilization, r.n_experts, r.n_experts_used);
   std::printf("\"prefill_gops\": %.2f, \"peak_int8_gops\": %.2f, \"compute_utilization\": %.4f, ",
               r.prefill_gops, r.peak_int8_gops, r.compute_utilization);
   std::printf(
@@ -151,10 +151,15 @@ void PrintTable(const std::string& model, const BenchReport& r) {
                 StrFormat("decode %d x %d sequences", r.gen_tokens, r.batch).c_str(),
                 r.batch_decode_tps, r.batch_decode_tps_min, r.batch_decode_tps_max);
   }
-  std::printf("decode streams %s per token: %.1f GB/s, %.0f%% of the measured bandwidth\n",
-              FormatBytes(r.streamed_bytes).c_str(), r.decode_gbs, 100 * r.bandwidth_utilization);
-  std::printf("prefill: %.0f GOPS, %.0f%% of the int8 peak\n", r.prefill_gops,
-              100 * r.compute_utilization);
+  std::printf(
+      "decode streams %s per token%s: %.1f GB/s, %.0f%% of the measured bandwidth\n",
+      FormatBytes(r.streamed_bytes).c_str(),
+      r.n_experts > 0
+          ? StrFormat(" (the %d of %d experts a token uses)", r.n_experts_used, r.n_experts).c_str()
+          : "",
+      r.decode_gbs, 100 * r.bandwidth_utilization);
+  std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak\n", r.prefill_gops,
+              r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization);
   if (r.tune.step_tokens > 0)
     std::printf(
         "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "

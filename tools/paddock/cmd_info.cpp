@@ -46,7 +46,9 @@ const std::vector<OptionSpec> kTokSpecs = {
 const std::vector<OptionSpec> kSynthSpecs = {
     {{"--shape"},
      true,
-     "tiny, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b (default tinyllama)"},
+     "tiny, tiny-moe, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b; mixtures of "
+     "experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, mixtral-8x7b "
+     "(default tinyllama)"},
     {{"--type"},
      true,
      "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
@@ -78,6 +80,14 @@ int CmdInfo(int argc, char** argv) {
   std::printf("architecture:    %s%s%s\n", i.arch.c_str(),
               i.name.empty() ? "" : "  name: ", i.name.c_str());
   std::printf("parameters:      %lld (%.2f M)\n", (long long)i.n_params, i.n_params / 1e6);
+  if (i.n_experts > 0) {
+    std::printf("active:          %lld (%.2f M) per token: %d of %d experts of FFN %d%s\n",
+                (long long)i.n_active_params, i.n_active_params / 1e6, i.n_experts_used,
+                i.n_experts, i.expert_ffn_dim,
+                i.shared_ffn_dim > 0
+                    ? StrFormat(", a shared expert of FFN %d", i.shared_ffn_dim).c_str()
+                    : "");
+  }
   std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d), FFN %d, vocab %d\n",
               i.dim, i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim, i.ffn_dim, i.n_vocab);
   std::printf("attention:       %s, RoPE base %g, %s, scaling %s, sliding window %s\n",
@@ -93,7 +103,10 @@ int CmdInfo(int argc, char** argv) {
   for (const auto& t : i.tensor_types)
     std::printf(" %s x%d (%s)", t.type.c_str(), t.tensors, FormatBytes(t.bytes).c_str());
   std::printf("\n");
-  std::printf("weights memory:  %s\n", FormatBytes(i.weight_bytes).c_str());
+  std::printf("weights memory:  %s", FormatBytes(i.weight_bytes).c_str());
+  if (i.n_experts > 0)
+    std::printf(" (read per token: %s)", FormatBytes(i.active_weight_bytes).c_str());
+  std::printf("\n");
   std::printf("KV cache:        %s per 1,000 tokens of context (f32 K and V, all layers)\n",
               FormatBytes(i.kv_bytes_per_1k_tokens).c_str());
   return 0;

@@ -293,8 +293,12 @@ class QuantizeJob {
     auto it = importance_.find(name);
     return it == importance_.end() ? nullptr : it->second.data();
   }
+  // Kept as they are: vectors (norms, biases) and mixture-of-experts routers (F32, as llama.cpp
+  // keeps them: small, and routing is sensitive to them). Matrices and 3-D expert tensors (one
+  // matrix per expert) are converted.
   bool Kept(const GgufTensor& t) const {
-    bool kept = !(t.n_dims == 2 && EndsWith(t.name, ".weight"));
+    bool kept = !((t.n_dims == 2 || t.n_dims == 3) && EndsWith(t.name, ".weight")) ||
+                EndsWith(t.name, "ffn_gate_inp.weight");
     for (const auto& pat : keep_) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
     return kept;
   }
@@ -361,7 +365,10 @@ class QuantizeJob {
         t.name != "token_embd.weight") {
       return &Traits(GgmlType::kPS8_C);
     }
-    return TypeFor(wide_for_.count(t.name) ? wide_for_[t.name] : target_, t.name, rows, t.ne[0]);
+    // An expert tensor's interleaved row groups must not straddle two experts: its rows per
+    // expert decide.
+    return TypeFor(wide_for_.count(t.name) ? wide_for_[t.name] : target_, t.name,
+                   t.n_dims == 3 ? t.ne[1] : rows, t.ne[0]);
   }
 
   // Activation-aware per-channel scaling (folded into the norms / FFN-up rows).
