@@ -784,7 +784,10 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
                {GgmlType::kQ6_K, GgmlType::kQ6_KX16, RepackQ6_KX16},
                {GgmlType::kQ5_K, GgmlType::kQ5_KX16, RepackQ5_KX16},
                {GgmlType::kQ5_0, GgmlType::kQ5_0X16, RepackQ5_0X16},
-               {GgmlType::kQ5_1, GgmlType::kQ5_1X16, RepackQ5_1X16}};
+               {GgmlType::kQ5_1, GgmlType::kQ5_1X16, RepackQ5_1X16},
+               {GgmlType::kIQ4_NL, GgmlType::kIQ4_NLX16, RepackIQ4_NLX16},
+               {GgmlType::kIQ4_XS, GgmlType::kIQ4_XSX16, RepackIQ4_XSX16},
+               {GgmlType::kMXFP4, GgmlType::kMXFP4X16, RepackMXFP4X16}};
   for (const auto& tc : cases) {
     const GgmlType base = tc.base, x16 = tc.x16;
     const TypeTraits& tr = Traits(base);

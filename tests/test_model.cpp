@@ -255,7 +255,15 @@ std::vector<Variant> Variants() {
     q.type = t;
     v.push_back({TypeName(t), q});
   }
-  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kIQ4_NL, GgmlType::kMXFP4}) {
+    SynthSpec q = base;
+    q.type = t;
+    v.push_back({TypeName(t), q});
+  }
+  SynthSpec moe_mx = qwen3moe;  // gpt-oss's expert type on a mixture
+  moe_mx.type = GgmlType::kMXFP4;
+  v.push_back({"qwen3moe_mxfp4", moe_mx});
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS}) {
     SynthSpec q = base;  // k-quants need rows of 256
     q.dim = 256;
     q.n_heads = 4;
@@ -912,7 +920,9 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
                {GgmlType::kQ8_0, GgmlType::kQ8_0X16, GgmlType::kQ8_0R},
                {GgmlType::kQ4_1, GgmlType::kPQ4_G32Z, GgmlType::kQ4_1},
                {GgmlType::kQ5_0, GgmlType::kQ5_0X16, GgmlType::kQ5_0},
-               {GgmlType::kQ5_1, GgmlType::kQ5_1X16, GgmlType::kQ5_1}};
+               {GgmlType::kQ5_1, GgmlType::kQ5_1X16, GgmlType::kQ5_1},
+               {GgmlType::kIQ4_NL, GgmlType::kIQ4_NLX16, GgmlType::kIQ4_NL},
+               {GgmlType::kMXFP4, GgmlType::kMXFP4X16, GgmlType::kMXFP4}};
   for (const auto& tc : cases) {
     SynthSpec spec;
     spec.type = tc.type;

@@ -17,9 +17,10 @@
 namespace paddock {
 namespace {
 
-const GgmlType kComputable[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-                                GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+const GgmlType kComputable[] = {
+    GgmlType::kF32,  GgmlType::kF16,    GgmlType::kBF16,   GgmlType::kQ8_0, GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0,   GgmlType::kQ5_1,   GgmlType::kQ4_K, GgmlType::kQ5_K,
+    GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kMXFP4};
 
 std::vector<float> Dequant(GgmlType t, const std::string& bytes, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
@@ -232,6 +233,47 @@ TEST(Quants, HandBuiltQ2_KAndQ3_KBlocks) {
   EXPECT_EQ(y[210], 0.5f * -12 * -2);
 }
 
+// The lookup types decoded by hand from their published definitions: IQ4_NL (d times the
+// non-linear grid), IQ4_XS (d times a 6-bit sub-block scale minus 32 times the grid) and MXFP4
+// (2^(e - 128) times twice the E2M1 value), through a GGUF file.
+TEST(Quants, LookupTypesDecodeTheirGrids) {
+  BlockIQ4_NL nl{};
+  nl.d = Fp32ToFp16(0.5f);
+  nl.qs[0] = 0x3F;  // element 0: index 15 (113), element 16: index 3 (-65)
+  nl.qs[5] = 0x80;  // element 5: index 0 (-127), element 21: index 8 (1)
+  std::string bytes(reinterpret_cast<const char*>(&nl), sizeof(nl));
+  auto y = DequantThroughFile(GgmlType::kIQ4_NL, bytes, 32);
+  EXPECT_EQ(y[0], 0.5f * 113);
+  EXPECT_EQ(y[16], 0.5f * -65);
+  EXPECT_EQ(y[5], 0.5f * -127);
+  EXPECT_EQ(y[21], 0.5f * 1);
+  EXPECT_EQ(y[1], 0.5f * -127);  // nibble 0
+  BlockIQ4_XS xs{};
+  xs.d = Fp32ToFp16(0.25f);
+  xs.scales_l[1] = 0x5A;              // sub-block 2: low bits 10; sub-block 3: 5
+  xs.scales_h = (2 << 4) | (1 << 6);  // sub-block 2: high bits 2 (ls 42); 3: 1 (ls 21)
+  xs.qs[32] = 0x0F;                   // sub-block 2, element 0: index 15
+  xs.qs[48 + 1] = 0x20;               // sub-block 3, element 17: index 2
+  bytes.assign(reinterpret_cast<const char*>(&xs), sizeof(xs));
+  y = DequantThroughFile(GgmlType::kIQ4_XS, bytes, 256);
+  EXPECT_EQ(y[64], 0.25f * (42 - 32) * 113);
+  EXPECT_EQ(y[96 + 17], 0.25f * (21 - 32) * -83);
+  EXPECT_EQ(y[0], 0.25f * (0 - 32) * -127);  // sub-block 0: ls 0
+  BlockMXFP4 mx{};
+  mx.e = 130;       // 2^(130 - 128) = 4
+  mx.qs[0] = 0xD7;  // element 0: index 7 (12), element 16: index 13 (-6)
+  mx.qs[1] = 0x08;  // element 1: index 8 (negative zero)
+  bytes.assign(reinterpret_cast<const char*>(&mx), sizeof(mx));
+  y = DequantThroughFile(GgmlType::kMXFP4, bytes, 32);
+  EXPECT_EQ(y[0], 48.0f);  // 4 x 12 (E2M1 6.0 at scale 2^3)
+  EXPECT_EQ(y[16], -24.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(Mxfp4Scale(127), 0.5f);
+  EXPECT_EQ(Mxfp4Scale(1), std::ldexp(1.0f, -127));  // subnormal
+  EXPECT_EQ(FindTypeTraitsByName("iq4_xs")->type, GgmlType::kIQ4_XS);
+  EXPECT_EQ(FindTypeTraitsByName("mxfp4")->type, GgmlType::kMXFP4);
+}
+
 // Root-mean-square error of quantize -> dequantize on Gaussian data, relative to the data's
 // RMS, must stay inside a band per bit width (catches both broken and suspiciously perfect).
 TEST(Quants, RoundTripErrorBands) {
@@ -239,10 +281,14 @@ TEST(Quants, RoundTripErrorBands) {
     GgmlType t;
     double lo, hi;
   } bands[] = {
-      {GgmlType::kF16, 0.0, 1e-3},    {GgmlType::kBF16, 1e-4, 5e-3}, {GgmlType::kQ8_0, 1e-3, 0.01},
-      {GgmlType::kQ6_K, 0.005, 0.04}, {GgmlType::kQ5_0, 0.01, 0.06}, {GgmlType::kQ5_1, 0.01, 0.06},
-      {GgmlType::kQ5_K, 0.01, 0.06},  {GgmlType::kQ4_0, 0.04, 0.12}, {GgmlType::kQ4_1, 0.03, 0.12},
-      {GgmlType::kQ4_K, 0.03, 0.12},  {GgmlType::kQ3_K, 0.08, 0.30}, {GgmlType::kQ2_K, 0.15, 0.55},
+      {GgmlType::kF16, 0.0, 1e-3},     {GgmlType::kBF16, 1e-4, 5e-3},
+      {GgmlType::kQ8_0, 1e-3, 0.01},   {GgmlType::kQ6_K, 0.005, 0.04},
+      {GgmlType::kQ5_0, 0.01, 0.06},   {GgmlType::kQ5_1, 0.01, 0.06},
+      {GgmlType::kQ5_K, 0.01, 0.06},   {GgmlType::kQ4_0, 0.04, 0.12},
+      {GgmlType::kQ4_1, 0.03, 0.12},   {GgmlType::kQ4_K, 0.03, 0.12},
+      {GgmlType::kQ3_K, 0.08, 0.30},   {GgmlType::kQ2_K, 0.15, 0.55},
+      {GgmlType::kIQ4_NL, 0.03, 0.12}, {GgmlType::kIQ4_XS, 0.03, 0.12},
+      {GgmlType::kMXFP4, 0.06, 0.25},
   };
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -26,23 +26,29 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,
   // Internal layouts, produced by re-laying weights out at load; never read from or written to
   // files (FindTypeTraits does not know them).
-  kQ8_0R = 46,    // Q8_0 with each row's fp16 scales gathered in front of its 32-byte quants
-  kQ4_0R = 47,    // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
-  kQ4_0X16 = 48,  // Q4_0, 16 rows interleaved for the integer micro-kernel (see below)
-  kQ8_0X16 = 49,  // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
-  kQ4_KX16 = 50,  // Q4_K, 16 rows interleaved (same size; see below)
-  kQ6_KX16 = 51,  // Q6_K, 16 rows interleaved (same size; see below)
-  kQ5_0X16 = 52,  // Q5_0, 16 rows interleaved (same size; see below)
-  kQ5_1X16 = 53,  // Q5_1, 16 rows interleaved (same size)
-  kQ5_KX16 = 54,  // Q5_K, 16 rows interleaved (same size)
+  kQ8_0R = 46,      // Q8_0 with each row's fp16 scales gathered in front of its 32-byte quants
+  kQ4_0R = 47,      // Q4_0 with each row's fp16 scales gathered in front of its 16-byte quants
+  kQ4_0X16 = 48,    // Q4_0, 16 rows interleaved for the integer micro-kernel (see below)
+  kQ8_0X16 = 49,    // Q8_0, 16 rows interleaved, quants stored offset by +128 (see below)
+  kQ4_KX16 = 50,    // Q4_K, 16 rows interleaved (same size; see below)
+  kQ6_KX16 = 51,    // Q6_K, 16 rows interleaved (same size; see below)
+  kQ5_0X16 = 52,    // Q5_0, 16 rows interleaved (same size; see below)
+  kQ5_1X16 = 53,    // Q5_1, 16 rows interleaved (same size)
+  kQ5_KX16 = 54,    // Q5_K, 16 rows interleaved (same size)
+  kIQ4_NLX16 = 55,  // IQ4_NL, 16 rows interleaved (same size)
+  kIQ4_XSX16 = 56,  // IQ4_XS, 16 rows interleaved (same size)
+  kMXFP4X16 = 57,   // MXFP4, 16 rows interleaved (same size)
   // Paddock file types (written by `paddock quantize`, GGUF key paddock.quantization_version
   // = 1): stored already interleaved in 16-row groups, so loading is a memory map with no
   // repacking. Layouts below; docs/quantization.md.
@@ -118,6 +124,39 @@ struct BlockQ6_K {
   int8_t scales[16];  // 8-bit sub-block scales (16 elements each)
   uint16_t d;
 };
+// IQ4_NL: 32 elements, value d * kIq4NlValues[q] (a non-linear 4-bit grid), nibbles as Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+// IQ4_XS: 256 elements in 8 sub-blocks of 32, value d * (ls - 32) * kIq4NlValues[q], ls 6 bits
+// (low 4 in scales_l, nibble ib % 2 of byte ib / 2; high 2 in scales_h, bits 2 ib), nibbles of
+// sub-block ib at qs[16 ib..] as Q4_0.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+// MXFP4 (OCP microscaling): 32 FP4 (E2M1) values sharing an E8M0 exponent e: value
+// 2^(e - 128) * kMxfp4Values[q] (the table holds twice the E2M1 values), nibbles as Q4_0.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// An MXFP4 block's scale, 2^(e - 128) (ggml's E8M0 "half"); e < 2 gives subnormals.
+inline float Mxfp4Scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -197,6 +236,13 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 //   Q5_0X16: per 32: 16 fp16 d, nibbles, 5th bits (value (q - 16) * d);
 //   Q5_1X16: per 32: 16 fp16 d, 16 fp16 m, nibbles, 5th bits (value q * d + m);
 //   Q5_KX16: Q4_KX16's super-block header, then per 32: nibbles, 5th bits.
+// The lookup types keep Q4's nibble blocks (each nibble an index into their value grid):
+//   IQ4_NLX16: per 32: 16 fp16 d, nibbles (value d * kIq4NlValues[q]);
+//   IQ4_XSX16: per 256: 16 fp16 d, one vector of each row's 4 scales_l bytes (lane i; sub-block
+//              ib's low 4 bits at bit 4 ib), 16 uint16 scales_h (bits 2 ib: the high 2), then
+//              per 32 a nibble block;
+//   MXFP4X16:  per 32: 16 E8M0 bytes (one per row), nibbles (value Mxfp4Scale(e) *
+//              kMxfp4Values[q]).
 constexpr int kX16Rows = 16;
 enum class X16Kind : uint8_t {
   kQ4S,  // 4-bit, symmetric (zero point 8), fp16 scale per group
@@ -209,6 +255,11 @@ enum class X16Kind : uint8_t {
   kQ5S,  // Q5_0: 5-bit, symmetric (zero point 16), fp16 scale per 32
   kQ5Z,  // Q5_1: 5-bit with fp16 scale and minimum per 32
   kQ5K,  // Q5_K: Q4_K's scales with 5-bit quants
+  // Lookup kinds: 4-bit indices into a 16-value int8 grid (one in-register table lookup per 32
+  // bytes), dotted as int8 weights.
+  kL4S,  // IQ4_NL: fp16 scale per 32
+  kL4X,  // IQ4_XS: per 256 an fp16 d and the 8 packed 6-bit sub-block scales
+  kM4,   // MXFP4: E8M0 exponent byte per 32
 };
 // The stored pair of element positions (0..3) of a 2:4 group for codes 0..5.
 constexpr uint8_t kSparsePairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -231,6 +282,9 @@ void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ5_0X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ5_1X16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackIQ4_NLX16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackIQ4_XSX16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackMXFP4X16(const void* src, void* dst, int64_t rows, int64_t cols);
 // The load-time interleaved layout of a file type (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
 // Q6_K) and the function that re-lays `rows` (a multiple of 16) rows into it, same size.
 // False for the other types.

@@ -373,6 +373,164 @@ void QuantQ6_K(const float* x, void* dst, int64_t n) {
   }
 }
 
+// ---- lookup types: IQ4_NL, IQ4_XS (a non-linear 4-bit grid) and MXFP4 (FP4 + E8M0) ----
+
+// The grid index nearest to v (values ascending).
+int NearestIndex(const int8_t* values, float v) {
+  int best = 0;
+  float err = std::fabs(v - values[0]);
+  for (int i = 1; i < 16; ++i) {
+    const float e = std::fabs(v - values[i]);
+    if (e < err) {
+      err = e;
+      best = i;
+    }
+  }
+  return best;
+}
+
+// Nibble q of element j (0..31) of a 16-byte nibble block (Q4_0's order).
+inline int Nibble(const uint8_t* qs, int j) {
+  return j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+}
+inline void PackNibbles(const int* q, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+// The scale of a block of 32 on the IQ4 grid: the candidates between max / -127 and nearby
+// (ggml tries the same family), each scored by its squared error after re-fitting d by least
+// squares to the chosen indices; the best d and indices are returned.
+float FitIq4Block(const float* x, int* q) {
+  const float max = SignedAbsMax(x, 32);
+  if (max == 0) {
+    for (int j = 0; j < 32; ++j) q[j] = NearestIndex(kIq4NlValues, 0);
+    return 0;
+  }
+  float best_d = 0, best_err = INFINITY;
+  int trial[32];
+  for (int itry = -7; itry <= 7; ++itry) {
+    const float id = (static_cast<float>(itry) + kIq4NlValues[0]) / max;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      trial[j] = NearestIndex(kIq4NlValues, x[j] * id);
+      const float v = kIq4NlValues[trial[j]];
+      sumqx += v * x[j];
+      sumq2 += v * v;
+    }
+    const float d = sumq2 > 0 ? sumqx / sumq2 : 0;
+    float err = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float e = x[j] - d * kIq4NlValues[trial[j]];
+      err += e * e;
+    }
+    if (err < best_err) {
+      best_err = err;
+      best_d = d;
+      std::copy(trial, trial + 32, q);
+    }
+  }
+  return best_d;
+}
+
+void DequantIQ4_NL(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockIQ4_NL*>(src);
+  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
+    const float d = Fp16ToFp32(x[b].d);
+    for (int j = 0; j < kQK; ++j) y[j] = d * kIq4NlValues[Nibble(x[b].qs, j)];
+  }
+}
+void QuantIQ4_NL(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockIQ4_NL*>(dst);
+  int q[32];
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    const float d = FitIq4Block(x, q);
+    y[b].d = Fp32ToFp16(d);
+    // Re-pick the indices for the stored (fp16-rounded) scale.
+    const float ds = Fp16ToFp32(y[b].d), id = ds != 0 ? 1.0f / ds : 0.0f;
+    for (int j = 0; j < 32; ++j) q[j] = NearestIndex(kIq4NlValues, x[j] * id);
+    PackNibbles(q, y[b].qs);
+  }
+}
+
+int Iq4XsScale(const BlockIQ4_XS& b, int ib) {
+  return ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+}
+void DequantIQ4_XS(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockIQ4_XS*>(src);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = Fp16ToFp32(x[b].d);
+    for (int ib = 0; ib < 8; ++ib, y += kQK) {
+      const float dl = d * static_cast<float>(Iq4XsScale(x[b], ib) - 32);
+      for (int j = 0; j < kQK; ++j) y[j] = dl * kIq4NlValues[Nibble(x[b].qs + 16 * ib, j)];
+    }
+  }
+}
+// Per sub-block the IQ4 fit; the super-block d maps the largest sub-block scale to -32 (6-bit
+// signed scales ls - 32 in -32..31), then each sub-block's indices are re-picked for its
+// stored scale.
+void QuantIQ4_XS(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockIQ4_XS*>(dst);
+  int q[32];
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    float sub[8], amax = 0, max = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      sub[ib] = FitIq4Block(x + kQK * ib, q);
+      if (std::fabs(sub[ib]) > amax) {
+        amax = std::fabs(sub[ib]);
+        max = sub[ib];
+      }
+    }
+    BlockIQ4_XS& o = y[b];
+    std::memset(&o, 0, sizeof(o));
+    const float d = max / -32.0f;
+    o.d = Fp32ToFp16(d);
+    const float ds = Fp16ToFp32(o.d), id = ds != 0 ? 1.0f / ds : 0.0f;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = Level(sub[ib] * id, -32, 31) + 32;
+      o.scales_l[ib / 2] = static_cast<uint8_t>(o.scales_l[ib / 2] | ((ls & 15) << (4 * (ib % 2))));
+      o.scales_h = static_cast<uint16_t>(o.scales_h | ((ls >> 4) << (2 * ib)));
+      const float dl = ds * static_cast<float>(ls - 32), idl = dl != 0 ? 1.0f / dl : 0.0f;
+      for (int j = 0; j < 32; ++j) q[j] = NearestIndex(kIq4NlValues, x[kQK * ib + j] * idl);
+      PackNibbles(q, o.qs + 16 * ib);
+    }
+  }
+}
+
+void DequantMXFP4(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockMXFP4*>(src);
+  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
+    const float d = Mxfp4Scale(x[b].e);
+    for (int j = 0; j < kQK; ++j) y[j] = d * kMxfp4Values[Nibble(x[b].qs, j)];
+  }
+}
+// As ggml's reference: e = floor(log2(amax)) - 2 + 127 (the largest value lands in the grid's
+// top octave), each element to the nearest grid value.
+void QuantMXFP4(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockMXFP4*>(dst);
+  int q[32];
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    float amax = 0;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const int e =
+        amax > 0 ? std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127, 0, 255) : 0;
+    y[b].e = static_cast<uint8_t>(e);
+    const float d = Mxfp4Scale(y[b].e);
+    for (int j = 0; j < kQK; ++j) {
+      int best = 0;
+      float err = std::fabs(kMxfp4Values[0] * d - x[j]);
+      for (int i = 1; i < 16; ++i) {
+        const float e2 = std::fabs(kMxfp4Values[i] * d - x[j]);
+        if (e2 < err) {
+          err = e2;
+          best = i;
+        }
+      }
+      q[j] = best;
+    }
+    PackNibbles(q, y[b].qs);
+  }
+}
+
 const TypeTraits kTraits[] = {
     {GgmlType::kF32, "F32", 1, 4, DequantF32, QuantF32},
     {GgmlType::kF16, "F16", 1, 2, DequantF16, QuantF16},
@@ -388,6 +546,9 @@ const TypeTraits kTraits[] = {
     {GgmlType::kQ5_K, "Q5_K", kQK_K, 176, DequantQ5_K, QuantQ5_K},
     {GgmlType::kQ6_K, "Q6_K", kQK_K, 210, DequantQ6_K, QuantQ6_K},
     {GgmlType::kQ8_K, "Q8_K", kQK_K, 292, nullptr, nullptr},
+    {GgmlType::kIQ4_NL, "IQ4_NL", kQK, 18, DequantIQ4_NL, QuantIQ4_NL},
+    {GgmlType::kIQ4_XS, "IQ4_XS", kQK_K, 136, DequantIQ4_XS, QuantIQ4_XS},
+    {GgmlType::kMXFP4, "MXFP4", kQK, 17, DequantMXFP4, QuantMXFP4},
     {GgmlType::kI8, "I8", 1, 1, nullptr, nullptr},
     {GgmlType::kI16, "I16", 1, 2, nullptr, nullptr},
     {GgmlType::kI32, "I32", 1, 4, nullptr, nullptr},
@@ -451,6 +612,12 @@ static const TypeTraits kQ5_0X16Traits = {GgmlType::kQ5_0X16, "Q5_0X16", kQK, 22
 static const TypeTraits kQ5_1X16Traits = {GgmlType::kQ5_1X16, "Q5_1X16", kQK, 24, nullptr, nullptr};
 static const TypeTraits kQ5_KX16Traits = {
     GgmlType::kQ5_KX16, "Q5_KX16", kQK_K, 176, nullptr, nullptr};
+static const TypeTraits kIQ4_NLX16Traits = {
+    GgmlType::kIQ4_NLX16, "IQ4_NLX16", kQK, 18, nullptr, nullptr};
+static const TypeTraits kIQ4_XSX16Traits = {
+    GgmlType::kIQ4_XSX16, "IQ4_XSX16", kQK_K, 136, nullptr, nullptr};
+static const TypeTraits kMXFP4X16Traits = {
+    GgmlType::kMXFP4X16, "MXFP4X16", kQK, 17, nullptr, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
@@ -462,6 +629,9 @@ const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ5_0X16) return kQ5_0X16Traits;
   if (type == GgmlType::kQ5_1X16) return kQ5_1X16Traits;
   if (type == GgmlType::kQ5_KX16) return kQ5_KX16Traits;
+  if (type == GgmlType::kIQ4_NLX16) return kIQ4_NLX16Traits;
+  if (type == GgmlType::kIQ4_XSX16) return kIQ4_XSX16Traits;
+  if (type == GgmlType::kMXFP4X16) return kMXFP4X16Traits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
 }
 

@@ -212,6 +212,39 @@ void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
                               });
 }
 
+void RepackIQ4_NLX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  RepackX16<BlockIQ4_NL, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kL4S, 1),
+                              [](uint8_t* out, int i, const BlockIQ4_NL& in) {
+                                std::memcpy(out + 2 * i, &in.d, 2);
+                                for (int m = 0; m < 4; ++m)
+                                  std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+                              });
+}
+
+void RepackMXFP4X16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  RepackX16<BlockMXFP4, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kM4, 1),
+                             [](uint8_t* out, int i, const BlockMXFP4& in) {
+                               out[i] = in.e;
+                               for (int m = 0; m < 4; ++m)
+                                 std::memcpy(out + 16 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+                             });
+}
+
+void RepackIQ4_XSX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  constexpr size_t kHeader = X16LayoutOf(X16Kind::kL4X).header;
+  RepackX16<BlockIQ4_XS, kQK_K>(src, dst, rows, cols, X16GroupBytes(X16Kind::kL4X, 8),
+                                [](uint8_t* out, int i, const BlockIQ4_XS& in) {
+                                  std::memcpy(out + 2 * i, &in.d, 2);
+                                  std::memcpy(out + 32 + 4 * i, in.scales_l, 4);
+                                  std::memcpy(out + 96 + 2 * i, &in.scales_h, 2);
+                                  for (int ib = 0; ib < 8; ++ib) {
+                                    for (int m = 0; m < 4; ++m)
+                                      std::memcpy(out + kHeader + 256 * ib + 64 * m + 4 * i,
+                                                  in.qs + 16 * ib + 4 * m, 4);
+                                  }
+                                });
+}
+
 bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack) {
   switch (from) {
     case GgmlType::kQ4_0:
@@ -245,6 +278,18 @@ bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack) {
     case GgmlType::kQ6_K:
       *to = GgmlType::kQ6_KX16;
       *repack = RepackQ6_KX16;
+      return true;
+    case GgmlType::kIQ4_NL:
+      *to = GgmlType::kIQ4_NLX16;
+      *repack = RepackIQ4_NLX16;
+      return true;
+    case GgmlType::kIQ4_XS:
+      *to = GgmlType::kIQ4_XSX16;
+      *repack = RepackIQ4_XSX16;
+      return true;
+    case GgmlType::kMXFP4:
+      *to = GgmlType::kMXFP4X16;
+      *repack = RepackMXFP4X16;
       return true;
     default:
       return false;
@@ -295,6 +340,15 @@ bool X16FormatOf(GgmlType t, X16Format* f) {
       return true;
     case GgmlType::kQ5_KX16:
       *f = {X16Kind::kQ5K, kQK_K};
+      return true;
+    case GgmlType::kIQ4_NLX16:
+      *f = {X16Kind::kL4S, kQK};
+      return true;
+    case GgmlType::kIQ4_XSX16:
+      *f = {X16Kind::kL4X, kQK_K};
+      return true;
+    case GgmlType::kMXFP4X16:
+      *f = {X16Kind::kM4, kQK};
       return true;
     default:
       return false;
@@ -355,6 +409,28 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
     *q = f.kind == X16Kind::kQ5K ? GetQ5(quants, row, k) : (k < 16 ? (byte & 15) : (byte >> 4));
     *d = Fp16ToFp32(h[0]) * static_cast<float>(sc);
     *m = -(Fp16ToFp32(h[1]) * static_cast<float>(mn));
+    return;
+  }
+  if (X16IsLut(f.kind)) {  // a grid value times the block's scale
+    const uint8_t byte = quants[Q4Byte(row, k)];
+    const int nib = k < 16 ? (byte & 15) : (byte >> 4);
+    if (f.kind == X16Kind::kM4) {
+      *d = Mxfp4Scale(sg[row]);
+      *q = kMxfp4Values[nib];
+      return;
+    }
+    uint16_t h;
+    std::memcpy(&h, sg + 2 * row, 2);
+    *d = Fp16ToFp32(h);
+    *q = kIq4NlValues[nib];
+    if (f.kind == X16Kind::kL4X) {
+      uint32_t sl;
+      uint16_t sh;
+      std::memcpy(&sl, sg + 32 + 4 * row, 4);
+      std::memcpy(&sh, sg + 96 + 2 * row, 2);
+      const int ls = static_cast<int>(((sl >> (4 * blk)) & 15) | (((sh >> (2 * blk)) & 3) << 4));
+      *d *= static_cast<float>(ls - 32);
+    }
     return;
   }
   if (f.kind == X16Kind::kQ6K) {

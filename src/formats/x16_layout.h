@@ -32,6 +32,10 @@ constexpr bool X16IsQ4(X16Kind k) {
 constexpr bool X16HasMin(X16Kind k) {
   return k == X16Kind::kQ4Z || k == X16Kind::kQ5Z || k == X16Kind::kQ4K || k == X16Kind::kQ5K;
 }
+// Lookup kinds: nibbles index a value grid (ggml_types.h).
+constexpr bool X16IsLut(X16Kind k) {
+  return k == X16Kind::kL4S || k == X16Kind::kL4X || k == X16Kind::kM4;
+}
 // k-quant super-block header (6-bit scales and mins per 32 elements).
 constexpr bool X16IsK(X16Kind k) {
   return k == X16Kind::kQ4K || k == X16Kind::kQ5K;
@@ -59,6 +63,12 @@ constexpr X16Layout X16LayoutOf(X16Kind k) {
       return {0, 256, 320, 0, 256};  // as Q4_K | nibbles, 5th bits
     case X16Kind::kQ6K:
       return {0, 288, 384, 0, 256};  // d, int8 scales | nibbles, high bits
+    case X16Kind::kL4S:
+      return {0, 32, 256, 0, 0};  // 16 fp16 d | nibbles
+    case X16Kind::kL4X:
+      return {0, 128, 256, 0, 0};  // 16 fp16 d, scales_l lanes, 16 scales_h | nibbles
+    case X16Kind::kM4:
+      return {0, 16, 256, 0, 0};  // 16 E8M0 exponents | nibbles
   }
   return {0, 0, 0, 0, 0};
 }

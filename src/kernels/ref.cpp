@@ -391,6 +391,9 @@ KernelTable MakeScalarTable() {
   SetRefX16<GgmlType::kQ5_0X16>(&t);
   SetRefX16<GgmlType::kQ5_1X16>(&t);
   SetRefX16<GgmlType::kQ5_KX16>(&t);
+  SetRefX16<GgmlType::kIQ4_NLX16>(&t);
+  SetRefX16<GgmlType::kIQ4_XSX16>(&t);
+  SetRefX16<GgmlType::kMXFP4X16>(&t);
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

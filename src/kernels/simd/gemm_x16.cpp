@@ -3,6 +3,9 @@
 // holds kLanes rows (AVX-512: the whole group; AVX2: one of two 8-row halves, each a 32-byte half
 // of every 64-byte vector); the ISA's DotU8S8 / DotOffset8 are VNNI or maddubs + the sign trick.
 // Only the 2:4 sparse tile differs in method and has one header per ISA.
+#include <array>
+#include <utility>
+
 #include "kernels/simd/common.h"
 
 namespace paddock {
@@ -46,6 +49,18 @@ constexpr X16Layout kSparse = X16LayoutOf(X16Kind::kS8C);
 constexpr X16Layout kQ6K = X16LayoutOf(X16Kind::kQ6K);
 constexpr int kHalves = kX16Rows / kLanes;  // registers per 16-row group: 1 or 2
 constexpr int kRowBytes = 4 * kLanes;       // bytes of a 64-byte group vector per register
+
+// The lookup kinds' grids as DotOffset8 takes weights: value + 128 as a byte.
+template <size_t... I>
+constexpr std::array<uint8_t, 16> Stored(const int8_t* v, std::index_sequence<I...>) {
+  return {static_cast<uint8_t>(v[I] + 128)...};
+}
+alignas(16) constexpr std::array<uint8_t, 16> kIq4NlStoredA =
+    Stored(kIq4NlValues, std::make_index_sequence<16>());
+alignas(16) constexpr std::array<uint8_t, 16> kMxfp4StoredA =
+    Stored(kMxfp4Values, std::make_index_sequence<16>());
+const uint8_t* const kIq4NlStored = kIq4NlStoredA.data();
+const uint8_t* const kMxfp4Stored = kMxfp4StoredA.data();
 
 // Activation bytes x[0..3] broadcast to every lane (optionally as unsigned: + 128).
 inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
@@ -149,6 +164,10 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
                               : (K == X16Kind::kQ5S ? 16.0f : (X16HasMin(K) ? 0.0f : kOffset8Zero));
   const int64_t nb = cols / kQK;
   const VecI m4 = Set1I8(15);
+  // Lookup kinds: the grid as stored bytes (value + 128), so a nibble's lookup is DotOffset8's
+  // weight operand.
+  VecI lut = ZeroI();
+  if constexpr (X16IsLut(K)) lut = Table16(K == X16Kind::kM4 ? kMxfp4Stored : kIq4NlStored);
   for (int h = 0; h < kHalves; ++h) {
     const uint8_t* p = grp;
     VecF row_scale = Zero();
@@ -161,8 +180,15 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
       VecF sw = Zero(), mw = Zero();
       KHeader kh{};
+      VecI l4x_lo = ZeroI(), l4x_hi = ZeroI();  // IQ4_XS: scales_l bytes, scales_h bits
       if constexpr (X16IsK(K)) {
         kh = LoadKHeader(p, h);
+      } else if constexpr (K == X16Kind::kM4) {  // 2^(e - 128): the exponent's bits, halved
+        sw = Mul(BitsToFloat(ShlV(LoadU8(p + kLanes * h), SetI(23))), Set1(0.5f));
+      } else if constexpr (K == X16Kind::kL4X) {
+        kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+        l4x_lo = LoadRaw(p + 32 + kRowBytes * h);
+        l4x_hi = LoadU16(p + 96 + 2 * kLanes * h);
       } else if constexpr (K == X16Kind::kQ6K) {
         kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
       } else {
@@ -185,6 +211,11 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
           continue;
         }
+        if constexpr (K == X16Kind::kL4X) {  // d * (ls - 32), ls = 4 low | 2 high bits
+          const VecI ls = OrI(AndI(ShrV(l4x_lo, SetI(4 * bi)), SetI(15)),
+                              ShlV(AndI(ShrV(l4x_hi, SetI(2 * bi)), SetI(3)), SetI(4)));
+          sw = Mul(kh.d, ToFloat(SubI(ls, SetI(32))));
+        }
         if constexpr (X16IsK(K)) {
           const VecI shift = SetI(8 * (bi % 4)), byte = SetI(255);
           sw = Mul(kh.d, ToFloat(AndI(ShrV(bi < 4 ? kh.sc_lo : kh.sc_hi, shift), byte)));
@@ -192,7 +223,19 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         }
         VecI acc[T], acc2[T];
         for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-        if constexpr (X16IsQ4(K) && kInt16Sums) {
+        if constexpr (X16IsLut(K)) {
+          // Nibbles looked up in the grid: int8 weights (as value + 128), two chains per token.
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+            const VecI lo = Lut16(lut, AndI(v, m4)), hi = Lut16(lut, AndI(Srl16(v, 4), m4));
+            for (int t = 0; t < T; ++t) {
+              const int8_t* xt = xb + t * cols;
+              acc[t] = DotOffset8(acc[t], lo, Bcast4(xt + 4 * m));
+              acc2[t] = DotOffset8(acc2[t], hi, Bcast4(xt + 16 + 4 * m));
+            }
+          }
+        } else if constexpr (X16IsQ4(K) && kInt16Sums) {
           // Without VNNI: maddubs pair sums added in int16, widened once per chain. A pair is at
           // most 2 x 15 x 127 for 4-bit quants (the block's 8 fit in int16: one chain) and
           // 2 x 31 x 127 for 5-bit ones (4 fit: the low and high halves are two chains).
@@ -253,7 +296,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           }
         }
         for (int t = 0; t < T; ++t) {
-          const VecF f = ToFloat(kSplit ? AddI(acc[t], acc2[t]) : acc[t]);
+          const VecF f = ToFloat(kSplit || X16IsLut(K) ? AddI(acc[t], acc2[t]) : acc[t]);
           const float d = xd[t * nb + b], ds = xds[t * nb + b];
           if constexpr (X16HasMin(K)) {
             facc[t] = Fma(Mul(f, Set1(d)), sw, facc[t]);
@@ -362,6 +405,9 @@ void SetX16Kernels(KernelTable* t, Prefetch prefetch) {
   SetX16<GgmlType::kQ5_0X16, X16Kind::kQ5S, kQK>(t, prefetch);
   SetX16<GgmlType::kQ5_1X16, X16Kind::kQ5Z, kQK>(t, prefetch);
   SetX16<GgmlType::kQ5_KX16, X16Kind::kQ5K, kQK_K>(t, prefetch);
+  SetX16<GgmlType::kIQ4_NLX16, X16Kind::kL4S, kQK>(t, prefetch);
+  SetX16<GgmlType::kIQ4_XSX16, X16Kind::kL4X, kQK_K>(t, prefetch);
+  SetX16<GgmlType::kMXFP4X16, X16Kind::kM4, kQK>(t, prefetch);
 }
 
 }  // namespace PADDOCK_ISA_NS

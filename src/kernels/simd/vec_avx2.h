@@ -132,6 +132,22 @@ inline VecI ZeroI() {
 inline VecI LoadRaw(const uint8_t* p) {
   return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))};
 }
+// 16 bytes repeated in every 128-bit lane (a table for Lut16).
+inline VecI Table16(const uint8_t* t) {
+  return {_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)))};
+}
+// Per byte: the table byte indexed by its low 4 bits (indices 0..15).
+inline VecI Lut16(VecI table, VecI idx) {
+  return {_mm256_shuffle_epi8(table.v, idx.v)};
+}
+// kLanes uint16 values, zero-extended to the lanes.
+inline VecI LoadU16(const uint8_t* p) {
+  return {_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+}
+// The lanes' bits as floats.
+inline VecF BitsToFloat(VecI a) {
+  return {_mm256_castsi256_ps(a.v)};
+}
 inline VecI Set1I8(int8_t a) {
   return {_mm256_set1_epi8(a)};
 }

@@ -128,6 +128,22 @@ inline VecI ZeroI() {
 inline VecI LoadRaw(const uint8_t* p) {
   return {_mm512_loadu_si512(p)};
 }  // kLanes * 4 bytes
+// 16 bytes repeated in every 128-bit lane (a table for Lut16).
+inline VecI Table16(const uint8_t* t) {
+  return {_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)))};
+}
+// Per byte: the table byte indexed by its low 4 bits (indices 0..15).
+inline VecI Lut16(VecI table, VecI idx) {
+  return {_mm512_shuffle_epi8(table.v, idx.v)};
+}
+// kLanes uint16 values, zero-extended to the lanes.
+inline VecI LoadU16(const uint8_t* p) {
+  return {_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+// The lanes' bits as floats.
+inline VecF BitsToFloat(VecI a) {
+  return {_mm512_castsi512_ps(a.v)};
+}
 inline VecI Set1I8(int8_t a) {
   return {_mm512_set1_epi8(a)};
 }
