@@ -197,6 +197,13 @@ grep -q "ffn_gate_inp.weight *F32 *-> F32" "$TMP/moe-q.log" && ok || bad "router
 # int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
 # file with Paddock types of another layout version is refused.
 kl_of() { "$BIN" compare -m "$M/stories260K.gguf" -m "$1" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])"; }
+# The lookup types: quantize writes them (IQ4_XS falls back to IQ4_NL for stories260K's rows of
+# 64 and 172) and the copies run close to the original.
+for t in iq4_xs mxfp4; do
+  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t.gguf" --type $t 2>/dev/null && ok || bad "quantize $t"
+  "$BIN" info "$TMP/$t.gguf" 2>/dev/null | grep -q "$([ $t = mxfp4 ] && echo MXFP4 || echo IQ4_NL)" && ok || bad "$t file lacks its type"
+  python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/$t.gguf" 2>/dev/null || echo 9)') < 0.2 else 1)" 2>/dev/null && ok || bad "$t copy far from the original"
+done
 "$BIN" quantize "$M/stories260K.gguf" "$TMP/pq8.gguf" --type pq8_c 2>/dev/null && ok || bad "quantize pq8_c"
 "$BIN" info "$TMP/pq8.gguf" 2>/dev/null | grep -q "PQ8_C" && ok || bad "file lacks PQ8_C tensors"
 python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/pq8.gguf")') < 0.01 else 1)" && ok || bad "pq8_c not close to the original"

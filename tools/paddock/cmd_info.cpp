@@ -52,6 +52,7 @@ const std::vector<OptionSpec> kSynthSpecs = {
     {{"--type"},
      true,
      "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+     "iq4_nl, iq4_xs, mxfp4, "
      "q4_k_m (Q4_K "
      "with Q6_K where llama.cpp's Q4_K_M puts it) (default q4_0)"},
     {{"-o", "--output"}, true, "output GGUF path (required)"},

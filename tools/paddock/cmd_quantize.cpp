@@ -36,7 +36,7 @@ const std::vector<OptionSpec> kQuantSpecs = {
     {{"--type"},
      true,
      "target type (required): llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
-     "q6_k, f16, bf16, "
+     "q6_k, iq4_nl, iq4_xs, mxfp4, f16, bf16, "
      "f32; Paddock pq8_c (int8 per channel), pq4_g32, pq4_g64, pq4_g128 (int4 per group), "
      "pq4_g32z, pq4_g64z, pq4_g128z (with a zero point)"},
     {{"--keep"},
@@ -97,6 +97,16 @@ int FileType(GgmlType t) {
       return 18;
     case GgmlType::kBF16:
       return 32;
+    case GgmlType::kQ2_K:
+      return 10;
+    case GgmlType::kQ3_K:
+      return 12;  // Q3_K_M, the usual name for a mostly-Q3_K file
+    case GgmlType::kIQ4_NL:
+      return 25;
+    case GgmlType::kIQ4_XS:
+      return 30;
+    case GgmlType::kMXFP4:
+      return 38;
     default:
       return 0;
   }
@@ -127,6 +137,8 @@ const TypeTraits* TypeFor(const TypeTraits* target, const std::string& name, int
 // The type for rows of `cols` elements that do not fill `target`'s blocks: the closest that fits.
 const TypeTraits* Fallback(const TypeTraits* target, int64_t cols) {
   if (cols % target->block_size == 0) return target;
+  // IQ4_XS rows that do not fill its 256-element blocks: its 32-element sibling, same grid.
+  if (target->type == GgmlType::kIQ4_XS && cols % 32 == 0) return &Traits(GgmlType::kIQ4_NL);
   if (cols % 32 == 0)
     return &Traits(target->type_size * 8 < 6 * target->block_size ? GgmlType::kQ5_0
                                                                   : GgmlType::kQ8_0);
