@@ -231,6 +231,13 @@ std::vector<Variant> Variants() {
     q.type = t;
     v.push_back({t == GgmlType::kQ4_0 ? "qwen3moe_q4_0" : "qwen3moe_q8_0", q});
   }
+  // gpt-oss: MXFP4 experts with biases, a router bias, the clamped SwiGLU, softmax over the
+  // top-k logits, attention sinks, alternating windowed layers, YaRN RoPE, Q/K/V/O biases.
+  v.push_back({"gpt_oss", SynthPreset("tiny-gpt-oss")});
+  SynthSpec gpt_oss_q = SynthPreset("tiny-gpt-oss");
+  gpt_oss_q.type = GgmlType::kMXFP4;
+  gpt_oss_q.dense_type = static_cast<int>(GgmlType::kQ8_0);
+  v.push_back({"gpt_oss_mxfp4", gpt_oss_q});
   SynthSpec moe_k = qwen2moe;
   moe_k.dim = 256;
   moe_k.expert_ffn_dim = 256;
@@ -463,6 +470,41 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     for (auto& l : o.model->weights.layers) l.q_norm = l.k_norm = nullptr;
     o.model->config.qk_norm_full = false;
     EXPECT_GT(RelErr(o.Run(toks, false), full), 1e-2) << "whole-row QK-norm ignored";
+    // gpt-oss: sinks, YaRN, the clamped SwiGLU, the router's and the experts' biases.
+    Runner gr(WriteVariant(find("gpt_oss")), DetectIsa(), 1, 4);
+    const ModelConfig& gc = gr.model->config;
+    EXPECT_TRUE(gc.attn_sinks);
+    EXPECT_EQ(gc.swa_pattern, 2);
+    EXPECT_EQ(gc.sliding_window, 4);
+    EXPECT_EQ(gc.ffn_act, FfnAct::kSwigluOai);
+    EXPECT_EQ(gc.expert_gating, ExpertGating::kSoftmaxTopK);
+    EXPECT_EQ(gc.rope_scaling, "yarn");
+    EXPECT_EQ(gc.rope_orig_ctx, 64);
+    const auto g_with = gr.Run(toks, false);
+    auto& gl = gr.model->weights.layers;
+    std::vector<const float*> sinks;
+    for (auto& l : gl) sinks.push_back(l.attn_sinks), l.attn_sinks = nullptr;
+    EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-3) << "attention sinks ignored";
+    for (size_t i = 0; i < gl.size(); ++i) gl[i].attn_sinks = sinks[i];
+    EXPECT_LT(RelErr(gr.Run(toks, false), g_with), 1e-6);
+    gr.model->config.rope_scaling = "none";
+    gr.tf->SetContext(256);
+    EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-3) << "YaRN ignored";
+    gr.model->config.rope_scaling = "yarn";
+    gr.tf->SetContext(256);
+    const float* rb = gl[0].router_b;
+    gl[0].router_b = nullptr;
+    EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-4) << "router bias ignored";
+    gl[0].router_b = rb;
+    const float* bd = gl[1].experts[0].b_down;
+    for (auto& e : gl[1].experts) e.b_down = nullptr, e.b_gate = e.b_up = nullptr;
+    EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-3) << "expert biases ignored";
+    (void)bd;
+    Runner silu(WriteVariant(find("gpt_oss")), DetectIsa(), 1, 4);
+    silu.model->config.ffn_act = FfnAct::kSilu;
+    silu.tf =
+        std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
+    EXPECT_GT(RelErr(silu.Run(toks, false), g_with), 1e-3) << "clamped SwiGLU ignored";
     Runner x(WriteVariant(find("mixtral_moe")), DetectIsa(), 1, 4);
     EXPECT_TRUE(x.model->config.expert_norm);  // llama's (Mixtral's) default
     EXPECT_EQ(x.model->config.n_experts_used, 2);
@@ -1038,6 +1080,24 @@ TEST(Fusion, SplitPositionAttentionEqualsTwoPass) {
     }
   }
   std::remove(path.c_str());
+  // Attention sinks (gpt-oss) in the split positions' merge, the tiled pass and the two-pass
+  // softmax alike; the window off so one task's positions are long enough to split.
+  SynthSpec sinks = SynthPreset("tiny-gpt-oss");
+  sinks.n_kv_heads = 1;
+  sinks.sliding_window = 0;
+  sinks.context = 320;
+  const std::string spath = test::TempPath("attn-sinks.gguf");
+  WriteSyntheticModel(sinks, spath);
+  for (Isa isa : {Isa::kScalar, DetectIsa()}) {
+    Runner fused(spath, isa, 2, 32);
+    Runner two_pass(spath, isa, 2, 32);
+    two_pass.tf->SetFusion(true, true, false);
+    EXPECT_LT(RelErr(fused.Run(toks, false), two_pass.Run(toks, false)), 2e-5)
+        << IsaName(isa) << " sinks, split positions";
+    EXPECT_LT(RelErr(fused.Run(toks, true), two_pass.Run(toks, true)), 2e-5)
+        << IsaName(isa) << " sinks, batched";
+  }
+  std::remove(spath.c_str());
 }
 
 TEST(Fusion, FusedAttentionEqualsTwoPassAttention) {

@@ -219,6 +219,9 @@ TEST(PreTokenizer, FamiliesSplitAsTheirExpressions) {
   EXPECT_EQ(Pieces("qwen2", "ab 123"), (V{"ab", " ", "1", "2", "3"}));
   EXPECT_EQ(Pieces("starcoder", "x1 22"), (V{"x", "1", " ", "2", "2"}));
   EXPECT_EQ(Pieces("llama3", "Grüße, 世界"), (V{"Grüße", ",", " 世界"}));
+  // o200k (gpt-oss): case-aware words keep their contraction; digits in threes.
+  EXPECT_EQ(Pieces("gpt-4o", "Hello World's HTTPServer 12345!!\n\nok"),
+            (V{"Hello", " World's", " HTTPServer", " ", "123", "45", "!!\n\n", "ok"}));
   // Invalid UTF-8 bytes stand alone; the rest still splits.
   EXPECT_EQ(Pieces("gpt2", std::string("a\xff b")), (V{"a", "\xff", " b"}));
   try {

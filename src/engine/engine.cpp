@@ -228,6 +228,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
       *impl->model, GetKernels(isa, o.prefetch ? Prefetch::kAuto : Prefetch::kOff), *impl->pool,
       o.max_batch, o.int8_activations);
   impl->transformer->SetBf16Dot(o.bf16_dot);
+  impl->transformer->SetContext(ctx);
   if (tracer) {
     tracer->Span("load", "engine", t0, NowSeconds(), "");
     impl->transformer->set_tracer(tracer.get());

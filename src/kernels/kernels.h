@@ -87,11 +87,12 @@ using AttendRowsFn = void (*)(const float* const* q_rows, float* const* out_rows
                               int g, int n_kv, int hd, float scale, float softcap, float* scratch,
                               float* ml);
 // Merges `parts` partial results of one row (unnormalized out + (max, sum) each) into `out`.
+// sink: an attention sink's logit (a position with no value, gpt-oss), or -1e30f for none.
 inline void MergeAttention(const float* const* outs, const float* const* mls, int parts, int hd,
-                           float* out) {
-  float m = -1e30f;
+                           float* out, float sink = -1e30f) {
+  float m = sink;
   for (int p = 0; p < parts; ++p) m = mls[p][0] > m ? mls[p][0] : m;
-  float l = 0;
+  float l = sink > -1e30f ? __builtin_expf(sink - m) : 0.0f;
   for (int d = 0; d < hd; ++d) out[d] = 0;
   for (int p = 0; p < parts; ++p) {
     if (mls[p][1] <= 0) continue;

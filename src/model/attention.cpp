@@ -139,6 +139,28 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     q_rows[r] = q;
     out_rows[r] = att_ + j * qd + h * hd;
   }
+  const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
+  if (tk.parts == 1 && sinks != nullptr) {
+    // Attention sinks: the rows unnormalized into this thread's partial slot (free when no task
+    // is split), then normalized with the sink's logit in the denominator.
+    float* slot = attn_part_ + static_cast<size_t>(t) * AttnPartStride();
+    float* ml = slot + static_cast<size_t>(kAttnMaxRows) * hd;
+    float* dst[kAttnMaxRows];
+    for (int r = 0; r < tk.count; ++r) {
+      dst[r] = out_rows[r];
+      out_rows[r] = slot + static_cast<size_t>(r) * hd;
+    }
+    k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
+                   cfg_.attn_softcap, scratch, ml);
+    for (int r = 0; r < tk.count; ++r) {
+      const float* part = out_rows[r];
+      const float* pml = ml + 2 * r;
+      const int h = tk.g * group + (tk.first + r) % group;
+      MergeAttention(&part, &pml, 1, hd, dst[r], sinks[h]);
+      if (KvRotated(cache.v_type, hd)) Hadamard(dst[r], hd);
+    }
+    return;
+  }
   if (tk.parts == 1) {
     k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
                    cfg_.attn_softcap, scratch, nullptr);
@@ -184,7 +206,8 @@ void Transformer::MergeAttentionParts(int l, int parts) {
       const int pidx = tk.first + r;
       const int j = tk.j0 + pidx / group, h = tk.g * group + pidx % group;
       float* out = att_ + j * qd + h * hd;
-      MergeAttention(outs, mls, parts, hd, out);
+      const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
+      MergeAttention(outs, mls, parts, hd, out, sinks != nullptr ? sinks[h] : -1e30f);
       if (KvRotated(cache.v_type, hd)) Hadamard(out, hd);
     }
   }
@@ -224,7 +247,17 @@ void Transformer::Attention(int l, int n) {
         for (int s = 0; s < len; ++s)
           scores[s] = cfg_.attn_softcap * std::tanh(scores[s] / cfg_.attn_softcap);
       }
-      k_.softmax(scores, len);
+      const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
+      if (sinks == nullptr) {
+        k_.softmax(scores, len);
+      } else {  // the sink's logit joins the denominator, with no value of its own
+        float mx = sinks[h];
+        for (int s = 0; s < len; ++s) mx = std::max(mx, scores[s]);
+        double sum = std::exp(static_cast<double>(sinks[h] - mx));
+        for (int s = 0; s < len; ++s) sum += scores[s] = std::exp(scores[s] - mx);
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int s = 0; s < len; ++s) scores[s] *= inv;
+      }
       float* out = att_ + j * qd + h * hd;
       std::memset(out, 0, sizeof(float) * hd);
       for (int s = 0; s < len; ++s) vaxpy(out, scores[s], kv.V(l, start + s), g, nkv, hd);

@@ -55,6 +55,16 @@ void ModelConfig::Validate() const {
   if (!(rope_base > 1)) Fail("model config: RoPE base %g is out of range", rope_base);
   if (!(rope_scaling_factor > 0))
     Fail("model config: RoPE scaling factor %g is out of range", rope_scaling_factor);
+  // Scaling types the forward pass computes; "llama3" factors come as the rope_freqs tensor,
+  // "longrope" ones as the rope_factors tensors (the loader checks both).
+  if (rope_scaling != "none" && rope_scaling != "linear" && rope_scaling != "yarn" &&
+      rope_scaling != "llama3" && rope_scaling != "longrope")
+    Fail(
+        "model config: RoPE scaling type '%s' is not supported (none, linear, yarn, llama3, "
+        "longrope)",
+        rope_scaling.c_str());
+  if (rope_scaling == "yarn" && rope_orig_ctx <= 0)
+    Fail("model config: YaRN RoPE scaling needs the original context length");
   if (context_length <= 0) Fail("model config: context length %d is out of range", context_length);
   if (n_vocab <= 0) Fail("model config: vocabulary size %d is out of range", n_vocab);
   if (n_experts < 0 || n_experts > 1024)
@@ -131,6 +141,15 @@ void Gpt2(const GgufFile& g, const std::string& p, ModelConfig* c) {
     c->norm_eps = static_cast<float>(*eps);
 }
 
+// gpt-oss: the clamped SwiGLU, softmax over the top-k router logits, sliding-window and full
+// layers alternating (even layers windowed), attention sinks (found by their tensors).
+void GptOss(const GgufFile&, const std::string&, ModelConfig* c) {
+  c->ffn_act = FfnAct::kSwigluOai;
+  c->expert_gating = ExpertGating::kSoftmaxTopK;
+  c->expert_norm = false;
+  c->swa_pattern = 2;
+}
+
 // OLMoE: QK-norm over the whole Q and K rows (all heads at once).
 void Olmoe(const GgufFile&, const std::string&, ModelConfig* c) {
   c->qk_norm_full = c->qk_norm;
@@ -189,6 +208,7 @@ constexpr Architecture kArchitectures[] = {
     {"qwen2moe", RopeStyle::kHalfSplit, nullptr},         // experts + a gated shared expert
     {"qwen3moe", RopeStyle::kHalfSplit, nullptr, true},   // experts, normalized top k
     {"olmoe", RopeStyle::kHalfSplit, Olmoe},              // experts, whole-row QK-norm
+    {"gpt-oss", RopeStyle::kHalfSplit, GptOss},           // MXFP4 experts, sinks, YaRN
 };
 
 const Architecture& FindArchitecture(const std::string& name) {
@@ -231,6 +251,11 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   if (auto f = g.GetFloat(p + "rope.scaling.factor"))
     c.rope_scaling_factor = static_cast<float>(*f);
   if (c.rope_scaling == "none") c.rope_scaling_factor = 1.0f;
+  c.rope_orig_ctx = OptionalInt(g, p + "rope.scaling.original_context_length", c.context_length);
+  if (auto af = g.GetFloat(p + "rope.scaling.attn_factor"))
+    c.rope_attn_factor = static_cast<float>(*af);
+  c.attn_sinks = g.FindTensor("blk.0.attn_sinks.weight") != nullptr ||
+                 g.FindTensor("blk.0.attn_sinks") != nullptr;
   c.sliding_window = OptionalInt(g, p + "attention.sliding_window", 0);
   c.pooling_type = OptionalInt(g, p + "pooling_type", -1);
   c.qkv_bias = g.FindTensor("blk.0.attn_q.bias") != nullptr;

@@ -15,8 +15,9 @@ class GgufFile;
 struct Llama2cConfig;
 
 enum class FfnAct {
-  kSilu,      // SwiGLU: silu(gate) * up (Llama, Mistral, Qwen, Phi-3)
-  kGeluTanh,  // GeGLU: gelu_tanh(gate) * up (Gemma)
+  kSilu,       // SwiGLU: silu(gate) * up (Llama, Mistral, Qwen, Phi-3)
+  kGeluTanh,   // GeGLU: gelu_tanh(gate) * up (Gemma)
+  kSwigluOai,  // gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1)
 };
 
 // How a mixture-of-experts router turns its logits into expert weights.
@@ -50,9 +51,12 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
   std::string rope_scaling = "none";  // "none", "linear", "yarn", "llama3" (recorded)
   float rope_scaling_factor = 1.0f;
-  int sliding_window = 0;  // 0: full attention
-  bool qkv_bias = false;   // Qwen2
-  bool qk_norm = false;    // Qwen3
+  int rope_orig_ctx = 0;  // YaRN: the context before scaling (rope.scaling.original_context_length)
+  float rope_attn_factor = 1.0f;  // longrope: cos / sin scale (rope.scaling.attn_factor)
+  bool attn_sinks = false;  // a learned per-head logit in every softmax's denominator (gpt-oss)
+  int sliding_window = 0;   // 0: full attention
+  bool qkv_bias = false;    // Qwen2
+  bool qk_norm = false;     // Qwen3
   bool tied_embeddings = false;
   FfnAct ffn_act = FfnAct::kSilu;
   float embed_scale = 1.0f;    // token embeddings are multiplied by this (Gemma: sqrt(dim))

@@ -97,6 +97,26 @@ class Binder {
     return p;
   }
 
+  // A small 2-D tensor [n, rows] converted to float32 (owned by the model): rows of n.
+  const float* Rows(const std::string& name, int64_t n, int64_t rows) {
+    const TensorSource* t = Find(name);
+    if (t == nullptr) Fail("model lacks tensor '%s'", name.c_str());
+    if (t->ne[0] != n || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1) {
+      Fail("tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld]", name.c_str(),
+           (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)n,
+           (long long)rows);
+    }
+    const TypeTraits& tr = Traits(t->type);
+    if (tr.to_float == nullptr)
+      Fail("tensor '%s' has type %s, which Paddock cannot compute with", name.c_str(), tr.name);
+    used_++;
+    auto buf = std::make_unique<float[]>(static_cast<size_t>(n * rows));
+    tr.to_float(t->data, buf.get(), n * rows);
+    const float* p = buf.get();
+    m_->owned.push_back(std::move(buf));
+    return p;
+  }
+
   int used() const { return used_; }
 
  private:
@@ -150,6 +170,18 @@ void BindExperts(Binder* b, const std::string& p, const ModelConfig& c, LayerWei
   const auto down = b->Experts(p, "ffn_down", c.expert_ffn_dim, c.dim, c.n_experts);
   L->experts.resize(static_cast<size_t>(c.n_experts));
   for (size_t e = 0; e < L->experts.size(); ++e) L->experts[e] = {gate[e], up[e], down[e]};
+  // Biases (gpt-oss): the router's, and per expert a row of each 2-D expert bias tensor.
+  L->router_b = b->Vector(p + "ffn_gate_inp.bias", c.n_experts, false);
+  if (b->Find(p + "ffn_gate_exps.bias") != nullptr) {
+    const float* bg = b->Rows(p + "ffn_gate_exps.bias", c.expert_ffn_dim, c.n_experts);
+    const float* bu = b->Rows(p + "ffn_up_exps.bias", c.expert_ffn_dim, c.n_experts);
+    const float* bd = b->Rows(p + "ffn_down_exps.bias", c.dim, c.n_experts);
+    for (size_t e = 0; e < L->experts.size(); ++e) {
+      L->experts[e].b_gate = bg + e * static_cast<size_t>(c.expert_ffn_dim);
+      L->experts[e].b_up = bu + e * static_cast<size_t>(c.expert_ffn_dim);
+      L->experts[e].b_down = bd + e * static_cast<size_t>(c.dim);
+    }
+  }
   if (b->Find(p + "ffn_up_shexp.weight") != nullptr) {
     if (c.shared_ffn_dim <= 0)
       Fail(
@@ -184,10 +216,20 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   w.output = b.Matrix("output.weight", c.dim, c.n_vocab, false);
   c.tied_embeddings = !w.output;
   if (c.tied_embeddings) w.output = w.tok_embd;
-  if (const TensorSource* rf = b.Find("rope_freqs.weight")) {
-    const float* f = b.Vector("rope_freqs.weight", c.rope_dim / 2);
-    w.rope_freq_factors.assign(f, f + c.rope_dim / 2);
-    (void)rf;
+  const int half = c.rope_dim / 2;
+  if (b.Find("rope_freqs.weight") != nullptr) {
+    const float* f = b.Vector("rope_freqs.weight", half);
+    w.rope_freq_factors.assign(f, f + half);
+  } else if (c.rope_scaling == "llama3") {
+    Fail("RoPE scaling 'llama3' needs its factors, the tensor 'rope_freqs.weight'");
+  }
+  if (b.Find("rope_factors_long.weight") != nullptr) {  // Phi-3 longrope
+    const float* lf = b.Vector("rope_factors_long.weight", half);
+    const float* sf = b.Vector("rope_factors_short.weight", half);
+    w.rope_factors_long.assign(lf, lf + half);
+    w.rope_factors_short.assign(sf, sf + half);
+  } else if (c.rope_scaling == "longrope") {
+    Fail("RoPE scaling 'longrope' needs its factors, the tensor 'rope_factors_long.weight'");
   }
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
@@ -215,6 +257,12 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
     }
     L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    if (!c.layer_norm) L.bo = b.Vector(p + "attn_output.bias", c.dim, false);  // gpt-oss
+    if (c.attn_sinks) {
+      L.attn_sinks = b.Find(p + "attn_sinks.weight") != nullptr
+                         ? b.Vector(p + "attn_sinks.weight", c.n_heads)
+                         : b.Vector(p + "attn_sinks", c.n_heads);
+    }
     if (c.qkv_bias && L.bq == nullptr) {
       L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
       L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
@@ -224,7 +272,11 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
       L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? c.q_dim() : c.head_dim);
       L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? c.kv_dim() : c.head_dim);
     }
-    L.ffn_norm = b.Vector(p + "ffn_norm.weight", c.dim);
+    // gpt-oss names its pre-FFN norm post_attention_norm.
+    L.ffn_norm = !c.post_norms && b.Find(p + "ffn_norm.weight") == nullptr &&
+                         b.Find(p + "post_attention_norm.weight") != nullptr
+                     ? b.Vector(p + "post_attention_norm.weight", c.dim)
+                     : b.Vector(p + "ffn_norm.weight", c.dim);
     const bool moe_layer = b.Find(p + "ffn_gate_inp.weight") != nullptr;
     if (moe_layer && !c.is_moe())
       Fail(

@@ -72,6 +72,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
     // [offset[e], offset[e] + count[e]) of the gathered buffers, in token order.
     OpScope ps(this, ProfOp::kMoeRoute);
     Matmul(w.router, xb_, xq, n, moe_logits_);
+    AddBias(moe_logits_, w.router_b, n, E);
     for (int j = 0; j < n; ++j) RouteToken(moe_logits_ + j * E, cfg_, sel + j * K, wts + j * K);
     std::fill(count, count + E, 0);
     for (int i = 0; i < n * K; ++i) count[sel[i]]++;
@@ -151,7 +152,13 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         float* up = hb2_ + static_cast<size_t>(o) * F;
         MatmulRows(ew.gate, xf, in, c, g, b, e);
         MatmulRows(ew.up, xf, in, c, up, b, e);
-        for (int r = 0; r < c; ++r) glu_(g + r * F + b, up + r * F + b, e - b);
+        for (int r = 0; r < c; ++r) {
+          if (ew.b_gate != nullptr) {  // biases (gpt-oss)
+            k_.add(g + r * F + b, ew.b_gate + b, e - b);
+            k_.add(up + r * F + b, ew.b_up + b, e - b);
+          }
+          glu_(g + r * F + b, up + r * F + b, e - b);
+        }
       }
     });
   });
@@ -167,8 +174,12 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         const int x = moe_active_[static_cast<size_t>(a)];
         const int o = offset[x], c = count[x];
         const ActQ8 in = hq.qs != nullptr ? hq.Token(o, F) : ActQ8{};
-        MatmulRows(w.experts[static_cast<size_t>(x)].down, hb_ + static_cast<size_t>(o) * F, in, c,
-                   moe_out_ + static_cast<size_t>(o) * dim, b, e);
+        const ExpertWeights& ew = w.experts[static_cast<size_t>(x)];
+        float* out = moe_out_ + static_cast<size_t>(o) * dim;
+        MatmulRows(ew.down, hb_ + static_cast<size_t>(o) * F, in, c, out, b, e);
+        if (ew.b_down != nullptr) {
+          for (int r = 0; r < c; ++r) k_.add(out + r * dim + b, ew.b_down + b, e - b);
+        }
       }
     });
   });

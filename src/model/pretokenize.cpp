@@ -25,6 +25,10 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// o200k (gpt-4o, gpt-oss), from its tokenizer.json: case-aware words with their contractions.
+constexpr const char* kO200k =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 struct PreSpec {
   std::vector<std::string> names;
   std::vector<std::string> regexes;
@@ -36,6 +40,7 @@ const std::vector<PreSpec>& Specs() {
       {{"llama3", "llama-bpe", "llama-v3", "smaug-bpe", "dbrx", "falcon3"}, {kLlama3}},
       {{"qwen2", "qwen2.5", "qwen-2.5", "deepseek-r1-qwen", "megrez", "stablelm2"}, {kQwen2}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell"}, {"\\p{N}", kGpt2}},
+      {{"gpt-4o", "minimax-m2"}, {kO200k}},
       {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "[0-9][0-9][0-9]"}},
       {{"deepseek-coder"}, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"}},
       {{"deepseek-llm"},

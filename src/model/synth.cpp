@@ -65,6 +65,22 @@ void SyntheticVocab(int n, std::vector<std::string>* pieces, std::vector<float>*
 SynthSpec SynthPreset(const std::string& name) {
   SynthSpec s;
   if (name == "tiny") return s;
+  if (name == "tiny-gpt-oss") {  // tests: gpt-oss's features at a small shape
+    s.arch = "gpt-oss";
+    s.head_dim = 32;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.qkv_bias = true;
+    s.n_experts = 4;
+    s.n_experts_used = 2;
+    s.expert_ffn_dim = 64;
+    s.sliding_window = 4;
+    s.rope_scaling = "yarn";
+    s.rope_scaling_factor = 8;
+    s.rope_orig_ctx = 64;
+    s.rope_base = 150000;
+    return s;
+  }
   if (name == "tiny-moe") {  // tests: Qwen3 MoE, 8 experts of 64, 2 per token
     s.arch = "qwen3moe";
     s.qk_norm = true;
@@ -162,6 +178,25 @@ SynthSpec SynthPreset(const std::string& name) {
     s.n_vocab = 151936;
     s.context = 8192;
     s.rope_base = 1000000.0f;
+  } else if (name == "gpt-oss-20b") {
+    s.arch = "gpt-oss";
+    s.dim = 2880;
+    s.n_layers = 24;
+    s.n_heads = 64;
+    s.n_kv_heads = 8;
+    s.head_dim = 64;
+    s.ffn_dim = 2880;
+    s.expert_ffn_dim = 2880;
+    s.n_experts = 32;
+    s.n_experts_used = 4;
+    s.qkv_bias = true;
+    s.n_vocab = 201088;
+    s.context = 131072;
+    s.sliding_window = 128;
+    s.rope_base = 150000;
+    s.rope_scaling = "yarn";
+    s.rope_scaling_factor = 32;
+    s.rope_orig_ctx = 4096;
   } else if (name == "mixtral-8x7b") {
     s.dim = 4096;
     s.n_layers = 32;
@@ -175,8 +210,9 @@ SynthSpec SynthPreset(const std::string& name) {
     s.rope_base = 1000000.0f;
   } else {
     Fail(
-        "unknown shape '%s' (known: tiny, tiny-moe, stories260k, tinyllama, llama2-7b, "
-        "mistral-7b, qwen2-0.5b, olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, mixtral-8x7b)",
+        "unknown shape '%s' (known: tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, "
+        "llama2-7b, mistral-7b, qwen2-0.5b, olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
+        "mixtral-8x7b, gpt-oss-20b)",
         name.c_str());
   }
   return s;
@@ -212,6 +248,13 @@ void WriteMetadata(const SynthSpec& s, int hd, GgufWriter* w) {
     if (s.shared_ffn_dim > 0)
       w->SetU32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_ffn_dim));
     if (s.expert_norm >= 0) w->SetBool(a + ".expert_weights_norm", s.expert_norm > 0);
+  }
+  if (!s.rope_scaling.empty()) {
+    w->SetString(a + ".rope.scaling.type", s.rope_scaling);
+    w->SetF32(a + ".rope.scaling.factor", s.rope_scaling_factor);
+    if (s.rope_orig_ctx > 0)
+      w->SetU32(a + ".rope.scaling.original_context_length",
+                static_cast<uint32_t>(s.rope_orig_ctx));
   }
   w->SetU32("general.file_type", 0);
 }
@@ -270,6 +313,8 @@ class SynthTensors {
   // q4_k_m: llama.cpp's Q4_K_M mix (Q6_K for the output and for attn_v / ffn_down of the first
   // and last eighth of the layers and every third between).
   GgmlType TypeOf(const std::string& name) const {
+    if (s_.dense_type >= 0 && name.find("_exps.") == std::string::npos)
+      return static_cast<GgmlType>(s_.dense_type);
     if (!s_.q4_k_m) return s_.type;
     const int n = s_.n_layers;
     int layer = -1;
@@ -314,6 +359,12 @@ class SynthTensors {
     Matrix(p + "ffn_gate_exps.weight", s_.dim, F, E);
     Matrix(p + "ffn_up_exps.weight", s_.dim, F, E);
     Matrix(p + "ffn_down_exps.weight", F, s_.dim, E);
+    if (s_.arch == "gpt-oss") {  // router and expert biases
+      Vec(p + "ffn_gate_inp.bias", E, 0.0f, 0.5f);
+      Biases(p + "ffn_gate_exps.bias", F, E);
+      Biases(p + "ffn_up_exps.bias", F, E);
+      Biases(p + "ffn_down_exps.bias", s_.dim, E);
+    }
     if (s_.shared_ffn_dim > 0) {
       Matrix(p + "ffn_gate_shexp.weight", s_.dim, s_.shared_ffn_dim);
       Matrix(p + "ffn_up_shexp.weight", s_.dim, s_.shared_ffn_dim);
@@ -321,6 +372,12 @@ class SynthTensors {
       Vec(p + "ffn_gate_inp_shexp.weight", s_.dim, 0.0f,
           std::sqrt(3.0f / static_cast<float>(s_.dim)));
     }
+  }
+  // E bias rows of n (a 2-D F32 tensor).
+  void Biases(const std::string& name, int n, int E) {
+    buf_.resize(static_cast<size_t>(n) * static_cast<size_t>(E));
+    for (float& v : buf_) v = 0.3f * rng_.Uniform();
+    w_->AddTensorF32(name, {n, E}, GgmlType::kF32, buf_.data());
   }
   // E copies of the matrix the dense model draws here (scaled: copy e times e + 1).
   void Copies(const std::string& name, int cols, int rows, int E, bool scaled) {
@@ -382,7 +439,12 @@ class SynthTensors {
       Vec(p + "attn_k_norm.weight", full ? kvd_ : hd_, 1.0f, 0.5f);
     }
     Matrix(p + "attn_output.weight", qd_, s_.dim);
-    Vec(p + "ffn_norm.weight", s_.dim, 1.0f, 0.1f);
+    const bool gpt_oss = s_.arch == "gpt-oss";
+    if (gpt_oss) {  // output bias, sink logits, and the pre-FFN norm under its gpt-oss name
+      Vec(p + "attn_output.bias", s_.dim, 0.0f, 0.3f);
+      Vec(p + "attn_sinks.weight", s_.n_heads, 0.0f, 2.0f);
+    }
+    Vec(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s_.dim, 1.0f, 0.1f);
     if (s_.n_experts > 0) {
       Experts(p);
     } else if (phi3) {

@@ -51,6 +51,14 @@ struct SynthSpec {
   float router_scale = 1.0f;
   float ffn_down_scale = 1.0f;     // a dense model's down projection times this
   GgmlType type = GgmlType::kF32;  // type of the weight matrices
+  // A mixture of experts' other matrices (attention, embeddings, output) in this type instead
+  // of `type` (gpt-oss files: MXFP4 experts, the rest Q8_0); -1: `type` for all.
+  int dense_type = -1;
+  // RoPE scaling written to the metadata: "yarn" or "linear" with this factor (0: none) and,
+  // for YaRN, the original context.
+  std::string rope_scaling;
+  float rope_scaling_factor = 0;
+  int rope_orig_ctx = 0;
   // llama.cpp's Q4_K_M mix: `type` Q4_K, with output, and attn_v / ffn_down of the layers
   // llama.cpp gives more bits (first and last eighth, every third between), in Q6_K.
   bool q4_k_m = false;
@@ -69,7 +77,8 @@ struct SynthSpec {
 
 // Named shapes: "tiny" and "tiny-moe" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
 // "qwen2-0.5b", "mistral-7b", and the mixtures of experts "olmoe-1b-7b", "qwen3-30b-a3b",
-// "qwen1.5-moe-a2.7b", "mixtral-8x7b". Throws Error for an unknown name.
+// "qwen1.5-moe-a2.7b", "mixtral-8x7b", "gpt-oss-20b" (and "tiny-gpt-oss" for tests). Throws
+// Error for an unknown name.
 SynthSpec SynthPreset(const std::string& name);
 
 // Fills `w` with the model described by `spec`. Throws Error on impossible shapes.

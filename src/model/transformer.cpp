@@ -14,6 +14,16 @@ namespace paddock {
 namespace {
 // Sequences per step (rows of last-token logits kept).
 constexpr int kMaxItems = 256;
+
+// gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) (u + 1).
+void SwigluOai(float* g, const float* u, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(g[i], kLimit);
+    const float y = std::min(std::max(u[i], -kLimit), kLimit);
+    g[i] = x / (1.0f + std::exp(-kAlpha * x)) * (y + 1.0f);
+  }
+}
 }  // namespace
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
@@ -28,7 +38,9 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       ctx_(model.config.context_length),
       int8_(int8_activations) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
-  glu_ = cfg_.ffn_act == FfnAct::kGeluTanh ? k_.gelu_mul : k_.silu_mul;
+  glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_.gelu_mul
+         : cfg_.ffn_act == FfnAct::kSwigluOai ? SwigluOai
+                                              : k_.silu_mul;
   // Mixture of experts: R gathered rows (each token's k experts), planned for the worst routing.
   const size_t moe_rows =
       static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.n_experts_used);
@@ -94,19 +106,53 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   tok_pos_.assign(B, 0);
   tok_view_.assign(B, nullptr);
   logit_tok_.assign(static_cast<size_t>(max_items_), 0);
+  cos_local_ = cos_ + B * half;
+  sin_local_ = sin_ + B * half;
+  SetContext(ctx_);
+}
+
+// The RoPE frequencies for a context of n_ctx tokens: the file's per-dimension factors (Llama 3
+// rope_freqs; Phi-3 longrope: the long ones past the original context, else the short ones and
+// the file's attention factor), linear scaling, or YaRN (llama.cpp's: per dimension a ramp
+// between interpolated and original frequencies, and cos/sin scaled by 1 + 0.1 ln(factor)).
+void Transformer::SetContext(int n_ctx) {
+  const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
   rope_pos_scale_ = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
-  inv_freq_.resize(half);
-  inv_freq_local_.resize(half);
-  const auto& factors = model_.weights.rope_freq_factors;
+  rope_mscale_ = 1.0f;
+  inv_freq_.assign(half, 0.0f);
+  inv_freq_local_.assign(half, 0.0f);
+  yarn_ramp_.clear();
+  const ModelWeights& w = model_.weights;
+  const std::vector<float>* factors = &w.rope_freq_factors;
+  if (!w.rope_factors_long.empty()) {
+    factors = n_ctx > cfg_.rope_orig_ctx ? &w.rope_factors_long : &w.rope_factors_short;
+    rope_mscale_ = cfg_.rope_attn_factor;
+  }
   for (size_t i = 0; i < half; ++i) {
     const float e = static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim);
     float f = 1.0f / std::pow(cfg_.rope_base, e);
-    if (!factors.empty()) f /= factors[i];
+    if (!factors->empty()) f /= (*factors)[i];
     inv_freq_[i] = f;
     if (cfg_.rope_base_local > 0) inv_freq_local_[i] = 1.0f / std::pow(cfg_.rope_base_local, e);
   }
-  cos_local_ = cos_ + B * half;
-  sin_local_ = sin_ + B * half;
+  if (cfg_.rope_scaling == "yarn" && cfg_.rope_scaling_factor != 1.0f) {
+    constexpr float kBetaFast = 32.0f, kBetaSlow = 1.0f;  // llama.cpp's defaults
+    const float n_dims = static_cast<float>(cfg_.rope_dim);
+    auto corr_dim = [&](float rotations) {
+      return n_dims *
+             std::log(static_cast<float>(cfg_.rope_orig_ctx) / (rotations * 2.0f * 3.14159265f)) /
+             (2.0f * std::log(cfg_.rope_base));
+    };
+    const float low = std::max(0.0f, std::floor(corr_dim(kBetaFast)));
+    const float high = std::min(n_dims - 1, std::ceil(corr_dim(kBetaSlow)));
+    yarn_ramp_.resize(half);
+    for (size_t i = 0; i < half; ++i) {
+      const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
+      yarn_ramp_[i] = 1.0f - std::min(1.0f, std::max(0.0f, y));  // times ext_factor 1
+    }
+    rope_pos_scale_ = 1.0f / cfg_.rope_scaling_factor;
+    rope_mscale_ *= 1.0f + 0.1f * std::log(cfg_.rope_scaling_factor);
+  }
 }
 
 const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
@@ -209,9 +255,13 @@ void Transformer::RopeTables(int n) {
     const float pos = static_cast<float>(tok_pos_[static_cast<size_t>(j)]);
     const float p = pos * rope_pos_scale_;
     for (int i = 0; i < half; ++i) {
-      const float a = p * inv_freq_[static_cast<size_t>(i)];
-      cos_[j * half + i] = std::cos(a);
-      sin_[j * half + i] = std::sin(a);
+      float a = p * inv_freq_[static_cast<size_t>(i)];
+      if (!yarn_ramp_.empty()) {  // YaRN: interpolated and original angle, mixed by the ramp
+        const float r = yarn_ramp_[static_cast<size_t>(i)];
+        a = a * (1.0f - r) + pos * inv_freq_[static_cast<size_t>(i)] * r;
+      }
+      cos_[j * half + i] = std::cos(a) * rope_mscale_;
+      sin_[j * half + i] = std::sin(a) * rope_mscale_;
     }
     if (cfg_.rope_base_local > 0) {  // local layers: their own base, positions unscaled
       for (int i = 0; i < half; ++i) {

@@ -80,6 +80,10 @@ class Transformer {
   }
 
   const ModelConfig& config() const { return cfg_; }
+  // The context the engine runs with: RoPE factors that depend on it (Phi-3 longrope: the long
+  // factors past the original context) are chosen for it. The constructor assumes the trained
+  // context.
+  void SetContext(int n_ctx);
   // Per-operator timing (null: off).
   void set_profiler(Profiler* p) { prof_ = p; }
   // --trace: every operator as a span on the calling thread, the workers' shares on theirs.
@@ -266,6 +270,8 @@ class Transformer {
   std::vector<float> inv_freq_;        // (rope_dim / 2)
   std::vector<float> inv_freq_local_;  // (rope_dim / 2) rope_base_local's
   float rope_pos_scale_ = 1.0f;        // linear RoPE scaling: positions are divided by the factor
+  float rope_mscale_ = 1.0f;           // cos / sin scale (YaRN, longrope's attention factor)
+  std::vector<float> yarn_ramp_;       // (rope_dim / 2) YaRN's per-dimension mix, else empty
   // Per token of the current step: position and KV view; per item: its last token's index.
   std::vector<int> tok_pos_;
   std::vector<const KvView*> tok_view_;

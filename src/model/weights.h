@@ -32,9 +32,12 @@ struct WeightTensor {
 // One expert's FFN: rows of a 3-D expert tensor ([cols, rows, n_experts] in GGUF), each
 // expert's slice a matrix of its own (re-laid at load like a dense one).
 struct ExpertWeights {
-  WeightTensor gate;  // (expert_ffn_dim, dim)
-  WeightTensor up;    // (expert_ffn_dim, dim)
-  WeightTensor down;  // (dim, expert_ffn_dim)
+  WeightTensor gate;              // (expert_ffn_dim, dim)
+  WeightTensor up;                // (expert_ffn_dim, dim)
+  WeightTensor down;              // (dim, expert_ffn_dim)
+  const float* b_gate = nullptr;  // (expert_ffn_dim) biases (gpt-oss), else null
+  const float* b_up = nullptr;    // (expert_ffn_dim)
+  const float* b_down = nullptr;  // (dim)
 };
 
 struct LayerWeights {
@@ -65,6 +68,8 @@ struct LayerWeights {
   WeightTensor router;  // (n_experts, dim) ffn_gate_inp
   std::vector<ExpertWeights> experts;
   const float* shared_gate = nullptr;  // (dim) ffn_gate_inp_shexp (Qwen2 MoE)
+  const float* router_b = nullptr;     // (n_experts) the router's bias (gpt-oss)
+  const float* attn_sinks = nullptr;   // (n_heads) attention sink logits (gpt-oss)
 };
 
 struct ModelWeights {
@@ -75,6 +80,8 @@ struct ModelWeights {
   WeightTensor output;                   // (n_vocab, dim); == tok_embd when tied
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
+  // Phi-3 longrope: per-dimension factors for contexts past the original one and within it.
+  std::vector<float> rope_factors_long, rope_factors_short;
 };
 
 struct TensorTypeCount {
