@@ -86,6 +86,8 @@ expect_error "vocab-only gguf is no model" 1 "" -- run -m "$M/ggml-vocab-llama-s
 expect_error "unknown isa" 2 "unknown ISA" -- run -m "$M/stories260K.gguf" --isa neon
 expect_error "tokenize without text" 2 "TEXT" -- tokenize -m "$M/stories260K.gguf"
 expect_error "synth bad shape" 2 "unknown shape" -- synth --shape nope -o "$TMP/x.gguf"
+expect_error "synth dense type on a dense shape" 2 "no experts" -- synth --shape tiny --dense-type q8_0 -o "$TMP/x.gguf"
+expect_error "synth bad dense type" 2 "unknown or unsupported dense type" -- synth --shape tiny-moe --dense-type q9 -o "$TMP/x.gguf"
 
 # 7. KV cache switches.
 out=$("$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 --cache-type-k bf16 --cache-type-v int8 --kv-block-size 7 2>"$TMP/kvlog")

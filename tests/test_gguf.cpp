@@ -2,6 +2,7 @@
 // with a clear error each (this file also runs under ASan/UBSan in scripts/test).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -110,6 +111,35 @@ TEST(Gguf, CustomAlignmentIsHonoured) {
   GgufFile g = ParseString(s);
   EXPECT_EQ(g.alignment(), 64u);
   EXPECT_EQ(g.FindTensor("b")->offset % 64, 0u);
+}
+
+// A writer that spills its tensors to a scratch file writes the same bytes as one that keeps
+// them in memory, and removes the scratch file.
+TEST(Gguf, SpilledWriterWritesTheSameFile) {
+  for (uint32_t align : {32u, 64u}) {
+    GgufWriter mem(align), spilled(align);
+    const std::string scratch = test::TempPath("spill.part"), out = test::TempPath("spill.gguf");
+    spilled.SpillTo(scratch);
+    std::vector<float> d(96 * 5);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<float>(i % 17) - 8;
+    for (GgufWriter* w : {&mem, &spilled}) {
+      w->SetString("general.architecture", "llama");
+      w->AddTensorF32("a", {96, 5}, GgmlType::kQ8_0, d.data());
+      w->AddTensorF32("b", {7}, GgmlType::kF32, d.data());  // 28 bytes: padding follows
+      w->AddTensorF32("c", {32, 3}, GgmlType::kQ4_0, d.data());
+    }
+    spilled.Write(out);
+    std::FILE* f = std::fopen(out.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    std::string got;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) got.append(buf, n);
+    std::fclose(f);
+    EXPECT_EQ(got, mem.Serialize()) << "alignment " << align;
+    EXPECT_THROW(spilled.Serialize(), Error);
+    std::remove(out.c_str());
+  }
 }
 
 // Offsets into SmallFile(), located by searching for the bytes that follow.

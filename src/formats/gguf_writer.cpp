@@ -98,7 +98,32 @@ void GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& 
   if (need != nbytes)
     Fail("GgufWriter: tensor '%s' has %zu bytes, its shape needs %llu", name.c_str(), nbytes,
          (unsigned long long)need);
-  tensors_.push_back({name, ne, type, std::string(static_cast<const char*>(data), nbytes)});
+  if (spill_ != nullptr) {
+    static const char kZeros[64] = {};
+    const size_t pad = (alignment_ - nbytes % alignment_) % alignment_;
+    if (std::fwrite(data, 1, nbytes, spill_) != nbytes ||
+        std::fwrite(kZeros, 1, pad, spill_) != pad)
+      Fail("cannot write '%s' (disk full?)", spill_path_.c_str());
+    tensors_.push_back({name, ne, type, std::string(), nbytes});
+    return;
+  }
+  tensors_.push_back(
+      {name, ne, type, std::string(static_cast<const char*>(data), nbytes), nbytes});
+}
+
+GgufWriter::~GgufWriter() {
+  if (spill_ != nullptr) {
+    std::fclose(spill_);
+    std::remove(spill_path_.c_str());
+  }
+}
+
+void GgufWriter::SpillTo(const std::string& scratch_path) {
+  if (!tensors_.empty() || spill_ != nullptr) Fail("GgufWriter: SpillTo before any tensor");
+  if (alignment_ > 64) Fail("GgufWriter: spilling supports alignments up to 64");
+  spill_ = std::fopen(scratch_path.c_str(), "w+b");
+  if (spill_ == nullptr) Fail("cannot create '%s'", scratch_path.c_str());
+  spill_path_ = scratch_path;
 }
 
 void GgufWriter::AddTensorF32(const std::string& name, const std::vector<int64_t>& ne,
@@ -116,6 +141,16 @@ void GgufWriter::AddTensorF32(const std::string& name, const std::vector<int64_t
 }
 
 std::string GgufWriter::Serialize() const {
+  if (spill_ != nullptr) Fail("GgufWriter: a spilled writer is written with Write()");
+  std::string out = Header();
+  for (const auto& t : tensors_) {
+    out.append(t.bytes);
+    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, '\0');
+  }
+  return out;
+}
+
+std::string GgufWriter::Header() const {
   std::string out;
   Append<uint32_t>(&out, 0x46554747);
   Append<uint32_t>(&out, 3);
@@ -139,23 +174,36 @@ std::string GgufWriter::Serialize() const {
     for (int64_t d : t.ne) Append<uint64_t>(&out, static_cast<uint64_t>(d));
     Append<uint32_t>(&out, static_cast<uint32_t>(t.type));
     Append<uint64_t>(&out, offset);
-    offset += (t.bytes.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (t.size + alignment_ - 1) / alignment_ * alignment_;
   }
   out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, '\0');
-  for (const auto& t : tensors_) {
-    out.append(t.bytes);
-    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, '\0');
-  }
   return out;
 }
 
 void GgufWriter::Write(const std::string& path) const {
-  const std::string bytes = Serialize();
+  if (spill_ == nullptr) {
+    const std::string bytes = Serialize();
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) Fail("cannot create '%s'", path.c_str());
+    const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
+    const int rc = std::fclose(f);
+    if (n != bytes.size() || rc != 0) Fail("cannot write '%s' (disk full?)", path.c_str());
+    return;
+  }
+  // The header, then the spilled data copied over in large chunks.
+  const std::string header = Header();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) Fail("cannot create '%s'", path.c_str());
-  const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const int rc = std::fclose(f);
-  if (n != bytes.size() || rc != 0) Fail("cannot write '%s' (disk full?)", path.c_str());
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+            std::fflush(spill_) == 0 && std::fseek(spill_, 0, SEEK_SET) == 0;
+  std::vector<char> buf(size_t{64} << 20);
+  while (ok) {
+    const size_t got = std::fread(buf.data(), 1, buf.size(), spill_);
+    if (got == 0) break;
+    ok = std::fwrite(buf.data(), 1, got, f) == got;
+  }
+  ok = ok && std::ferror(spill_) == 0;
+  if (std::fclose(f) != 0 || !ok) Fail("cannot write '%s' (disk full?)", path.c_str());
 }
 
 }  // namespace paddock

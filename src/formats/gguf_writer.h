@@ -1,11 +1,13 @@
 // formats/gguf_writer.h: builds GGUF v3 files (tests, synthetic models, the quantizer).
 //
 // Metadata and tensors are collected in memory, then Write() emits header, metadata, tensor
-// infos, padding and aligned tensor data in one pass. Tensor bytes are copied in: fine for
-// test and synthetic models up to a few GB on this machine class.
+// infos, padding and aligned tensor data in one pass. Tensor bytes are copied in, or, after
+// SpillTo(), appended to a scratch file as they come (files larger than memory: a 30B model's
+// tensors), which Write() streams after the header and removes.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,11 @@ namespace paddock {
 class GgufWriter {
  public:
   explicit GgufWriter(uint32_t alignment = 32) : alignment_(alignment) {}
+  ~GgufWriter();
+  GgufWriter(const GgufWriter&) = delete;
+  GgufWriter& operator=(const GgufWriter&) = delete;
+  // Tensor data from now on goes to `scratch_path` (created), not memory; before any tensor.
+  void SpillTo(const std::string& scratch_path);
 
   void SetU32(const std::string& key, uint32_t v);
   void SetI32(const std::string& key, int32_t v);
@@ -52,13 +59,18 @@ class GgufWriter {
     std::string name;
     std::vector<int64_t> ne;
     GgmlType type;
-    std::string bytes;
+    std::string bytes;  // empty when spilled
+    uint64_t size = 0;
   };
   void Put(const std::string& key, GgufType type, std::string payload);
+  // Everything before the tensor data (padded to the alignment).
+  std::string Header() const;
 
   uint32_t alignment_;
   std::vector<Kv> kvs_;
   std::vector<Tensor> tensors_;
+  std::FILE* spill_ = nullptr;
+  std::string spill_path_;
 };
 
 }  // namespace paddock

@@ -482,6 +482,7 @@ void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
 
 void WriteSyntheticModel(const SynthSpec& spec, const std::string& path) {
   GgufWriter w;
+  w.SpillTo(path + ".part");  // tensors on disk as they are made: models larger than memory
   BuildSyntheticModel(spec, &w);
   w.Write(path);
 }

@@ -60,6 +60,10 @@ const std::vector<OptionSpec> kSynthSpecs = {
     {{"--ctx"}, true, "override the context length"},
     {{"--sliding-window"}, true, "declare an attention window (Mistral-style)"},
     {{"--seed"}, true, "random seed (default 1)"},
+    {{"--dense-type"},
+     true,
+     "a mixture of experts: the matrices outside the experts (attention, embeddings, output) in "
+     "this type, e.g. --type mxfp4 --dense-type q8_0 as gpt-oss files are"},
     {{"--active-layers"},
      true,
      "only the first N layers act (the rest: zero output projections); with --layers N the same "
@@ -195,6 +199,16 @@ int CmdSynth(int argc, char** argv) {
         static_cast<int>(args.Int("--sliding-window", spec.sliding_window, 0, 1 << 22));
     spec.seed = args.U64("--seed", 1);
     spec.active_layers = static_cast<int>(args.Int("--active-layers", 0, 0, 1024));
+    if (args.Has("--dense-type")) {
+      const std::string dt = args.Str("--dense-type");
+      const TypeTraits* d = FindTypeTraitsByName(dt.c_str());
+      if (d == nullptr || d->from_float == nullptr)
+        throw Error("unknown or unsupported dense type '" + dt + "'");
+      if (spec.n_experts == 0)
+        throw Error("--dense-type is for mixtures of experts; shape '" +
+                    args.Str("--shape", "tinyllama") + "' has no experts");
+      spec.dense_type = static_cast<int>(d->type);
+    }
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {

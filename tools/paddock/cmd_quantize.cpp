@@ -235,6 +235,7 @@ class QuantizeJob {
     PlanMixedPrecision();
     PlanSparsity();
     PlanAwqScaling();
+    w_.SpillTo(out_ + ".part");  // converted tensors on disk as they come, not in memory
     WriteTensors();
     return 0;
   }
