@@ -787,7 +787,9 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
                {GgmlType::kQ5_1, GgmlType::kQ5_1X16, RepackQ5_1X16},
                {GgmlType::kIQ4_NL, GgmlType::kIQ4_NLX16, RepackIQ4_NLX16},
                {GgmlType::kIQ4_XS, GgmlType::kIQ4_XSX16, RepackIQ4_XSX16},
-               {GgmlType::kMXFP4, GgmlType::kMXFP4X16, RepackMXFP4X16}};
+               {GgmlType::kMXFP4, GgmlType::kMXFP4X16, RepackMXFP4X16},
+               {GgmlType::kQ3_K, GgmlType::kQ3_KX16, RepackQ3_KX16},
+               {GgmlType::kQ2_K, GgmlType::kQ2_KX16, RepackQ2_KX16}};
   for (const auto& tc : cases) {
     const GgmlType base = tc.base, x16 = tc.x16;
     const TypeTraits& tr = Traits(base);

@@ -987,6 +987,25 @@ TEST(Relayout, ReLaidWeightsGiveTheSameLogits) {
     }
     std::remove(path.c_str());
   }
+  // Q2_K, Q3_K and IQ4_XS (rows of 256): their interleaved kernels against the file layout's
+  // float path (int8 activations: the 3e-2 bound).
+  for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_XS}) {
+    SynthSpec k;
+    k.dim = 256;
+    k.ffn_dim = 256;
+    k.type = t;
+    const std::string path = test::TempPath("relayout_k.gguf");
+    WriteSyntheticModel(k, path);
+    const auto toks = SomeTokens(9, k.n_vocab);
+    for (bool batched : {false, true}) {
+      Runner plain(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+      Runner relaid(path, DetectIsa(), 2, 16, KvCacheOptions(), true);
+      RelayoutWeights(relaid.model.get());
+      EXPECT_TRUE(IsX16(relaid.model->weights.layers[0].wq.type)) << TypeName(t);
+      EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), 3e-2) << TypeName(t);
+    }
+    std::remove(path.c_str());
+  }
   // Experts are re-laid one by one like dense matrices (each expert's 16-row groups).
   SynthSpec moe;
   moe.arch = "qwen3moe";

@@ -49,6 +49,8 @@ enum class GgmlType : uint32_t {
   kIQ4_NLX16 = 55,  // IQ4_NL, 16 rows interleaved (same size)
   kIQ4_XSX16 = 56,  // IQ4_XS, 16 rows interleaved (same size)
   kMXFP4X16 = 57,   // MXFP4, 16 rows interleaved (same size)
+  kQ3_KX16 = 58,    // Q3_K, 16 rows interleaved (same size)
+  kQ2_KX16 = 59,    // Q2_K, 16 rows interleaved (same size)
   // Paddock file types (written by `paddock quantize`, GGUF key paddock.quantization_version
   // = 1): stored already interleaved in 16-row groups, so loading is a memory map with no
   // repacking. Layouts below; docs/quantization.md.
@@ -243,6 +245,14 @@ void RepackQ8_0Rows(const void* src, void* dst, int64_t rows, int64_t cols);
 //              per 32 a nibble block;
 //   MXFP4X16:  per 32: 16 E8M0 bytes (one per row), nibbles (value Mxfp4Scale(e) *
 //              kMxfp4Values[q]).
+//   Q3_KX16: per 256: 16 fp16 d, each row's 12 packed scale bytes as 3 vectors (vector v, lane
+//            i: bytes 4v..4v+3), then per 32 elements: 2 vectors of the low 2 bits (vector c:
+//            elements 16c..16c+15; lane i, byte j, bits 2m..2m+1: element 16c + 4m + j) and one
+//            of the high bits (lane i, byte j, bit m + 4c: element 16c + 4m + j; clear means
+//            -4), value d * (sc - 32) * q, q = low - 4 * !high in -4..3.
+//   Q2_KX16: per 256: 16 fp16 d, 16 fp16 dmin, each row's 16 scale bytes (sc | m << 4) as 4
+//            vectors (vector v, lane i: bytes 4v..4v+3), then per 32 elements Q3_KX16's two
+//            2-bit planes, value d * sc * q - dmin * m.
 constexpr int kX16Rows = 16;
 enum class X16Kind : uint8_t {
   kQ4S,  // 4-bit, symmetric (zero point 8), fp16 scale per group
@@ -260,6 +270,8 @@ enum class X16Kind : uint8_t {
   kL4S,  // IQ4_NL: fp16 scale per 32
   kL4X,  // IQ4_XS: per 256 an fp16 d and the 8 packed 6-bit sub-block scales
   kM4,   // MXFP4: E8M0 exponent byte per 32
+  kQ3K,  // Q3_K: 3-bit (2-bit planes + a high-bit plane), per 16 a 6-bit scale, per 256 fp16 d
+  kQ2K,  // Q2_K: 2-bit planes, per 16 a 4-bit scale and min, per 256 fp16 d and dmin
 };
 // The stored pair of element positions (0..3) of a 2:4 group for codes 0..5.
 constexpr uint8_t kSparsePairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -285,6 +297,8 @@ void RepackQ5_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackIQ4_NLX16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackIQ4_XSX16(const void* src, void* dst, int64_t rows, int64_t cols);
 void RepackMXFP4X16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ3_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
+void RepackQ2_KX16(const void* src, void* dst, int64_t rows, int64_t cols);
 // The load-time interleaved layout of a file type (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
 // Q6_K) and the function that re-lays `rows` (a multiple of 16) rows into it, same size.
 // False for the other types.

@@ -107,8 +107,7 @@ void GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& 
     tensors_.push_back({name, ne, type, std::string(), nbytes});
     return;
   }
-  tensors_.push_back(
-      {name, ne, type, std::string(static_cast<const char*>(data), nbytes), nbytes});
+  tensors_.push_back({name, ne, type, std::string(static_cast<const char*>(data), nbytes), nbytes});
 }
 
 GgufWriter::~GgufWriter() {

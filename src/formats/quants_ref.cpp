@@ -618,6 +618,10 @@ static const TypeTraits kIQ4_XSX16Traits = {
     GgmlType::kIQ4_XSX16, "IQ4_XSX16", kQK_K, 136, nullptr, nullptr};
 static const TypeTraits kMXFP4X16Traits = {
     GgmlType::kMXFP4X16, "MXFP4X16", kQK, 17, nullptr, nullptr};
+static const TypeTraits kQ3_KX16Traits = {
+    GgmlType::kQ3_KX16, "Q3_KX16", kQK_K, 110, nullptr, nullptr};
+static const TypeTraits kQ2_KX16Traits = {
+    GgmlType::kQ2_KX16, "Q2_KX16", kQK_K, 84, nullptr, nullptr};
 
 const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kQ4_0R) return kQ4_0RTraits;
@@ -632,6 +636,8 @@ const TypeTraits& Traits(GgmlType type) {
   if (type == GgmlType::kIQ4_NLX16) return kIQ4_NLX16Traits;
   if (type == GgmlType::kIQ4_XSX16) return kIQ4_XSX16Traits;
   if (type == GgmlType::kMXFP4X16) return kMXFP4X16Traits;
+  if (type == GgmlType::kQ3_KX16) return kQ3_KX16Traits;
+  if (type == GgmlType::kQ2_KX16) return kQ2_KX16Traits;
   return *FindTypeTraits(static_cast<uint32_t>(type));
 }
 

@@ -245,6 +245,42 @@ void RepackIQ4_XSX16(const void* src, void* dst, int64_t rows, int64_t cols) {
                                 });
 }
 
+void RepackQ3_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  RepackX16<BlockQ3_K, kQK_K>(
+      src, dst, rows, cols, X16GroupBytes(X16Kind::kQ3K, 8),
+      [](uint8_t* out, int i, const BlockQ3_K& in) {
+        std::memcpy(out + 2 * i, &in.d, 2);
+        for (int v = 0; v < 3; ++v) std::memcpy(out + 32 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+        for (int e = 0; e < kQK_K; ++e) {  // file: element 128h + 32j + l at qs[32h + l] bits 2j
+          const int h = e / 128, jj = (e % 128) / 32, l = e % 32;
+          const int low = (in.qs[32 * h + l] >> (2 * jj)) & 3;
+          const int high = (in.hmask[l] >> (4 * h + jj)) & 1;
+          const int k = e % kQK, c = k / 16, m = (k % 16) / 4, j = k % 4;
+          constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ3K);
+          uint8_t* blk = out + kL.header + static_cast<size_t>(e / kQK) * kL.block;
+          blk[64 * c + 4 * i + j] |= static_cast<uint8_t>(low << (2 * m));
+          blk[kL.extra + 4 * i + j] |= static_cast<uint8_t>(high << (m + 4 * c));
+        }
+      });
+}
+
+void RepackQ2_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  RepackX16<BlockQ2_K, kQK_K>(
+      src, dst, rows, cols, X16GroupBytes(X16Kind::kQ2K, 8),
+      [](uint8_t* out, int i, const BlockQ2_K& in) {
+        std::memcpy(out + 2 * i, &in.d, 2);
+        std::memcpy(out + 32 + 2 * i, &in.dmin, 2);
+        for (int v = 0; v < 4; ++v) std::memcpy(out + 64 + 64 * v + 4 * i, in.scales + 4 * v, 4);
+        for (int e = 0; e < kQK_K; ++e) {
+          const int low = (in.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+          const int k = e % kQK, c = k / 16, m = (k % 16) / 4, j = k % 4;
+          constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ2K);
+          out[kL.header + static_cast<size_t>(e / kQK) * kL.block + 64 * c + 4 * i + j] |=
+              static_cast<uint8_t>(low << (2 * m));
+        }
+      });
+}
+
 bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack) {
   switch (from) {
     case GgmlType::kQ4_0:
@@ -290,6 +326,14 @@ bool X16RelayoutOf(GgmlType from, GgmlType* to, X16RepackFn* repack) {
     case GgmlType::kMXFP4:
       *to = GgmlType::kMXFP4X16;
       *repack = RepackMXFP4X16;
+      return true;
+    case GgmlType::kQ3_K:
+      *to = GgmlType::kQ3_KX16;
+      *repack = RepackQ3_KX16;
+      return true;
+    case GgmlType::kQ2_K:
+      *to = GgmlType::kQ2_KX16;
+      *repack = RepackQ2_KX16;
       return true;
     default:
       return false;
@@ -350,6 +394,12 @@ bool X16FormatOf(GgmlType t, X16Format* f) {
     case GgmlType::kMXFP4X16:
       *f = {X16Kind::kM4, kQK};
       return true;
+    case GgmlType::kQ3_KX16:
+      *f = {X16Kind::kQ3K, kQK_K};
+      return true;
+    case GgmlType::kQ2_KX16:
+      *f = {X16Kind::kQ2K, kQK_K};
+      return true;
     default:
       return false;
   }
@@ -409,6 +459,33 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
     *q = f.kind == X16Kind::kQ5K ? GetQ5(quants, row, k) : (k < 16 ? (byte & 15) : (byte >> 4));
     *d = Fp16ToFp32(h[0]) * static_cast<float>(sc);
     *m = -(Fp16ToFp32(h[1]) * static_cast<float>(mn));
+    return;
+  }
+  if (f.kind == X16Kind::kQ2K) {
+    uint16_t h[2];
+    std::memcpy(&h[0], sg + 2 * row, 2);
+    std::memcpy(&h[1], sg + 32 + 2 * row, 2);
+    const int sub = static_cast<int>((col % kQK_K) / 16);
+    const uint8_t sc = sg[64 + 64 * (sub / 4) + 4 * row + sub % 4];
+    const int c = k / 16, sh = (k % 16) / 4, j = k % 4;
+    *q = (quants[64 * c + 4 * row + j] >> (2 * sh)) & 3;
+    *d = Fp16ToFp32(h[0]) * static_cast<float>(sc & 15);
+    *m = -(Fp16ToFp32(h[1]) * static_cast<float>(sc >> 4));
+    return;
+  }
+  if (f.kind == X16Kind::kQ3K) {
+    uint16_t h;
+    std::memcpy(&h, sg + 2 * row, 2);
+    uint8_t b[12];
+    for (int v = 0; v < 3; ++v) std::memcpy(b + 4 * v, sg + 32 + 64 * v + 4 * row, 4);
+    const int sub = static_cast<int>((col % kQK_K) / 16);
+    const int sc =
+        ((b[sub % 8] >> (4 * (sub / 8))) & 15) | (((b[8 + sub % 4] >> (2 * (sub / 4))) & 3) << 4);
+    const int c = k / 16, m = (k % 16) / 4, j = k % 4;
+    const int low = (quants[64 * c + 4 * row + j] >> (2 * m)) & 3;
+    const int high = (quants[X16LayoutOf(X16Kind::kQ3K).extra + 4 * row + j] >> (m + 4 * c)) & 1;
+    *q = low - (high ? 0 : 4);
+    *d = Fp16ToFp32(h) * static_cast<float>(sc - 32);
     return;
   }
   if (X16IsLut(f.kind)) {  // a grid value times the block's scale

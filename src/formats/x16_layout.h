@@ -69,6 +69,10 @@ constexpr X16Layout X16LayoutOf(X16Kind k) {
       return {0, 128, 256, 0, 0};  // 16 fp16 d, scales_l lanes, 16 scales_h | nibbles
     case X16Kind::kM4:
       return {0, 16, 256, 0, 0};  // 16 E8M0 exponents | nibbles
+    case X16Kind::kQ3K:
+      return {0, 224, 192, 0, 128};  // d, packed scales | 2-bit planes, high bits
+    case X16Kind::kQ2K:
+      return {0, 320, 128, 0, 0};  // d, dmin, scale/min bytes | 2-bit planes
   }
   return {0, 0, 0, 0, 0};
 }

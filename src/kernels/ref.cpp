@@ -160,18 +160,25 @@ void RefGemvQ8X16(const void* w, size_t row_bytes, int64_t cols, int64_t rows, c
     const uint8_t* g = X16Group(w, row_bytes, r);
     double acc = 0;
     for (int64_t b = 0; b < cols / kQK; ++b) {
-      // d is constant over each half block (Q6_K's scales cover 16 elements), m over a block.
+      // d is constant over each half block (Q6_K's, Q3_K's and Q2_K's scales cover 16
+      // elements), m over the block (times its activation sum ds) or, in Q2_K, over each half
+      // (times the half's sum).
+      float mh[2] = {0, 0};
+      int32_t sums[2] = {0, 0};
       for (int h = 0; h < 2; ++h) {
         int32_t dot = 0;
         int q;
-        float d = 0, m = 0;
+        float d = 0;
         for (int k = 16 * h; k < 16 * h + 16; ++k) {
-          X16Quant(T, g, cols, i, b * kQK + k, &q, &d, &m);
+          X16Quant(T, g, cols, i, b * kQK + k, &q, &d, &mh[h]);
           dot += q * x.qs[b * kQK + k];
+          sums[h] += x.qs[b * kQK + k];
         }
-        acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot +
-               (h == 1 ? static_cast<double>(m) * x.ds[b] : 0.0);
+        acc += static_cast<double>(d) * static_cast<double>(x.d[b]) * dot;
       }
+      acc += mh[0] == mh[1] ? static_cast<double>(mh[1]) * x.ds[b]
+                            : static_cast<double>(x.d[b]) * (static_cast<double>(mh[0]) * sums[0] +
+                                                             static_cast<double>(mh[1]) * sums[1]);
     }
     y[r] = static_cast<float>(acc);
   }
@@ -394,6 +401,8 @@ KernelTable MakeScalarTable() {
   SetRefX16<GgmlType::kIQ4_NLX16>(&t);
   SetRefX16<GgmlType::kIQ4_XSX16>(&t);
   SetRefX16<GgmlType::kMXFP4X16>(&t);
+  SetRefX16<GgmlType::kQ3_KX16>(&t);
+  SetRefX16<GgmlType::kQ2_KX16>(&t);
   t.gemv_q8[static_cast<int>(GgmlType::kQ4_K)] = RefGemvQ8Q4_K;
   t.gemv_q8[static_cast<int>(GgmlType::kQ6_K)] = RefGemvQ8Q6_K;
   t.quantize_act = RefQuantizeAct;

@@ -130,6 +130,83 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   }
 }
 
+// One Q3_K 32-element block of half h of a 16-row group for T tokens, as Q6KBlock: the 3-bit
+// quants rebuilt from their 2-bit planes and high bits (q = low - 4 * !high, signed), the
+// activations as unsigned bytes (a + 128) and 128 x each lane's quant sum taken back out; the
+// first and second 16 elements have their own scales.
+template <int T>
+inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
+                     int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
+  constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ3K);
+  const VecI k3 = Set1I8(3), k4 = Set1I8(4), k128 = Set1I8(static_cast<int8_t>(0x80));
+  const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h),
+             hm = LoadRaw(p + kL.extra + kRowBytes * h);
+  VecI acc[T], acc2[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
+  VecI c_lo = ZeroI(), c_hi = ZeroI();
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    // High bit m (first 16) or 4 + m (second 16) of each byte moved to bit 2.
+    const VecI hb0 = m < 2 ? Sll16(hm, 2 - m) : Srl16(hm, m - 2);
+    const VecI hb1 = Srl16(hm, m + 2);
+    const VecI wl = Sub8(OrI(AndI(Srl16(p0, 2 * m), k3), AndI(hb0, k4)), k4);
+    const VecI wh = Sub8(OrI(AndI(Srl16(p1, 2 * m), k3), AndI(hb1, k4)), k4);
+    c_lo = DotU8S8(c_lo, k128, wl);
+    c_hi = DotU8S8(c_hi, k128, wh);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = xb + t * cols;
+      acc[t] = DotU8S8(acc[t], Bcast4(xt + 4 * m, true), wl);
+      acc2[t] = DotU8S8(acc2[t], Bcast4(xt + 16 + 4 * m, true), wh);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const VecF f = Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
+    facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
+  }
+}
+
+// One Q2_K 32-element block of half h for T tokens: the 2-bit quants (unsigned) dotted with the
+// activations; per 16 elements y += d_x (d sc . dot - dmin m . sum(q_x)), the activation sums
+// shared by every lane.
+template <int T>
+inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
+                     int64_t nb, VecF s_lo, VecF s_hi, VecF m_lo, VecF m_hi, VecF* facc) {
+  const VecI k3 = Set1I8(3);
+  const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h);
+  VecI acc[T], acc2[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    const VecI wl = AndI(Srl16(p0, 2 * m), k3), wh = AndI(Srl16(p1, 2 * m), k3);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = xb + t * cols;
+      acc[t] = DotU8S8(acc[t], wl, Bcast4(xt + 4 * m));
+      acc2[t] = DotU8S8(acc2[t], wh, Bcast4(xt + 16 + 4 * m));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const int8_t* xt = xb + t * cols;
+    int sum_lo = 0, sum_hi = 0;
+    for (int k = 0; k < 16; ++k) {
+      sum_lo += xt[k];
+      sum_hi += xt[16 + k];
+    }
+    const VecF f = Fma(ToFloat(acc[t]), s_lo, Mul(ToFloat(acc2[t]), s_hi));
+    const VecF mins =
+        Fma(m_lo, Set1(static_cast<float>(sum_lo)), Mul(m_hi, Set1(static_cast<float>(sum_hi))));
+    facc[t] = Fma(Sub(f, mins), Set1(xd[t * nb]), facc[t]);
+  }
+}
+
+// Q3_K's 6-bit scale of sub-block j (0..15) for every lane, from the 3 words of packed scale
+// bytes (bytes 0..3, 4..7, 8..11 of each row): low 4 bits in byte j % 8 (nibble j / 8), high 2
+// in byte 8 + j % 4 (bits 2 (j / 4)); times d, less 32.
+inline VecF Q3KScale(const VecI* w, int j, VecF d) {
+  const VecI lo = AndI(ShrV(w[(j % 8) / 4], SetI(8 * (j % 4) + 4 * (j / 8))), SetI(15));
+  const VecI hi = AndI(ShrV(w[2], SetI(8 * (j % 4) + 2 * (j / 4))), SetI(3));
+  return Mul(d, ToFloat(SubI(OrI(lo, ShlV(hi, SetI(4))), SetI(32))));
+}
+
 // Per scale group of the k-quants: d, -dmin, and the 6-bit scales / mins unpacked to bytes:
 // sc_lo = sub-blocks 0..3 (byte j of each lane), sc_hi = 4..7 (the k-quant packing, all lanes
 // at once).
@@ -180,11 +257,19 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
       VecF sw = Zero(), mw = Zero();
       KHeader kh{};
-      VecI l4x_lo = ZeroI(), l4x_hi = ZeroI();  // IQ4_XS: scales_l bytes, scales_h bits
+      VecI l4x_lo = ZeroI(), l4x_hi = ZeroI();             // IQ4_XS: scales_l bytes, scales_h bits
+      VecI q3w[4] = {ZeroI(), ZeroI(), ZeroI(), ZeroI()};  // Q3_K / Q2_K: scale words
       if constexpr (X16IsK(K)) {
         kh = LoadKHeader(p, h);
       } else if constexpr (K == X16Kind::kM4) {  // 2^(e - 128): the exponent's bits, halved
         sw = Mul(BitsToFloat(ShlV(LoadU8(p + kLanes * h), SetI(23))), Set1(0.5f));
+      } else if constexpr (K == X16Kind::kQ2K) {
+        kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+        kh.ndmin = LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h);
+        for (int v = 0; v < 4; ++v) q3w[v] = LoadRaw(p + 64 + 64 * v + kRowBytes * h);
+      } else if constexpr (K == X16Kind::kQ3K) {
+        kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+        for (int v = 0; v < 3; ++v) q3w[v] = LoadRaw(p + 32 + 64 * v + kRowBytes * h);
       } else if constexpr (K == X16Kind::kL4X) {
         kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
         l4x_lo = LoadRaw(p + 32 + kRowBytes * h);
@@ -203,6 +288,19 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         const int64_t b = b0 + bi;
         const int8_t* xb = xq + b * kQK;
         if (h == 0) PrefetchWeights<K, kPf>(p);
+        if constexpr (K == X16Kind::kQ2K) {  // scale bytes 2 bi, 2 bi + 1: sc | m << 4
+          auto byte = [&](int j) { return AndI(ShrV(q3w[j / 4], SetI(8 * (j % 4))), SetI(255)); };
+          const VecI b0 = byte(2 * bi), b1 = byte(2 * bi + 1), m15 = SetI(15), four = SetI(4);
+          Q2KBlock<T>(p, h, xb, cols, xd + b, nb, Mul(kh.d, ToFloat(AndI(b0, m15))),
+                      Mul(kh.d, ToFloat(AndI(b1, m15))), Mul(kh.ndmin, ToFloat(ShrV(b0, four))),
+                      Mul(kh.ndmin, ToFloat(ShrV(b1, four))), facc);
+          continue;
+        }
+        if constexpr (K == X16Kind::kQ3K) {
+          Q3KBlock<T>(p, h, xb, cols, xd + b, nb, Q3KScale(q3w, 2 * bi, kh.d),
+                      Q3KScale(q3w, 2 * bi + 1, kh.d), facc);
+          continue;
+        }
         if constexpr (K == X16Kind::kQ6K) {
           // Sub-block scales 2 bi (first 16 elements) and 2 bi + 1, sign-extended from their bytes.
           const VecI sv = LoadRaw(hdr + 32 + 64 * (bi / 2) + kRowBytes * h);
@@ -408,6 +506,8 @@ void SetX16Kernels(KernelTable* t, Prefetch prefetch) {
   SetX16<GgmlType::kIQ4_NLX16, X16Kind::kL4S, kQK>(t, prefetch);
   SetX16<GgmlType::kIQ4_XSX16, X16Kind::kL4X, kQK_K>(t, prefetch);
   SetX16<GgmlType::kMXFP4X16, X16Kind::kM4, kQK>(t, prefetch);
+  SetX16<GgmlType::kQ3_KX16, X16Kind::kQ3K, kQK_K>(t, prefetch);
+  SetX16<GgmlType::kQ2_KX16, X16Kind::kQ2K, kQK_K>(t, prefetch);
 }
 
 }  // namespace PADDOCK_ISA_NS
