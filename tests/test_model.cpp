@@ -251,6 +251,15 @@ std::vector<Variant> Variants() {
     k.type = t;
     v.push_back({t == GgmlType::kQ2_K ? "llama_q2_k" : "llama_q3_k", k});
   }
+  for (int mix = 0; mix < 2; ++mix) {  // llama.cpp's Q3_K_M and Q2_K file mixes
+    SynthSpec k = base;
+    k.dim = 256;
+    k.ffn_dim = 256;
+    k.n_heads = 8;
+    k.n_kv_heads = 2;  // 4 query heads per KV head: the Q2_K mix's attn_v is Q4_K
+    (mix == 0 ? k.q3_k_m : k.q2_k_m) = true;
+    v.push_back({mix == 0 ? "llama_q3_k_m" : "llama_q2_k_m", k});
+  }
   SynthSpec gpt2 = base;
   gpt2.arch = "gpt2";
   gpt2.n_kv_heads = 4;
@@ -418,6 +427,28 @@ TEST(Moe, KnownRoutingGivesTheDenseModelsOutput) {
   const auto toks = SomeTokens(9, 320);
   Runner r(rp, DetectIsa(), 2, 16), f(fp, DetectIsa(), 2, 16);
   EXPECT_GT(RelErr(r.Run(toks, false), f.Run(toks, false)), 1e-3) << "router ignored";
+}
+
+// The llama.cpp mixes put their wider types where llama.cpp does.
+TEST(Model, SynthMixesFollowLlamaCpp) {
+  const auto vars = Variants();
+  for (const Variant& v : vars) {
+    if (!v.spec.q3_k_m && !v.spec.q2_k_m) continue;
+    auto m = LoadModel(WriteVariant(v));
+    const LayerWeights& l0 = m->weights.layers[0];
+    EXPECT_EQ(m->weights.output.type, GgmlType::kQ6_K) << v.name;
+    if (v.spec.q3_k_m) {
+      EXPECT_EQ(l0.wq.type, GgmlType::kQ3_K);
+      EXPECT_EQ(l0.wv.type, GgmlType::kQ5_K);  // the first two layers' attn_v
+      EXPECT_EQ(l0.wo.type, GgmlType::kQ4_K);
+      EXPECT_EQ(l0.w_down.type, GgmlType::kQ4_K);  // past the first sixteenth (2 layers)
+    } else {
+      EXPECT_EQ(l0.wq.type, GgmlType::kQ2_K);
+      EXPECT_EQ(l0.wv.type, GgmlType::kQ4_K);
+      EXPECT_EQ(l0.wo.type, GgmlType::kQ3_K);
+      EXPECT_EQ(l0.w_down.type, GgmlType::kQ3_K);
+    }
+  }
 }
 
 TEST(Moe, ActiveParametersCountOnlyTheUsedExperts) {

@@ -210,13 +210,23 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
       Fail("--mlock: the model's %s of weights exceed the available memory (%s)",
            FormatBytes(impl->model->weight_bytes).c_str(), FormatBytes(avail).c_str());
     }
+    // A mixture of experts reads only its active experts per token: say how much.
+    const LoadedModel& m = *impl->model;
+    const std::string per_token =
+        m.active_weight_bytes < m.weight_bytes
+            ? StrFormat(" (each token reads %s of them: its experts and the shared weights)",
+                        FormatBytes(m.active_weight_bytes).c_str())
+            : "";
     warnings.push_back(StrFormat(
-        "the model's %s of weights exceed the available memory (%s): the memory map will read "
-        "pages from disk as tokens need them, so each token waits for the disk",
-        FormatBytes(impl->model->weight_bytes).c_str(), FormatBytes(avail).c_str()));
+        "the model's %s of weights exceed the available memory (%s): the weights stay in their "
+        "file layout in the memory map (not re-laid into memory), which reads pages from disk as "
+        "tokens need them%s, so each token waits for the disk",
+        FormatBytes(m.weight_bytes).c_str(), FormatBytes(avail).c_str(), per_token.c_str()));
   }
   impl->model->tokenizer->RenderSpecial(o.render_special);
-  if (o.relayout_weights && o.int8_activations)
+  // Re-laying out copies the weights into memory: only when they fit.
+  const bool fits = avail == 0 || impl->model->weight_bytes <= avail;
+  if (o.relayout_weights && o.int8_activations && fits)
     RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress);
   const ModelConfig& c = impl->model->config;
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);

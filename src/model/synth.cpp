@@ -315,10 +315,24 @@ class SynthTensors {
   GgmlType TypeOf(const std::string& name) const {
     if (s_.dense_type >= 0 && name.find("_exps.") == std::string::npos)
       return static_cast<GgmlType>(s_.dense_type);
-    if (!s_.q4_k_m) return s_.type;
     const int n = s_.n_layers;
     int layer = -1;
     std::sscanf(name.c_str(), "blk.%d.", &layer);
+    auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+    if (s_.q3_k_m || s_.q2_k_m) {
+      if (name == "output.weight") return GgmlType::kQ6_K;
+      if (s_.q3_k_m) {
+        if (has("attn_v.")) return layer < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+        if (has("ffn_down")) return layer < n / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+        if (has("attn_output.")) return GgmlType::kQ4_K;
+        return GgmlType::kQ3_K;
+      }
+      if (has("attn_v."))
+        return s_.n_heads / s_.n_kv_heads >= 4 ? GgmlType::kQ4_K : GgmlType::kQ3_K;
+      if (has("ffn_down") || has("attn_output.")) return GgmlType::kQ3_K;
+      return GgmlType::kQ2_K;
+    }
+    if (!s_.q4_k_m) return s_.type;
     const bool more_bits =
         layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
     const bool wide =

@@ -62,6 +62,12 @@ struct SynthSpec {
   // llama.cpp's Q4_K_M mix: `type` Q4_K, with output, and attn_v / ffn_down of the layers
   // llama.cpp gives more bits (first and last eighth, every third between), in Q6_K.
   bool q4_k_m = false;
+  // llama.cpp's Q3_K_M mix (Q3_K; Q5_K for attn_v of the first 2 layers and ffn_down of the
+  // first sixteenth, else Q4_K for attn_v, ffn_down and attn_output; output Q6_K) and its Q2_K
+  // file mix (Q2_K; Q3_K for ffn_down and attn_output, attn_v Q3_K or Q4_K with 4+ query heads
+  // per KV head; output Q6_K).
+  bool q3_k_m = false;
+  bool q2_k_m = false;
   uint64_t seed = 1;
   // > 0: only the first active_layers layers change the residual stream (the others have zero
   // attention-output and FFN-down weights: their full cost, no effect), and the output matrix

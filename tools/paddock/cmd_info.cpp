@@ -54,7 +54,8 @@ const std::vector<OptionSpec> kSynthSpecs = {
      "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
      "iq4_nl, iq4_xs, mxfp4, "
      "q4_k_m (Q4_K "
-     "with Q6_K where llama.cpp's Q4_K_M puts it) (default q4_0)"},
+     "with Q6_K where llama.cpp's Q4_K_M puts it), q3_k_m and q2_k_m (llama.cpp's Q3_K_M and "
+     "Q2_K file mixes) (default q4_0)"},
     {{"-o", "--output"}, true, "output GGUF path (required)"},
     {{"--layers"}, true, "override the number of layers"},
     {{"--ctx"}, true, "override the context length"},
@@ -189,7 +190,12 @@ int CmdSynth(int argc, char** argv) {
     spec = SynthPreset(args.Str("--shape", "tinyllama"));
     const std::string type = args.Str("--type", "q4_0");
     spec.q4_k_m = type == "q4_k_m" || type == "Q4_K_M";
-    const TypeTraits* t = FindTypeTraitsByName(spec.q4_k_m ? "q4_k" : type.c_str());
+    spec.q3_k_m = type == "q3_k_m" || type == "Q3_K_M";
+    spec.q2_k_m = type == "q2_k_m" || type == "Q2_K_M";
+    const TypeTraits* t = FindTypeTraitsByName(spec.q4_k_m   ? "q4_k"
+                                               : spec.q3_k_m ? "q3_k"
+                                               : spec.q2_k_m ? "q2_k"
+                                                             : type.c_str());
     if (t == nullptr || t->from_float == nullptr)
       throw Error("unknown or unsupported weight type '" + type + "'");
     spec.type = t->type;
@@ -215,7 +221,11 @@ int CmdSynth(int argc, char** argv) {
     throw UsageError(e.what());
   }
   std::fprintf(stderr, "paddock: writing synthetic %s model (%s weights) to %s\n",
-               spec.arch.c_str(), spec.q4_k_m ? "Q4_K_M mix" : TypeName(spec.type),
+               spec.arch.c_str(),
+               spec.q4_k_m   ? "Q4_K_M mix"
+               : spec.q3_k_m ? "Q3_K_M mix"
+               : spec.q2_k_m ? "llama.cpp Q2_K mix"
+                             : TypeName(spec.type),
                args.Str("-o").c_str());
   WriteSyntheticModel(spec, args.Str("-o"));
   return 0;
