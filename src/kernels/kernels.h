@@ -113,7 +113,8 @@ constexpr size_t kWeightPrefetchBytes = 4096;
 enum class Prefetch : int { kOff = 0, kAuto = 1, kAll = 2 };
 // The interleaved kinds that prefetch under kAuto.
 constexpr bool PrefetchesByDefault(X16Kind k) {
-  return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K;
+  return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K || k == X16Kind::kQ3K ||
+         k == X16Kind::kQ2K || k == X16Kind::kL4S || k == X16Kind::kL4X || k == X16Kind::kM4;
 }
 
 struct KernelTable {

@@ -45,7 +45,8 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
   if (!json) std::printf("(last column: what the kernels do by default)\n");
   bool first = true;
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+                     GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                     GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kMXFP4}) {
     GgmlType to;
     X16RepackFn repack;
     if (!X16RelayoutOf(t, &to, &repack) || k.gemv_q8[static_cast<int>(to)] == nullptr) continue;

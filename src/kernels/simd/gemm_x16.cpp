@@ -130,38 +130,70 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   }
 }
 
-// One Q3_K 32-element block of half h of a 16-row group for T tokens, as Q6KBlock: the 3-bit
-// quants rebuilt from their 2-bit planes and high bits (q = low - 4 * !high, signed), the
-// activations as unsigned bytes (a + 128) and 128 x each lane's quant sum taken back out; the
+// One Q3_K 32-element block of half h of a 16-row group for T tokens: the 3-bit quants rebuilt
+// unsigned from their 2-bit planes and high bits (u = low + 4 high, q = u - 4) and dotted with
+// the activations; 4 x each half's activation sum (shared by every lane) is taken back out. The
 // first and second 16 elements have their own scales.
 template <int T>
 inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
                      int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
   constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ3K);
-  const VecI k3 = Set1I8(3), k4 = Set1I8(4), k128 = Set1I8(static_cast<int8_t>(0x80));
+  const VecI k3 = Set1I8(3), k4 = Set1I8(4);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h),
              hm = LoadRaw(p + kL.extra + kRowBytes * h);
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-  VecI c_lo = ZeroI(), c_hi = ZeroI();
-#pragma GCC unroll 4
-  for (int m = 0; m < 4; ++m) {
-    // High bit m (first 16) or 4 + m (second 16) of each byte moved to bit 2.
-    const VecI hb0 = m < 2 ? Sll16(hm, 2 - m) : Srl16(hm, m - 2);
-    const VecI hb1 = Srl16(hm, m + 2);
-    const VecI wl = Sub8(OrI(AndI(Srl16(p0, 2 * m), k3), AndI(hb0, k4)), k4);
-    const VecI wh = Sub8(OrI(AndI(Srl16(p1, 2 * m), k3), AndI(hb1, k4)), k4);
-    c_lo = DotU8S8(c_lo, k128, wl);
-    c_hi = DotU8S8(c_hi, k128, wh);
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xt = xb + t * cols;
-      acc[t] = DotU8S8(acc[t], Bcast4(xt + 4 * m, true), wl);
-      acc2[t] = DotU8S8(acc2[t], Bcast4(xt + 16 + 4 * m, true), wh);
-    }
-  }
+  Q2Q3Dots<T>(
+      xb, cols,
+      [&](int m, VecI* wl, VecI* wh) {
+        // High bit m (first 16) or 4 + m (second 16) of each byte moved to bit 2.
+        const VecI hb0 = m < 2 ? Sll16(hm, 2 - m) : Srl16(hm, m - 2);
+        const VecI hb1 = Srl16(hm, m + 2);
+        *wl = OrI(AndI(Srl16(p0, 2 * m), k3), AndI(hb0, k4));
+        *wh = OrI(AndI(Srl16(p1, 2 * m), k3), AndI(hb1, k4));
+      },
+      acc, acc2);
   for (int t = 0; t < T; ++t) {
-    const VecF f = Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
+    const int8_t* xt = xb + t * cols;
+    const VecI z_lo = SetI(4 * SumI8x16(xt)), z_hi = SetI(4 * SumI8x16(xt + 16));
+    const VecF f = Fma(ToFloat(SubI(acc[t], z_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], z_hi)), s_hi));
     facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
+  }
+}
+
+// The dot products of a Q2_K / Q3_K half block: weights(m, &lo, &hi) gives the unsigned quants
+// (at most 7) of elements 4m..4m+3 and 16 + 4m..; without VNNI the maddubs pairs (at most
+// 2 x 7 x 128) add in int16 over the block and widen once.
+template <int T, class W>
+inline void Q2Q3Dots(const int8_t* xb, int64_t cols, W weights, VecI* acc, VecI* acc2) {
+  if constexpr (kInt16Sums) {
+    VecI s_lo[T], s_hi[T];
+    for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = ZeroI();
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      VecI wl, wh;
+      weights(m, &wl, &wh);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xt = xb + t * cols;
+        s_lo[t] = Add16(s_lo[t], MulPairs16(wl, Bcast4(xt + 4 * m)));
+        s_hi[t] = Add16(s_hi[t], MulPairs16(wh, Bcast4(xt + 16 + 4 * m)));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      acc[t] = WidenPairs16(acc[t], s_lo[t]);
+      acc2[t] = WidenPairs16(acc2[t], s_hi[t]);
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      VecI wl, wh;
+      weights(m, &wl, &wh);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xt = xb + t * cols;
+        acc[t] = DotU8S8(acc[t], wl, Bcast4(xt + 4 * m));
+        acc2[t] = DotU8S8(acc2[t], wh, Bcast4(xt + 16 + 4 * m));
+      }
+    }
   }
 }
 
@@ -175,22 +207,16 @@ inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h);
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-#pragma GCC unroll 4
-  for (int m = 0; m < 4; ++m) {
-    const VecI wl = AndI(Srl16(p0, 2 * m), k3), wh = AndI(Srl16(p1, 2 * m), k3);
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xt = xb + t * cols;
-      acc[t] = DotU8S8(acc[t], wl, Bcast4(xt + 4 * m));
-      acc2[t] = DotU8S8(acc2[t], wh, Bcast4(xt + 16 + 4 * m));
-    }
-  }
+  Q2Q3Dots<T>(
+      xb, cols,
+      [&](int m, VecI* wl, VecI* wh) {
+        *wl = AndI(Srl16(p0, 2 * m), k3);
+        *wh = AndI(Srl16(p1, 2 * m), k3);
+      },
+      acc, acc2);
   for (int t = 0; t < T; ++t) {
     const int8_t* xt = xb + t * cols;
-    int sum_lo = 0, sum_hi = 0;
-    for (int k = 0; k < 16; ++k) {
-      sum_lo += xt[k];
-      sum_hi += xt[16 + k];
-    }
+    const int32_t sum_lo = SumI8x16(xt), sum_hi = SumI8x16(xt + 16);
     const VecF f = Fma(ToFloat(acc[t]), s_lo, Mul(ToFloat(acc2[t]), s_hi));
     const VecF mins =
         Fma(m_lo, Set1(static_cast<float>(sum_lo)), Mul(m_hi, Set1(static_cast<float>(sum_hi))));

@@ -140,6 +140,13 @@ inline VecI Lut16(VecI table, VecI idx) {
 inline VecI LoadU16(const uint8_t* p) {
   return {_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
+// The sum of 16 int8 values (SSE2's sum of absolute differences on the bytes offset to unsigned).
+inline int32_t SumI8x16(const int8_t* p) {
+  const __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                  _mm_set1_epi8(static_cast<char>(0x80)));
+  const __m128i s = _mm_sad_epu8(v, _mm_setzero_si128());
+  return _mm_cvtsi128_si32(s) + _mm_extract_epi16(s, 4) - 16 * 128;
+}
 // The lanes' bits as floats.
 inline VecF BitsToFloat(VecI a) {
   return {_mm512_castsi512_ps(a.v)};
