@@ -61,6 +61,8 @@ alignas(16) constexpr std::array<uint8_t, 16> kMxfp4StoredA =
     Stored(kMxfp4Values, std::make_index_sequence<16>());
 const uint8_t* const kIq4NlStored = kIq4NlStoredA.data();
 const uint8_t* const kMxfp4Stored = kMxfp4StoredA.data();
+// MXFP4's grid as signed bytes (the int16-sum path: |w| <= 12).
+const uint8_t* const kMxfp4Signed = reinterpret_cast<const uint8_t*>(kMxfp4Values);
 
 // Activation bytes x[0..3] broadcast to every lane (optionally as unsigned: + 128).
 inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
@@ -269,8 +271,11 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   const VecI m4 = Set1I8(15);
   // Lookup kinds: the grid as stored bytes (value + 128), so a nibble's lookup is DotOffset8's
   // weight operand.
+  // Without VNNI, MXFP4's small values (|w| <= 12) take the sign trick with int16 sums instead.
+  constexpr bool kM4Int16 = K == X16Kind::kM4 && kInt16Sums && kOffset8Zero == 0.0f;
   VecI lut = ZeroI();
-  if constexpr (X16IsLut(K)) lut = Table16(K == X16Kind::kM4 ? kMxfp4Stored : kIq4NlStored);
+  if constexpr (X16IsLut(K))
+    lut = Table16(kM4Int16 ? kMxfp4Signed : (K == X16Kind::kM4 ? kMxfp4Stored : kIq4NlStored));
   for (int h = 0; h < kHalves; ++h) {
     const uint8_t* p = grp;
     VecF row_scale = Zero();
@@ -347,7 +352,27 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         }
         VecI acc[T], acc2[T];
         for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-        if constexpr (X16IsLut(K)) {
+        if constexpr (kM4Int16) {
+          // MXFP4 without VNNI: signed grid values, |w| x sign(x, w) pairs (at most
+          // 2 x 12 x 127) summed in int16 over the block, widened once per half.
+          VecI s_lo[T], s_hi[T];
+          for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = ZeroI();
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+            const VecI lo = Lut16(lut, AndI(v, m4)), hi = Lut16(lut, AndI(Srl16(v, 4), m4));
+            const VecI alo = Abs8(lo), ahi = Abs8(hi);
+            for (int t = 0; t < T; ++t) {
+              const int8_t* xt = xb + t * cols;
+              s_lo[t] = Add16(s_lo[t], MulPairs16(alo, Sign8(Bcast4(xt + 4 * m), lo)));
+              s_hi[t] = Add16(s_hi[t], MulPairs16(ahi, Sign8(Bcast4(xt + 16 + 4 * m), hi)));
+            }
+          }
+          for (int t = 0; t < T; ++t) {
+            acc[t] = WidenPairs16(acc[t], s_lo[t]);
+            acc2[t] = WidenPairs16(acc2[t], s_hi[t]);
+          }
+        } else if constexpr (X16IsLut(K)) {
           // Nibbles looked up in the grid: int8 weights (as value + 128), two chains per token.
 #pragma GCC unroll 4
           for (int m = 0; m < 4; ++m) {

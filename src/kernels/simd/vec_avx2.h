@@ -164,6 +164,13 @@ inline VecI XorI(VecI a, VecI b) {
 inline VecI Sub8(VecI a, VecI b) {
   return {_mm256_sub_epi8(a.v, b.v)};
 }
+// |w| per byte, and x with w's sign per byte (0 where w is 0): the sign trick's operands.
+inline VecI Abs8(VecI w) {
+  return {_mm256_abs_epi8(w.v)};
+}
+inline VecI Sign8(VecI x, VecI w) {
+  return {_mm256_sign_epi8(x.v, w.v)};
+}
 inline VecI SubI(VecI a, VecI b) {
   return {_mm256_sub_epi32(a.v, b.v)};
 }

@@ -160,6 +160,15 @@ inline VecI XorI(VecI a, VecI b) {
 inline VecI Sub8(VecI a, VecI b) {
   return {_mm512_sub_epi8(a.v, b.v)};
 }
+// |w| per byte, and x with w's sign per byte (0 where w is 0): the sign trick's operands.
+inline VecI Abs8(VecI w) {
+  return {_mm512_abs_epi8(w.v)};
+}
+inline VecI Sign8(VecI x, VecI w) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __mmask64 neg = _mm512_movepi8_mask(w.v), nz = _mm512_test_epi8_mask(w.v, w.v);
+  return {_mm512_maskz_mov_epi8(nz, _mm512_mask_sub_epi8(x.v, neg, zero, x.v))};
+}
 inline VecI SubI(VecI a, VecI b) {
   return {_mm512_sub_epi32(a.v, b.v)};
 }
