@@ -393,6 +393,10 @@ int NearestIndex(const int8_t* values, float v) {
 inline int Nibble(const uint8_t* qs, int j) {
   return j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
 }
+// 32 elements of a lookup type: d times the grid value each nibble indexes.
+inline void DequantGridBlock(float d, const int8_t* grid, const uint8_t* qs, float* y) {
+  for (int j = 0; j < kQK; ++j) y[j] = d * grid[Nibble(qs, j)];
+}
 inline void PackNibbles(const int* q, uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
 }
@@ -434,10 +438,8 @@ float FitIq4Block(const float* x, int* q) {
 
 void DequantIQ4_NL(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockIQ4_NL*>(src);
-  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
-    const float d = Fp16ToFp32(x[b].d);
-    for (int j = 0; j < kQK; ++j) y[j] = d * kIq4NlValues[Nibble(x[b].qs, j)];
-  }
+  for (int64_t b = 0; b < n / kQK; ++b, y += kQK)
+    DequantGridBlock(Fp16ToFp32(x[b].d), kIq4NlValues, x[b].qs, y);
 }
 void QuantIQ4_NL(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockIQ4_NL*>(dst);
@@ -459,10 +461,9 @@ void DequantIQ4_XS(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockIQ4_XS*>(src);
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = Fp16ToFp32(x[b].d);
-    for (int ib = 0; ib < 8; ++ib, y += kQK) {
-      const float dl = d * static_cast<float>(Iq4XsScale(x[b], ib) - 32);
-      for (int j = 0; j < kQK; ++j) y[j] = dl * kIq4NlValues[Nibble(x[b].qs + 16 * ib, j)];
-    }
+    for (int ib = 0; ib < 8; ++ib, y += kQK)
+      DequantGridBlock(d * static_cast<float>(Iq4XsScale(x[b], ib) - 32), kIq4NlValues,
+                       x[b].qs + 16 * ib, y);
   }
 }
 // Per sub-block the IQ4 fit; the super-block d maps the largest sub-block scale to -32 (6-bit
@@ -498,10 +499,8 @@ void QuantIQ4_XS(const float* x, void* dst, int64_t n) {
 
 void DequantMXFP4(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockMXFP4*>(src);
-  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
-    const float d = Mxfp4Scale(x[b].e);
-    for (int j = 0; j < kQK; ++j) y[j] = d * kMxfp4Values[Nibble(x[b].qs, j)];
-  }
+  for (int64_t b = 0; b < n / kQK; ++b, y += kQK)
+    DequantGridBlock(Mxfp4Scale(x[b].e), kMxfp4Values, x[b].qs, y);
 }
 // As ggml's reference: e = floor(log2(amax)) - 2 + 127 (the largest value lands in the grid's
 // top octave), each element to the nearest grid value.

@@ -71,13 +71,22 @@ void RepackX16(const void* src, void* dst, int64_t rows, int64_t cols, size_t bl
 
 }  // namespace
 
+namespace {
+// Blocks of an fp16 scale and 16 nibble bytes (Q4_0, IQ4_NL): 16 scales, then the nibbles as
+// Q4 quant vectors.
+template <class Block>
+void RepackScaledNibblesX16(const void* src, void* dst, int64_t rows, int64_t cols) {
+  RepackX16<Block, kQK>(src, dst, rows, cols, 32 + 4 * 64,
+                        [](uint8_t* out, int i, const Block& in) {
+                          std::memcpy(out + 2 * i, &in.d, 2);
+                          for (int m = 0; m < 4; ++m)
+                            std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
+                        });
+}
+}  // namespace
+
 void RepackQ4_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockQ4_0, kQK>(src, dst, rows, cols, 32 + 4 * 64,
-                            [](uint8_t* out, int i, const BlockQ4_0& in) {
-                              std::memcpy(out + 2 * i, &in.d, 2);
-                              for (int m = 0; m < 4; ++m)
-                                std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
-                            });
+  RepackScaledNibblesX16<BlockQ4_0>(src, dst, rows, cols);
 }
 
 void RepackQ8_0X16(const void* src, void* dst, int64_t rows, int64_t cols) {
@@ -213,12 +222,7 @@ void RepackQ6_KX16(const void* src, void* dst, int64_t rows, int64_t cols) {
 }
 
 void RepackIQ4_NLX16(const void* src, void* dst, int64_t rows, int64_t cols) {
-  RepackX16<BlockIQ4_NL, kQK>(src, dst, rows, cols, X16GroupBytes(X16Kind::kL4S, 1),
-                              [](uint8_t* out, int i, const BlockIQ4_NL& in) {
-                                std::memcpy(out + 2 * i, &in.d, 2);
-                                for (int m = 0; m < 4; ++m)
-                                  std::memcpy(out + 32 + 64 * m + 4 * i, in.qs + 4 * m, 4);
-                              });
+  RepackScaledNibblesX16<BlockIQ4_NL>(src, dst, rows, cols);  // Q4_0X16's layout, grid indices
 }
 
 void RepackMXFP4X16(const void* src, void* dst, int64_t rows, int64_t cols) {

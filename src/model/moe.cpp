@@ -29,7 +29,8 @@ void RouteToken(const float* logits, const ModelConfig& cfg, int* ids, float* we
     for (int e = 0; e < n; ++e) score[e] = logits[e];
   }
   // Top k by selection (k is small): the best remaining each time, the lower id on ties.
-  bool taken[kMaxExperts] = {};
+  bool taken[kMaxExperts];
+  std::fill(taken, taken + n, false);
   for (int s = 0; s < k; ++s) {
     int best = -1;
     for (int e = 0; e < n; ++e) {
@@ -85,11 +86,12 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
     for (int i = 0; i < n * K; ++i) row[i] = offset[sel[i]] + count[sel[i]]++;
   }
   const ExpertWeights& ex0 = w.experts[0];
-  const bool int8_in = TakesInt8(ex0.gate, dim) && TakesInt8(ex0.up, dim);
+  // The FFN norm quantized the input for the experts' integer kernels where they take it.
+  const bool int8_in = xq.qs != nullptr && TakesInt8(ex0.gate, dim) && TakesInt8(ex0.up, dim);
   ActQ8 gq;
   {
-    // Gather: each (token, expert) pair's input row into its expert's run of rows, as int8
-    // blocks for the integer kernels (copied where the input is quantized already) or floats.
+    // Gather: each (token, expert) pair's input row into its expert's run of rows, as the int8
+    // blocks the integer kernels take, or floats.
     OpScope ps(this, ProfOp::kMoeGather);
     const size_t nb = static_cast<size_t>(dim) / kQK;
     ForTokens(n, [&](int j) {
@@ -98,13 +100,10 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         const size_t src = static_cast<size_t>(j);
         if (!int8_in) {
           std::memcpy(moe_x_ + r * dim, xb_ + src * dim, sizeof(float) * dim);
-        } else if (xq.qs != nullptr) {
+        } else {
           std::memcpy(moe_qs_.get() + r * dim, xq.qs + src * dim, static_cast<size_t>(dim));
           std::memcpy(moe_d_.get() + r * nb, xq.d + src * nb, sizeof(float) * nb);
           std::memcpy(moe_ds_.get() + r * nb, xq.ds + src * nb, sizeof(float) * nb);
-        } else {
-          k_.quantize_act(xb_ + src * dim, dim, moe_qs_.get() + r * dim, moe_d_.get() + r * nb,
-                          moe_ds_.get() + r * nb);
         }
       }
     });
