@@ -3,8 +3,11 @@
 // template is recognized by its markers; end-of-turn tokens stop generation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "model/synth.h"
 #include "model/tokenizer.h"
 #include "paddock/paddock.h"
 #include "test_util.h"
@@ -108,6 +111,36 @@ TEST(Chat, EndOfTurnTokensEndGeneration) {
   const Tokenizer t = Tokenizer::FromGguf(g);
   for (int id : {2, 3, 4, 7, 8}) EXPECT_TRUE(t.IsEndOfGeneration(id)) << id;
   for (int id : {0, 1, 5, 6}) EXPECT_FALSE(t.IsEndOfGeneration(id)) << id;
+}
+
+// gpt-oss's harmony vocabulary: <|return|> and <|call|> end a generation, <|end|> (the end of one
+// message of several) does not; the header markers are rendered and matched as text, as
+// llama.cpp does; <|end|> stays unrendered.
+TEST(Chat, HarmonyVocabularyEndsAtReturnAndCallAndRendersHeaders) {
+  const std::string path = test::TempPath("harmony-vocab.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-gpt-oss"), path);
+  const GgufFile g = GgufFile::Open(path);
+  const Tokenizer t = Tokenizer::FromGguf(g);
+  auto id = [&](std::string_view piece) {
+    for (int i = 0; i < t.vocab_size(); ++i)
+      if (t.Piece(i) == piece) return i;
+    ADD_FAILURE() << piece;
+    return 0;
+  };
+  EXPECT_TRUE(t.IsEndOfGeneration(id("<|return|>")));
+  EXPECT_TRUE(t.IsEndOfGeneration(id("<|call|>")));
+  EXPECT_TRUE(t.IsEndOfGeneration(2));
+  EXPECT_FALSE(t.IsEndOfGeneration(id("<|end|>")));
+  for (const char* m : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"}) {
+    EXPECT_EQ(t.Decode(5, id(m)), m);
+    EXPECT_EQ(t.Attr(id(m)), TokenAttr::kUserDefined);
+    EXPECT_FALSE(t.IsEndOfGeneration(id(m)));
+  }
+  EXPECT_EQ(t.Decode(5, id("<|end|>")), "");
+  EXPECT_EQ(t.Decode(5, id("<|return|>")), "");
+  const std::vector<int32_t> ids = t.Encode("<|channel|>final<|message|>", false);
+  EXPECT_EQ(ids.front(), id("<|channel|>"));
+  EXPECT_NE(std::find(ids.begin(), ids.end(), id("<|message|>")), ids.end());
 }
 
 }  // namespace
@@ -216,18 +249,55 @@ TEST(Jinja, RaiseExceptionAndUnsupportedConstructsAreErrors) {
   EXPECT_THROW(JinjaTemplate("{% if messages[999999999999999999999999] %}{% endif %}"), Error);
   EXPECT_THROW(JinjaTemplate("{{ 'ab' * 100000000000 }}").RenderChat(kConversation, true, "", ""),
                Error);
-  for (const char* bad : {"{% macro f() %}x{% endmacro %}", "{{ x | wordcount }}",
+  for (const char* bad : {"{% call f() %}x{% endcall %}", "{{ x | wordcount }}",
                           "{% for m in messages %}", "{{ 'a' ", "{% if x %}{% endfor %}",
                           "{{ x is divisibleby(3) }}", "{% set x %}a{% endset %}"}) {
     EXPECT_THROW(JinjaTemplate(bad).RenderChat(kConversation, true, "", ""), Error) << bad;
   }
   try {
-    JinjaTemplate("{% macro f() %}{% endmacro %}");
+    JinjaTemplate("{% call f() %}{% endcall %}");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'macro'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'call'"), std::string::npos)
         << e.what();  // names the construct
   }
+}
+
+// Macros (gpt-oss's template renders its tools with them): parameters by position, by name and
+// by default; recursion; the body sees the template's variables but not the caller's loop
+// variables; a namespace set inside is shared; misuse is an Error naming the macro.
+TEST(Jinja, Macros) {
+  auto r = [](const std::string& src) {
+    return JinjaTemplate(src).RenderChat(kConversation, true, "", "");
+  };
+  EXPECT_EQ(r("{%- macro greet(name, punct='!') -%}hi {{ name }}{{ punct }}{%- endmacro -%}"
+              "{{ greet('a') }} {{ greet('b', '?') }} {{ greet(punct='.', name='c') }}"),
+            "hi a! hi b? hi c.");
+  EXPECT_EQ(r("{%- macro fact(n) -%}{%- if n <= 1 -%}1{%- else -%}{{ n }}*{{ fact(n - 1) }}"
+              "{%- endif -%}{%- endmacro -%}{{ fact(4) }}"),
+            "4*3*2*1");
+  EXPECT_EQ(r("{%- macro roles() -%}{% for m in messages %}{{ m.role[0] }}{% endfor %}"
+              "{%- endmacro -%}{{ roles() | length }}:{{ roles() }}"),
+            "4:suau");
+  EXPECT_EQ(r("{%- macro see() -%}[{{ x is defined }}]{%- endmacro -%}"
+              "{% for x in [1] %}{{ see() }}{% endfor %}"),
+            "[False]");
+  EXPECT_EQ(r("{%- set ns = namespace(n=0) -%}{%- macro bump() -%}{%- set ns.n = ns.n + 1 -%}"
+              "{%- endmacro -%}{{ bump() }}{{ bump() }}{{ ns.n }}"),
+            "2");
+  EXPECT_EQ(r("{%- macro t(s) -%}{{ s.type }}{%- endmacro -%}{{ t({'type': 'string'}) + '[]' }}"),
+            "string[]");
+  for (const char* bad :
+       {"{% macro f(a) %}{% endmacro %}{{ f(1, 2) }}", "{% macro f(a) %}{% endmacro %}{{ f(b=1) }}",
+        "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "{% macro f() %}x",
+        "{% if 1 %}{% macro f() %}{% endmacro %}{% endif %}", "{% macro f(a b) %}{% endmacro %}"}) {
+    EXPECT_THROW(r(bad), Error) << bad;
+  }
+  // strftime_now: the local date, in the format asked.
+  const std::string year = r("{{ strftime_now('%Y') }}");
+  EXPECT_EQ(year.size(), 4u);
+  EXPECT_GE(std::stoi(year), 2024);
+  EXPECT_THROW(r("{{ strftime_now() }}"), Error);
 }
 
 TEST(Jinja, ExpressionsFiltersAndWhitespaceControl) {
@@ -266,10 +336,10 @@ TEST(Jinja, ChatFormatterPrefersTheModelsTemplateAndFallsBack) {
   auto f = ChatFormatter::Create(info);
   EXPECT_EQ(f->description(), "the model's template");
   EXPECT_EQ(f->Render(kConversation), "<|begin_of_text|>" + RenderChat("llama3", kConversation));
-  info.chat_template = std::string(kChatMlJinja) + "{% macro unsupported() %}{% endmacro %}";
+  info.chat_template = std::string(kChatMlJinja) + "{% call unsupported() %}{% endcall %}";
   f = ChatFormatter::Create(info);
   EXPECT_EQ(f->description(), "built-in chatml");
-  EXPECT_NE(f->warning().find("macro"), std::string::npos) << f->warning();
+  EXPECT_NE(f->warning().find("call"), std::string::npos) << f->warning();
   EXPECT_EQ(f->Render(kConversation), RenderChat("chatml", kConversation));
   info.chat_template = kGemmaJinja;  // refuses system turns: still usable
   f = ChatFormatter::Create(info);

@@ -4,6 +4,7 @@
 // convention parse back into calls, streamed piece by piece or whole.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -265,6 +266,170 @@ TEST(Tools, JsonTemplateVariables) {
             "\"none\": null}}");
   v.str = "{oops";
   EXPECT_THROW(JinjaTemplate("{{ cfg }}").RenderChat({{"user", "u"}}, true, "", "", {v}), Error);
+}
+
+}  // namespace
+}  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// gpt-oss's harmony format. The expected text is what gpt-oss's own chat template renders for
+// this conversation (checked with Paddock's Jinja against that template); the built-in writes
+// the same when the model's template is missing.
+const char* kHarmonyTools =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather now", )"
+    R"("parameters": {"type": "object", "properties": {"city": {"type": "string", "description": )"
+    R"("The city"}, "unit": {"type": "string", "enum": ["c", "f"], "default": "c"}, "days": )"
+    R"({"type": "integer", "default": 1}, "tags": {"type": "array", "items": {"type": "string"}}}, )"
+    R"("required": ["city"]}}}, {"type": "function", "function": {"name": "now", "description": )"
+    R"("Time", "parameters": {"type": "object"}}}])";
+
+const char* kHarmonyExpected =
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+    "Knowledge cutoff: 2024-06\n"
+    "Current date: @DATE@\n"
+    "\n"
+    "Reasoning: medium\n"
+    "\n"
+    "# Valid channels: analysis, commentary, final. Channel must be included for every message.\n"
+    "Calls to these tools must go to the commentary channel: "
+    "'functions'.<|end|><|start|>developer<|message|># Instructions\n"
+    "\n"
+    "You are terse.\n"
+    "\n"
+    "# Tools\n"
+    "\n"
+    "## functions\n"
+    "\n"
+    "namespace functions {\n"
+    "\n"
+    "// Weather now\n"
+    "type get_weather = (_: {\n"
+    "// The city\n"
+    "city: string,\n"
+    "unit?: \"c\" | \"f\", // default: c,\n"
+    "days?: number, // default: 1,\n"
+    "tags?: string[],\n"
+    "}) => any;\n"
+    "\n"
+    "// Time\n"
+    "type now = () => any;\n"
+    "\n"
+    "} // namespace functions<|end|><|start|>user<|message|>Weather in Paris?<|end|>"
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+    "{\"city\": \"Paris\"}<|call|><|start|>functions.get_weather "
+    "to=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\": 21}\"<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>21 C.<|end|><|start|>user<|message|>"
+    "Thanks<|end|><|start|>assistant";
+
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+TEST(Harmony, BuiltInRendersAsGptOssTemplate) {
+  ModelInfo info;
+  info.arch = "gpt-oss";
+  auto f = ChatFormatter::Create(info);
+  EXPECT_EQ(f->description(), "built-in harmony");
+  EXPECT_EQ(f->tool_format(), ToolFormat::kHarmony);
+  std::vector<ChatMessage> msgs = ToolConversation();
+  msgs[2].tool_calls[0].id = "abc";
+  msgs[3].tool_call_id = "abc";
+  msgs.push_back({"assistant", "21 C."});
+  msgs.push_back({"user", "Thanks"});
+  std::string want = kHarmonyExpected;
+  want.replace(want.find("@DATE@"), 6, Today());
+  EXPECT_EQ(f->Render(ChatInput{msgs, true, {}, kHarmonyTools}), want);
+  // Without tools: no developer message unless there is a system one; a last assistant turn
+  // without a generation prompt ends with <|return|>; reasoning_effort is a variable.
+  ChatVar effort;
+  effort.name = "reasoning_effort";
+  effort.kind = ChatVar::Kind::kString;
+  effort.str = "high";
+  const std::string plain =
+      f->Render(ChatInput{{{"user", "hi"}, {"assistant", "hello"}}, false, {effort}, ""});
+  EXPECT_NE(plain.find("Reasoning: high\n"), std::string::npos);
+  EXPECT_EQ(plain.find("developer"), std::string::npos);
+  EXPECT_NE(plain.find("<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final"
+                       "<|message|>hello<|return|>"),
+            std::string::npos);
+  ChatVar other = effort;
+  other.name = "enable_thinking";
+  EXPECT_THROW(f->Render(ChatInput{{{"user", "hi"}}, true, {other}, ""}), Error);
+  EXPECT_THROW(f->Render(ChatInput{{{"tool", "x"}}, true, {}, ""}), Error);  // no call before
+  // A model's template with harmony's markers is recognized as harmony.
+  info.chat_template = "{{ '<|start|>' }}{% for m in messages %}{{ m.content }}{% endfor %}"
+                       "{% if tools %}{% endif %}<|channel|>";
+  EXPECT_EQ(ChatFormatter::Create(info)->tool_format(), ToolFormat::kHarmony);
+  EXPECT_EQ(ResolveChatTemplate(info, ""), "harmony");
+}
+
+struct HarmonyCase {
+  std::string reply;
+  bool tools;
+  std::string reasoning, content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+};
+
+const HarmonyCase kHarmonyCases[] = {
+    // Reasoning, then the answer (how gpt-oss continues "<|start|>assistant"; <|end|> is not
+    // rendered, the next header begins with <|start|>).
+    {"<|channel|>analysis<|message|>User says hi. Reply.<|start|>assistant<|channel|>final"
+     "<|message|>Hello! <|how|> are you?",
+     false, "User says hi. Reply.", "Hello! <|how|> are you?", {}},
+    // With control tokens rendered (render_special): <|end|> and <|return|> end messages too.
+    {"<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>"
+     "ok<|return|>",
+     false, "think", "ok", {}},
+    // A call as the harmony docs write it (recipient after the channel, <|constrain|>).
+    {"<|channel|>analysis<|message|>Need weather.<|start|>assistant<|channel|>commentary "
+     "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
+     true, "Need weather.", "", {{"get_weather", "{\"city\":\"Paris\"}"}}},
+    // ... and as gpt-oss's template writes it (recipient in the role part).
+    {"<|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}<|call|>", true,
+     "", "", {{"now", "{}"}}},
+    // A commentary preamble without a recipient is shown; a call nobody offered is content.
+    {"<|channel|>commentary<|message|>Checking.<|start|>assistant<|channel|>commentary "
+     "to=functions.f <|constrain|>json<|message|>{\"a\": 1}",
+     false, "", "Checking.{\"a\": 1}", {}},
+    // Arguments that are not a JSON object: not a call, the text is content.
+    {"<|channel|>commentary to=functions.f<|message|>{\"a\": ", true, "", "{\"a\": ", {}},
+    // Plain text (a reply forced into JSON by response_format): content as written.
+    {"{\"answer\": 42}", true, "", "{\"answer\": 42}", {}},
+    {"<|", false, "", "<|", {}},
+    // Cut inside a header (max_tokens): the header is not shown.
+    {"<|channel|>analysis<|message|>hm<|start|>assistant<|channel|>fin", false, "hm", "", {}},
+};
+
+// Reasoning, content and calls are the same whatever pieces the reply arrives in, and the same
+// through ParseToolCalls.
+TEST(Harmony, ParserSplitsChannelsWhateverThePieces) {
+  for (const HarmonyCase& c : kHarmonyCases) {
+    for (size_t piece : {1, 2, 3, 5, 11, 1000}) {
+      HarmonyParser p(c.tools);
+      std::string reasoning, content;
+      for (size_t at = 0; at < c.reply.size(); at += piece)
+        p.Feed(std::string_view(c.reply).substr(at, piece), &reasoning, &content);
+      p.Finish(&reasoning, &content);
+      EXPECT_EQ(reasoning, c.reasoning) << c.reply << " piece " << piece;
+      EXPECT_EQ(content, c.content) << c.reply << " piece " << piece;
+      ASSERT_EQ(p.calls().size(), c.calls.size()) << c.reply;
+      for (size_t k = 0; k < c.calls.size(); ++k) {
+        EXPECT_EQ(p.calls()[k].name, c.calls[k].first);
+        EXPECT_EQ(p.calls()[k].arguments, c.calls[k].second);
+      }
+    }
+    if (c.tools) {
+      const ParsedToolCalls pr = ParseToolCalls(ToolFormat::kHarmony, c.reply);
+      EXPECT_EQ(pr.calls.size(), c.calls.size()) << c.reply;
+    }
+  }
 }
 
 }  // namespace

@@ -48,7 +48,11 @@ struct ChatVar {
 //             JSON tool calling, optionally after <|python_tag|>); results in an `ipython` turn.
 //   kMistral: [TOOL_CALLS] [{"name": ..., "arguments": {...}, "id": ...}, ...]; the tools in
 //             [AVAILABLE_TOOLS] before the last user turn, results as [TOOL_RESULTS] blocks.
-enum class ToolFormat { kHermes, kLlama3, kMistral };
+//   kHarmony: gpt-oss's harmony format: a reply is messages on channels (analysis: reasoning,
+//             final: the answer); a call is a commentary message addressed to=functions.NAME
+//             with JSON arguments, ended by <|call|>; the tools are a TypeScript namespace in
+//             the developer message, results a message from functions.NAME (HarmonyParser).
+enum class ToolFormat { kHermes, kLlama3, kMistral, kHarmony };
 const char* ToolFormatName(ToolFormat format);
 
 // One conversation to render: the messages, whether to open the assistant's turn, template
@@ -87,7 +91,35 @@ class ToolCallSplitter {
   std::string held_, tail_;
 };
 
-// Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr.
+// A harmony reply (gpt-oss) parsed as it arrives. The model continues the prompt's
+// `<|start|>assistant` with message headers and bodies; the tokenizer renders the markers
+// <|start|>, <|channel|>, <|message|> and <|constrain|> as text (<|end|> is not rendered; a
+// body also ends at the next header). Bodies on the analysis channel are reasoning, those on
+// final (or commentary without a recipient: a preamble the user sees) are content, those
+// addressed to=functions.NAME are calls (with tools; else their text is content). Text before
+// any header is content, so a reply forced into plain JSON (response_format) stays whole.
+// A marker cut across pieces is held back until it is whole.
+class HarmonyParser {
+ public:
+  explicit HarmonyParser(bool tools = false) : tools_(tools) {}
+  void Feed(std::string_view text, std::string* reasoning, std::string* content);
+  // The end of the reply: what was held back, and the calls (in order).
+  void Finish(std::string* reasoning, std::string* content);
+  const std::vector<ChatToolCall>& calls() const { return calls_; }
+
+ private:
+  enum class Sink { kContent, kReasoning, kCall, kDrop };
+  void Header(std::string_view header);
+  void Body(std::string_view s, std::string* reasoning, std::string* content);
+  void EndMessage();
+  bool tools_;
+  bool in_header_ = false, started_ = false;
+  Sink sink_ = Sink::kContent;
+  std::string held_, header_, call_name_, call_args_, pending_content_;
+  std::vector<ChatToolCall> calls_;
+};
+
+// Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr, harmony.
 const std::vector<std::string>& ChatTemplateNames();
 // The family of `override_name` if set (Error if unknown), else the one the model's template
 // belongs to, else the architecture's usual one (chatml for unknown ones).

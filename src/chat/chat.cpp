@@ -40,7 +40,7 @@ std::vector<ChatMessage> FoldSystem(const std::vector<ChatMessage>& msgs, const 
 
 const std::vector<std::string>& ChatTemplateNames() {
   static const std::vector<std::string> names = {"chatml", "llama2", "llama3", "mistral",
-                                                 "phi3",   "gemma",  "zephyr"};
+                                                 "phi3",   "gemma",  "zephyr", "harmony"};
   return names;
 }
 
@@ -55,6 +55,7 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
   }
   const std::string& t = info.chat_template;
   if (!t.empty()) {
+    if (Contains(t, "<|channel|>")) return "harmony";
     if (Contains(t, "<|im_start|>")) return "chatml";
     if (Contains(t, "<|start_header_id|>")) return "llama3";
     if (Contains(t, "<start_of_turn>")) return "gemma";
@@ -67,11 +68,13 @@ std::string ResolveChatTemplate(const ModelInfo& info, const std::string& overri
   if (info.arch == "mistral") return "mistral";
   if (info.arch == "gemma" || info.arch == "gemma2" || info.arch == "gemma3") return "gemma";
   if (info.arch == "llama") return "llama2";
+  if (info.arch == "gpt-oss") return "harmony";
   return "chatml";
 }
 
 std::string RenderChat(const std::string& name, const std::vector<ChatMessage>& messages,
                        bool gen) {
+  if (name == "harmony") return chat_internal::RenderHarmony(messages, "", gen, {});
   for (const auto& m : messages) {
     // ipython: a tool's result in Llama 3's convention (chat_internal::LowerTools).
     if (m.role != "system" && m.role != "user" && m.role != "assistant" &&
@@ -148,7 +151,8 @@ struct ChatFormatter::Impl {
     jinja_tools = chat_internal::TemplateToolFormat(source, &tool_format);
     // A template without a convention of its own: calls are lowered to Hermes' text, except
     // for a Llama 3 template, whose models are trained on their JSON form.
-    if (!jinja_tools) tool_format = family == "llama3" ? ToolFormat::kLlama3 : ToolFormat::kHermes;
+    if (!jinja_tools) tool_format = chat_internal::FamilyToolFormat(family);
+    if (!jinja_tools && tool_format == ToolFormat::kMistral) tool_format = ToolFormat::kHermes;
   }
 };
 
@@ -209,6 +213,8 @@ std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt,
                                   const std::vector<ChatVar>& vars) const {
   if (vars.empty()) return Render(messages, add_generation_prompt);
+  if (!impl_->jinja && impl_->family == "harmony")
+    return chat_internal::RenderHarmony(messages, "", add_generation_prompt, vars);
   if (!impl_->jinja)
     Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
          vars[0].name.c_str(), description_.c_str());
@@ -236,14 +242,19 @@ std::string ChatFormatter::Render(const ChatInput& in) const {
     }
     return im.jinja->RenderChat(in.messages, in.add_generation_prompt, im.bos, im.eos, vars);
   }
+  if (!im.jinja && im.tool_format == ToolFormat::kHarmony)
+    return chat_internal::RenderHarmony(in.messages, in.tools, in.add_generation_prompt, in.vars);
   if (!im.jinja && im.tool_format == ToolFormat::kMistral) {
     if (!in.vars.empty())
       Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
            in.vars[0].name.c_str(), description_.c_str());
     return chat_internal::RenderToolsMistral(in.messages, in.tools);
   }
-  const ToolFormat lower =
-      im.tool_format == ToolFormat::kMistral ? ToolFormat::kHermes : im.tool_format;
+  // (A harmony Jinja template that does not write tools itself gets Hermes' text.)
+  const ToolFormat lower = im.tool_format == ToolFormat::kMistral ||
+                                   im.tool_format == ToolFormat::kHarmony
+                               ? ToolFormat::kHermes
+                               : im.tool_format;
   return Render(chat_internal::LowerTools(lower, in.messages, in.tools), in.add_generation_prompt,
                 in.vars);
 }

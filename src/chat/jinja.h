@@ -2,14 +2,16 @@
 //
 // Enough for the templates shipped in GGUF files of the common families (Llama 2/3, ChatML /
 // Qwen, Mistral, Phi-3, Gemma, Zephyr...): text, {{ expressions }}, {% if / elif / else %},
-// {% for a[, b] in ... %} with `loop`, {% set %} (including namespace attributes), comments,
+// {% for a[, b] in ... %} with `loop`, {% set %} (including namespace attributes),
+// {% macro name(params, with=defaults) %} (top-level; called like functions), comments,
 // whitespace control ({%- -%}), and HF's trim_blocks + lstrip_blocks; literals, lists, dicts,
 // attribute and subscript access, slices, arithmetic, comparison, `in`, boolean logic,
 // the ternary `a if c else b`, `~`, filters (trim, length, upper, lower, title, capitalize,
 // tojson, string, int, first, last, default, join, replace, list, items), tests (defined,
 // undefined, none, string, number, mapping, iterable, sequence, true, false), string methods
 // (strip, lstrip, rstrip, startswith, endswith, split, upper, lower, title, replace), dict
-// methods (items, keys, values, get), and the functions range, namespace, raise_exception.
+// methods (items, keys, values, get), and the functions range, namespace, raise_exception,
+// strftime_now (the local time).
 // Anything else is an Error naming the construct and where it is.
 #pragma once
 

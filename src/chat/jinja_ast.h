@@ -169,16 +169,17 @@ using ExprP = std::unique_ptr<Expr>;
 
 namespace paddock {
 
-// A statement (text, output, if, for, set) with its nested statements.
+// A statement (text, output, if, for, set, macro) with its nested statements.
 struct JinjaTemplate::Node {
-  enum Kind { kText, kOutput, kIf, kFor, kSet } kind;
+  enum Kind { kText, kOutput, kIf, kFor, kSet, kMacro } kind;
   std::string text;     // kText
   jinja::ExprP expr;    // kOutput, kSet value, kFor iterable
   jinja::ExprP filter;  // kFor: the loop filter (`for x in xs if cond`), or null
   std::vector<std::pair<jinja::ExprP, std::vector<std::unique_ptr<Node>>>>
       branches;                                        // kIf (null cond: else)
-  std::vector<std::string> vars;                       // kFor targets; kSet: name[, attribute]
-  std::vector<std::unique_ptr<Node>> body, else_body;  // kFor
+  std::vector<std::string> vars;  // kFor targets; kSet: name[, attribute]; kMacro: name, params
+  std::vector<jinja::ExprP> defaults;                  // kMacro: per parameter, or null
+  std::vector<std::unique_ptr<Node>> body, else_body;  // kFor; kMacro: body
   std::string where;
 };
 

@@ -393,8 +393,9 @@ void JinjaTemplate::Parse(const std::string& source) {
       } else {
         Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
       }
-    } else if (kw == "endif" || kw == "endfor") {
-      if (stack.empty() || (stack.back().node->kind == Node::kIf) != (kw == "endif"))
+    } else if (kw == "endif" || kw == "endfor" || kw == "endmacro") {
+      const Node::Kind want = kw == "endif" ? Node::kIf : kw == "endfor" ? Node::kFor : Node::kMacro;
+      if (stack.empty() || stack.back().node->kind != want)
         Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
       into = stack.back().into;
       stack.pop_back();
@@ -420,6 +421,33 @@ void JinjaTemplate::Parse(const std::string& source) {
       stack.push_back({raw, into});
       into = &raw->body;
       if (stack.size() > 64) Fail("chat template: blocks nested too deeply (%s)", where.c_str());
+    } else if (kw == "macro") {  // {% macro name(a, b=default) %}...{% endmacro %}
+      if (!stack.empty())
+        Fail("chat template: a macro must be defined at the top level (%s)", where.c_str());
+      auto n = std::make_unique<Node>();
+      n->kind = Node::kMacro;
+      n->where = where;
+      n->vars.push_back(p.Name());
+      if (!p.IsOp("(")) p.Error("'(' after the macro's name");
+      p.Skip();
+      while (!p.IsOp(")")) {
+        if (!n->defaults.empty()) {
+          if (!p.IsOp(",")) p.Error("',' or ')'");
+          p.Skip();
+        }
+        n->vars.push_back(p.Name());
+        if (p.IsOp("=")) {
+          p.Skip();
+          n->defaults.push_back(p.Expression());
+        } else {
+          n->defaults.push_back(nullptr);
+        }
+      }
+      p.Skip();
+      Node* raw = n.get();
+      into->push_back(std::move(n));
+      stack.push_back({raw, into});
+      into = &raw->body;
     } else if (kw == "set") {
       auto n = std::make_unique<Node>();
       n->kind = Node::kSet;
@@ -440,11 +468,14 @@ void JinjaTemplate::Parse(const std::string& source) {
     } else {
       Fail("chat template: the '%s' statement is not supported (%s)", kw.c_str(), where.c_str());
     }
-    if (!p.AtEnd() && kw != "else" && kw != "endif" && kw != "endfor") p.Error("'%}'");
+    if (!p.AtEnd() && kw != "else" && kw != "endif" && kw != "endfor" && kw != "endmacro")
+      p.Error("'%}'");
   }
-  if (!stack.empty())
+  if (!stack.empty()) {
+    const Node::Kind k = stack.back().node->kind;
     Fail("chat template: '%s' opened in %s is never closed",
-         stack.back().node->kind == Node::kIf ? "if" : "for", stack.back().node->where.c_str());
+         k == Node::kIf ? "if" : k == Node::kFor ? "for" : "macro", stack.back().node->where.c_str());
+  }
 }
 
 JinjaTemplate::~JinjaTemplate() = default;

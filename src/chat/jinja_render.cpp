@@ -1,6 +1,7 @@
 // chat/jinja_render.cpp: a statement tree evaluated against the chat variables (messages,
 // add_generation_prompt, bos_token, eos_token), with bounded work and output.
 #include <algorithm>
+#include <ctime>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +36,54 @@ class Renderer {
   }
 
   size_t steps = 0;
+  std::map<std::string, const JinjaTemplate::Node*> macros;
+  int macro_depth = 0;
+
+  // A macro call: its output as a string. The body sees the template's variables and its own
+  // parameters (positional, by name, or their defaults), not the caller's loop variables.
+  Value CallMacro(const JinjaTemplate::Node& m, const std::vector<Value>& args, size_t n_pos,
+                  const std::vector<std::string>& kwnames, const std::string& where) {
+    if (++macro_depth > 64) Fail("chat template: macros nested too deeply (%s)", where.c_str());
+    const size_t n_params = m.vars.size() - 1;
+    if (n_pos > n_params)
+      Fail("chat template: macro '%s' takes %zu arguments (%s)", m.vars[0].c_str(), n_params,
+           where.c_str());
+    std::map<std::string, Value> local;
+    for (size_t k = 0; k < n_params; ++k) {
+      if (k < n_pos) {
+        local[m.vars[k + 1]] = args[k];
+      } else if (m.defaults[k]) {
+        local[m.vars[k + 1]] = Eval(*m.defaults[k], where);
+      }
+    }
+    for (size_t k = 0; k < kwnames.size(); ++k) {
+      if (std::find(m.vars.begin() + 1, m.vars.end(), kwnames[k]) == m.vars.end())
+        Fail("chat template: macro '%s' has no parameter '%s' (%s)", m.vars[0].c_str(),
+             kwnames[k].c_str(), where.c_str());
+      local[kwnames[k]] = args[n_pos + k];
+    }
+    std::vector<std::map<std::string, Value>> saved;
+    saved.swap(scopes);
+    scopes.push_back(saved[0]);  // the template's variables (messages, tools, ...)
+    if (saved.size() > 1) scopes.push_back(saved[1]);
+    scopes.push_back(std::move(local));
+    std::string saved_out;
+    saved_out.swap(out);
+    try {
+      Run(m.body);
+    } catch (...) {
+      scopes.swap(saved);
+      out.swap(saved_out);
+      --macro_depth;
+      throw;
+    }
+    // Namespaces are shared objects; plain template-level sets made inside stay inside.
+    scopes.swap(saved);
+    out.swap(saved_out);
+    --macro_depth;
+    return Value::Str(std::move(saved_out));
+  }
+
   void Exec(const JinjaTemplate::Node& n) {
     using Node = JinjaTemplate::Node;
     // Bounded work and output: a template from a file must not hang or exhaust memory.
@@ -67,6 +116,9 @@ class Renderer {
         }
         break;
       }
+      case Node::kMacro:
+        macros[n.vars[0]] = &n;
+        break;
       case Node::kFor: {
         const Value it = Eval(*n.expr, n.where);
         List items;
@@ -473,6 +525,8 @@ class Renderer {
     for (size_t k = 1; k < e.args.size(); ++k) args.push_back(Eval(*e.args[k], where));
     if (callee.kind == Expr::kName) {
       const std::string& fn = callee.name;
+      if (auto mac = macros.find(fn); mac != macros.end())
+        return CallMacro(*mac->second, args, n_pos, e.kwnames, where);
       if (fn == "raise_exception")
         Fail("chat template raised: %s", args.empty() ? "(no message)" : ToString(args[0]).c_str());
       if (fn == "range") {
@@ -497,8 +551,16 @@ class Renderer {
         for (size_t k = 0; k < e.kwnames.size(); ++k) d.Set(e.kwnames[k], args[n_pos + k]);
         return d;
       }
-      if (fn == "strftime_now")
-        Fail("chat template: strftime_now is not supported (%s)", where.c_str());
+      if (fn == "strftime_now") {  // the local time (templates print today's date)
+        if (args.size() != 1 || args[0].kind != Value::kString)
+          Fail("chat template: strftime_now takes one format string (%s)", where.c_str());
+        const std::time_t now = std::time(nullptr);
+        std::tm tm{};
+        localtime_r(&now, &tm);
+        char buf[256];
+        const size_t n = std::strftime(buf, sizeof buf, args[0].s.c_str(), &tm);
+        return Value::Str(std::string(buf, n));
+      }
       Fail("chat template: the function '%s' is not supported (%s)", fn.c_str(), where.c_str());
     }
     if (callee.kind == Expr::kAttr) {  // methods

@@ -182,6 +182,8 @@ const char* ToolFormatName(ToolFormat format) {
       return "llama3";
     case ToolFormat::kMistral:
       return "mistral";
+    case ToolFormat::kHarmony:
+      return "harmony";
   }
   return "hermes";
 }
@@ -192,6 +194,16 @@ ParsedToolCalls ParseToolCalls(ToolFormat format, std::string_view text) {
       return ParseLlama3(text);
     case ToolFormat::kMistral:
       return ParseMistral(text);
+    case ToolFormat::kHarmony: {
+      HarmonyParser p(true);
+      ParsedToolCalls out;
+      std::string reasoning;
+      p.Feed(text, &reasoning, &out.content);
+      p.Finish(&reasoning, &out.content);
+      out.content = std::string(TrimSpace(out.content));
+      out.calls = p.calls();
+      return out;
+    }
     case ToolFormat::kHermes:
       break;
   }
@@ -243,12 +255,15 @@ namespace chat_internal {
 ToolFormat FamilyToolFormat(const std::string& family) {
   if (family == "llama3") return ToolFormat::kLlama3;
   if (family == "mistral") return ToolFormat::kMistral;
+  if (family == "harmony") return ToolFormat::kHarmony;
   return ToolFormat::kHermes;
 }
 
 bool TemplateToolFormat(const std::string& source, ToolFormat* format) {
   if (!Contains(source, "tools")) return false;
-  if (Contains(source, "<tool_call>")) {
+  if (Contains(source, "<|channel|>")) {
+    *format = ToolFormat::kHarmony;
+  } else if (Contains(source, "<tool_call>")) {
     *format = ToolFormat::kHermes;
   } else if (Contains(source, "[TOOL_CALLS]")) {
     *format = ToolFormat::kMistral;

@@ -23,5 +23,10 @@ std::vector<ChatMessage> LowerTools(ToolFormat format, const std::vector<ChatMes
 // [TOOL_CALLS] and [TOOL_RESULTS] blocks (Mistral v0.3's layout). Nothing opens the assistant's
 // turn: a Mistral prompt ends with [/INST] either way.
 std::string RenderToolsMistral(const std::vector<ChatMessage>& messages, const std::string& tools);
+// The built-in harmony template (gpt-oss), tools and all: system and developer messages (the
+// tools as a TypeScript namespace), calls to=functions.NAME, results from functions.NAME.
+// Variables: reasoning_effort (low, medium, high) and model_identity; others are an Error.
+std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::string& tools,
+                          bool add_generation_prompt, const std::vector<ChatVar>& vars);
 
 }  // namespace paddock::chat_internal

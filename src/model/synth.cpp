@@ -67,6 +67,7 @@ SynthSpec SynthPreset(const std::string& name) {
   if (name == "tiny") return s;
   if (name == "tiny-gpt-oss") {  // tests: gpt-oss's features at a small shape
     s.arch = "gpt-oss";
+    s.harmony = true;
     s.head_dim = 32;
     s.n_heads = 4;
     s.n_kv_heads = 2;
@@ -180,6 +181,7 @@ SynthSpec SynthPreset(const std::string& name) {
     s.rope_base = 1000000.0f;
   } else if (name == "gpt-oss-20b") {
     s.arch = "gpt-oss";
+    s.harmony = true;
     s.dim = 2880;
     s.n_layers = 24;
     s.n_heads = 64;
@@ -264,6 +266,17 @@ void WriteVocabulary(const SynthSpec& s, GgufWriter* w) {
   std::vector<float> scores = s.scores;
   std::vector<int32_t> types;
   if (pieces.empty()) SyntheticVocab(s.n_vocab, &pieces, &scores, &types);
+  if (s.harmony) {
+    static const char* kHarmony[] = {"<|start|>",     "<|end|>",    "<|message|>", "<|channel|>",
+                                     "<|constrain|>", "<|return|>", "<|call|>"};
+    if (types.empty() || pieces.size() < 300) Fail("synthetic model: harmony needs the synthetic vocabulary");
+    for (size_t k = 0; k < 7; ++k) {
+      const size_t at = pieces.size() - 7 + k;
+      pieces[at] = kHarmony[k];
+      scores[at] = 0;
+      types[at] = 3;  // control
+    }
+  }
   if (static_cast<int>(pieces.size()) != s.n_vocab)
     Fail("synthetic model: vocabulary has %zu tokens, n_vocab is %d", pieces.size(), s.n_vocab);
   w->SetString("tokenizer.ggml.model", "llama");

@@ -79,6 +79,10 @@ struct SynthSpec {
   // then made-up pieces) of n_vocab entries.
   std::vector<std::string> vocab;
   std::vector<float> scores;
+  // The synthetic vocabulary ends with gpt-oss's harmony control tokens (<|start|>, <|end|>,
+  // <|message|>, <|channel|>, <|constrain|>, <|return|>, <|call|>), so chat replies are parsed
+  // by channel (the gpt-oss presets).
+  bool harmony = false;
 };
 
 // Named shapes: "tiny" and "tiny-moe" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",

@@ -206,6 +206,24 @@ void Tokenizer::Finish() {
   lookup_.clear();
   lookup_.reserve(n * 2);
   for (size_t i = 0; i < n; ++i) lookup_.emplace(pieces_[i], static_cast<int32_t>(i));
+  auto control = [&](const char* name) {
+    auto it = lookup_.find(name);
+    return it != lookup_.end() && attrs_[static_cast<size_t>(it->second)] == TokenAttr::kControl
+               ? it->second
+               : -1;
+  };
+  // gpt-oss's harmony vocabulary: a reply is several messages, so <|end|> ends a message, not
+  // the generation (<|return|> and <|call|> do); the header markers are text the chat layer
+  // parses (HarmonyParser), rendered and matched as user-defined tokens, as llama.cpp does.
+  const int h_return = control("<|return|>"), h_call = control("<|call|>");
+  const bool harmony = h_return >= 0 && h_call >= 0 && control("<|channel|>") >= 0 &&
+                       control("<|message|>") >= 0 && control("<|start|>") >= 0;
+  if (harmony) {
+    for (const char* name : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+      const int id = control(name);
+      if (id >= 0) attrs_[static_cast<size_t>(id)] = TokenAttr::kUserDefined;
+    }
+  }
   for (int& b : byte_tokens_) b = -1;
   decoded_.assign(n, std::string());
   for (size_t i = 0; i < n; ++i) {
@@ -256,10 +274,13 @@ void Tokenizer::Finish() {
   add_eog(eos_);
   add_eog(eot_);
   for (const char* name :
-       {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|eom_id|>"}) {
-    auto it = lookup_.find(name);
-    if (it != lookup_.end() && attrs_[static_cast<size_t>(it->second)] == TokenAttr::kControl)
-      add_eog(it->second);
+       {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|eom_id|>"})
+    add_eog(control(name));
+  if (harmony) {
+    add_eog(h_return);
+    add_eog(h_call);
+    const int end = control("<|end|>");
+    eog_.erase(std::remove(eog_.begin(), eog_.end(), end), eog_.end());
   }
 }
 

@@ -55,7 +55,8 @@ class Tokenizer {
   bool add_bos_default() const { return add_bos_; }
   // True for tokens that end a generation: EOS, the GGUF end-of-turn token, and the
   // conventional end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>,
-  // <|endoftext|>) when the vocabulary has them as control tokens.
+  // <|endoftext|>) when the vocabulary has them as control tokens. A harmony vocabulary
+  // (gpt-oss) ends at <|return|> and <|call|>, not at <|end|>, and renders its header markers.
   bool IsEndOfGeneration(int id) const {
     for (int e : eog_) {
       if (e == id) return true;

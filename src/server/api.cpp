@@ -416,6 +416,27 @@ void ParseMessages(const json& j, ApiRequest* rp) {
 // in the model's convention. `only`: the one function allowed, or empty.
 std::string ToolCallGrammar(ToolFormat format, const json& alternatives, const std::string& only,
                             bool parallel) {
+  if (format == ToolFormat::kHarmony) {
+    // One commentary message to=functions.NAME with NAME's arguments (a harmony reply makes one
+    // call: <|call|> ends it). Each function's schema is a definition, so its rule is known.
+    json defs = json::object(), refs = json::array();
+    std::vector<std::string> names;
+    for (const auto& a : alternatives) {
+      if (!only.empty() && a["name"] != only) continue;
+      const std::string k = "t" + std::to_string(names.size());
+      defs[k] = a["params"];
+      refs.push_back({{"$ref", "#/$defs/" + k}});
+      names.push_back(a["name"].get<std::string>());
+    }
+    std::string g = grammar::JsonSchemaToGbnf(json{{"$defs", defs}, {"anyOf", refs}}.dump());
+    const size_t at = g.rfind("\nroot ::= ");
+    g.erase(at + 1, g.find('\n', at + 1) - at);
+    std::string alts;
+    for (size_t k = 0; k < names.size(); ++k)
+      alts += std::string(k ? " | " : "") + "\"" + names[k] +
+              " <|constrain|>json<|message|>\" ref-t" + std::to_string(k) + "-s";
+    return g + "root ::= \"<|channel|>commentary to=functions.\" ( " + alts + " )\n";
+  }
   const char* args_key = format == ToolFormat::kLlama3 ? "parameters" : "arguments";
   json any = json::array();
   for (const auto& a : alternatives) {
@@ -436,6 +457,7 @@ std::string ToolCallGrammar(ToolFormat format, const json& alternatives, const s
       g += std::string("root ::= \"[TOOL_CALLS] [\" tool-call") +
            (parallel ? " ( \", \" tool-call ){0,7}" : "") + " \"]\"\n";
       break;
+    case ToolFormat::kHarmony:  // (above)
     case ToolFormat::kHermes:
       g += "tool-block ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
       g += std::string("root ::= tool-block") + (parallel ? " ( \"\\n\" tool-block ){0,7}" : "") +
@@ -979,7 +1001,16 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
     const bool lp = r.options.generate.logprobs >= 0;
     if (r.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", g.text}};
-      if (r.reasoning) {
+      ParsedToolCalls pr;
+      if (r.harmony) {  // channels: analysis is reasoning, final content; calls by recipient
+        HarmonyParser parse(r.tool_calls);
+        std::string reasoning;
+        parse.Feed(g.text, &reasoning, &pr.content);
+        parse.Finish(&reasoning, &pr.content);
+        pr.calls = parse.calls();
+        choice["message"]["content"] = pr.content;
+        choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
+      } else if (r.reasoning) {
         ReasoningSplitter split(r.reasoning_open);
         std::string reasoning, content;
         split.Feed(g.text, &reasoning, &content);
@@ -988,8 +1019,8 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
         choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
       }
       if (r.tool_calls) {
-        const ParsedToolCalls pr =
-            ParseToolCalls(r.tool_format, choice["message"]["content"].get<std::string>());
+        if (!r.harmony)
+          pr = ParseToolCalls(r.tool_format, choice["message"]["content"].get<std::string>());
         if (!pr.calls.empty()) {
           json calls = json::array();
           for (size_t c = 0; c < pr.calls.size(); ++c)

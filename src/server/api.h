@@ -60,6 +60,9 @@ struct ApiRequest {
   // <think> section is returned as reasoning_content, and whether the prompt opened it.
   std::vector<ChatVar> template_vars;
   bool reasoning = false, reasoning_open = false;
+  // Chat with a harmony model (gpt-oss): the reply's channels are parsed (HarmonyParser), its
+  // analysis becoming reasoning_content and its calls tool_calls, instead of the two above.
+  bool harmony = false;
   // Chat with tools (tool_choice auto, required or named): the tools for the template (a JSON
   // array), and the calls in the reply (written in ctx.tool_format) become message.tool_calls.
   std::string tools;

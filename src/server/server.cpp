@@ -97,7 +97,8 @@ class StreamSource : public BodySource {
         ar_(std::move(ar)),
         meta_(std::move(meta)),
         choices_(streams_.size(), Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open),
-                                         ToolCallSplitter(ar_.tool_format)}),
+                                         ToolCallSplitter(ar_.tool_format),
+                                         HarmonyParser(ar_.tool_calls)}),
         prompt_entries_(ar_.options.prompt_logprobs ? std::max(0, n_prompt - 1) : 0) {}
   void SetWaker(Waker waker) override {
     for (auto& s : streams_) s->SetOnReady(waker);
@@ -128,14 +129,22 @@ class StreamSource : public BodySource {
         while (i == 0 && prompt_lps_.size() < prompt_entries_ && skip < lps_.size())
           prompt_lps_.push_back(std::move(lps_[skip++]));
         lps_.erase(lps_.begin(), lps_.begin() + static_cast<long>(skip));
-        if (ar_.reasoning) {
+        std::vector<ChatToolCall> calls;
+        if (ar_.harmony) {  // reasoning, content and calls by channel and recipient
+          content_.clear();
+          c.harmony.Feed(text_, &reasoning_, &content_);
+          if (done) {
+            c.harmony.Finish(&reasoning_, &content_);
+            calls = c.harmony.calls();
+          }
+          text_.swap(content_);
+        } else if (ar_.reasoning) {
           content_.clear();
           c.split.Feed(text_, &reasoning_, &content_);
           if (done) c.split.Finish(&reasoning_, &content_);
           text_.swap(content_);
         }
-        std::vector<ChatToolCall> calls;
-        if (ar_.tool_calls) {  // content until the calls start; the calls at the end
+        if (ar_.tool_calls && !ar_.harmony) {  // content until the calls start; the calls at the end
           content_.clear();
           c.tools.Feed(text_, &content_);
           if (done) {
@@ -206,6 +215,7 @@ class StreamSource : public BodySource {
     size_t offset = 0;  // characters sent (completions' text_offset)
     ReasoningSplitter split;
     ToolCallSplitter tools;
+    HarmonyParser harmony;
   };
   // The next chunk of choice i: the echo (prompt text and entries) goes with its first.
   ChunkPart Part(size_t i) {
@@ -280,6 +290,7 @@ class Server {
   ApiContext ctx_;
   std::unique_ptr<ChatFormatter> chat_;
   bool reasoning_ = false;  // split chat replies' <think> sections (--reasoning-format)
+  bool harmony_ = false;    // parse chat replies' harmony channels (gpt-oss; not with none)
   int64_t created_ = UnixNow();
   std::mutex http_mu_;
   HttpCounters http_;
@@ -323,6 +334,7 @@ void Server::LoadModel() {
     reasoning_ = opt_.reasoning_format == "deepseek" ||
                  (opt_.reasoning_format == "auto" &&
                   info.chat_template.find("<think>") != std::string::npos);
+    harmony_ = ctx_.tool_format == ToolFormat::kHarmony && opt_.reasoning_format != "none";
     if (!chat_->warning().empty())
       std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
     service_ = Service::Create(std::move(engine), opt_.service);
@@ -422,8 +434,9 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
       e.message = ex.what();
       throw e;
     }
-    ar.reasoning = reasoning_;
-    ar.reasoning_open = reasoning_ && ChatFormatter::OpensReasoning(text);
+    ar.harmony = harmony_;
+    ar.reasoning = reasoning_ && !harmony_;
+    ar.reasoning_open = ar.reasoning && ChatFormatter::OpensReasoning(text);
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string& bos = engine.info().bos_token;
     const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;

@@ -26,7 +26,8 @@ struct ServerOptions {
   std::string chat_template;  // a built-in chat template family instead of the model's template
   std::string chat_template_file;  // a Jinja chat template file instead of the model's
   // Chat replies of reasoning models: "auto" (split <think>...</think> into reasoning_content
-  // when the chat template writes such sections), "deepseek" (always split), "none" (never).
+  // when the chat template writes such sections; a harmony model's analysis channel, gpt-oss),
+  // "deepseek" (always split), "none" (never: the reply as the model wrote it).
   std::string reasoning_format = "auto";
   std::string pooling;  // embeddings: mean, last or cls (empty: the model file's, else mean)
   size_t max_body_bytes = 8u << 20;
