@@ -202,6 +202,17 @@ for tpl in "${tpls[@]}"; do
   kill -9 "$SPID" 2>/dev/null
 done
 
+# --- gpt-oss's harmony format: a synthetic gpt-oss (its harmony tokens, the built-in harmony
+# template): forced calls are commentary messages to=functions.NAME parsed into tool_calls, and
+# free replies' channels never leak markup into content or reasoning_content
+"$BIN" synth --shape tiny-gpt-oss --type f32 --ctx 2048 -o "$TMP/gpt-oss.gguf" >/dev/null 2>&1
+start_server harmony -m "$TMP/gpt-oss.gguf" || exit 1
+grep -q "chat: built-in harmony, tool calls: harmony" "$TMP/harmony.log"
+check "a gpt-oss model is served with the harmony template and calls" $?
+node "$HERE/server/tools.mjs" "$PORT" gpt-oss 5 harmony
+check "tool calls and channels in harmony (synthetic gpt-oss, openai client)" $?
+kill -9 "$SPID" 2>/dev/null
+
 # --- serve --trace: requests (queued, prefill, decode), engine steps and scheduling events,
 # written when the server exits
 start_server trace -m "$M/stories260K.gguf" --trace "$TMP/serve-trace.json" || exit 1

@@ -249,9 +249,9 @@ TEST(Jinja, RaiseExceptionAndUnsupportedConstructsAreErrors) {
   EXPECT_THROW(JinjaTemplate("{% if messages[999999999999999999999999] %}{% endif %}"), Error);
   EXPECT_THROW(JinjaTemplate("{{ 'ab' * 100000000000 }}").RenderChat(kConversation, true, "", ""),
                Error);
-  for (const char* bad : {"{% call f() %}x{% endcall %}", "{{ x | wordcount }}",
-                          "{% for m in messages %}", "{{ 'a' ", "{% if x %}{% endfor %}",
-                          "{{ x is divisibleby(3) }}", "{% set x %}a{% endset %}"}) {
+  for (const char* bad :
+       {"{% call f() %}x{% endcall %}", "{{ x | wordcount }}", "{% for m in messages %}", "{{ 'a' ",
+        "{% if x %}{% endfor %}", "{{ x is divisibleby(3) }}", "{% set x %}a{% endset %}"}) {
     EXPECT_THROW(JinjaTemplate(bad).RenderChat(kConversation, true, "", ""), Error) << bad;
   }
   try {

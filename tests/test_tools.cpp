@@ -364,8 +364,9 @@ TEST(Harmony, BuiltInRendersAsGptOssTemplate) {
   EXPECT_THROW(f->Render(ChatInput{{{"user", "hi"}}, true, {other}, ""}), Error);
   EXPECT_THROW(f->Render(ChatInput{{{"tool", "x"}}, true, {}, ""}), Error);  // no call before
   // A model's template with harmony's markers is recognized as harmony.
-  info.chat_template = "{{ '<|start|>' }}{% for m in messages %}{{ m.content }}{% endfor %}"
-                       "{% if tools %}{% endif %}<|channel|>";
+  info.chat_template =
+      "{{ '<|start|>' }}{% for m in messages %}{{ m.content }}{% endfor %}"
+      "{% if tools %}{% endif %}<|channel|>";
   EXPECT_EQ(ChatFormatter::Create(info)->tool_format(), ToolFormat::kHarmony);
   EXPECT_EQ(ResolveChatTemplate(info, ""), "harmony");
 }
@@ -382,27 +383,52 @@ const HarmonyCase kHarmonyCases[] = {
     // rendered, the next header begins with <|start|>).
     {"<|channel|>analysis<|message|>User says hi. Reply.<|start|>assistant<|channel|>final"
      "<|message|>Hello! <|how|> are you?",
-     false, "User says hi. Reply.", "Hello! <|how|> are you?", {}},
+     false,
+     "User says hi. Reply.",
+     "Hello! <|how|> are you?",
+     {}},
     // With control tokens rendered (render_special): <|end|> and <|return|> end messages too.
     {"<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>"
      "ok<|return|>",
-     false, "think", "ok", {}},
+     false,
+     "think",
+     "ok",
+     {}},
     // A call as the harmony docs write it (recipient after the channel, <|constrain|>).
     {"<|channel|>analysis<|message|>Need weather.<|start|>assistant<|channel|>commentary "
      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
-     true, "Need weather.", "", {{"get_weather", "{\"city\":\"Paris\"}"}}},
+     true,
+     "Need weather.",
+     "",
+     {{"get_weather", "{\"city\":\"Paris\"}"}}},
     // ... and as gpt-oss's template writes it (recipient in the role part).
-    {"<|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}<|call|>", true,
-     "", "", {{"now", "{}"}}},
+    {"<|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}<|call|>",
+     true,
+     "",
+     "",
+     {{"now", "{}"}}},
     // A commentary preamble without a recipient is shown; a call nobody offered is content.
     {"<|channel|>commentary<|message|>Checking.<|start|>assistant<|channel|>commentary "
      "to=functions.f <|constrain|>json<|message|>{\"a\": 1}",
-     false, "", "Checking.{\"a\": 1}", {}},
+     false,
+     "",
+     "Checking.{\"a\": 1}",
+     {}},
     // Arguments that are not a JSON object: not a call, the text is content.
     {"<|channel|>commentary to=functions.f<|message|>{\"a\": ", true, "", "{\"a\": ", {}},
     // Plain text (a reply forced into JSON by response_format): content as written.
     {"{\"answer\": 42}", true, "", "{\"answer\": 42}", {}},
     {"<|", false, "", "<|", {}},
+    // A call's arguments end only at the end of the call: markers inside its strings are text
+    // (a forced call's grammar lets a random model write them).
+    {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"q\": \"a<|start|>b"
+     "<|channel|>\"}",
+     true,
+     "",
+     "",
+     {{"f", "{\"q\":\"a<|start|>b<|channel|>\"}"}}},
+    // Header markers out of place in a shown body are dropped, whatever the pieces.
+    {"x<|message|>y<|constrain|>z", false, "", "xyz", {}},
     // Cut inside a header (max_tokens): the header is not shown.
     {"<|channel|>analysis<|message|>hm<|start|>assistant<|channel|>fin", false, "hm", "", {}},
 };

@@ -251,10 +251,10 @@ std::string ChatFormatter::Render(const ChatInput& in) const {
     return chat_internal::RenderToolsMistral(in.messages, in.tools);
   }
   // (A harmony Jinja template that does not write tools itself gets Hermes' text.)
-  const ToolFormat lower = im.tool_format == ToolFormat::kMistral ||
-                                   im.tool_format == ToolFormat::kHarmony
-                               ? ToolFormat::kHermes
-                               : im.tool_format;
+  const ToolFormat lower =
+      im.tool_format == ToolFormat::kMistral || im.tool_format == ToolFormat::kHarmony
+          ? ToolFormat::kHermes
+          : im.tool_format;
   return Render(chat_internal::LowerTools(lower, in.messages, in.tools), in.add_generation_prompt,
                 in.vars);
 }

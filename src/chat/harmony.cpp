@@ -19,9 +19,26 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>",
-                           kMessage = "<|message|>", kEnd = "<|end|>", kReturn = "<|return|>",
+constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>", kMessage = "<|message|>",
+                           kConstrain = "<|constrain|>", kEnd = "<|end|>", kReturn = "<|return|>",
                            kCall = "<|call|>";
+// What ends a message's body: the next header, or an end marker (those are rendered only with
+// render_special). A call's body ends only at an end marker: its arguments may spell anything
+// in their strings (a forced call's grammar lets a random model write a marker there).
+constexpr std::string_view kBodyEnds[] = {kStart, kChannel, kEnd, kReturn, kCall};
+constexpr std::string_view kCallEnds[] = {kEnd, kReturn, kCall};
+
+// Header markers inside a shown body are structure out of place, not text: removed.
+void AppendText(std::string_view s, std::string* out) {
+  for (;;) {
+    const size_t a = s.find(kMessage), b = s.find(kConstrain);
+    const size_t at = std::min(a, b);
+    if (at == std::string_view::npos) break;
+    out->append(s.substr(0, at));
+    s.remove_prefix(at + (at == a ? kMessage.size() : kConstrain.size()));
+  }
+  out->append(s);
+}
 // A header longer than this without <|message|> is not a header: its text becomes content.
 constexpr size_t kMaxHeader = 512;
 
@@ -47,7 +64,8 @@ std::string TsType(const Json& s) {
   const Json type = s.contains("type") ? s["type"] : Json();
   if (type.is_array() && !type.empty()) {
     std::string out;
-    for (const auto& t : type) out += (out.empty() ? "" : " | ") + (t.is_string() ? t.get<std::string>() : "any");
+    for (const auto& t : type)
+      out += (out.empty() ? "" : " | ") + (t.is_string() ? t.get<std::string>() : "any");
     return out;
   }
   if (s.contains("oneOf") && s["oneOf"].is_array()) {
@@ -83,7 +101,8 @@ std::string TsType(const Json& s) {
   if (t == "object") {
     if (!s.contains("properties") || !s["properties"].is_object() || s["properties"].empty())
       return "object";
-    const Json req = s.contains("required") && s["required"].is_array() ? s["required"] : Json::array();
+    const Json req =
+        s.contains("required") && s["required"].is_array() ? s["required"] : Json::array();
     std::string out = "{\n";
     bool first = true;
     for (const auto& [name, p] : s["properties"].items()) {
@@ -106,13 +125,14 @@ std::string ToolNamespace(const Json& tools) {
       out += "// " + f["description"].get<std::string>() + "\n";
     out += "type " + f["name"].get<std::string>() + " = ";
     const Json params = f.contains("parameters") ? f["parameters"] : Json::object();
-    if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object() ||
-        params["properties"].empty()) {
+    if (!params.is_object() || !params.contains("properties") ||
+        !params["properties"].is_object() || params["properties"].empty()) {
       out += "() => any;\n\n";
       continue;
     }
-    const Json req =
-        params.contains("required") && params["required"].is_array() ? params["required"] : Json::array();
+    const Json req = params.contains("required") && params["required"].is_array()
+                         ? params["required"]
+                         : Json::array();
     out += "(_: {\n";
     for (const auto& [name, p] : params["properties"].items()) {
       if (p.is_object() && p.contains("description") && p["description"].is_string())
@@ -165,13 +185,13 @@ void HarmonyParser::Header(std::string_view h) {
 void HarmonyParser::Body(std::string_view s, std::string* reasoning, std::string* content) {
   switch (sink_) {
     case Sink::kReasoning:
-      reasoning->append(s);
+      AppendText(s, reasoning);
       break;
     case Sink::kCall:
       call_args_.append(s);
       break;
     case Sink::kContent:
-      content->append(s);
+      AppendText(s, content);
       break;
     case Sink::kDrop:
       break;
@@ -179,7 +199,6 @@ void HarmonyParser::Body(std::string_view s, std::string* reasoning, std::string
 }
 
 void HarmonyParser::Feed(std::string_view text, std::string* reasoning, std::string* content) {
-  static constexpr std::string_view kEnds[] = {kStart, kChannel, kEnd, kReturn, kCall};
   held_.append(text);
   for (;;) {
     if (!started_) {  // a reply opens with a header, or is plain text throughout
@@ -199,7 +218,9 @@ void HarmonyParser::Feed(std::string_view text, std::string* reasoning, std::str
         if (header_.size() > kMaxHeader) {  // not a header after all
           in_header_ = false;
           sink_ = Sink::kContent;
-          content->append(header_);
+          for (std::string_view m : kBodyEnds)
+            for (size_t p; (p = header_.find(m)) != std::string::npos;) header_.erase(p, m.size());
+          AppendText(header_, content);
           header_.clear();
           continue;
         }
@@ -212,18 +233,24 @@ void HarmonyParser::Feed(std::string_view text, std::string* reasoning, std::str
       in_header_ = false;
       continue;
     }
+    const bool call = sink_ == Sink::kCall;
+    const std::string_view* ends = call ? kCallEnds : kBodyEnds;
+    const size_t n_ends = call ? std::size(kCallEnds) : std::size(kBodyEnds);
     size_t at = std::string::npos;
     std::string_view which;
-    for (std::string_view m : kEnds) {
-      const size_t p = held_.find(m);
+    for (size_t k = 0; k < n_ends; ++k) {
+      const size_t p = held_.find(ends[k]);
       if (p < at) {
         at = p;
-        which = m;
+        which = ends[k];
       }
     }
     if (at == std::string::npos) {
       size_t keep = 0;
-      for (std::string_view m : kEnds) keep = std::max(keep, TagPrefixAtEnd(held_, m));
+      for (size_t k = 0; k < n_ends; ++k) keep = std::max(keep, TagPrefixAtEnd(held_, ends[k]));
+      if (!call)  // (a header marker cut across pieces is removed once whole)
+        for (std::string_view m : {kMessage, kConstrain})
+          keep = std::max(keep, TagPrefixAtEnd(held_, m));
       Body(std::string_view(held_).substr(0, held_.size() - keep), reasoning, content);
       held_.erase(0, held_.size() - keep);
       return;
@@ -272,10 +299,12 @@ std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::s
               effort = "medium";
   for (const ChatVar& v : vars) {
     if (v.name != "reasoning_effort" && v.name != "model_identity")
-      Fail("template variable '%s': the built-in harmony template takes reasoning_effort and "
-           "model_identity",
-           v.name.c_str());
-    if (v.kind != ChatVar::Kind::kString) Fail("template variable '%s' must be a string", v.name.c_str());
+      Fail(
+          "template variable '%s': the built-in harmony template takes reasoning_effort and "
+          "model_identity",
+          v.name.c_str());
+    if (v.kind != ChatVar::Kind::kString)
+      Fail("template variable '%s' must be a string", v.name.c_str());
     (v.name == "reasoning_effort" ? effort : identity) = v.str;
   }
   const Json list = tools.empty() ? Json::array() : Json::parse(tools, nullptr, false);
@@ -288,7 +317,8 @@ std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::s
                     "Current date: " + Today() + "\n\nReasoning: " + effort +
                     "\n\n# Valid channels: analysis, commentary, final. Channel must be included "
                     "for every message.";
-  if (!list.empty()) out += "\nCalls to these tools must go to the commentary channel: 'functions'.";
+  if (!list.empty())
+    out += "\nCalls to these tools must go to the commentary channel: 'functions'.";
   out += "<|end|>";
   std::string developer;
   for (const ChatMessage& m : messages)
@@ -311,11 +341,13 @@ std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::s
       // template: the chain of thought of a finished turn is dropped).
       bool later_final = false;
       for (size_t k = i + 1; k < messages.size(); ++k)
-        later_final = later_final || (messages[k].role == "assistant" && messages[k].tool_calls.empty());
+        later_final =
+            later_final || (messages[k].role == "assistant" && messages[k].tool_calls.empty());
       if (!m.content.empty() && !later_final)
         out += "<|start|>assistant<|channel|>analysis<|message|>" + m.content + "<|end|>";
       for (const ChatToolCall& c : m.tool_calls) {
-        out += "<|start|>assistant to=functions." + c.name + "<|channel|>commentary json<|message|>" +
+        out += "<|start|>assistant to=functions." + c.name +
+               "<|channel|>commentary json<|message|>" +
                PyJsonText(c.arguments.empty() ? "{}" : c.arguments) + "<|call|>";
         made.push_back(c);
       }
@@ -327,7 +359,8 @@ std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::s
       const ChatToolCall* call = made.empty() ? nullptr : &made.back();
       for (const ChatToolCall& c : made)
         if (!m.tool_call_id.empty() && c.id == m.tool_call_id) call = &c;
-      if (call == nullptr) Fail("a tool message needs an earlier assistant message with a tool call");
+      if (call == nullptr)
+        Fail("a tool message needs an earlier assistant message with a tool call");
       out += "<|start|>functions." + call->name + " to=assistant<|channel|>commentary<|message|>" +
              jinja::ToJson(jinja::Value::Str(m.content)) + "<|end|>";
     } else {

@@ -176,7 +176,7 @@ struct JinjaTemplate::Node {
   jinja::ExprP expr;    // kOutput, kSet value, kFor iterable
   jinja::ExprP filter;  // kFor: the loop filter (`for x in xs if cond`), or null
   std::vector<std::pair<jinja::ExprP, std::vector<std::unique_ptr<Node>>>>
-      branches;                                        // kIf (null cond: else)
+      branches;                   // kIf (null cond: else)
   std::vector<std::string> vars;  // kFor targets; kSet: name[, attribute]; kMacro: name, params
   std::vector<jinja::ExprP> defaults;                  // kMacro: per parameter, or null
   std::vector<std::unique_ptr<Node>> body, else_body;  // kFor; kMacro: body

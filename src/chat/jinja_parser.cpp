@@ -394,7 +394,9 @@ void JinjaTemplate::Parse(const std::string& source) {
         Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
       }
     } else if (kw == "endif" || kw == "endfor" || kw == "endmacro") {
-      const Node::Kind want = kw == "endif" ? Node::kIf : kw == "endfor" ? Node::kFor : Node::kMacro;
+      const Node::Kind want = kw == "endif"    ? Node::kIf
+                              : kw == "endfor" ? Node::kFor
+                                               : Node::kMacro;
       if (stack.empty() || stack.back().node->kind != want)
         Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
       into = stack.back().into;
@@ -474,7 +476,10 @@ void JinjaTemplate::Parse(const std::string& source) {
   if (!stack.empty()) {
     const Node::Kind k = stack.back().node->kind;
     Fail("chat template: '%s' opened in %s is never closed",
-         k == Node::kIf ? "if" : k == Node::kFor ? "for" : "macro", stack.back().node->where.c_str());
+         k == Node::kIf    ? "if"
+         : k == Node::kFor ? "for"
+                           : "macro",
+         stack.back().node->where.c_str());
   }
 }
 

@@ -1,11 +1,11 @@
 // chat/jinja_render.cpp: a statement tree evaluated against the chat variables (messages,
 // add_generation_prompt, bos_token, eos_token), with bounded work and output.
 #include <algorithm>
-#include <ctime>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <map>
 

@@ -269,7 +269,8 @@ void WriteVocabulary(const SynthSpec& s, GgufWriter* w) {
   if (s.harmony) {
     static const char* kHarmony[] = {"<|start|>",     "<|end|>",    "<|message|>", "<|channel|>",
                                      "<|constrain|>", "<|return|>", "<|call|>"};
-    if (types.empty() || pieces.size() < 300) Fail("synthetic model: harmony needs the synthetic vocabulary");
+    if (types.empty() || pieces.size() < 300)
+      Fail("synthetic model: harmony needs the synthetic vocabulary");
     for (size_t k = 0; k < 7; ++k) {
       const size_t at = pieces.size() - 7 + k;
       pieces[at] = kHarmony[k];

@@ -96,9 +96,9 @@ class StreamSource : public BodySource {
       : streams_(std::move(streams)),
         ar_(std::move(ar)),
         meta_(std::move(meta)),
-        choices_(streams_.size(), Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open),
-                                         ToolCallSplitter(ar_.tool_format),
-                                         HarmonyParser(ar_.tool_calls)}),
+        choices_(streams_.size(),
+                 Choice{true, false, 0, ReasoningSplitter(ar_.reasoning_open),
+                        ToolCallSplitter(ar_.tool_format), HarmonyParser(ar_.tool_calls)}),
         prompt_entries_(ar_.options.prompt_logprobs ? std::max(0, n_prompt - 1) : 0) {}
   void SetWaker(Waker waker) override {
     for (auto& s : streams_) s->SetOnReady(waker);
@@ -144,7 +144,8 @@ class StreamSource : public BodySource {
           if (done) c.split.Finish(&reasoning_, &content_);
           text_.swap(content_);
         }
-        if (ar_.tool_calls && !ar_.harmony) {  // content until the calls start; the calls at the end
+        if (ar_.tool_calls &&
+            !ar_.harmony) {  // content until the calls start; the calls at the end
           content_.clear();
           c.tools.Feed(text_, &content_);
           if (done) {

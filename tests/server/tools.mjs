@@ -1,11 +1,13 @@
 // Tool calls through the official OpenAI client (npm "openai"), arguments checked by ajv:
 // tool_choice required / named / auto / none, parallel_tool_calls, streaming, the round trip of
 // a tool result, and the 400s for bad tool definitions.
-// usage: node tools.mjs PORT MODEL [N]
+// With HARMONY set (a gpt-oss model): replies' channel markup never reaches content or
+// reasoning_content, streamed or whole.
+// usage: node tools.mjs PORT MODEL [N] [HARMONY]
 import OpenAI from 'openai';
 import Ajv from 'ajv';
 
-const [port, model, nArg] = process.argv.slice(2);
+const [port, model, nArg, harmony] = process.argv.slice(2);
 const N = Number(nArg ?? 20);
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 const ajv = new Ajv({ strict: true });
@@ -85,6 +87,28 @@ function callsValid(choice, names) {
   check('a tool result round-trips into the prompt', r2.usage.prompt_tokens > r0.usage.prompt_tokens + 20 && typeof r2.choices[0].finish_reason === 'string', `${r2.usage.prompt_tokens} vs ${r0.usage.prompt_tokens}`);
   const none = await client.chat.completions.create({ model, messages, tools, tool_choice: 'none', seed: 6, max_tokens: 20, temperature: 0 });
   check('tool_choice none: no calls, tools not described', !none.choices[0].message.tool_calls && none.usage.prompt_tokens < r0.usage.prompt_tokens, JSON.stringify(none.usage));
+}
+
+// harmony: free replies of a random gpt-oss emit its markers at random; the parser takes them all
+if (harmony) {
+  const markup = /<\|(start|channel|message|constrain)\|>/;
+  const bad = [];
+  let reasoning = 0;
+  for (let i = 0; i < 6; i++) {
+    const body = { model, messages, seed: 300 + i, ...free, max_tokens: 80 };
+    const r = await client.chat.completions.create(body);
+    const m = r.choices[0].message;
+    if (m.reasoning_content) reasoning++;
+    for (const t of [m.content ?? '', m.reasoning_content ?? '']) if (markup.test(t)) bad.push(JSON.stringify(m));
+    const s = await client.chat.completions.create({ ...body, stream: true });
+    let content = '', rc = '';
+    for await (const chunk of s) {
+      content += chunk.choices[0]?.delta?.content ?? '';
+      rc += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    }
+    if (content !== (m.content ?? '') || rc !== (m.reasoning_content ?? '')) bad.push(`stream differs: ${JSON.stringify([content, rc, m])}`);
+  }
+  check(`harmony: no channel markup in 6 free replies, streamed == whole (${reasoning} had reasoning)`, bad.length === 0, bad.slice(0, 2).join(' | '));
 }
 
 // bad definitions: 400 naming the field

@@ -121,12 +121,35 @@ int CmdChat(int argc, char** argv) {
         !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
     go.add_bos = engine->AddsBos() && !has_bos;
     GenerateResult r;
+    // A harmony model (gpt-oss) writes channels: its reasoning goes to standard error, the
+    // answer to standard output and into the history (the template takes no markup back).
+    const bool harmony = chat->tool_format() == ToolFormat::kHarmony;
+    HarmonyParser parse;
+    std::string reasoning, answer, content;
+    auto emit = [&] {
+      std::fwrite(reasoning.data(), 1, reasoning.size(), stderr);
+      std::fwrite(answer.data(), 1, answer.size(), stdout);
+      std::fflush(stdout);
+      content += answer;
+      reasoning.clear();
+      answer.clear();
+    };
     try {
-      r = engine->Generate(text, go, [](std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+      r = engine->Generate(text, go, [&](std::string_view piece) {
+        if (harmony) {
+          parse.Feed(piece, &reasoning, &answer);
+          emit();
+        } else {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        }
         return true;
       });
+      if (harmony) {
+        parse.Finish(&reasoning, &answer);
+        emit();
+        r.text = content;
+      }
     } catch (const Error& e) {
       // E.g. the conversation outgrew the context: say so, forget it, keep the session.
       std::fprintf(stderr, "\npaddock: %s; conversation reset\n", e.what());

@@ -46,9 +46,9 @@ const std::vector<OptionSpec> kTokSpecs = {
 const std::vector<OptionSpec> kSynthSpecs = {
     {{"--shape"},
      true,
-     "tiny, tiny-moe, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b; mixtures of "
-     "experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, mixtral-8x7b "
-     "(default tinyllama)"},
+     "tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b; "
+     "mixtures of experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
+     "mixtral-8x7b, gpt-oss-20b (default tinyllama)"},
     {{"--type"},
      true,
      "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
