@@ -6,18 +6,28 @@
 //   paddock-kv-bench dtypes MODEL [-z TOKENIZER] TEXT
 //                                         bytes per token and average next-token log-likelihood
 //                                         of TEXT for each KV type configuration
+//   paddock-kv-bench kscales [SEED]      key scale granularity: attention error of int8 / int4
+//                                         keys with one scale per head (Paddock's, rotated),
+//                                         per group of 32 or 64 (llama.cpp's q8_0 / q4_0), and
+//                                         per channel over blocks of 32 tokens (KIVI), on iid
+//                                         and outlier-channel keys with RoPE
 // Medians of 5 runs where timing is involved.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "base/mapped_file.h"
 #include "base/stats.h"
 #include "base/strings.h"
 #include "base/timer.h"
+#include "kernels/kernels.h"
+#include "kernels/kv_format.h"
+#include "kernels/kv_rows.h"
 #include "paddock/paddock.h"
 
 using namespace paddock;
@@ -149,6 +159,213 @@ int Dtypes(const std::string& model, const std::string& tokenizer, const std::st
   return 0;
 }
 
+// ---- kscales ---------------------------------------------------------------------------
+
+// Symmetric quantize-dequantize of n values with one scale (fp16 when half_scale, as group
+// formats store it): levels +-qmax, the scale amax / qmax (int4: the extreme value maps to -8,
+// as Q4_0 and Paddock's int4 do).
+void QuantGroup(float* x, int n, int stride, int bits, bool half_scale) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i * stride]);
+    if (a > amax) {
+      amax = a;
+      max = x[i * stride];
+    }
+  }
+  float d = bits == 8 ? amax / 127.0f : max / -8.0f;
+  if (half_scale) d = Fp16ToFp32(Fp32ToFp16(d));
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    float& v = x[i * stride];
+    const float q = bits == 8 ? std::clamp(std::nearbyint(v * id), -127.0f, 127.0f)
+                              : std::clamp(std::nearbyint(v * id), -8.0f, 7.0f);
+    v = q * d;
+  }
+}
+
+struct KEncoding {
+  const char* name;
+  double bytes_per_element;  // at head_dim 128
+  // Quantize-dequantize keys [t][hd] (t a multiple of 32) in place.
+  std::function<void(std::vector<float>*, int t, int hd)> apply;
+};
+
+// Paddock's own encoders (kv_store) and decoder, rotation included; the keys come back in the
+// original basis (the Hadamard transform is its own inverse).
+void EngineRoundTrip(KvDtype type, std::vector<float>* k, int t, int hd) {
+  const KernelTable& kt = ReferenceKernels();
+  std::vector<uint8_t> row(KvRowBytes(type, 1, hd));
+  for (int i = 0; i < t; ++i) {
+    float* x = k->data() + static_cast<size_t>(i) * hd;
+    kt.kv_store[static_cast<int>(type)](row.data(), x, 1, hd);
+    KvDecodeHead(type, row.data(), 0, 1, hd, 0, hd, x);
+    if (KvRotated(type, hd)) Hadamard(x, hd);
+  }
+}
+
+void Groups(std::vector<float>* k, int t, int hd, int g, int bits, bool rotate) {
+  for (int i = 0; i < t; ++i) {
+    float* x = k->data() + static_cast<size_t>(i) * hd;
+    if (rotate) Hadamard(x, hd);
+    for (int s = 0; s < hd; s += g) QuantGroup(x + s, g, 1, bits, true);
+    if (rotate) Hadamard(x, hd);
+  }
+}
+
+// KIVI: each channel quantized over a block of 32 tokens (keys written a block at a time),
+// asymmetric as the paper does: fp16 scale and minimum per channel and block.
+void PerChannel(std::vector<float>* k, int t, int hd, int bits) {
+  const float levels = bits == 8 ? 255.0f : 15.0f;
+  for (int b = 0; b < t; b += 32) {
+    for (int c = 0; c < hd; ++c) {
+      float* x = k->data() + static_cast<size_t>(b) * hd + c;
+      float lo = x[0], hi = x[0];
+      for (int i = 1; i < 32; ++i) {
+        lo = std::min(lo, x[i * hd]);
+        hi = std::max(hi, x[i * hd]);
+      }
+      const float d = Fp16ToFp32(Fp32ToFp16((hi - lo) / levels));
+      const float z = Fp16ToFp32(Fp32ToFp16(lo));
+      for (int i = 0; i < 32; ++i) {
+        const float q = d > 0 ? std::clamp(std::nearbyint((x[i * hd] - z) / d), 0.0f, levels) : 0;
+        x[i * hd] = z + q * d;
+      }
+    }
+  }
+}
+
+int KScales(uint64_t seed) {
+  const std::vector<KEncoding> encodings = {
+      {"f16", 2.0,
+       [](std::vector<float>* k, int, int) {
+         for (float& v : *k) v = Fp16ToFp32(Fp32ToFp16(v));
+       }},
+      {"int8, scale per head, rotated (Paddock)", 1 + 4.0 / 128,
+       [](std::vector<float>* k, int t, int hd) { EngineRoundTrip(KvDtype::kI8, k, t, hd); }},
+      {"int8, scale per 64, rotated", 1 + 2.0 / 64,
+       [](std::vector<float>* k, int t, int hd) { Groups(k, t, hd, 64, 8, true); }},
+      {"int8, scale per 32, rotated", 1 + 2.0 / 32,
+       [](std::vector<float>* k, int t, int hd) { Groups(k, t, hd, 32, 8, true); }},
+      {"int8, scale per 32 (llama.cpp q8_0)", 1 + 2.0 / 32,
+       [](std::vector<float>* k, int t, int hd) { Groups(k, t, hd, 32, 8, false); }},
+      {"int8, scale per head, not rotated", 1 + 2.0 / 128,
+       [](std::vector<float>* k, int t, int hd) { Groups(k, t, hd, hd, 8, false); }},
+      {"int8, per channel / 32 tokens (KIVI)", 1 + 4.0 / 32,
+       [](std::vector<float>* k, int t, int hd) { PerChannel(k, t, hd, 8); }},
+      {"int4, scale per 32, rotated (Paddock)", 0.5 + 2.0 / 32,
+       [](std::vector<float>* k, int t, int hd) { EngineRoundTrip(KvDtype::kI4, k, t, hd); }},
+      {"int4, scale per 32 (llama.cpp q4_0)", 0.5 + 2.0 / 32,
+       [](std::vector<float>* k, int t, int hd) { Groups(k, t, hd, 32, 4, false); }},
+      {"int4, scale per head, rotated", 0.5 + 2.0 / 128,
+       [](std::vector<float>* k, int t, int hd) { Groups(k, t, hd, hd, 4, true); }},
+      {"int4, per channel / 32 tokens (KIVI)", 0.5 + 4.0 / 32,
+       [](std::vector<float>* k, int t, int hd) { PerChannel(k, t, hd, 4); }},
+  };
+  struct Dist {
+    const char* name;
+    bool outliers;
+  } dists[] = {{"iid Gaussian keys", false},
+               {"outlier channels + RoPE (4 low-frequency channels at 12x, lognormal rest)", true}};
+  const int T = 1024, kHeads = 16, kQueries = 8;
+  for (int hd : {128, 64}) {
+    for (const Dist& dist : dists) {
+      std::printf("\nhead_dim %d, %s; %d keys x %d heads x %d queries, logits at std 2.5:\n", hd,
+                  dist.name, T, kHeads, kQueries);
+      std::printf("  %-42s %8s %14s %14s %14s\n", "K encoding", "B/elem", "logit RMSE/std",
+                  "KL(p||p^)", "out rel err");
+      std::vector<double> logit_err(encodings.size()), kl(encodings.size()),
+          out_err(encodings.size());
+      uint64_t st = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(hd);
+      auto uni = [&] {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        return (static_cast<double>(st >> 11) + 0.5) / 9007199254740992.0;
+      };
+      auto gauss = [&] {
+        return std::sqrt(-2 * std::log(uni())) * std::cos(6.283185307179586 * uni());
+      };
+      for (int h = 0; h < kHeads; ++h) {
+        std::vector<double> chan(hd, 1.0);
+        if (dist.outliers) {
+          for (double& c : chan) c = std::exp(0.6 * gauss());
+          // RoPE pairs (i, i + hd/2); the last pairs turn slowest: outliers sit there.
+          for (int p : {hd / 2 - 1, hd / 2 - 3}) chan[p] = chan[p + hd / 2] = 12.0;
+        }
+        std::vector<float> k(static_cast<size_t>(T) * hd), v(static_cast<size_t>(T) * hd);
+        for (int t = 0; t < T; ++t) {
+          float* x = k.data() + static_cast<size_t>(t) * hd;
+          for (int c = 0; c < hd; ++c) x[c] = static_cast<float>(chan[c] * gauss());
+          if (dist.outliers) {  // the mean of an outlier channel is not zero either
+            for (int p : {hd / 2 - 1, hd / 2 - 3}) x[p] += 24.0f;
+            for (int i = 0; i < hd / 2; ++i) {  // RoPE at position t (NeoX pairing)
+              const double th = t * std::pow(10000.0, -2.0 * i / hd);
+              const float a = x[i], b = x[i + hd / 2];
+              x[i] = static_cast<float>(a * std::cos(th) - b * std::sin(th));
+              x[i + hd / 2] = static_cast<float>(a * std::sin(th) + b * std::cos(th));
+            }
+          }
+          for (int c = 0; c < hd; ++c)
+            v[static_cast<size_t>(t) * hd + c] = static_cast<float>(gauss());
+        }
+        std::vector<std::vector<float>> kq(encodings.size(), k);
+        for (size_t e = 0; e < encodings.size(); ++e) encodings[e].apply(&kq[e], T, hd);
+        for (int qi = 0; qi < kQueries; ++qi) {
+          std::vector<double> q(hd);
+          for (int c = 0; c < hd; ++c) q[c] = chan[c] * gauss();
+          std::vector<double> s(T);
+          for (int t = 0; t < T; ++t) {
+            double d = 0;
+            for (int c = 0; c < hd; ++c) d += q[c] * k[static_cast<size_t>(t) * hd + c];
+            s[t] = d;
+          }
+          double mean = 0, var = 0;
+          for (double x : s) mean += x / T;
+          for (double x : s) var += (x - mean) * (x - mean) / T;
+          const double scale = 2.5 / std::sqrt(var);
+          auto softmax = [&](const std::vector<double>& l, std::vector<double>* p) {
+            const double mx = *std::max_element(l.begin(), l.end());
+            double z = 0;
+            p->resize(l.size());
+            for (size_t t = 0; t < l.size(); ++t) z += ((*p)[t] = std::exp((l[t] - mx) * scale));
+            for (double& x : *p) x /= z;
+          };
+          std::vector<double> p, o(hd, 0.0);
+          softmax(s, &p);
+          for (int t = 0; t < T; ++t)
+            for (int c = 0; c < hd; ++c) o[c] += p[t] * v[static_cast<size_t>(t) * hd + c];
+          double on = 0;
+          for (double x : o) on += x * x;
+          for (size_t e = 0; e < encodings.size(); ++e) {
+            std::vector<double> sq(T), pq, oq(hd, 0.0);
+            double se = 0;
+            for (int t = 0; t < T; ++t) {
+              double d = 0;
+              for (int c = 0; c < hd; ++c) d += q[c] * kq[e][static_cast<size_t>(t) * hd + c];
+              sq[t] = d;
+              se += (d - s[t]) * (d - s[t]) * scale * scale;
+            }
+            softmax(sq, &pq);
+            double klv = 0, oe = 0;
+            for (int t = 0; t < T; ++t) {
+              if (p[t] > 0) klv += p[t] * std::log(p[t] / std::max(pq[t], 1e-300));
+              for (int c = 0; c < hd; ++c) oq[c] += pq[t] * v[static_cast<size_t>(t) * hd + c];
+            }
+            for (int c = 0; c < hd; ++c) oe += (oq[c] - o[c]) * (oq[c] - o[c]);
+            logit_err[e] += std::sqrt(se / T) / 2.5;
+            kl[e] += klv;
+            out_err[e] += std::sqrt(oe / on);
+          }
+        }
+      }
+      const double n = kHeads * kQueries;
+      for (size_t e = 0; e < encodings.size(); ++e)
+        std::printf("  %-42s %8.3f %14.5f %14.3e %14.5f\n", encodings[e].name,
+                    encodings[e].bytes_per_element, logit_err[e] / n, kl[e] / n, out_err[e] / n);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,9 +375,17 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::string(argv[1]) == "dtypes") return Dtypes(argv[2], "", argv[3]);
     if (argc == 6 && std::string(argv[1]) == "dtypes" && std::string(argv[3]) == "-z")
       return Dtypes(argv[2], argv[4], argv[5]);
+    if ((argc == 2 || argc == 3) && std::string(argv[1]) == "kscales") {
+      char* end = nullptr;
+      const unsigned long long seed = argc == 3 ? std::strtoull(argv[2], &end, 10) : 1;
+      if (argc == 3 && (end == argv[2] || *end != '\0'))
+        Fail("kscales: the seed must be a number (got '%s')", argv[2]);
+      return KScales(seed);
+    }
     std::fprintf(
         stderr,
-        "usage: paddock-kv-bench prefix MODEL | window MODEL | dtypes MODEL [-z TOKENIZER] TEXT\n");
+        "usage: paddock-kv-bench prefix MODEL | window MODEL | dtypes MODEL [-z TOKENIZER] TEXT | "
+        "kscales [SEED]\n");
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "paddock-kv-bench: error: %s\n", e.what());
