@@ -287,6 +287,8 @@ TEST(Jinja, Macros) {
             "2");
   EXPECT_EQ(r("{%- macro t(s) -%}{{ s.type }}{%- endmacro -%}{{ t({'type': 'string'}) + '[]' }}"),
             "string[]");
+  // A close inside open brackets does not end the tag (as Jinja's lexer balances them).
+  EXPECT_EQ(r("{{ {'a': {'b': 1}}['a']['b'] }}|{{ [[1, 2]][0][1] }}"), "1|2");
   for (const char* bad :
        {"{% macro f(a) %}{% endmacro %}{{ f(1, 2) }}", "{% macro f(a) %}{% endmacro %}{{ f(b=1) }}",
         "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "{% macro f() %}x",

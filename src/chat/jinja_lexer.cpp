@@ -96,9 +96,11 @@ std::vector<Chunk> Cut(const std::string& src) {
     if (open >= src.size()) break;
     const char t = src[open + 1];
     const std::string close = t == '{' ? "}}" : t == '%' ? "%}" : "#}";
-    // Find the close, skipping quoted strings inside expressions and statements.
+    // Find the close, skipping quoted strings inside expressions and statements; as Jinja's
+    // lexer does, a close inside open brackets is not one ({{ {'a': {'b': 1}} }}).
     size_t j = open + 2;
     char quote = 0;
+    int depth = 0;
     for (; j + 1 < src.size(); ++j) {
       if (t != '#') {
         if (quote) {
@@ -113,7 +115,13 @@ std::vector<Chunk> Cut(const std::string& src) {
           continue;
         }
       }
-      if (src.compare(j, 2, close) == 0) break;
+      if (depth == 0 && src.compare(j, 2, close) == 0) break;
+      if (t == '#') continue;
+      if (src[j] == '(' || src[j] == '[' || src[j] == '{') {
+        ++depth;
+      } else if ((src[j] == ')' || src[j] == ']' || src[j] == '}') && depth > 0) {
+        --depth;
+      }
     }
     if (j + 1 >= src.size()) Fail("chat template: unclosed tag starting on line %zu", line);
     Chunk c{t == '{'   ? Chunk::kExpr

@@ -47,8 +47,9 @@ std::vector<OptionSpec> ServeSpecs() {
        "embeddings (/v1/embeddings): mean, last or cls (default: the model file's, else mean)"},
       {{"--reasoning-format"},
        true,
-       "chat replies' <think> sections as reasoning_content: auto (when the template writes "
-       "them), deepseek (always) or none (default auto)"},
+       "chat replies' <think> sections (a harmony model's analysis channel) as "
+       "reasoning_content: auto (when the template writes them), deepseek (always) or none (the "
+       "reply as generated; default auto)"},
       {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
       {{"--max-running"},
        true,
