@@ -429,6 +429,8 @@ const HarmonyCase kHarmonyCases[] = {
      {{"f", "{\"q\":\"a<|start|>b<|channel|>\"}"}}},
     // Header markers out of place in a shown body are dropped, whatever the pieces.
     {"x<|message|>y<|constrain|>z", false, "", "xyz", {}},
+    // A "header" that never reaches <|message|> within 512 bytes is text (its markers dropped).
+    {"<|channel|>" + std::string(600, 'x'), false, "", std::string(600, 'x'), {}},
     // Cut inside a header (max_tokens): the header is not shown.
     {"<|channel|>analysis<|message|>hm<|start|>assistant<|channel|>fin", false, "hm", "", {}},
 };
