@@ -4,10 +4,10 @@
 // convention parse back into calls, streamed piece by piece or whole.
 #include <gtest/gtest.h>
 
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
+#include "base/strings.h"
 #include "chat/jinja.h"
 #include "paddock/chat.h"
 
@@ -323,15 +323,6 @@ const char* kHarmonyExpected =
     "<|start|>assistant<|channel|>final<|message|>21 C.<|end|><|start|>user<|message|>"
     "Thanks<|end|><|start|>assistant";
 
-std::string Today() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
-
 TEST(Harmony, BuiltInRendersAsGptOssTemplate) {
   ModelInfo info;
   info.arch = "gpt-oss";
@@ -344,7 +335,7 @@ TEST(Harmony, BuiltInRendersAsGptOssTemplate) {
   msgs.push_back({"assistant", "21 C."});
   msgs.push_back({"user", "Thanks"});
   std::string want = kHarmonyExpected;
-  want.replace(want.find("@DATE@"), 6, Today());
+  want.replace(want.find("@DATE@"), 6, FormatLocalTime("%Y-%m-%d"));
   EXPECT_EQ(f->Render(ChatInput{msgs, true, {}, kHarmonyTools}), want);
   // Without tools: no developer message unless there is a system one; a last assistant turn
   // without a generation prompt ends with <|return|>; reasoning_effort is a variable.

@@ -118,6 +118,9 @@ class HarmonyParser {
   std::string held_, header_, call_name_, call_args_, pending_content_;
   std::vector<ChatToolCall> calls_;
 };
+// A whole harmony reply through HarmonyParser: its content and calls (calls only with tools),
+// its reasoning into *reasoning.
+ParsedToolCalls ParseHarmony(std::string_view text, bool tools, std::string* reasoning);
 
 // Names: chatml, llama2, llama3, mistral, phi3, gemma, zephyr, harmony.
 const std::vector<std::string>& ChatTemplateNames();

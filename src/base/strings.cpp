@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <vector>
 
 namespace paddock {
@@ -85,6 +86,14 @@ size_t TagPrefixAtEnd(std::string_view s, std::string_view tag) {
   for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
     if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
   return 0;
+}
+
+std::string FormatLocalTime(const char* fmt) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[256];
+  return std::string(buf, std::strftime(buf, sizeof buf, fmt, &tm));
 }
 
 std::string FileStem(const std::string& path) {

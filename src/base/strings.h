@@ -26,6 +26,8 @@ std::string FormatBytes(uint64_t bytes);
 std::vector<std::string> Split(const std::string& s, char sep);
 // "dir/model.gguf" -> "model".
 std::string FileStem(const std::string& path);
+// The local time now, formatted by strftime (at most 255 bytes): "%Y-%m-%d" -> "2026-12-02".
+std::string FormatLocalTime(const char* fmt);
 
 // `s` without leading and trailing spaces, tabs and line breaks.
 std::string_view TrimSpace(std::string_view s);

@@ -6,18 +6,17 @@
 // Not here: the tokenizer's side (which markers are rendered as text, <|return|> and <|call|>
 // ending a generation: model/tokenizer.cpp), the grammar of a forced call (server/api.cpp).
 #include <algorithm>
-#include <ctime>
-#include <nlohmann/json.hpp>
 
 #include "base/strings.h"
 #include "chat/jinja_ast.h"
 #include "chat/tools_internal.h"
+#include "chat/tools_json.h"
 #include "paddock/chat.h"
 
 namespace paddock {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = chat_internal::Json;
 
 constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>", kMessage = "<|message|>",
                            kConstrain = "<|constrain|>", kEnd = "<|end|>", kReturn = "<|return|>",
@@ -51,10 +50,6 @@ std::string HeaderWord(std::string_view h, std::string_view key) {
   size_t e = b;
   while (e < h.size() && h[e] != ' ' && h[e] != '<') ++e;
   return std::string(h.substr(b, e - b));
-}
-
-std::string PyJsonText(const std::string& json_text) {
-  return jinja::ToJson(jinja::FromJson(json_text));
 }
 
 // A parameter's type as gpt-oss's template writes it in TypeScript.
@@ -147,7 +142,7 @@ std::string ToolNamespace(const Json& tools) {
         else if (p.contains("oneOf"))
           out += "// default: " + raw;
         else
-          out += ", // default: " + PyJsonText(d.dump());
+          out += ", // default: " + chat_internal::PyJson(d);
       }
       out += ",\n";
     }
@@ -156,25 +151,15 @@ std::string ToolNamespace(const Json& tools) {
   return out + "} // namespace functions";
 }
 
-std::string Today() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
-
 }  // namespace
 
 void HarmonyParser::Header(std::string_view h) {
   const std::string channel = HeaderWord(h, kChannel);
-  std::string to = HeaderWord(h, "to=");
-  call_name_.clear();
-  call_args_.clear();
-  if (!to.empty() && tools_ && to.rfind("functions.", 0) == 0 && to.size() > 10) {
-    sink_ = Sink::kCall;
-    call_name_ = to.substr(10);
+  const std::string to = HeaderWord(h, "to=");
+  constexpr std::string_view kFunctions = "functions.";
+  if (tools_ && to.size() > kFunctions.size() && StartsWith(to, kFunctions)) {
+    sink_ = Sink::kCall;  // (EndMessage left the call's name and arguments empty)
+    call_name_ = to.substr(kFunctions.size());
   } else if (to.empty() && channel == "analysis") {
     sink_ = Sink::kReasoning;
   } else {
@@ -291,6 +276,15 @@ void HarmonyParser::Finish(std::string* reasoning, std::string* content) {
   pending_content_.clear();
 }
 
+ParsedToolCalls ParseHarmony(std::string_view text, bool tools, std::string* reasoning) {
+  HarmonyParser p(tools);
+  ParsedToolCalls out;
+  p.Feed(text, reasoning, &out.content);
+  p.Finish(reasoning, &out.content);
+  out.calls = p.calls();
+  return out;
+}
+
 namespace chat_internal {
 
 std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::string& tools,
@@ -307,14 +301,9 @@ std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::s
       Fail("template variable '%s' must be a string", v.name.c_str());
     (v.name == "reasoning_effort" ? effort : identity) = v.str;
   }
-  const Json list = tools.empty() ? Json::array() : Json::parse(tools, nullptr, false);
-  if (list.is_discarded() || !list.is_array()) Fail("tools must be a JSON array");
-  for (const auto& t : list)
-    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
-        !t["function"].contains("name") || !t["function"]["name"].is_string())
-      Fail("each tool needs function.name");
+  const Json list = tools.empty() ? Json::array() : ToolList(tools);
   std::string out = "<|start|>system<|message|>" + identity + "\nKnowledge cutoff: 2024-06\n" +
-                    "Current date: " + Today() + "\n\nReasoning: " + effort +
+                    "Current date: " + FormatLocalTime("%Y-%m-%d") + "\n\nReasoning: " + effort +
                     "\n\n# Valid channels: analysis, commentary, final. Channel must be included "
                     "for every message.";
   if (!list.empty())
@@ -347,8 +336,7 @@ std::string RenderHarmony(const std::vector<ChatMessage>& messages, const std::s
         out += "<|start|>assistant<|channel|>analysis<|message|>" + m.content + "<|end|>";
       for (const ChatToolCall& c : m.tool_calls) {
         out += "<|start|>assistant to=functions." + c.name +
-               "<|channel|>commentary json<|message|>" +
-               PyJsonText(c.arguments.empty() ? "{}" : c.arguments) + "<|call|>";
+               "<|channel|>commentary json<|message|>" + PyJson(ArgsOf(c)) + "<|call|>";
         made.push_back(c);
       }
     } else if (m.role == "assistant") {

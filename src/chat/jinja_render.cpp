@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <functional>
 #include <map>
 
@@ -554,12 +553,7 @@ class Renderer {
       if (fn == "strftime_now") {  // the local time (templates print today's date)
         if (args.size() != 1 || args[0].kind != Value::kString)
           Fail("chat template: strftime_now takes one format string (%s)", where.c_str());
-        const std::time_t now = std::time(nullptr);
-        std::tm tm{};
-        localtime_r(&now, &tm);
-        char buf[256];
-        const size_t n = std::strftime(buf, sizeof buf, args[0].s.c_str(), &tm);
-        return Value::Str(std::string(buf, n));
+        return Value::Str(FormatLocalTime(args[0].s.c_str()));
       }
       Fail("chat template: the function '%s' is not supported (%s)", fn.c_str(), where.c_str());
     }

@@ -5,16 +5,18 @@
 //
 // Not here: which tools a request may call and the grammar that constrains a call (the server's
 // API layer), the model's own Jinja template (jinja_render.cpp gets tools as data).
-#include <nlohmann/json.hpp>
-
 #include "base/strings.h"
 #include "chat/jinja_ast.h"
 #include "chat/tools_internal.h"
+#include "chat/tools_json.h"
 
 namespace paddock {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using chat_internal::ArgsOf;
+using chat_internal::Json;
+using chat_internal::PyJson;
+using chat_internal::ToolList;
 
 constexpr std::string_view kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralOpen = "[TOOL_CALLS]";
@@ -149,29 +151,6 @@ ParsedToolCalls ParseMistral(std::string_view text) {
   return out;
 }
 
-// The tool definitions as JSON (an array), checked for shape: Error naming what is wrong.
-Json ToolList(const std::string& tools) {
-  const Json j = Json::parse(tools, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) Fail("tools must be a JSON array");
-  for (const auto& t : j)
-    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
-        !t["function"].contains("name") || !t["function"]["name"].is_string())
-      Fail("each tool needs function.name");
-  return j;
-}
-
-// JSON as Python's json.dumps writes it (", " and ": "), the way templates' tojson spell it, so
-// text written here matches what the models saw in training.
-std::string PyJson(const Json& j) {
-  return jinja::ToJson(jinja::FromJson(j.dump()));
-}
-
-Json ArgsOf(const ChatToolCall& c) {
-  const Json a = Json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, false);
-  if (a.is_discarded()) Fail("the arguments of a call to '%s' are not valid JSON", c.name.c_str());
-  return a;
-}
-
 }  // namespace
 
 const char* ToolFormatName(ToolFormat format) {
@@ -195,13 +174,9 @@ ParsedToolCalls ParseToolCalls(ToolFormat format, std::string_view text) {
     case ToolFormat::kMistral:
       return ParseMistral(text);
     case ToolFormat::kHarmony: {
-      HarmonyParser p(true);
-      ParsedToolCalls out;
-      std::string reasoning;
-      p.Feed(text, &reasoning, &out.content);
-      p.Finish(&reasoning, &out.content);
+      std::string reasoning;  // (not part of ParsedToolCalls)
+      ParsedToolCalls out = ParseHarmony(text, true, &reasoning);
       out.content = std::string(TrimSpace(out.content));
-      out.calls = p.calls();
       return out;
     }
     case ToolFormat::kHermes:
@@ -251,6 +226,26 @@ void ToolCallSplitter::Feed(std::string_view text, std::string* content) {
 }
 
 namespace chat_internal {
+
+Json ToolList(const std::string& tools) {
+  const Json j = Json::parse(tools, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) Fail("tools must be a JSON array");
+  for (const auto& t : j)
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
+        !t["function"].contains("name") || !t["function"]["name"].is_string())
+      Fail("each tool needs function.name");
+  return j;
+}
+
+std::string PyJson(const Json& j) {
+  return jinja::ToJson(jinja::FromJson(j.dump()));
+}
+
+Json ArgsOf(const ChatToolCall& c) {
+  const Json a = Json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, false);
+  if (a.is_discarded()) Fail("the arguments of a call to '%s' are not valid JSON", c.name.c_str());
+  return a;
+}
 
 ToolFormat FamilyToolFormat(const std::string& family) {
   if (family == "llama3") return ToolFormat::kLlama3;

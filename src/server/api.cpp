@@ -1003,11 +1003,8 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
       choice["message"] = {{"role", "assistant"}, {"content", g.text}};
       ParsedToolCalls pr;
       if (r.harmony) {  // channels: analysis is reasoning, final content; calls by recipient
-        HarmonyParser parse(r.tool_calls);
         std::string reasoning;
-        parse.Feed(g.text, &reasoning, &pr.content);
-        parse.Finish(&reasoning, &pr.content);
-        pr.calls = parse.calls();
+        pr = ParseHarmony(g.text, r.tool_calls, &reasoning);
         choice["message"]["content"] = pr.content;
         choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
       } else if (r.reasoning) {

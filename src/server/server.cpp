@@ -144,8 +144,8 @@ class StreamSource : public BodySource {
           if (done) c.split.Finish(&reasoning_, &content_);
           text_.swap(content_);
         }
-        if (ar_.tool_calls &&
-            !ar_.harmony) {  // content until the calls start; the calls at the end
+        // Other formats' calls: content until the calls start; the calls at the end.
+        if (ar_.tool_calls && !ar_.harmony) {
           content_.clear();
           c.tools.Feed(text_, &content_);
           if (done) {
