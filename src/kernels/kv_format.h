@@ -18,11 +18,12 @@
 //
 // Scale granularity of the keys, measured (`paddock-kv-bench kscales`: attention KL and output
 // error over 1,024 keys, head_dim 128 and 64, iid and outlier-channel keys with RoPE). With the
-// rotation, int8 with one scale per head is within 10-20% of the error of scales per 32
-// elements (3% more bytes) and 4-5x below llama.cpp's unrotated q8_0 groups; per-channel scales
-// over 32-token blocks (KIVI, asymmetric, 9% more bytes) do worse than the rotated head on
-// outlier keys. For int4, groups of 32 (rotated) beat one scale per head by 25-40% and
-// unrotated q4_0 by 4-5x. So: int8 per head, int4 per 32, both rotated.
+// rotation, int8 with one scale per head has a logit error 15-20% above scales per 32 elements
+// (KL 20-45% above, both tiny; 3% more bytes), and on outlier keys a KL 4-5x below llama.cpp's
+// unrotated q8_0 groups; per-channel scales over 32-token blocks (KIVI, asymmetric, 9% more
+// bytes) do worse than the rotated head on outlier keys. For int4, groups of 32 (rotated) have
+// a KL 20-35% below one scale per head, and on outlier keys 4-5x below unrotated q4_0. So: int8
+// per head, int4 per 32, both rotated.
 #pragma once
 
 #include <cstddef>
