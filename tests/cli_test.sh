@@ -277,8 +277,10 @@ expect_error "two grammars" 2 "give one of" -- run -m /nonexistent --json --gram
 TC="$TMP/tune-cache"
 tune_env() { PADDOCK_CACHE_DIR="$TC" "$@"; }
 tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >"$TMP/tune.out" 2>"$TMP/tune.err" \
-  && grep -q '^chosen: ' "$TMP/tune.out" && head -n 1 "$TC/tune.tsv" | grep -qx '# paddock tune cache v1' \
-  && [ "$(grep -c $'\tthreads=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune stores one entry: $(cat "$TMP/tune.err")"
+  && grep -q '^chosen: .* prefetch \(off\|auto\|all\) (decode' "$TMP/tune.out" \
+  && grep -q 'decode (64 tokens), prefetch: off=[0-9.]* auto=[0-9.]* all=[0-9.]*' "$TMP/tune.out" \
+  && head -n 1 "$TC/tune.tsv" | grep -qx '# paddock tune cache v2' \
+  && [ "$(grep -c $'\tthreads=.*\tprefetch=[a-z]*\tdecode=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune stores one entry: $(cat "$TMP/tune.err")"
 tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>&1
 [ "$(grep -c $'\tthreads=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune again replaces its entry"
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/tuned" 2>"$TMP/tuned.err"
@@ -286,7 +288,7 @@ grep -q "tuned for this machine" "$TMP/tuned.err" && ok || bad "run reads the tu
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 --no-tune >"$TMP/untuned" 2>"$TMP/untuned.err"
 ! grep -q "tuned" "$TMP/untuned.err" && cmp -s "$TMP/tuned" "$TMP/untuned" && ok || bad "--no-tune: defaults, same output"
 tune_env "$BIN" bench -m "$M/stories260K.gguf" -p 64 -n 4 -r 1 --json 2>/dev/null \
-  | python3 -c "import json,sys; t=json.load(sys.stdin)['tune']; assert t['default_prefill_tokens_per_s'] > 0 and t['tuned_prefill_tokens_per_s'] > 0" \
+  | python3 -c "import json,sys; t=json.load(sys.stdin)['tune']; assert t['default_prefill_tokens_per_s'] > 0 and t['tuned_prefill_tokens_per_s'] > 0 and t['default_decode_tokens_per_s'] > 0 and t['tuned_decode_tokens_per_s'] > 0 and t['prefetch'] in ('off', 'auto', 'all')" \
   && ok || bad "bench reports tuned vs default"
 cp "$TC/tune.tsv" "$TMP/good.tsv"
 printf 'garbage\tline\n' >>"$TC/tune.tsv"
@@ -300,6 +302,17 @@ tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 2
 sed 's/^paddock-[^\t]*/paddock-0.0.0-old/' "$TMP/good.tsv" >"$TC/tune.tsv"
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out4" 2>"$TMP/err4"
 grep -q "measured by another build" "$TMP/err4" && ! grep -q "tuned for" "$TMP/err4" && ok || bad "a stale entry: defaults"
+sed '1s/v2$/v1/' "$TMP/good.tsv" >"$TC/tune.tsv"  # an older build's format
+tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out6" 2>"$TMP/err6"
+[ "$(grep -c 'written by an older build' "$TMP/err6")" = 1 ] && ! grep -q "tuned for\|warning" "$TMP/err6" \
+  && cmp -s "$TMP/out6" "$TMP/untuned" && ok || bad "a v1 cache: one note, defaults: $(cat "$TMP/err6")"
+# The prefetch choice changes speed, never the output; a name it does not know is an error.
+for pf in off all; do
+  "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 --no-tune --prefetch $pf >"$TMP/pf-$pf" 2>/dev/null
+  cmp -s "$TMP/pf-$pf" "$TMP/untuned" && ok || bad "--prefetch $pf changed the output"
+done
+expect_error "unknown prefetch" 2 "'some' is not one of auto, all, off" -- run -m /nonexistent --prefetch some
+expect_error "two prefetch flags" 2 "give one" -- run -m /nonexistent --prefetch all --no-prefetch
 touch "$TMP/plainfile"  # a cache directory under a plain file cannot be made, even by root
 PADDOCK_CACHE_DIR="$TMP/plainfile/sub" "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>"$TMP/err5"
 rc=$?

@@ -37,7 +37,11 @@ struct EngineOptions {
   bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
   bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load
   bool huge_pages = true;        // re-laid weights on transparent huge pages (madvise)
-  bool prefetch = true;  // software prefetch in the k-quant kernels (this engine's kernel table)
+  // Software prefetch of the weight stream in the integer kernels: for the kinds where it was
+  // measured to help (the k-quants and lookup kinds), or with prefetch_all for every kind.
+  // Which is fastest depends on the machine; `paddock tune` measures it.
+  bool prefetch = true;
+  bool prefetch_all = false;
   bool bf16_dot = true;  // BF16 weights: bf16 activations, AVX-512 BF16 dot products
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
@@ -209,9 +213,13 @@ struct BenchOptions {
   // matmuls' block (0: the engine's) for this call only: what `paddock tune` varies.
   int step_tokens = 0;
   uint64_t matmul_block_bytes = 0;
+  // The weight prefetch for this call only (-1: the engine's; 0 none, 1 the kinds that prefetch
+  // by default, 2 every kind): what `paddock tune` varies for decode.
+  int prefetch = -1;
   bool prefill_only = false;  // the prefill figures alone (no roofline, decode or batch)
-  // Also prefill with the defaults (256-token steps, 64 KiB blocks) and with the choices
-  // above, interleaved: BenchReport::tune.
+  bool decode_only = false;   // the single-sequence decode figures alone
+  // Also prefill and decode with the defaults (256-token steps, 64 KiB blocks, default
+  // prefetch) and with the choices above, interleaved: BenchReport::tune.
   bool compare_defaults = false;
   std::function<void(double done)> on_progress;  // the share done, for a progress bar
 };
@@ -259,11 +267,14 @@ struct BenchReport {
   };
   std::vector<SweepPoint> sweep;
   int knee = 0;
-  // compare_defaults: prefill tokens/s (medians) with the defaults and with the choices.
+  // compare_defaults: prefill and decode tokens/s (medians) with the defaults and with the
+  // choices (prefetch: 0 none, 1 default, 2 all).
   struct TuneComparison {
     int step_tokens = 0;
     uint64_t matmul_block_bytes = 0;
+    int prefetch = 1;
     double default_tps = 0, tuned_tps = 0;
+    double default_decode_tps = 0, tuned_decode_tps = 0;
   } tune;
   MemoryReport memory;
 };

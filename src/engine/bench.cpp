@@ -272,35 +272,68 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   run.Weights(&r.streamed_bytes, &params);
   r.n_experts = s.model->config.n_experts;
   r.n_experts_used = s.model->config.n_experts_used;
-  // The step and block of this call, restored on the way out.
+  // The step, block and kernel table of this call, restored on the way out.
   Transformer& tf = *s.transformer;
   if (o.step_tokens < 0 || o.step_tokens > tf.max_batch())
     Fail("bench: %d tokens per step is out of range [1, %d]", o.step_tokens, tf.max_batch());
+  if (o.prefill_only && o.decode_only) Fail("bench: prefill_only and decode_only: give one");
+  if (o.prefetch < -1 || o.prefetch > 2)
+    Fail("bench: prefetch %d is out of range (-1 the engine's, 0 none, 1 default, 2 all)",
+         o.prefetch);
   struct Restore {
     Transformer& tf;
     int step;
     size_t block;
+    const KernelTable& kernels;
     ~Restore() {
       tf.SetStepTokens(step);
       tf.SetMatmulBlockBytes(block);
+      tf.SetKernels(kernels);
     }
-  } restore{tf, tf.step_tokens(), tf.matmul_block_bytes()};
+  } restore{tf, tf.step_tokens(), tf.matmul_block_bytes(), tf.kernels()};
   const int step = o.step_tokens > 0 ? o.step_tokens : tf.step_tokens();
   const size_t block = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf.matmul_block_bytes();
-  tf.SetStepTokens(step);
-  tf.SetMatmulBlockBytes(block);
+  const Isa isa = ParseIsa(s.info.isa);
+  const KernelTable& dflt_k = GetKernels(isa, Prefetch::kAuto);
+  const KernelTable& call_k =
+      o.prefetch < 0 ? tf.kernels() : GetKernels(isa, static_cast<Prefetch>(o.prefetch));
+  auto choose = [&](bool defaults) {
+    tf.SetStepTokens(defaults ? std::min(256, tf.max_batch()) : step);
+    tf.SetMatmulBlockBytes(defaults ? 0 : block);
+    tf.SetKernels(defaults ? dflt_k : call_k);
+  };
+  choose(false);
   if (o.compare_defaults) {
-    std::vector<double> dflt, tuned;
+    std::vector<double> dflt, tuned, dflt_dec, tuned_dec;
     double seconds = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
-      tf.SetStepTokens(std::min(256, tf.max_batch()));
-      tf.SetMatmulBlockBytes(0);
-      dflt.push_back(run.Prefill(nullptr, &seconds));
-      tf.SetStepTokens(step);
-      tf.SetMatmulBlockBytes(block);
-      tuned.push_back(run.Prefill(nullptr, &seconds));
+      for (bool defaults : {true, false}) {
+        choose(defaults);
+        (defaults ? dflt : tuned).push_back(run.Prefill(nullptr, &seconds));
+        (defaults ? dflt_dec : tuned_dec).push_back(run.Decode(nullptr, &seconds));
+      }
     }
-    r.tune = {step, block, Summarize(dflt).median, Summarize(tuned).median};
+    choose(false);
+    r.tune = {step,
+              block,
+              &call_k == &GetKernels(isa, Prefetch::kAll)
+                  ? 2
+                  : (&call_k == &GetKernels(isa, Prefetch::kOff) ? 0 : 1),
+              Summarize(dflt).median,
+              Summarize(tuned).median,
+              Summarize(dflt_dec).median,
+              Summarize(tuned_dec).median};
+  }
+  if (o.decode_only) {
+    std::vector<double> tps;
+    double seconds = 0;
+    for (int rep = 0; rep < o.reps; ++rep) tps.push_back(run.Decode(nullptr, &seconds));
+    const Stats ds = Summarize(tps);
+    r.decode_tps = ds.median;
+    r.decode_tps_min = ds.min;
+    r.decode_tps_max = ds.max;
+    r.decode_gbs = static_cast<double>(r.streamed_bytes) * r.decode_tps / 1e9;
+    return r;
   }
   if (o.prefill_only) {
     std::vector<double> tps;

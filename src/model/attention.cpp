@@ -22,13 +22,13 @@ void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h
       const int hh = is_q ? h : h - nq;
       float* x = (is_q ? q_ + j * cfg_.q_dim() : kv_k_ + j * cfg_.kv_dim()) + hh * hd;
       const float* bias = is_q ? w.bq : w.bk;
-      if (bias != nullptr) k_.add(x, bias + hh * hd, hd);
+      if (bias != nullptr) k_->add(x, bias + hh * hd, hd);
       const float* norm = cfg_.qk_norm_full ? nullptr : is_q ? w.q_norm : w.k_norm;
-      if (norm != nullptr) k_.rmsnorm(x, x, norm, hd, cfg_.norm_eps);
-      if (half > 0) k_.rope(x, 1, hd, cfg_.rope_dim, cos + j * half, sin + j * half, half_split);
+      if (norm != nullptr) k_->rmsnorm(x, x, norm, hd, cfg_.norm_eps);
+      if (half > 0) k_->rope(x, 1, hd, cfg_.rope_dim, cos + j * half, sin + j * half, half_split);
     } else if (w.bv != nullptr) {
       const int hh = h - nq - nkv;
-      k_.add(kv_v_ + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
+      k_->add(kv_v_ + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
     }
   }
 }
@@ -40,9 +40,9 @@ void Transformer::StoreKv(int l, int n) {
     const KvView& kv = *tok_view_[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
     const int pos = tok_pos_[static_cast<size_t>(j)];
-    k_.kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(),
+    k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(),
                                                 cfg_.n_kv_heads, hd);
-    k_.kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
+    k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
                                                 cfg_.n_kv_heads, hd);
   }
 }
@@ -150,7 +150,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
       dst[r] = out_rows[r];
       out_rows[r] = slot + static_cast<size_t>(r) * hd;
     }
-    k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
+    k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
                    cfg_.attn_softcap, scratch, ml);
     for (int r = 0; r < tk.count; ++r) {
       const float* part = out_rows[r];
@@ -162,7 +162,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     return;
   }
   if (tk.parts == 1) {
-    k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
+    k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
                    cfg_.attn_softcap, scratch, nullptr);
     if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
       for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
@@ -183,7 +183,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     hi[r] = std::max(lo[r], std::min(hi[r], c1));
     out_rows[r] = slot + static_cast<size_t>(r) * hd;
   }
-  k_.attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
+  k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
                  cfg_.attn_softcap, scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
 }
 
@@ -228,8 +228,8 @@ void Transformer::Attention(int l, int n) {
       const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
       const KvView& kv = *tok_view_[static_cast<size_t>(j)];
       const KvLayerView& cache = kv.layers[l];
-      const auto kdot = k_.kv_dot[static_cast<int>(cache.k_type)];
-      const auto vaxpy = k_.kv_axpy[static_cast<int>(cache.v_type)];
+      const auto kdot = k_->kv_dot[static_cast<int>(cache.k_type)];
+      const auto vaxpy = k_->kv_axpy[static_cast<int>(cache.v_type)];
       const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
       const int window = cfg_.LayerWindow(l, kv.window);
       const int p = tok_pos_[static_cast<size_t>(j)];
@@ -249,7 +249,7 @@ void Transformer::Attention(int l, int n) {
       }
       const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
       if (sinks == nullptr) {
-        k_.softmax(scores, len);
+        k_->softmax(scores, len);
       } else {  // the sink's logit joins the denominator, with no value of its own
         float mx = sinks[h];
         for (int s = 0; s < len; ++s) mx = std::max(mx, scores[s]);

@@ -14,7 +14,7 @@ constexpr size_t kFloatMatmulBlockBytes = 512 * 1024;
 }  // namespace
 
 bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
-  return int8_ && cols % kQK == 0 && k_.gemv_q8[static_cast<int>(w.type)] != nullptr;
+  return int8_ && cols % kQK == 0 && k_->gemv_q8[static_cast<int>(w.type)] != nullptr;
 }
 
 ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
@@ -22,7 +22,7 @@ ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTe
   OpScope ps(this, ProfOp::kQuantizeAct);
   ForTokens(n, [&](int j) {
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
-    k_.quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
+    k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
                     act_ds_.get() + r / kQK);
   });
   return ActBuffers();
@@ -38,15 +38,15 @@ ActQ8 Transformer::ActBuffers() const {
 
 void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n,
                              float* y, int64_t begin, int64_t end) {
-  const GemvQ8Fn gemv_q8 = xq.qs != nullptr ? k_.gemv_q8[static_cast<int>(w.type)] : nullptr;
-  const GemvFn gemv = k_.gemv[static_cast<int>(w.type)];
+  const GemvQ8Fn gemv_q8 = xq.qs != nullptr ? k_->gemv_q8[static_cast<int>(w.type)] : nullptr;
+  const GemvFn gemv = k_->gemv[static_cast<int>(w.type)];
   // Float activations: the BF16 dot product for BF16 weights where enabled and present, else
   // the float GEMM of the type (null: a GEMV per token).
   const bool bf16_dot =
-      gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_.gemm_bf16_dot != nullptr;
+      gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_->gemm_bf16_dot != nullptr;
   const GemmFn gemm = gemv_q8 != nullptr
                           ? nullptr
-                          : (bf16_dot ? k_.gemm_bf16_dot : k_.gemm[static_cast<int>(w.type)]);
+                          : (bf16_dot ? k_->gemm_bf16_dot : k_->gemm[static_cast<int>(w.type)]);
   // Token j's input, in whichever form the kernel takes, times rows [r0, r0 + nr).
   auto run = [&](const uint8_t* wr, int64_t nr, int j, float* out) {
     if (gemv_q8 != nullptr) {
@@ -66,7 +66,7 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   // Several tokens: walk the rows in blocks small enough to stay in cache and run every token
   // over each block (an integer or float GEMM where the type has one, else a GEMV per token), so
   // each weight byte comes from memory once per chunk.
-  const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_.gemm_q8[static_cast<int>(w.type)] : nullptr;
+  const GemmQ8Fn gemm_q8 = gemv_q8 != nullptr ? k_->gemm_q8[static_cast<int>(w.type)] : nullptr;
   const int64_t unit = RowUnit(w);
   // Float activations are 4 bytes per element (int8: 1) and every token's must be re-read for
   // each block: larger blocks for them, so that traffic stays small next to the weights'.
@@ -89,7 +89,7 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
 // Rows are split between threads in the kernel's row unit (whole 16-row groups for the
 // interleaved layouts): the kernel table says, not the file format.
 int64_t Transformer::RowUnit(const WeightTensor& w) const {
-  return k_.row_unit[static_cast<int>(w.type)];
+  return k_->row_unit[static_cast<int>(w.type)];
 }
 
 void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y) {

@@ -127,7 +127,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
       Matmul(w.w_down, hb_, hq, n, moe_shared_);
       if (w.shared_gate != nullptr) {
         for (int j = 0; j < n; ++j) {
-          const float g = k_.dot(w.shared_gate, xb_ + static_cast<size_t>(j) * dim, dim);
+          const float g = k_->dot(w.shared_gate, xb_ + static_cast<size_t>(j) * dim, dim);
           const float s = 1.0f / (1.0f + std::exp(-g));
           float* y = moe_shared_ + static_cast<size_t>(j) * dim;
           for (int d = 0; d < dim; ++d) y[d] *= s;
@@ -153,8 +153,8 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         MatmulRows(ew.up, xf, in, c, up, b, e);
         for (int r = 0; r < c; ++r) {
           if (ew.b_gate != nullptr) {  // biases (gpt-oss)
-            k_.add(g + r * F + b, ew.b_gate + b, e - b);
-            k_.add(up + r * F + b, ew.b_up + b, e - b);
+            k_->add(g + r * F + b, ew.b_gate + b, e - b);
+            k_->add(up + r * F + b, ew.b_up + b, e - b);
           }
           glu_(g + r * F + b, up + r * F + b, e - b);
         }
@@ -177,7 +177,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         float* out = moe_out_ + static_cast<size_t>(o) * dim;
         MatmulRows(ew.down, hb_ + static_cast<size_t>(o) * F, in, c, out, b, e);
         if (ew.b_down != nullptr) {
-          for (int r = 0; r < c; ++r) k_.add(out + r * dim + b, ew.b_down + b, e - b);
+          for (int r = 0; r < c; ++r) k_->add(out + r * dim + b, ew.b_down + b, e - b);
         }
       }
     });
@@ -192,7 +192,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
         std::fill(y, y + dim, 0.0f);
       }
       for (int s = 0; s < K; ++s)
-        k_.axpy(y, wts[j * K + s], moe_out_ + static_cast<size_t>(row[j * K + s]) * dim, dim);
+        k_->axpy(y, wts[j * K + s], moe_out_ + static_cast<size_t>(row[j * K + s]) * dim, dim);
     });
   });
   (void)l;

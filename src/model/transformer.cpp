@@ -30,7 +30,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
                          int max_batch, bool int8_activations)
     : model_(model),
       cfg_(model.config),
-      k_(kernels),
+      k_(&kernels),
       pool_(pool),
       max_batch_(std::max(1, max_batch)),
       step_tokens_(max_batch_),
@@ -38,9 +38,9 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       ctx_(model.config.context_length),
       int8_(int8_activations) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
-  glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_.gelu_mul
+  glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_->gelu_mul
          : cfg_.ffn_act == FfnAct::kSwigluOai ? SwigluOai
-                                              : k_.silu_mul;
+                                              : k_->silu_mul;
   // Mixture of experts: R gathered rows (each token's k experts), planned for the worst routing.
   const size_t moe_rows =
       static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.n_experts_used);
@@ -209,7 +209,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
           float* row = xb_;  // free until the first layer
           Traits(pe.type).to_float(pe.data + static_cast<size_t>(items[i].pos + t) * pe.row_bytes,
                                    row, dim);
-          k_.add(xr, row, dim);
+          k_->add(xr, row, dim);
         }
       }
     }
@@ -318,10 +318,10 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
   Timed(ProfOp::kNorm, [&] {
     ForTokens(n, [&](int j) {
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
-      if (add_residual) k_.add(x_ + r, xb_ + r, dim);
+      if (add_residual) k_->add(x_ + r, xb_ + r, dim);
       Norm(xb_ + r, x_ + r, w, b);
       if (quant)
-        k_.quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK,
+        k_->quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK,
                         act_ds_.get() + r / kQK);
     });
   });
@@ -332,7 +332,7 @@ void Transformer::AddResidual(int n) {
   const int dim = cfg_.dim;
   Timed(ProfOp::kResidual, [&] {
     ForTokens(n, [&](int j) {
-      k_.add(x_ + static_cast<size_t>(j) * dim, xb_ + static_cast<size_t>(j) * dim, dim);
+      k_->add(x_ + static_cast<size_t>(j) * dim, xb_ + static_cast<size_t>(j) * dim, dim);
     });
   });
   pending_residual_ = false;
@@ -343,7 +343,7 @@ void Transformer::PostNorm(const float* w, int n) {
   if (w == nullptr) return;
   const int dim = cfg_.dim;
   Timed(ProfOp::kNorm, [&] {
-    for (int j = 0; j < n; ++j) k_.rmsnorm(xb_ + j * dim, xb_ + j * dim, w, dim, cfg_.norm_eps);
+    for (int j = 0; j < n; ++j) k_->rmsnorm(xb_ + j * dim, xb_ + j * dim, w, dim, cfg_.norm_eps);
   });
 }
 
@@ -359,8 +359,8 @@ void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, 
         if (cfg_.qk_norm_full) {  // OLMoE: RMSNorm over the whole Q and K rows, then RoPE
           float* q = q_ + static_cast<size_t>(j) * cfg_.q_dim();
           float* k = kv_k_ + static_cast<size_t>(j) * cfg_.kv_dim();
-          k_.rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
-          k_.rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
+          k_->rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
+          k_->rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
         }
         QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
       }
@@ -393,7 +393,7 @@ void Transformer::FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
     } else {
       Matmul(w.w_up, xb_, xq, n, hb_);
       AddBias(hb_, w.b_up, n, ffn);
-      k_.gelu_mul(hb_, nullptr, n * ffn);
+      k_->gelu_mul(hb_, nullptr, n * ffn);
     }
   });
   Observe(ActSite::kDownIn, l, hb_, n, cfg_.ffn_dim);

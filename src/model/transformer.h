@@ -117,6 +117,10 @@ class Transformer {
   void SetMatmulBlockBytes(size_t bytes) { block_bytes_ = bytes > 0 ? bytes : kMatmulBlockBytes; }
   void SetStepTokens(int n) { step_tokens_ = n > 0 && n < max_batch_ ? n : max_batch_; }
   size_t matmul_block_bytes() const { return block_bytes_; }
+  // The kernel table: another of the same ISA (e.g. another prefetch choice) gives the same
+  // results at another speed. Not while a step runs.
+  void SetKernels(const KernelTable& k) { k_ = &k; }
+  const KernelTable& kernels() const { return *k_; }
   int step_tokens() const { return step_tokens_; }
   int max_batch() const { return max_batch_; }
   int max_items() const { return max_items_; }
@@ -169,7 +173,7 @@ class Transformer {
 
   const LoadedModel& model_;
   const ModelConfig& cfg_;
-  const KernelTable& k_;
+  const KernelTable* k_;
   ThreadPool& pool_;
   int max_batch_;
   int step_tokens_;  // Forward's tokens per step (<= max_batch_)
@@ -224,14 +228,14 @@ class Transformer {
   // y[j] += b for each of n rows of `width` (no-op when b is null: most models have no biases).
   void AddBias(float* y, const float* b, int n, int64_t width) const {
     if (b == nullptr) return;
-    for (int j = 0; j < n; ++j) k_.add(y + j * width, b, width);
+    for (int j = 0; j < n; ++j) k_->add(y + j * width, b, width);
   }
   // The model's normalization: RMSNorm, or LayerNorm with bias (GPT-2).
   void Norm(float* out, const float* x, const float* w, const float* b) const {
     if (cfg_.layer_norm) {
-      k_.layernorm(out, x, w, b, cfg_.dim, cfg_.norm_eps);
+      k_->layernorm(out, x, w, b, cfg_.dim, cfg_.norm_eps);
     } else {
-      k_.rmsnorm(out, x, w, cfg_.dim, cfg_.norm_eps);
+      k_->rmsnorm(out, x, w, cfg_.dim, cfg_.norm_eps);
     }
   }
   size_t max_cols_;

@@ -50,8 +50,8 @@ bool Integer(const ModelInfo& m) {
 bool Relaid(const ModelInfo& m) {
   return HasType(m, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"});
 }
-bool KQuant(const ModelInfo& m) {
-  return HasType(m, {"Q4_K", "Q5_K", "Q6_K"});
+bool Prefetched(const ModelInfo& m) {  // the kinds prefetched by default (kernels.h)
+  return HasType(m, {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4"});
 }
 bool Bf16(const ModelInfo& m) {
   return HasType(m, {"BF16"}) && CpuHasAvx512Bf16();
@@ -68,7 +68,7 @@ const Switch kSwitches[] = {
     {"relayout", "weights re-laid out for the 16-row kernels at load",
      &EngineOptions::relayout_weights, Relaid},
     {"hugepages", "re-laid weights on 2 MiB pages", &EngineOptions::huge_pages, Relaid},
-    {"prefetch", "software prefetch in the k-quant kernels", &EngineOptions::prefetch, KQuant},
+    {"prefetch", "software prefetch of the weight stream", &EngineOptions::prefetch, Prefetched},
     {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights", &EngineOptions::bf16_dot, Bf16},
     {"prefix-cache", "KV prefix reuse across requests (serve workload)",
      &EngineOptions::prefix_cache, nullptr},

@@ -115,10 +115,12 @@ void PrintJson(const BenchReport& r) {
   }
   if (r.tune.step_tokens > 0) {
     std::printf(
-        ", \"tune\": {\"step_tokens\": %d, \"matmul_block_bytes\": %llu, "
-        "\"default_prefill_tokens_per_s\": %.3f, \"tuned_prefill_tokens_per_s\": %.3f}",
-        r.tune.step_tokens, (unsigned long long)r.tune.matmul_block_bytes, r.tune.default_tps,
-        r.tune.tuned_tps);
+        ", \"tune\": {\"step_tokens\": %d, \"matmul_block_bytes\": %llu, \"prefetch\": \"%s\", "
+        "\"default_prefill_tokens_per_s\": %.3f, \"tuned_prefill_tokens_per_s\": %.3f, "
+        "\"default_decode_tokens_per_s\": %.3f, \"tuned_decode_tokens_per_s\": %.3f}",
+        r.tune.step_tokens, (unsigned long long)r.tune.matmul_block_bytes,
+        kPrefetchNames[r.tune.prefetch], r.tune.default_tps, r.tune.tuned_tps,
+        r.tune.default_decode_tps, r.tune.tuned_decode_tps);
   }
   if (!r.verify_cost.empty()) {
     std::printf(", \"verify_cost\": [");
@@ -160,13 +162,20 @@ void PrintTable(const std::string& model, const BenchReport& r) {
       r.decode_gbs, 100 * r.bandwidth_utilization);
   std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak\n", r.prefill_gops,
               r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization);
-  if (r.tune.step_tokens > 0)
+  if (r.tune.step_tokens > 0) {
     std::printf(
         "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "
-        "steps and %llu KiB blocks, %.2f with the defaults (256, 64 KiB): %.3fx\n",
+        "steps, %llu KiB blocks and prefetch %s, %.2f with the defaults (256, 64 KiB, auto): "
+        "%.3fx\n",
         r.prompt_tokens, r.reps, r.tune.tuned_tps, r.tune.step_tokens,
-        (unsigned long long)(r.tune.matmul_block_bytes / 1024), r.tune.default_tps,
-        r.tune.default_tps > 0 ? r.tune.tuned_tps / r.tune.default_tps : 0.0);
+        (unsigned long long)(r.tune.matmul_block_bytes / 1024), kPrefetchNames[r.tune.prefetch],
+        r.tune.default_tps, r.tune.default_tps > 0 ? r.tune.tuned_tps / r.tune.default_tps : 0.0);
+    std::printf("tuned vs default decode %d (interleaved, medians of %d): %.2f tok/s, %.2f with "
+                "the defaults: %.3fx\n",
+                r.gen_tokens, r.reps, r.tune.tuned_decode_tps, r.tune.default_decode_tps,
+                r.tune.default_decode_tps > 0 ? r.tune.tuned_decode_tps / r.tune.default_decode_tps
+                                              : 0.0);
+  }
   std::printf("memory: weights %s, KV %s (%s/token), scratch %s\n",
               FormatBytes(r.memory.weight_bytes).c_str(),
               FormatBytes(r.memory.kv_allocated_bytes).c_str(),

@@ -116,7 +116,10 @@ const std::vector<OptionSpec> kTuningSpecs = {
      false,
      "weights in their file layout (no re-layout for the integer kernels at load)"},
     {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
-    {{"--no-prefetch"}, false, "no software prefetch of the weight stream (to measure it)"},
+    {{"--prefetch"}, true,
+     "software prefetch of the weight stream: auto (the kinds measured to gain), all, off "
+     "(default: auto, or what paddock tune chose)"},
+    {{"--no-prefetch"}, false, "no software prefetch of the weight stream (--prefetch off)"},
     {{"--no-bf16-dot"},
      false,
      "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
@@ -142,6 +145,17 @@ void AddTraceOption(const Args& args, EngineOptions* eo) {
   eo->trace_path = path;
 }
 
+void SetPrefetch(const std::string& v, EngineOptions* eo) {
+  if (v != "off" && v != "auto" && v != "all")
+    throw UsageError("--prefetch: '" + v + "' is not one of auto, all, off");
+  eo->prefetch = v != "off";
+  eo->prefetch_all = v == "all";
+}
+
+const char* PrefetchName(const EngineOptions& eo) {
+  return kPrefetchNames[!eo.prefetch ? 0 : (eo.prefetch_all ? 2 : 1)];
+}
+
 void AddTuningOptions(const Args& args, EngineOptions* eo) {
   eo->int8_activations = !args.Has("--no-int8-act");
   eo->fuse_qkv = !args.Has("--no-fuse-qkv");
@@ -150,7 +164,10 @@ void AddTuningOptions(const Args& args, EngineOptions* eo) {
   eo->fuse_norm = !args.Has("--no-fuse-norm");
   eo->relayout_weights = !args.Has("--no-relayout");
   eo->huge_pages = !args.Has("--no-hugepages");
-  eo->prefetch = !args.Has("--no-prefetch");
+  if (args.Has("--prefetch") && args.Has("--no-prefetch"))
+    throw UsageError("--prefetch and --no-prefetch: give one");
+  if (args.Has("--no-prefetch")) SetPrefetch("off", eo);
+  if (args.Has("--prefetch")) SetPrefetch(args.Str("--prefetch"), eo);
   eo->bf16_dot = !args.Has("--no-bf16-dot");
 }
 

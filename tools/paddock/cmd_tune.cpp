@@ -1,6 +1,8 @@
 // tools/paddock/cmd_tune.cpp: `paddock tune` measures the choices that change prefill speed on
 // this machine for a model's shape (threads, tokens per forward step, the batched matmuls'
-// cache block) and stores the best in the tune cache, which run, chat, bench and serve read.
+// cache block) and the one that changes decode speed (which weight kinds the kernels prefetch
+// in software: on some machines every kind gains, on others only the k-quants), and stores the
+// best in the tune cache, which run, chat, bench and serve read.
 //
 // The cache is a small text file (CachePath("tune.tsv")): a header line, then one line per CPU,
 // ISA and model shape. An entry written by another build (kTuneStamp) is stale and ignored; a
@@ -27,12 +29,15 @@ namespace paddock::cli {
 
 namespace {
 
-constexpr char kHeader[] = "# paddock tune cache v1";
+constexpr char kHeader[] = "# paddock tune cache v2";
+constexpr char kHeaderV1[] = "# paddock tune cache v1";  // (no prefetch: stale as a whole)
 // The build whose kernels an entry was measured with: bump with any kernel or blocking change
 // that could move the best choice (older entries then count as stale).
-constexpr char kTuneStamp[] = "paddock-0.1.0-k2";
+constexpr char kTuneStamp[] = "paddock-0.1.0-k3";
+
 constexpr int kDefaultStep = 256;
 constexpr uint64_t kDefaultBlockKib = 64;
+constexpr int kDecodeTokens = 64;  // decode steps per prefetch measurement
 
 // The model's shape as the kernels see it: architecture, widths, depth and the weight types
 // that hold most of its bytes.
@@ -66,7 +71,7 @@ struct Entry {
 // Parses one cache line; false if malformed.
 bool ParseEntry(const std::string& line, Entry* e) {
   const std::vector<std::string> f = Split(line, '\t');
-  if (f.size() != 8) return false;
+  if (f.size() != 10) return false;
   e->stamp = f[0];
   e->cpu = f[1];
   e->isa = f[2];
@@ -76,20 +81,29 @@ bool ParseEntry(const std::string& line, Entry* e) {
   if (std::sscanf(f[4].c_str(), "threads=%d", &c.threads) != 1 ||
       std::sscanf(f[5].c_str(), "step=%d", &c.step_tokens) != 1 ||
       std::sscanf(f[6].c_str(), "block_kib=%llu", &kib) != 1 ||
-      std::sscanf(f[7].c_str(), "prefill=%lf/%lf", &c.default_tps, &c.tuned_tps) != 2)
+      std::sscanf(f[7].c_str(), "prefill=%lf/%lf", &c.default_tps, &c.tuned_tps) != 2 ||
+      std::sscanf(f[9].c_str(), "decode=%lf/%lf", &c.default_decode_tps, &c.tuned_decode_tps) !=
+          2)
     return false;
+  c.prefetch = -1;
+  for (int i = 0; i < 3; ++i)
+    if (f[8] == std::string("prefetch=") + kPrefetchNames[i]) c.prefetch = i;
   c.block_kib = kib;
   return c.threads >= 1 && c.threads <= 1024 && c.step_tokens >= 1 && c.step_tokens <= 4096 &&
-         c.block_kib >= 1 && c.block_kib <= (1u << 20) && std::isfinite(c.default_tps) &&
-         std::isfinite(c.tuned_tps);
+         c.block_kib >= 1 && c.block_kib <= (1u << 20) && c.prefetch >= 0 &&
+         std::isfinite(c.default_tps) && std::isfinite(c.tuned_tps) &&
+         std::isfinite(c.default_decode_tps) && std::isfinite(c.tuned_decode_tps);
 }
 
 std::string FormatEntry(const Entry& e) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "threads=%d\tstep=%d\tblock_kib=%llu\tprefill=%.2f/%.2f",
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "threads=%d\tstep=%d\tblock_kib=%llu\tprefill=%.2f/%.2f\tprefetch=%s\tdecode=%.2f/"
+                "%.2f",
                 e.choice.threads, e.choice.step_tokens,
                 static_cast<unsigned long long>(e.choice.block_kib), e.choice.default_tps,
-                e.choice.tuned_tps);
+                e.choice.tuned_tps, kPrefetchNames[e.choice.prefetch], e.choice.default_decode_tps,
+                e.choice.tuned_decode_tps);
   return e.stamp + "\t" + e.cpu + "\t" + e.isa + "\t" + e.shape + "\t" + buf;
 }
 
@@ -102,6 +116,14 @@ std::vector<Entry> ReadCache(bool warn) {
   if (!in) return out;
   std::string line;
   if (!std::getline(in, line) || line != kHeader) {
+    if (line == kHeaderV1) {  // an older build's cache: stale, rewritten by paddock tune
+      if (warn)
+        std::fprintf(stderr,
+                     "paddock: note: the tune cache '%s' was written by an older build; defaults "
+                     "used (paddock tune measures again)\n",
+                     path.c_str());
+      return out;
+    }
     if (warn)
       std::fprintf(stderr, "paddock: warning: '%s' is not a paddock tune cache; ignored\n",
                    path.c_str());
@@ -240,11 +262,17 @@ void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptio
   if (!args.Has("-t")) eo->threads = c.threads;
   if (batch_flag.empty() || !args.Has(batch_flag)) eo->max_batch = c.step_tokens;
   eo->matmul_block_bytes = c.block_kib * 1024;
+  if (!args.Has("--prefetch") && !args.Has("--no-prefetch")) {
+    eo->prefetch = c.prefetch != 0;
+    eo->prefetch_all = c.prefetch == 2;
+  }
   std::fprintf(stderr,
                "paddock: tuned for this machine: %d threads, %d tokens per step, %llu KiB matmul "
-               "blocks (prefill %.1f -> %.1f tok/s when measured; --no-tune: defaults)\n",
+               "blocks, prefetch %s (prefill %.1f -> %.1f tok/s, decode %.1f -> %.1f when "
+               "measured; --no-tune: defaults)\n",
                args.Has("-t") ? eo->threads : c.threads, eo->max_batch,
-               static_cast<unsigned long long>(c.block_kib), c.default_tps, c.tuned_tps);
+               static_cast<unsigned long long>(c.block_kib), PrefetchName(*eo), c.default_tps,
+               c.tuned_tps, c.default_decode_tps, c.tuned_decode_tps);
   if (applied != nullptr) *applied = c;
 }
 
@@ -295,7 +323,7 @@ int CmdTune(int argc, char** argv) {
   if (std::find(steps.begin(), steps.end(), prompt) == steps.end() && prompt < 512)
     steps.push_back(prompt);  // one step for the whole prompt
   const double runs =
-      static_cast<double>(thread_counts.size() * reps * (blocks.size() + steps.size() + 2));
+      static_cast<double>(thread_counts.size() * reps * (blocks.size() + steps.size() + 2 + 3));
   std::fprintf(stderr,
                "paddock: tuning %s (%s) on %s: %zu thread count(s), %d-token prefills, %d "
                "interleaved repetitions\n",
@@ -309,8 +337,8 @@ int CmdTune(int argc, char** argv) {
     EngineOptions o = eo;
     o.threads = threads;
     o.max_batch = std::max(steps.back(), kDefaultStep);
-    o.context = prompt + 16;
-    o.kv_tokens = prompt + 16;
+    o.context = std::max(prompt, kDecodeTokens) + 16;
+    o.kv_tokens = o.context;
     auto engine = Engine::Create(o);
     // 1. The matmul block at the default step; 2. the step with the best block; 3. the
     // defaults against the choice, interleaved once more (the figures stored).
@@ -343,10 +371,35 @@ int CmdTune(int argc, char** argv) {
                   "\n              default (256 tokens, 64 KiB) %.1f tok/s, chosen (%d, %llu KiB) "
                   "%.1f tok/s: %.3fx",
                   dflt, step, static_cast<unsigned long long>(block), chosen, chosen / dflt);
-    lines.push_back(l + line);
+    l += line;
+    // 4. Decode with each prefetch choice (off, auto, all), interleaved.
+    std::vector<double> dec[3];
+    for (int rep = 0; rep < reps; ++rep) {
+      for (int pf = 0; pf < 3; ++pf) {
+        BenchOptions bo;
+        bo.decode_only = true;
+        bo.prompt_tokens = 8;
+        bo.gen_tokens = kDecodeTokens;
+        bo.reps = 1;
+        bo.prefetch = pf;
+        dec[pf].push_back(engine->Bench(bo).decode_tps);
+        bar.Add(1);
+      }
+    }
+    double dec_med[3];
+    int prefetch = 1;
+    for (int pf = 0; pf < 3; ++pf) dec_med[pf] = Summarize(dec[pf]).median;
+    for (int pf = 0; pf < 3; ++pf)
+      if (dec_med[pf] > dec_med[prefetch]) prefetch = pf;
     // A choice must beat the defaults to be kept (else the defaults are stored: noise is no
     // reason to change anything).
-    TuneChoice c{threads, step, block, dflt, chosen};
+    if (dec_med[prefetch] < dec_med[1] * 1.02) prefetch = 1;
+    std::snprintf(line, sizeof line,
+                  "\n              decode (%d tokens), prefetch: off=%.1f auto=%.1f all=%.1f; "
+                  "chosen: %s",
+                  kDecodeTokens, dec_med[0], dec_med[1], dec_med[2], kPrefetchNames[prefetch]);
+    lines.push_back(l + line);
+    TuneChoice c{threads, step, block, dflt, chosen, prefetch, dec_med[1], dec_med[prefetch]};
     if (c.tuned_tps < c.default_tps * 1.01) {
       c.step_tokens = kDefaultStep;
       c.block_kib = kDefaultBlockKib;
@@ -355,15 +408,18 @@ int CmdTune(int argc, char** argv) {
     if (c.tuned_tps > best.choice.tuned_tps) best.choice = c;
   }
   bar.Finish();
-  std::printf("prefill tokens/s, medians of %d interleaved runs of %d tokens:\n", reps, prompt);
+  std::printf("tokens/s, medians of %d interleaved runs (prefill: %d tokens):\n", reps, prompt);
   for (const std::string& l : lines) std::printf("%s\n", l.c_str());
   best.stamp = kTuneStamp;
   best.cpu = CpuModelName();
   best.isa = IsaOf(eo.isa);
   best.shape = ShapeKey(mi);
-  std::printf("chosen: %d threads, %d tokens per step, %llu KiB matmul blocks (%.1f tok/s)\n",
-              best.choice.threads, best.choice.step_tokens,
-              static_cast<unsigned long long>(best.choice.block_kib), best.choice.tuned_tps);
+  std::printf(
+      "chosen: %d threads, %d tokens per step, %llu KiB matmul blocks (prefill %.1f tok/s), "
+      "prefetch %s (decode %.1f tok/s)\n",
+      best.choice.threads, best.choice.step_tokens,
+      static_cast<unsigned long long>(best.choice.block_kib), best.choice.tuned_tps,
+      kPrefetchNames[best.choice.prefetch], best.choice.tuned_decode_tps);
   if (args.Has("--dry-run")) return 0;
   if (StoreEntry(best)) {
     std::fprintf(stderr, "paddock: stored in %s (run, chat, bench and serve read it)\n",

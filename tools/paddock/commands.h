@@ -35,20 +35,30 @@ void StoreKnee(const std::string& model_path, int knee);
 int CmdAblate(int argc, char** argv);
 
 // `paddock tune`'s choices for this CPU, ISA and model shape (cmd_tune.cpp), with the prefill
-// rates measured for the defaults and for them.
+// and decode rates measured for the defaults and for them. prefetch: 0 none, 1 the kinds that
+// prefetch by default, 2 all (EngineOptions::prefetch / prefetch_all).
 struct TuneChoice {
   int threads = 0, step_tokens = 0;
   uint64_t block_kib = 0;
   double default_tps = 0, tuned_tps = 0;
+  int prefetch = 1;
+  double default_decode_tps = 0, tuned_decode_tps = 0;
 };
 // The cache's entry for eo's model (false: none, or a stale one; a corrupt or foreign cache
 // file gives one warning).
 bool LookupTune(const EngineOptions& eo, TuneChoice* out);
 // Unless --no-tune: the entry's threads (unless -t), tokens per step (unless batch_flag was
-// given; empty: always) and matmul block into eo, with one line on stderr saying so.
+// given; empty: always), matmul block and prefetch (unless --prefetch or --no-prefetch) into
+// eo, with one line on stderr saying so.
 // `applied` (optional) receives the entry.
 void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptions* eo,
                     TuneChoice* applied = nullptr);
+// --prefetch's names (auto, all, off) into EngineOptions::prefetch / prefetch_all; unknown:
+// UsageError.
+void SetPrefetch(const std::string& name, EngineOptions* eo);
+const char* PrefetchName(const EngineOptions& eo);
+// The prefetch choices by number (TuneChoice, BenchReport::tune): 0 off, 1 auto, 2 all.
+inline constexpr const char* kPrefetchNames[] = {"off", "auto", "all"};
 struct OptionSpec;
 extern const OptionSpec kNoTuneSpec;
 int CmdTune(int argc, char** argv);
