@@ -41,9 +41,9 @@ void Transformer::StoreKv(int l, int n) {
     const KvLayerView& cache = kv.layers[l];
     const int pos = tok_pos_[static_cast<size_t>(j)];
     k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(),
-                                                cfg_.n_kv_heads, hd);
+                                                 cfg_.n_kv_heads, hd);
     k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
-                                                cfg_.n_kv_heads, hd);
+                                                 cfg_.n_kv_heads, hd);
   }
 }
 
@@ -151,7 +151,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
       out_rows[r] = slot + static_cast<size_t>(r) * hd;
     }
     k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
-                   cfg_.attn_softcap, scratch, ml);
+                    cfg_.attn_softcap, scratch, ml);
     for (int r = 0; r < tk.count; ++r) {
       const float* part = out_rows[r];
       const float* pml = ml + 2 * r;
@@ -163,7 +163,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
   }
   if (tk.parts == 1) {
     k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
-                   cfg_.attn_softcap, scratch, nullptr);
+                    cfg_.attn_softcap, scratch, nullptr);
     if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
       for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
     }
@@ -184,7 +184,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     out_rows[r] = slot + static_cast<size_t>(r) * hd;
   }
   k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
-                 cfg_.attn_softcap, scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
+                  cfg_.attn_softcap, scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
 }
 
 // Each split task's parts merged row by row (MergeAttention) into att_.

@@ -23,7 +23,7 @@ ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTe
   ForTokens(n, [&](int j) {
     const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
     k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
-                    act_ds_.get() + r / kQK);
+                     act_ds_.get() + r / kQK);
   });
   return ActBuffers();
 }

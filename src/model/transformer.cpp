@@ -322,7 +322,7 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
       Norm(xb_ + r, x_ + r, w, b);
       if (quant)
         k_->quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK,
-                        act_ds_.get() + r / kQK);
+                         act_ds_.get() + r / kQK);
     });
   });
   return quant ? ActBuffers() : ActQ8{};

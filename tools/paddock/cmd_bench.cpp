@@ -170,11 +170,11 @@ void PrintTable(const std::string& model, const BenchReport& r) {
         r.prompt_tokens, r.reps, r.tune.tuned_tps, r.tune.step_tokens,
         (unsigned long long)(r.tune.matmul_block_bytes / 1024), kPrefetchNames[r.tune.prefetch],
         r.tune.default_tps, r.tune.default_tps > 0 ? r.tune.tuned_tps / r.tune.default_tps : 0.0);
-    std::printf("tuned vs default decode %d (interleaved, medians of %d): %.2f tok/s, %.2f with "
-                "the defaults: %.3fx\n",
-                r.gen_tokens, r.reps, r.tune.tuned_decode_tps, r.tune.default_decode_tps,
-                r.tune.default_decode_tps > 0 ? r.tune.tuned_decode_tps / r.tune.default_decode_tps
-                                              : 0.0);
+    std::printf(
+        "tuned vs default decode %d (interleaved, medians of %d): %.2f tok/s, %.2f with "
+        "the defaults: %.3fx\n",
+        r.gen_tokens, r.reps, r.tune.tuned_decode_tps, r.tune.default_decode_tps,
+        r.tune.default_decode_tps > 0 ? r.tune.tuned_decode_tps / r.tune.default_decode_tps : 0.0);
   }
   std::printf("memory: weights %s, KV %s (%s/token), scratch %s\n",
               FormatBytes(r.memory.weight_bytes).c_str(),

@@ -116,7 +116,8 @@ const std::vector<OptionSpec> kTuningSpecs = {
      false,
      "weights in their file layout (no re-layout for the integer kernels at load)"},
     {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
-    {{"--prefetch"}, true,
+    {{"--prefetch"},
+     true,
      "software prefetch of the weight stream: auto (the kinds measured to gain), all, off "
      "(default: auto, or what paddock tune chose)"},
     {{"--no-prefetch"}, false, "no software prefetch of the weight stream (--prefetch off)"},

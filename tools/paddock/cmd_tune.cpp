@@ -82,8 +82,7 @@ bool ParseEntry(const std::string& line, Entry* e) {
       std::sscanf(f[5].c_str(), "step=%d", &c.step_tokens) != 1 ||
       std::sscanf(f[6].c_str(), "block_kib=%llu", &kib) != 1 ||
       std::sscanf(f[7].c_str(), "prefill=%lf/%lf", &c.default_tps, &c.tuned_tps) != 2 ||
-      std::sscanf(f[9].c_str(), "decode=%lf/%lf", &c.default_decode_tps, &c.tuned_decode_tps) !=
-          2)
+      std::sscanf(f[9].c_str(), "decode=%lf/%lf", &c.default_decode_tps, &c.tuned_decode_tps) != 2)
     return false;
   c.prefetch = -1;
   for (int i = 0; i < 3; ++i)
