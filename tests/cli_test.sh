@@ -313,6 +313,7 @@ for pf in off all; do
 done
 expect_error "unknown prefetch" 2 "'some' is not one of auto, all, off" -- run -m /nonexistent --prefetch some
 expect_error "two prefetch flags" 2 "give one" -- run -m /nonexistent --prefetch all --no-prefetch
+expect_error "serve: unknown prefetch" 2 "'none' is not one of auto, all, off" -- serve -m /nonexistent --prefetch none
 touch "$TMP/plainfile"  # a cache directory under a plain file cannot be made, even by root
 PADDOCK_CACHE_DIR="$TMP/plainfile/sub" "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>"$TMP/err5"
 rc=$?

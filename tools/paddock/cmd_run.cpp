@@ -102,7 +102,13 @@ void AddSpecOptions(const Args& args, EngineOptions* eo) {
 const OptionSpec kNoTuneSpec = {
     {"--no-tune"},
     false,
-    "ignore the tune cache written by paddock tune (default threads, step and matmul blocks)"};
+    "ignore the tune cache written by paddock tune (default threads, step, matmul blocks and "
+    "prefetch)"};
+const OptionSpec kPrefetchSpec = {{"--prefetch"},
+                                  true,
+                                  "software prefetch of the weight stream: auto (the kinds "
+                                  "measured to gain), all, off (default: auto, or what paddock "
+                                  "tune chose)"};
 
 // The optimization switches (each on by default, off to measure its gain alone).
 extern const std::vector<OptionSpec> kTuningSpecs;  // shared with bench
@@ -116,10 +122,7 @@ const std::vector<OptionSpec> kTuningSpecs = {
      false,
      "weights in their file layout (no re-layout for the integer kernels at load)"},
     {{"--no-hugepages"}, false, "re-laid weights on ordinary 4 KiB pages (to measure huge pages)"},
-    {{"--prefetch"},
-     true,
-     "software prefetch of the weight stream: auto (the kinds measured to gain), all, off "
-     "(default: auto, or what paddock tune chose)"},
+    kPrefetchSpec,
     {{"--no-prefetch"}, false, "no software prefetch of the weight stream (--prefetch off)"},
     {{"--no-bf16-dot"},
      false,
@@ -146,6 +149,10 @@ void AddTraceOption(const Args& args, EngineOptions* eo) {
   eo->trace_path = path;
 }
 
+void AddPrefetchOption(const Args& args, EngineOptions* eo) {
+  if (args.Has("--prefetch")) SetPrefetch(args.Str("--prefetch"), eo);
+}
+
 void SetPrefetch(const std::string& v, EngineOptions* eo) {
   if (v != "off" && v != "auto" && v != "all")
     throw UsageError("--prefetch: '" + v + "' is not one of auto, all, off");
@@ -168,7 +175,7 @@ void AddTuningOptions(const Args& args, EngineOptions* eo) {
   if (args.Has("--prefetch") && args.Has("--no-prefetch"))
     throw UsageError("--prefetch and --no-prefetch: give one");
   if (args.Has("--no-prefetch")) SetPrefetch("off", eo);
-  if (args.Has("--prefetch")) SetPrefetch(args.Str("--prefetch"), eo);
+  AddPrefetchOption(args, eo);
   eo->bf16_dot = !args.Has("--no-bf16-dot");
 }
 

@@ -76,6 +76,7 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--no-ui"}, false, "do not serve the web page (chat and dashboard) at /"},
       kTraceSpec,
       kNoTuneSpec,
+      kPrefetchSpec,
       {{"--max-body"}, true, "largest request body in bytes, K/M suffixes (default 8M)"},
       {{"--http-threads"}, true, "HTTP event threads (default 2; no thread per connection)"},
       {{"--max-connections"},
@@ -153,6 +154,7 @@ int CmdServe(int argc, char** argv) {
   so.engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
   so.engine.isa = args.Str("--isa", "auto");
   so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
+  AddPrefetchOption(args, &so.engine);
   ApplyTuneCache(args, "--max-batch-tokens", &so.engine);
   AddKvOptions(args, &so.engine);
   AddSpecOptions(args, &so.engine);

@@ -61,6 +61,8 @@ const char* PrefetchName(const EngineOptions& eo);
 inline constexpr const char* kPrefetchNames[] = {"off", "auto", "all"};
 struct OptionSpec;
 extern const OptionSpec kNoTuneSpec;
+extern const OptionSpec kPrefetchSpec;  // --prefetch auto|all|off (run, chat, bench, serve)
+void AddPrefetchOption(const Args& args, EngineOptions* eo);
 int CmdTune(int argc, char** argv);
 
 int CmdRun(int argc, char** argv);
