@@ -5,6 +5,7 @@
 // Only the 2:4 sparse tile differs in method and has one header per ISA.
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "kernels/simd/common.h"
 
@@ -140,11 +141,11 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
 
 // One Q3_K 32-element block of half h of a 16-row group for T tokens: the 3-bit quants rebuilt
 // unsigned from their 2-bit planes and high bits (u = low + 4 high, q = u - 4) and dotted with
-// the activations; 4 x each half's activation sum (shared by every lane) is taken back out. The
-// first and second 16 elements have their own scales.
+// the activations; 4 x each half's activation sum is taken back out, in float from the scaled
+// sums of Q2KSums (xs, as Q2KBlock's). The first and second 16 elements have their own scales.
 template <int T>
 inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
-                     int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
+                     const float* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
   constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ3K);
   const VecI k3 = Set1I8(3), k4 = Set1I8(4);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h),
@@ -161,11 +162,11 @@ inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
         *wh = OrI(AndI(Srl16(p1, 2 * m), k3), AndI(hb1, k4));
       },
       acc, acc2);
+  const VecF n4_lo = Mul(s_lo, Set1(-4.0f)), n4_hi = Mul(s_hi, Set1(-4.0f));
   for (int t = 0; t < T; ++t) {
-    const int8_t* xt = xb + t * cols;
-    const VecI z_lo = SetI(4 * SumI8x16(xt)), z_hi = SetI(4 * SumI8x16(xt + 16));
-    const VecF f = Fma(ToFloat(SubI(acc[t], z_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], z_hi)), s_hi));
-    facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
+    const VecF f = Fma(ToFloat(acc[t]), s_lo, Mul(ToFloat(acc2[t]), s_hi));
+    const VecF z = Fma(n4_lo, Set1(xs[t * 2 * nb]), Mul(n4_hi, Set1(xs[t * 2 * nb + 1])));
+    facc[t] = Add(facc[t], Fma(f, Set1(xd[t * nb]), z));  // one add on the chain
   }
 }
 
@@ -206,11 +207,13 @@ inline void Q2Q3Dots(const int8_t* xb, int64_t cols, W weights, VecI* acc, VecI*
 }
 
 // One Q2_K 32-element block of half h for T tokens: the 2-bit quants (unsigned) dotted with the
-// activations; per 16 elements y += d_x (d sc . dot - dmin m . sum(q_x)), the activation sums
-// shared by every lane.
+// activations; per 16 elements y += d_x d sc . dot - dmin m . (d_x sum(q_x)), the scaled
+// activation sums (xs: 2 per block, token t's at xs + t * 2 nb) computed once per token tile
+// (Q2KSums) and shared by every lane and row group. nm_lo / nm_hi: -dmin m.
 template <int T>
 inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
-                     int64_t nb, VecF s_lo, VecF s_hi, VecF m_lo, VecF m_hi, VecF* facc) {
+                     const float* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF nm_lo, VecF nm_hi,
+                     VecF* facc) {
   const VecI k3 = Set1I8(3);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h);
   VecI acc[T], acc2[T];
@@ -223,13 +226,20 @@ inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
       },
       acc, acc2);
   for (int t = 0; t < T; ++t) {
-    const int8_t* xt = xb + t * cols;
-    const int32_t sum_lo = SumI8x16(xt), sum_hi = SumI8x16(xt + 16);
     const VecF f = Fma(ToFloat(acc[t]), s_lo, Mul(ToFloat(acc2[t]), s_hi));
-    const VecF mins =
-        Fma(m_lo, Set1(static_cast<float>(sum_lo)), Mul(m_hi, Set1(static_cast<float>(sum_hi))));
-    facc[t] = Fma(Sub(f, mins), Set1(xd[t * nb]), facc[t]);
+    const VecF mins = Fma(nm_lo, Set1(xs[t * 2 * nb]), Mul(nm_hi, Set1(xs[t * 2 * nb + 1])));
+    facc[t] = Add(facc[t], Fma(f, Set1(xd[t * nb]), mins));  // one add on the chain
   }
+}
+
+// Q2KBlock's and Q3KBlock's scaled activation sums of T tokens: xs[t * 2 nb + j] = d_x * sum(q_x)
+// over elements 16 j .. 16 j + 15 of token t.
+inline void Q2KSums(const int8_t* xq, const float* xd, int64_t cols, int T, float* xs) {
+  const int64_t nb = cols / kQK;
+  for (int t = 0; t < T; ++t)
+    for (int64_t j = 0; j < 2 * nb; ++j)
+      xs[t * 2 * nb + j] =
+          xd[t * nb + j / 2] * static_cast<float>(SumI8x16(xq + t * cols + 16 * j));
 }
 
 // Q3_K's 6-bit scale of sub-block j (0..15) for every lane, from the 3 words of packed scale
@@ -308,7 +318,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         sw = Mul(BitsToFloat(ShlV(LoadU8(p + kLanes * h), SetI(23))), Set1(0.5f));
       } else if constexpr (K == X16Kind::kQ2K) {
         kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
-        kh.ndmin = LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h);
+        kh.ndmin = Sub(Zero(), LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h));
         for (int v = 0; v < 4; ++v) q3w[v] = LoadRaw(p + 64 + 64 * v + kRowBytes * h);
       } else if constexpr (K == X16Kind::kQ3K) {
         kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
@@ -334,13 +344,13 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         if constexpr (K == X16Kind::kQ2K) {  // scale bytes 2 bi, 2 bi + 1: sc | m << 4
           auto byte = [&](int j) { return AndI(ShrV(q3w[j / 4], SetI(8 * (j % 4))), SetI(255)); };
           const VecI b0 = byte(2 * bi), b1 = byte(2 * bi + 1), m15 = SetI(15), four = SetI(4);
-          Q2KBlock<T>(p, h, xb, cols, xd + b, nb, Mul(kh.d, ToFloat(AndI(b0, m15))),
+          Q2KBlock<T>(p, h, xb, cols, xd + b, xds + 2 * b, nb, Mul(kh.d, ToFloat(AndI(b0, m15))),
                       Mul(kh.d, ToFloat(AndI(b1, m15))), Mul(kh.ndmin, ToFloat(ShrV(b0, four))),
                       Mul(kh.ndmin, ToFloat(ShrV(b1, four))), facc);
           continue;
         }
         if constexpr (K == X16Kind::kQ3K) {
-          Q3KBlock<T>(p, h, xb, cols, xd + b, nb, Q3KScale(q3w, 2 * bi, kh.d),
+          Q3KBlock<T>(p, h, xb, cols, xd + b, xds + 2 * b, nb, Q3KScale(q3w, 2 * bi, kh.d),
                       Q3KScale(q3w, 2 * bi + 1, kh.d), facc);
           continue;
         }
@@ -507,6 +517,13 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
     const int8_t* xq = x.qs + static_cast<int64_t>(t0) * cols;
     const float* xd = x.d + static_cast<int64_t>(t0) * nb;
     const float* xds = x.ds + static_cast<int64_t>(t0) * nb;
+    if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K) {  // scaled 16-element sums
+      thread_local std::vector<float> sums;  // (grows once per thread to the widest matrix)
+      const size_t need = static_cast<size_t>(kMaxT) * 2 * static_cast<size_t>(nb);
+      if (sums.size() < need) sums.resize(need);
+      Q2KSums(xq, xd, cols, T, sums.data());
+      xds = sums.data();
+    }
     for (int64_t g = 0; g < rows / kX16Rows; ++g) {
       const uint8_t* grp = base + static_cast<size_t>(g) * group_bytes;
       float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
