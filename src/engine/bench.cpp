@@ -309,9 +309,9 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   const int step = o.step_tokens > 0 ? o.step_tokens : tf.step_tokens();
   const size_t block = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf.matmul_block_bytes();
   const Isa isa = ParseIsa(s.info.isa);
+  const Prefetch call_pf = o.prefetch < 0 ? s.prefetch : static_cast<Prefetch>(o.prefetch);
   const KernelTable& dflt_k = GetKernels(isa, Prefetch::kAuto);
-  const KernelTable& call_k =
-      o.prefetch < 0 ? tf.kernels() : GetKernels(isa, static_cast<Prefetch>(o.prefetch));
+  const KernelTable& call_k = GetKernels(isa, call_pf);
   auto choose = [&](bool defaults) {
     tf.SetStepTokens(defaults ? std::min(256, tf.max_batch()) : step);
     tf.SetMatmulBlockBytes(defaults ? 0 : block);
@@ -331,34 +331,31 @@ BenchReport Engine::Bench(const BenchOptions& o) {
     choose(false);
     r.tune = {step,
               block,
-              &call_k == &GetKernels(isa, Prefetch::kAll)
-                  ? 2
-                  : (&call_k == &GetKernels(isa, Prefetch::kOff) ? 0 : 1),
+              static_cast<int>(call_pf),
               Summarize(dflt).median,
               Summarize(tuned).median,
               Summarize(dflt_dec).median,
               Summarize(tuned_dec).median};
   }
-  if (o.decode_only) {
+  // One figure alone: `reps` runs of prefill or decode, medians.
+  if (o.prefill_only || o.decode_only) {
     std::vector<double> tps;
     double seconds = 0;
-    for (int rep = 0; rep < o.reps; ++rep) tps.push_back(run.Decode(nullptr, &seconds));
-    const Stats ds = Summarize(tps);
-    r.decode_tps = ds.median;
-    r.decode_tps_min = ds.min;
-    r.decode_tps_max = ds.max;
-    r.decode_gbs = static_cast<double>(r.streamed_bytes) * r.decode_tps / 1e9;
-    return r;
-  }
-  if (o.prefill_only) {
-    std::vector<double> tps;
-    double seconds = 0;
-    for (int rep = 0; rep < o.reps; ++rep) tps.push_back(run.Prefill(nullptr, &seconds));
-    const Stats ps = Summarize(tps);
-    r.prefill_tps = ps.median;
-    r.prefill_tps_min = ps.min;
-    r.prefill_tps_max = ps.max;
-    r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
+    for (int rep = 0; rep < o.reps; ++rep)
+      tps.push_back(o.prefill_only ? run.Prefill(nullptr, &seconds)
+                                   : run.Decode(nullptr, &seconds));
+    const Stats st = Summarize(tps);
+    if (o.prefill_only) {
+      r.prefill_tps = st.median;
+      r.prefill_tps_min = st.min;
+      r.prefill_tps_max = st.max;
+      r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
+    } else {
+      r.decode_tps = st.median;
+      r.decode_tps_min = st.min;
+      r.decode_tps_max = st.max;
+      r.decode_gbs = static_cast<double>(r.streamed_bytes) * r.decode_tps / 1e9;
+    }
     return r;
   }
   if (!o.sweep_batch.empty()) {

@@ -234,11 +234,9 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
     Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
   const int threads = o.threads > 0 ? o.threads : PhysicalCores();
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->transformer = std::make_unique<Transformer>(
-      *impl->model,
-      GetKernels(
-          isa, !o.prefetch ? Prefetch::kOff : (o.prefetch_all ? Prefetch::kAll : Prefetch::kAuto)),
-      *impl->pool, o.max_batch, o.int8_activations);
+  impl->prefetch = PrefetchOf(o);
+  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, impl->prefetch),
+                                                    *impl->pool, o.max_batch, o.int8_activations);
   impl->transformer->SetBf16Dot(o.bf16_dot);
   impl->transformer->SetContext(ctx);
   if (tracer) {

@@ -18,6 +18,11 @@
 
 namespace paddock {
 
+// EngineOptions' prefetch switches as the kernel tables' mode.
+inline Prefetch PrefetchOf(const EngineOptions& o) {
+  return !o.prefetch ? Prefetch::kOff : (o.prefetch_all ? Prefetch::kAll : Prefetch::kAuto);
+}
+
 struct Engine::Impl {
   // --trace: first, so that it is destroyed (and written) after the threads that record.
   std::unique_ptr<Tracer> tracer;
@@ -29,6 +34,7 @@ struct Engine::Impl {
   ModelInfo info;
   double load_seconds = 0;
   int context = 0;
+  Prefetch prefetch = Prefetch::kAuto;  // the transformer's kernel table's (PrefetchOf)
   std::vector<int32_t> history;
   TextAssembler text;
   KvManager::SeqId eval_seq = -1;

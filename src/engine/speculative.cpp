@@ -6,6 +6,7 @@
 #include "base/cpu.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
+#include "engine/engine_impl.h"  // PrefetchOf
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
 #include "model/transformer.h"
@@ -137,12 +138,8 @@ DraftProposer::DraftProposer(const std::string& path, const LoadedModel& target,
   }
   if (o.relayout_weights && o.int8_activations) RelayoutWeights(s.model.get(), o.huge_pages);
   s.context = std::min(context, s.model->config.context_length);
-  s.tf = std::make_unique<Transformer>(
-      *s.model,
-      GetKernels(ParseIsa(o.isa), !o.prefetch
-                                      ? Prefetch::kOff
-                                      : (o.prefetch_all ? Prefetch::kAll : Prefetch::kAuto)),
-      pool, std::min(o.max_batch, 64), o.int8_activations);
+  s.tf = std::make_unique<Transformer>(*s.model, GetKernels(ParseIsa(o.isa), PrefetchOf(o)), pool,
+                                       std::min(o.max_batch, 64), o.int8_activations);
   KvCacheOptions ko;
   ko.prefix_cache = false;  // drafts are rolled back by truncation
   ko.k_type = ko.v_type = KvDtype::kF16;

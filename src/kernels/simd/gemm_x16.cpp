@@ -285,7 +285,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   // Without VNNI, MXFP4's small values (|w| <= 12) take the sign trick with int16 sums instead;
   // with it, they are stored + 12 (kMxfp4Plus12) as DotU8S8's unsigned operand.
   constexpr bool kM4Int16 = K == X16Kind::kM4 && kInt16Sums && kOffset8Zero == 0.0f;
-  constexpr bool kM4Plus12 = K == X16Kind::kM4 && !kM4Int16 && kOffset8Zero != 0.0f;
+  constexpr bool kM4Plus12 = K == X16Kind::kM4 && kOffset8Zero != 0.0f;
   constexpr float kZero =
       K == X16Kind::kQ4S
           ? 8.0f
