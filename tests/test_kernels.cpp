@@ -19,7 +19,8 @@ namespace {
 std::vector<Isa> FastIsas() {
   std::vector<Isa> v;
   if (static_cast<int>(DetectIsa()) >= static_cast<int>(Isa::kAvx2)) v.push_back(Isa::kAvx2);
-  if (DetectIsa() == Isa::kAvx512) v.push_back(Isa::kAvx512);
+  if (static_cast<int>(DetectIsa()) >= static_cast<int>(Isa::kAvx512)) v.push_back(Isa::kAvx512);
+  if (DetectIsa() == Isa::kAmx) v.push_back(Isa::kAmx);  // AVX-512 + GEMMs on AMX tiles
   return v;
 }
 
@@ -514,7 +515,7 @@ TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
           for (int c = 0; c < cols; ++c)
             ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << r << " " << c;
         }
-        for (int n_tok : {1, 3, 8, 11}) {
+        for (int n_tok : {1, 3, 8, 11, 16, 35}) {  // 16, 35: whole AMX tiles (+ a remainder)
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 29 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
@@ -731,7 +732,7 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
       for (size_t i = 0; i < back.size(); ++i)
         ASSERT_EQ(back[i], b40[i]) << "PQ4_G32 round-to-nearest must equal Q4_0, element " << i;
     }
-    for (int n_tok : {1, 3, 8, 11}) {
+    for (int n_tok : {1, 3, 8, 11, 16, 35}) {  // 16, 35: whole AMX tiles (+ a remainder)
       const auto x = Random(static_cast<size_t>(cols) * n_tok, 53 + n_tok);
       const QuantizedActs quantized(x);
       const ActQ8 xq = quantized.act();
@@ -815,7 +816,7 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
             ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c))
                 << tr.name << " " << r << " " << c;
         }
-        for (int n_tok : {1, 3, 6, 8, 13}) {
+        for (int n_tok : {1, 3, 6, 8, 13, 16, 35}) {  // 16, 35: whole AMX tiles (+ a remainder)
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 67 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
@@ -830,14 +831,15 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
             for (size_t i = 0; i < got.size(); ++i)
               ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1));
           }
-          // Against float math on the file layout's values: only the activations' int8 rounding.
+          // Against float math on the file layout's values: only the activations' int8 rounding
+          // (a sum of cols independent errors; the bound is about 3 sigma for these weights).
           std::vector<float> fwant(rows);
           for (int t = 0; t < n_tok; ++t) {
             ref.gemv[static_cast<int>(base)](
                 w.data(), rb, cols, rows, x.data() + static_cast<size_t>(t) * cols, fwant.data());
             for (int r = 0; r < rows; ++r)
               ASSERT_NEAR(want[t * rows + r], fwant[r],
-                          0.02 * std::sqrt(static_cast<double>(cols)) + 0.01 * std::fabs(fwant[r]))
+                          0.03 * std::sqrt(static_cast<double>(cols)) + 0.01 * std::fabs(fwant[r]))
                   << tr.name;
           }
           ASSERT_NO_FATAL_FAILURE(

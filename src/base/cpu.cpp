@@ -2,6 +2,8 @@
 
 #include <cpuid.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -20,6 +22,24 @@ bool HasF16c() {
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
   return (c & (1u << 29)) != 0;
 }
+
+// AMX-TILE and AMX-INT8 (CPUID.(7,0):EDX bits 24, 25), the OS saving the tile state (XCR0 bits
+// 17, 18), and Linux's per-process permission for it (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XTILEDATA; without it the first tile instruction faults). Asked once.
+bool AmxUsable() {
+  static const bool usable = [] {
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & (1u << 27)) == 0) return false;  // OSXSAVE
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+}
 }  // namespace
 
 Isa DetectIsa() {
@@ -27,7 +47,7 @@ Isa DetectIsa() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && HasF16c()) {
-    return Isa::kAvx512;
+    return AmxUsable() ? Isa::kAmx : Isa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c()) {
     return Isa::kAvx2;
@@ -38,7 +58,9 @@ Isa DetectIsa() {
 bool CpuHasAvx512Bf16() {
   // CPUID.(EAX=7, ECX=1):EAX bit 5, and the AVX-512 level the BF16 kernels build on.
   unsigned a, b, c, d;
-  if (DetectIsa() != Isa::kAvx512 || __get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  if (static_cast<int>(DetectIsa()) < static_cast<int>(Isa::kAvx512) ||
+      __get_cpuid_count(7, 1, &a, &b, &c, &d) == 0)
+    return false;
   return (a & (1u << 5)) != 0;
 }
 
@@ -50,6 +72,8 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -64,8 +88,10 @@ Isa ParseIsa(std::string_view name) {
     want = Isa::kAvx2;
   else if (name == "avx512")
     want = Isa::kAvx512;
+  else if (name == "amx")
+    want = Isa::kAmx;
   else
-    Fail("unknown ISA '%.*s' (expected auto, scalar, avx2 or avx512)", (int)name.size(),
+    Fail("unknown ISA '%.*s' (expected auto, scalar, avx2, avx512 or amx)", (int)name.size(),
          name.data());
   if (static_cast<int>(want) > static_cast<int>(best)) {
     Fail("this CPU cannot run %s kernels (best available: %s)", IsaName(want), IsaName(best));

@@ -8,15 +8,17 @@
 
 namespace paddock {
 
-// kAvx2: AVX2 + FMA + F16C. kAvx512: AVX-512 F/BW/VL/DQ + VNNI (+ FMA, F16C).
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// kAvx2: AVX2 + FMA + F16C. kAvx512: AVX-512 F/BW/VL/DQ + VNNI (+ FMA, F16C). kAmx: kAvx512
+// with AMX-TILE and AMX-INT8, and the Linux kernel's permission for this process to use the
+// tile state (requested once, by DetectIsa).
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 // The best ISA this CPU supports among those Paddock has kernels for.
 Isa DetectIsa();
 // AVX-512 BF16 (vdpbf16ps) on top of the AVX-512 level.
 bool CpuHasAvx512Bf16();
 const char* IsaName(Isa isa);
-// Parses "scalar", "avx2", "avx512" or "auto"; throws Error otherwise, and if the CPU
+// Parses "scalar", "avx2", "avx512", "amx" or "auto"; throws Error otherwise, and if the CPU
 // cannot run the requested ISA.
 Isa ParseIsa(std::string_view name);
 

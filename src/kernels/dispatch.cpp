@@ -18,6 +18,13 @@ KernelTable Avx512(Prefetch prefetch) {
   if (CpuHasAvx512Bf16()) k.gemm_bf16_dot = avx512bf16::GemmBf16Dot;
   return Finish(k);
 }
+// AVX-512 with the integer GEMMs on AMX tiles where it has them.
+KernelTable Amx(Prefetch prefetch) {
+  KernelTable k = Avx512(prefetch);
+  amx::SetAmxKernels(&k, prefetch);
+  k.isa = Isa::kAmx;
+  return k;
+}
 }  // namespace
 
 const KernelTable& GetKernels(Isa isa, Prefetch prefetch) {
@@ -27,6 +34,11 @@ const KernelTable& GetKernels(Isa isa, Prefetch prefetch) {
   const int pf = static_cast<int>(prefetch);
   if (pf < 0 || pf > 2) Fail("unknown prefetch mode %d", pf);
   switch (isa) {
+    case Isa::kAmx: {
+      static const KernelTable t[3] = {Amx(Prefetch::kOff), Amx(Prefetch::kAuto),
+                                       Amx(Prefetch::kAll)};
+      return t[pf];
+    }
     case Isa::kAvx512: {
       static const KernelTable t[3] = {Avx512(Prefetch::kOff), Avx512(Prefetch::kAuto),
                                        Avx512(Prefetch::kAll)};

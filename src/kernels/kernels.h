@@ -29,8 +29,13 @@ struct ActQ8 {
   const int8_t* qs = nullptr;  // (n)
   const float* d = nullptr;    // (n / 32)
   const float* ds = nullptr;   // (n / 32) d * sum(q): the block sum, scaled
+  // The same activations packed for a table's tile GEMMs (KernelTable::pack_act_tiles) once
+  // per matmul input, or null: the GEMM then packs them per call.
+  const int8_t* tiles = nullptr;
+  const float* tile_s = nullptr;
+  int tile_count = 0;  // whole 16-token tiles packed
 
-  // Token t of a batch whose tokens have `cols` elements each.
+  // Token t of a batch whose tokens have `cols` elements each (without the packed tiles).
   ActQ8 Token(int64_t t, int64_t cols) const {
     ActQ8 a;
     a.qs = qs + t * cols;
@@ -39,6 +44,12 @@ struct ActQ8 {
     return a;
   }
 };
+
+// ActQ8's packed tiles: per 16-token tile and block, the activation bytes and the scale terms
+// (the 16 tokens' d, ds, -8 ds and -128 ds: the zero-point terms of the kinds, computed once).
+constexpr int kActTileTokens = 16;
+constexpr size_t kActTileBytes = 16 * 32;
+constexpr size_t kActTileFloats = 64;
 
 // Several tokens with float activations: y[t * ldy + r] = dot(row r of w, x + t * cols).
 using GemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,
@@ -136,6 +147,12 @@ struct KernelTable {
   GemvQ8Fn gemv_q8[kGgmlTypeCount];
   // Integer GEMM (prefill, batched decode): register tiles of rows x tokens; null where none.
   GemmQ8Fn gemm_q8[kGgmlTypeCount];
+  // Packs whole 16-token tiles [tile_begin, tile_end) of x (cols per token) as the tile GEMMs
+  // read them: per tile and 32-element block, 16 x 32 activation bytes at tiles +
+  // (tile * cols / 32 + block) * kActTileBytes and kActTileFloats scale terms at tile_s + the
+  // same index * kActTileFloats. Null where the table has no tile GEMM (all but amx).
+  void (*pack_act_tiles)(const ActQ8& x, int64_t cols, int tile_begin, int tile_end, int8_t* tiles,
+                         float* tile_s);
   // Quantizes n floats (a multiple of 32) to int8 blocks: d = amax / 127, q = round(x / d).
   // Every table produces identical bytes.
   void (*quantize_act)(const float* x, int64_t n, int8_t* qs, float* d, float* ds);

@@ -17,6 +17,12 @@ KernelTable MakeTable(Prefetch prefetch);
 namespace avx512 {
 KernelTable MakeTable(Prefetch prefetch);
 }
+namespace amx {
+// AMX tiles (kernels/simd/gemm_amx.cpp): over `t`, the AVX-512 table of the same prefetch
+// mode, replaces the integer GEMMs of the kinds it has, keeping `t`'s for the tokens short of
+// a whole 16-token tile.
+void SetAmxKernels(KernelTable* t, Prefetch prefetch);
+}  // namespace amx
 namespace avx512bf16 {
 void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
                  float* y, int64_t ldy);

@@ -19,13 +19,29 @@ bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
 
 ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
   if (!TakesInt8(w, cols)) return {};
+  {
+    OpScope ps(this, ProfOp::kQuantizeAct);
+    ForTokens(n, [&](int j) {
+      const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
+      k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
+                       act_ds_.get() + r / kQK);
+    });
+  }
+  return WithTiles(ActBuffers(), n, cols);
+}
+
+ActQ8 Transformer::WithTiles(ActQ8 q, int n, int cols) {
+  if (act_tiles_ == nullptr || k_->pack_act_tiles == nullptr || n < kActTileTokens) return q;
   OpScope ps(this, ProfOp::kQuantizeAct);
-  ForTokens(n, [&](int j) {
-    const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
-    k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
-                     act_ds_.get() + r / kQK);
+  const int tiles = n / kActTileTokens;
+  pool_.ParallelFor(tiles, [&](int64_t b, int64_t e, int) {
+    k_->pack_act_tiles(q, cols, static_cast<int>(b), static_cast<int>(e), act_tiles_.get(),
+                       act_tile_s_.get());
   });
-  return ActBuffers();
+  q.tiles = act_tiles_.get();
+  q.tile_s = act_tile_s_.get();
+  q.tile_count = tiles;
+  return q;
 }
 
 ActQ8 Transformer::ActBuffers() const {

@@ -49,6 +49,10 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   act_qs_.reset(new int8_t[act]);
   act_d_.reset(new float[act / kQK + 1]);
   act_ds_.reset(new float[act / kQK + 1]);
+  if (k_->pack_act_tiles != nullptr) {
+    act_tiles_.reset(new int8_t[act]);
+    act_tile_s_.reset(new float[act / kQK * (kActTileFloats / kActTileTokens) + 1]);
+  }
   const size_t B = static_cast<size_t>(max_batch_);
   const size_t T = static_cast<size_t>(pool_.size());
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
@@ -325,7 +329,7 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
                          act_ds_.get() + r / kQK);
     });
   });
-  return quant ? ActBuffers() : ActQ8{};
+  return quant ? WithTiles(ActBuffers(), n, dim) : ActQ8{};
 }
 
 void Transformer::AddResidual(int n) {

@@ -156,7 +156,10 @@ class Transformer {
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
   bool TakesInt8(const WeightTensor& w, int cols) const;
-  ActQ8 ActBuffers() const;  // the planned int8 activation buffers
+  ActQ8 ActBuffers() const;
+  // q (n tokens of cols) with its whole 16-token tiles packed for the table's tile GEMMs, where
+  // it has them (once per matmul input, not per call).
+  ActQ8 WithTiles(ActQ8 q, int n, int cols);  // the planned int8 activation buffers
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   // Rows are given to threads in multiples of this (the kernel table's row unit).
@@ -242,6 +245,10 @@ class Transformer {
   std::unique_ptr<int8_t[]> act_qs_;  // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;    // (B, max_cols / 32) block scales
   std::unique_ptr<float[]> act_ds_;   // (B, max_cols / 32) scaled block sums
+  // The same packed as the table's tile GEMMs read them (KernelTable::pack_act_tiles; null
+  // where the table has none).
+  std::unique_ptr<int8_t[]> act_tiles_;
+  std::unique_ptr<float[]> act_tile_s_;
 
   std::unique_ptr<float[]> arena_;
   size_t arena_bytes_ = 0;

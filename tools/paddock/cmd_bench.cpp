@@ -43,7 +43,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-r", "--reps"}, true, "repetitions; medians are reported (default 3)"},
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
-      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
+      kIsaSpec,
       {{"--json"}, false, "print one JSON object"},
       {{"--profile"}, false, "per-operator shares of the decode step and of a prefill"},
       {{"--sweep-batch"},
@@ -359,9 +359,7 @@ int CmdBench(int argc, char** argv) {
     eo.model_path = args.Str("-m");
     eo.tokenizer_path = args.Str("-z");
     eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
-    eo.isa = args.Str("--isa", "auto");
-    if (eo.isa != "auto" && eo.isa != "scalar" && eo.isa != "avx2" && eo.isa != "avx512")
-      throw Error("unknown ISA '" + eo.isa + "' for --isa");
+    eo.isa = IsaArg(args);
     AddTuningOptions(args, &eo);
     AddTraceOption(args, &eo);
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));

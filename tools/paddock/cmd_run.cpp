@@ -104,6 +104,17 @@ const OptionSpec kNoTuneSpec = {
     false,
     "ignore the tune cache written by paddock tune (default threads, step, matmul blocks and "
     "prefetch)"};
+const OptionSpec kIsaSpec = {{"--isa"},
+                             true,
+                             "kernels: auto, scalar, avx2, avx512, amx (AVX-512 with the integer "
+                             "GEMMs on AMX tiles) (default auto: the best this CPU runs)"};
+std::string IsaArg(const Args& args) {
+  const std::string isa = args.Str("--isa", "auto");
+  for (const char* name : {"auto", "scalar", "avx2", "avx512", "amx"})
+    if (isa == name) return isa;
+  throw UsageError("unknown ISA '" + isa +
+                   "' for --isa (expected auto, scalar, avx2, avx512 or amx)");
+}
 const OptionSpec kPrefetchSpec = {{"--prefetch"},
                                   true,
                                   "software prefetch of the weight stream: auto (the kinds "
@@ -206,7 +217,7 @@ std::vector<OptionSpec> RunSpecs() {
       {{"--show-grammar"}, false, "print the GBNF a --json-schema or --json becomes, then exit"},
       {{"-t", "--threads"}, true, "threads (default: one per physical core)"},
       {{"-c", "--ctx"}, true, "context (KV capacity) in tokens (default: model's, at most 4096)"},
-      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+      kIsaSpec,
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
@@ -302,10 +313,7 @@ int CmdRun(int argc, char** argv) {
     eo.tokenizer_path = args.Str("-z");
     eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
     eo.context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
-    eo.isa = args.Str("--isa", "auto");
-    if (eo.isa != "auto" && eo.isa != "scalar" && eo.isa != "avx2" && eo.isa != "avx512") {
-      throw Error("unknown ISA '" + eo.isa + "' for --isa (expected auto, scalar, avx2 or avx512)");
-    }
+    eo.isa = IsaArg(args);
     AddKvOptions(args, &eo);
     AddSpecOptions(args, &eo);
     go.max_tokens = static_cast<int>(args.Int("-n", 256, 0, 1 << 24));

@@ -103,7 +103,7 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
       {{"-t", "--threads"}, true, "compute threads (default: one per physical core)"},
       {{"-c", "--ctx"}, true, "context per request in tokens (default: model's, at most 4096)"},
-      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512 (default auto)"},
+      kIsaSpec,
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
@@ -152,7 +152,7 @@ int CmdServe(int argc, char** argv) {
   so.engine.tokenizer_path = args.Str("-z");
   so.engine.threads = static_cast<int>(args.Int("-t", 0, 0, 1024));
   so.engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
-  so.engine.isa = args.Str("--isa", "auto");
+  so.engine.isa = IsaArg(args);
   so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
   AddPrefetchOption(args, &so.engine);
   ApplyTuneCache(args, "--max-batch-tokens", &so.engine);

@@ -175,7 +175,7 @@ std::vector<OptionSpec> TuneSpecs() {
       {{"-t", "--threads"}, true, "measure only this thread count (default: each core count)"},
       {{"-p", "--n-prompt"}, true, "prefill tokens per measurement (default 512)"},
       {{"-r", "--reps"}, true, "repetitions per choice, interleaved; medians (default 3)"},
-      {{"--isa"}, true, "kernels: auto, scalar, avx2, avx512"},
+      kIsaSpec,
       {{"--dry-run"}, false, "measure and print, do not store"},
       {{"-h", "--help"}, false, "show this help"},
   };
@@ -298,7 +298,7 @@ int CmdTune(int argc, char** argv) {
   try {
     eo.model_path = args.Str("-m");
     eo.tokenizer_path = args.Str("-z");
-    eo.isa = args.Str("--isa", "auto");
+    eo.isa = IsaArg(args);
     ParseIsa(eo.isa);
     prompt = static_cast<int>(args.Int("-p", 512, 16, 1 << 16));
     reps = static_cast<int>(args.Int("-r", 3, 1, 100));

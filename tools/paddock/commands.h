@@ -62,6 +62,10 @@ inline constexpr const char* kPrefetchNames[] = {"off", "auto", "all"};
 struct OptionSpec;
 extern const OptionSpec kNoTuneSpec;
 extern const OptionSpec kPrefetchSpec;  // --prefetch auto|all|off (run, chat, bench, serve)
+extern const OptionSpec kIsaSpec;       // --isa auto|scalar|avx2|avx512|amx
+// --isa's value (default auto); a name that is not one of kIsaSpec's: UsageError. Whether this
+// CPU can run it is the engine's check (ParseIsa).
+std::string IsaArg(const Args& args);
 void AddPrefetchOption(const Args& args, EngineOptions* eo);
 int CmdTune(int argc, char** argv);
 

@@ -87,6 +87,36 @@ inline VecF DotQ4Legacy(const uint8_t* qs, const uint8_t* qh_bytes, const float*
   return acc;
 }
 
+// ---- 16-row interleaved layouts: scale decoding shared by the register and AMX tiles ----
+// Per scale group of the k-quants: d, -dmin, and the 6-bit scales / mins unpacked to bytes:
+// sc_lo = sub-blocks 0..3 (byte j of each lane), sc_hi = 4..7 (the k-quant packing, all lanes
+// at once).
+struct KHeader {
+  VecF d, ndmin;
+  VecI sc_lo, sc_hi, mn_lo, mn_hi;
+};
+inline KHeader LoadKHeader(const uint8_t* p, int h) {
+  KHeader k;
+  k.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
+  k.ndmin = Sub(Zero(), LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h));
+  const VecI u0 = LoadRaw(p + 64 + 4 * kLanes * h), u1 = LoadRaw(p + 128 + 4 * kLanes * h),
+             u2 = LoadRaw(p + 192 + 4 * kLanes * h);
+  const VecI m6 = Set1I8(63), m4 = Set1I8(15), top = Set1I8(0x30);
+  k.sc_lo = AndI(u0, m6);
+  k.mn_lo = AndI(u1, m6);
+  k.sc_hi = OrI(AndI(u2, m4), AndI(Srl32(u0, 2), top));
+  k.mn_hi = OrI(AndI(Srl32(u2, 4), m4), AndI(Srl32(u1, 2), top));
+  return k;
+}
+
+// Q6_K's sub-block scales 2 bi (first 16 elements of block bi) and 2 bi + 1 for half h of a
+// 16-row group, sign-extended from their bytes (after the header's 16 fp16 d) and times d.
+inline void Q6KScales(const uint8_t* hdr, int h, int bi, VecF d, VecF* s_lo, VecF* s_hi) {
+  const VecI sv = LoadRaw(hdr + 32 + 64 * (bi / 2) + 4 * kLanes * h);
+  *s_lo = Mul(d, ToFloat(Sra32(ShlV(sv, SetI(24 - 16 * (bi % 2))), 24)));
+  *s_hi = Mul(d, ToFloat(Sra32(ShlV(sv, SetI(16 - 16 * (bi % 2))), 24)));
+}
+
 // y += a * x
 inline void Axpy(float* y, float a, const float* x, int64_t n) {
   const VecF va = Set1(a);

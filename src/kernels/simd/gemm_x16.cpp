@@ -251,27 +251,6 @@ inline VecF Q3KScale(const VecI* w, int j, VecF d) {
   return Mul(d, ToFloat(SubI(OrI(lo, ShlV(hi, SetI(4))), SetI(32))));
 }
 
-// Per scale group of the k-quants: d, -dmin, and the 6-bit scales / mins unpacked to bytes:
-// sc_lo = sub-blocks 0..3 (byte j of each lane), sc_hi = 4..7 (the k-quant packing, all lanes
-// at once).
-struct KHeader {
-  VecF d, ndmin;
-  VecI sc_lo, sc_hi, mn_lo, mn_hi;
-};
-inline KHeader LoadKHeader(const uint8_t* p, int h) {
-  KHeader k;
-  k.d = LoadF16(reinterpret_cast<const uint16_t*>(p) + kLanes * h);
-  k.ndmin = Sub(Zero(), LoadF16(reinterpret_cast<const uint16_t*>(p + 32) + kLanes * h));
-  const VecI u0 = LoadRaw(p + 64 + kRowBytes * h), u1 = LoadRaw(p + 128 + kRowBytes * h),
-             u2 = LoadRaw(p + 192 + kRowBytes * h);
-  const VecI m6 = Set1I8(63), m4 = Set1I8(15), top = Set1I8(0x30);
-  k.sc_lo = AndI(u0, m6);
-  k.mn_lo = AndI(u1, m6);
-  k.sc_hi = OrI(AndI(u2, m4), AndI(Srl32(u0, 2), top));
-  k.mn_hi = OrI(AndI(Srl32(u2, 4), m4), AndI(Srl32(u1, 2), top));
-  return k;
-}
-
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
 // G: elements per scale group.
 template <X16Kind K, int G, int T, bool kPf>
@@ -355,10 +334,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           continue;
         }
         if constexpr (K == X16Kind::kQ6K) {
-          // Sub-block scales 2 bi (first 16 elements) and 2 bi + 1, sign-extended from their bytes.
-          const VecI sv = LoadRaw(hdr + 32 + 64 * (bi / 2) + kRowBytes * h);
-          const VecF s_lo = Mul(kh.d, ToFloat(Sra32(ShlV(sv, SetI(24 - 16 * (bi % 2))), 24)));
-          const VecF s_hi = Mul(kh.d, ToFloat(Sra32(ShlV(sv, SetI(16 - 16 * (bi % 2))), 24)));
+          VecF s_lo, s_hi;
+          Q6KScales(hdr, h, bi, kh.d, &s_lo, &s_hi);
           Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
           continue;
         }

@@ -129,6 +129,9 @@ inline VecF Ldexp(VecF p, VecF n) {
 inline VecI ZeroI() {
   return {_mm256_setzero_si256()};
 }
+inline void StoreRaw(uint8_t* p, VecI a) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), a.v);
+}
 inline VecI LoadRaw(const uint8_t* p) {
   return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))};
 }

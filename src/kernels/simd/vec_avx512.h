@@ -125,6 +125,9 @@ inline VecF Ldexp(VecF p, VecF n) {
 inline VecI ZeroI() {
   return {_mm512_setzero_si512()};
 }
+inline void StoreRaw(uint8_t* p, VecI a) {
+  _mm512_storeu_si512(p, a.v);
+}
 inline VecI LoadRaw(const uint8_t* p) {
   return {_mm512_loadu_si512(p)};
 }  // kLanes * 4 bytes

@@ -1,0 +1,386 @@
+// kernels/simd/gemm_amx.cpp: the integer GEMM on AMX tiles (Intel Advanced Matrix Extensions:
+// `tdpbsud` / `tdpbssd`, a 16 x 16 int32 tile += 16 x 64 int8 by 64 x 16 int8 per instruction,
+// on a unit of its own). Compiled with the AVX-512 and AMX flags into namespace `amx`; installed
+// by dispatch.cpp as the `amx` table only where the CPU has AMX-INT8 and the kernel lets this
+// process use the tile state.
+//
+// Why: on the register tile (gemm_x16.cpp) every 32-element block costs 8 `vpdpbusd` per token
+// and 16 rows, and the float epilogue the per-block scales need comes on top; prefill ran at
+// about half the VNNI peak. Here one `tdpbsud` makes a block's exact int32 dots for 16 tokens x
+// 16 rows, and the AVX-512 ports are left with the epilogue alone (a convert and two FMAs per
+// token and block).
+//
+// Results are bit-identical to the register tile's and so to the GEMV: a block's int32 dot is
+// exact either way, and the epilogue applies the same float operations, in the same order, to
+// the same values (each kind's as in X16Tile). Whole 16-token tiles run here; the tokens short
+// of one run on the AVX-512 table's GEMM.
+//
+// Per call and 16-row group: the group's blocks are unpacked once into the tile's B layout
+// (k / 4 rows of 16 weight rows x 4 bytes: the interleaved layout's own vectors, nibbles
+// widened to bytes; 8-bit kinds are read in place) and their scales decoded to floats, then
+// every 16-token tile walks the blocks, two in flight on two accumulator tiles.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/simd/common.h"
+
+namespace paddock {
+namespace PADDOCK_ISA_NS {
+namespace {
+
+static_assert(kLanes == 16, "the AMX tiles build on the AVX-512 vectors");
+
+constexpr int kTileTokens = 16;  // rows of A and C: tokens
+constexpr int kBBytes = 512;     // one 32-element block of 16 rows in the B layout
+constexpr int kABytes = kActTileBytes;  // one block of a 16-token tile's activations (A)
+static_assert(kTileTokens == kActTileTokens);
+constexpr int kChunk = 8;        // blocks whose products are stored before their epilogue
+
+// The kinds with an AMX path: their blocks' dots are one unsigned (or, Q6_K, signed) int8 x
+// int8 product, and their epilogues are X16Tile's.
+constexpr bool AmxKind(X16Kind k) {
+  return k == X16Kind::kQ4S || k == X16Kind::kQ4Z || k == X16Kind::kQ4K || k == X16Kind::kQ8B ||
+         k == X16Kind::kQ8C || k == X16Kind::kQ6K;
+}
+// Read in place: 8-bit quants (stored + 128) are the B layout already.
+constexpr bool InPlace(X16Kind k) {
+  return k == X16Kind::kQ8B || k == X16Kind::kQ8C;
+}
+
+// Where a kind's second scale term sits among a packed block's (ds, -8 ds, -128 ds).
+constexpr int ZeroTermAt(X16Kind k) {
+  return X16HasMin(k) ? 16 : (k == X16Kind::kQ4S ? 32 : 48);
+}
+static_assert(kOffset8Zero == 128.0f);
+
+void PackActTiles(const ActQ8& x, int64_t cols, int tile_begin, int tile_end, int8_t* tiles,
+                  float* tile_s) {
+  const int64_t nb = cols / kQK;
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t at = tile * nb + b;
+      float* o = tile_s + at * kActTileFloats;
+      for (int t = 0; t < kTileTokens; ++t) {
+        const int64_t i = static_cast<int64_t>(tile * kTileTokens + t) * nb + b;
+        std::memcpy(tiles + at * kABytes + t * kQK, x.qs + i * kQK, kQK);
+        // As X16Tile computes its zero-point terms: -kZero * ds.
+        o[t] = x.d[i];
+        o[16 + t] = x.ds[i];
+        o[32 + t] = -8.0f * x.ds[i];
+        o[48 + t] = -kOffset8Zero * x.ds[i];
+      }
+    }
+  }
+}
+
+// The palette-1 tile configuration (64 bytes, as ldtilecfg reads it).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles 0, 1: C (16 tokens x 16 rows, int32); 2, 3: A (16 tokens x kb activation bytes);
+// 4, 5: B (kb / 4 x 64 bytes of weights). kb: the k of one product, 32 (a block) or 16 (Q6_K's
+// half blocks, which have scales of their own).
+void ConfigureTiles(int kb) {
+  TileConfig c;
+  for (int i = 0; i < 2; ++i) {
+    c.rows[i] = kTileTokens;
+    c.colsb[i] = 64;
+    c.rows[2 + i] = kTileTokens;
+    c.colsb[2 + i] = static_cast<uint16_t>(kb);
+    c.rows[4 + i] = static_cast<uint8_t>(kb / 4);
+    c.colsb[4 + i] = 64;
+  }
+  _tile_loadconfig(&c);
+}
+
+// Per thread: the group's unpacked blocks and decoded scales, the zero-point terms of the
+// call's tokens, the stored accumulator tiles. Grown once per thread to the widest matrix.
+struct Scratch {
+  std::vector<uint8_t> w;      // B blocks (+ 64 bytes for alignment)
+  std::vector<float> s0, s1;   // per block, 16 rows each: d_w (Q6_K: the two halves' scales)
+  std::vector<float> xs;       // their scale terms
+  std::vector<int8_t> xa;      // the activations as A tiles, where the caller packed none
+  alignas(64) int32_t c[2 * kChunk * 512];  // two chunks of stored accumulator tiles
+};
+thread_local Scratch tls;
+
+template <class T>
+T* Grow(std::vector<T>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+  return v->data();
+}
+
+// Unpacks 16-row group `grp` (nb blocks) into B blocks at `wb` and its scales into s0 / s1
+// (16 floats per block), computed as X16Tile computes them.
+template <X16Kind K, int G>
+void UnpackGroup(const uint8_t* grp, int64_t nb, uint8_t* wb, float* s0, float* s1) {
+  constexpr int BPS = G / kQK;
+  constexpr X16Layout kL = X16LayoutOf(K);
+  const VecI m4 = Set1I8(15);
+  const uint8_t* p = grp + kL.prefix;
+  for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
+    VecF sw = Zero(), mw = Zero();
+    KHeader kh{};
+    if constexpr (X16IsK(K)) {
+      kh = LoadKHeader(p, 0);
+    } else if constexpr (K == X16Kind::kQ6K) {
+      kh.d = LoadF16(reinterpret_cast<const uint16_t*>(p));
+    } else if constexpr (K != X16Kind::kQ8C) {
+      sw = LoadF16(reinterpret_cast<const uint16_t*>(p));
+      if constexpr (X16HasMin(K)) mw = LoadF16(reinterpret_cast<const uint16_t*>(p + 32));
+    }
+    const uint8_t* hdr = p;
+    p += kL.header;
+    for (int bi = 0; bi < BPS; ++bi, p += kL.block) {
+      const int64_t b = b0 + bi;
+      uint8_t* out = wb + b * kBBytes;
+      if constexpr (K == X16Kind::kQ6K) {
+        Q6KScales(hdr, 0, bi, kh.d, &sw, &mw);
+        // q - 32 as signed bytes: elements 4m.. (rows m of the first half's B) and 16 + 4m..
+        const VecI top = Set1I8(0x30), k32 = Set1I8(32);
+        const VecI h0 = LoadRaw(p + kL.extra), h1 = LoadRaw(p + kL.extra + 64);
+        for (int m = 0; m < 4; ++m) {
+          const VecI v = LoadRaw(p + 64 * m);
+          const VecI hb0 = m == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * m);
+          const VecI hb1 = m == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * m);
+          StoreRaw(out + 64 * m, Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32));
+          StoreRaw(out + 256 + 64 * m, Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32));
+        }
+      } else {
+        if constexpr (X16IsK(K)) {
+          const VecI shift = SetI(8 * (bi % 4)), byte = SetI(255);
+          sw = Mul(kh.d, ToFloat(AndI(ShrV(bi < 4 ? kh.sc_lo : kh.sc_hi, shift), byte)));
+          mw = Mul(kh.ndmin, ToFloat(AndI(ShrV(bi < 4 ? kh.mn_lo : kh.mn_hi, shift), byte)));
+        }
+        if constexpr (!InPlace(K)) {  // nibbles: low = elements 4m.., high = 16 + 4m..
+          for (int m = 0; m < 4; ++m) {
+            const VecI v = LoadRaw(p + 64 * m);
+            StoreRaw(out + 64 * m, AndI(v, m4));
+            StoreRaw(out + 256 + 64 * m, AndI(Srl16(v, 4), m4));
+          }
+        }
+      }
+      Store(s0 + 16 * b, sw);
+      Store(s1 + 16 * b, mw);
+    }
+  }
+}
+
+// The B block b of a group: unpacked, or the group's own bytes for the 8-bit kinds.
+template <X16Kind K>
+inline const uint8_t* BlockB(const uint8_t* grp, const uint8_t* wb, int64_t b) {
+  constexpr X16Layout kL = X16LayoutOf(K);
+  if constexpr (InPlace(K)) {
+    return grp + kL.prefix + static_cast<size_t>(b) * (kL.header + kL.block) + kL.header;
+  } else {
+    return wb + b * kBBytes;
+  }
+}
+
+// A block's products into accumulator tile 0 (from A tile 2 and B tile 4) or 1 (3, 5). Two
+// functions: the tile intrinsics take their register numbers as literals.
+inline void IssueBlock0(const int8_t* xa, const uint8_t* bb) {
+  _tile_loadd(2, xa, kQK);
+  _tile_loadd(4, bb, 64);
+  _tile_zero(0);
+  _tile_dpbsud(0, 2, 4);  // signed activations x unsigned weights
+}
+inline void IssueBlock1(const int8_t* xa, const uint8_t* bb) {
+  _tile_loadd(3, xa, kQK);
+  _tile_loadd(5, bb, 64);
+  _tile_zero(1);
+  _tile_dpbsud(1, 3, 5);
+}
+
+// Block b's epilogue for the tile's 16 tokens from the stored accumulators `c`, as X16Tile's.
+template <X16Kind K>
+inline void Epilogue(const int32_t* c, int64_t b, const float* xs, const float* s0, const float* s1,
+                     VecF* facc) {
+  const VecF sw = Load(s0 + 16 * b);
+  const VecF mw = Load(s1 + 16 * b);
+  for (int t = 0; t < kTileTokens; ++t) {
+    const VecF f = ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 16 * t)));
+    const float d = xs[b * kActTileFloats + t];
+    if constexpr (X16HasMin(K)) {
+      facc[t] = Fma(Mul(f, Set1(d)), sw, facc[t]);
+      facc[t] = Fma(mw, Set1(xs[b * kActTileFloats + 16 + t]), facc[t]);
+    } else {
+      const VecF tmp = Fma(f, Set1(d), Set1(xs[b * kActTileFloats + ZeroTermAt(K) + t]));
+      facc[t] = K == X16Kind::kQ8C ? Add(facc[t], tmp) : Fma(tmp, sw, facc[t]);
+    }
+  }
+}
+
+// Blocks [b0, b0 + n) of a 16-token tile: their products, stored to c (256 int32 per block;
+// Q6_K: two per block, its half blocks'), two blocks in flight on the two accumulator tiles.
+template <X16Kind K>
+inline void Products(const uint8_t* grp, const uint8_t* wb, const int8_t* xa, int64_t b0, int n,
+                     int32_t* c) {
+  if constexpr (K == X16Kind::kQ6K) {
+    for (int i = 0; i < n; ++i) {  // two signed half-block products
+      const int8_t* xb = xa + (b0 + i) * kABytes;
+      const uint8_t* bb = wb + (b0 + i) * kBBytes;
+      _tile_loadd(2, xb, kQK);
+      _tile_loadd(3, xb + 16, kQK);
+      _tile_loadd(4, bb, 64);
+      _tile_loadd(5, bb + 256, 64);
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_dpbssd(0, 2, 4);
+      _tile_dpbssd(1, 3, 5);
+      _tile_stored(0, c + 512 * i, 64);
+      _tile_stored(1, c + 512 * i + 256, 64);
+    }
+  } else {
+    IssueBlock0(xa + b0 * kABytes, BlockB<K>(grp, wb, b0));
+    for (int i = 0; i < n; i += 2) {
+      if (i + 1 < n) IssueBlock1(xa + (b0 + i + 1) * kABytes, BlockB<K>(grp, wb, b0 + i + 1));
+      _tile_stored(0, c + 256 * i, 64);
+      if (i + 2 < n) IssueBlock0(xa + (b0 + i + 2) * kABytes, BlockB<K>(grp, wb, b0 + i + 2));
+      if (i + 1 < n) _tile_stored(1, c + 256 * (i + 1), 64);
+    }
+  }
+}
+
+// 16 tokens (their A tiles xa, their scale terms xs) x one 16-row group. The blocks go in chunks of
+// kChunk: a chunk's products are issued to the tile unit before the previous chunk's epilogue
+// runs on the vector ports, so the two overlap, and the epilogue reads accumulators stored
+// long before (a load right behind a tile store waits for it).
+template <X16Kind K>
+void TokenTile(const uint8_t* grp, const uint8_t* wb, int64_t cols, const int8_t* xa,
+               const float* xs, const float* s0,
+               const float* s1, float* y, int64_t ldy) {
+  constexpr int kPer = K == X16Kind::kQ6K ? 512 : 256;  // stored int32 per block
+  const int64_t nb = cols / kQK;
+  VecF facc[kTileTokens];
+  for (int t = 0; t < kTileTokens; ++t) facc[t] = Zero();
+  int32_t* const cb[2] = {tls.c, tls.c + kChunk * kPer};
+  auto chunk = [&](int64_t b0) { return static_cast<int>(std::min<int64_t>(kChunk, nb - b0)); };
+  Products<K>(grp, wb, xa, 0, chunk(0), cb[0]);
+  for (int64_t b0 = 0, k = 0; b0 < nb; b0 += kChunk, k ^= 1) {
+    if (b0 + kChunk < nb) Products<K>(grp, wb, xa, b0 + kChunk, chunk(b0 + kChunk), cb[k ^ 1]);
+    const int32_t* c = cb[k];
+    for (int i = 0; i < chunk(b0); ++i, c += kPer) {
+      const int64_t b = b0 + i;
+      if constexpr (K == X16Kind::kQ6K) {  // Q6KBlock's epilogue
+        const VecF s_lo = Load(s0 + 16 * b), s_hi = Load(s1 + 16 * b);
+        for (int t = 0; t < kTileTokens; ++t) {
+          const VecF f =
+              Fma(ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 16 * t))), s_lo,
+                  Mul(ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 256 + 16 * t))), s_hi));
+          facc[t] = Fma(f, Set1(xs[b * kActTileFloats + t]), facc[t]);
+        }
+      } else {
+        Epilogue<K>(c, b, xs, s0, s1, facc);
+      }
+    }
+  }
+  VecF row_scale = Zero();
+  if constexpr (K == X16Kind::kQ8C) row_scale = Load(reinterpret_cast<const float*>(grp));
+  for (int t = 0; t < kTileTokens; ++t) {
+    if constexpr (K == X16Kind::kQ8C) facc[t] = Mul(facc[t], row_scale);
+    Store(y + t * ldy, facc[t]);
+  }
+}
+
+// The first n_tok (a multiple of 16) tokens x all rows.
+template <X16Kind K, int G>
+void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
+              float* y, int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  Scratch& s = tls;
+  uint8_t* wb = nullptr;
+  if constexpr (!InPlace(K)) {
+    uint8_t* raw = Grow(&s.w, static_cast<size_t>(nb) * kBBytes + 64);
+    wb = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64);
+  }
+  float* s0 = Grow(&s.s0, static_cast<size_t>(nb) * 16);
+  float* s1 = Grow(&s.s1, static_cast<size_t>(nb) * 16);
+  // The activations as A tiles with their scale terms: packed once per matmul input by the
+  // caller (ActQ8::tiles), else here.
+  const int8_t* xa = x.tiles;
+  const float* xs = x.tile_s;
+  if (xa == nullptr || x.tile_count * kTileTokens < n_tok) {
+    const size_t tiles = static_cast<size_t>(n_tok / kTileTokens);
+    int8_t* pa = Grow(&s.xa, tiles * static_cast<size_t>(nb) * kActTileBytes);
+    float* ps = Grow(&s.xs, tiles * static_cast<size_t>(nb) * kActTileFloats);
+    PackActTiles(x, cols, 0, n_tok / kTileTokens, pa, ps);
+    xa = pa;
+    xs = ps;
+  }
+  ConfigureTiles(K == X16Kind::kQ6K ? 16 : kQK);
+  const auto* base = static_cast<const uint8_t*>(w);
+  for (int64_t g = 0; g < rows / kX16Rows; ++g) {
+    const uint8_t* grp = base + static_cast<size_t>(g) * kX16Rows * rb;
+    UnpackGroup<K, G>(grp, nb, wb, s0, s1);
+    for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
+      const size_t tb = static_cast<size_t>(t0) * static_cast<size_t>(nb);
+      TokenTile<K>(grp, wb, cols, xa + tb / kTileTokens * kABytes,
+                   xs + tb / kTileTokens * kActTileFloats, s0, s1,
+                   y + static_cast<int64_t>(t0) * ldy + g * kX16Rows, ldy);
+    }
+  }
+  _tile_release();
+}
+
+// The AVX-512 table's GEMM per prefetch mode and type: the tokens short of a whole tile.
+GemmQ8Fn g_rest[3][kGgmlTypeCount];
+
+template <int kMode, GgmlType Type, X16Kind K, int G>
+void AmxGemm(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
+             float* y, int64_t ldy) {
+  const int full = n_tok / kTileTokens * kTileTokens;
+  if (full > 0) AmxTiles<K, G>(w, rb, cols, rows, x, full, y, ldy);
+  if (full < n_tok)
+    g_rest[kMode][static_cast<int>(Type)](w, rb, cols, rows, x.Token(full, cols), n_tok - full,
+                                          y + static_cast<int64_t>(full) * ldy, ldy);
+}
+
+template <int kMode, GgmlType Type, X16Kind K, int G>
+void SetAmx(KernelTable* t) {
+  static_assert(AmxKind(K));
+  g_rest[kMode][static_cast<int>(Type)] = t->gemm_q8[static_cast<int>(Type)];
+  t->gemm_q8[static_cast<int>(Type)] = AmxGemm<kMode, Type, K, G>;
+}
+
+template <int kMode>
+void SetAll(KernelTable* t) {
+  SetAmx<kMode, GgmlType::kQ4_0X16, X16Kind::kQ4S, 32>(t);
+  SetAmx<kMode, GgmlType::kQ8_0X16, X16Kind::kQ8B, 32>(t);
+  SetAmx<kMode, GgmlType::kPQ8_C, X16Kind::kQ8C, 32>(t);
+  SetAmx<kMode, GgmlType::kPQ4_G32, X16Kind::kQ4S, 32>(t);
+  SetAmx<kMode, GgmlType::kPQ4_G64, X16Kind::kQ4S, 64>(t);
+  SetAmx<kMode, GgmlType::kPQ4_G128, X16Kind::kQ4S, 128>(t);
+  SetAmx<kMode, GgmlType::kPQ4_G32Z, X16Kind::kQ4Z, 32>(t);
+  SetAmx<kMode, GgmlType::kPQ4_G64Z, X16Kind::kQ4Z, 64>(t);
+  SetAmx<kMode, GgmlType::kPQ4_G128Z, X16Kind::kQ4Z, 128>(t);
+  SetAmx<kMode, GgmlType::kQ4_KX16, X16Kind::kQ4K, kQK_K>(t);
+  SetAmx<kMode, GgmlType::kQ6_KX16, X16Kind::kQ6K, kQK_K>(t);
+}
+
+}  // namespace
+
+void SetAmxKernels(KernelTable* t, Prefetch prefetch) {
+  t->pack_act_tiles = PackActTiles;
+  switch (prefetch) {
+    case Prefetch::kOff:
+      SetAll<0>(t);
+      break;
+    case Prefetch::kAuto:
+      SetAll<1>(t);
+      break;
+    case Prefetch::kAll:
+      SetAll<2>(t);
+      break;
+  }
+}
+
+}  // namespace PADDOCK_ISA_NS
+}  // namespace paddock
