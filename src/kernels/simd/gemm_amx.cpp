@@ -32,11 +32,11 @@ namespace {
 
 static_assert(kLanes == 16, "the AMX tiles build on the AVX-512 vectors");
 
-constexpr int kTileTokens = 16;  // rows of A and C: tokens
-constexpr int kBBytes = 512;     // one 32-element block of 16 rows in the B layout
+constexpr int kTileTokens = 16;         // rows of A and C: tokens
+constexpr int kBBytes = 512;            // one 32-element block of 16 rows in the B layout
 constexpr int kABytes = kActTileBytes;  // one block of a 16-token tile's activations (A)
 static_assert(kTileTokens == kActTileTokens);
-constexpr int kChunk = 8;        // blocks whose products are stored before their epilogue
+constexpr int kChunk = 8;  // blocks whose products are stored before their epilogue
 
 // The kinds with an AMX path: their blocks' dots are one unsigned (or, Q6_K, signed) int8 x
 // int8 product, and their epilogues are X16Tile's.
@@ -103,10 +103,10 @@ void ConfigureTiles(int kb) {
 // Per thread: the group's unpacked blocks and decoded scales, the zero-point terms of the
 // call's tokens, the stored accumulator tiles. Grown once per thread to the widest matrix.
 struct Scratch {
-  std::vector<uint8_t> w;      // B blocks (+ 64 bytes for alignment)
-  std::vector<float> s0, s1;   // per block, 16 rows each: d_w (Q6_K: the two halves' scales)
-  std::vector<float> xs;       // their scale terms
-  std::vector<int8_t> xa;      // the activations as A tiles, where the caller packed none
+  std::vector<uint8_t> w;     // B blocks (+ 64 bytes for alignment)
+  std::vector<float> s0, s1;  // per block, 16 rows each: d_w (Q6_K: the two halves' scales)
+  std::vector<float> xs;      // their scale terms
+  std::vector<int8_t> xa;     // the activations as A tiles, where the caller packed none
   alignas(64) int32_t c[2 * kChunk * 512];  // two chunks of stored accumulator tiles
 };
 thread_local Scratch tls;
@@ -249,44 +249,58 @@ inline void Products(const uint8_t* grp, const uint8_t* wb, const int8_t* xa, in
   }
 }
 
-// 16 tokens (their A tiles xa, their scale terms xs) x one 16-row group. The blocks go in chunks of
-// kChunk: a chunk's products are issued to the tile unit before the previous chunk's epilogue
-// runs on the vector ports, so the two overlap, and the epilogue reads accumulators stored
-// long before (a load right behind a tile store waits for it).
+// One 16-row group x n_tiles 16-token tiles (their A tiles xa, their scale terms xs; tile i's
+// results at y + 16 i ldy). The work is a sequence of chunks of kChunk blocks, tile after tile:
+// a chunk's products are issued to the tile unit before the previous chunk's epilogue runs on
+// the vector ports, so the two overlap (across tiles too), and the epilogue reads accumulators
+// stored long before (a load right behind a tile store waits for it).
 template <X16Kind K>
-void TokenTile(const uint8_t* grp, const uint8_t* wb, int64_t cols, const int8_t* xa,
-               const float* xs, const float* s0,
-               const float* s1, float* y, int64_t ldy) {
+void GroupTiles(const uint8_t* grp, const uint8_t* wb, int64_t cols, const int8_t* xa,
+                const float* xs, const float* s0, const float* s1, int n_tiles, float* y,
+                int64_t ldy) {
   constexpr int kPer = K == X16Kind::kQ6K ? 512 : 256;  // stored int32 per block
   const int64_t nb = cols / kQK;
-  VecF facc[kTileTokens];
-  for (int t = 0; t < kTileTokens; ++t) facc[t] = Zero();
+  const int64_t chunks = (nb + kChunk - 1) / kChunk;  // per tile
+  const int64_t total = chunks * n_tiles;
   int32_t* const cb[2] = {tls.c, tls.c + kChunk * kPer};
-  auto chunk = [&](int64_t b0) { return static_cast<int>(std::min<int64_t>(kChunk, nb - b0)); };
-  Products<K>(grp, wb, xa, 0, chunk(0), cb[0]);
-  for (int64_t b0 = 0, k = 0; b0 < nb; b0 += kChunk, k ^= 1) {
-    if (b0 + kChunk < nb) Products<K>(grp, wb, xa, b0 + kChunk, chunk(b0 + kChunk), cb[k ^ 1]);
-    const int32_t* c = cb[k];
-    for (int i = 0; i < chunk(b0); ++i, c += kPer) {
-      const int64_t b = b0 + i;
+  // Chunk q: tile q / chunks, blocks from (q % chunks) kChunk.
+  auto issue = [&](int64_t q) {
+    const int64_t b0 = q % chunks * kChunk;
+    Products<K>(grp, wb, xa + q / chunks * nb * kABytes, b0,
+                static_cast<int>(std::min<int64_t>(kChunk, nb - b0)), cb[q & 1]);
+  };
+  VecF row_scale = Zero();
+  if constexpr (K == X16Kind::kQ8C) row_scale = Load(reinterpret_cast<const float*>(grp));
+  VecF facc[kTileTokens];
+  issue(0);
+  for (int64_t q = 0; q < total; ++q) {
+    if (q + 1 < total) issue(q + 1);
+    const int64_t tile = q / chunks, b0 = q % chunks * kChunk;
+    const float* ts = xs + tile * nb * kActTileFloats;
+    if (b0 == 0)
+      for (int t = 0; t < kTileTokens; ++t) facc[t] = Zero();
+    const int32_t* c = cb[q & 1];
+    const int64_t b1 = std::min<int64_t>(b0 + kChunk, nb);
+    for (int64_t b = b0; b < b1; ++b, c += kPer) {
       if constexpr (K == X16Kind::kQ6K) {  // Q6KBlock's epilogue
         const VecF s_lo = Load(s0 + 16 * b), s_hi = Load(s1 + 16 * b);
         for (int t = 0; t < kTileTokens; ++t) {
           const VecF f =
               Fma(ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 16 * t))), s_lo,
                   Mul(ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 256 + 16 * t))), s_hi));
-          facc[t] = Fma(f, Set1(xs[b * kActTileFloats + t]), facc[t]);
+          facc[t] = Fma(f, Set1(ts[b * kActTileFloats + t]), facc[t]);
         }
       } else {
-        Epilogue<K>(c, b, xs, s0, s1, facc);
+        Epilogue<K>(c, b, ts, s0, s1, facc);
       }
     }
-  }
-  VecF row_scale = Zero();
-  if constexpr (K == X16Kind::kQ8C) row_scale = Load(reinterpret_cast<const float*>(grp));
-  for (int t = 0; t < kTileTokens; ++t) {
-    if constexpr (K == X16Kind::kQ8C) facc[t] = Mul(facc[t], row_scale);
-    Store(y + t * ldy, facc[t]);
+    if (b1 == nb) {  // the tile's last chunk
+      float* yt = y + tile * kTileTokens * ldy;
+      for (int t = 0; t < kTileTokens; ++t) {
+        if constexpr (K == X16Kind::kQ8C) facc[t] = Mul(facc[t], row_scale);
+        Store(yt + t * ldy, facc[t]);
+      }
+    }
   }
 }
 
@@ -320,12 +334,7 @@ void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8&
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
     const uint8_t* grp = base + static_cast<size_t>(g) * kX16Rows * rb;
     UnpackGroup<K, G>(grp, nb, wb, s0, s1);
-    for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
-      const size_t tb = static_cast<size_t>(t0) * static_cast<size_t>(nb);
-      TokenTile<K>(grp, wb, cols, xa + tb / kTileTokens * kABytes,
-                   xs + tb / kTileTokens * kActTileFloats, s0, s1,
-                   y + static_cast<int64_t>(t0) * ldy + g * kX16Rows, ldy);
-    }
+    GroupTiles<K>(grp, wb, cols, xa, xs, s0, s1, n_tok / kTileTokens, y + g * kX16Rows, ldy);
   }
   _tile_release();
 }
