@@ -117,15 +117,16 @@ T* Grow(std::vector<T>* v, size_t n) {
   return v->data();
 }
 
-// Unpacks 16-row group `grp` (nb blocks) into B blocks at `wb` and its scales into s0 / s1
-// (16 floats per block), computed as X16Tile computes them.
+// Unpacks blocks [from, to) of 16-row group `grp` (from: a multiple of the scale group's blocks)
+// into B blocks at `wb` and their scales into s0 / s1 (16 floats per block), computed as X16Tile
+// computes them.
 template <X16Kind K, int G>
-void UnpackGroup(const uint8_t* grp, int64_t nb, uint8_t* wb, float* s0, float* s1) {
+void UnpackGroup(const uint8_t* grp, int64_t from, int64_t to, uint8_t* wb, float* s0, float* s1) {
   constexpr int BPS = G / kQK;
   constexpr X16Layout kL = X16LayoutOf(K);
   const VecI m4 = Set1I8(15);
-  const uint8_t* p = grp + kL.prefix;
-  for (int64_t b0 = 0; b0 < nb; b0 += BPS) {
+  const uint8_t* p = grp + kL.prefix + static_cast<size_t>(from / BPS) * X16GroupBytes(K, BPS);
+  for (int64_t b0 = from; b0 < to; b0 += BPS) {
     VecF sw = Zero(), mw = Zero();
     KHeader kh{};
     if constexpr (X16IsK(K)) {
@@ -254,20 +255,23 @@ inline void Products(const uint8_t* grp, const uint8_t* wb, const int8_t* xa, in
 // a chunk's products are issued to the tile unit before the previous chunk's epilogue runs on
 // the vector ports, so the two overlap (across tiles too), and the epilogue reads accumulators
 // stored long before (a load right behind a tile store waits for it).
-template <X16Kind K>
-void GroupTiles(const uint8_t* grp, const uint8_t* wb, int64_t cols, const int8_t* xa,
-                const float* xs, const float* s0, const float* s1, int n_tiles, float* y,
-                int64_t ldy) {
+template <X16Kind K, int G>
+void GroupTiles(const uint8_t* grp, uint8_t* wb, int64_t cols, const int8_t* xa, const float* xs,
+                float* s0, float* s1, int n_tiles, float* y, int64_t ldy) {
   constexpr int kPer = K == X16Kind::kQ6K ? 512 : 256;  // stored int32 per block
   const int64_t nb = cols / kQK;
   const int64_t chunks = (nb + kChunk - 1) / kChunk;  // per tile
   const int64_t total = chunks * n_tiles;
   int32_t* const cb[2] = {tls.c, tls.c + kChunk * kPer};
   // Chunk q: tile q / chunks, blocks from (q % chunks) kChunk.
+  // The first tile's chunks unpack their blocks first (so the unpacking, too, overlaps the
+  // previous chunk's epilogue).
+  static_assert(kChunk % (G / kQK) == 0, "chunks start on scale groups");
   auto issue = [&](int64_t q) {
     const int64_t b0 = q % chunks * kChunk;
-    Products<K>(grp, wb, xa + q / chunks * nb * kABytes, b0,
-                static_cast<int>(std::min<int64_t>(kChunk, nb - b0)), cb[q & 1]);
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
+    if (q < chunks) UnpackGroup<K, G>(grp, b0, b0 + n, wb, s0, s1);
+    Products<K>(grp, wb, xa + q / chunks * nb * kABytes, b0, n, cb[q & 1]);
   };
   VecF row_scale = Zero();
   if constexpr (K == X16Kind::kQ8C) row_scale = Load(reinterpret_cast<const float*>(grp));
@@ -333,8 +337,7 @@ void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8&
   const auto* base = static_cast<const uint8_t*>(w);
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
     const uint8_t* grp = base + static_cast<size_t>(g) * kX16Rows * rb;
-    UnpackGroup<K, G>(grp, nb, wb, s0, s1);
-    GroupTiles<K>(grp, wb, cols, xa, xs, s0, s1, n_tok / kTileTokens, y + g * kX16Rows, ldy);
+    GroupTiles<K, G>(grp, wb, cols, xa, xs, s0, s1, n_tok / kTileTokens, y + g * kX16Rows, ldy);
   }
   _tile_release();
 }
