@@ -238,6 +238,10 @@ struct BenchReport {
   double prefill_gops = 0;           // matmul operations per second in prefill
   double peak_int8_gops = 0;         // measured int8 dot-product peak (all threads)
   double compute_utilization = 0;    // prefill_gops / peak_int8_gops
+  // With tile GEMMs (isa amx): their products' peak at the GEMM's block size (all threads), and
+  // prefill_gops over it; 0 without.
+  double peak_tile_gops = 0;
+  double tile_utilization = 0;
   struct ProfileEntry {
     std::string op;
     double ms_per_step = 0;

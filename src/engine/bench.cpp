@@ -67,15 +67,15 @@ double MeasureReadBandwidth(ThreadPool& pool) {
 
 // The best of 5 runs: a peak is what the machine can do, and a run that a late-waking
 // thread or a neighbour on a shared host slowed down says nothing about that.
-double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k) {
-  if (k.int8_peak_probe == nullptr) return 0;
+double MeasurePeak(ThreadPool& pool, int64_t (*probe)(int64_t)) {
+  if (probe == nullptr) return 0;
   const int64_t iters = 2000000;
   double best = 0;
   for (int run = 0; run < 5; ++run) {
     std::vector<int64_t> ops(static_cast<size_t>(pool.size()), 0);
     const double t0 = NowSeconds();
     pool.ParallelFor(pool.size(), [&](int64_t b, int64_t e, int t) {
-      for (int64_t i = b; i < e; ++i) ops[static_cast<size_t>(t)] += k.int8_peak_probe(iters);
+      for (int64_t i = b; i < e; ++i) ops[static_cast<size_t>(t)] += probe(iters);
     });
     const double dt = NowSeconds() - t0;
     int64_t total = 0;
@@ -365,7 +365,9 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   }
   // 1. The machine's roofline, in the same run.
   r.read_bandwidth_gbs = MeasureReadBandwidth(*s.pool);
-  r.peak_int8_gops = MeasureInt8Peak(*s.pool, GetKernels(ParseIsa(s.info.isa)));
+  const KernelTable& kt = GetKernels(ParseIsa(s.info.isa));
+  r.peak_int8_gops = MeasurePeak(*s.pool, kt.int8_peak_probe);
+  r.peak_tile_gops = MeasurePeak(*s.pool, kt.tile_peak_probe);
   // 2. Prefill (and one more, profiled, not counted).
   std::vector<double> prefill, decode, batched;
   double seconds = 0;
@@ -396,6 +398,7 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   r.bandwidth_utilization = r.read_bandwidth_gbs > 0 ? r.decode_gbs / r.read_bandwidth_gbs : 0;
   r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
   r.compute_utilization = r.peak_int8_gops > 0 ? r.prefill_gops / r.peak_int8_gops : 0;
+  r.tile_utilization = r.peak_tile_gops > 0 ? r.prefill_gops / r.peak_tile_gops : 0;
   if (o.profile) {
     const int steps = o.reps * o.gen_tokens;
     r.measured_step_ms = decode_time / steps * 1e3;

@@ -160,6 +160,9 @@ struct KernelTable {
   // number of int8 operations (multiply + add = 2) performed: the machine's integer peak,
   // for benchmarks. Null on the scalar table.
   int64_t (*int8_peak_probe)(int64_t iters);
+  // The same for the tile GEMMs' products (AMX: tdpbsud on 16 x 16 x 32 tiles, the k of one
+  // quant block, as the GEMM issues them); null where the table has none.
+  int64_t (*tile_peak_probe)(int64_t iters);
   float (*dot)(const float* a, const float* b, int64_t n);
   // out = x / rms(x) * w  (w may alias nothing; out may alias x)
   void (*rmsnorm)(float* out, const float* x, const float* w, int64_t n, float eps);

@@ -88,6 +88,8 @@ void PrintJson(const BenchReport& r) {
       r.bandwidth_utilization, r.n_experts, r.n_experts_used);
   std::printf("\"prefill_gops\": %.2f, \"peak_int8_gops\": %.2f, \"compute_utilization\": %.4f, ",
               r.prefill_gops, r.peak_int8_gops, r.compute_utilization);
+  std::printf("\"peak_tile_gops\": %.2f, \"tile_utilization\": %.4f, ", r.peak_tile_gops,
+              r.tile_utilization);
   std::printf(
       "\"memory\": {\"weights\": %llu, \"kv_allocated\": %llu, \"kv_bytes_per_token\": %llu, "
       "\"scratch\": %llu}",
@@ -141,8 +143,13 @@ void PrintJson(const BenchReport& r) {
 
 void PrintTable(const std::string& model, const BenchReport& r) {
   std::printf("model %s, %d threads, %s kernels\n", model.c_str(), r.threads, r.isa.c_str());
-  std::printf("machine: read bandwidth %.1f GB/s, int8 peak %.0f GOPS (measured now)\n",
-              r.read_bandwidth_gbs, r.peak_int8_gops);
+  std::printf("machine: read bandwidth %.1f GB/s, int8 peak %.0f GOPS%s (measured now)\n",
+              r.read_bandwidth_gbs, r.peak_int8_gops,
+              r.peak_tile_gops > 0
+                  ? StrFormat(" (dot products), AMX tile peak %.0f GOPS (k = 32 products)",
+                              r.peak_tile_gops)
+                        .c_str()
+                  : "");
   std::printf("%-28s %12s %12s %12s\n", "test", "tok/s", "min", "max");
   std::printf("%-28s %12.2f %12.2f %12.2f\n", StrFormat("prefill %d", r.prompt_tokens).c_str(),
               r.prefill_tps, r.prefill_tps_min, r.prefill_tps_max);
@@ -160,8 +167,11 @@ void PrintTable(const std::string& model, const BenchReport& r) {
           ? StrFormat(" (the %d of %d experts a token uses)", r.n_experts_used, r.n_experts).c_str()
           : "",
       r.decode_gbs, 100 * r.bandwidth_utilization);
-  std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak\n", r.prefill_gops,
-              r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization);
+  std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak%s\n", r.prefill_gops,
+              r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization,
+              r.peak_tile_gops > 0
+                  ? StrFormat(", %.0f%% of the AMX tile peak", 100 * r.tile_utilization).c_str()
+                  : "");
   if (r.tune.step_tokens > 0) {
     std::printf(
         "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "

@@ -377,10 +377,45 @@ void SetAll(KernelTable* t) {
   SetAmx<kMode, GgmlType::kQ6_KX16, X16Kind::kQ6K, kQK_K>(t);
 }
 
+// tdpbsud into four accumulators in turn, k = 32 as the GEMM issues them.
+int64_t TilePeakProbe(int64_t iters) {
+  TileConfig c;
+  for (int i = 0; i < 4; ++i) {
+    c.rows[i] = kTileTokens;
+    c.colsb[i] = 64;
+  }
+  c.rows[4] = kTileTokens;
+  c.colsb[4] = kQK;
+  c.rows[5] = kQK / 4;
+  c.colsb[5] = 64;
+  _tile_loadconfig(&c);
+  alignas(64) static const int8_t a[kTileTokens * kQK] = {1, 2, 3};
+  alignas(64) static const uint8_t b[kBBytes] = {4, 5, 6};
+  _tile_loadd(4, a, kQK);
+  _tile_loadd(5, b, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbsud(0, 4, 5);
+    _tile_dpbsud(1, 4, 5);
+    _tile_dpbsud(2, 4, 5);
+    _tile_dpbsud(3, 4, 5);
+  }
+  alignas(64) int32_t out[kTileTokens * 16];
+  _tile_stored(0, out, 64);  // keeps the work alive
+  _tile_release();
+  volatile int32_t sink = out[0];
+  (void)sink;
+  return iters * 4 * kTileTokens * 16 * kQK * 2;
+}
+
 }  // namespace
 
 void SetAmxKernels(KernelTable* t, Prefetch prefetch) {
   t->pack_act_tiles = PackActTiles;
+  t->tile_peak_probe = TilePeakProbe;
   switch (prefetch) {
     case Prefetch::kOff:
       SetAll<0>(t);
