@@ -29,7 +29,7 @@ struct ActQ8 {
   const int8_t* qs = nullptr;  // (n)
   const float* d = nullptr;    // (n / 32)
   const float* ds = nullptr;   // (n / 32) d * sum(q): the block sum, scaled
-  // The same activations packed for a table's tile GEMMs (KernelTable::pack_act_tiles) once
+  // The same activations packed for a table's tile GEMMs (KernelTable::pack_act_token) once
   // per matmul input, or null: the GEMM then packs them per call.
   const int8_t* tiles = nullptr;
   const float* tile_s = nullptr;
@@ -147,12 +147,11 @@ struct KernelTable {
   GemvQ8Fn gemv_q8[kGgmlTypeCount];
   // Integer GEMM (prefill, batched decode): register tiles of rows x tokens; null where none.
   GemmQ8Fn gemm_q8[kGgmlTypeCount];
-  // Packs whole 16-token tiles [tile_begin, tile_end) of x (cols per token) as the tile GEMMs
-  // read them: per tile and 32-element block, 16 x 32 activation bytes at tiles +
+  // Packs token `token` of x (cols per token) into its place as the tile GEMMs read their
+  // activations: per 16-token tile and 32-element block, 16 x 32 activation bytes at tiles +
   // (tile * cols / 32 + block) * kActTileBytes and kActTileFloats scale terms at tile_s + the
   // same index * kActTileFloats. Null where the table has no tile GEMM (all but amx).
-  void (*pack_act_tiles)(const ActQ8& x, int64_t cols, int tile_begin, int tile_end, int8_t* tiles,
-                         float* tile_s);
+  void (*pack_act_token)(const ActQ8& x, int64_t cols, int token, int8_t* tiles, float* tile_s);
   // Quantizes n floats (a multiple of 32) to int8 blocks: d = amax / 127, q = round(x / d).
   // Every table produces identical bytes.
   void (*quantize_act)(const float* x, int64_t n, int8_t* qs, float* d, float* ds);

@@ -19,36 +19,28 @@ bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
 
 ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
   if (!TakesInt8(w, cols)) return {};
-  {
-    OpScope ps(this, ProfOp::kQuantizeAct);
-    ForTokens(n, [&](int j) {
-      const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
-      k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK,
-                       act_ds_.get() + r / kQK);
-    });
-  }
-  return WithTiles(ActBuffers(), n, cols);
-}
-
-ActQ8 Transformer::WithTiles(ActQ8 q, int n, int cols) {
-  if (act_tiles_ == nullptr || k_->pack_act_tiles == nullptr || n < kActTileTokens) return q;
   OpScope ps(this, ProfOp::kQuantizeAct);
-  const int tiles = n / kActTileTokens;
-  pool_.ParallelFor(tiles, [&](int64_t b, int64_t e, int) {
-    k_->pack_act_tiles(q, cols, static_cast<int>(b), static_cast<int>(e), act_tiles_.get(),
-                       act_tile_s_.get());
-  });
-  q.tiles = act_tiles_.get();
-  q.tile_s = act_tile_s_.get();
-  q.tile_count = tiles;
-  return q;
+  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols); });
+  return ActBuffers(n);
 }
 
-ActQ8 Transformer::ActBuffers() const {
+void Transformer::QuantizeToken(const float* x, int j, int n, int cols) {
+  const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
+  k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
+  if (PacksTiles(n) && j < n / kActTileTokens * kActTileTokens)
+    k_->pack_act_token(ActBuffers(0), cols, j, act_tiles_.get(), act_tile_s_.get());
+}
+
+ActQ8 Transformer::ActBuffers(int n) const {
   ActQ8 q;
   q.qs = act_qs_.get();
   q.d = act_d_.get();
   q.ds = act_ds_.get();
+  if (PacksTiles(n)) {
+    q.tiles = act_tiles_.get();
+    q.tile_s = act_tile_s_.get();
+    q.tile_count = n / kActTileTokens;
+  }
   return q;
 }
 

@@ -49,7 +49,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   act_qs_.reset(new int8_t[act]);
   act_d_.reset(new float[act / kQK + 1]);
   act_ds_.reset(new float[act / kQK + 1]);
-  if (k_->pack_act_tiles != nullptr) {
+  if (k_->pack_act_token != nullptr) {
     act_tiles_.reset(new int8_t[act]);
     act_tile_s_.reset(new float[act / kQK * (kActTileFloats / kActTileTokens) + 1]);
   }
@@ -324,12 +324,10 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
       if (add_residual) k_->add(x_ + r, xb_ + r, dim);
       Norm(xb_ + r, x_ + r, w, b);
-      if (quant)
-        k_->quantize_act(xb_ + r, dim, act_qs_.get() + r, act_d_.get() + r / kQK,
-                         act_ds_.get() + r / kQK);
+      if (quant) QuantizeToken(xb_, j, n, dim);
     });
   });
-  return quant ? WithTiles(ActBuffers(), n, dim) : ActQ8{};
+  return quant ? ActBuffers(n) : ActQ8{};
 }
 
 void Transformer::AddResidual(int n) {

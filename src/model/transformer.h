@@ -156,10 +156,16 @@ class Transformer {
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
   bool TakesInt8(const WeightTensor& w, int cols) const;
-  ActQ8 ActBuffers() const;
-  // q (n tokens of cols) with its whole 16-token tiles packed for the table's tile GEMMs, where
-  // it has them (once per matmul input, not per call).
-  ActQ8 WithTiles(ActQ8 q, int n, int cols);  // the planned int8 activation buffers
+  // Token j of n (cols floats at x + j cols) into the planned int8 buffers; where the table
+  // has tile GEMMs and j falls in a whole 16-token tile, also packed as they read it, while it
+  // is in cache (once per matmul input, not per call).
+  void QuantizeToken(const float* x, int j, int n, int cols);
+  bool PacksTiles(int n) const {
+    return act_tiles_ != nullptr && k_->pack_act_token != nullptr && n >= kActTileTokens;
+  }
+  // The planned int8 buffers holding n tokens (with their packed tiles where QuantizeToken
+  // packed them).
+  ActQ8 ActBuffers(int n) const;
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   // Rows are given to threads in multiples of this (the kernel table's row unit).
@@ -245,7 +251,7 @@ class Transformer {
   std::unique_ptr<int8_t[]> act_qs_;  // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;    // (B, max_cols / 32) block scales
   std::unique_ptr<float[]> act_ds_;   // (B, max_cols / 32) scaled block sums
-  // The same packed as the table's tile GEMMs read them (KernelTable::pack_act_tiles; null
+  // The same packed as the table's tile GEMMs read them (KernelTable::pack_act_token; null
   // where the table has none).
   std::unique_ptr<int8_t[]> act_tiles_;
   std::unique_ptr<float[]> act_tile_s_;

@@ -15,10 +15,12 @@
 // the same values (each kind's as in X16Tile). Whole 16-token tiles run here; the tokens short
 // of one run on the AVX-512 table's GEMM.
 //
-// Per call and 16-row group: the group's blocks are unpacked once into the tile's B layout
-// (k / 4 rows of 16 weight rows x 4 bytes: the interleaved layout's own vectors, nibbles
-// widened to bytes; 8-bit kinds are read in place) and their scales decoded to floats, then
-// every 16-token tile walks the blocks, two in flight on two accumulator tiles.
+// The activations come packed as A tiles (16 tokens x 32 bytes per block, PackActToken). Per
+// 16-row group, one software pipeline (GroupTiles) runs over chunks of blocks, token tile after
+// token tile: on the first tile a chunk's weights are unpacked into the B layout (k / 4 rows of
+// 16 weight rows x 4 bytes: the interleaved layout's own vectors, nibbles widened to bytes;
+// 8-bit kinds are read in place) and their scales decoded; its products are stored, and their
+// epilogue runs while the next chunk's products do.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -55,23 +57,18 @@ constexpr int ZeroTermAt(X16Kind k) {
 }
 static_assert(kOffset8Zero == 128.0f);
 
-void PackActTiles(const ActQ8& x, int64_t cols, int tile_begin, int tile_end, int8_t* tiles,
-                  float* tile_s) {
-  const int64_t nb = cols / kQK;
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t at = tile * nb + b;
-      float* o = tile_s + at * kActTileFloats;
-      for (int t = 0; t < kTileTokens; ++t) {
-        const int64_t i = static_cast<int64_t>(tile * kTileTokens + t) * nb + b;
-        std::memcpy(tiles + at * kABytes + t * kQK, x.qs + i * kQK, kQK);
-        // As X16Tile computes its zero-point terms: -kZero * ds.
-        o[t] = x.d[i];
-        o[16 + t] = x.ds[i];
-        o[32 + t] = -8.0f * x.ds[i];
-        o[48 + t] = -kOffset8Zero * x.ds[i];
-      }
-    }
+void PackActToken(const ActQ8& x, int64_t cols, int token, int8_t* tiles, float* tile_s) {
+  const int64_t nb = cols / kQK, tile = token / kTileTokens;
+  const int t = token % kTileTokens;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t at = tile * nb + b, i = static_cast<int64_t>(token) * nb + b;
+    std::memcpy(tiles + at * kABytes + t * kQK, x.qs + i * kQK, kQK);
+    // As X16Tile computes its zero-point terms: -kZero * ds.
+    float* o = tile_s + at * kActTileFloats;
+    o[t] = x.d[i];
+    o[16 + t] = x.ds[i];
+    o[32 + t] = -8.0f * x.ds[i];
+    o[48 + t] = -kOffset8Zero * x.ds[i];
   }
 }
 
@@ -100,13 +97,13 @@ void ConfigureTiles(int kb) {
   _tile_loadconfig(&c);
 }
 
-// Per thread: the group's unpacked blocks and decoded scales, the zero-point terms of the
-// call's tokens, the stored accumulator tiles. Grown once per thread to the widest matrix.
+// Per thread: the group's unpacked blocks and decoded scales, the stored accumulator tiles, and
+// packed activations where the caller gave none. Grown once per thread to the widest matrix.
 struct Scratch {
   std::vector<uint8_t> w;     // B blocks (+ 64 bytes for alignment)
   std::vector<float> s0, s1;  // per block, 16 rows each: d_w (Q6_K: the two halves' scales)
-  std::vector<float> xs;      // their scale terms
   std::vector<int8_t> xa;     // the activations as A tiles, where the caller packed none
+  std::vector<float> xs;      // their scale terms
   alignas(64) int32_t c[2 * kChunk * 512];  // two chunks of stored accumulator tiles
 };
 thread_local Scratch tls;
@@ -200,7 +197,8 @@ inline void IssueBlock1(const int8_t* xa, const uint8_t* bb) {
   _tile_dpbsud(1, 3, 5);
 }
 
-// Block b's epilogue for the tile's 16 tokens from the stored accumulators `c`, as X16Tile's.
+// Block b's epilogue for the tile's 16 tokens from the stored accumulators `c`, as X16Tile's
+// (Q6_K: Q6KBlock's, on its two half blocks' accumulators).
 template <X16Kind K>
 inline void Epilogue(const int32_t* c, int64_t b, const float* xs, const float* s0, const float* s1,
                      VecF* facc) {
@@ -209,7 +207,10 @@ inline void Epilogue(const int32_t* c, int64_t b, const float* xs, const float* 
   for (int t = 0; t < kTileTokens; ++t) {
     const VecF f = ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 16 * t)));
     const float d = xs[b * kActTileFloats + t];
-    if constexpr (X16HasMin(K)) {
+    if constexpr (K == X16Kind::kQ6K) {  // sw, mw: the halves' scales
+      const VecF f_hi = ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 256 + 16 * t)));
+      facc[t] = Fma(Fma(f, sw, Mul(f_hi, mw)), Set1(d), facc[t]);
+    } else if constexpr (X16HasMin(K)) {
       facc[t] = Fma(Mul(f, Set1(d)), sw, facc[t]);
       facc[t] = Fma(mw, Set1(xs[b * kActTileFloats + 16 + t]), facc[t]);
     } else {
@@ -285,19 +286,7 @@ void GroupTiles(const uint8_t* grp, uint8_t* wb, int64_t cols, const int8_t* xa,
       for (int t = 0; t < kTileTokens; ++t) facc[t] = Zero();
     const int32_t* c = cb[q & 1];
     const int64_t b1 = std::min<int64_t>(b0 + kChunk, nb);
-    for (int64_t b = b0; b < b1; ++b, c += kPer) {
-      if constexpr (K == X16Kind::kQ6K) {  // Q6KBlock's epilogue
-        const VecF s_lo = Load(s0 + 16 * b), s_hi = Load(s1 + 16 * b);
-        for (int t = 0; t < kTileTokens; ++t) {
-          const VecF f =
-              Fma(ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 16 * t))), s_lo,
-                  Mul(ToFloat(LoadRaw(reinterpret_cast<const uint8_t*>(c + 256 + 16 * t))), s_hi));
-          facc[t] = Fma(f, Set1(ts[b * kActTileFloats + t]), facc[t]);
-        }
-      } else {
-        Epilogue<K>(c, b, ts, s0, s1, facc);
-      }
-    }
+    for (int64_t b = b0; b < b1; ++b, c += kPer) Epilogue<K>(c, b, ts, s0, s1, facc);
     if (b1 == nb) {  // the tile's last chunk
       float* yt = y + tile * kTileTokens * ldy;
       for (int t = 0; t < kTileTokens; ++t) {
@@ -329,7 +318,7 @@ void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8&
     const size_t tiles = static_cast<size_t>(n_tok / kTileTokens);
     int8_t* pa = Grow(&s.xa, tiles * static_cast<size_t>(nb) * kActTileBytes);
     float* ps = Grow(&s.xs, tiles * static_cast<size_t>(nb) * kActTileFloats);
-    PackActTiles(x, cols, 0, n_tok / kTileTokens, pa, ps);
+    for (int token = 0; token < n_tok; ++token) PackActToken(x, cols, token, pa, ps);
     xa = pa;
     xs = ps;
   }
@@ -414,7 +403,7 @@ int64_t TilePeakProbe(int64_t iters) {
 }  // namespace
 
 void SetAmxKernels(KernelTable* t, Prefetch prefetch) {
-  t->pack_act_tiles = PackActTiles;
+  t->pack_act_token = PackActToken;
   t->tile_peak_probe = TilePeakProbe;
   switch (prefetch) {
     case Prefetch::kOff:
