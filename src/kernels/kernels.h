@@ -86,9 +86,10 @@ struct KvRowsRef {
 // out_rows[r]: the normalized result (zeros if the row sees nothing). With `ml` (2 * n_rows
 // floats) the result is left unnormalized and ml[2r], ml[2r + 1] receive the row's running max
 // and sum, so partial results over disjoint position ranges can be merged (split-K decode).
-// scratch: AttendScratchFloats(hd) floats. Any n_rows; the kernel takes up to 16 at a time.
+// scratch: AttendScratchFloats(hd) floats. Any n_rows; the kernel takes up to kAttnMaxRows at a
+// time.
 constexpr int kAttnTile = 32;
-constexpr int kAttnMaxRows = 16;
+constexpr int kAttnMaxRows = 64;
 inline size_t AttendScratchFloats(int hd) {
   return static_cast<size_t>(hd) * (2 * kAttnMaxRows + 2 * kAttnTile) + kAttnTile * kAttnMaxRows +
          64;

@@ -116,6 +116,12 @@ void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
                 sizeof(float) * static_cast<size_t>(hd));
   } else if constexpr (T == KvDtype::kI4) {
     KvDecodeHead(T, row, head, nh, hd, 0, hd, y);
+  } else if constexpr (T == KvDtype::kF16 || T == KvDtype::kBF16) {  // a conversion per element
+    const auto* w = reinterpret_cast<const uint16_t*>(row) + head * hd;
+    int i = 0;
+    for (; i + kLanes <= hd; i += kLanes)
+      Store(y + i, T == KvDtype::kF16 ? LoadF16(w + i) : LoadBf16(w + i));
+    for (; i < hd; ++i) y[i] = T == KvDtype::kF16 ? Fp16ToFp32(w[i]) : Bf16ToFp32(w[i]);
   } else {
     std::memset(y, 0, sizeof(float) * static_cast<size_t>(hd));
     KvAxpy<T>(y, 1.0f, row, head, nh, hd);  // 0 + 1 * x: exact
@@ -151,6 +157,9 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
       t_end = std::max(t_end, hi[r]);
     }
   }
+  // Tiles start at multiples of TILE, whatever the rows' ranges: a row's tiles, and so its
+  // result, are the same alone or among others (positions outside its range change nothing).
+  t_begin = t_begin / TILE * TILE;
   for (int gi = 0; gi < G; ++gi) {
     for (int d = 0; d < hd; ++d) {
       for (int c = 0; c < L; ++c) {
@@ -174,25 +183,23 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
       KvDecode<KT>(kr + i * hd, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * hd, v.Row(t0 + i), g, n_kv, hd);
     }
-    // Scores of 4 positions at a time (each key element broadcast once for every group).
+    // Scores of P positions at a time (each key element broadcast once for every group; G x P
+    // independent sums, enough to cover the FMA latency).
+    constexpr int P = G == 1 ? 8 : 4;
     VecF mx[G];
     for (int gi = 0; gi < G; ++gi) mx[gi] = kNeg;
-    for (int i = 0; i < nt; i += 4) {
-      const int ni = std::min(4, nt - i);
-      VecF s[G][4];
-      for (int gi = 0; gi < G; ++gi) s[gi][0] = s[gi][1] = s[gi][2] = s[gi][3] = Zero();
+    for (int i = 0; i < nt; i += P) {
+      const int ni = std::min(P, nt - i);
+      VecF s[G][P];
+      for (int gi = 0; gi < G; ++gi)
+        for (int j = 0; j < P; ++j) s[gi][j] = Zero();
       const float* k0 = kr + i * hd;
       for (int d = 0; d < hd; ++d) {
-        const VecF b0 = Set1(k0[d]);
-        const VecF b1 = Set1(ni > 1 ? k0[hd + d] : 0.0f);
-        const VecF b2 = Set1(ni > 2 ? k0[2 * hd + d] : 0.0f);
-        const VecF b3 = Set1(ni > 3 ? k0[3 * hd + d] : 0.0f);
+        VecF b[P];
+        for (int j = 0; j < P; ++j) b[j] = Set1(j < ni ? k0[j * hd + d] : 0.0f);
         for (int gi = 0; gi < G; ++gi) {
           const VecF qd = Load(qt + gi * ghd + d * L);
-          s[gi][0] = Fma(qd, b0, s[gi][0]);
-          s[gi][1] = Fma(qd, b1, s[gi][1]);
-          s[gi][2] = Fma(qd, b2, s[gi][2]);
-          s[gi][3] = Fma(qd, b3, s[gi][3]);
+          for (int j = 0; j < P; ++j) s[gi][j] = Fma(qd, b[j], s[gi][j]);
         }
       }
       for (int j = 0; j < ni; ++j) {
@@ -272,18 +279,29 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
   }
 }
 
-// Rows in runs of 2 x kLanes where the scratch holds them (AVX2: the tile is decoded once for
-// 16 rows), else kLanes; a run of kLanes rows or fewer takes the one-group kernel.
+// Rows in runs of up to kMaxGroups x kLanes (AVX-512: 4 x 16, AVX2: 2 x 8; as many as the
+// registers hold), so each decoded K/V tile and each broadcast serves every row of the run; a
+// run takes the kernel of the fewest lane groups that hold it. A row's result does not depend
+// on its run-mates: every row's sums run in the same order whatever G is.
 template <KvDtype KT, KvDtype VT>
 void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
-  constexpr int kPair = 2 * kLanes <= kAttnMaxRows ? 2 : 1;
+  constexpr int kMaxGroups = std::min(kLanes == 16 ? 4 : 2, kAttnMaxRows / kLanes);
   for (int r0 = 0; r0 < n_rows;) {
-    const int n = std::min(kPair * kLanes, n_rows - r0);
+    const int n = std::min(kMaxGroups * kLanes, n_rows - r0);
     float* part_ml = ml != nullptr ? ml + 2 * r0 : nullptr;
-    if constexpr (kPair == 2) {
-      if (n > kLanes) {
+    const int groups = (n + kLanes - 1) / kLanes;
+    if constexpr (kMaxGroups >= 4) {
+      if (groups > 2) {
+        AttendLanes<KT, VT, 4>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                               scale, softcap, scratch, part_ml);
+        r0 += n;
+        continue;
+      }
+    }
+    if constexpr (kMaxGroups >= 2) {
+      if (groups == 2) {
         AttendLanes<KT, VT, 2>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
                                scale, softcap, scratch, part_ml);
         r0 += n;
