@@ -23,16 +23,14 @@ bool HasF16c() {
   return (c & (1u << 29)) != 0;
 }
 
-// AMX-BF16, AMX-TILE and AMX-INT8 (CPUID.(7,0):EDX bits 22, 24, 25) with AVX512-BF16
-// (CPUID.(7,1):EAX bit 5; every CPU with AMX has it), the OS saving the tile state (XCR0 bits
+// AMX-TILE and AMX-INT8 (CPUID.(7,0):EDX bits 24, 25), the OS saving the tile state (XCR0 bits
 // 17, 18), and Linux's per-process permission for it (arch_prctl ARCH_REQ_XCOMP_PERM for
 // XTILEDATA; without it the first tile instruction faults). Asked once.
 bool AmxUsable() {
   static const bool usable = [] {
     unsigned a, b, c, d;
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-    if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || (a & (1u << 5)) == 0) return false;
+    if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
     if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & (1u << 27)) == 0) return false;  // OSXSAVE
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));

@@ -5,10 +5,6 @@
 
 namespace paddock {
 namespace PADDOCK_ISA_NS {
-void AttendRowsWithTiles(const AttnScoreTiles* tiles, const float* const* q_rows,
-                         float* const* out_rows, int n_rows, const int* lo, const int* hi,
-                         const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                         float scale, float softcap, float* scratch, float* ml);
 namespace {
 
 // ---- KV rows ----
@@ -139,9 +135,9 @@ void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
 // each decoded tile and each broadcast. Masked (invisible) positions get probability 0, never
 // a NaN.
 template <KvDtype KT, KvDtype VT, int G>
-void AttendLanes(const AttnScoreTiles* tiles, const float* const* q_rows, float* const* out_rows,
-                 int n_rows, const int* lo, const int* hi, const KvRowsRef& k, const KvRowsRef& v,
-                 int g, int n_kv, int hd, float scale, float softcap, float* scratch, float* ml) {
+void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
+                 const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
+                 float scale, float softcap, float* scratch, float* ml) {
   constexpr int L = kLanes, TILE = kAttnTile, R = G * L;
   static_assert(R <= kAttnMaxRows, "the scratch holds kAttnMaxRows rows");
   const size_t ghd = static_cast<size_t>(hd) * L;   // floats of one group's [hd][L] block
@@ -173,8 +169,6 @@ void AttendLanes(const AttnScoreTiles* tiles, const float* const* q_rows, float*
     }
   }
   std::memset(ot, 0, sizeof(float) * G * ghd);
-  // The scores on the tile unit where the table has one and it takes this head size.
-  const bool on_tiles = tiles != nullptr && tiles->begin(qt, G, hd);
   const VecF kNeg = Set1(-1e30f);
   VecF vlo[G], vhi[G], m[G], l[G];
   for (int gi = 0; gi < G; ++gi) {
@@ -189,43 +183,37 @@ void AttendLanes(const AttnScoreTiles* tiles, const float* const* q_rows, float*
       KvDecode<KT>(kr + i * hd, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * hd, v.Row(t0 + i), g, n_kv, hd);
     }
+    // Scores of P positions at a time (each key element broadcast once for every group; G x P
+    // independent sums, enough to cover the FMA latency).
+    constexpr int P = G == 1 ? 8 : 4;
     VecF mx[G];
     for (int gi = 0; gi < G; ++gi) mx[gi] = kNeg;
-    // Position i's score for group gi: capped, masked, stored, and into the tile's maximum.
-    auto finish = [&](int i, int gi, VecF sc) {
-      if (softcap > 0) {  // softcap * tanh(s / softcap), tanh(y) = 1 - 2 / (exp(2y) + 1)
-        const VecF e = ExpV(Mul(sc, Set1(2.0f / softcap)));
-        sc = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
-      }
-      const VecF pos = Set1(static_cast<float>(t0 + i));
-      sc = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])), sc, kNeg);
-      Store(pt + (i * G + gi) * L, sc);
-      mx[gi] = Max(mx[gi], sc);
-    };
-    if (on_tiles) {
-      tiles->scores(kr, nt, hd, G, pt);
-      for (int i = 0; i < nt; ++i)
-        for (int gi = 0; gi < G; ++gi) finish(i, gi, Load(pt + (i * G + gi) * L));
-    } else {
-      // Scores of P positions at a time (each key element broadcast once for every group; G x P
-      // independent sums, enough to cover the FMA latency).
-      constexpr int P = G == 1 ? 8 : 4;
-      for (int i = 0; i < nt; i += P) {
-        const int ni = std::min(P, nt - i);
-        VecF s[G][P];
-        for (int gi = 0; gi < G; ++gi)
-          for (int j = 0; j < P; ++j) s[gi][j] = Zero();
-        const float* k0 = kr + i * hd;
-        for (int d = 0; d < hd; ++d) {
-          VecF b[P];
-          for (int j = 0; j < P; ++j) b[j] = Set1(j < ni ? k0[j * hd + d] : 0.0f);
-          for (int gi = 0; gi < G; ++gi) {
-            const VecF qd = Load(qt + gi * ghd + d * L);
-            for (int j = 0; j < P; ++j) s[gi][j] = Fma(qd, b[j], s[gi][j]);
-          }
+    for (int i = 0; i < nt; i += P) {
+      const int ni = std::min(P, nt - i);
+      VecF s[G][P];
+      for (int gi = 0; gi < G; ++gi)
+        for (int j = 0; j < P; ++j) s[gi][j] = Zero();
+      const float* k0 = kr + i * hd;
+      for (int d = 0; d < hd; ++d) {
+        VecF b[P];
+        for (int j = 0; j < P; ++j) b[j] = Set1(j < ni ? k0[j * hd + d] : 0.0f);
+        for (int gi = 0; gi < G; ++gi) {
+          const VecF qd = Load(qt + gi * ghd + d * L);
+          for (int j = 0; j < P; ++j) s[gi][j] = Fma(qd, b[j], s[gi][j]);
         }
-        for (int j = 0; j < ni; ++j)
-          for (int gi = 0; gi < G; ++gi) finish(i + j, gi, s[gi][j]);
+      }
+      for (int j = 0; j < ni; ++j) {
+        const VecF pos = Set1(static_cast<float>(t0 + i + j));
+        for (int gi = 0; gi < G; ++gi) {
+          VecF sc = s[gi][j];
+          if (softcap > 0) {  // softcap * tanh(s / softcap), tanh(y) = 1 - 2 / (exp(2y) + 1)
+            const VecF e = ExpV(Mul(sc, Set1(2.0f / softcap)));
+            sc = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
+          }
+          sc = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])), sc, kNeg);
+          Store(pt + ((i + j) * G + gi) * L, sc);
+          mx[gi] = Max(mx[gi], sc);
+        }
       }
     }
     for (int gi = 0; gi < G; ++gi) {
@@ -274,7 +262,6 @@ void AttendLanes(const AttnScoreTiles* tiles, const float* const* q_rows, float*
       }
     }
   }
-  if (on_tiles) tiles->end();
   alignas(64) float mx_rows[R];
   for (int gi = 0; gi < G; ++gi) {
     Store(tmp + gi * L, l[gi]);
@@ -297,9 +284,9 @@ void AttendLanes(const AttnScoreTiles* tiles, const float* const* q_rows, float*
 // run takes the kernel of the fewest lane groups that hold it. A row's result does not depend
 // on its run-mates: every row's sums run in the same order whatever G is.
 template <KvDtype KT, KvDtype VT>
-void AttendRowsT(const AttnScoreTiles* tiles, const float* const* q_rows, float* const* out_rows,
-                 int n_rows, const int* lo, const int* hi, const KvRowsRef& k, const KvRowsRef& v,
-                 int g, int n_kv, int hd, float scale, float softcap, float* scratch, float* ml) {
+void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
+                 const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
+                 float scale, float softcap, float* scratch, float* ml) {
   constexpr int kMaxGroups = std::min(kLanes == 16 ? 4 : 2, kAttnMaxRows / kLanes);
   for (int r0 = 0; r0 < n_rows;) {
     const int n = std::min(kMaxGroups * kLanes, n_rows - r0);
@@ -307,34 +294,29 @@ void AttendRowsT(const AttnScoreTiles* tiles, const float* const* q_rows, float*
     const int groups = (n + kLanes - 1) / kLanes;
     if constexpr (kMaxGroups >= 4) {
       if (groups > 2) {
-        AttendLanes<KT, VT, 4>(tiles, q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g,
-                               n_kv, hd, scale, softcap, scratch, part_ml);
+        AttendLanes<KT, VT, 4>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                               scale, softcap, scratch, part_ml);
         r0 += n;
         continue;
       }
     }
     if constexpr (kMaxGroups >= 2) {
       if (groups == 2) {
-        AttendLanes<KT, VT, 2>(tiles, q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g,
-                               n_kv, hd, scale, softcap, scratch, part_ml);
+        AttendLanes<KT, VT, 2>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                               scale, softcap, scratch, part_ml);
         r0 += n;
         continue;
       }
     }
     const int n1 = std::min(kLanes, n);
-    AttendLanes<KT, VT, 1>(tiles, q_rows + r0, out_rows + r0, n1, lo + r0, hi + r0, k, v, g, n_kv,
-                           hd, scale, softcap, scratch, part_ml);
+    AttendLanes<KT, VT, 1>(q_rows + r0, out_rows + r0, n1, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                           scale, softcap, scratch, part_ml);
     r0 += n1;
   }
 }
 
-using AttendRowsTiledFn = void (*)(const AttnScoreTiles* tiles, const float* const* q_rows,
-                                   float* const* out_rows, int n_rows, const int* lo, const int* hi,
-                                   const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                                   float scale, float softcap, float* scratch, float* ml);
-
 template <KvDtype KT>
-AttendRowsTiledFn AttendRowsFor(KvDtype vt) {
+AttendRowsFn AttendRowsFor(KvDtype vt) {
   switch (vt) {
     case KvDtype::kF32:
       return AttendRowsT<KT, KvDtype::kF32>;
@@ -353,17 +335,7 @@ AttendRowsTiledFn AttendRowsFor(KvDtype vt) {
 void AttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                 const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                 float scale, float softcap, float* scratch, float* ml) {
-  AttendRowsWithTiles(nullptr, q_rows, out_rows, n_rows, lo, hi, k, v, g, n_kv, hd, scale, softcap,
-                      scratch, ml);
-}
-
-}  // namespace
-
-void AttendRowsWithTiles(const AttnScoreTiles* tiles, const float* const* q_rows,
-                         float* const* out_rows, int n_rows, const int* lo, const int* hi,
-                         const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
-                         float scale, float softcap, float* scratch, float* ml) {
-  AttendRowsTiledFn f = nullptr;
+  AttendRowsFn f = nullptr;
   switch (k.type) {
     case KvDtype::kF32:
       f = AttendRowsFor<KvDtype::kF32>(v.type);
@@ -381,8 +353,10 @@ void AttendRowsWithTiles(const AttnScoreTiles* tiles, const float* const* q_rows
       f = AttendRowsFor<KvDtype::kI4>(v.type);
       break;
   }
-  f(tiles, q_rows, out_rows, n_rows, lo, hi, k, v, g, n_kv, hd, scale, softcap, scratch, ml);
+  f(q_rows, out_rows, n_rows, lo, hi, k, v, g, n_kv, hd, scale, softcap, scratch, ml);
 }
+
+}  // namespace
 
 void SetAttentionKernels(KernelTable* t) {
   SetKvStoreKernels(t);

@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/simd/amx_tiles.h"
 #include "kernels/simd/common.h"
 
 namespace paddock {
@@ -73,11 +72,20 @@ void PackActToken(const ActQ8& x, int64_t cols, int token, int8_t* tiles, float*
   }
 }
 
+// The palette-1 tile configuration (64 bytes, as ldtilecfg reads it).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
 // Tiles 0, 1: C (16 tokens x 16 rows, int32); 2, 3: A (16 tokens x kb activation bytes);
 // 4, 5: B (kb / 4 x 64 bytes of weights). kb: the k of one product, 32 (a block) or 16 (Q6_K's
 // half blocks, which have scales of their own).
 void ConfigureTiles(int kb) {
-  AmxTileConfig c;
+  TileConfig c;
   for (int i = 0; i < 2; ++i) {
     c.rows[i] = kTileTokens;
     c.colsb[i] = 64;
@@ -360,7 +368,7 @@ void SetAll(KernelTable* t) {
 
 // tdpbsud into four accumulators in turn, k = 32 as the GEMM issues them.
 int64_t TilePeakProbe(int64_t iters) {
-  AmxTileConfig c;
+  TileConfig c;
   for (int i = 0; i < 4; ++i) {
     c.rows[i] = kTileTokens;
     c.colsb[i] = 64;
@@ -395,7 +403,6 @@ int64_t TilePeakProbe(int64_t iters) {
 }  // namespace
 
 void SetAmxKernels(KernelTable* t, Prefetch prefetch) {
-  SetAmxAttention(t);
   t->pack_act_token = PackActToken;
   t->tile_peak_probe = TilePeakProbe;
   switch (prefetch) {
