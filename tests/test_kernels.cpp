@@ -573,7 +573,7 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
     k.table = v.table = table.data();
     k.block_size = v.block_size = bs;
     k.type = v.type = type;
-    for (int n_rows : {1, 5, 8, 12, 16, 19, 37, 64, 70}) {
+    for (int n_rows : {1, 5, 8, 12, 16, 19, 37, 64, 70, 300}) {
       const auto q = Random(static_cast<size_t>(n_rows) * hd, 43 + n_rows, 2.0f);
       std::vector<int> lo(n_rows), hi(n_rows);
       for (int r = 0; r < n_rows; ++r) {

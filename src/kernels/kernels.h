@@ -89,7 +89,7 @@ struct KvRowsRef {
 // scratch: AttendScratchFloats(hd) floats. Any n_rows; the kernel takes up to kAttnMaxRows at a
 // time.
 constexpr int kAttnTile = 32;
-constexpr int kAttnMaxRows = 64;
+constexpr int kAttnMaxRows = 256;
 inline size_t AttendScratchFloats(int hd) {
   return static_cast<size_t>(hd) * (2 * kAttnMaxRows + 2 * kAttnTile) + kAttnTile * kAttnMaxRows +
          64;

@@ -58,26 +58,41 @@ void Transformer::AttentionTiled(int l, int n) {
   if (parts > 1) MergeAttentionParts(l, parts);
 }
 
-// One task per run of tokens of one sequence, KV head and kAttnMaxRows of its (token, head)
-// query rows: the rows share every K/V tile. With fewer tasks than threads over long ranges
+// One task per run of tokens of one sequence, KV head and up to kAttnMaxRows of its (token,
+// head) query rows: the rows share every K/V tile. With fewer tasks than threads over long ranges
 // (decode, few KV heads), each task's positions are split in `parts` (returned) so every
 // thread works; the partial results are merged after.
 int Transformer::PlanAttention(int n) {
   const int nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
+  const int threads = pool_.size();
+  // Rows per task: kAttnMaxRows (each K/V tile read once for them all), halved while that leaves
+  // fewer than two tasks per thread.
+  auto tasks_of = [&](int chunk) {
+    int count = 0;
+    for (int j0 = 0; j0 < n;) {
+      int j1 = j0 + 1;
+      while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)])
+        ++j1;
+      count += nkv * ((j1 - j0) * group + chunk - 1) / chunk;
+      j0 = j1;
+    }
+    return count;
+  };
+  int chunk = kAttnMaxRows;
+  while (chunk > 16 && tasks_of(chunk) < 2 * threads) chunk /= 2;
   attn_tasks_.clear();
   for (int j0 = 0; j0 < n;) {
     int j1 = j0 + 1;
     while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)]) ++j1;
     const int rows = (j1 - j0) * group;
     for (int g = 0; g < nkv; ++g) {
-      for (int first = 0; first < rows; first += kAttnMaxRows) {
-        attn_tasks_.push_back({j0, g, first, std::min(kAttnMaxRows, rows - first)});
+      for (int first = 0; first < rows; first += chunk) {
+        attn_tasks_.push_back({j0, g, first, std::min(chunk, rows - first)});
       }
     }
     j0 = j1;
   }
-  const int threads = pool_.size();
   const int n_base = static_cast<int>(attn_tasks_.size());
   int parts = 1;
   if (n_base < threads && tok_pos_[static_cast<size_t>(n - 1)] + 1 >= 4 * kAttnTile) {

@@ -130,188 +130,198 @@ void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
 
 // Lanes are query rows: scores, the running max / sum and the output accumulators are vectors
 // over up to kLanes rows, so the softmax and the rescaling are vector operations and each
-// decoded K/V element is one broadcast for all rows. G lane groups (G x kLanes rows: two on
-// AVX2, whose 8 lanes would otherwise decode every K/V tile twice for a task's 16 rows) share
-// each decoded tile and each broadcast. Masked (invisible) positions get probability 0, never
-// a NaN.
+// decoded K/V element is one broadcast for all rows. A block is G lane groups (G x kLanes rows:
+// up to 4 x 16 on AVX-512, 2 x 8 on AVX2, as many as the registers hold) that share each
+// broadcast; the rows come in `blocks` such blocks, and every decoded K/V tile serves all of them
+// before the next is read, so long ranges are read once per kAttnMaxRows rows, not per block.
+// Masked (invisible) positions get probability 0, never a NaN.
 template <KvDtype KT, KvDtype VT, int G>
 void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
   constexpr int L = kLanes, TILE = kAttnTile, R = G * L;
-  static_assert(R <= kAttnMaxRows, "the scratch holds kAttnMaxRows rows");
+  constexpr int kMaxBlocks = kAttnMaxRows / R;
+  static_assert(kMaxBlocks >= 1, "the scratch holds kAttnMaxRows rows");
+  const int blocks = (n_rows + R - 1) / R;
   const size_t ghd = static_cast<size_t>(hd) * L;   // floats of one group's [hd][L] block
-  float* qt = scratch;                              // [G][hd][L] queries, scaled
-  float* ot = qt + G * ghd;                         // [G][hd][L] output accumulators
-  float* kr = ot + G * ghd;                         // [TILE][hd] decoded keys
+  const size_t bhd = G * ghd;                       // floats of one block's
+  float* qt = scratch;                              // [blocks][G][hd][L] queries, scaled
+  float* ot = qt + blocks * bhd;                    // [blocks][G][hd][L] output sums
+  float* kr = ot + blocks * bhd;                    // [TILE][hd] decoded keys
   float* vr = kr + static_cast<size_t>(TILE) * hd;  // [TILE][hd] decoded values
-  float* pt = vr + static_cast<size_t>(TILE) * hd;  // [TILE][G][L] scores, then probabilities
-  alignas(64) float lo_f[R], hi_f[R], tmp[R];
+  float* pt = vr + static_cast<size_t>(TILE) * hd;  // [TILE][G][L] scores, probabilities
+  alignas(64) float lo_f[kAttnMaxRows], hi_f[kAttnMaxRows];
+  alignas(64) float m_rows[kAttnMaxRows], l_rows[kAttnMaxRows];  // running max and sum
+  int b_lo[kMaxBlocks], b_hi[kMaxBlocks];  // each block's positions, [b_lo, b_hi)
   int t_begin = 1 << 30, t_end = 0;
-  for (int r = 0; r < R; ++r) {
-    const bool real = r < n_rows && lo[r] < hi[r];
-    lo_f[r] = real ? static_cast<float>(lo[r]) : 0.0f;
-    hi_f[r] = real ? static_cast<float>(hi[r]) : 0.0f;
-    if (real) {
-      t_begin = std::min(t_begin, lo[r]);
-      t_end = std::max(t_end, hi[r]);
-    }
-  }
-  // Tiles start at multiples of TILE, whatever the rows' ranges: a row's tiles, and so its
-  // result, are the same alone or among others (positions outside its range change nothing).
-  t_begin = t_begin / TILE * TILE;
-  for (int gi = 0; gi < G; ++gi) {
-    for (int d = 0; d < hd; ++d) {
-      for (int c = 0; c < L; ++c) {
-        const int r = gi * L + c;
-        qt[gi * ghd + d * L + c] = r < n_rows ? q_rows[r][d] * scale : 0.0f;
+  for (int b = 0; b < blocks; ++b) {
+    b_lo[b] = 1 << 30;
+    b_hi[b] = 0;
+    for (int r = b * R; r < (b + 1) * R; ++r) {
+      const bool real = r < n_rows && lo[r] < hi[r];
+      lo_f[r] = real ? static_cast<float>(lo[r]) : 0.0f;
+      hi_f[r] = real ? static_cast<float>(hi[r]) : 0.0f;
+      m_rows[r] = -1e30f;
+      l_rows[r] = 0.0f;
+      if (real) {
+        b_lo[b] = std::min(b_lo[b], lo[r]);
+        b_hi[b] = std::max(b_hi[b], hi[r]);
       }
     }
+    t_begin = std::min(t_begin, b_lo[b]);
+    t_end = std::max(t_end, b_hi[b]);
   }
-  std::memset(ot, 0, sizeof(float) * G * ghd);
+  // Tiles start at multiples of TILE, whatever the rows' ranges: a row's tiles, and so its
+  // result, are the same alone or among others (positions outside its range change nothing,
+  // and a block skips the tiles none of its rows sees).
+  t_begin = t_begin / TILE * TILE;
+  for (int r = 0; r < blocks * R; ++r) {
+    float* q = qt + static_cast<size_t>(r / L) * ghd + r % L;
+    for (int d = 0; d < hd; ++d) q[d * L] = r < n_rows ? q_rows[r][d] * scale : 0.0f;
+  }
+  std::memset(ot, 0, sizeof(float) * blocks * bhd);
   const VecF kNeg = Set1(-1e30f);
-  VecF vlo[G], vhi[G], m[G], l[G];
-  for (int gi = 0; gi < G; ++gi) {
-    vlo[gi] = Load(lo_f + gi * L);
-    vhi[gi] = Load(hi_f + gi * L);
-    m[gi] = kNeg;
-    l[gi] = Zero();
-  }
   for (int t0 = t_begin; t0 < t_end; t0 += TILE) {
     const int nt = std::min(TILE, t_end - t0);
     for (int i = 0; i < nt; ++i) {
       KvDecode<KT>(kr + i * hd, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * hd, v.Row(t0 + i), g, n_kv, hd);
     }
-    // Scores of P positions at a time (each key element broadcast once for every group; G x P
-    // independent sums, enough to cover the FMA latency).
-    constexpr int P = G == 1 ? 8 : 4;
-    VecF mx[G];
-    for (int gi = 0; gi < G; ++gi) mx[gi] = kNeg;
-    for (int i = 0; i < nt; i += P) {
-      const int ni = std::min(P, nt - i);
-      VecF s[G][P];
-      for (int gi = 0; gi < G; ++gi)
-        for (int j = 0; j < P; ++j) s[gi][j] = Zero();
-      const float* k0 = kr + i * hd;
-      for (int d = 0; d < hd; ++d) {
-        VecF b[P];
-        for (int j = 0; j < P; ++j) b[j] = Set1(j < ni ? k0[j * hd + d] : 0.0f);
-        for (int gi = 0; gi < G; ++gi) {
-          const VecF qd = Load(qt + gi * ghd + d * L);
-          for (int j = 0; j < P; ++j) s[gi][j] = Fma(qd, b[j], s[gi][j]);
-        }
+    if (nt < TILE)  // a last, partial tile: the score pass reads whole groups of P keys
+      std::memset(kr + static_cast<size_t>(nt) * hd, 0, sizeof(float) * (TILE - nt) * hd);
+    for (int b = 0; b < blocks; ++b) {
+      if (t0 >= b_hi[b] || t0 + nt <= b_lo[b]) continue;  // no row of the block sees the tile
+      const float* qb = qt + b * bhd;
+      float* ob = ot + b * bhd;
+      VecF vlo[G], vhi[G], m[G], l[G];
+      for (int gi = 0; gi < G; ++gi) {
+        const int r = b * R + gi * L;
+        vlo[gi] = Load(lo_f + r);
+        vhi[gi] = Load(hi_f + r);
+        m[gi] = Load(m_rows + r);
+        l[gi] = Load(l_rows + r);
       }
-      for (int j = 0; j < ni; ++j) {
-        const VecF pos = Set1(static_cast<float>(t0 + i + j));
-        for (int gi = 0; gi < G; ++gi) {
-          VecF sc = s[gi][j];
-          if (softcap > 0) {  // softcap * tanh(s / softcap), tanh(y) = 1 - 2 / (exp(2y) + 1)
-            const VecF e = ExpV(Mul(sc, Set1(2.0f / softcap)));
-            sc = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
+      // Scores of P positions at a time (each key element broadcast once for every group; G x P
+      // independent sums, enough to cover the FMA latency).
+      constexpr int P = G == 1 ? 8 : 4;
+      VecF mx[G];
+      for (int gi = 0; gi < G; ++gi) mx[gi] = kNeg;
+      for (int i = 0; i < nt; i += P) {
+        const int ni = std::min(P, nt - i);
+        VecF s[G][P];
+        for (int gi = 0; gi < G; ++gi)
+          for (int j = 0; j < P; ++j) s[gi][j] = Zero();
+        const float* k0 = kr + i * hd;
+        for (int d = 0; d < hd; ++d) {
+          VecF kb[P];
+          for (int j = 0; j < P; ++j) kb[j] = Set1(k0[j * hd + d]);  // rows past nt: zeros
+          for (int gi = 0; gi < G; ++gi) {
+            const VecF qd = Load(qb + gi * ghd + d * L);
+            for (int j = 0; j < P; ++j) s[gi][j] = Fma(qd, kb[j], s[gi][j]);
           }
-          sc = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])), sc, kNeg);
-          Store(pt + ((i + j) * G + gi) * L, sc);
-          mx[gi] = Max(mx[gi], sc);
+        }
+        for (int j = 0; j < ni; ++j) {
+          const VecF pos = Set1(static_cast<float>(t0 + i + j));
+          for (int gi = 0; gi < G; ++gi) {
+            VecF sc = s[gi][j];
+            if (softcap > 0) {  // softcap * tanh(s / softcap), tanh(y) = 1 - 2 / (exp(2y) + 1)
+              const VecF e = ExpV(Mul(sc, Set1(2.0f / softcap)));
+              sc = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
+            }
+            sc = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])), sc, kNeg);
+            Store(pt + ((i + j) * G + gi) * L, sc);
+            mx[gi] = Max(mx[gi], sc);
+          }
         }
       }
-    }
-    for (int gi = 0; gi < G; ++gi) {
-      const VecF m_new = Max(m[gi], mx[gi]);
-      const VecF c = ExpV(Sub(m[gi], m_new));
-      l[gi] = Mul(l[gi], c);
-      float* o = ot + gi * ghd;
-      for (int d = 0; d < hd; ++d) Store(o + d * L, Mul(Load(o + d * L), c));
-      m[gi] = m_new;
-    }
-    for (int i = 0; i < nt; ++i) {
-      const VecF pos = Set1(static_cast<float>(t0 + i));
       for (int gi = 0; gi < G; ++gi) {
-        float* pp = pt + (i * G + gi) * L;
-        const VecF p = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])),
-                              ExpV(Sub(Load(pp), m[gi])), Zero());
-        l[gi] = Add(l[gi], p);
-        Store(pp, p);
+        const VecF m_new = Max(m[gi], mx[gi]);
+        const VecF c = ExpV(Sub(m[gi], m_new));
+        l[gi] = Mul(l[gi], c);
+        float* o = ob + gi * ghd;
+        for (int d = 0; d < hd; ++d) Store(o + d * L, Mul(Load(o + d * L), c));
+        m[gi] = m_new;
       }
-    }
-    // out[d] += sum_i p_i * v_i[d], U output columns per group in registers at a time (each
-    // value element broadcast once for every group).
-    constexpr int U = G == 1 ? 8 : 4;
-    int d = 0;
-    for (; d + U <= hd; d += U) {
-      VecF o[G][U];
-      for (int gi = 0; gi < G; ++gi)
-        for (int u = 0; u < U; ++u) o[gi][u] = Load(ot + gi * ghd + (d + u) * L);
       for (int i = 0; i < nt; ++i) {
-        const float* vi = vr + i * hd + d;
-        VecF b[U];
-        for (int u = 0; u < U; ++u) b[u] = Set1(vi[u]);
+        const VecF pos = Set1(static_cast<float>(t0 + i));
         for (int gi = 0; gi < G; ++gi) {
-          const VecF p = Load(pt + (i * G + gi) * L);
-          for (int u = 0; u < U; ++u) o[gi][u] = Fma(p, b[u], o[gi][u]);
+          float* pp = pt + (i * G + gi) * L;
+          const VecF p = Select(And(CmpGe(pos, vlo[gi]), CmpLt(pos, vhi[gi])),
+                                ExpV(Sub(Load(pp), m[gi])), Zero());
+          l[gi] = Add(l[gi], p);
+          Store(pp, p);
         }
       }
-      for (int gi = 0; gi < G; ++gi)
-        for (int u = 0; u < U; ++u) Store(ot + gi * ghd + (d + u) * L, o[gi][u]);
-    }
-    for (; d < hd; ++d) {
       for (int gi = 0; gi < G; ++gi) {
-        VecF o = Load(ot + gi * ghd + d * L);
-        for (int i = 0; i < nt; ++i) o = Fma(Load(pt + (i * G + gi) * L), Set1(vr[i * hd + d]), o);
-        Store(ot + gi * ghd + d * L, o);
+        Store(m_rows + b * R + gi * L, m[gi]);
+        Store(l_rows + b * R + gi * L, l[gi]);
+      }
+      // out[d] += sum_i p_i * v_i[d], U output columns per group in registers at a time (each
+      // value element broadcast once for every group).
+      constexpr int U = G == 1 ? 8 : 4;
+      int d = 0;
+      for (; d + U <= hd; d += U) {
+        VecF o[G][U];
+        for (int gi = 0; gi < G; ++gi)
+          for (int u = 0; u < U; ++u) o[gi][u] = Load(ob + gi * ghd + (d + u) * L);
+        for (int i = 0; i < nt; ++i) {
+          const float* vi = vr + i * hd + d;
+          VecF vb[U];
+          for (int u = 0; u < U; ++u) vb[u] = Set1(vi[u]);
+          for (int gi = 0; gi < G; ++gi) {
+            const VecF p = Load(pt + (i * G + gi) * L);
+            for (int u = 0; u < U; ++u) o[gi][u] = Fma(p, vb[u], o[gi][u]);
+          }
+        }
+        for (int gi = 0; gi < G; ++gi)
+          for (int u = 0; u < U; ++u) Store(ob + gi * ghd + (d + u) * L, o[gi][u]);
+      }
+      for (; d < hd; ++d) {
+        for (int gi = 0; gi < G; ++gi) {
+          VecF o = Load(ob + gi * ghd + d * L);
+          for (int i = 0; i < nt; ++i)
+            o = Fma(Load(pt + (i * G + gi) * L), Set1(vr[i * hd + d]), o);
+          Store(ob + gi * ghd + d * L, o);
+        }
       }
     }
-  }
-  alignas(64) float mx_rows[R];
-  for (int gi = 0; gi < G; ++gi) {
-    Store(tmp + gi * L, l[gi]);
-    Store(mx_rows + gi * L, m[gi]);
   }
   for (int r = 0; r < n_rows; ++r) {
     const bool real = lo[r] < hi[r];
     if (ml != nullptr) {  // partial: unnormalized, with the row's max and sum
-      ml[2 * r] = real ? mx_rows[r] : -1e30f;
-      ml[2 * r + 1] = real ? tmp[r] : 0.0f;
+      ml[2 * r] = real ? m_rows[r] : -1e30f;
+      ml[2 * r + 1] = real ? l_rows[r] : 0.0f;
     }
-    const float inv = ml != nullptr ? 1.0f : (tmp[r] > 0 ? 1.0f / tmp[r] : 0.0f);
-    const float* o = ot + (r / L) * ghd + r % L;
+    const float inv = ml != nullptr ? 1.0f : (l_rows[r] > 0 ? 1.0f / l_rows[r] : 0.0f);
+    const float* o = ot + static_cast<size_t>(r / L) * ghd + r % L;
     for (int d = 0; d < hd; ++d) out_rows[r][d] = real ? o[d * L] * inv : 0.0f;
   }
 }
 
-// Rows in runs of up to kMaxGroups x kLanes (AVX-512: 4 x 16, AVX2: 2 x 8; as many as the
-// registers hold), so each decoded K/V tile and each broadcast serves every row of the run; a
-// run takes the kernel of the fewest lane groups that hold it. A row's result does not depend
-// on its run-mates: every row's sums run in the same order whatever G is.
+// One call for every run of rows: the one-group kernel for kLanes rows or fewer, two groups for
+// up to 2 x kLanes, else blocks of four (AVX-512; AVX2 stays at blocks of two 8-lane groups). A
+// row's result does not depend on its run-mates: every row's sums run in the same order
+// whatever the grouping.
 template <KvDtype KT, KvDtype VT>
 void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
                  const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
                  float scale, float softcap, float* scratch, float* ml) {
-  constexpr int kMaxGroups = std::min(kLanes == 16 ? 4 : 2, kAttnMaxRows / kLanes);
+  constexpr int kMaxGroups = kLanes == 16 ? 4 : 2;
+  static_assert(kAttnMaxRows % (kMaxGroups * kLanes) == 0);
   for (int r0 = 0; r0 < n_rows;) {
-    const int n = std::min(kMaxGroups * kLanes, n_rows - r0);
+    const int n = std::min(kAttnMaxRows, n_rows - r0);
     float* part_ml = ml != nullptr ? ml + 2 * r0 : nullptr;
-    const int groups = (n + kLanes - 1) / kLanes;
-    if constexpr (kMaxGroups >= 4) {
-      if (groups > 2) {
-        AttendLanes<KT, VT, 4>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
-                               scale, softcap, scratch, part_ml);
-        r0 += n;
-        continue;
-      }
+    if (n <= kLanes) {
+      AttendLanes<KT, VT, 1>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                             scale, softcap, scratch, part_ml);
+    } else if (n <= 2 * kLanes || kMaxGroups == 2) {
+      AttendLanes<KT, VT, 2>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
+                             scale, softcap, scratch, part_ml);
+    } else {
+      AttendLanes<KT, VT, kMaxGroups>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g,
+                                      n_kv, hd, scale, softcap, scratch, part_ml);
     }
-    if constexpr (kMaxGroups >= 2) {
-      if (groups == 2) {
-        AttendLanes<KT, VT, 2>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
-                               scale, softcap, scratch, part_ml);
-        r0 += n;
-        continue;
-      }
-    }
-    const int n1 = std::min(kLanes, n);
-    AttendLanes<KT, VT, 1>(q_rows + r0, out_rows + r0, n1, lo + r0, hi + r0, k, v, g, n_kv, hd,
-                           scale, softcap, scratch, part_ml);
-    r0 += n1;
+    r0 += n;
   }
 }
 
