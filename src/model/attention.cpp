@@ -66,33 +66,33 @@ int Transformer::PlanAttention(int n) {
   const int nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const int threads = pool_.size();
-  // Rows per task: kAttnMaxRows (each K/V tile read once for them all), halved while that leaves
-  // fewer than two tasks per thread.
-  auto tasks_of = [&](int chunk) {
-    int count = 0;
+  // fn(j0, rows) for each run of tokens [j0, ...) of one sequence, with its query rows.
+  auto for_each_run = [&](auto fn) {
     for (int j0 = 0; j0 < n;) {
       int j1 = j0 + 1;
       while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)])
         ++j1;
-      count += nkv * ((j1 - j0) * group + chunk - 1) / chunk;
+      fn(j0, (j1 - j0) * group);
       j0 = j1;
     }
+  };
+  // Rows per task: kAttnMaxRows (each K/V tile read once for them all), halved while that leaves
+  // fewer than two tasks per thread.
+  auto tasks_of = [&](int chunk) {
+    int count = 0;
+    for_each_run([&](int, int rows) { count += nkv * ((rows + chunk - 1) / chunk); });
     return count;
   };
   int chunk = kAttnMaxRows;
   while (chunk > 16 && tasks_of(chunk) < 2 * threads) chunk /= 2;
   attn_tasks_.clear();
-  for (int j0 = 0; j0 < n;) {
-    int j1 = j0 + 1;
-    while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)]) ++j1;
-    const int rows = (j1 - j0) * group;
+  for_each_run([&](int j0, int rows) {
     for (int g = 0; g < nkv; ++g) {
       for (int first = 0; first < rows; first += chunk) {
         attn_tasks_.push_back({j0, g, first, std::min(chunk, rows - first)});
       }
     }
-    j0 = j1;
-  }
+  });
   const int n_base = static_cast<int>(attn_tasks_.size());
   int parts = 1;
   if (n_base < threads && tok_pos_[static_cast<size_t>(n - 1)] + 1 >= 4 * kAttnTile) {
