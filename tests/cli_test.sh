@@ -102,7 +102,8 @@ expect_error "zero block size" 2 "out of range" -- run -m "$M/stories260K.gguf" 
 
 # 8. bench: one JSON object with the required keys.
 json=$("$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 -b 2 --json 2>/dev/null)
-for key in prefill_tokens_per_s decode_tokens_per_s batch threads bandwidth_utilization; do
+for key in prefill_tokens_per_s decode_tokens_per_s batch threads bandwidth_utilization \
+  bandwidth_utilization_paired compute_utilization_paired; do
   case "$json" in *"\"$key\": "*) ok ;; *) bad "bench --json lacks $key: $json" ;; esac
 done
 "$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention" && ok || bad "bench --profile"

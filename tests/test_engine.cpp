@@ -160,6 +160,14 @@ TEST(Bench, ReportsRooflineFiguresAndAProfileThatAddsUp) {
   EXPECT_GE(r.prefill_tps_max, r.prefill_tps);
   EXPECT_GT(r.read_bandwidth_gbs, 0.5);
   EXPECT_GT(r.bandwidth_utilization, 0);
+  // Each repetition against the probe runs around it: measured, and a share of the same order
+  // as the one against the best-of-5 roofline (a pass, not the best, is its denominator).
+  EXPECT_GT(r.bandwidth_utilization_paired, 0);
+  EXPECT_LT(r.bandwidth_utilization_paired, 20 * r.bandwidth_utilization);
+  if (r.peak_int8_gops > 0) {
+    EXPECT_GT(r.compute_utilization_paired, 0);
+    EXPECT_LT(r.compute_utilization_paired, 20 * r.compute_utilization);
+  }
   EXPECT_GT(r.streamed_bytes, 0u);
   ASSERT_FALSE(r.profile.empty());
   double shares = 0;

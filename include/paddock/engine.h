@@ -238,6 +238,12 @@ struct BenchReport {
   double prefill_gops = 0;           // matmul operations per second in prefill
   double peak_int8_gops = 0;         // measured int8 dot-product peak (all threads)
   double compute_utilization = 0;    // prefill_gops / peak_int8_gops
+  // The same shares with each repetition against its own roofline: the median over repetitions
+  // of its rate over the mean of a probe run just before and just after it (a read pass for
+  // decode, the int8 peak probe for prefill). Steadier than the two above on a shared host
+  // whose speed changes while the bench runs; 0 where not measured.
+  double bandwidth_utilization_paired = 0;
+  double compute_utilization_paired = 0;
   // With tile GEMMs (isa amx): their products' peak at the GEMM's block size (all threads), and
   // prefill_gops over it; 0 without.
   double peak_tile_gops = 0;

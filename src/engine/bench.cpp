@@ -35,54 +35,92 @@ uint64_t SumRange(const uint64_t* p, int64_t b, int64_t e) {
   return s0 + s1 + s2 + s3;
 }
 
-// What all threads can read from memory: a 512 MiB buffer (far larger than the caches) read
-// whole 5 times with plain loads and 5 times with software prefetch, interleaved; the best
-// pass. A roofline is what the machine can do (as the int8 peak below): a pass that a neighbour
-// on a shared host slowed says nothing about that, and on some machines the hardware prefetcher
-// alone leaves a core well short of what a software-prefetched stream reaches, as the kernels'
-// may be.
-double MeasureReadBandwidth(ThreadPool& pool) {
-  const size_t n = (512u << 20) / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
-  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i)
-      buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
-  });
-  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()), 0);
-  std::vector<double> rates[2];
-  for (int rep = 0; rep < 5; ++rep) {
+// What all threads can read from memory: passes over a 512 MiB buffer (far larger than the
+// caches), each read whole once with plain loads and once with software prefetch; a pass's rate
+// is the better of the two. On some machines the hardware prefetcher alone leaves a core well
+// short of what a software-prefetched stream reaches, as the kernels' may be.
+class ReadProbe {
+ public:
+  explicit ReadProbe(ThreadPool& pool)
+      : pool_(pool), n_((512u << 20) / sizeof(uint64_t)), buf_(new uint64_t[n_]) {
+    pool_.ParallelFor(static_cast<int64_t>(n_), [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i)
+        buf_[static_cast<size_t>(i)] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+    });
+  }
+  // GB/s of one pass.
+  double Pass() {
+    std::vector<uint64_t> sums(static_cast<size_t>(pool_.size()), 0);
+    double best = 0;
     for (int pf = 0; pf < 2; ++pf) {
       const double t0 = NowSeconds();
-      pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int t) {
+      pool_.ParallelFor(static_cast<int64_t>(n_), [&](int64_t b, int64_t e, int t) {
         sums[static_cast<size_t>(t)] +=
-            pf ? SumRange<true>(buf.get(), b, e) : SumRange<false>(buf.get(), b, e);
+            pf ? SumRange<true>(buf_.get(), b, e) : SumRange<false>(buf_.get(), b, e);
       });
-      rates[pf].push_back(static_cast<double>(n * sizeof(uint64_t)) / (NowSeconds() - t0) / 1e9);
+      best = std::max(best, static_cast<double>(n_ * sizeof(uint64_t)) / (NowSeconds() - t0) / 1e9);
     }
+    volatile uint64_t sink = 0;
+    for (uint64_t v : sums) sink = sink + v;
+    return best;
   }
-  volatile uint64_t sink = 0;
-  for (uint64_t v : sums) sink = sink + v;
-  return std::max(Summarize(rates[0]).max, Summarize(rates[1]).max);
+  // The roofline: the best of 5 passes. A roofline is what the machine can do (as the int8 peak
+  // below): a pass that a neighbour on a shared host slowed says nothing about that.
+  double Best() {
+    double best = 0;
+    for (int rep = 0; rep < 5; ++rep) best = std::max(best, Pass());
+    return best;
+  }
+
+ private:
+  ThreadPool& pool_;
+  size_t n_;
+  std::unique_ptr<uint64_t[]> buf_;
+};
+
+// One run of a peak probe on every thread: GOPS.
+double PeakRun(ThreadPool& pool, int64_t (*probe)(int64_t)) {
+  const int64_t iters = 2000000;
+  std::vector<int64_t> ops(static_cast<size_t>(pool.size()), 0);
+  const double t0 = NowSeconds();
+  pool.ParallelFor(pool.size(), [&](int64_t b, int64_t e, int t) {
+    for (int64_t i = b; i < e; ++i) ops[static_cast<size_t>(t)] += probe(iters);
+  });
+  const double dt = NowSeconds() - t0;
+  int64_t total = 0;
+  for (int64_t o : ops) total += o;
+  return static_cast<double>(total) / dt / 1e9;
 }
 
 // The best of 5 runs: a peak is what the machine can do, and a run that a late-waking
 // thread or a neighbour on a shared host slowed down says nothing about that.
 double MeasurePeak(ThreadPool& pool, int64_t (*probe)(int64_t)) {
   if (probe == nullptr) return 0;
-  const int64_t iters = 2000000;
   double best = 0;
-  for (int run = 0; run < 5; ++run) {
-    std::vector<int64_t> ops(static_cast<size_t>(pool.size()), 0);
-    const double t0 = NowSeconds();
-    pool.ParallelFor(pool.size(), [&](int64_t b, int64_t e, int t) {
-      for (int64_t i = b; i < e; ++i) ops[static_cast<size_t>(t)] += probe(iters);
-    });
-    const double dt = NowSeconds() - t0;
-    int64_t total = 0;
-    for (int64_t o : ops) total += o;
-    best = std::max(best, static_cast<double>(total) / dt / 1e9);
-  }
+  for (int run = 0; run < 5; ++run) best = std::max(best, PeakRun(pool, probe));
   return best;
+}
+
+// Repetitions of a measurement (values pushed to `values`), each bracketed by runs of its
+// roofline's probe: the median over the repetitions of value x scale / (the mean of the probe
+// runs just before and just after it); 0 where the probe reads 0. On a
+// shared host whose load changes from second to second, a neighbour that slows the machine
+// slows a repetition and its probes alike, so this share moves far less than one taken against
+// a roofline measured at the start; the best-of-5 roofline share is reported beside it.
+template <class Measure, class Probe>
+double PairedShare(int reps, Measure&& measure, double scale, Probe&& probe,
+                   std::vector<double>* values) {
+  std::vector<double> shares;
+  double before = probe();
+  for (int rep = 0; rep < reps; ++rep) {
+    const double v = measure();
+    const double after = probe();
+    values->push_back(v);
+    const double mean = 0.5 * (before + after);
+    if (mean > 0) shares.push_back(v * scale / mean);
+    before = after;
+  }
+  return shares.empty() ? 0 : Summarize(shares).median;
 }
 
 uint64_t MatmulBytes(const WeightTensor& w) {
@@ -364,14 +402,19 @@ BenchReport Engine::Bench(const BenchOptions& o) {
     return r;
   }
   // 1. The machine's roofline, in the same run.
-  r.read_bandwidth_gbs = MeasureReadBandwidth(*s.pool);
+  ReadProbe read_probe(*s.pool);
+  r.read_bandwidth_gbs = read_probe.Best();
   const KernelTable& kt = GetKernels(ParseIsa(s.info.isa));
   r.peak_int8_gops = MeasurePeak(*s.pool, kt.int8_peak_probe);
   r.peak_tile_gops = MeasurePeak(*s.pool, kt.tile_peak_probe);
-  // 2. Prefill (and one more, profiled, not counted).
+  // 2. Prefill, each repetition between two runs of the int8 peak probe (and one more,
+  // profiled, not counted).
   std::vector<double> prefill, decode, batched;
   double seconds = 0;
-  for (int rep = 0; rep < o.reps; ++rep) prefill.push_back(run.Prefill(nullptr, &seconds));
+  const double gops_per_tps = 2.0 * static_cast<double>(params) / 1e9;
+  r.compute_utilization_paired = PairedShare(
+      o.reps, [&] { return run.Prefill(nullptr, &seconds); }, gops_per_tps,
+      [&] { return kt.int8_peak_probe ? PeakRun(*s.pool, kt.int8_peak_probe) : 0.0; }, &prefill);
   if (o.profile) {
     Profiler pprof;
     run.Prefill(&pprof, &seconds);
@@ -386,10 +429,15 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   // 3. Decode, one sequence (profiled when asked).
   Profiler prof;
   double decode_time = 0;
-  for (int rep = 0; rep < o.reps; ++rep) {
-    decode.push_back(run.Decode(o.profile ? &prof : nullptr, &seconds));
-    decode_time += seconds;
-  }
+  const double gb_per_token = static_cast<double>(r.streamed_bytes) / 1e9;
+  r.bandwidth_utilization_paired = PairedShare(
+      o.reps,
+      [&] {
+        const double tps = run.Decode(o.profile ? &prof : nullptr, &seconds);
+        decode_time += seconds;
+        return tps;
+      },
+      gb_per_token, [&] { return read_probe.Pass(); }, &decode);
   const Stats ds = Summarize(decode);
   r.decode_tps = ds.median;
   r.decode_tps_min = ds.min;

@@ -88,6 +88,8 @@ void PrintJson(const BenchReport& r) {
       r.bandwidth_utilization, r.n_experts, r.n_experts_used);
   std::printf("\"prefill_gops\": %.2f, \"peak_int8_gops\": %.2f, \"compute_utilization\": %.4f, ",
               r.prefill_gops, r.peak_int8_gops, r.compute_utilization);
+  std::printf("\"bandwidth_utilization_paired\": %.4f, \"compute_utilization_paired\": %.4f, ",
+              r.bandwidth_utilization_paired, r.compute_utilization_paired);
   std::printf("\"peak_tile_gops\": %.2f, \"tile_utilization\": %.4f, ", r.peak_tile_gops,
               r.tile_utilization);
   std::printf(
@@ -167,11 +169,18 @@ void PrintTable(const std::string& model, const BenchReport& r) {
           ? StrFormat(" (the %d of %d experts a token uses)", r.n_experts_used, r.n_experts).c_str()
           : "",
       r.decode_gbs, 100 * r.bandwidth_utilization);
+  if (r.bandwidth_utilization_paired > 0)
+    std::printf("  each repetition against a read pass just before and after it: %.0f%% (median)\n",
+                100 * r.bandwidth_utilization_paired);
   std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak%s\n", r.prefill_gops,
               r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization,
               r.peak_tile_gops > 0
                   ? StrFormat(", %.0f%% of the AMX tile peak", 100 * r.tile_utilization).c_str()
                   : "");
+  if (r.compute_utilization_paired > 0)
+    std::printf(
+        "  each repetition against an int8 peak run just before and after it: %.0f%% (median)\n",
+        100 * r.compute_utilization_paired);
   if (r.tune.step_tokens > 0) {
     std::printf(
         "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "
