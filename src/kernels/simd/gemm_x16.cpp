@@ -316,8 +316,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       }
       const uint8_t* hdr = p;
       p += kL.header;
-      // Block bi of the scale group, its bytes at p.
-      auto block = [&](const int bi, const uint8_t* p) __attribute__((always_inline)) {
+      for (int bi = 0; bi < BPS; ++bi, p += kL.block) {
         const int64_t b = b0 + bi;
         const int8_t* xb = xq + b * kQK;
         if (h == 0) PrefetchWeights<K, kPf>(p);
@@ -327,18 +326,18 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           Q2KBlock<T>(p, h, xb, cols, xd + b, xds + 2 * b, nb, Mul(kh.d, ToFloat(AndI(b0, m15))),
                       Mul(kh.d, ToFloat(AndI(b1, m15))), Mul(kh.ndmin, ToFloat(ShrV(b0, four))),
                       Mul(kh.ndmin, ToFloat(ShrV(b1, four))), facc);
-          return;
+          continue;
         }
         if constexpr (K == X16Kind::kQ3K) {
           Q3KBlock<T>(p, h, xb, cols, xd + b, xds + 2 * b, nb, Q3KScale(q3w, 2 * bi, kh.d),
                       Q3KScale(q3w, 2 * bi + 1, kh.d), facc);
-          return;
+          continue;
         }
         if constexpr (K == X16Kind::kQ6K) {
           VecF s_lo, s_hi;
           Q6KScales(hdr, h, bi, kh.d, &s_lo, &s_hi);
           Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
-          return;
+          continue;
         }
         if constexpr (K == X16Kind::kL4X) {  // d * (ls - 32), ls = 4 low | 2 high bits
           const VecI ls = OrI(AndI(ShrV(l4x_lo, SetI(4 * bi)), SetI(15)),
@@ -460,21 +459,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
             facc[t] = K == X16Kind::kQ8C ? Add(facc[t], tmp) : Fma(tmp, sw, facc[t]);
           }
         }
-      };
-      // One token (the decode GEMV): the group's blocks unrolled, so the scale words stay in
-      // registers and each block's scale bytes come out with constant shifts; measured on one
-      // core from cache, against the loop: Q2_K 1.13-1.15x, Q3_K 1.10-1.12x, IQ4_XS 1.06-1.09x,
-      // Q6_K 1.04-1.06x, Q4_K 1.02-1.08x. Batched, a loop: unrolled measured level there (8
-      // tokens), at twice the code.
-      if constexpr (T == 1) {
-        [&]<int... I>(std::integer_sequence<int, I...>) {
-          (block(I, p + I * kL.block), ...);
-        }
-        (std::make_integer_sequence<int, BPS>{});
-      } else {
-        for (int bi = 0; bi < BPS; ++bi) block(bi, p + bi * kL.block);
       }
-      p += BPS * kL.block;
     }
     for (int t = 0; t < T; ++t) {
       if constexpr (K == X16Kind::kQ8C) facc[t] = Mul(facc[t], row_scale);
