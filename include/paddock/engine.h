@@ -241,7 +241,8 @@ struct BenchReport {
   // The same shares with each repetition against its own roofline: the median over repetitions
   // of its rate over the mean of a probe run just before and just after it (a read pass for
   // decode, the int8 peak probe for prefill). Steadier than the two above on a shared host
-  // whose speed changes while the bench runs; 0 where not measured.
+  // whose speed changes while the bench runs; 0 where not measured (the decode one is not where
+  // less than 1 GiB of memory would be left beside the 512 MiB probe buffer).
   double bandwidth_utilization_paired = 0;
   double compute_utilization_paired = 0;
   // With tile GEMMs (isa amx): their products' peak at the GEMM's block size (all threads), and
