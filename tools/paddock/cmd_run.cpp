@@ -115,11 +115,12 @@ std::string IsaArg(const Args& args) {
   throw UsageError("unknown ISA '" + isa +
                    "' for --isa (expected auto, scalar, avx2, avx512 or amx)");
 }
-const OptionSpec kPrefetchSpec = {{"--prefetch"},
-                                  true,
-                                  "software prefetch of the weight stream: auto (the kinds "
-                                  "measured to gain), all, off (default: auto, or what paddock "
-                                  "tune chose)"};
+const OptionSpec kPrefetchSpec = {
+    {"--prefetch"},
+    true,
+    "software prefetch of the weight stream: auto (the kinds "
+    "measured to gain on this ISA: all on AVX-512), all, off (default: auto, or what paddock "
+    "tune chose)"};
 
 // The optimization switches (each on by default, off to measure its gain alone).
 extern const std::vector<OptionSpec> kTuningSpecs;  // shared with bench

@@ -72,7 +72,7 @@ int RunKernelStreamBench(Isa isa, int rounds, bool json) {
     const double with = gbs[0][gbs[0].size() / 2], without = gbs[1][gbs[1].size() / 2];
     X16Format f{};
     X16FormatOf(to, &f);
-    const bool by_default = PrefetchesByDefault(f.kind);  // what the kernels do by default
+    const bool by_default = PrefetchesByDefault(f.kind, isa);  // what the kernels do by default
     if (json) {
       std::printf(
           "%s{\"type\": \"%s\", \"layout\": \"%s\", \"prefetch_gb_s\": %.2f, \"no_prefetch_gb_s\": "

@@ -542,7 +542,7 @@ void GemvQ8X16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8
 template <GgmlType Type, X16Kind K, int G>
 void SetX16(KernelTable* t, Prefetch prefetch) {
   const bool pf =
-      prefetch == Prefetch::kAll || (prefetch == Prefetch::kAuto && PrefetchesByDefault(K));
+      prefetch == Prefetch::kAll || (prefetch == Prefetch::kAuto && PrefetchesByDefault(K, t->isa));
   t->gemv_q8[static_cast<int>(Type)] = pf ? GemvQ8X16<K, G, true> : GemvQ8X16<K, G, false>;
   t->gemm_q8[static_cast<int>(Type)] = pf ? GemmX16<K, G, true> : GemmX16<K, G, false>;
 }
