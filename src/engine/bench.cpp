@@ -107,10 +107,10 @@ double MeasurePeak(ThreadPool& pool, int64_t (*probe)(int64_t)) {
 
 // Repetitions of a measurement (values pushed to `values`), each bracketed by runs of its
 // roofline's probe: the median over the repetitions of value x scale / (the mean of the probe
-// runs just before and just after it); 0 where the probe reads 0. On a
-// shared host whose load changes from second to second, a neighbour that slows the machine
-// slows a repetition and its probes alike, so this share moves far less than one taken against
-// a roofline measured at the start; the best-of-5 roofline share is reported beside it.
+// runs just before and just after it); 0 where the probe reads 0. On a shared host whose load
+// changes from second to second, a neighbour that slows the machine slows a repetition and its
+// probes alike, so this share moves far less than one taken against a roofline measured at the
+// start; the best-of-5 roofline share is reported beside it.
 template <class Measure, class Probe>
 double PairedShare(int reps, Measure&& measure, double scale, Probe&& probe,
                    std::vector<double>* values) {
