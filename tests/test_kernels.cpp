@@ -933,3 +933,105 @@ TEST(Kernels, FloatGemmAndBf16DotMatchTheReference) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// The prefill GEMM on bf16 tiles (AMX-BF16) against its reference for every type it has, with
+// token counts around the 16-token tiles and odd group counts, through a slot -> row map; and
+// each token's row bit-identical to the same token alone (its result does not depend on the
+// others in the call).
+TEST(Kernels, Bf16TileGemmMatchesTheReferenceAndIsBatchInvariant) {
+  if (DetectIsa() != Isa::kAmx || !CpuHasAmxBf16()) GTEST_SKIP() << "no AMX-BF16 here";
+  const KernelTable& k = GetKernels(Isa::kAmx);
+  struct Case {
+    GgmlType file, x16;
+  };
+  const Case cases[] = {
+      {GgmlType::kQ4_0, GgmlType::kQ4_0X16},      {GgmlType::kQ8_0, GgmlType::kQ8_0X16},
+      {GgmlType::kQ4_K, GgmlType::kQ4_KX16},      {GgmlType::kQ6_K, GgmlType::kQ6_KX16},
+      {GgmlType::kPQ4_G64Z, GgmlType::kPQ4_G64Z},  // Paddock types:
+      {GgmlType::kPQ4_G128, GgmlType::kPQ4_G128},  // quantized as they are
+      {GgmlType::kPQ8_C, GgmlType::kPQ8_C}};
+  int tested = 0;
+  for (const Case& c : cases) {
+    ASSERT_NE(k.gemm_bf16_tiles[static_cast<int>(c.x16)], nullptr) << TypeName(c.x16);
+    for (int cols : {256, 768}) {
+      for (int rows : {16, 48}) {
+        const auto wf = Random(static_cast<size_t>(cols) * rows, 41 + cols + rows);
+        const TypeTraits& tx = Traits(c.x16);
+        const bool relaid = c.file != c.x16;
+        const size_t rb = relaid ? RowBytes(Traits(c.file), cols) : RowBytes(tx, cols);
+        std::string w(rb * rows, '\0');
+        if (relaid) {
+          std::string file(w.size(), '\0');
+          Traits(c.file).from_float(wf.data(), file.data(), static_cast<int64_t>(cols) * rows);
+          GgmlType to;
+          X16RepackFn repack;
+          ASSERT_TRUE(X16RelayoutOf(c.file, &to, &repack));
+          ASSERT_EQ(to, c.x16);
+          repack(file.data(), w.data(), rows, cols);
+        } else {
+          QuantizeX16(c.x16, wf.data(), rows, cols, nullptr, w.data());
+        }
+        // Per (token, row): the sum of |w x| bounds the rounding.
+        std::vector<float> elem(static_cast<size_t>(cols) * rows);
+        for (int r = 0; r < rows; ++r)
+          for (int i = 0; i < cols; ++i)
+            elem[static_cast<size_t>(r) * cols + i] =
+                X16Element(c.x16, reinterpret_cast<const uint8_t*>(w.data()) + (r / 16) * 16 * rb,
+                           cols, r % 16, i);
+        for (int n_tok : {1, 15, 16, 17, 33, 50}) {
+          const auto x = Random(static_cast<size_t>(cols) * n_tok, 43 + cols + n_tok);
+          const int tiles = (n_tok + 15) / 16;
+          std::vector<uint16_t> xa(static_cast<size_t>(tiles) * cols * 16, 0x7fc0);  // NaN pad
+          std::vector<int32_t> out_rows(static_cast<size_t>(n_tok));
+          for (int s = 0; s < n_tok; ++s) {  // slots in reverse token order
+            const int tok = n_tok - 1 - s;
+            k.pack_bf16_token(x.data() + static_cast<size_t>(tok) * cols, cols, s, xa.data());
+            out_rows[static_cast<size_t>(s)] = tok;
+          }
+          const int64_t ldy = rows + 5;
+          std::vector<float> want(static_cast<size_t>(ldy) * n_tok, -1.0f), got(want);
+          RefGemmBf16Tiles(c.x16, w.data(), rb, cols, rows, x.data(), n_tok, want.data(), ldy);
+          k.gemm_bf16_tiles[static_cast<int>(c.x16)](w.data(), rb, cols, rows, xa.data(), n_tok,
+                                                     out_rows.data(), got.data(), ldy);
+          for (int t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < ldy; ++r) {
+              const size_t i = static_cast<size_t>(t) * ldy + r;
+              if (r >= rows) {
+                ASSERT_EQ(got[i], -1.0f) << "wrote past the rows";
+                continue;
+              }
+              double abs_sum = 0;
+              for (int e = 0; e < cols; ++e)
+                abs_sum += std::fabs(elem[static_cast<size_t>(r) * cols + e] *
+                                     x[static_cast<size_t>(t) * cols + e]);
+              // A weight may round to the neighbouring bf16 (its float is formed in another
+              // order): 2^-8 of a term; fp32 sums: far less.
+              ASSERT_NEAR(got[i], want[i], 4e-3 * abs_sum / std::sqrt(cols) + 1e-5 * abs_sum)
+                  << TypeName(c.x16) << " cols " << cols << " rows " << rows << " tokens " << n_tok
+                  << " token " << t << " row " << r;
+            }
+          }
+          // Token t alone in slot 0 of its own call: bit-identical.
+          std::vector<uint16_t> one(static_cast<size_t>(cols) * 16, 0);
+          std::vector<float> alone(static_cast<size_t>(rows));
+          for (int t : {0, n_tok / 2, n_tok - 1}) {
+            k.pack_bf16_token(x.data() + static_cast<size_t>(t) * cols, cols, 0, one.data());
+            k.gemm_bf16_tiles[static_cast<int>(c.x16)](w.data(), rb, cols, rows, one.data(), 1,
+                                                       nullptr, alone.data(), rows);
+            ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + static_cast<size_t>(t) * ldy,
+                                     sizeof(float) * rows))
+                << TypeName(c.x16) << " token " << t << " of " << n_tok;
+          }
+          ++tested;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tested, 7 * 2 * 2 * 6);
+}
+
+}  // namespace
+}  // namespace paddock

@@ -106,6 +106,47 @@ TEST(KvManager, PrefixReuseHitsExactBlocksAndLeavesTheLastToken) {
   kv.CheckInvariants();
 }
 
+// Blocks whose positions were computed in another kernel class (the bf16 prefill of long
+// prompts: SetPrefillUntil) are reused only by sequences computing each position in the same
+// class: a long prompt never picks up a short one's blocks, nor a reply's (multi-turn), and
+// vice versa.
+TEST(KvManager, PrefixReuseKeepsToTheKernelClassOfEachPosition) {
+  const ModelConfig c = TinyConfig();
+  KvManager kv(c, Opts(4, 32, c), 0);
+  std::vector<int32_t> t(20);
+  for (int i = 0; i < 20; ++i) t[static_cast<size_t>(i)] = 30 + i;
+  // A: a prompt of 10 in the bf16 class, then 10 generated tokens.
+  const auto a = kv.Create(64);
+  kv.SetPrefillUntil(a, 10);
+  EXPECT_EQ(kv.MatchPrefix(a, t.data(), 10), 0);
+  ASSERT_TRUE(kv.Reserve(a, 20));
+  kv.Commit(a, t.data(), 20);
+  kv.Free(a);
+  // The same prompt, same class: blocks 1-2 (8 tokens) reused.
+  const auto b = kv.Create(64);
+  kv.SetPrefillUntil(b, 10);
+  EXPECT_EQ(kv.MatchPrefix(b, t.data(), 10), 8);
+  kv.Free(b);
+  // The same tokens in the common class (a short prompt, or the switch off): none.
+  const auto d = kv.Create(64);
+  EXPECT_EQ(kv.MatchPrefix(d, t.data(), 10), 0);
+  kv.Free(d);
+  // A longer prompt holding A's reply (all 20 tokens, bf16 to 20): blocks 1-2 match, block 3
+  // (positions 8-11: A computed 10 and 11 as generated tokens) does not.
+  const auto e = kv.Create(64);
+  kv.SetPrefillUntil(e, 20);
+  EXPECT_EQ(kv.MatchPrefix(e, t.data(), 20), 8);
+  kv.Free(e);
+  EXPECT_THROW(
+      {
+        const auto f = kv.Create(64);
+        ASSERT_TRUE(kv.Reserve(f, 4));
+        kv.Commit(f, t.data(), 4);
+        kv.SetPrefillUntil(f, 4);  // not on a sequence holding tokens
+      },
+      Error);
+}
+
 TEST(KvManager, EvictionTakesTheLeastRecentlyUsedTailFirst) {
   const ModelConfig c = TinyConfig();
   KvManager kv(c, Opts(2, 4, c), 0);  // 4 blocks of 2 tokens

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu.h"
 #include "base/thread_pool.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
@@ -1173,6 +1174,85 @@ TEST(Fusion, FusedAttentionEqualsTwoPassAttention) {
         }
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// The bf16 prefill (AMX-BF16): a long prompt's tokens take it whatever their chunking, step or
+// batch-mates (bit-identical), close to the integer path; a decode token in the same step as
+// a prompt chunk gives exactly what it gives alone; switched off, the integer path exactly.
+TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
+  if (DetectIsa() != Isa::kAmx || !CpuHasAmxBf16()) GTEST_SKIP() << "no AMX-BF16 here";
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    SynthSpec spec;
+    spec.type = type;
+    spec.dim = 256;
+    spec.ffn_dim = 512;
+    spec.context = 256;
+    const std::string path = test::TempPath("bf16prefill.gguf");
+    WriteSyntheticModel(spec, path);
+    const int n = 80;
+    const auto prompt = SomeTokens(n, spec.n_vocab);
+    Runner r(path, Isa::kAmx, 2, 96, KvCacheOptions(), true);
+    RelayoutWeights(r.model.get());
+    r.tf = std::make_unique<Transformer>(*r.model, GetKernels(Isa::kAmx), r.pool, 96, true);
+    ASSERT_TRUE(r.tf->HasBf16Prefill());
+    ASSERT_EQ(r.tf->Bf16PromptTokens(n), n);
+    ASSERT_EQ(r.tf->Bf16PromptTokens(kBf16PrefillMinPrompt - 1), 0);
+    const int V = spec.n_vocab;
+    // The prompt in chunks of `chunk`, prompt_len n: the last token's logits.
+    auto prefill = [&](int chunk, int prompt_len) {
+      KvManager::SeqId s = r.kv->Create(spec.context);
+      const float* l = nullptr;
+      for (int i = 0; i < n; i += chunk) {
+        const int m = std::min(chunk, n - i);
+        EXPECT_TRUE(r.kv->Reserve(s, i + m));
+        l = r.tf->Forward(&prompt[static_cast<size_t>(i)], m, i, r.kv->View(s), prompt_len);
+        r.kv->Commit(s, &prompt[static_cast<size_t>(i)], m);
+      }
+      std::vector<float> out(l, l + V);
+      r.kv->Free(s);
+      return out;
+    };
+    const auto int8 = prefill(n, 0);
+    const auto whole = prefill(n, n);
+    EXPECT_NE(whole, int8) << TypeName(type) << ": the bf16 path did not run";
+    EXPECT_LT(RelErr(whole, int8), kInt8LogitTol) << TypeName(type);
+    for (int chunk : {1, 7, 16, 33}) EXPECT_EQ(prefill(chunk, n), whole) << "chunks of " << chunk;
+    // A prompt chunk and another sequence's decode token in one step.
+    KvManager& kv = *r.kv;
+    const KvManager::SeqId a = kv.Create(spec.context), b = kv.Create(spec.context);
+    const std::vector<int32_t> other = SomeTokens(9, V);
+    ASSERT_TRUE(kv.Reserve(b, 9));
+    const float* lb_alone = r.tf->Forward(other.data(), 8, 0, kv.View(b));
+    kv.Commit(b, other.data(), 8);
+    (void)lb_alone;
+    std::vector<float> b_alone;
+    {  // b's ninth token alone, on a fork that is then dropped
+      const KvManager::SeqId f = kv.Fork(b);
+      ASSERT_TRUE(kv.Reserve(f, 9));
+      const float* l = r.tf->Forward(&other[8], 1, 8, kv.View(f));
+      b_alone.assign(l, l + V);
+      kv.Free(f);
+    }
+    ASSERT_TRUE(kv.Reserve(a, n));
+    const KvView va = kv.View(a), vb = kv.View(b);
+    Transformer::BatchItem items[2] = {{prompt.data(), n, 0, &va}, {&other[8], 1, 8, &vb}};
+    items[0].prompt_len = n;
+    const float* logits[2];
+    r.tf->ForwardBatch(items, 2, logits);
+    EXPECT_EQ(std::vector<float>(logits[0], logits[0] + V), whole) << "the prompt in a mixed step";
+    EXPECT_EQ(std::vector<float>(logits[1], logits[1] + V), b_alone) << "the decode token";
+    kv.Free(a);
+    kv.Free(b);
+    r.tf->SetBf16Prefill(0);
+    EXPECT_EQ(prefill(n, n), int8) << "switched off";
+    std::remove(path.c_str());
   }
 }
 

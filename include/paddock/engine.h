@@ -43,6 +43,11 @@ struct EngineOptions {
   bool prefetch = true;
   bool prefetch_all = false;
   bool bf16_dot = true;  // BF16 weights: bf16 activations, AVX-512 BF16 dot products
+  // The prompt tokens of prompts of 64 tokens or more on the bf16 tile GEMM (AMX-BF16, where
+  // the CPU has it; the types with an integer tile GEMM): weights and activations rounded to
+  // bf16 and summed in fp32, 1.3-1.6x the integer tile GEMM's rate. Generated tokens, short
+  // prompts and scoring (perplexity, prompt logprobs) stay on the integer kernels.
+  bool bf16_prefill = true;
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).

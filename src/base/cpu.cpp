@@ -64,6 +64,15 @@ bool CpuHasAvx512Bf16() {
   return (a & (1u << 5)) != 0;
 }
 
+bool CpuHasAmxBf16() {
+  // CPUID.(EAX=7, ECX=0):EDX bit 22, the tile state usable (AmxUsable), and AVX-512 BF16 (the
+  // conversions that feed the tiles).
+  unsigned a, b, c, d;
+  if (!CpuHasAvx512Bf16() || !AmxUsable() || __get_cpuid_count(7, 0, &a, &b, &c, &d) == 0)
+    return false;
+  return (d & (1u << 22)) != 0;
+}
+
 const char* IsaName(Isa isa) {
   switch (isa) {
     case Isa::kScalar:

@@ -17,6 +17,8 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 Isa DetectIsa();
 // AVX-512 BF16 (vdpbf16ps) on top of the AVX-512 level.
 bool CpuHasAvx512Bf16();
+// AMX-BF16 (`tdpbf16ps`) usable by this process, with AVX-512 BF16.
+bool CpuHasAmxBf16();
 const char* IsaName(Isa isa);
 // Parses "scalar", "avx2", "avx512", "amx" or "auto"; throws Error otherwise, and if the CPU
 // cannot run the requested ISA.

@@ -169,7 +169,7 @@ class BenchRun {
     const KvManager::SeqId seq = NewSequence(o_.prompt_tokens);
     s_.transformer->set_profiler(prof);
     const double t0 = NowSeconds();
-    s_.Step(seq, toks.data(), o_.prompt_tokens, 0);
+    s_.Step(seq, toks.data(), o_.prompt_tokens, 0, o_.prompt_tokens);
     *seconds = NowSeconds() - t0;
     s_.transformer->set_profiler(nullptr);
     s_.kv->Free(seq);

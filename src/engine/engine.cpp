@@ -238,6 +238,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, impl->prefetch),
                                                     *impl->pool, o.max_batch, o.int8_activations);
   impl->transformer->SetBf16Dot(o.bf16_dot);
+  impl->transformer->SetBf16Prefill(o.bf16_prefill ? kBf16PrefillMinPrompt : 0);
   impl->transformer->SetContext(ctx);
   if (tracer) {
     tracer->Span("load", "engine", t0, NowSeconds(), "");
@@ -435,6 +436,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
     ~SeqGuard() { kv.Free(id); }
   } seq_guard{*s.kv, seq};
   int pos = static_cast<int>(prompt.size());
+  s.kv->SetPrefillUntil(seq, s.transformer->Bf16PromptTokens(pos));
   r.cached_tokens = s.kv->MatchPrefix(seq, prompt.data(), pos);
   if (!s.kv->Reserve(seq, pos)) {
     Fail(
@@ -443,7 +445,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
         pos, s.kv->Memory().total_blocks, s.kv->block_size());
   }
   const float* logits =
-      s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens);
+      s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens, pos);
   double t_first = 0;
   r.finish = FinishReason::kLength;
   if (s.draft != nullptr) s.draft->Reset(o.sampling);

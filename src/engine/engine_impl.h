@@ -74,13 +74,15 @@ struct Engine::Impl {
     for (int i = 0; i < n; ++i) t += items[i].n;
     return t;
   }
-  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos) {
+  // prompt_len: Transformer::BatchItem::prompt_len (0 when scoring).
+  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos,
+                    int prompt_len = 0) {
     TraceScope ts(tracer.get(), "forward", "engine",
                   tracer ? StrFormat("\"sequences\": 1, \"tokens\": %d, \"pos\": %d", n, pos) : "");
     const float* logits;
     {
       StepGuard g(*kv);
-      logits = transformer->Forward(tokens, n, pos, kv->View(seq));
+      logits = transformer->Forward(tokens, n, pos, kv->View(seq), prompt_len);
     }
     kv->Commit(seq, tokens, n);
     return logits;

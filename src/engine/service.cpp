@@ -174,6 +174,9 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   so.max_running = std::min({o.max_running, so.token_budget, engine_batch});
   so.kv_watermark = o.kv_watermark;
   so.static_batching = o.static_batching;
+  so.bf16_min_prompt = impl->e->transformer->Bf16PromptTokens(1 << 30) > 0
+                           ? impl->e->transformer->bf16_prefill_min()
+                           : 0;
   impl->scheduler = std::make_unique<Scheduler>(*impl->e->kv, so);
   impl->engine = std::move(engine);
   impl->kv_total_blocks = impl->e->kv->Memory().total_blocks;
@@ -579,8 +582,8 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
     const Sequence& s = *batch.seqs[k];
     views[k] = e->kv->View(s.seq);
     // A decode with drafts asks for the logits of every position (verification).
-    items.push_back(
-        {s.step_tokens(), batch.n[k], s.computed, &views[k], s.draft.empty() ? 1 : batch.n[k]});
+    items.push_back({s.step_tokens(), batch.n[k], s.computed, &views[k],
+                     s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
   e->StepBatch(items.data(), static_cast<int>(n), logits.data());

@@ -22,6 +22,7 @@ KernelTable Avx512(Prefetch prefetch) {
 KernelTable Amx(Prefetch prefetch) {
   KernelTable k = Avx512(prefetch);
   amx::SetAmxKernels(&k, prefetch);
+  if (CpuHasAmxBf16()) amx::SetAmxBf16Kernels(&k);
   k.isa = Isa::kAmx;
   return k;
 }

@@ -34,6 +34,14 @@ struct ActQ8 {
   const int8_t* tiles = nullptr;
   const float* tile_s = nullptr;
   int tile_count = 0;  // whole 16-token tiles packed
+  // The step's prompt tokens that take the bf16 tile GEMM where the weight's type has one
+  // (Transformer::BatchItem::prompt_len): their activations as bf16 A tiles
+  // (KernelTable::pack_bf16_token), slot s holding token bf_rows[s]; bf_tok[t] != 0 for those
+  // tokens. The int8 fields above hold every token, for the types without that GEMM.
+  const uint16_t* bf = nullptr;
+  const int32_t* bf_rows = nullptr;
+  const uint8_t* bf_tok = nullptr;
+  int bf_count = 0;
 
   // Token t of a batch whose tokens have `cols` elements each (without the packed tiles).
   ActQ8 Token(int64_t t, int64_t cols) const {
@@ -63,6 +71,16 @@ using GemvQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t
 // token t's activations at x.qs + t * cols, x.d / x.ds + t * cols / 32.
 using GemmQ8Fn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
                           const ActQ8& x, int n_tok, float* y, int64_t ldy);
+
+// The prefill GEMM on bf16 tiles (KernelTable::gemm_bf16_tiles): y[row(s) * ldy + r] = dot(row r
+// of w, activation slot s) for s < n_tok, row(s) = out_rows[s] (null: s). The activations are
+// bf16 A tiles packed by KernelTable::pack_bf16_token: per 16-slot tile and 32-element block,
+// 16 x 32 bf16 at xa + (tile * cols / 32 + block) * kBf16TileElems; the last tile's unused slots
+// may hold anything (their sums are never stored).
+using GemmBf16TilesFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                                 const uint16_t* xa, int n_tok, const int32_t* out_rows, float* y,
+                                 int64_t ldy);
+constexpr size_t kBf16TileElems = 16 * 32;
 
 // One layer's K (or V) rows as the attention kernel walks them: position t lives in slot
 // table[t / block_size] * block_size + t % block_size, `row_bytes` apart, encoded as `type`.
@@ -159,6 +177,16 @@ struct KernelTable {
   // (tile * cols / 32 + block) * kActTileBytes and kActTileFloats scale terms at tile_s + the
   // same index * kActTileFloats. Null where the table has no tile GEMM (all but amx).
   void (*pack_act_token)(const ActQ8& x, int64_t cols, int token, int8_t* tiles, float* tile_s);
+  // Prefill on AMX-BF16 tiles, per interleaved type with an AMX kind (null elsewhere, and on
+  // every table but amx where the CPU has AMX-BF16): each 16-row group's weights dequantized
+  // once per call to bf16 (w = scale * q + min in fp32, rounded to nearest even), activations
+  // rounded to bf16, sums in fp32 over the whole row in block order: no per-block epilogue,
+  // which is what caps the int8 tile GEMM. Not bit-identical to the integer GEMV: the model
+  // takes it for the prompt tokens of long prompts only (Transformer::BatchItem::prefill), so
+  // a token's result still never depends on its batch-mates. Reference: RefGemmBf16Tiles.
+  GemmBf16TilesFn gemm_bf16_tiles[kGgmlTypeCount];
+  // Rounds token x (cols floats) to bf16 into activation slot `slot` of the A tiles.
+  void (*pack_bf16_token)(const float* x, int64_t cols, int slot, uint16_t* tiles);
   // Quantizes n floats (a multiple of 32) to int8 blocks: d = amax / 127, q = round(x / d).
   // Every table produces identical bytes.
   void (*quantize_act)(const float* x, int64_t n, int8_t* qs, float* d, float* ds);
@@ -207,6 +235,11 @@ struct KernelTable {
 
 // The table for `isa` (which the CPU must support), with the given weight prefetch.
 const KernelTable& GetKernels(Isa isa, Prefetch prefetch = Prefetch::kAuto);
+// The reference of gemm_bf16_tiles, with float activations x (n_tok x cols): each element of
+// an interleaved `type` (X16Element) and of x rounded to bf16, products summed in double.
+void RefGemmBf16Tiles(GgmlType type, const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                      const float* x, int n_tok, float* y, int64_t ldy);
+
 // The reference table.
 inline const KernelTable& ReferenceKernels() {
   return GetKernels(Isa::kScalar);

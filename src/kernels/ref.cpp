@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "base/half.h"
 #include "kernels/kernels.h"
@@ -262,6 +263,29 @@ void RefGemmBf16Dot(const void* w, size_t row_bytes, int64_t cols, int64_t rows,
     }
   }
 }
+
+}  // namespace
+
+void RefGemmBf16Tiles(GgmlType type, const void* w, size_t row_bytes, int64_t cols, int64_t rows,
+                      const float* x, int n_tok, float* y, int64_t ldy) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* grp = base + static_cast<size_t>(r / kX16Rows) * kX16Rows * row_bytes;
+    for (int64_t c = 0; c < cols; ++c)
+      row[static_cast<size_t>(c)] =
+          Bf16ToFp32(Fp32ToBf16(X16Element(type, grp, cols, static_cast<int>(r % kX16Rows), c)));
+    for (int t = 0; t < n_tok; ++t) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        s += static_cast<double>(row[static_cast<size_t>(c)]) *
+             Bf16ToFp32(Fp32ToBf16(x[t * cols + c]));
+      y[t * ldy + r] = static_cast<float>(s);
+    }
+  }
+}
+
+namespace {
 
 // Reference GEMM: the reference GEMV of every token.
 template <GemvQ8Fn Gemv>

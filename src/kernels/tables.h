@@ -22,6 +22,9 @@ namespace amx {
 // mode, replaces the integer GEMMs of the kinds it has, keeping `t`'s for the tokens short of
 // a whole 16-token tile.
 void SetAmxKernels(KernelTable* t, Prefetch prefetch);
+// The prefill GEMM on AMX-BF16 tiles (gemm_bf16_tiles, pack_bf16_token): only where the CPU has
+// AMX-BF16 and AVX-512 BF16.
+void SetAmxBf16Kernels(KernelTable* t);
 }  // namespace amx
 namespace avx512bf16 {
 void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,

@@ -170,6 +170,7 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.released_blocks = 0;
   s.chain = hash_seed_;
   s.max_tokens = max_tokens;
+  s.prefill_until = 0;
   s.table.clear();
   s.tokens.clear();
   s.table.reserve(static_cast<size_t>(max_tokens / block_size() + 2));
@@ -187,6 +188,7 @@ KvManager::SeqId KvManager::Fork(SeqId parent) {
   s.hashed_blocks = p.hashed_blocks;
   s.released_blocks = p.released_blocks;
   s.chain = p.chain;
+  s.prefill_until = p.prefill_until;
   for (int32_t b : s.table) pool_.AddRef(b);
   return id;
 }
@@ -202,6 +204,20 @@ void KvManager::Free(SeqId id) {
   free_ids_.push_back(id);
 }
 
+void KvManager::SetPrefillUntil(SeqId id, int until) {
+  Sequence& s = Seq(id);
+  if (s.len != 0) Fail("KV: SetPrefillUntil on a non-empty sequence");
+  s.prefill_until = std::max(0, until);
+}
+
+uint64_t KvManager::BlockParent(const Sequence& s, int b) const {
+  const int bs = block_size();
+  const uint64_t lead = static_cast<uint64_t>(std::clamp(s.prefill_until - b * bs, 0, bs));
+  return lead == 0 ? s.chain
+                   : BlockPool::HashBlock(s.chain ^ 0x9e3779b97f4a7c15ull,
+                                          reinterpret_cast<const int32_t*>(&lead), 2);
+}
+
 int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
   Sequence& s = Seq(id);
   if (s.len != 0 || !s.table.empty()) Fail("KV: MatchPrefix on a non-empty sequence");
@@ -210,8 +226,9 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
   const int full = (n - 1) / bs;  // leave at least the last token to compute
   for (int b = 0; b < full; ++b) {
     const int32_t* t = tokens + static_cast<size_t>(b) * bs;
-    const uint64_t h = BlockPool::HashBlock(s.chain, t, bs);
-    const int32_t blk = pool_.Lookup(h, s.chain, t);
+    const uint64_t parent = BlockParent(s, b);
+    const uint64_t h = BlockPool::HashBlock(parent, t, bs);
+    const int32_t blk = pool_.Lookup(h, parent, t);
     if (blk < 0) break;
     s.table.push_back(blk);
     s.tokens.insert(s.tokens.end(), t, t + bs);
@@ -266,8 +283,9 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
     while ((s.hashed_blocks + 1) * bs <= s.len) {
       const size_t b = static_cast<size_t>(s.hashed_blocks);
       const int32_t* t = s.tokens.data() + b * static_cast<size_t>(bs);
-      const uint64_t h = BlockPool::HashBlock(s.chain, t, bs);
-      pool_.Register(s.table[b], h, s.chain, t);
+      const uint64_t parent = BlockParent(s, static_cast<int>(b));
+      const uint64_t h = BlockPool::HashBlock(parent, t, bs);
+      pool_.Register(s.table[b], h, parent, t);
       s.chain = h;
       s.hashed_blocks++;
     }

@@ -64,6 +64,11 @@ class KvManager {
   // On an empty sequence: reuses cached blocks for the longest block-aligned prefix of
   // tokens[0..n-1) (the last token is always left to compute). Returns the reused tokens.
   int MatchPrefix(SeqId seq, const int32_t* tokens, int n);
+  // Positions below `until` of an empty sequence are computed by another kernel class (the
+  // model's bf16 prefill of long prompts): a cached block is reused only by a sequence that
+  // computes each of its positions in the same class, so reuse never changes a result. Set
+  // before MatchPrefix; 0 (the default): every position in the common class.
+  void SetPrefillUntil(SeqId seq, int until);
   // Makes room for positions [0, total_len). False if the pool ran out (nothing is lost:
   // blocks taken so far stay with the sequence).
   bool Reserve(SeqId seq, int total_len);
@@ -103,7 +108,11 @@ class KvManager {
     int released_blocks = 0;  // leading blocks released by the window (null in the table)
     uint64_t chain = 0;       // hash of the last registered block
     int max_tokens = 0;
+    int prefill_until = 0;  // SetPrefillUntil
   };
+  // The parent hash of block b of s: its chain, salted with how many of the block's positions
+  // fall below prefill_until (unchanged when none do).
+  uint64_t BlockParent(const Sequence& s, int b) const;
   Sequence& Seq(SeqId id);
   const Sequence& Seq(SeqId id) const;
   void CopyBlock(int32_t from, int32_t to);

@@ -17,25 +17,42 @@ bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
   return int8_ && cols % kQK == 0 && k_->gemv_q8[static_cast<int>(w.type)] != nullptr;
 }
 
-ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w) {
-  if (!TakesInt8(w, cols)) return {};
-  OpScope ps(this, ProfOp::kQuantizeAct);
-  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols); });
-  return ActBuffers(n);
+bool Transformer::TakesBf16(const WeightTensor& w, int cols, int n, bool prefill_ok) const {
+  return prefill_ok && n_bf_ > 0 && n == n_step_ && act_bf_ != nullptr && TakesInt8(w, cols) &&
+         k_->gemm_bf16_tiles[static_cast<int>(w.type)] != nullptr;
 }
 
-void Transformer::QuantizeToken(const float* x, int j, int n, int cols) {
+ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w,
+                                 bool prefill_ok) {
+  if (!TakesInt8(w, cols)) return {};
+  const bool bf = TakesBf16(w, cols, n, prefill_ok);
+  OpScope ps(this, ProfOp::kQuantizeAct);
+  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols, bf); });
+  return ActBuffers(n, bf);
+}
+
+void Transformer::QuantizeToken(const float* x, int j, int n, int cols, bool bf) {
   const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
+  // A prompt token: bf16 tiles for the weights with the bf16 GEMM, and int8 below as well, for
+  // any weight sharing this input that has none (a k-quant mix's Q5_K or Q3_K attn_v).
+  if (bf && tok_bf_[static_cast<size_t>(j)] != 0)
+    k_->pack_bf16_token(x + r, cols, bf_slot_[static_cast<size_t>(j)], act_bf_);
   k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
   if (PacksTiles(n) && j < n / kActTileTokens * kActTileTokens)
     k_->pack_act_token(ActBuffers(0), cols, j, act_tiles_.get(), act_tile_s_.get());
 }
 
-ActQ8 Transformer::ActBuffers(int n) const {
+ActQ8 Transformer::ActBuffers(int n, bool bf) const {
   ActQ8 q;
   q.qs = act_qs_.get();
   q.d = act_d_.get();
   q.ds = act_ds_.get();
+  if (bf) {
+    q.bf = act_bf_;
+    q.bf_rows = bf_rows_.data();
+    q.bf_tok = tok_bf_.data();
+    q.bf_count = n_bf_;
+  }
   if (PacksTiles(n)) {
     q.tiles = act_tiles_.get();
     q.tile_s = act_tile_s_.get();
@@ -65,6 +82,25 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
       gemv(wr, w.row_bytes, w.cols, nr, x + static_cast<size_t>(j) * w.cols, out);
     }
   };
+  // The step's prompt tokens on the bf16 tile GEMM, one call over the thread's rows (it blocks
+  // them for L2 itself); the others (decode tokens of other sequences, generated tokens being
+  // recomputed) one GEMV each per row block while it is in cache, as bit-identical as ever.
+  const GemmBf16TilesFn bf16 =
+      xq.bf_count > 0 ? k_->gemm_bf16_tiles[static_cast<int>(w.type)] : nullptr;
+  if (bf16 != nullptr) {
+    bf16(w.data + static_cast<size_t>(begin) * w.row_bytes, w.row_bytes, w.cols, end - begin, xq.bf,
+         xq.bf_count, xq.bf_rows, y + begin, w.rows);
+    if (xq.bf_count == n) return;
+    const int64_t block = std::max<int64_t>(
+        RowUnit(w), static_cast<int64_t>(block_bytes_ / w.row_bytes) / RowUnit(w) * RowUnit(w));
+    for (int64_t r0 = begin; r0 < end; r0 += block) {
+      const int64_t nr = std::min(block, end - r0);
+      const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
+      for (int j = 0; j < n; ++j)
+        if (xq.bf_tok[j] == 0) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
+    }
+    return;
+  }
   // One token: the GEMV (bit-identical to the GEMM's result for that token, so a sequence's
   // results do not depend on its batch-mates; a kernel test holds both to that).
   if (n == 1) {

@@ -118,11 +118,12 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
   const bool shared = static_cast<bool>(w.w_up);
   if (shared) {
     Timed(ProfOp::kMatmulGateUp, [&] {
-      const ActQ8 sq =
-          xq.qs != nullptr || !TakesInt8(w.w_gate, dim) ? xq : QuantizeInput(xb_, n, dim, w.w_gate);
+      const ActQ8 sq = xq.qs != nullptr || !TakesInt8(w.w_gate, dim)
+                           ? xq
+                           : QuantizeInput(xb_, n, dim, w.w_gate, false);
       MatmulGateUp(w.w_gate, w.w_up, xb_, sq, n);
     });
-    const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down);
+    const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down, false);
     Timed(ProfOp::kMatmulDown, [&] {
       Matmul(w.w_down, hb_, hq, n, moe_shared_);
       if (w.shared_gate != nullptr) {
@@ -163,7 +164,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
   });
   // Down projection of every used expert's rows, threads over output rows.
   const int rows = n * K;
-  const ActQ8 hq = QuantizeInput(hb_, rows, static_cast<int>(F), ex0.down);
+  const ActQ8 hq = QuantizeInput(hb_, rows, static_cast<int>(F), ex0.down, false);
   Timed(ProfOp::kMatmulDown, [&] {
     const int64_t u = RowUnit(ex0.down);
     pool_.ParallelFor(dim / u, [&](int64_t b, int64_t e, int) {

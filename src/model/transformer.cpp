@@ -53,6 +53,14 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
     act_tiles_.reset(new int8_t[act]);
     act_tile_s_.reset(new float[act / kQK * (kActTileFloats / kActTileTokens) + 1]);
   }
+  if (k_->pack_bf16_token != nullptr) {
+    const size_t bf = static_cast<size_t>((max_batch_ + 15) / 16 * 16) * max_cols_;
+    act_bf_raw_.reset(new uint16_t[bf + 32]);
+    act_bf_ =
+        act_bf_raw_.get() + (64 - reinterpret_cast<uintptr_t>(act_bf_raw_.get()) % 64) % 64 / 2;
+    std::memset(act_bf_, 0, bf * sizeof(uint16_t));
+    arena_bytes_bf_ = bf * sizeof(uint16_t);
+  }
   const size_t B = static_cast<size_t>(max_batch_);
   const size_t T = static_cast<size_t>(pool_.size());
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
@@ -79,7 +87,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   size_t total = 0;
   for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
   arena_.reset(new float[total + 16]);
-  arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8;
+  arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8 + arena_bytes_bf_;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
   float** slots[] = {&x_,          &xb_,     &q_,       &kv_k_,         &kv_v_,
@@ -108,6 +116,9 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   // At most one task per (token, head), or 2 per thread when positions are split.
   attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   tok_pos_.assign(B, 0);
+  tok_bf_.assign(B, 0);
+  bf_slot_.assign(B, 0);
+  bf_rows_.assign(B, 0);
   tok_view_.assign(B, nullptr);
   logit_tok_.assign(static_cast<size_t>(max_items_), 0);
   cos_local_ = cos_ + B * half;
@@ -159,11 +170,13 @@ void Transformer::SetContext(int n_ctx) {
   }
 }
 
-const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv) {
+const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv,
+                                  int prompt_len) {
   if (n <= 0) Fail("Forward: no tokens");
   const float* logits = nullptr;
   for (int done = 0; done < n; done += step_tokens_) {
     BatchItem item{tokens + done, std::min(step_tokens_, n - done), pos + done, &kv};
+    item.prompt_len = prompt_len;
     ForwardBatch(&item, 1, &logits);
   }
   return logits;
@@ -173,6 +186,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   if (n_items < 1 || n_items > max_items_)
     Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
   int n = 0, rows = 0;
+  n_bf_ = 0;
   for (int i = 0; i < n_items; ++i) {
     const BatchItem& it = items[i];
     if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
@@ -186,16 +200,25 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     }
     if (n + it.n > max_batch_)
       Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
+    const int bf_until = Bf16PromptTokens(it.prompt_len);
     for (int j = 0; j < it.n; ++j) {
       if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab)
         Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
       tok_pos_[static_cast<size_t>(n)] = it.pos + j;
       tok_view_[static_cast<size_t>(n)] = it.kv;
+      // A prompt token of a long prompt: the bf16 prefill GEMM (by position, never by step).
+      const bool bf = it.pos + j < bf_until;
+      tok_bf_[static_cast<size_t>(n)] = bf ? 1 : 0;
+      if (bf) {
+        bf_slot_[static_cast<size_t>(n)] = n_bf_;
+        bf_rows_[static_cast<size_t>(n_bf_++)] = n;
+      }
       ++n;
     }
     for (int r = 0; r < it.n_logits; ++r)
       logit_tok_[static_cast<size_t>(rows++)] = n - it.n_logits + r;
   }
+  n_step_ = n;
   const int dim = cfg_.dim;
   {
     OpScope ps(this, ProfOp::kEmbed);
@@ -238,7 +261,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   }
   Observe(ActSite::kOutput, -1, xb_, rows, dim);
   if (observer_ != nullptr) observer_->Tokens(n);
-  const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output);
+  const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output, false);
   OpScope ps(this, ProfOp::kLogits);
   Matmul(model_.weights.output, xb_, oq, rows, logits_);
   if (cfg_.final_softcap > 0) {
@@ -294,7 +317,7 @@ void Transformer::Layer(int l, int n) {
   // x += xb; xb = norm(x)
   const WeightTensor& ffn_in =
       !w.experts.empty() ? w.experts[0].gate : (w.w_gate ? w.w_gate : w.w_up);
-  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, ffn_in);
+  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, ffn_in, w.experts.empty());
   // xb = post_norm(glu(xb Wgate, xb Wup) Wdown)
   FfnBlock(l, w, fq, n);
   // x += xb (fused: carried into the next layer's norm pass, or added before the logits)
@@ -308,26 +331,27 @@ void Transformer::Layer(int l, int n) {
 // x += xb (when add_residual), xb = Norm(x) with (w, b), and xb quantized for `next` where it
 // takes int8. Fused: one pass per token row, threads over tokens.
 ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* b, int n,
-                                const WeightTensor& next) {
+                                const WeightTensor& next, bool prefill_ok) {
   pending_residual_ = false;
   if (!fuse_norm_) {
     if (add_residual) AddResidual(n);
     Timed(ProfOp::kNorm, [&] {
       for (int j = 0; j < n; ++j) Norm(xb_ + j * cfg_.dim, x_ + j * cfg_.dim, w, b);
     });
-    return QuantizeInput(xb_, n, cfg_.dim, next);
+    return QuantizeInput(xb_, n, cfg_.dim, next, prefill_ok);
   }
   const int dim = cfg_.dim;
   const bool quant = TakesInt8(next, dim);
+  const bool bf = quant && TakesBf16(next, dim, n, prefill_ok);
   Timed(ProfOp::kNorm, [&] {
     ForTokens(n, [&](int j) {
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
       if (add_residual) k_->add(x_ + r, xb_ + r, dim);
       Norm(xb_ + r, x_ + r, w, b);
-      if (quant) QuantizeToken(xb_, j, n, dim);
+      if (quant) QuantizeToken(xb_, j, n, dim, bf);
     });
   });
-  return quant ? ActBuffers(n) : ActQ8{};
+  return quant ? ActBuffers(n, bf) : ActQ8{};
 }
 
 void Transformer::AddResidual(int n) {

@@ -40,6 +40,8 @@ class ActivationObserver {
 constexpr int kAttnMaxSplit = 256;
 // Weight bytes per row block in batched int8 matmuls by default: well inside L2.
 constexpr size_t kMatmulBlockBytes = 64 * 1024;
+// Prompts of at least this many tokens take the bf16 tile GEMM by default (SetBf16Prefill).
+constexpr int kBf16PrefillMinPrompt = 64;
 
 class Transformer {
  public:
@@ -52,7 +54,8 @@ class Transformer {
   // Runs tokens[0..n) at positions pos..pos+n-1 and returns the logits after the last one
   // (config().n_vocab floats, valid until the next call). Throws Error on an invalid token id
   // or a position past the KV capacity.
-  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv);
+  // prompt_len: as BatchItem::prompt_len.
+  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv, int prompt_len = 0);
 
   // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
   // positions pos..pos+n-1 of its own KV view. The total token count must not exceed
@@ -66,6 +69,12 @@ class Transformer {
     int pos;
     const KvView* kv;
     int n_logits = 1;
+    // The length of the sequence's prompt: its tokens at positions below it are prompt tokens.
+    // Those of a prompt of at least bf16_prefill_min() tokens take the bf16 tile GEMM where the
+    // kernel table has one (SetBf16Prefill); every other token the integer kernels. Decided per
+    // token by its position, never by the step: a token's result does not depend on the chunk
+    // or the batch-mates it runs with. 0: no prompt tokens (scoring, verification, decode).
+    int prompt_len = 0;
   };
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
   // The same forward, returning instead of logits the final-normalized hidden state of each row
@@ -111,6 +120,21 @@ class Transformer {
   // BF16 weights: activations rounded to bf16 for the AVX-512 BF16 dot product (where the
   // CPU has it), instead of fp32 FMAs on converted weights.
   void SetBf16Dot(bool on) { bf16_dot_ = on; }
+  // Prompt tokens of prompts of at least `min_prompt` tokens (0: none) take the bf16 tile GEMM
+  // (KernelTable::gemm_bf16_tiles: AMX-BF16) instead of the integer one: no per-block float
+  // epilogue, 1.3-1.6x the integer tile GEMM's rate; weights and activations rounded to bf16
+  // instead of activations to int8 blocks. Short prompts stay on the integer GEMM (the weights'
+  // conversion to bf16 pays over many tokens only). Not while a step runs.
+  void SetBf16Prefill(int min_prompt) { bf16_prefill_min_ = std::max(0, min_prompt); }
+  int bf16_prefill_min() const { return bf16_prefill_min_; }
+  // Whether this table and model can take the bf16 prefill at all.
+  bool HasBf16Prefill() const { return act_bf_ != nullptr && int8_; }
+  // The leading positions of a sequence with a prompt of prompt_len tokens that take the bf16
+  // prefill (0 or prompt_len): what the KV prefix cache must know (KvManager::SetPrefillUntil).
+  int Bf16PromptTokens(int prompt_len) const {
+    return bf16_prefill_min_ > 0 && HasBf16Prefill() && prompt_len >= bf16_prefill_min_ ? prompt_len
+                                                                                        : 0;
+  }
   // Cache blocking of the batched int8 matmuls: weight bytes per row block (0: the default,
   // kMatmulBlockBytes). Tokens per step of Forward: 1..max_batch() (0: max_batch()). Both are
   // what `paddock tune` measures; neither changes a result.
@@ -129,8 +153,10 @@ class Transformer {
  private:
   // The layer and its blocks (transformer.cpp).
   void Layer(int l, int n);
+  // prefill_ok: the input may take the bf16 prefill GEMM (not the experts': their gathered rows
+  // are not the step's tokens).
   ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n,
-                     const WeightTensor& next);
+                     const WeightTensor& next, bool prefill_ok = true);
   void AddResidual(int n);
   void PostNorm(const float* w, int n);
   void AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
@@ -154,18 +180,24 @@ class Transformer {
   // Matrix multiplication (matmul.cpp).
   // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
-  ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w);
+  // prefill_ok: x holds the step's tokens in order, so its prompt tokens may take the bf16
+  // prefill GEMM (false for the logits rows and the experts' gathered rows).
+  ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w,
+                      bool prefill_ok = true);
   bool TakesInt8(const WeightTensor& w, int cols) const;
+  // Whether the step's prompt tokens in an input of n tokens for `w` take the bf16 GEMM.
+  bool TakesBf16(const WeightTensor& w, int cols, int n, bool prefill_ok) const;
   // Token j of n (cols floats at x + j cols) into the planned int8 buffers; where the table
   // has tile GEMMs and j falls in a whole 16-token tile, also packed as they read it, while it
   // is in cache (once per matmul input, not per call).
-  void QuantizeToken(const float* x, int j, int n, int cols);
+  // bf: a prompt token of the step is also packed as bf16 A tiles (TakesBf16).
+  void QuantizeToken(const float* x, int j, int n, int cols, bool bf = false);
   bool PacksTiles(int n) const {
     return act_tiles_ != nullptr && k_->pack_act_token != nullptr && n >= kActTileTokens;
   }
   // The planned int8 buffers holding n tokens (with their packed tiles where QuantizeToken
   // packed them).
-  ActQ8 ActBuffers(int n) const;
+  ActQ8 ActBuffers(int n, bool bf = false) const;
   // y (n x w.rows) = x (n x w.cols) * w^T; uses xq (x quantized) where the type allows.
   void Matmul(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y);
   // Rows are given to threads in multiples of this (the kernel table's row unit).
@@ -255,24 +287,35 @@ class Transformer {
   // where the table has none).
   std::unique_ptr<int8_t[]> act_tiles_;
   std::unique_ptr<float[]> act_tile_s_;
+  // The bf16 prefill (SetBf16Prefill): the step's prompt tokens' activations as bf16 A tiles
+  // (B rounded up to 16 x max_cols; null where the table has no bf16 tile GEMM), and per token
+  // of the step whether it is one (tok_bf_) and its slot (bf_slot_); per slot, its token.
+  int bf16_prefill_min_ = kBf16PrefillMinPrompt;
+  std::unique_ptr<uint16_t[]> act_bf_raw_;
+  uint16_t* act_bf_ = nullptr;
+  std::vector<uint8_t> tok_bf_;
+  std::vector<int32_t> bf_slot_, bf_rows_;
+  int n_step_ = 0;  // tokens in the current step
+  int n_bf_ = 0;    // of which prompt tokens on the bf16 GEMM
 
   std::unique_ptr<float[]> arena_;
   size_t arena_bytes_ = 0;
-  float* x_;             // (B, dim) residual stream
-  float* xb_;            // (B, dim) normed input / projection output
-  float* q_;             // (B, q_dim)
-  float* kv_k_;          // (B, kv_dim)
-  float* kv_v_;          // (B, kv_dim)
-  float* att_;           // (B, q_dim) attention output
-  float* hb_;            // (B, ffn_dim)
-  float* hb2_;           // (B, ffn_dim)
-  float* logits_;        // (max_items, n_vocab) last-token logits of each batch item
-  float* cos_;           // (B, rope_dim / 2)
-  float* sin_;           // (B, rope_dim / 2)
-  float* cos_local_;     // (B, rope_dim / 2) the local layers' table (rope_base_local > 0)
-  float* sin_local_;     // (B, rope_dim / 2)
-  float* scores_;        // (threads, ctx) attention scores
-  float* qrot_;          // (threads, q_dim) rotated queries for Hadamard-rotated KV
+  size_t arena_bytes_bf_ = 0;  // the bf16 A tiles' share
+  float* x_;                   // (B, dim) residual stream
+  float* xb_;                  // (B, dim) normed input / projection output
+  float* q_;                   // (B, q_dim)
+  float* kv_k_;                // (B, kv_dim)
+  float* kv_v_;                // (B, kv_dim)
+  float* att_;                 // (B, q_dim) attention output
+  float* hb_;                  // (B, ffn_dim)
+  float* hb2_;                 // (B, ffn_dim)
+  float* logits_;              // (max_items, n_vocab) last-token logits of each batch item
+  float* cos_;                 // (B, rope_dim / 2)
+  float* sin_;                 // (B, rope_dim / 2)
+  float* cos_local_;           // (B, rope_dim / 2) the local layers' table (rope_base_local > 0)
+  float* sin_local_;           // (B, rope_dim / 2)
+  float* scores_;              // (threads, ctx) attention scores
+  float* qrot_;                // (threads, q_dim) rotated queries for Hadamard-rotated KV
   float* attn_scratch_;  // (threads, AttendScratchFloats + kAttnMaxRows * head_dim) tiled attention
   // Tiled attention tasks of the current layer: a run of tokens of one sequence (from token j0),
   // KV head g, rows [first, first + count) of its (token, head) pairs. Capacity planned once.

@@ -56,6 +56,11 @@ bool Prefetched(const ModelInfo& m) {  // the kinds prefetched by default (kerne
 bool Bf16(const ModelInfo& m) {
   return HasType(m, {"BF16"}) && CpuHasAvx512Bf16();
 }
+bool Bf16Prefill(const ModelInfo& m) {  // the types with the bf16 tile GEMM (kernels.h)
+  return HasType(m, {"Q8_0", "Q4_0", "Q4_K", "Q6_K", "PQ8_C", "PQ4_G32", "PQ4_G64", "PQ4_G128",
+                     "PQ4_G32Z", "PQ4_G64Z", "PQ4_G128Z"}) &&
+         CpuHasAmxBf16();
+}
 
 const Switch kSwitches[] = {
     {"fuse-qkv", "Q/K/V in one pass with its epilogue", &EngineOptions::fuse_qkv, Always},
@@ -70,6 +75,8 @@ const Switch kSwitches[] = {
     {"hugepages", "re-laid weights on 2 MiB pages", &EngineOptions::huge_pages, Relaid},
     {"prefetch", "software prefetch of the weight stream", &EngineOptions::prefetch, Prefetched},
     {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights", &EngineOptions::bf16_dot, Bf16},
+    {"bf16-prefill", "long prompts on the AMX-BF16 tile GEMM", &EngineOptions::bf16_prefill,
+     Bf16Prefill},
     {"prefix-cache", "KV prefix reuse across requests (serve workload)",
      &EngineOptions::prefix_cache, nullptr},
 };

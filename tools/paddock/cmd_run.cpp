@@ -139,6 +139,10 @@ const std::vector<OptionSpec> kTuningSpecs = {
     {{"--no-bf16-dot"},
      false,
      "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
+    {{"--no-bf16-prefill"},
+     false,
+     "long prompts on the integer tile GEMM too (default: the AMX-BF16 one where the CPU has "
+     "it)"},
     {{"--no-int8-act"},
      false,
      "float activations for quantized weights (default: int8 dot products)"},
@@ -189,6 +193,7 @@ void AddTuningOptions(const Args& args, EngineOptions* eo) {
   if (args.Has("--no-prefetch")) SetPrefetch("off", eo);
   AddPrefetchOption(args, eo);
   eo->bf16_dot = !args.Has("--no-bf16-dot");
+  eo->bf16_prefill = !args.Has("--no-bf16-prefill");
 }
 
 namespace {

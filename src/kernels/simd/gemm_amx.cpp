@@ -366,6 +366,221 @@ void SetAll(KernelTable* t) {
   SetAmx<kMode, GgmlType::kQ6_KX16, X16Kind::kQ6K, kQK_K>(t);
 }
 
+// ---- The prefill GEMM on bf16 tiles (AMX-BF16) ----
+//
+// The integer tile GEMM above is capped by its per-block epilogue: every 16 x 16 x 32 product
+// is stored and scaled on the vector ports, and the tile unit and the vector ports do not
+// overlap on the measured Xeon. Here a 16-row group's weights are dequantized once per call to
+// bf16 (w = scale * q + min, as the kind's epilogue applies them, rounded to nearest even) and
+// `tdpbf16ps` sums in fp32 over the whole row: the accumulators stay in their tiles from the
+// first block to the last, and the only vector work is the dequantization, once per group for
+// all the call's tokens. Two row groups x two token tiles per pass (four accumulators; each A
+// and B tile load serves two products).
+
+// One block of a group's bf16 weights as the B operand: 16 rows (k pairs) x 16 weight rows x
+// 2 bf16.
+constexpr int kBf16BlockElems = 512;
+
+// Dequantizes blocks [0, nb) of 16-row group `grp` to bf16 B blocks at `out`.
+template <X16Kind K, int G>
+void DequantGroupBf16(const uint8_t* grp, int64_t nb, uint8_t* wb, float* s0, float* s1,
+                      uint16_t* out) {
+  UnpackGroup<K, G>(grp, 0, nb, wb, s0, s1);
+  // Word 2n + i of an output row: bf16 of the pair's element i for weight row n.
+  alignas(64) static const uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                       21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i perm = _mm512_load_si512(kInterleave);
+  const __m512i byte = _mm512_set1_epi32(255);
+  __m512 row_scale = _mm512_setzero_ps();
+  if constexpr (K == X16Kind::kQ8C)
+    row_scale = _mm512_loadu_ps(reinterpret_cast<const float*>(grp));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* bb = BlockB<K>(grp, wb, b);
+    const __m512 a0 = _mm512_loadu_ps(s0 + 16 * b), a1 = _mm512_loadu_ps(s1 + 16 * b);
+    uint16_t* o = out + b * kBf16BlockElems;
+    for (int kk = 0; kk < 8; ++kk) {  // the int8 B row of elements 4 kk .. 4 kk + 3
+      const __m512i v = _mm512_loadu_si512(bb + 64 * kk);
+      __m512 f[4];
+      for (int j = 0; j < 4; ++j) {
+        __m512i q;
+        if constexpr (K == X16Kind::kQ6K) {  // signed bytes
+          q = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * j), 24);
+        } else {
+          q = _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), byte);
+        }
+        const __m512 x = _mm512_cvtepi32_ps(q);
+        if constexpr (K == X16Kind::kQ4S) {
+          f[j] = _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(8.0f)), a0);
+        } else if constexpr (K == X16Kind::kQ8B) {
+          f[j] = _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(kOffset8Zero)), a0);
+        } else if constexpr (K == X16Kind::kQ8C) {
+          f[j] = _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(kOffset8Zero)), row_scale);
+        } else if constexpr (K == X16Kind::kQ6K) {
+          f[j] = _mm512_mul_ps(x, kk < 4 ? a0 : a1);  // the two half blocks' scales
+        } else {                                      // a scale and a minimum
+          f[j] = _mm512_fmadd_ps(x, a0, a1);
+        }
+      }
+      const __m512i lo = _mm512_permutexvar_epi16(perm, (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0]));
+      const __m512i hi = _mm512_permutexvar_epi16(perm, (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2]));
+      _mm512_store_si512(o + 64 * kk, lo);
+      _mm512_store_si512(o + 64 * kk + 32, hi);
+    }
+  }
+}
+
+// Per thread: two groups' bf16 weights (+ 64 bytes for alignment) and a pass's stored sums.
+struct Bf16Scratch {
+  std::vector<uint16_t> panel;
+  alignas(64) float c[4][256];
+};
+thread_local Bf16Scratch tls_bf16;
+
+void PackBf16Token(const float* x, int64_t cols, int slot, uint16_t* tiles) {
+  const int64_t nb = cols / kQK;
+  uint16_t* o = tiles + (static_cast<size_t>(slot / kTileTokens) * nb) * kBf16TileElems +
+                static_cast<size_t>(slot % kTileTokens) * kQK;
+  for (int64_t b = 0; b < nb; ++b, o += kBf16TileElems) {
+    const __m512bh v =
+        _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + b * kQK + 16), _mm512_loadu_ps(x + b * kQK));
+    _mm512_storeu_si512(o, (__m512i)v);
+  }
+}
+
+// One pass: token tiles (ta, ta + 1 if kTwoT) x groups (P0, P1 if kTwoG) over all nb blocks.
+// Accumulators: tile 0 (ta, P0), 1 (ta, P1), 2 (ta + 1, P0), 3 (ta + 1, P1); A: 4, 5; B: 6, 7.
+template <bool kTwoT, bool kTwoG>
+void Bf16Pass(const uint16_t* a0, const uint16_t* p0, const uint16_t* p1, int64_t nb,
+              int64_t a_stride) {
+  _tile_zero(0);
+  if constexpr (kTwoG) _tile_zero(1);
+  if constexpr (kTwoT) _tile_zero(2);
+  if constexpr (kTwoT && kTwoG) _tile_zero(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    _tile_loadd(4, a0 + b * kBf16TileElems, 64);
+    _tile_loadd(6, p0 + b * kBf16BlockElems, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (kTwoG) {
+      _tile_loadd(7, p1 + b * kBf16BlockElems, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (kTwoT) {
+      _tile_loadd(5, a0 + a_stride + b * kBf16TileElems, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (kTwoG) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  Bf16Scratch& s = tls_bf16;
+  _tile_stored(0, s.c[0], 64);
+  if constexpr (kTwoG) _tile_stored(1, s.c[1], 64);
+  if constexpr (kTwoT) _tile_stored(2, s.c[2], 64);
+  if constexpr (kTwoT && kTwoG) _tile_stored(3, s.c[3], 64);
+}
+
+// Token tile `tile`'s stored sums for group column `col` (weight rows col.. col + 15) into y.
+inline void Bf16Out(const float* c, int tile, int n_tok, const int32_t* out_rows, float* y,
+                    int64_t ldy, int64_t col) {
+  const int n = std::min(kTileTokens, n_tok - tile * kTileTokens);
+  for (int i = 0; i < n; ++i) {
+    const int slot = tile * kTileTokens + i;
+    const int64_t row = out_rows != nullptr ? out_rows[slot] : slot;
+    _mm512_storeu_ps(y + row * ldy + col, _mm512_load_ps(c + 16 * i));
+  }
+}
+
+// Weight rows dequantized per block of rows: their bf16 panels stay in L2 while every token
+// tile pair streams past them, each A tile pair serving all the block's group pairs (the A
+// tiles come from L3 once per block; per group pair, they capped the pass at a third of the
+// tile unit's rate).
+constexpr size_t kBf16PanelBytes = 768 * 1024;
+
+template <X16Kind K, int G>
+void GemmBf16Tiles(const void* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xa,
+                   int n_tok, const int32_t* out_rows, float* y, int64_t ldy) {
+  if (n_tok <= 0) return;
+  const int64_t nb = cols / kQK;
+  const int64_t group_elems = nb * kBf16BlockElems;
+  const int64_t groups = rows / kX16Rows;
+  const int64_t per_block = std::min<int64_t>(
+      groups,
+      std::max<int64_t>(2, static_cast<int64_t>(kBf16PanelBytes / 2) / group_elems / 2 * 2));
+  Scratch& s = tls;
+  uint8_t* wb = nullptr;
+  if constexpr (!InPlace(K)) {
+    uint8_t* raw = Grow(&s.w, static_cast<size_t>(nb) * kBBytes + 64);
+    wb = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64);
+  }
+  float* s0 = Grow(&s.s0, static_cast<size_t>(nb) * 16);
+  float* s1 = Grow(&s.s1, static_cast<size_t>(nb) * 16);
+  uint16_t* raw = Grow(&tls_bf16.panel,
+                       static_cast<size_t>(std::max<int64_t>(per_block, 2) * group_elems) + 32);
+  uint16_t* panel = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64) / 2;
+  static const TileConfig kConfig = [] {
+    TileConfig c;
+    for (int i = 0; i < 8; ++i) {
+      c.rows[i] = kTileTokens;
+      c.colsb[i] = 64;
+    }
+    return c;
+  }();
+  _tile_loadconfig(&kConfig);
+  const int tiles = (n_tok + kTileTokens - 1) / kTileTokens;
+  const int64_t a_stride = nb * static_cast<int64_t>(kBf16TileElems);
+  const auto* base = static_cast<const uint8_t*>(w);
+  const float(&c)[4][256] = tls_bf16.c;
+  for (int64_t g0 = 0; g0 < groups; g0 += per_block) {
+    const int64_t ng = std::min(per_block, groups - g0);
+    for (int64_t i = 0; i < ng; ++i)
+      DequantGroupBf16<K, G>(base + static_cast<size_t>(g0 + i) * kX16Rows * rb, nb, wb, s0, s1,
+                             panel + i * group_elems);
+    for (int t = 0; t < tiles; t += 2) {
+      const bool two_t = t + 1 < tiles;
+      const uint16_t* a = xa + t * a_stride;
+      for (int64_t i = 0; i < ng; i += 2) {
+        const bool two_g = i + 1 < ng;
+        const uint16_t* p0 = panel + i * group_elems;
+        const uint16_t* p1 = p0 + group_elems;
+        if (two_t && two_g) {
+          Bf16Pass<true, true>(a, p0, p1, nb, a_stride);
+        } else if (two_t) {
+          Bf16Pass<true, false>(a, p0, p1, nb, a_stride);
+        } else if (two_g) {
+          Bf16Pass<false, true>(a, p0, p1, nb, a_stride);
+        } else {
+          Bf16Pass<false, false>(a, p0, p1, nb, a_stride);
+        }
+        const int64_t col = (g0 + i) * kX16Rows;
+        Bf16Out(c[0], t, n_tok, out_rows, y, ldy, col);
+        if (two_g) Bf16Out(c[1], t, n_tok, out_rows, y, ldy, col + kX16Rows);
+        if (two_t) Bf16Out(c[2], t + 1, n_tok, out_rows, y, ldy, col);
+        if (two_t && two_g) Bf16Out(c[3], t + 1, n_tok, out_rows, y, ldy, col + kX16Rows);
+      }
+    }
+  }
+  _tile_release();
+}
+
+template <GgmlType Type, X16Kind K, int G>
+void SetBf16(KernelTable* t) {
+  t->gemm_bf16_tiles[static_cast<int>(Type)] = GemmBf16Tiles<K, G>;
+}
+
+void SetAllBf16(KernelTable* t) {
+  t->pack_bf16_token = PackBf16Token;
+  SetBf16<GgmlType::kQ4_0X16, X16Kind::kQ4S, 32>(t);
+  SetBf16<GgmlType::kQ8_0X16, X16Kind::kQ8B, 32>(t);
+  SetBf16<GgmlType::kPQ8_C, X16Kind::kQ8C, 32>(t);
+  SetBf16<GgmlType::kPQ4_G32, X16Kind::kQ4S, 32>(t);
+  SetBf16<GgmlType::kPQ4_G64, X16Kind::kQ4S, 64>(t);
+  SetBf16<GgmlType::kPQ4_G128, X16Kind::kQ4S, 128>(t);
+  SetBf16<GgmlType::kPQ4_G32Z, X16Kind::kQ4Z, 32>(t);
+  SetBf16<GgmlType::kPQ4_G64Z, X16Kind::kQ4Z, 64>(t);
+  SetBf16<GgmlType::kPQ4_G128Z, X16Kind::kQ4Z, 128>(t);
+  SetBf16<GgmlType::kQ4_KX16, X16Kind::kQ4K, kQK_K>(t);
+  SetBf16<GgmlType::kQ6_KX16, X16Kind::kQ6K, kQK_K>(t);
+}
+
 // tdpbsud into four accumulators in turn, k = 32 as the GEMM issues them.
 int64_t TilePeakProbe(int64_t iters) {
   TileConfig c;
@@ -401,6 +616,10 @@ int64_t TilePeakProbe(int64_t iters) {
 }
 
 }  // namespace
+
+void SetAmxBf16Kernels(KernelTable* t) {
+  SetAllBf16(t);
+}
 
 void SetAmxKernels(KernelTable* t, Prefetch prefetch) {
   t->pack_act_token = PackActToken;
