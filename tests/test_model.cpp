@@ -1188,9 +1188,22 @@ namespace {
 // a prompt chunk gives exactly what it gives alone; switched off, the integer path exactly.
 TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
   if (DetectIsa() != Isa::kAmx || !CpuHasAmxBf16()) GTEST_SKIP() << "no AMX-BF16 here";
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+  // Q4_K_M: Q6_K attn_v and ffn_down in some layers (their own bf16 GEMM); Q3_K_M: only
+  // attn_output, attn_v and ffn_down (Q4_K, Q5_K) have one, the rest stay on int8.
+  const struct {
+    GgmlType type;
+    bool q4_k_m, q3_k_m;
+  } cases[] = {{GgmlType::kQ4_0, false, false},
+               {GgmlType::kQ8_0, false, false},
+               {GgmlType::kQ4_K, true, false},
+               {GgmlType::kQ3_K, false, true}};
+  for (const auto& c : cases) {
+    const GgmlType type = c.type;
     SynthSpec spec;
     spec.type = type;
+    spec.q4_k_m = c.q4_k_m;
+    spec.q3_k_m = c.q3_k_m;
+    spec.n_layers = 4;
     spec.dim = 256;
     spec.ffn_dim = 512;
     spec.context = 256;

@@ -27,16 +27,18 @@ ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTe
   if (!TakesInt8(w, cols)) return {};
   const bool bf = TakesBf16(w, cols, n, prefill_ok);
   OpScope ps(this, ProfOp::kQuantizeAct);
-  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols, bf); });
+  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols, bf, false); });
   return ActBuffers(n, bf);
 }
 
-void Transformer::QuantizeToken(const float* x, int j, int n, int cols, bool bf) {
+void Transformer::QuantizeToken(const float* x, int j, int n, int cols, bool bf, bool int8_too) {
   const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
-  // A prompt token: bf16 tiles for the weights with the bf16 GEMM, and int8 below as well, for
-  // any weight sharing this input that has none (a k-quant mix's Q5_K or Q3_K attn_v).
-  if (bf && tok_bf_[static_cast<size_t>(j)] != 0)
+  // A prompt token: bf16 tiles for the weights with the bf16 GEMM, and int8 as well for any
+  // weight sharing this input that has none (a k-quant mix's Q5_K or Q3_K attn_v).
+  if (bf && tok_bf_[static_cast<size_t>(j)] != 0) {
     k_->pack_bf16_token(x + r, cols, bf_slot_[static_cast<size_t>(j)], act_bf_);
+    if (!int8_too) return;
+  }
   k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
   if (PacksTiles(n) && j < n / kActTileTokens * kActTileTokens)
     k_->pack_act_token(ActBuffers(0), cols, j, act_tiles_.get(), act_tile_s_.get());

@@ -311,13 +311,15 @@ void Transformer::set_observer(ActivationObserver* o) {
 void Transformer::Layer(int l, int n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
   // xb = norm(x) (x += the previous layer's FFN output first, where it was carried over)
-  const ActQ8 xq = ResidualNorm(pending_residual_, w.attn_norm, w.attn_norm_b, n, w.wq);
+  const ActQ8 xq =
+      ResidualNorm(pending_residual_, w.attn_norm, w.attn_norm_b, n, w.wq, true, &w.wk, &w.wv);
   // xb = post_norm(attention(xb) Wo)
   AttentionBlock(l, w, xq, n);
   // x += xb; xb = norm(x)
   const WeightTensor& ffn_in =
       !w.experts.empty() ? w.experts[0].gate : (w.w_gate ? w.w_gate : w.w_up);
-  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, ffn_in, w.experts.empty());
+  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, ffn_in, w.experts.empty(),
+                                w.w_gate ? &w.w_up : nullptr);
   // xb = post_norm(glu(xb Wgate, xb Wup) Wdown)
   FfnBlock(l, w, fq, n);
   // x += xb (fused: carried into the next layer's norm pass, or added before the logits)
@@ -331,24 +333,29 @@ void Transformer::Layer(int l, int n) {
 // x += xb (when add_residual), xb = Norm(x) with (w, b), and xb quantized for `next` where it
 // takes int8. Fused: one pass per token row, threads over tokens.
 ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* b, int n,
-                                const WeightTensor& next, bool prefill_ok) {
+                                const WeightTensor& next, bool prefill_ok, const WeightTensor* also,
+                                const WeightTensor* also2) {
   pending_residual_ = false;
   if (!fuse_norm_) {
     if (add_residual) AddResidual(n);
     Timed(ProfOp::kNorm, [&] {
       for (int j = 0; j < n; ++j) Norm(xb_ + j * cfg_.dim, x_ + j * cfg_.dim, w, b);
     });
-    return QuantizeInput(xb_, n, cfg_.dim, next, prefill_ok);
+    const ActQ8 q = QuantizeInput(xb_, n, cfg_.dim, next, prefill_ok);
+    if (q.bf_count > 0 && !(HasBf16Gemm(also) && HasBf16Gemm(also2)))  // int8 for them too
+      ForTokens(n, [&](int j) { QuantizeToken(xb_, j, n, cfg_.dim); });
+    return q;
   }
   const int dim = cfg_.dim;
   const bool quant = TakesInt8(next, dim);
   const bool bf = quant && TakesBf16(next, dim, n, prefill_ok);
+  const bool int8_too = !bf || !HasBf16Gemm(also) || !HasBf16Gemm(also2);
   Timed(ProfOp::kNorm, [&] {
     ForTokens(n, [&](int j) {
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
       if (add_residual) k_->add(x_ + r, xb_ + r, dim);
       Norm(xb_ + r, x_ + r, w, b);
-      if (quant) QuantizeToken(xb_, j, n, dim, bf);
+      if (quant) QuantizeToken(xb_, j, n, dim, bf, int8_too);
     });
   });
   return quant ? ActBuffers(n, bf) : ActQ8{};

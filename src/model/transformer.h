@@ -155,8 +155,10 @@ class Transformer {
   void Layer(int l, int n);
   // prefill_ok: the input may take the bf16 prefill GEMM (not the experts': their gathered rows
   // are not the step's tokens).
+  // also, also2: further weights that read this input (Q's K and V, gate's up), or null.
   ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n,
-                     const WeightTensor& next, bool prefill_ok = true);
+                     const WeightTensor& next, bool prefill_ok = true,
+                     const WeightTensor* also = nullptr, const WeightTensor* also2 = nullptr);
   void AddResidual(int n);
   void PostNorm(const float* w, int n);
   void AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
@@ -190,8 +192,13 @@ class Transformer {
   // Token j of n (cols floats at x + j cols) into the planned int8 buffers; where the table
   // has tile GEMMs and j falls in a whole 16-token tile, also packed as they read it, while it
   // is in cache (once per matmul input, not per call).
-  // bf: a prompt token of the step is also packed as bf16 A tiles (TakesBf16).
-  void QuantizeToken(const float* x, int j, int n, int cols, bool bf = false);
+  // bf: a prompt token of the step is packed as bf16 A tiles (TakesBf16), and quantized to
+  // int8 too only when int8_too (a weight reading the input has no bf16 GEMM).
+  void QuantizeToken(const float* x, int j, int n, int cols, bool bf = false, bool int8_too = true);
+  // Whether w's type has the bf16 prefill GEMM (null w: nothing reads it).
+  bool HasBf16Gemm(const WeightTensor* w) const {
+    return w == nullptr || !*w || k_->gemm_bf16_tiles[static_cast<int>(w->type)] != nullptr;
+  }
   bool PacksTiles(int n) const {
     return act_tiles_ != nullptr && k_->pack_act_token != nullptr && n >= kActTileTokens;
   }

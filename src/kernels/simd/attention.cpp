@@ -91,23 +91,6 @@ void KvAxpy(float* y, float a, const uint8_t* row, int head, int nh, int hd) {
 
 // ---- tiled attention over query rows (AttendRows) ----
 
-// exp(x) for a vector, to about 2 ulp: 2^n * P(r) with x = n ln2 + r, |r| <= ln2 / 2, a
-// degree-6 polynomial. Inputs below -87 give 0 (as they round to 0 in float anyway).
-inline VecF ExpV(VecF x) {
-  const VecF xc = Max(Min(x, Set1(88.0f)), Set1(-87.0f));
-  const VecF n = RoundNearest(Mul(xc, Set1(1.44269504088896341f)));
-  VecF r = Fma(n, Set1(-0.693359375f), xc);
-  r = Fma(n, Set1(2.12194440e-4f), r);
-  VecF p = Set1(1.9875691500e-4f);
-  p = Fma(p, r, Set1(1.3981999507e-3f));
-  p = Fma(p, r, Set1(8.3334519073e-3f));
-  p = Fma(p, r, Set1(4.1665795894e-2f));
-  p = Fma(p, r, Set1(1.6666665459e-1f));
-  p = Fma(p, r, Set1(5.0000001201e-1f));
-  p = Fma(Mul(p, r), r, Add(r, Set1(1.0f)));
-  return Select(CmpGe(x, Set1(-87.0f)), Ldexp(p, n), Zero());
-}
-
 // Head `head` of a K/V row as hd floats.
 template <KvDtype T>
 void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {

@@ -59,19 +59,39 @@ void Softmax(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= 1.0f / sum;
 }
 
-void SiluMul(float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+// Runs f on whole vectors of g (and u, where given), the tail through a padded vector: every
+// element is computed the same way wherever it falls (a token's result never depends on how
+// many others share the call).
+template <class F>
+inline void ForVectors(float* g, const float* u, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) Store(g + i, f(Load(g + i), u ? Load(u + i) : Set1(1.0f)));
+  if (i < n) {
+    alignas(64) float gb[kLanes] = {}, ub[kLanes] = {};
+    const size_t rest = static_cast<size_t>(n - i);
+    std::memcpy(gb, g + i, rest * sizeof(float));
+    if (u != nullptr) std::memcpy(ub, u + i, rest * sizeof(float));
+    Store(gb, f(Load(gb), u ? Load(ub) : Set1(1.0f)));
+    std::memcpy(g + i, gb, rest * sizeof(float));
+  }
 }
 
-// GELU (tanh form) as tanh(y) = 1 - 2 / (exp(2y) + 1), in float.
+// silu(g) * u = g / (1 + exp(-g)) * u, exp by the vector polynomial (ExpV).
+void SiluMul(float* g, const float* u, int64_t n) {
+  ForVectors(g, u, n,
+             [](VecF x, VecF v) { return Mul(Div(x, Add(Set1(1.0f), ExpV(Sub(Zero(), x)))), v); });
+}
+
+// GELU (tanh form) as tanh(y) = 1 - 2 / (exp(2y) + 1), y clamped to +-15 (where tanh is 1 in
+// float), in float.
 void GeluMul(float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = g[i];
-    const float y = 0.7978845608f * (x + 0.044715f * x * x * x);
-    const float t =
-        y > 15.0f ? 1.0f : (y < -15.0f ? -1.0f : 1.0f - 2.0f / (std::exp(2.0f * y) + 1.0f));
-    g[i] = 0.5f * x * (1.0f + t) * (u != nullptr ? u[i] : 1.0f);
-  }
+  ForVectors(g, u, n, [](VecF x, VecF v) {
+    const VecF x3 = Mul(Mul(x, x), x);
+    const VecF y = Mul(Set1(0.7978845608f), Fma(Set1(0.044715f), x3, x));
+    const VecF yc = Max(Min(y, Set1(15.0f)), Set1(-15.0f));
+    const VecF t = Sub(Set1(1.0f), Div(Set1(2.0f), Add(ExpV(Add(yc, yc)), Set1(1.0f))));
+    return Mul(Mul(Mul(Set1(0.5f), x), Add(Set1(1.0f), t)), v);
+  });
 }
 
 void AddVec(float* y, const float* x, int64_t n) {
