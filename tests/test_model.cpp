@@ -1237,6 +1237,9 @@ TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
     EXPECT_NE(whole, int8) << TypeName(type) << ": the bf16 path did not run";
     EXPECT_LT(RelErr(whole, int8), kInt8LogitTol) << TypeName(type);
     for (int chunk : {1, 7, 16, 33}) EXPECT_EQ(prefill(chunk, n), whole) << "chunks of " << chunk;
+    // A prompt of n - 5 and 5 generated tokens recomputed in one item (after a preemption):
+    // the last 5 on the integer kernels, as when they were decoded one by one.
+    EXPECT_EQ(prefill(n, n - 5), prefill(1, n - 5)) << "a recomputed sequence";
     // A prompt chunk and another sequence's decode token in one step.
     KvManager& kv = *r.kv;
     const KvManager::SeqId a = kv.Create(spec.context), b = kv.Create(spec.context);

@@ -319,6 +319,7 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   }
   BenchReport r;
   r.isa = s.info.isa;
+  r.bf16_prefill = s.transformer->Bf16PromptTokens(o.prompt_tokens) > 0;
   r.threads = s.pool->size();
   r.batch = o.batch;
   r.prompt_tokens = o.prompt_tokens;

@@ -42,6 +42,7 @@ struct ActQ8 {
   const int32_t* bf_rows = nullptr;
   const uint8_t* bf_tok = nullptr;
   int bf_count = 0;
+  int int8_lead = 0;  // the other tokens are exactly the first int8_lead (when they all lead)
 
   // Token t of a batch whose tokens have `cols` elements each (without the packed tiles).
   ActQ8 Token(int64_t t, int64_t cols) const {

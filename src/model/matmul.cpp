@@ -54,6 +54,7 @@ ActQ8 Transformer::ActBuffers(int n, bool bf) const {
     q.bf_rows = bf_rows_.data();
     q.bf_tok = tok_bf_.data();
     q.bf_count = n_bf_;
+    q.int8_lead = n_int8_lead_;
   }
   if (PacksTiles(n)) {
     q.tiles = act_tiles_.get();
@@ -93,6 +94,12 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
     bf16(w.data + static_cast<size_t>(begin) * w.row_bytes, w.row_bytes, w.cols, end - begin, xq.bf,
          xq.bf_count, xq.bf_rows, y + begin, w.rows);
     if (xq.bf_count == n) return;
+    if (xq.int8_lead == n - xq.bf_count) {  // the others lead: as a step of their own
+      ActQ8 lead = xq;
+      lead.bf_count = 0;
+      MatmulRows(w, x, lead, xq.int8_lead, y, begin, end);
+      return;
+    }
     const int64_t block = std::max<int64_t>(
         RowUnit(w), static_cast<int64_t>(block_bytes_ / w.row_bytes) / RowUnit(w) * RowUnit(w));
     for (int64_t r0 = begin; r0 < end; r0 += block) {

@@ -117,6 +117,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   tok_pos_.assign(B, 0);
   tok_bf_.assign(B, 0);
+  order_.assign(static_cast<size_t>(max_items_), 0);
   bf_slot_.assign(B, 0);
   bf_rows_.assign(B, 0);
   tok_view_.assign(B, nullptr);
@@ -187,8 +188,21 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
   int n = 0, rows = 0;
   n_bf_ = 0;
-  for (int i = 0; i < n_items; ++i) {
-    const BatchItem& it = items[i];
+  // Items whose tokens all take the integer kernels run first, those all on the bf16 prefill
+  // last: a step mixing decodes with prompt chunks then runs its decodes as one integer GEMM
+  // over a prefix of its tokens (MatmulRows).
+  {
+    int no = 0;
+    for (int cls = 0; cls < 3; ++cls) {
+      for (int i = 0; i < n_items; ++i) {
+        const int until = Bf16PromptTokens(items[i].prompt_len);
+        const int c = until <= items[i].pos ? 0 : (items[i].pos + items[i].n <= until ? 2 : 1);
+        if (c == cls) order_[static_cast<size_t>(no++)] = i;
+      }
+    }
+  }
+  for (int oi = 0; oi < n_items; ++oi) {
+    const BatchItem& it = items[order_[static_cast<size_t>(oi)]];
     if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
     if (it.n_logits < 1 || it.n_logits > it.n)
       Fail("Forward: %d logits rows asked of an item of %d tokens", it.n_logits, it.n);
@@ -219,23 +233,31 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
       logit_tok_[static_cast<size_t>(rows++)] = n - it.n_logits + r;
   }
   n_step_ = n;
+  n_int8_lead_ = n - n_bf_;
+  for (int j = 0; j < n - n_bf_; ++j) {
+    if (tok_bf_[static_cast<size_t>(j)] != 0) {
+      n_int8_lead_ = 0;
+      break;
+    }
+  }
   const int dim = cfg_.dim;
   {
     OpScope ps(this, ProfOp::kEmbed);
     const WeightTensor& emb = model_.weights.tok_embd;
     const DequantizeFn to_float = Traits(emb.type).to_float;
-    for (int i = 0, j = 0; i < n_items; ++i) {
-      for (int t = 0; t < items[i].n; ++t, ++j) {
+    for (int oi = 0, j = 0; oi < n_items; ++oi) {
+      const BatchItem& it = items[order_[static_cast<size_t>(oi)]];
+      for (int t = 0; t < it.n; ++t, ++j) {
         float* xr = x_ + static_cast<size_t>(j) * dim;
-        to_float(emb.data + static_cast<size_t>(items[i].tokens[t]) * emb.row_bytes, xr, dim);
+        to_float(emb.data + static_cast<size_t>(it.tokens[t]) * emb.row_bytes, xr, dim);
         if (cfg_.embed_scale != 1.0f) {
           for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
         }
         if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
           const WeightTensor& pe = model_.weights.pos_embd;
           float* row = xb_;  // free until the first layer
-          Traits(pe.type).to_float(pe.data + static_cast<size_t>(items[i].pos + t) * pe.row_bytes,
-                                   row, dim);
+          Traits(pe.type).to_float(pe.data + static_cast<size_t>(it.pos + t) * pe.row_bytes, row,
+                                   dim);
           k_->add(xr, row, dim);
         }
       }
@@ -255,8 +277,11 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     }
   }
   if (hidden_out_) {
-    for (int i = 0, r = 0; i < n_items; r += items[i].n_logits, ++i)
+    for (int oi = 0, r = 0; oi < n_items; ++oi) {
+      const int i = order_[static_cast<size_t>(oi)];
       logits[i] = xb_ + static_cast<size_t>(r) * dim;
+      r += items[i].n_logits;
+    }
     return;
   }
   Observe(ActSite::kOutput, -1, xb_, rows, dim);
@@ -271,8 +296,10 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
          ++i)
       lg[i] = c * std::tanh(lg[i] / c);
   }
-  for (int i = 0, r = 0; i < n_items; r += items[i].n_logits, ++i) {
+  for (int oi = 0, r = 0; oi < n_items; ++oi) {
+    const int i = order_[static_cast<size_t>(oi)];
     logits[i] = logits_ + static_cast<size_t>(r) * cfg_.n_vocab;
+    r += items[i].n_logits;
   }
 }
 

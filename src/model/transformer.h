@@ -302,8 +302,10 @@ class Transformer {
   uint16_t* act_bf_ = nullptr;
   std::vector<uint8_t> tok_bf_;
   std::vector<int32_t> bf_slot_, bf_rows_;
-  int n_step_ = 0;  // tokens in the current step
-  int n_bf_ = 0;    // of which prompt tokens on the bf16 GEMM
+  int n_step_ = 0;          // tokens in the current step
+  int n_bf_ = 0;            // of which prompt tokens on the bf16 GEMM
+  int n_int8_lead_ = 0;     // the others, when they are exactly the step's first tokens
+  std::vector<int> order_;  // (max_items) the step's items in the order their tokens run
 
   std::unique_ptr<float[]> arena_;
   size_t arena_bytes_ = 0;

@@ -66,9 +66,10 @@ std::vector<OptionSpec> BenchSpecs() {
 
 void PrintJson(const BenchReport& r) {
   std::printf(
-      "{\"isa\": \"%s\", \"threads\": %d, \"batch\": %d, \"prompt_tokens\": %d, \"gen_tokens\": "
-      "%d, \"reps\": %d, ",
-      r.isa.c_str(), r.threads, r.batch, r.prompt_tokens, r.gen_tokens, r.reps);
+      "{\"isa\": \"%s\", \"bf16_prefill\": %s, \"threads\": %d, \"batch\": %d, "
+      "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"reps\": %d, ",
+      r.isa.c_str(), r.bf16_prefill ? "true" : "false", r.threads, r.batch, r.prompt_tokens,
+      r.gen_tokens, r.reps);
   std::printf(
       "\"prefill_tokens_per_s\": %.3f, \"prefill_tokens_per_s_min\": %.3f, "
       "\"prefill_tokens_per_s_max\": %.3f, ",
@@ -144,7 +145,8 @@ void PrintJson(const BenchReport& r) {
 }
 
 void PrintTable(const std::string& model, const BenchReport& r) {
-  std::printf("model %s, %d threads, %s kernels\n", model.c_str(), r.threads, r.isa.c_str());
+  std::printf("model %s, %d threads, %s kernels%s\n", model.c_str(), r.threads, r.isa.c_str(),
+              r.bf16_prefill ? ", the prompt on bf16 tiles" : "");
   std::printf("machine: read bandwidth %.1f GB/s, int8 peak %.0f GOPS%s (measured now)\n",
               r.read_bandwidth_gbs, r.peak_int8_gops,
               r.peak_tile_gops > 0
