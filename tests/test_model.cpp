@@ -1188,8 +1188,9 @@ namespace {
 // a prompt chunk gives exactly what it gives alone; switched off, the integer path exactly.
 TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
   if (DetectIsa() != Isa::kAmx || !CpuHasAmxBf16()) GTEST_SKIP() << "no AMX-BF16 here";
-  // Q4_K_M: Q6_K attn_v and ffn_down in some layers (their own bf16 GEMM); Q3_K_M: only
-  // attn_output, attn_v and ffn_down (Q4_K, Q5_K) have one, the rest stay on int8.
+  // Q4_K_M: Q6_K attn_v and ffn_down in some layers (their own bf16 GEMM); Q3_K_M: its Q4_K
+  // matrices (attn_output, attn_v and ffn_down past the first layers) have one, its Q3_K and
+  // Q5_K ones stay on int8.
   const struct {
     GgmlType type;
     bool q4_k_m, q3_k_m;
