@@ -1267,6 +1267,9 @@ TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
     EXPECT_EQ(std::vector<float>(logits[1], logits[1] + V), b_alone) << "the decode token";
     kv.Free(a);
     kv.Free(b);
+    r.tf->SetFusion(false, false, true, false);  // the separate norm and quantize passes
+    EXPECT_LT(RelErr(prefill(n, n), whole), 1e-5) << TypeName(type) << " unfused";
+    r.tf->SetFusion(true, true, true, true);
     r.tf->SetBf16Prefill(0);
     EXPECT_EQ(prefill(n, n), int8) << "switched off";
     std::remove(path.c_str());

@@ -111,8 +111,7 @@ int Scheduler::Preempt(Sequence* victim) {
 bool Scheduler::Admit(Sequence& s, int* budget_left) {
   const int total = static_cast<int>(s.tokens.size());
   s.seq = kv_.Create(s.limit + 1);
-  if (opt_.bf16_min_prompt > 0 && s.n_prompt >= opt_.bf16_min_prompt)
-    kv_.SetPrefillUntil(s.seq, s.n_prompt);
+  if (opt_.prefill_until) kv_.SetPrefillUntil(s.seq, opt_.prefill_until(s.n_prompt));
   const int cached = kv_.MatchPrefix(s.seq, s.tokens.data(), total);
   const int n = std::min(total - cached, *budget_left);
   if (!kv_.Reserve(s.seq, cached + n)) {

@@ -63,9 +63,10 @@ struct SchedulerOptions {
   int max_running = 64;          // sequences per step at most
   double kv_watermark = 0.90;    // admit only while KV usage is below this share
   bool static_batching = false;  // admit only when nothing runs (to measure the difference)
-  // Prompts of at least this many tokens are computed on the bf16 prefill
-  // (Transformer::Bf16PromptTokens; 0: none): the KV prefix cache is told at admission.
-  int bf16_min_prompt = 0;
+  // The leading positions of a sequence with a prompt of n_prompt tokens that the model computes
+  // on its bf16 prefill (Transformer::Bf16PromptTokens; null: none): the KV prefix cache is
+  // told at admission.
+  std::function<int(int n_prompt)> prefill_until;
 };
 
 class Scheduler {

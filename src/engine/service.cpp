@@ -174,9 +174,9 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   so.max_running = std::min({o.max_running, so.token_budget, engine_batch});
   so.kv_watermark = o.kv_watermark;
   so.static_batching = o.static_batching;
-  so.bf16_min_prompt = impl->e->transformer->Bf16PromptTokens(1 << 30) > 0
-                           ? impl->e->transformer->bf16_prefill_min()
-                           : 0;
+  so.prefill_until = [t = impl->e->transformer.get()](int n_prompt) {
+    return t->Bf16PromptTokens(n_prompt);
+  };
   impl->scheduler = std::make_unique<Scheduler>(*impl->e->kv, so);
   impl->engine = std::move(engine);
   impl->kv_total_blocks = impl->e->kv->Memory().total_blocks;

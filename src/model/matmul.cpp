@@ -23,11 +23,11 @@ bool Transformer::TakesBf16(const WeightTensor& w, int cols, int n, bool prefill
 }
 
 ActQ8 Transformer::QuantizeInput(const float* x, int n, int cols, const WeightTensor& w,
-                                 bool prefill_ok) {
+                                 bool prefill_ok, bool int8_too) {
   if (!TakesInt8(w, cols)) return {};
   const bool bf = TakesBf16(w, cols, n, prefill_ok);
   OpScope ps(this, ProfOp::kQuantizeAct);
-  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols, bf, false); });
+  ForTokens(n, [&](int j) { QuantizeToken(x, j, n, cols, bf, int8_too); });
   return ActBuffers(n, bf);
 }
 
@@ -86,29 +86,23 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
     }
   };
   // The step's prompt tokens on the bf16 tile GEMM, one call over the thread's rows (it blocks
-  // them for L2 itself); the others (decode tokens of other sequences, generated tokens being
-  // recomputed) one GEMV each per row block while it is in cache, as bit-identical as ever.
+  // them for L2 itself); the others (decode tokens of other sequences) as a step of their own
+  // where they lead the step, else (generated tokens being recomputed after their prompt) one
+  // GEMV each per row block below, as bit-identical as ever.
   const GemmBf16TilesFn bf16 =
       xq.bf_count > 0 ? k_->gemm_bf16_tiles[static_cast<int>(w.type)] : nullptr;
+  const uint8_t* done = nullptr;  // tokens the bf16 GEMM computed
   if (bf16 != nullptr) {
     bf16(w.data + static_cast<size_t>(begin) * w.row_bytes, w.row_bytes, w.cols, end - begin, xq.bf,
          xq.bf_count, xq.bf_rows, y + begin, w.rows);
     if (xq.bf_count == n) return;
-    if (xq.int8_lead == n - xq.bf_count) {  // the others lead: as a step of their own
+    if (xq.int8_lead == n - xq.bf_count) {
       ActQ8 lead = xq;
       lead.bf_count = 0;
       MatmulRows(w, x, lead, xq.int8_lead, y, begin, end);
       return;
     }
-    const int64_t block = std::max<int64_t>(
-        RowUnit(w), static_cast<int64_t>(block_bytes_ / w.row_bytes) / RowUnit(w) * RowUnit(w));
-    for (int64_t r0 = begin; r0 < end; r0 += block) {
-      const int64_t nr = std::min(block, end - r0);
-      const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
-      for (int j = 0; j < n; ++j)
-        if (xq.bf_tok[j] == 0) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
-    }
-    return;
+    done = xq.bf_tok;
   }
   // One token: the GEMV (bit-identical to the GEMM's result for that token, so a sequence's
   // results do not depend on its batch-mates; a kernel test holds both to that).
@@ -129,7 +123,10 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   for (int64_t r0 = begin; r0 < end; r0 += block) {
     const int64_t nr = std::min(block, end - r0);
     const uint8_t* wr = w.data + static_cast<size_t>(r0) * w.row_bytes;
-    if (gemm_q8 != nullptr) {
+    if (done != nullptr) {
+      for (int j = 0; j < n; ++j)
+        if (done[j] == 0) run(wr, nr, j, y + static_cast<size_t>(j) * w.rows + r0);
+    } else if (gemm_q8 != nullptr) {
       gemm_q8(wr, w.row_bytes, w.cols, nr, xq, n, y + r0, w.rows);
     } else if (gemm != nullptr) {
       gemm(wr, w.row_bytes, w.cols, nr, x, n, y + r0, w.rows);

@@ -363,20 +363,17 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
                                 const WeightTensor& next, bool prefill_ok, const WeightTensor* also,
                                 const WeightTensor* also2) {
   pending_residual_ = false;
+  const bool int8_too = !HasBf16Gemm(also) || !HasBf16Gemm(also2);
   if (!fuse_norm_) {
     if (add_residual) AddResidual(n);
     Timed(ProfOp::kNorm, [&] {
       for (int j = 0; j < n; ++j) Norm(xb_ + j * cfg_.dim, x_ + j * cfg_.dim, w, b);
     });
-    const ActQ8 q = QuantizeInput(xb_, n, cfg_.dim, next, prefill_ok);
-    if (q.bf_count > 0 && !(HasBf16Gemm(also) && HasBf16Gemm(also2)))  // int8 for them too
-      ForTokens(n, [&](int j) { QuantizeToken(xb_, j, n, cfg_.dim); });
-    return q;
+    return QuantizeInput(xb_, n, cfg_.dim, next, prefill_ok, int8_too);
   }
   const int dim = cfg_.dim;
   const bool quant = TakesInt8(next, dim);
   const bool bf = quant && TakesBf16(next, dim, n, prefill_ok);
-  const bool int8_too = !bf || !HasBf16Gemm(also) || !HasBf16Gemm(also2);
   Timed(ProfOp::kNorm, [&] {
     ForTokens(n, [&](int j) {
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);

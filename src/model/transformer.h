@@ -184,8 +184,10 @@ class Transformer {
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
   // prefill_ok: x holds the step's tokens in order, so its prompt tokens may take the bf16
   // prefill GEMM (false for the logits rows and the experts' gathered rows).
+  // int8_too: the prompt tokens packed as bf16 are quantized to int8 too (another weight
+  // reading x has no bf16 GEMM).
   ActQ8 QuantizeInput(const float* x, int n, int cols, const WeightTensor& w,
-                      bool prefill_ok = true);
+                      bool prefill_ok = true, bool int8_too = false);
   bool TakesInt8(const WeightTensor& w, int cols) const;
   // Whether the step's prompt tokens in an input of n tokens for `w` take the bf16 GEMM.
   bool TakesBf16(const WeightTensor& w, int cols, int n, bool prefill_ok) const;

@@ -114,6 +114,27 @@ T* Grow(std::vector<T>* v, size_t n) {
   return v->data();
 }
 
+// v grown to n elements and 64 bytes more, at its first 64-byte boundary.
+template <class T>
+T* GrowAligned(std::vector<T>* v, size_t n) {
+  T* raw = Grow(v, n + 64 / sizeof(T));
+  return raw + (64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64 / sizeof(T);
+}
+
+// A group's unpacking scratch for nb blocks (UnpackGroup): B blocks (null for the kinds read in
+// place) and the two scale arrays.
+template <X16Kind K>
+struct UnpackBuffers {
+  uint8_t* wb = nullptr;
+  float* s0;
+  float* s1;
+  explicit UnpackBuffers(int64_t nb, Scratch& s) {
+    if constexpr (!InPlace(K)) wb = GrowAligned(&s.w, static_cast<size_t>(nb) * kBBytes);
+    s0 = Grow(&s.s0, static_cast<size_t>(nb) * 16);
+    s1 = Grow(&s.s1, static_cast<size_t>(nb) * 16);
+  }
+};
+
 // Unpacks blocks [from, to) of 16-row group `grp` (from: a multiple of the scale group's blocks)
 // into B blocks at `wb` and their scales into s0 / s1 (16 floats per block), computed as X16Tile
 // computes them.
@@ -303,13 +324,7 @@ void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8&
               float* y, int64_t ldy) {
   const int64_t nb = cols / kQK;
   Scratch& s = tls;
-  uint8_t* wb = nullptr;
-  if constexpr (!InPlace(K)) {
-    uint8_t* raw = Grow(&s.w, static_cast<size_t>(nb) * kBBytes + 64);
-    wb = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64);
-  }
-  float* s0 = Grow(&s.s0, static_cast<size_t>(nb) * 16);
-  float* s1 = Grow(&s.s1, static_cast<size_t>(nb) * 16);
+  const UnpackBuffers<K> u(nb, s);
   // The activations as A tiles with their scale terms: packed once per matmul input by the
   // caller (ActQ8::tiles), else here.
   const int8_t* xa = x.tiles;
@@ -326,7 +341,8 @@ void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8&
   const auto* base = static_cast<const uint8_t*>(w);
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
     const uint8_t* grp = base + static_cast<size_t>(g) * kX16Rows * rb;
-    GroupTiles<K, G>(grp, wb, cols, xa, xs, s0, s1, n_tok / kTileTokens, y + g * kX16Rows, ldy);
+    GroupTiles<K, G>(grp, u.wb, cols, xa, xs, u.s0, u.s1, n_tok / kTileTokens, y + g * kX16Rows,
+                     ldy);
   }
   _tile_release();
 }
@@ -505,17 +521,8 @@ void GemmBf16Tiles(const void* w, size_t rb, int64_t cols, int64_t rows, const u
   const int64_t per_block = std::min<int64_t>(
       groups,
       std::max<int64_t>(2, static_cast<int64_t>(kBf16PanelBytes / 2) / group_elems / 2 * 2));
-  Scratch& s = tls;
-  uint8_t* wb = nullptr;
-  if constexpr (!InPlace(K)) {
-    uint8_t* raw = Grow(&s.w, static_cast<size_t>(nb) * kBBytes + 64);
-    wb = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64);
-  }
-  float* s0 = Grow(&s.s0, static_cast<size_t>(nb) * 16);
-  float* s1 = Grow(&s.s1, static_cast<size_t>(nb) * 16);
-  uint16_t* raw = Grow(&tls_bf16.panel,
-                       static_cast<size_t>(std::max<int64_t>(per_block, 2) * group_elems) + 32);
-  uint16_t* panel = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64) / 2;
+  const UnpackBuffers<K> u(nb, tls);
+  uint16_t* panel = GrowAligned(&tls_bf16.panel, static_cast<size_t>(per_block * group_elems));
   static const TileConfig kConfig = [] {
     TileConfig c;
     for (int i = 0; i < 8; ++i) {
@@ -532,8 +539,8 @@ void GemmBf16Tiles(const void* w, size_t rb, int64_t cols, int64_t rows, const u
   for (int64_t g0 = 0; g0 < groups; g0 += per_block) {
     const int64_t ng = std::min(per_block, groups - g0);
     for (int64_t i = 0; i < ng; ++i)
-      DequantGroupBf16<K, G>(base + static_cast<size_t>(g0 + i) * kX16Rows * rb, nb, wb, s0, s1,
-                             panel + i * group_elems);
+      DequantGroupBf16<K, G>(base + static_cast<size_t>(g0 + i) * kX16Rows * rb, nb, u.wb, u.s0,
+                             u.s1, panel + i * group_elems);
     for (int t = 0; t < tiles; t += 2) {
       const bool two_t = t + 1 < tiles;
       const uint16_t* a = xa + t * a_stride;
