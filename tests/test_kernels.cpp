@@ -515,7 +515,7 @@ TEST(Kernels, Interleaved16RowLayoutsMatchTheFileLayouts) {
           for (int c = 0; c < cols; ++c)
             ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c)) << r << " " << c;
         }
-        for (int n_tok : {1, 3, 8, 11, 16, 35}) {  // 16, 35: whole AMX tiles (+ a remainder)
+        for (int n_tok : {1, 3, 8, 11, 16, 35}) {  // 35: whole AMX tiles + a remainder
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 29 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();
@@ -742,7 +742,7 @@ TEST(Kernels, PaddockTypesQuantizeAndMultiply) {
       for (size_t i = 0; i < back.size(); ++i)
         ASSERT_EQ(back[i], b40[i]) << "PQ4_G32 round-to-nearest must equal Q4_0, element " << i;
     }
-    for (int n_tok : {1, 3, 8, 11, 16, 35}) {  // 16, 35: whole AMX tiles (+ a remainder)
+    for (int n_tok : {1, 3, 8, 11, 16, 35}) {  // 35: whole AMX tiles + a remainder
       const auto x = Random(static_cast<size_t>(cols) * n_tok, 53 + n_tok);
       const QuantizedActs quantized(x);
       const ActQ8 xq = quantized.act();
@@ -826,7 +826,7 @@ TEST(Kernels, InterleavedKQuantsMatchTheFileLayouts) {
             ASSERT_EQ(row[c], X16Element(x16, grp, cols, r % 16, c))
                 << tr.name << " " << r << " " << c;
         }
-        for (int n_tok : {1, 3, 6, 8, 13, 16, 35}) {  // 16, 35: whole AMX tiles (+ a remainder)
+        for (int n_tok : {1, 3, 6, 8, 13, 16, 35}) {  // 35: whole AMX tiles + a remainder
           const auto x = Random(static_cast<size_t>(cols) * n_tok, 67 + cols + n_tok);
           const QuantizedActs quantized(x);
           const ActQ8 xq = quantized.act();

@@ -59,6 +59,13 @@ struct ActQ8 {
 constexpr int kActTileTokens = 16;
 constexpr size_t kActTileBytes = 16 * 32;
 constexpr size_t kActTileFloats = 64;
+// The integer tile GEMM takes calls of at least this many tokens; fewer (a batched-decode step
+// of 16 sequences) run on the AVX-512 GEMM, bit-identical. With one 16-token tile the tile path
+// pays each weight group's unpacking and its accumulators' round trip through memory for 16
+// tokens only: TinyLlama Q4_0 decoding 16 sequences ran 1.16-1.29x faster on AVX-512 than on
+// the tiles (Q8_0 1.02-1.18x, Q4_K_M 1.12-1.14x), 32 sequences 1.06-1.10x slower
+// (`paddock bench -b 16|32 --isa amx|avx512`, alternating).
+constexpr int kTileGemmMinTokens = 32;
 
 // Several tokens with float activations: y[t * ldy + r] = dot(row r of w, x + t * cols).
 using GemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t rows, const float* x,

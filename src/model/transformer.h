@@ -202,7 +202,7 @@ class Transformer {
     return w == nullptr || !*w || k_->gemm_bf16_tiles[static_cast<int>(w->type)] != nullptr;
   }
   bool PacksTiles(int n) const {
-    return act_tiles_ != nullptr && k_->pack_act_token != nullptr && n >= kActTileTokens;
+    return act_tiles_ != nullptr && k_->pack_act_token != nullptr && n >= kTileGemmMinTokens;
   }
   // The planned int8 buffers holding n tokens (with their packed tiles where QuantizeToken
   // packed them).

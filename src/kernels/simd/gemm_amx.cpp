@@ -12,8 +12,9 @@
 //
 // Results are bit-identical to the register tile's and so to the GEMV: a block's int32 dot is
 // exact either way, and the epilogue applies the same float operations, in the same order, to
-// the same values (each kind's as in X16Tile). Whole 16-token tiles run here; the tokens short
-// of one run on the AVX-512 table's GEMM.
+// the same values (each kind's as in X16Tile). Whole 16-token tiles of calls of at least
+// kTileGemmMinTokens run here; the tokens short of a tile, and smaller calls, run on the AVX-512
+// table's GEMM.
 //
 // The activations come packed as A tiles (16 tokens x 32 bytes per block, PackActToken). Per
 // 16-row group, one software pipeline (GroupTiles) runs over chunks of blocks, token tile after
@@ -347,13 +348,14 @@ void AmxTiles(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8&
   _tile_release();
 }
 
-// The AVX-512 table's GEMM per prefetch mode and type: the tokens short of a whole tile.
+// The AVX-512 table's GEMM per prefetch mode and type: the tokens short of a whole tile (and
+// calls under kTileGemmMinTokens).
 GemmQ8Fn g_rest[3][kGgmlTypeCount];
 
 template <int kMode, GgmlType Type, X16Kind K, int G>
 void AmxGemm(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& x, int n_tok,
              float* y, int64_t ldy) {
-  const int full = n_tok / kTileTokens * kTileTokens;
+  const int full = n_tok >= kTileGemmMinTokens ? n_tok / kTileTokens * kTileTokens : 0;
   if (full > 0) AmxTiles<K, G>(w, rb, cols, rows, x, full, y, ldy);
   if (full < n_tok)
     g_rest[kMode][static_cast<int>(Type)](w, rb, cols, rows, x.Token(full, cols), n_tok - full,
