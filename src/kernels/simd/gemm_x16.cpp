@@ -141,11 +141,13 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
 
 // One Q3_K 32-element block of half h of a 16-row group for T tokens: the 3-bit quants rebuilt
 // unsigned from their 2-bit planes and high bits (u = low + 4 high, q = u - 4) and dotted with
-// the activations; 4 x each half's activation sum is taken back out, in float from the scaled
-// sums of Q2KSums (xs, as Q2KBlock's). The first and second 16 elements have their own scales.
+// the activations. As Q2KBlock's, the halves' sums are packed into word pairs and scaled in
+// integer by their signed 6-bit scales (sc: the lanes' pairs), and 4 x each half's activation
+// sum (xi, Q2KSumPairs) is taken back out in integer too:
+//   y += d_x d (S1 - 4 S2),  S1 = sc_lo dot_lo + sc_hi dot_hi,  S2 = sc_lo sum_lo + sc_hi sum_hi
 template <int T>
 inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
-                     const float* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
+                     const int32_t* xi, int64_t nb, VecI sc, VecF d, VecF* facc) {
   constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ3K);
   const VecI k3 = Set1I8(3), k4 = Set1I8(4);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h),
@@ -162,11 +164,11 @@ inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
         *wh = OrI(AndI(Srl16(p1, 2 * m), k3), AndI(hb1, k4));
       },
       acc, acc2);
-  const VecF n4_lo = Mul(s_lo, Set1(-4.0f)), n4_hi = Mul(s_hi, Set1(-4.0f));
+  const VecI two = SetI(2);
   for (int t = 0; t < T; ++t) {
-    const VecF f = Fma(ToFloat(acc[t]), s_lo, Mul(ToFloat(acc2[t]), s_hi));
-    const VecF z = Fma(n4_lo, Set1(xs[t * 2 * nb]), Mul(n4_hi, Set1(xs[t * 2 * nb + 1])));
-    facc[t] = Add(facc[t], Fma(f, Set1(xd[t * nb]), z));  // one add on the chain
+    const VecI s1 = MulAddPairs16(PackLoHi16(acc[t], acc2[t]), sc);
+    const VecI s2 = MulAddPairs16(sc, SetI(xi[t * nb]));
+    facc[t] = Fma(ToFloat(SubI(s1, ShlV(s2, two))), Mul(d, Set1(xd[t * nb])), facc[t]);
   }
 }
 
@@ -207,12 +209,16 @@ inline void Q2Q3Dots(const int8_t* xb, int64_t cols, W weights, VecI* acc, VecI*
 }
 
 // One Q2_K 32-element block of half h for T tokens: the 2-bit quants (unsigned) dotted with the
-// activations; per 16 elements y += d_x d sc . dot - dmin m . (d_x sum(q_x)), the scaled
-// activation sums (xs: 2 per block, token t's at xs + t * 2 nb) computed once per token tile
-// (Q2KSums) and shared by every lane and row group. nm_lo / nm_hi: -dmin m.
+// activations. The two 16-element halves' int32 sums (at most 16 x 3 x 128: words) are packed
+// into one word pair per lane and scaled by their 4-bit scales in integer, one vpmaddwd; the
+// minimums likewise against the activations' 16-element sums:
+//   y += d_x (d S1 - dmin / 16 S2),  S1 = sc_lo dot_lo + sc_hi dot_hi,
+//   S2 = 16 (m_lo sum_lo + m_hi sum_hi)
+// sc / m16: the lanes' scale word pairs (sc, 16 m); xi: token t's sum pair for the block at
+// xi[t nb] (Q2KSumPairs).
 template <int T>
 inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
-                     const float* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF nm_lo, VecF nm_hi,
+                     const int32_t* xi, int64_t nb, VecI sc, VecI m16, VecF d, VecF ndmin16,
                      VecF* facc) {
   const VecI k3 = Set1I8(3);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h);
@@ -226,29 +232,24 @@ inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
       },
       acc, acc2);
   for (int t = 0; t < T; ++t) {
-    const VecF f = Fma(ToFloat(acc[t]), s_lo, Mul(ToFloat(acc2[t]), s_hi));
-    const VecF mins = Fma(nm_lo, Set1(xs[t * 2 * nb]), Mul(nm_hi, Set1(xs[t * 2 * nb + 1])));
-    facc[t] = Add(facc[t], Fma(f, Set1(xd[t * nb]), mins));  // one add on the chain
+    const VecI s1 = MulAddPairs16(PackLoHi16(acc[t], acc2[t]), sc);
+    const VecI s2 = MulAddPairs16(m16, SetI(xi[t * nb]));
+    const VecF v = Fma(ToFloat(s1), d, Mul(ToFloat(s2), ndmin16));
+    facc[t] = Fma(v, Set1(xd[t * nb]), facc[t]);
   }
 }
 
-// Q2KBlock's and Q3KBlock's scaled activation sums of T tokens: xs[t * 2 nb + j] = d_x * sum(q_x)
-// over elements 16 j .. 16 j + 15 of token t.
-inline void Q2KSums(const int8_t* xq, const float* xd, int64_t cols, int T, float* xs) {
+// Q2KBlock's activation sums of T tokens: xi[t nb + b] = sum_lo | sum_hi << 16, the sums of
+// token t's quants over elements 32 b .. 32 b + 15 and 32 b + 16 .. 32 b + 31.
+inline void Q2KSumPairs(const int8_t* xq, int64_t cols, int T, int32_t* xi) {
   const int64_t nb = cols / kQK;
   for (int t = 0; t < T; ++t)
-    for (int64_t j = 0; j < 2 * nb; ++j)
-      xs[t * 2 * nb + j] =
-          xd[t * nb + j / 2] * static_cast<float>(SumI8x16(xq + t * cols + 16 * j));
-}
-
-// Q3_K's 6-bit scale of sub-block j (0..15) for every lane, from the 3 words of packed scale
-// bytes (bytes 0..3, 4..7, 8..11 of each row): low 4 bits in byte j % 8 (nibble j / 8), high 2
-// in byte 8 + j % 4 (bits 2 (j / 4)); times d, less 32.
-inline VecF Q3KScale(const VecI* w, int j, VecF d) {
-  const VecI lo = AndI(ShrV(w[(j % 8) / 4], SetI(8 * (j % 4) + 4 * (j / 8))), SetI(15));
-  const VecI hi = AndI(ShrV(w[2], SetI(8 * (j % 4) + 2 * (j / 4))), SetI(3));
-  return Mul(d, ToFloat(SubI(OrI(lo, ShlV(hi, SetI(4))), SetI(32))));
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* x = xq + t * cols + kQK * b;
+      const uint32_t lo = static_cast<uint16_t>(SumI8x16(x));
+      const uint32_t hi = static_cast<uint16_t>(SumI8x16(x + 16));
+      xi[t * nb + b] = static_cast<int32_t>(lo | hi << 16);
+    }
 }
 
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
@@ -277,6 +278,15 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   if constexpr (X16IsLut(K))
     lut = Table16(kM4Int16 ? kMxfp4Signed : (kM4Plus12 ? kMxfp4Plus12 : kIq4NlStored));
   static_assert(K != X16Kind::kM4 || kM4Int16 || kM4Plus12, "MXFP4 needs one of its two paths");
+  // Q2_K, Q3_K: vpshufb picks of a scale word's bytes 0, 1 (even blocks) or 2, 3 (odd) into
+  // the low bytes of the lane's two words.
+  VecI q2_pick[2] = {ZeroI(), ZeroI()};
+  if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K) {
+    const VecI base = ShlV(AndI(LaneIndex(), SetI(3)), SetI(2));  // the lane's first byte
+    const VecI both = OrI(base, ShlV(base, SetI(16)));
+    q2_pick[0] = AddI(both, SetI(static_cast<int32_t>(0x80018000u)));
+    q2_pick[1] = AddI(both, SetI(static_cast<int32_t>(0x80038002u)));
+  }
   for (int h = 0; h < kHalves; ++h) {
     const uint8_t* p = grp;
     VecF row_scale = Zero();
@@ -320,17 +330,24 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         const int64_t b = b0 + bi;
         const int8_t* xb = xq + b * kQK;
         if (h == 0) PrefetchWeights<K, kPf>(p);
-        if constexpr (K == X16Kind::kQ2K) {  // scale bytes 2 bi, 2 bi + 1: sc | m << 4
-          auto byte = [&](int j) { return AndI(ShrV(q3w[j / 4], SetI(8 * (j % 4))), SetI(255)); };
-          const VecI b0 = byte(2 * bi), b1 = byte(2 * bi + 1), m15 = SetI(15), four = SetI(4);
-          Q2KBlock<T>(p, h, xb, cols, xd + b, xds + 2 * b, nb, Mul(kh.d, ToFloat(AndI(b0, m15))),
-                      Mul(kh.d, ToFloat(AndI(b1, m15))), Mul(kh.ndmin, ToFloat(ShrV(b0, four))),
-                      Mul(kh.ndmin, ToFloat(ShrV(b1, four))), facc);
+        if constexpr (K == X16Kind::kQ2K) {
+          // Scale bytes 2 bi, 2 bi + 1 (sc | m << 4) of each lane to word pairs (sc, 16 m).
+          const VecI pair = Shuffle8(q3w[bi / 2], (bi & 1) != 0 ? q2_pick[1] : q2_pick[0]);
+          Q2KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + b, nb,
+                      AndI(pair, SetI(0x000F000F)), AndI(pair, SetI(0x00F000F0)), kh.d,
+                      Mul(kh.ndmin, Set1(1.0f / 16)), facc);
           continue;
         }
         if constexpr (K == X16Kind::kQ3K) {
-          Q3KBlock<T>(p, h, xb, cols, xd + b, xds + 2 * b, nb, Q3KScale(q3w, 2 * bi, kh.d),
-                      Q3KScale(q3w, 2 * bi + 1, kh.d), facc);
+          // Sub-blocks 2 bi, 2 bi + 1: low 4 bits in bytes 2 bi % 8, + 1 (nibble bi / 4), high
+          // 2 in bytes 8 + 2 bi % 4, + 1 (bits 2 (bi / 2)); to word pairs, less 32.
+          const VecI pick = (bi & 1) != 0 ? q2_pick[1] : q2_pick[0];
+          const VecI lo =
+              AndI(Srl16(Shuffle8(q3w[(bi % 4) / 2], pick), 4 * (bi / 4)), SetI(0x000F000F));
+          const VecI hi = AndI(Srl16(Shuffle8(q3w[2], pick), 2 * (bi / 2)), SetI(0x00030003));
+          const VecI sc = Add16(OrI(lo, Sll16(hi, 4)), SetI(static_cast<int32_t>(0xFFE0FFE0u)));
+          Q3KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + b, nb, sc,
+                      kh.d, facc);
           continue;
         }
         if constexpr (K == X16Kind::kQ6K) {
@@ -494,12 +511,12 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
     const int8_t* xq = x.qs + static_cast<int64_t>(t0) * cols;
     const float* xd = x.d + static_cast<int64_t>(t0) * nb;
     const float* xds = x.ds + static_cast<int64_t>(t0) * nb;
-    if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K) {  // scaled 16-element sums
-      thread_local std::vector<float> sums;  // (grows once per thread to the widest matrix)
-      const size_t need = static_cast<size_t>(kMaxT) * 2 * static_cast<size_t>(nb);
-      if (sums.size() < need) sums.resize(need);
-      Q2KSums(xq, xd, cols, T, sums.data());
-      xds = sums.data();
+    if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K) {  // 16-element sum pairs
+      thread_local std::vector<int32_t> pairs;  // (grows once per thread to the widest matrix)
+      const size_t need = static_cast<size_t>(kMaxT) * static_cast<size_t>(nb);
+      if (pairs.size() < need) pairs.resize(need);
+      Q2KSumPairs(xq, cols, T, pairs.data());
+      xds = reinterpret_cast<const float*>(pairs.data());
     }
     for (int64_t g = 0; g < rows / kX16Rows; ++g) {
       const uint8_t* grp = base + static_cast<size_t>(g) * group_bytes;

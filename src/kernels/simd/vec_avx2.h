@@ -186,6 +186,18 @@ inline VecI Sll16(VecI a, int n) {
 inline VecI Srl32(VecI a, int n) {
   return {_mm256_srli_epi32(a.v, n)};
 }
+// Bytes of each 128-bit lane picked by idx (vpshufb; an index with its top bit set gives 0).
+inline VecI Shuffle8(VecI a, VecI idx) {
+  return {_mm256_shuffle_epi8(a.v, idx.v)};
+}
+// Per 32-bit lane: a.lo16 * b.lo16 + a.hi16 * b.hi16, the words signed (vpmaddwd).
+inline VecI MulAddPairs16(VecI a, VecI b) {
+  return {_mm256_madd_epi16(a.v, b.v)};
+}
+// Per 32-bit lane: lo's low word | hi's low word << 16.
+inline VecI PackLoHi16(VecI lo, VecI hi) {
+  return {_mm256_blend_epi16(lo.v, _mm256_slli_epi32(hi.v, 16), 0xAA)};
+}
 inline VecI Sra32(VecI a, int n) {
   return {_mm256_srai_epi32(a.v, n)};
 }

@@ -184,6 +184,18 @@ inline VecI Sll16(VecI a, int n) {
 inline VecI Srl32(VecI a, int n) {
   return {_mm512_srli_epi32(a.v, static_cast<unsigned>(n))};
 }
+// Bytes of each 128-bit lane picked by idx (vpshufb; an index with its top bit set gives 0).
+inline VecI Shuffle8(VecI a, VecI idx) {
+  return {_mm512_shuffle_epi8(a.v, idx.v)};
+}
+// Per 32-bit lane: a.lo16 * b.lo16 + a.hi16 * b.hi16, the words signed (vpmaddwd).
+inline VecI MulAddPairs16(VecI a, VecI b) {
+  return {_mm512_madd_epi16(a.v, b.v)};
+}
+// Per 32-bit lane: lo's low word | hi's low word << 16.
+inline VecI PackLoHi16(VecI lo, VecI hi) {
+  return {_mm512_mask_blend_epi16(0xAAAAAAAAu, lo.v, _mm512_slli_epi32(hi.v, 16))};
+}
 inline VecI Sra32(VecI a, int n) {
   return {_mm512_srai_epi32(a.v, static_cast<unsigned>(n))};
 }
