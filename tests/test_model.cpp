@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -940,6 +941,75 @@ TEST(Batch, ManySequencesTogetherEqualEachAlone) {
         }
       }
       for (auto id : ids) kv.Free(id);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// The last layer computes past its K/V only the rows whose logits were asked for: a prompt's
+// last logits are bit-identical to the same row's when every row's logits are asked for (no
+// row dropped), dense and mixture of experts, integer and float activations, and with prompts
+// on the bf16 prefill; and the next token sees the same cache.
+TEST(Batch, LastLayerOnTheLogitsRowsAloneChangesNoResult) {
+  SynthSpec spec;
+  spec.type = GgmlType::kQ4_0;
+  spec.context = 256;
+  const std::string synth = test::TempPath("prune.gguf");
+  WriteSyntheticModel(spec, synth);
+  SynthSpec moe_spec = spec;
+  moe_spec.arch = "qwen3moe";
+  moe_spec.n_experts = 6;
+  moe_spec.n_experts_used = 2;
+  moe_spec.expert_ffn_dim = 64;
+  const std::string moe = test::TempPath("prune_moe.gguf");
+  WriteSyntheticModel(moe_spec, moe);
+  for (const std::string& path : {test::ModelPath("stories260K.gguf"), synth, moe}) {
+    for (bool int8 : {false, true}) {
+      Runner r(path, DetectIsa(), 2, 96, KvCacheOptions(), int8);
+      const int V = r.model->config.n_vocab;
+      KvManager& kv = *r.kv;
+      // Two prompts in one step (70 tokens: on the bf16 prefill where the CPU has it; 9), then
+      // one decode step each; once with one logits row per prompt, once with all.
+      std::vector<std::vector<int32_t>> prompts = {SomeTokens(70, 300), SomeTokens(9, 300)};
+      std::vector<float> got[2][2];  // [all rows][prompt, then decode] of sequence 0 and 1
+      for (int all = 0; all < 2; ++all) {
+        KvManager::SeqId ids[2];
+        KvView views[2];
+        Transformer::BatchItem items[2];
+        for (int s = 0; s < 2; ++s) {
+          const int n = static_cast<int>(prompts[s].size());
+          ids[s] = kv.Create(96);
+          ASSERT_TRUE(kv.Reserve(ids[s], n + 1));
+          views[s] = kv.View(ids[s]);
+          items[s] = {prompts[s].data(), n, 0, &views[s], all != 0 ? n : 1, n};
+        }
+        const float* logits[2];
+        r.tf->ForwardBatch(items, 2, logits);
+        int32_t next[2];
+        for (int s = 0; s < 2; ++s) {
+          const float* last = logits[s] + static_cast<size_t>(items[s].n_logits - 1) * V;
+          got[all][0].insert(got[all][0].end(), last, last + V);
+          next[s] = static_cast<int32_t>(std::max_element(last, last + V) - last);
+          kv.Commit(ids[s], prompts[s].data(), items[s].n);
+          items[s] = {&next[s], 1, items[s].n, &views[s], 1, items[s].n};
+        }
+        r.tf->ForwardBatch(items, 2, logits);
+        for (int s = 0; s < 2; ++s) {
+          got[all][1].insert(got[all][1].end(), logits[s], logits[s] + V);
+          kv.Free(ids[s]);
+        }
+      }
+      for (int step = 0; step < 2; ++step) {
+        ASSERT_EQ(got[0][step].size(), got[1][step].size());
+        EXPECT_EQ(0, std::memcmp(got[0][step].data(), got[1][step].data(),
+                                 sizeof(float) * got[0][step].size()))
+            << path << (int8 ? " int8" : " float") << (step == 0 ? " prompt" : " decode");
+      }
     }
   }
 }

@@ -48,6 +48,9 @@ struct EngineOptions {
   // bf16 and summed in fp32, 1.3-1.6x the integer tile GEMM's rate. Generated tokens, short
   // prompts and scoring (perplexity, prompt logprobs) stay on the integer kernels.
   bool bf16_prefill = true;
+  // The last layer past its K/V computes only the rows whose logits a step needs (a prompt
+  // chunk's last token): the other prompt tokens' last attention and FFN are skipped.
+  bool prune_last = true;
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).

@@ -255,6 +255,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   ko.sliding_window = o.sliding_window;
   if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
   impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
+  impl->transformer->SetPruneLast(o.prune_last);
   if (o.matmul_block_bytes > (uint64_t{1} << 30))
     Fail("matmul block of %llu bytes is out of range (at most 1 GiB)",
          static_cast<unsigned long long>(o.matmul_block_bytes));

@@ -232,14 +232,7 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     for (int r = 0; r < it.n_logits; ++r)
       logit_tok_[static_cast<size_t>(rows++)] = n - it.n_logits + r;
   }
-  n_step_ = n;
-  n_int8_lead_ = n - n_bf_;
-  for (int j = 0; j < n - n_bf_; ++j) {
-    if (tok_bf_[static_cast<size_t>(j)] != 0) {
-      n_int8_lead_ = 0;
-      break;
-    }
-  }
+  SetStepRows(n);
   const int dim = cfg_.dim;
   {
     OpScope ps(this, ProfOp::kEmbed);
@@ -265,8 +258,14 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
     RopeTables(n);
   }
   pending_residual_ = false;
-  for (int l = 0; l < cfg_.n_layers; ++l) Layer(l, n);
-  if (pending_residual_) AddResidual(n);  // the last layer's FFN output
+  // The last layer's attention, FFN and residual serve only the logits rows (each item's last
+  // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
+  // is its own (batch invariance), so the rows kept are what they would be in the full step.
+  n_logit_rows_ = rows;
+  prune_last_ = prune_last_on_ && rows < n && observer_ == nullptr;
+  int carried = n;
+  for (int l = 0; l < cfg_.n_layers; ++l) carried = Layer(l, carried);
+  if (pending_residual_) AddResidual(carried);  // the last layer's FFN output
   // Only the rows asked for need logits (usually each item's last token).
   {
     OpScope ps(this, ProfOp::kLogits);
@@ -335,13 +334,13 @@ void Transformer::set_observer(ActivationObserver* o) {
 // One decoder layer over the step's n tokens, as the math reads (gemma.cpp's
 // TransformerLayer). x_: (n, dim) the residual stream; xb_: (n, dim) a block's input, then its
 // output. Whether a step runs fused is decided inside it, never here.
-void Transformer::Layer(int l, int n) {
+int Transformer::Layer(int l, int n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
   // xb = norm(x) (x += the previous layer's FFN output first, where it was carried over)
   const ActQ8 xq =
       ResidualNorm(pending_residual_, w.attn_norm, w.attn_norm_b, n, w.wq, true, &w.wk, &w.wv);
   // xb = post_norm(attention(xb) Wo)
-  AttentionBlock(l, w, xq, n);
+  n = AttentionBlock(l, w, xq, n);
   // x += xb; xb = norm(x)
   const WeightTensor& ffn_in =
       !w.experts.empty() ? w.experts[0].gate : (w.w_gate ? w.w_gate : w.w_up);
@@ -354,6 +353,41 @@ void Transformer::Layer(int l, int n) {
     pending_residual_ = true;
   } else {
     AddResidual(n);
+  }
+  return n;
+}
+
+int Transformer::KeepLogitRows() {
+  const int dim = cfg_.dim, qd = cfg_.q_dim(), rows = n_logit_rows_;
+  n_bf_ = 0;
+  for (int r = 0; r < rows; ++r) {  // ascending, so in place
+    const size_t j = static_cast<size_t>(logit_tok_[static_cast<size_t>(r)]);
+    const size_t rr = static_cast<size_t>(r);
+    if (j != rr) {
+      std::memcpy(q_ + rr * qd, q_ + j * qd, sizeof(float) * static_cast<size_t>(qd));
+      std::memcpy(x_ + rr * dim, x_ + j * dim, sizeof(float) * static_cast<size_t>(dim));
+      tok_pos_[rr] = tok_pos_[j];
+      tok_view_[rr] = tok_view_[j];
+      tok_bf_[rr] = tok_bf_[j];
+    }
+    logit_tok_[rr] = r;
+    if (tok_bf_[rr] != 0) {
+      bf_slot_[rr] = n_bf_;
+      bf_rows_[static_cast<size_t>(n_bf_++)] = r;
+    }
+  }
+  SetStepRows(rows);
+  return rows;
+}
+
+void Transformer::SetStepRows(int n) {
+  n_step_ = n;
+  n_int8_lead_ = n - n_bf_;
+  for (int j = 0; j < n - n_bf_; ++j) {
+    if (tok_bf_[static_cast<size_t>(j)] != 0) {
+      n_int8_lead_ = 0;
+      break;
+    }
   }
 }
 
@@ -406,7 +440,7 @@ void Transformer::PostNorm(const float* w, int n) {
 
 // xb (n, dim) -> q (n, q_dim), k, v (n, kv_dim) with bias, QK-norm and RoPE; K/V into the
 // cache; att (n, q_dim) = softmax(q k^T * scale) v per head; xb = att Wo (+ bias), post-norm.
-void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
+int Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
   Observe(ActSite::kAttnIn, l, xb_, n, cfg_.dim);
   bool epilogue_done = false;
   Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, xb_, xq, n); });
@@ -424,6 +458,7 @@ void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, 
     });
   }
   Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
+  if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows();
   Timed(ProfOp::kAttention, [&] { Attention(l, n); });
   Observe(ActSite::kAttnOut, l, att_, n, cfg_.q_dim());
   const ActQ8 aq = QuantizeInput(att_, n, cfg_.q_dim(), w.wo);
@@ -432,6 +467,7 @@ void Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, 
     AddBias(xb_, w.bo, n, cfg_.dim);
   });
   PostNorm(w.post_attn_norm, n);
+  return n;
 }
 
 // xb (n, dim) -> hb (n, ffn_dim) = glu(xb Wgate, xb Wup) (GPT-2: gelu(xb Wup + b));

@@ -126,6 +126,9 @@ class Transformer {
   // instead of activations to int8 blocks. Short prompts stay on the integer GEMM (the weights'
   // conversion to bf16 pays over many tokens only). Not while a step runs.
   void SetBf16Prefill(int min_prompt) { bf16_prefill_min_ = std::max(0, min_prompt); }
+  // Whether the last layer computes past its K/V only the rows whose logits are asked for (on
+  // by default; off to measure it).
+  void SetPruneLast(bool on) { prune_last_on_ = on; }
   int bf16_prefill_min() const { return bf16_prefill_min_; }
   // Whether this table and model can take the bf16 prefill at all.
   bool HasBf16Prefill() const { return act_bf_ != nullptr && int8_; }
@@ -151,8 +154,15 @@ class Transformer {
   size_t scratch_bytes() const { return arena_bytes_; }
 
  private:
-  // The layer and its blocks (transformer.cpp).
-  void Layer(int l, int n);
+  // The layer and its blocks (transformer.cpp). Each returns the rows the step carries on:
+  // n, or (the last layer, past its K/V) only the rows whose logits were asked for.
+  int Layer(int l, int n);
+  // Moves the logits rows' queries, residuals and per-token state to rows 0.. rows - 1 and
+  // returns how many there are (KeepLogitRows; logit_tok_ becomes 0, 1, ...).
+  int KeepLogitRows();
+  // The step's (or the kept rows') token count n_step_, and n_int8_lead_: n - n_bf_ when the
+  // tokens off the bf16 prefill are exactly the first ones, else 0.
+  void SetStepRows(int n);
   // prefill_ok: the input may take the bf16 prefill GEMM (not the experts': their gathered rows
   // are not the step's tokens).
   // also, also2: further weights that read this input (Q's K and V, gate's up), or null.
@@ -161,7 +171,7 @@ class Transformer {
                      const WeightTensor* also = nullptr, const WeightTensor* also2 = nullptr);
   void AddResidual(int n);
   void PostNorm(const float* w, int n);
-  void AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
+  int AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   void FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   // Mixture of experts (moe.cpp): route, gather per expert, expert GEMMs, weighted scatter.
   void MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
@@ -230,6 +240,9 @@ class Transformer {
   size_t block_bytes_ = kMatmulBlockBytes;
   int max_items_;            // sequences per step
   bool hidden_out_ = false;  // ForwardHidden: the rows' hidden states, no logits
+  int n_logit_rows_ = 0;     // the step's logits rows: the last layer computes those alone
+  bool prune_last_ = false;  // (when fewer than the step's tokens and nothing observes them)
+  bool prune_last_on_ = true;
   int ctx_;
   bool int8_;
   Profiler* prof_ = nullptr;

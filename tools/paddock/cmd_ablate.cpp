@@ -77,6 +77,7 @@ const Switch kSwitches[] = {
     {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights", &EngineOptions::bf16_dot, Bf16},
     {"bf16-prefill", "long prompts on the AMX-BF16 tile GEMM", &EngineOptions::bf16_prefill,
      Bf16Prefill},
+    {"prune-last", "the last layer on the logits rows only", &EngineOptions::prune_last, Always},
     {"prefix-cache", "KV prefix reuse across requests (serve workload)",
      &EngineOptions::prefix_cache, nullptr},
 };

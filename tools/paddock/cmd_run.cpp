@@ -146,6 +146,10 @@ const std::vector<OptionSpec> kTuningSpecs = {
     {{"--no-int8-act"},
      false,
      "float activations for quantized weights (default: int8 dot products)"},
+    {{"--no-prune-last"},
+     false,
+     "the last layer computes every prompt token's attention and FFN (default: only the rows "
+     "whose logits a step needs)"},
 };
 
 // --trace FILE (run, bench, serve): checked writable here, before any work.
@@ -194,6 +198,7 @@ void AddTuningOptions(const Args& args, EngineOptions* eo) {
   AddPrefetchOption(args, eo);
   eo->bf16_dot = !args.Has("--no-bf16-dot");
   eo->bf16_prefill = !args.Has("--no-bf16-prefill");
+  eo->prune_last = !args.Has("--no-prune-last");
 }
 
 namespace {
