@@ -157,8 +157,8 @@ class Transformer {
   // The layer and its blocks (transformer.cpp). Each returns the rows the step carries on:
   // n, or (the last layer, past its K/V) only the rows whose logits were asked for.
   int Layer(int l, int n);
-  // Moves the logits rows' queries, residuals and per-token state to rows 0.. rows - 1 and
-  // returns how many there are (KeepLogitRows; logit_tok_ becomes 0, 1, ...).
+  // The last layer, past its K/V: moves the logits rows' queries, residuals and per-token
+  // state to rows 0 .. rows - 1 (logit_tok_ becomes 0, 1, ...) and returns rows.
   int KeepLogitRows();
   // The step's (or the kept rows') token count n_step_, and n_int8_lead_: n - n_bf_ when the
   // tokens off the bf16 prefill are exactly the first ones, else 0.
