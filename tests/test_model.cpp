@@ -867,21 +867,27 @@ TEST(PagedKv, KvMemoryBudgetLimitsTheContextGracefully) {
 namespace paddock {
 namespace {
 
-// Sequences of different lengths stepping together must see exactly what they see alone.
-TEST(Batch, ManySequencesTogetherEqualEachAlone) {
+// The batch tests' models: the real stories260K, a synthetic Q4_0 llama and a qwen3moe mixture
+// of experts (whose sequences route differently), the synthetic ones written as PREFIX*.gguf.
+std::vector<std::string> BatchModels(const std::string& prefix) {
   SynthSpec spec;
   spec.type = GgmlType::kQ4_0;
   spec.context = 256;
-  const std::string synth = test::TempPath("batch.gguf");
+  const std::string synth = test::TempPath(prefix + ".gguf");
   WriteSyntheticModel(spec, synth);
-  SynthSpec moe_spec = spec;  // a mixture of experts: 13 sequences route differently
+  SynthSpec moe_spec = spec;
   moe_spec.arch = "qwen3moe";
   moe_spec.n_experts = 6;
   moe_spec.n_experts_used = 2;
   moe_spec.expert_ffn_dim = 64;
-  const std::string moe = test::TempPath("batch_moe.gguf");
+  const std::string moe = test::TempPath(prefix + "_moe.gguf");
   WriteSyntheticModel(moe_spec, moe);
-  for (const std::string& path : {test::ModelPath("stories260K.gguf"), synth, moe}) {
+  return {test::ModelPath("stories260K.gguf"), synth, moe};
+}
+
+// Sequences of different lengths stepping together must see exactly what they see alone.
+TEST(Batch, ManySequencesTogetherEqualEachAlone) {
+  for (const std::string& path : BatchModels("batch")) {
     for (bool int8 : {false, true}) {
       Runner r(path, DetectIsa(), 2, 96, KvCacheOptions(), int8);
       const int n_seq = 13;  // not a multiple of anything
@@ -956,19 +962,7 @@ namespace {
 // row dropped), dense and mixture of experts, integer and float activations, and with prompts
 // on the bf16 prefill; and the next token sees the same cache.
 TEST(Batch, LastLayerOnTheLogitsRowsAloneChangesNoResult) {
-  SynthSpec spec;
-  spec.type = GgmlType::kQ4_0;
-  spec.context = 256;
-  const std::string synth = test::TempPath("prune.gguf");
-  WriteSyntheticModel(spec, synth);
-  SynthSpec moe_spec = spec;
-  moe_spec.arch = "qwen3moe";
-  moe_spec.n_experts = 6;
-  moe_spec.n_experts_used = 2;
-  moe_spec.expert_ffn_dim = 64;
-  const std::string moe = test::TempPath("prune_moe.gguf");
-  WriteSyntheticModel(moe_spec, moe);
-  for (const std::string& path : {test::ModelPath("stories260K.gguf"), synth, moe}) {
+  for (const std::string& path : BatchModels("prune")) {
     for (bool int8 : {false, true}) {
       Runner r(path, DetectIsa(), 2, 96, KvCacheOptions(), int8);
       const int V = r.model->config.n_vocab;
