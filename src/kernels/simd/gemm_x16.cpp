@@ -139,6 +139,22 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   }
 }
 
+// The 2-bit fields are taken from each byte's nibbles: fields 0 and 2 by a mask, fields 1 and 3
+// by looking the nibble up in kQ2Field1 (vpshufb), which leaves the vector shifter (the port the
+// dot products use) one shift per 64 bytes instead of three.
+alignas(16) constexpr std::array<uint8_t, 16> kQ2Field1A = {0, 0, 0, 0, 1, 1, 1, 1,
+                                                            2, 2, 2, 2, 3, 3, 3, 3};
+const uint8_t* const kQ2Field1 = kQ2Field1A.data();
+// Q3_K's high bits: kQ3High[16 m + n] = 4 x bit m of nibble n.
+constexpr std::array<uint8_t, 64> Q3HighTable() {
+  std::array<uint8_t, 64> t{};
+  for (int m = 0; m < 4; ++m)
+    for (int n = 0; n < 16; ++n) t[16 * m + n] = static_cast<uint8_t>(4 * ((n >> m) & 1));
+  return t;
+}
+alignas(16) constexpr std::array<uint8_t, 64> kQ3HighA = Q3HighTable();
+const uint8_t* const kQ3High = kQ3HighA.data();
+
 // One Q3_K 32-element block of half h of a 16-row group for T tokens: the 3-bit quants rebuilt
 // unsigned from their 2-bit planes and high bits (u = low + 4 high, q = u - 4) and dotted with
 // the activations. As Q2KBlock's, the halves' sums are packed into word pairs and scaled in
@@ -149,19 +165,24 @@ template <int T>
 inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
                      const int32_t* xi, int64_t nb, VecI sc, VecF d, VecF* facc) {
   constexpr X16Layout kL = X16LayoutOf(X16Kind::kQ3K);
-  const VecI k3 = Set1I8(3), k4 = Set1I8(4);
+  const VecI k3 = Set1I8(3), m4 = Set1I8(15), field1 = Table16(kQ2Field1);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h),
              hm = LoadRaw(p + kL.extra + kRowBytes * h);
+  // As Q2KBlock's, the 2-bit fields from the nibbles; the high bits likewise: bit m of the low
+  // (first 16) or high (second 16) nibble of hm, looked up as 4 x the bit (kQ3High).
+  const VecI n0[2] = {AndI(p0, m4), AndI(Srl16(p0, 4), m4)};
+  const VecI n1[2] = {AndI(p1, m4), AndI(Srl16(p1, 4), m4)};
+  const VecI h0 = AndI(hm, m4), h1 = AndI(Srl16(hm, 4), m4);
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
   Q2Q3Dots<T>(
       xb, cols,
       [&](int m, VecI* wl, VecI* wh) {
-        // High bit m (first 16) or 4 + m (second 16) of each byte moved to bit 2.
-        const VecI hb0 = m < 2 ? Sll16(hm, 2 - m) : Srl16(hm, m - 2);
-        const VecI hb1 = Srl16(hm, m + 2);
-        *wl = OrI(AndI(Srl16(p0, 2 * m), k3), AndI(hb0, k4));
-        *wh = OrI(AndI(Srl16(p1, 2 * m), k3), AndI(hb1, k4));
+        const VecI high = Table16(kQ3High + 16 * m);
+        const VecI lo = (m & 1) != 0 ? Lut16(field1, n0[m / 2]) : AndI(n0[m / 2], k3);
+        const VecI hi = (m & 1) != 0 ? Lut16(field1, n1[m / 2]) : AndI(n1[m / 2], k3);
+        *wl = OrI(lo, Lut16(high, h0));
+        *wh = OrI(hi, Lut16(high, h1));
       },
       acc, acc2);
   const VecI two = SetI(2);
@@ -220,15 +241,17 @@ template <int T>
 inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
                      const int32_t* xi, int64_t nb, VecI sc, VecI m16, VecF d, VecF ndmin16,
                      VecF* facc) {
-  const VecI k3 = Set1I8(3);
+  const VecI k3 = Set1I8(3), m4 = Set1I8(15), field1 = Table16(kQ2Field1);
   const VecI p0 = LoadRaw(p + kRowBytes * h), p1 = LoadRaw(p + 64 + kRowBytes * h);
+  const VecI n0[2] = {AndI(p0, m4), AndI(Srl16(p0, 4), m4)};  // low, high nibbles
+  const VecI n1[2] = {AndI(p1, m4), AndI(Srl16(p1, 4), m4)};
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
   Q2Q3Dots<T>(
       xb, cols,
-      [&](int m, VecI* wl, VecI* wh) {
-        *wl = AndI(Srl16(p0, 2 * m), k3);
-        *wh = AndI(Srl16(p1, 2 * m), k3);
+      [&](int m, VecI* wl, VecI* wh) {  // field m: nibble m / 2, its low or high pair
+        *wl = (m & 1) != 0 ? Lut16(field1, n0[m / 2]) : AndI(n0[m / 2], k3);
+        *wh = (m & 1) != 0 ? Lut16(field1, n1[m / 2]) : AndI(n1[m / 2], k3);
       },
       acc, acc2);
   for (int t = 0; t < T; ++t) {
@@ -326,30 +349,38 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
       }
       const uint8_t* hdr = p;
       p += kL.header;
+      if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K) {
+        // Unrolled, so that the scale words' picks and shifts are constants per block.
+#pragma GCC unroll 8
+        for (int bi = 0; bi < BPS; ++bi, p += kL.block) {
+          const int64_t b = b0 + bi;
+          const int8_t* xb = xq + b * kQK;
+          if (h == 0) PrefetchWeights<K, kPf>(p);
+          if constexpr (K == X16Kind::kQ2K) {
+            // Scale bytes 2 bi, 2 bi + 1 (sc | m << 4) of each lane to word pairs (sc, 16 m).
+            const VecI pair = Shuffle8(q3w[bi / 2], (bi & 1) != 0 ? q2_pick[1] : q2_pick[0]);
+            Q2KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + b, nb,
+                        AndI(pair, SetI(0x000F000F)), AndI(pair, SetI(0x00F000F0)), kh.d,
+                        Mul(kh.ndmin, Set1(1.0f / 16)), facc);
+          }
+          if constexpr (K == X16Kind::kQ3K) {
+            // Sub-blocks 2 bi, 2 bi + 1: low 4 bits in bytes 2 bi % 8, + 1 (nibble bi / 4), high
+            // 2 in bytes 8 + 2 bi % 4, + 1 (bits 2 (bi / 2)); to word pairs, less 32.
+            const VecI pick = (bi & 1) != 0 ? q2_pick[1] : q2_pick[0];
+            const VecI lo =
+                AndI(Srl16(Shuffle8(q3w[(bi % 4) / 2], pick), 4 * (bi / 4)), SetI(0x000F000F));
+            const VecI hi = AndI(Srl16(Shuffle8(q3w[2], pick), 2 * (bi / 2)), SetI(0x00030003));
+            const VecI sc = Add16(OrI(lo, Sll16(hi, 4)), SetI(static_cast<int32_t>(0xFFE0FFE0u)));
+            Q3KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + b, nb, sc,
+                        kh.d, facc);
+          }
+        }
+        continue;
+      }
       for (int bi = 0; bi < BPS; ++bi, p += kL.block) {
         const int64_t b = b0 + bi;
         const int8_t* xb = xq + b * kQK;
         if (h == 0) PrefetchWeights<K, kPf>(p);
-        if constexpr (K == X16Kind::kQ2K) {
-          // Scale bytes 2 bi, 2 bi + 1 (sc | m << 4) of each lane to word pairs (sc, 16 m).
-          const VecI pair = Shuffle8(q3w[bi / 2], (bi & 1) != 0 ? q2_pick[1] : q2_pick[0]);
-          Q2KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + b, nb,
-                      AndI(pair, SetI(0x000F000F)), AndI(pair, SetI(0x00F000F0)), kh.d,
-                      Mul(kh.ndmin, Set1(1.0f / 16)), facc);
-          continue;
-        }
-        if constexpr (K == X16Kind::kQ3K) {
-          // Sub-blocks 2 bi, 2 bi + 1: low 4 bits in bytes 2 bi % 8, + 1 (nibble bi / 4), high
-          // 2 in bytes 8 + 2 bi % 4, + 1 (bits 2 (bi / 2)); to word pairs, less 32.
-          const VecI pick = (bi & 1) != 0 ? q2_pick[1] : q2_pick[0];
-          const VecI lo =
-              AndI(Srl16(Shuffle8(q3w[(bi % 4) / 2], pick), 4 * (bi / 4)), SetI(0x000F000F));
-          const VecI hi = AndI(Srl16(Shuffle8(q3w[2], pick), 2 * (bi / 2)), SetI(0x00030003));
-          const VecI sc = Add16(OrI(lo, Sll16(hi, 4)), SetI(static_cast<int32_t>(0xFFE0FFE0u)));
-          Q3KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + b, nb, sc,
-                      kh.d, facc);
-          continue;
-        }
         if constexpr (K == X16Kind::kQ6K) {
           VecF s_lo, s_hi;
           Q6KScales(hdr, h, bi, kh.d, &s_lo, &s_hi);
