@@ -76,14 +76,32 @@ inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
   return SetI(Load32(x) ^ (plus128 ? static_cast<int32_t>(0x80808080u) : 0));
 }
 
+// The 2-bit fields are taken from each byte's nibbles: fields 0 and 2 by a mask, fields 1 and 3
+// by looking the nibble up in kQ2Field1 (vpshufb), which leaves the vector shifter (the port the
+// dot products use) one shift per 64 bytes instead of three.
+alignas(16) constexpr std::array<uint8_t, 16> kQ2Field1A = {0, 0, 0, 0, 1, 1, 1, 1,
+                                                            2, 2, 2, 2, 3, 3, 3, 3};
+const uint8_t* const kQ2Field1 = kQ2Field1A.data();
+// Q6_K's high bits moved to bits 4..5: kQ6High[16 f + n] = field f (0: bits 0..1, 1: bits 2..3)
+// of nibble n, times 16.
+alignas(16) constexpr std::array<uint8_t, 32> kQ6HighA = {
+    0, 16, 32, 48, 0,  16, 32, 48, 0,  16, 32, 48, 0,  16, 32, 48,
+    0, 0,  0,  0,  16, 16, 16, 16, 32, 32, 32, 32, 48, 48, 48, 48};
+const uint8_t* const kQ6High = kQ6HighA.data();
+
 // One Q6_K 32-element block of half h of a 16-row group for T tokens. The 6-bit quants are
 // rebuilt (low nibbles | high 2 bits << 4) and made signed (q - 32); the activations enter as
 // unsigned bytes (a + 128; (a + 128) * (q - 32) pairs stay within maddubs' int16 range), and
 // 128 x each lane's quant sum (shared by all tokens) is taken back out. The first and second
 // 16 elements have their own scales (s_lo, s_hi, times d).
+//
+// With VNNI the quants stay unsigned (0..63) and the activations signed: the zero point comes
+// out as 32 x the activations' 16-element sums (xs: Q6KSums, shared by all rows) rather than
+// as 128 x each lane's quant sum (two more dot products per 4 elements in a GEMV); the high
+// bits are looked up from their nibbles (kQ6High) instead of shifted, as Q2KBlock's fields.
 template <int T>
 inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
-                     int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
+                     const int32_t* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
   const VecI m4 = Set1I8(15), top = Set1I8(0x30), k32 = Set1I8(32),
              k128 = Set1I8(static_cast<int8_t>(0x80));
   const VecI h0 = LoadRaw(p + kQ6K.extra + kRowBytes * h),
@@ -116,22 +134,28 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
       }
     }
   } else {
+    const VecI f0 = Table16(kQ6High), f1 = Table16(kQ6High + 16);
+    const VecI n0[2] = {AndI(h0, m4), AndI(Srl16(h0, 4), m4)};  // nibbles of the high bits
+    const VecI n1[2] = {AndI(h1, m4), AndI(Srl16(h1, 4), m4)};
 #pragma GCC unroll 4
     for (int m = 0; m < 4; ++m) {
       const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
-      // high bits 2m..2m+1 of each byte moved to bits 4..5
-      const VecI hb0 = m == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * m);
-      const VecI hb1 = m == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * m);
-      const VecI wl = Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32);
-      const VecI wh = Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32);
-      c_lo = DotU8S8(c_lo, k128, wl);
-      c_hi = DotU8S8(c_hi, k128, wh);
+      const VecI& f = (m & 1) != 0 ? f1 : f0;
+      const VecI wl = OrI(AndI(v, m4), Lut16(f, n0[m / 2]));
+      const VecI wh = OrI(AndI(Srl16(v, 4), m4), Lut16(f, n1[m / 2]));
       for (int t = 0; t < T; ++t) {
         const int8_t* xt = xb + t * cols;
-        acc[t] = DotU8S8(acc[t], Bcast4(xt + 4 * m, true), wl);
-        acc2[t] = DotU8S8(acc2[t], Bcast4(xt + 16 + 4 * m, true), wh);
+        acc[t] = DotU8S8(acc[t], wl, Bcast4(xt + 4 * m));
+        acc2[t] = DotU8S8(acc2[t], wh, Bcast4(xt + 16 + 4 * m));
       }
     }
+    for (int t = 0; t < T; ++t) {
+      const int32_t* st = xs + 2 * t * nb;
+      const VecF f = Fma(ToFloat(SubI(acc[t], SetI(st[0]))), s_lo,
+                         Mul(ToFloat(SubI(acc2[t], SetI(st[1]))), s_hi));
+      facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
+    }
+    return;
   }
   for (int t = 0; t < T; ++t) {
     const VecF f = Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
@@ -139,12 +163,6 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   }
 }
 
-// The 2-bit fields are taken from each byte's nibbles: fields 0 and 2 by a mask, fields 1 and 3
-// by looking the nibble up in kQ2Field1 (vpshufb), which leaves the vector shifter (the port the
-// dot products use) one shift per 64 bytes instead of three.
-alignas(16) constexpr std::array<uint8_t, 16> kQ2Field1A = {0, 0, 0, 0, 1, 1, 1, 1,
-                                                            2, 2, 2, 2, 3, 3, 3, 3};
-const uint8_t* const kQ2Field1 = kQ2Field1A.data();
 // Q3_K's high bits: kQ3High[16 m + n] = 4 x bit m of nibble n.
 constexpr std::array<uint8_t, 64> Q3HighTable() {
   std::array<uint8_t, 64> t{};
@@ -275,12 +293,28 @@ inline void Q2KSumPairs(const int8_t* xq, int64_t cols, int T, int32_t* xi) {
     }
 }
 
+// Q6KBlock's activation sums of T tokens (with VNNI): xs[2 (t nb + b)] and [+ 1] = 32 x the sums
+// of token t's quants over elements 32 b .. 32 b + 15 and 32 b + 16 .. 32 b + 31.
+inline void Q6KSums(const int8_t* xq, int64_t cols, int T, int32_t* xs) {
+  const int64_t nb = cols / kQK;
+  for (int t = 0; t < T; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* x = xq + t * cols + kQK * b;
+      xs[2 * (t * nb + b)] = 32 * SumI8x16(x);
+      xs[2 * (t * nb + b) + 1] = 32 * SumI8x16(x + 16);
+    }
+}
+
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
 // G: elements per scale group.
 template <X16Kind K, int G, int T, bool kPf>
 void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
              float* y, int64_t ldy) {
   constexpr bool kSplit = T <= kX16SplitTokens;  // two int32 chains per token
+  // With VNNI and two chains, 4-bit kinds dot their high nibbles in place (16 q: a dword's four
+  // products stay below 2^17) and shift that chain's sum once per block, exactly, instead of
+  // every 64 bytes: the shifter is the dot products' port.
+  constexpr bool kHi16 = X16IsQ4(K) && !X16IsQ5(K) && kSplit && !kInt16Sums;
   constexpr int BPS = G / kQK;
   constexpr X16Layout kL = X16LayoutOf(K);
   // Lookup kinds: the grid as stored bytes (value + 128), so a nibble's lookup is DotOffset8's
@@ -384,7 +418,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
         if constexpr (K == X16Kind::kQ6K) {
           VecF s_lo, s_hi;
           Q6KScales(hdr, h, bi, kh.d, &s_lo, &s_hi);
-          Q6KBlock<T>(p, h, xb, cols, xd + b, nb, s_lo, s_hi, facc);
+          Q6KBlock<T>(p, h, xb, cols, xd + b, reinterpret_cast<const int32_t*>(xds) + 2 * b, nb,
+                      s_lo, s_hi, facc);
           continue;
         }
         if constexpr (K == X16Kind::kL4X) {  // d * (ls - 32), ls = 4 low | 2 high bits
@@ -473,7 +508,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           for (int m = 0; m < 4; ++m) {
             const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
             VecI lo = AndI(v, m4);
-            VecI hi = AndI(Srl16(v, 4), m4);
+            // kHi16: the high nibbles left in place (16 q), their chain shifted once per block
+            VecI hi = kHi16 ? AndI(v, Set1I8(static_cast<int8_t>(0xF0))) : AndI(Srl16(v, 4), m4);
             if constexpr (X16IsQ5(K)) {  // 5th bits m (low half) and 4 + m (high half) to bit 4
               const VecI b4 = Set1I8(16);
               lo = OrI(lo, AndI(Sll16(q5, 4 - m), b4));
@@ -497,7 +533,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
           }
         }
         for (int t = 0; t < T; ++t) {
-          const VecF f = ToFloat(kSplit || X16IsLut(K) ? AddI(acc[t], acc2[t]) : acc[t]);
+          const VecF f = ToFloat(kHi16 ? AddI(acc[t], Sra32(acc2[t], 4))
+                                       : (kSplit || X16IsLut(K) ? AddI(acc[t], acc2[t]) : acc[t]));
           const float d = xd[t * nb + b], ds = xds[t * nb + b];
           if constexpr (X16HasMin(K)) {
             facc[t] = Fma(Mul(f, Set1(d)), sw, facc[t]);
@@ -542,12 +579,18 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
     const int8_t* xq = x.qs + static_cast<int64_t>(t0) * cols;
     const float* xd = x.d + static_cast<int64_t>(t0) * nb;
     const float* xds = x.ds + static_cast<int64_t>(t0) * nb;
-    if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K) {  // 16-element sum pairs
-      thread_local std::vector<int32_t> pairs;  // (grows once per thread to the widest matrix)
-      const size_t need = static_cast<size_t>(kMaxT) * static_cast<size_t>(nb);
-      if (pairs.size() < need) pairs.resize(need);
-      Q2KSumPairs(xq, cols, T, pairs.data());
-      xds = reinterpret_cast<const float*>(pairs.data());
+    // 16-element activation sums, in place of xds (Q2_K, Q3_K: packed pairs; Q6_K: 32 x each)
+    constexpr bool kQ6Sums = K == X16Kind::kQ6K && !kInt16Sums;
+    if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K || kQ6Sums) {
+      thread_local std::vector<int32_t> sums;  // (grows once per thread to the widest matrix)
+      const size_t need = static_cast<size_t>(kQ6Sums ? 2 : 1) * kMaxT * static_cast<size_t>(nb);
+      if (sums.size() < need) sums.resize(need);
+      if constexpr (kQ6Sums) {
+        Q6KSums(xq, cols, T, sums.data());
+      } else {
+        Q2KSumPairs(xq, cols, T, sums.data());
+      }
+      xds = reinterpret_cast<const float*>(sums.data());
     }
     for (int64_t g = 0; g < rows / kX16Rows; ++g) {
       const uint8_t* grp = base + static_cast<size_t>(g) * group_bytes;
