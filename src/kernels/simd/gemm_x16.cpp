@@ -76,42 +76,50 @@ inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
   return SetI(Load32(x) ^ (plus128 ? static_cast<int32_t>(0x80808080u) : 0));
 }
 
-// The 2-bit fields are taken from each byte's nibbles: fields 0 and 2 by a mask, fields 1 and 3
-// by looking the nibble up in kQ2Field1 (vpshufb), which leaves the vector shifter (the port the
-// dot products use) one shift per 64 bytes instead of three.
-alignas(16) constexpr std::array<uint8_t, 16> kQ2Field1A = {0, 0, 0, 0, 1, 1, 1, 1,
-                                                            2, 2, 2, 2, 3, 3, 3, 3};
-const uint8_t* const kQ2Field1 = kQ2Field1A.data();
-// Q6_K's high bits moved to bits 4..5: kQ6High[16 f + n] = field f (0: bits 0..1, 1: bits 2..3)
-// of nibble n, times 16.
-alignas(16) constexpr std::array<uint8_t, 32> kQ6HighA = {
-    0, 16, 32, 48, 0,  16, 32, 48, 0,  16, 32, 48, 0,  16, 32, 48,
-    0, 0,  0,  0,  16, 16, 16, 16, 32, 32, 32, 32, 48, 48, 48, 48};
+// Nibble lookup tables (Lut16), F of them: table f maps nibble n to scale x (its `bits`-bit
+// field f, at bit `bits` f). Looking a field up (vpshufb, the shuffle port) replaces shifting it
+// into place on the vector shifter, the port the dot products use.
+template <int F>
+constexpr std::array<uint8_t, 16 * F> NibbleFields(int bits, int scale) {
+  std::array<uint8_t, 16 * F> t{};
+  for (int f = 0; f < F; ++f)
+    for (int n = 0; n < 16; ++n)
+      t[16 * f + n] = static_cast<uint8_t>(scale * ((n >> (bits * f)) & ((1 << bits) - 1)));
+  return t;
+}
+// Q2_K / Q3_K 2-bit fields: fields 0 and 2 of a byte by a mask of its low or high nibble,
+// fields 1 and 3 by this table (field 1 of the nibble): one shift per 64 bytes instead of three.
+alignas(16) constexpr std::array<uint8_t, 32> kQ2FieldsA = NibbleFields<2>(2, 1);
+const uint8_t* const kQ2Field1 = kQ2FieldsA.data() + 16;
+// Q6_K's high bits moved to bits 4..5: table f = field f (bits 2f..2f+1) of the nibble, x 16.
+alignas(16) constexpr std::array<uint8_t, 32> kQ6HighA = NibbleFields<2>(2, 16);
 const uint8_t* const kQ6High = kQ6HighA.data();
+// Q3_K's high bits: table m = 4 x bit m of the nibble.
+alignas(16) constexpr std::array<uint8_t, 64> kQ3HighA = NibbleFields<4>(1, 4);
+const uint8_t* const kQ3High = kQ3HighA.data();
 
 // One Q6_K 32-element block of half h of a 16-row group for T tokens. The 6-bit quants are
-// rebuilt (low nibbles | high 2 bits << 4) and made signed (q - 32); the activations enter as
-// unsigned bytes (a + 128; (a + 128) * (q - 32) pairs stay within maddubs' int16 range), and
-// 128 x each lane's quant sum (shared by all tokens) is taken back out. The first and second
-// 16 elements have their own scales (s_lo, s_hi, times d).
-//
-// With VNNI the quants stay unsigned (0..63) and the activations signed: the zero point comes
-// out as 32 x the activations' 16-element sums (xs: Q6KSums, shared by all rows) rather than
-// as 128 x each lane's quant sum (two more dot products per 4 elements in a GEMV); the high
-// bits are looked up from their nibbles (kQ6High) instead of shifted, as Q2KBlock's fields.
+// rebuilt (low nibbles | high 2 bits << 4); the first and second 16 elements have their own
+// scales (s_lo, s_hi, times d). The zero point (32):
+// - with VNNI the quants stay unsigned (0..63) and the activations signed, and it comes out as
+//   32 x the activations' 16-element sums (xs: Q6KSums, shared by all rows); the high bits are
+//   looked up from their nibbles (kQ6High);
+// - without (maddubs pairs summed in int16), the quants are made signed (q - 32), the
+//   activations enter as unsigned bytes (a + 128; (a + 128) * (q - 32) pairs stay within
+//   int16), and 128 x each lane's quant sum (shared by all tokens) is taken back out.
 template <int T>
 inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
                      const int32_t* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
-  const VecI m4 = Set1I8(15), top = Set1I8(0x30), k32 = Set1I8(32),
-             k128 = Set1I8(static_cast<int8_t>(0x80));
+  const VecI m4 = Set1I8(15);
   const VecI h0 = LoadRaw(p + kQ6K.extra + kRowBytes * h),
              h1 = LoadRaw(p + kQ6K.extra + 64 + kRowBytes * h);
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-  VecI c_lo = ZeroI(), c_hi = ZeroI();
   if constexpr (kInt16Sums) {
-    // Without VNNI: a pair (a + 128)(q - 32) is at most 2 x 255 x 32 = 16320, so two maddubs
-    // results add in int16 before one widening (vec_avx2.h's kInt16Sums).
+    // A pair (a + 128)(q - 32) is at most 2 x 255 x 32 = 16320, so two maddubs results add in
+    // int16 before one widening (vec_avx2.h's kInt16Sums).
+    const VecI top = Set1I8(0x30), k32 = Set1I8(32), k128 = Set1I8(static_cast<int8_t>(0x80));
+    VecI c_lo = ZeroI(), c_hi = ZeroI();
 #pragma GCC unroll 2
     for (int m = 0; m < 4; m += 2) {
       VecI wl[2], wh[2];
@@ -132,6 +140,11 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
         acc2[t] = WidenPairs16(acc2[t], Add16(MulPairs16(Bcast4(xt + 16, true), wh[0]),
                                               MulPairs16(Bcast4(xt + 20, true), wh[1])));
       }
+    }
+    for (int t = 0; t < T; ++t) {
+      const VecF f =
+          Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
+      facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
     }
   } else {
     const VecI f0 = Table16(kQ6High), f1 = Table16(kQ6High + 16);
@@ -155,23 +168,8 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
                          Mul(ToFloat(SubI(acc2[t], SetI(st[1]))), s_hi));
       facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
     }
-    return;
-  }
-  for (int t = 0; t < T; ++t) {
-    const VecF f = Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
-    facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
   }
 }
-
-// Q3_K's high bits: kQ3High[16 m + n] = 4 x bit m of nibble n.
-constexpr std::array<uint8_t, 64> Q3HighTable() {
-  std::array<uint8_t, 64> t{};
-  for (int m = 0; m < 4; ++m)
-    for (int n = 0; n < 16; ++n) t[16 * m + n] = static_cast<uint8_t>(4 * ((n >> m) & 1));
-  return t;
-}
-alignas(16) constexpr std::array<uint8_t, 64> kQ3HighA = Q3HighTable();
-const uint8_t* const kQ3High = kQ3HighA.data();
 
 // One Q3_K 32-element block of half h of a 16-row group for T tokens: the 3-bit quants rebuilt
 // unsigned from their 2-bit planes and high bits (u = low + 4 high, q = u - 4) and dotted with
@@ -280,29 +278,30 @@ inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   }
 }
 
-// Q2KBlock's activation sums of T tokens: xi[t nb + b] = sum_lo | sum_hi << 16, the sums of
-// token t's quants over elements 32 b .. 32 b + 15 and 32 b + 16 .. 32 b + 31.
-inline void Q2KSumPairs(const int8_t* xq, int64_t cols, int T, int32_t* xi) {
+// The activations' 16-element sums of T tokens: store(t nb + b, lo, hi) with the sums of token
+// t's quants over elements 32 b .. 32 b + 15 and 32 b + 16 .. 32 b + 31.
+template <class Store>
+inline void HalfBlockSums(const int8_t* xq, int64_t cols, int T, Store store) {
   const int64_t nb = cols / kQK;
   for (int t = 0; t < T; ++t)
     for (int64_t b = 0; b < nb; ++b) {
       const int8_t* x = xq + t * cols + kQK * b;
-      const uint32_t lo = static_cast<uint16_t>(SumI8x16(x));
-      const uint32_t hi = static_cast<uint16_t>(SumI8x16(x + 16));
-      xi[t * nb + b] = static_cast<int32_t>(lo | hi << 16);
+      store(t * nb + b, SumI8x16(x), SumI8x16(x + 16));
     }
 }
-
-// Q6KBlock's activation sums of T tokens (with VNNI): xs[2 (t nb + b)] and [+ 1] = 32 x the sums
-// of token t's quants over elements 32 b .. 32 b + 15 and 32 b + 16 .. 32 b + 31.
+// Q2KBlock's and Q3KBlock's: xi[i] = lo | hi << 16 (a word pair).
+inline void Q2KSumPairs(const int8_t* xq, int64_t cols, int T, int32_t* xi) {
+  HalfBlockSums(xq, cols, T, [xi](int64_t i, int32_t lo, int32_t hi) {
+    xi[i] = static_cast<int32_t>(static_cast<uint16_t>(lo) |
+                                 static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+  });
+}
+// Q6KBlock's (with VNNI): xs[2 i], xs[2 i + 1] = 32 lo, 32 hi.
 inline void Q6KSums(const int8_t* xq, int64_t cols, int T, int32_t* xs) {
-  const int64_t nb = cols / kQK;
-  for (int t = 0; t < T; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int8_t* x = xq + t * cols + kQK * b;
-      xs[2 * (t * nb + b)] = 32 * SumI8x16(x);
-      xs[2 * (t * nb + b) + 1] = 32 * SumI8x16(x + 16);
-    }
+  HalfBlockSums(xq, cols, T, [xs](int64_t i, int32_t lo, int32_t hi) {
+    xs[2 * i] = 32 * lo;
+    xs[2 * i + 1] = 32 * hi;
+  });
 }
 
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
