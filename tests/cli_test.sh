@@ -108,6 +108,10 @@ for key in prefill_tokens_per_s decode_tokens_per_s batch threads bandwidth_util
 done
 "$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention" && ok || bad "bench --profile"
 expect_error "bench without model" 2 "needs a model" -- bench -p 4
+# bench -d: decode (single and batched) after a context of that many tokens.
+"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 --json 2>/dev/null | grep -q '"depth": 100' && ok || bad "bench -d --json"
+"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 2>/dev/null | grep -q "decode 4 x 2 sequences @ 100" && ok || bad "bench -d table"
+expect_error "bench zero depth" 2 "out of range" -- bench -m "$M/stories260K.gguf" -d 0
 # bench --sweep-batch: a table with the knee, an SVG chart, the knee remembered for serve.
 PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2,4 -n 8 -r 1 --chart "$TMP/sweep.svg" >"$TMP/sweep" 2>/dev/null &&
   grep -q "(knee)" "$TMP/sweep" && grep -q "<svg" "$TMP/sweep.svg" && grep -q "stories260K:" "$TMP/cache/knee.tsv" && ok || bad "bench --sweep-batch: $(cat "$TMP/sweep")"

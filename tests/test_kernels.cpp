@@ -548,8 +548,10 @@ namespace {
 // Tiled attention over query rows (the rows are the SIMD lanes) against the reference, for every
 // K/V encoding, every ISA, row counts below, at and above the lane count, rows that see
 // different ranges (causal ends, sliding-window starts, one that sees nothing), and soft-capping.
-TEST(Kernels, AttendRowsMatchesTheReference) {
-  const int hd = 64, n_kv = 2, len = 77, g = 1;
+// Few rows (a decode token's group: positions and head dimension as the lanes) and many (rows
+// as the lanes) give each row the same bits.
+void AttendRowsCase(int hd, const std::vector<int>& row_counts) {
+  const int n_kv = 2, len = 77, g = 1;
   const auto kf = Random(static_cast<size_t>(len) * n_kv * hd, 41, 2.0f),
              vf = Random(static_cast<size_t>(len) * n_kv * hd, 42);
   std::vector<int32_t> table;
@@ -573,7 +575,7 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
     k.table = v.table = table.data();
     k.block_size = v.block_size = bs;
     k.type = v.type = type;
-    for (int n_rows : {1, 5, 8, 12, 16, 19, 37, 64, 70, 300}) {
+    for (int n_rows : row_counts) {
       const auto q = Random(static_cast<size_t>(n_rows) * hd, 43 + n_rows, 2.0f);
       std::vector<int> lo(n_rows), hi(n_rows);
       for (int r = 0; r < n_rows; ++r) {
@@ -650,6 +652,14 @@ TEST(Kernels, AttendRowsMatchesTheReference) {
         }
       }
     }
+  }
+}
+
+TEST(Kernels, AttendRowsMatchesTheReference) {
+  for (int hd : {64, 128}) {
+    SCOPED_TRACE(testing::Message() << "head dim " << hd);
+    AttendRowsCase(hd, hd == 64 ? std::vector<int>{1, 2, 3, 4, 5, 8, 12, 16, 19, 37, 64, 70, 300}
+                                : std::vector<int>{1, 3, 8, 9, 16});
   }
 }
 

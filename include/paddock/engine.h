@@ -211,9 +211,12 @@ struct MemoryReport {
 struct BenchOptions {
   int prompt_tokens = 512;  // prefill length
   int gen_tokens = 128;     // decode steps
-  int batch = 1;            // > 1: also decode this many sequences together
-  int reps = 3;             // repetitions (medians reported)
-  bool profile = false;     // per-operator shares of the decode step and of one prefill
+  // Context each decoding sequence holds before its first step (its own random tokens,
+  // prefilled): what attention reads grows with it (llama-bench's depth).
+  int depth = 8;
+  int batch = 1;         // > 1: also decode this many sequences together
+  int reps = 3;          // repetitions (medians reported)
+  bool profile = false;  // per-operator shares of the decode step and of one prefill
   // Batch sweep (instead of the tests above): decode throughput and per-sequence latency at
   // each batch size (ascending), repetitions interleaved across sizes.
   std::vector<int> sweep_batch;
@@ -235,7 +238,7 @@ struct BenchOptions {
 struct BenchReport {
   std::string isa;
   bool bf16_prefill = false;  // the prompt ran on the bf16 tile GEMM (EngineOptions::bf16_prefill)
-  int threads = 0, batch = 1, prompt_tokens = 0, gen_tokens = 0, reps = 0;
+  int threads = 0, batch = 1, prompt_tokens = 0, gen_tokens = 0, depth = 0, reps = 0;
   uint64_t streamed_bytes = 0;  // weight bytes read per decode step (MoE: the used experts')
   int n_experts = 0, n_experts_used = 0;  // a mixture of experts: all and per token
   double prefill_tps = 0, prefill_tps_min = 0, prefill_tps_max = 0;

@@ -138,7 +138,10 @@ uint64_t MatmulParams(const WeightTensor& w) {
 class BenchRun {
  public:
   BenchRun(Engine::Impl& s, const BenchOptions& o)
-      : s_(s), o_(o), n_vocab_(s.model->config.n_vocab), cap_(o.prompt_tokens + o.gen_tokens + 1) {}
+      : s_(s),
+        o_(o),
+        n_vocab_(s.model->config.n_vocab),
+        cap_(std::max(o.prompt_tokens, o.depth + o.gen_tokens) + 1) {}
 
   // Bytes each decode step streams (every matrix once) and the matrices' parameters.
   void Weights(uint64_t* bytes, uint64_t* params) const {
@@ -176,11 +179,12 @@ class BenchRun {
     return o_.prompt_tokens / *seconds;
   }
 
-  // Tokens per second of gen_tokens greedy decode steps after an 8-token prompt.
+  // Tokens per second of gen_tokens greedy decode steps after a prompt of `depth` tokens.
   double Decode(Profiler* prof, double* seconds) {
-    const auto prompt = RandomTokens(8);
-    const KvManager::SeqId seq = NewSequence(8);
-    const float* logits = s_.Step(seq, prompt.data(), 8, 0);
+    const int depth = o_.depth;
+    const auto prompt = RandomTokens(depth);
+    const KvManager::SeqId seq = NewSequence(depth);
+    const float* logits = s_.Step(seq, prompt.data(), depth, 0, depth);
     s_.transformer->set_profiler(prof);
     const double t0 = NowSeconds();
     for (int i = 0; i < o_.gen_tokens; ++i) {
@@ -189,8 +193,8 @@ class BenchRun {
         ProfileScope sp(prof, ProfOp::kSample);
         next = Argmax(logits);
       }
-      if (!s_.kv->Reserve(seq, 8 + i + 1)) Fail("bench: the KV cache is too small");
-      logits = s_.Step(seq, &next, 1, 8 + i);
+      if (!s_.kv->Reserve(seq, depth + i + 1)) Fail("bench: the KV cache is too small");
+      logits = s_.Step(seq, &next, 1, depth + i);
     }
     *seconds = NowSeconds() - t0;
     s_.transformer->set_profiler(nullptr);
@@ -207,18 +211,19 @@ class BenchRun {
     std::vector<Transformer::BatchItem> items(nb);
     std::vector<const float*> logits(nb);
     std::vector<int32_t> next(nb);
+    const int depth = o_.depth;
     for (size_t k = 0; k < nb; ++k) {
-      const auto prompt = RandomTokens(8);
-      ids[k] = NewSequence(8);
-      next[k] = Argmax(s_.Step(ids[k], prompt.data(), 8, 0));
+      const auto prompt = RandomTokens(depth);
+      ids[k] = NewSequence(depth);
+      next[k] = Argmax(s_.Step(ids[k], prompt.data(), depth, 0, depth));
     }
     const double t0 = NowSeconds();
     for (int i = 0; i < o_.gen_tokens; ++i) {
       for (size_t k = 0; k < nb; ++k) {
-        if (!s_.kv->Reserve(ids[k], 8 + i + 1))
+        if (!s_.kv->Reserve(ids[k], depth + i + 1))
           Fail("bench: the KV cache cannot hold %d sequences (raise --kv-memory)", B);
         views[k] = s_.kv->View(ids[k]);
-        items[k] = {&next[k], 1, 8 + i, &views[k]};
+        items[k] = {&next[k], 1, depth + i, &views[k]};
       }
       s_.StepBatch(items.data(), B, logits.data());
       for (size_t k = 0; k < nb; ++k) {
@@ -305,10 +310,13 @@ std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double secon
 
 BenchReport Engine::Bench(const BenchOptions& o) {
   Impl& s = *impl_;
-  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.batch < 1)
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.batch < 1 || o.depth < 1)
     Fail("bench: counts must be positive");
   if (o.prompt_tokens + o.gen_tokens + 1 > s.context)
     Fail("bench: %d + %d tokens exceed the context of %d (raise -c)", o.prompt_tokens, o.gen_tokens,
+         s.context);
+  if (o.depth + o.gen_tokens + 1 > s.context)
+    Fail("bench: depth %d + %d tokens exceed the context of %d (raise -c)", o.depth, o.gen_tokens,
          s.context);
   if (o.batch > s.transformer->max_batch())
     Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch,
@@ -324,6 +332,7 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   r.batch = o.batch;
   r.prompt_tokens = o.prompt_tokens;
   r.gen_tokens = o.gen_tokens;
+  r.depth = o.depth;
   r.reps = o.reps;
   BenchRun run(s, o);
   uint64_t params = 0;

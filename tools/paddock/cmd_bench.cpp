@@ -40,6 +40,10 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-p", "--n-prompt"}, true, "prefill tokens (default 512)"},
       {{"-n", "--n-gen"}, true, "decode steps (default 128)"},
       {{"-b", "--batch"}, true, "also decode this many sequences together (default 1)"},
+      {{"-d", "--depth"},
+       true,
+       "context each decoding sequence holds before the decode steps, its own prefilled tokens "
+       "(default 8): decode at a long context"},
       {{"-r", "--reps"}, true, "repetitions; medians are reported (default 3)"},
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
@@ -67,9 +71,9 @@ std::vector<OptionSpec> BenchSpecs() {
 void PrintJson(const BenchReport& r) {
   std::printf(
       "{\"isa\": \"%s\", \"bf16_prefill\": %s, \"threads\": %d, \"batch\": %d, "
-      "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"reps\": %d, ",
+      "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"depth\": %d, \"reps\": %d, ",
       r.isa.c_str(), r.bf16_prefill ? "true" : "false", r.threads, r.batch, r.prompt_tokens,
-      r.gen_tokens, r.reps);
+      r.gen_tokens, r.depth, r.reps);
   std::printf(
       "\"prefill_tokens_per_s\": %.3f, \"prefill_tokens_per_s_min\": %.3f, "
       "\"prefill_tokens_per_s_max\": %.3f, ",
@@ -157,11 +161,13 @@ void PrintTable(const std::string& model, const BenchReport& r) {
   std::printf("%-28s %12s %12s %12s\n", "test", "tok/s", "min", "max");
   std::printf("%-28s %12.2f %12.2f %12.2f\n", StrFormat("prefill %d", r.prompt_tokens).c_str(),
               r.prefill_tps, r.prefill_tps_min, r.prefill_tps_max);
-  std::printf("%-28s %12.2f %12.2f %12.2f\n", StrFormat("decode %d", r.gen_tokens).c_str(),
-              r.decode_tps, r.decode_tps_min, r.decode_tps_max);
+  const std::string at = r.depth != 8 ? StrFormat(" @ %d", r.depth) : "";
+  std::printf("%-28s %12.2f %12.2f %12.2f\n",
+              StrFormat("decode %d%s", r.gen_tokens, at.c_str()).c_str(), r.decode_tps,
+              r.decode_tps_min, r.decode_tps_max);
   if (r.batch > 1) {
     std::printf("%-28s %12.2f %12.2f %12.2f\n",
-                StrFormat("decode %d x %d sequences", r.gen_tokens, r.batch).c_str(),
+                StrFormat("decode %d x %d sequences%s", r.gen_tokens, r.batch, at.c_str()).c_str(),
                 r.batch_decode_tps, r.batch_decode_tps_min, r.batch_decode_tps_max);
   }
   std::printf(
@@ -386,6 +392,7 @@ int CmdBench(int argc, char** argv) {
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
+    bo.depth = static_cast<int>(args.Int("-d", 8, 1, 1 << 20));
     bo.reps = static_cast<int>(args.Int("-r", 3, 1, 1000));
     bo.profile = args.Has("--profile");
     if (args.Has("--sweep-batch")) {
@@ -398,11 +405,11 @@ int CmdBench(int argc, char** argv) {
     if (args.Has("--chart")) CheckWritable("--chart", args.Str("--chart"));
     eo.max_batch =
         static_cast<int>(args.Int("--ubatch", std::max<int64_t>(256, bo.batch), 1, 4096));
-    eo.context =
-        static_cast<int>(args.Int("-c", bo.prompt_tokens + bo.gen_tokens + 16, 1, 1 << 24));
+    eo.context = static_cast<int>(
+        args.Int("-c", std::max(bo.prompt_tokens, bo.depth) + bo.gen_tokens + 16, 1, 1 << 24));
     AddKvOptions(args, &eo);
     AddSpecOptions(args, &eo);
-    eo.kv_tokens = std::max(bo.prompt_tokens + 16, bo.batch * (bo.gen_tokens + 16));
+    eo.kv_tokens = std::max(bo.prompt_tokens + 16, bo.batch * (bo.depth + bo.gen_tokens + 16));
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

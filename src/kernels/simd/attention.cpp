@@ -111,6 +111,29 @@ void KvDecode(float* y, const uint8_t* row, int head, int nh, int hd) {
   }
 }
 
+// Asks for head `head` of a K/V row of type T (the bytes KvDecode reads) ahead of its use: the
+// rows of a tile are 128-256 byte slices of rows holding every KV head, scattered over the
+// sequence's blocks, which the hardware prefetchers do not follow.
+template <KvDtype T>
+inline void PrefetchKvHead(const uint8_t* row, int head, int nh, int hd) {
+  size_t off, len;
+  if constexpr (T == KvDtype::kF32) {
+    off = static_cast<size_t>(head) * hd * 4;
+    len = static_cast<size_t>(hd) * 4;
+  } else if constexpr (T == KvDtype::kF16 || T == KvDtype::kBF16) {
+    off = static_cast<size_t>(head) * hd * 2;
+    len = static_cast<size_t>(hd) * 2;
+  } else if constexpr (T == KvDtype::kI8) {
+    off = 4 * static_cast<size_t>(nh) + static_cast<size_t>(head) * hd;
+    len = static_cast<size_t>(hd);
+  } else {
+    const int g = KvI4Group(hd);
+    off = static_cast<size_t>(head * hd / g) * (2 + g / 2);
+    len = static_cast<size_t>(hd / g) * (2 + g / 2);
+  }
+  for (size_t b = 0; b < len; b += 64) __builtin_prefetch(row + off + b, 0, 3);
+}
+
 // Lanes are query rows: scores, the running max / sum and the output accumulators are vectors
 // over up to kLanes rows, so the softmax and the rescaling are vector operations and each
 // decoded K/V element is one broadcast for all rows. A block is G lane groups (G x kLanes rows:
@@ -166,6 +189,10 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
   const VecF kNeg = Set1(-1e30f);
   for (int t0 = t_begin; t0 < t_end; t0 += TILE) {
     const int nt = std::min(TILE, t_end - t0);
+    for (int i = t0 + TILE; i < std::min(t0 + 2 * TILE, t_end); ++i) {  // the next tile
+      PrefetchKvHead<KT>(k.Row(i), g, n_kv, hd);
+      PrefetchKvHead<VT>(v.Row(i), g, n_kv, hd);
+    }
     for (int i = 0; i < nt; ++i) {
       KvDecode<KT>(kr + i * hd, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * hd, v.Row(t0 + i), g, n_kv, hd);
@@ -281,6 +308,167 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
   }
 }
 
+// Few query rows (a decode token's GQA group, or the one head of a model without GQA), where
+// the rows as lanes would leave most lanes idle: the positions are the lanes of the scores (the
+// tile's keys transposed once, TransposeBlock) and the head dimension those of the output sums.
+// Each row's operations are AttendLanes' in the same order (its score summed over d with one FMA
+// each, the tile's max, exp, the running sum over the positions in order, the output sums over
+// the positions in order), so its result is bit-identical to what it gets among many rows.
+// A row skips the tiles it does not see (an exact no-op in AttendLanes). hd % kLanes == 0.
+constexpr int kFewRows = kLanes / 2;
+constexpr int kFewRowBlock = kLanes == 16 ? 4 : 2;  // score rows in registers at a time
+
+// Scores of rows rows[0..RB) against the transposed tile kt ([hd][kAttnTile]): s[r][v] over
+// positions v * kLanes + lane, each summed over d in order.
+template <int RB>
+void FewScores(const float* qs, const int* rows, const float* kt, int hd, float* pt) {
+  constexpr int NV = kAttnTile / kLanes;
+  VecF s[RB][NV];
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) s[r][v] = Zero();
+  const float* q[RB];
+  for (int r = 0; r < RB; ++r) q[r] = qs + static_cast<size_t>(rows[r]) * hd;
+  for (int d = 0; d < hd; ++d) {
+    VecF kv[NV];
+    for (int v = 0; v < NV; ++v) kv[v] = Load(kt + d * kAttnTile + v * kLanes);
+    for (int r = 0; r < RB; ++r) {
+      const VecF qd = Set1(q[r][d]);
+      for (int v = 0; v < NV; ++v) s[r][v] = Fma(qd, kv[v], s[r][v]);
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) Store(pt + rows[r] * kAttnTile + v * kLanes, s[r][v]);
+}
+
+// os[row] += sum_{i < nt} p[row][i] * vr[i] for rows rows[0..RB), over the positions in order.
+template <int RB>
+void FewValues(const int* rows, const float* pt, const float* vr, int nt, int hd, float* os) {
+  constexpr int DV = kLanes == 16 ? 16 / RB : 8 / RB;  // output vectors per row in registers
+  for (int d0 = 0; d0 < hd; d0 += DV * kLanes) {
+    const int nv = std::min(DV, (hd - d0) / kLanes);
+    VecF o[RB][DV];
+    for (int r = 0; r < RB; ++r)
+      for (int u = 0; u < DV; ++u)
+        o[r][u] = u < nv ? Load(os + static_cast<size_t>(rows[r]) * hd + d0 + u * kLanes) : Zero();
+    for (int i = 0; i < nt; ++i) {
+      const float* vi = vr + static_cast<size_t>(i) * hd + d0;
+      for (int r = 0; r < RB; ++r) {
+        const VecF p = Set1(pt[rows[r] * kAttnTile + i]);
+        for (int u = 0; u < DV; ++u)
+          if (u < nv) o[r][u] = Fma(p, Load(vi + u * kLanes), o[r][u]);
+      }
+    }
+    for (int r = 0; r < RB; ++r)
+      for (int u = 0; u < DV; ++u)
+        if (u < nv) Store(os + static_cast<size_t>(rows[r]) * hd + d0 + u * kLanes, o[r][u]);
+  }
+}
+
+template <KvDtype KT, KvDtype VT>
+void AttendFew(const float* const* q_rows, float* const* out_rows, int n_rows, const int* lo,
+               const int* hi, const KvRowsRef& k, const KvRowsRef& v, int g, int n_kv, int hd,
+               float scale, float softcap, float* scratch, float* ml) {
+  constexpr int L = kLanes, TILE = kAttnTile, NV = TILE / L;
+  const size_t h = static_cast<size_t>(hd);
+  float* qs = scratch;            // [kFewRows][hd] queries, scaled
+  float* os = qs + kFewRows * h;  // [kFewRows][hd] output sums
+  float* kr = os + kFewRows * h;  // [TILE][hd] decoded keys
+  float* kt = kr + TILE * h;      // [hd][TILE] the same, transposed
+  float* vr = kt + TILE * h;      // [TILE][hd] decoded values
+  float* pt = vr + TILE * h;      // [kFewRows][TILE] scores, probabilities
+  alignas(64) float lane[kLanes];
+  float m_rows[kFewRows], l_rows[kFewRows];
+  int t_begin = 1 << 30, t_end = 0;
+  for (int r = 0; r < n_rows; ++r) {
+    m_rows[r] = -1e30f;
+    l_rows[r] = 0.0f;
+    if (lo[r] < hi[r]) {
+      t_begin = std::min(t_begin, lo[r]);
+      t_end = std::max(t_end, hi[r]);
+    }
+    for (int d = 0; d < hd; ++d) qs[r * h + d] = q_rows[r][d] * scale;
+  }
+  std::memset(os, 0, sizeof(float) * n_rows * h);
+  t_begin = t_begin / TILE * TILE;
+  const VecF kNeg = Set1(-1e30f);
+  VecF lane_pos[NV];
+  for (int u = 0; u < NV; ++u) {
+    for (int i = 0; i < L; ++i) lane[i] = static_cast<float>(u * L + i);
+    lane_pos[u] = Load(lane);
+  }
+  for (int t0 = t_begin; t0 < t_end; t0 += TILE) {
+    const int nt = std::min(TILE, t_end - t0);
+    int act[kFewRows], n_act = 0;  // the rows that see the tile
+    for (int r = 0; r < n_rows; ++r)
+      if (lo[r] < hi[r] && t0 < hi[r] && t0 + nt > lo[r]) act[n_act++] = r;
+    if (n_act == 0) continue;
+    const int n_next = std::min(TILE, t_end - t0 - TILE);  // the next tile's rows, prefetched
+    for (int i = 0; i < nt; ++i) {
+      if (i < n_next) {
+        PrefetchKvHead<KT>(k.Row(t0 + TILE + i), g, n_kv, hd);
+        PrefetchKvHead<VT>(v.Row(t0 + TILE + i), g, n_kv, hd);
+      }
+      KvDecode<KT>(kr + i * h, k.Row(t0 + i), g, n_kv, hd);
+      KvDecode<VT>(vr + i * h, v.Row(t0 + i), g, n_kv, hd);
+    }
+    if (nt < TILE) std::memset(kr + nt * h, 0, sizeof(float) * (TILE - nt) * h);
+    for (int tb = 0; tb < TILE; tb += L)
+      for (int d = 0; d < hd; d += L) TransposeBlock(kr + tb * h + d, hd, kt + d * TILE + tb, TILE);
+    int a = 0;
+    for (; a + kFewRowBlock <= n_act; a += kFewRowBlock)
+      FewScores<kFewRowBlock>(qs, act + a, kt, hd, pt);
+    for (; a < n_act; ++a) FewScores<1>(qs, act + a, kt, hd, pt);
+    const VecF base = Set1(static_cast<float>(t0));
+    for (int ai = 0; ai < n_act; ++ai) {
+      const int r = act[ai];
+      const VecF vlo = Set1(static_cast<float>(lo[r])), vhi = Set1(static_cast<float>(hi[r]));
+      float* pr = pt + r * TILE;
+      VecF mx = kNeg;
+      VecM seen[NV];
+      for (int u = 0; u < NV; ++u) {
+        const VecF pos = Add(base, lane_pos[u]);
+        seen[u] = And(CmpGe(pos, vlo), CmpLt(pos, vhi));
+        VecF sc = Load(pr + u * L);
+        if (softcap > 0) {  // as AttendLanes
+          const VecF e = ExpV(Mul(sc, Set1(2.0f / softcap)));
+          sc = Mul(Set1(softcap), Sub(Set1(1.0f), Div(Set1(2.0f), Add(e, Set1(1.0f)))));
+        }
+        sc = Select(seen[u], sc, kNeg);
+        Store(pr + u * L, sc);
+        mx = Max(mx, sc);
+      }
+      const float m_tile = ReduceMax(mx);
+      const float m_new = m_rows[r] > m_tile ? m_rows[r] : m_tile;  // Max(m, mx), as maxps
+      Store(lane, ExpV(Set1(m_rows[r] - m_new)));
+      const float c = lane[0];
+      l_rows[r] *= c;
+      const VecF vc = Set1(c);
+      float* o = os + r * h;
+      for (int d = 0; d < hd; d += L) Store(o + d, Mul(Load(o + d), vc));
+      m_rows[r] = m_new;
+      const VecF vm = Set1(m_new);
+      for (int u = 0; u < NV; ++u)
+        Store(pr + u * L, Select(seen[u], ExpV(Sub(Load(pr + u * L), vm)), Zero()));
+      float l = l_rows[r];
+      for (int i = 0; i < nt; ++i) l += pr[i];  // in position order
+      l_rows[r] = l;
+    }
+    a = 0;
+    for (; a + kFewRowBlock <= n_act; a += kFewRowBlock)
+      FewValues<kFewRowBlock>(act + a, pt, vr, nt, hd, os);
+    for (; a < n_act; ++a) FewValues<1>(act + a, pt, vr, nt, hd, os);
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    const bool real = lo[r] < hi[r];
+    if (ml != nullptr) {
+      ml[2 * r] = real ? m_rows[r] : -1e30f;
+      ml[2 * r + 1] = real ? l_rows[r] : 0.0f;
+    }
+    const float inv = ml != nullptr ? 1.0f : (l_rows[r] > 0 ? 1.0f / l_rows[r] : 0.0f);
+    for (int d = 0; d < hd; ++d) out_rows[r][d] = real ? os[r * h + d] * inv : 0.0f;
+  }
+}
+
 // One call for every run of rows: the one-group kernel for kLanes rows or fewer, two groups for
 // up to 2 x kLanes, else blocks of four (AVX-512; AVX2 stays at blocks of two 8-lane groups). A
 // row's result does not depend on its run-mates: every row's sums run in the same order
@@ -294,7 +482,10 @@ void AttendRowsT(const float* const* q_rows, float* const* out_rows, int n_rows,
   for (int r0 = 0; r0 < n_rows;) {
     const int n = std::min(kAttnMaxRows, n_rows - r0);
     float* part_ml = ml != nullptr ? ml + 2 * r0 : nullptr;
-    if (n <= kLanes) {
+    if (n <= kFewRows && hd % kLanes == 0) {
+      AttendFew<KT, VT>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd, scale,
+                        softcap, scratch, part_ml);
+    } else if (n <= kLanes) {
       AttendLanes<KT, VT, 1>(q_rows + r0, out_rows + r0, n, lo + r0, hi + r0, k, v, g, n_kv, hd,
                              scale, softcap, scratch, part_ml);
     } else if (n <= 2 * kLanes || kMaxGroups == 2) {

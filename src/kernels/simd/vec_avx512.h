@@ -48,6 +48,34 @@ inline float ReduceAdd(VecF a) {
 inline float ReduceMax(VecF a) {
   return _mm512_reduce_max_ps(a.v);
 }
+// dst[j * ds + i] = src[i * ss + j] for i, j < kLanes: a kLanes x kLanes block transposed
+// (pairs, then quads within 128-bit lanes, then the lanes themselves).
+inline void TransposeBlock(const float* src, int ss, float* dst, int ds) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ss);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]),
+                  c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int h = 0; h < 16; h += 8) {
+    for (int k = 0; k < 4; ++k) {
+      t[h + k] = _mm512_shuffle_f32x4(r[h + k], r[h + 4 + k], 0x88);
+      t[h + 4 + k] = _mm512_shuffle_f32x4(r[h + k], r[h + 4 + k], 0xdd);
+    }
+  }
+  for (int k = 0; k < 8; ++k) {
+    _mm512_storeu_ps(dst + k * ds, _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88));
+    _mm512_storeu_ps(dst + (8 + k) * ds, _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd));
+  }
+}
 inline VecF LoadF16(const uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
