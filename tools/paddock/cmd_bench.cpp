@@ -161,7 +161,7 @@ void PrintTable(const std::string& model, const BenchReport& r) {
   std::printf("%-28s %12s %12s %12s\n", "test", "tok/s", "min", "max");
   std::printf("%-28s %12.2f %12.2f %12.2f\n", StrFormat("prefill %d", r.prompt_tokens).c_str(),
               r.prefill_tps, r.prefill_tps_min, r.prefill_tps_max);
-  const std::string at = r.depth != 8 ? StrFormat(" @ %d", r.depth) : "";
+  const std::string at = r.depth != BenchOptions().depth ? StrFormat(" @ %d", r.depth) : "";
   std::printf("%-28s %12.2f %12.2f %12.2f\n",
               StrFormat("decode %d%s", r.gen_tokens, at.c_str()).c_str(), r.decode_tps,
               r.decode_tps_min, r.decode_tps_max);
@@ -392,7 +392,7 @@ int CmdBench(int argc, char** argv) {
     bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
     bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
     bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
-    bo.depth = static_cast<int>(args.Int("-d", 8, 1, 1 << 20));
+    bo.depth = static_cast<int>(args.Int("-d", bo.depth, 1, 1 << 20));
     bo.reps = static_cast<int>(args.Int("-r", 3, 1, 1000));
     bo.profile = args.Has("--profile");
     if (args.Has("--sweep-batch")) {

@@ -134,6 +134,16 @@ inline void PrefetchKvHead(const uint8_t* row, int head, int nh, int hd) {
   for (size_t b = 0; b < len; b += 64) __builtin_prefetch(row + off + b, 0, 3);
 }
 
+// The K and V head slices of the tile after the one starting at t0 (positions before t_end).
+template <KvDtype KT, KvDtype VT>
+inline void PrefetchNextTile(const KvRowsRef& k, const KvRowsRef& v, int t0, int t_end, int g,
+                             int n_kv, int hd) {
+  for (int i = t0 + kAttnTile; i < std::min(t0 + 2 * kAttnTile, t_end); ++i) {
+    PrefetchKvHead<KT>(k.Row(i), g, n_kv, hd);
+    PrefetchKvHead<VT>(v.Row(i), g, n_kv, hd);
+  }
+}
+
 // Lanes are query rows: scores, the running max / sum and the output accumulators are vectors
 // over up to kLanes rows, so the softmax and the rescaling are vector operations and each
 // decoded K/V element is one broadcast for all rows. A block is G lane groups (G x kLanes rows:
@@ -189,10 +199,7 @@ void AttendLanes(const float* const* q_rows, float* const* out_rows, int n_rows,
   const VecF kNeg = Set1(-1e30f);
   for (int t0 = t_begin; t0 < t_end; t0 += TILE) {
     const int nt = std::min(TILE, t_end - t0);
-    for (int i = t0 + TILE; i < std::min(t0 + 2 * TILE, t_end); ++i) {  // the next tile
-      PrefetchKvHead<KT>(k.Row(i), g, n_kv, hd);
-      PrefetchKvHead<VT>(v.Row(i), g, n_kv, hd);
-    }
+    PrefetchNextTile<KT, VT>(k, v, t0, t_end, g, n_kv, hd);
     for (int i = 0; i < nt; ++i) {
       KvDecode<KT>(kr + i * hd, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * hd, v.Row(t0 + i), g, n_kv, hd);
@@ -402,12 +409,8 @@ void AttendFew(const float* const* q_rows, float* const* out_rows, int n_rows, c
     for (int r = 0; r < n_rows; ++r)
       if (lo[r] < hi[r] && t0 < hi[r] && t0 + nt > lo[r]) act[n_act++] = r;
     if (n_act == 0) continue;
-    const int n_next = std::min(TILE, t_end - t0 - TILE);  // the next tile's rows, prefetched
+    PrefetchNextTile<KT, VT>(k, v, t0, t_end, g, n_kv, hd);
     for (int i = 0; i < nt; ++i) {
-      if (i < n_next) {
-        PrefetchKvHead<KT>(k.Row(t0 + TILE + i), g, n_kv, hd);
-        PrefetchKvHead<VT>(v.Row(t0 + TILE + i), g, n_kv, hd);
-      }
       KvDecode<KT>(kr + i * h, k.Row(t0 + i), g, n_kv, hd);
       KvDecode<VT>(vr + i * h, v.Row(t0 + i), g, n_kv, hd);
     }
