@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -319,6 +321,60 @@ TEST(KvKernels, EveryDtypeAndIsaMatchesTheReference) {
             for (int i = 0; i < hd; ++i)
               ASSERT_NEAR(y2[i], y1[i], 1e-5f) << IsaName(isa) << " " << KvDtypeName(dt);
           }
+        }
+      }
+    }
+  }
+}
+
+// Each ISA's encoder writes the reference's bytes, for ordinary values and for the edges of
+// the 16-bit formats: ties, subnormals, overflow to infinity, infinities and NaNs.
+TEST(KvKernels, EveryIsaStoresTheReferenceBytes) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const KernelTable& ref = ReferenceKernels();
+  std::vector<Isa> isas;
+  if (static_cast<int>(DetectIsa()) >= 1) isas.push_back(Isa::kAvx2);
+  if (static_cast<int>(DetectIsa()) >= 2) isas.push_back(Isa::kAvx512);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float edges[] = {0.0f,
+                         -0.0f,
+                         1.0f + 1.0f / 2048,
+                         1.0f + 3.0f / 2048,
+                         65504.0f,
+                         65520.0f,
+                         1e6f,
+                         -1e6f,
+                         inf,
+                         -inf,
+                         std::nanf(""),
+                         6e-8f,
+                         3e-8f,
+                         1e-5f,
+                         -2.9802322e-8f,
+                         1.00390625f,
+                         1e-40f,
+                         1e38f,
+                         std::bit_cast<float>(0x7f7fffffu),
+                         -1e-45f};
+  for (int t = 0; t < kKvDtypeCount; ++t) {
+    const KvDtype dt = static_cast<KvDtype>(t);
+    for (int hd : {8, 34, 64, 128}) {
+      for (int nh : {1, 3}) {
+        if (dt == KvDtype::kI4 && KvI4Group(hd) == 0) continue;
+        std::vector<float> src(static_cast<size_t>(nh * hd));
+        for (float& x : src) x = nd(rng);
+        if (dt == KvDtype::kF16 || dt == KvDtype::kBF16 || dt == KvDtype::kF32) {
+          for (size_t i = 0; i < src.size(); ++i)
+            if (i % 3 == 0) src[i] = edges[(i / 3) % std::size(edges)];
+        }
+        std::vector<uint8_t> want(KvRowBytes(dt, nh, hd));
+        ref.kv_store[t](want.data(), src.data(), nh, hd);
+        for (Isa isa : isas) {
+          std::vector<uint8_t> got(want.size(), 0xAB);
+          GetKernels(isa).kv_store[t](got.data(), src.data(), nh, hd);
+          EXPECT_EQ(got, want) << IsaName(isa) << " " << KvDtypeName(dt) << " hd=" << hd
+                               << " nh=" << nh;
         }
       }
     }

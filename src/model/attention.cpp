@@ -33,10 +33,11 @@ void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h
   }
 }
 
-// Token j's K and V rows into its sequence's cache at its position.
+// Token j's K and V rows into its sequence's cache at its position (threads over tokens: each
+// token's rows are its own).
 void Transformer::StoreKv(int l, int n) {
   const int hd = cfg_.head_dim;
-  for (int j = 0; j < n; ++j) {
+  ForTokens(n, [&](int j) {
     const KvView& kv = *tok_view_[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
     const int pos = tok_pos_[static_cast<size_t>(j)];
@@ -44,7 +45,7 @@ void Transformer::StoreKv(int l, int n) {
                                                  cfg_.n_kv_heads, hd);
     k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
                                                  cfg_.n_kv_heads, hd);
-  }
+  });
 }
 
 // Tiled attention: plan the tasks, run them over the threads, merge split parts.

@@ -9,6 +9,23 @@ namespace {
 
 // ---- KV rows ----
 
+// kv_store for the 16-bit types: the reference's rounding (Fp32ToFp16, Fp32ToBf16), kLanes
+// elements per conversion.
+template <bool kBf16>
+void Store16(uint8_t* row, const float* src, int nh, int hd) {
+  auto* d = reinterpret_cast<uint16_t*>(row);
+  const int n = nh * hd;
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    if constexpr (kBf16) {
+      StoreBf16(d + i, Load(src + i));
+    } else {
+      StoreF16(d + i, Load(src + i));
+    }
+  }
+  for (; i < n; ++i) d[i] = kBf16 ? Fp32ToBf16(src[i]) : Fp32ToFp16(src[i]);
+}
+
 template <KvDtype T>
 float KvDot(const float* q, const uint8_t* row, int head, int nh, int hd) {
   const int off = head * hd;
@@ -547,6 +564,8 @@ void AttendRows(const float* const* q_rows, float* const* out_rows, int n_rows, 
 
 void SetAttentionKernels(KernelTable* t) {
   SetKvStoreKernels(t);
+  t->kv_store[static_cast<int>(KvDtype::kF16)] = Store16<false>;
+  t->kv_store[static_cast<int>(KvDtype::kBF16)] = Store16<true>;
   t->kv_dot[0] = KvDot<KvDtype::kF32>;
   t->kv_dot[1] = KvDot<KvDtype::kF16>;
   t->kv_dot[2] = KvDot<KvDtype::kBF16>;

@@ -80,6 +80,26 @@ inline VecF LoadBf16(const uint16_t* p) {
   const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return {_mm256_castsi256_ps(_mm256_slli_epi32(w, 16))};
 }
+// Rounded to nearest even, as Fp32ToFp16 (F16C's conversion; NaNs stay NaNs).
+inline void StoreF16(uint16_t* p, VecF a) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+// Rounded to nearest even, NaNs quieted: Fp32ToBf16's bits.
+inline void StoreBf16(uint16_t* p, VecF a) {
+  const __m256i x = _mm256_castps_si256(a.v);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd), 16);
+  // NaN (|x| above infinity's bits, compared signed: |x| < 2^31): (x >> 16) | 0x40
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, q, nan);
+  // 8 dwords (each < 2^16) to 8 words
+  const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(lo, hi));
+}
 inline VecF LoadI8(const int8_t* p) {
   return {_mm256_cvtepi32_ps(
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
