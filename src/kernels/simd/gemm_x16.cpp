@@ -158,8 +158,8 @@ inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
       const VecI wh = OrI(AndI(Srl16(v, 4), m4), Lut16(f, n1[m / 2]));
       for (int t = 0; t < T; ++t) {
         const int8_t* xt = xb + t * cols;
-        acc[t] = DotU8S8(acc[t], wl, Bcast4(xt + 4 * m));
-        acc2[t] = DotU8S8(acc2[t], wh, Bcast4(xt + 16 + 4 * m));
+        acc[t] = DotU8S8Bcast(acc[t], wl, xt + 4 * m);
+        acc2[t] = DotU8S8Bcast(acc2[t], wh, xt + 16 + 4 * m);
       }
     }
     for (int t = 0; t < T; ++t) {
@@ -238,8 +238,8 @@ inline void Q2Q3Dots(const int8_t* xb, int64_t cols, W weights, VecI* acc, VecI*
       weights(m, &wl, &wh);
       for (int t = 0; t < T; ++t) {
         const int8_t* xt = xb + t * cols;
-        acc[t] = DotU8S8(acc[t], wl, Bcast4(xt + 4 * m));
-        acc2[t] = DotU8S8(acc2[t], wh, Bcast4(xt + 16 + 4 * m));
+        acc[t] = DotU8S8Bcast(acc[t], wl, xt + 4 * m);
+        acc2[t] = DotU8S8Bcast(acc2[t], wh, xt + 16 + 4 * m);
       }
     }
   }
@@ -462,11 +462,11 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
             for (int t = 0; t < T; ++t) {
               const int8_t* xt = xb + t * cols;
               if constexpr (kM4Plus12) {
-                acc[t] = DotU8S8(acc[t], lo, Bcast4(xt + 4 * m));
-                acc2[t] = DotU8S8(acc2[t], hi, Bcast4(xt + 16 + 4 * m));
+                acc[t] = DotU8S8Bcast(acc[t], lo, xt + 4 * m);
+                acc2[t] = DotU8S8Bcast(acc2[t], hi, xt + 16 + 4 * m);
               } else {
-                acc[t] = DotOffset8(acc[t], lo, Bcast4(xt + 4 * m));
-                acc2[t] = DotOffset8(acc2[t], hi, Bcast4(xt + 16 + 4 * m));
+                acc[t] = DotOffset8Bcast(acc[t], lo, xt + 4 * m);
+                acc2[t] = DotOffset8Bcast(acc2[t], hi, xt + 16 + 4 * m);
               }
             }
           }
@@ -516,9 +516,9 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
             }
             for (int t = 0; t < T; ++t) {
               const int8_t* xt = xb + t * cols;
-              acc[t] = DotU8S8(acc[t], lo, Bcast4(xt + 4 * m));
+              acc[t] = DotU8S8Bcast(acc[t], lo, xt + 4 * m);
               VecI& a2 = kSplit ? acc2[t] : acc[t];
-              a2 = DotU8S8(a2, hi, Bcast4(xt + 16 + 4 * m));
+              a2 = DotU8S8Bcast(a2, hi, xt + 16 + 4 * m);
             }
           }
         } else {
@@ -527,7 +527,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
             const VecI v = LoadRaw(p + 64 * g + kRowBytes * h);
             for (int t = 0; t < T; ++t) {
               VecI& a = (kSplit && (g & 1)) ? acc2[t] : acc[t];
-              a = DotOffset8(a, v, Bcast4(xb + t * cols + 4 * g));
+              a = DotOffset8Bcast(a, v, xb + t * cols + 4 * g);
             }
           }
         }

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "formats/ggml_types.h"
 
@@ -246,6 +247,12 @@ inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) {
   const __m256i p = _mm256_maddubs_epi16(u8.v, s8.v);
   return {_mm256_add_epi32(acc.v, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))};
 }
+// acc += u8 . (the 4 signed bytes at x in every lane).
+inline VecI DotU8S8Bcast(VecI acc, VecI u8, const int8_t* x) {
+  int32_t v;
+  std::memcpy(&v, x, sizeof v);
+  return DotU8S8(acc, u8, {_mm256_set1_epi32(v)});
+}
 // 8-bit interleaved quants are stored + 128: (w + 128) x s8 pairs would overflow maddubs'
 // int16, so the quants are made signed again and multiplied through the sign trick (no zero
 // point left for the epilogue).
@@ -254,6 +261,11 @@ inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) {
   return DotU8S8(acc, {_mm256_abs_epi8(w)}, {_mm256_sign_epi8(x.v, w)});
 }
 constexpr float kOffset8Zero = 0.0f;
+inline VecI DotOffset8Bcast(VecI acc, VecI w_stored, const int8_t* x) {
+  int32_t v;
+  std::memcpy(&v, x, sizeof v);
+  return DotOffset8(acc, w_stored, {_mm256_set1_epi32(v)});
+}
 // Without VNNI a dot product is maddubs (u8 x s8 pairs to int16) + madd (pairs to int32) + add.
 // Where the pair sums stay small (4-bit quants: 2 x 15 x 127 per pair, 8 of them within int16)
 // the tile adds maddubs results in int16 and widens once per block: 2 instructions per 32

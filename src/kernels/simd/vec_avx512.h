@@ -250,10 +250,23 @@ inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) {
 // 8-bit interleaved quants are stored + 128 (unsigned). With VNNI they are the unsigned operand
 // as stored: acc += (w + 128) . x, and kOffset8Zero x the activations' block sum comes out in
 // the float epilogue.
+// acc += u8 . (the 4 signed bytes at x in every lane): the broadcast folded into vpdpbusd's
+// memory operand. GCC emits a separate vpbroadcastd for the intrinsic form, and in the token
+// tiles that one extra instruction per dot product kept the front end, not the dot-product
+// ports, the limit.
+inline VecI DotU8S8Bcast(VecI acc, VecI u8, const int8_t* x) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0"
+          : "+v"(acc.v)
+          : "v"(u8.v), "m"(*reinterpret_cast<const int32_t*>(x)));
+  return acc;
+}
 inline VecI DotOffset8(VecI acc, VecI w_stored, VecI x) {
   return DotU8S8(acc, w_stored, x);
 }
 constexpr float kOffset8Zero = 128.0f;
+inline VecI DotOffset8Bcast(VecI acc, VecI w_stored, const int8_t* x) {
+  return DotU8S8Bcast(acc, w_stored, x);
+}
 // VNNI's dpbusd is one instruction: no int16 sums (vec_avx2.h's kInt16Sums).
 constexpr bool kInt16Sums = false;
 inline VecI MulPairs16(VecI u8, VecI s8) {
