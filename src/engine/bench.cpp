@@ -456,7 +456,13 @@ BenchReport Engine::Bench(const BenchOptions& o) {
         decode_time += seconds;
         return tps;
       },
-      gb_per_token, [&] { return read_probe.Pass(); }, &decode);
+      gb_per_token,
+      [&] {
+        double best = 0;
+        for (int i = 0; i < 3; ++i) best = std::max(best, read_probe.Pass());
+        return best;
+      },
+      &decode);
   const Stats ds = Summarize(decode);
   r.decode_tps = ds.median;
   r.decode_tps_min = ds.min;
