@@ -150,15 +150,15 @@ inline void MergeAttention(const float* const* outs, const float* const* mls, in
 // global state is read.
 constexpr size_t kWeightPrefetchBytes = 4096;
 enum class Prefetch : int { kOff = 0, kAuto = 1, kAll = 2 };
-// The interleaved kinds that prefetch under kAuto in a table of `isa`. AVX2: the k-quants and
-// the lookup kinds (on an AMD EPYC the others gained nothing from it). AVX-512 (and the AMX
-// table, whose GEMVs are AVX-512's): every kind (on an Intel Xeon every layout streams faster
-// with it, Q4_0X16 one core 9.3-9.8 GB/s against 7.9-8.1, and TinyLlama Q4_0 decodes 1.12x
-// faster on 2 threads).
-constexpr bool PrefetchesByDefault(X16Kind k, Isa isa) {
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return true;
-  return k == X16Kind::kQ4K || k == X16Kind::kQ5K || k == X16Kind::kQ6K || k == X16Kind::kQ3K ||
-         k == X16Kind::kQ2K || k == X16Kind::kL4S || k == X16Kind::kL4X || k == X16Kind::kM4;
+// The interleaved kinds that prefetch under kAuto in a table of `isa`: every kind. On an Intel
+// Xeon (AVX-512) every layout streams faster with it (Q4_0X16 one core 9.3-9.8 GB/s against
+// 7.9-8.1; TinyLlama Q4_0 decodes 1.12x faster on 2 threads). On an AMD EPYC (Zen 2, AVX2) only
+// the k-quant and lookup kinds gained while the AVX2 GEMV computed each 8-row half of a group
+// in its own pass; since it alternates the halves by chunks (gemm_x16.cpp) every kind gains
+// (one core, Q4_0X16 13.2-14.3 against 10.8-11.0 GB/s; TinyLlama Q4_0 decode on 2 threads at
+// 85-89% of the measured bandwidth against 74-78% without it for Q4_0).
+constexpr bool PrefetchesByDefault(X16Kind, Isa) {
+  return true;
 }
 
 struct KernelTable {

@@ -283,6 +283,9 @@ inline VecI WidenPairs16(VecI acc, VecI p16) {
 }
 // One int32 chain per token (16 registers leave no room for a second).
 constexpr int kX16SplitTokens = 0;
+// Blocks per chunk of the interleaved kernels' half-alternating loop (gemm_x16.cpp's X16Tile):
+// both 8-row halves of a chunk are computed before the next chunk is read.
+constexpr int kX16ChunkBlocks = 2;
 
 // Float GEMM register tile: rows per tile (2 x 4 tokens of 256-bit accumulators).
 constexpr int kFloatRows = 2;

@@ -281,6 +281,8 @@ inline VecI WidenPairs16(VecI acc, VecI p16) {
 // Two int32 chains per token where few tokens leave the latency exposed (16 rows per register
 // leave room for them).
 constexpr int kX16SplitTokens = 4;
+// One register holds the whole 16-row group: X16Tile takes its blocks in one chunk.
+constexpr int kX16ChunkBlocks = 0;
 
 // Float GEMM register tile: rows per tile (4 x 4 tokens of 512-bit accumulators).
 constexpr int kFloatRows = 4;
