@@ -99,75 +99,38 @@ alignas(16) constexpr std::array<uint8_t, 64> kQ3HighA = NibbleFields<4>(1, 4);
 const uint8_t* const kQ3High = kQ3HighA.data();
 
 // One Q6_K 32-element block of half h of a 16-row group for T tokens. The 6-bit quants are
-// rebuilt (low nibbles | high 2 bits << 4); the first and second 16 elements have their own
-// scales (s_lo, s_hi, times d). The zero point (32):
-// - with VNNI the quants stay unsigned (0..63) and the activations signed, and it comes out as
-//   32 x the activations' 16-element sums (xs: Q6KSums, shared by all rows); the high bits are
-//   looked up from their nibbles (kQ6High);
-// - without (maddubs pairs summed in int16), the quants are made signed (q - 32), the
-//   activations enter as unsigned bytes (a + 128; (a + 128) * (q - 32) pairs stay within
-//   int16), and 128 x each lane's quant sum (shared by all tokens) is taken back out.
+// rebuilt unsigned (0..63: low nibbles | high 2 bits << 4, the high bits looked up from their
+// nibbles: kQ6High); the first and second 16 elements have their own scales (s_lo, s_hi, times
+// d). The zero point (32) comes out as 32 x the activations' 16-element sums (xs: Q6KSums,
+// shared by all rows). Without VNNI a maddubs pair q a is at most 2 x 63 x 127, so two add in
+// int16 before one widening (the same int32 sums: the quants were once made signed with the
+// activations offset by 128 there, which took 128 x each lane's quant sum back out: twice the
+// multiplies of a one-token GEMV).
 template <int T>
 inline void Q6KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, const float* xd,
                      const int32_t* xs, int64_t nb, VecF s_lo, VecF s_hi, VecF* facc) {
   const VecI m4 = Set1I8(15);
   const VecI h0 = LoadRaw(p + kQ6K.extra + kRowBytes * h),
              h1 = LoadRaw(p + kQ6K.extra + 64 + kRowBytes * h);
+  const VecI f0 = Table16(kQ6High), f1 = Table16(kQ6High + 16);
+  const VecI n0[2] = {AndI(h0, m4), AndI(Srl16(h0, 4), m4)};  // nibbles of the high bits
+  const VecI n1[2] = {AndI(h1, m4), AndI(Srl16(h1, 4), m4)};
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-  if constexpr (kInt16Sums) {
-    // A pair (a + 128)(q - 32) is at most 2 x 255 x 32 = 16320, so two maddubs results add in
-    // int16 before one widening (vec_avx2.h's kInt16Sums).
-    const VecI top = Set1I8(0x30), k32 = Set1I8(32), k128 = Set1I8(static_cast<int8_t>(0x80));
-    VecI c_lo = ZeroI(), c_hi = ZeroI();
-#pragma GCC unroll 2
-    for (int m = 0; m < 4; m += 2) {
-      VecI wl[2], wh[2];
-      for (int k = 0; k < 2; ++k) {
-        const int mm = m + k;
-        const VecI v = LoadRaw(p + 64 * mm + kRowBytes * h);
-        const VecI hb0 = mm == 3 ? Srl16(h0, 2) : Sll16(h0, 4 - 2 * mm);
-        const VecI hb1 = mm == 3 ? Srl16(h1, 2) : Sll16(h1, 4 - 2 * mm);
-        wl[k] = Sub8(OrI(AndI(v, m4), AndI(hb0, top)), k32);
-        wh[k] = Sub8(OrI(AndI(Srl16(v, 4), m4), AndI(hb1, top)), k32);
-        c_lo = DotU8S8(c_lo, k128, wl[k]);
-        c_hi = DotU8S8(c_hi, k128, wh[k]);
-      }
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xt = xb + t * cols + 4 * m;
-        acc[t] = WidenPairs16(acc[t], Add16(MulPairs16(Bcast4(xt, true), wl[0]),
-                                            MulPairs16(Bcast4(xt + 4, true), wl[1])));
-        acc2[t] = WidenPairs16(acc2[t], Add16(MulPairs16(Bcast4(xt + 16, true), wh[0]),
-                                              MulPairs16(Bcast4(xt + 20, true), wh[1])));
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const VecF f =
-          Fma(ToFloat(SubI(acc[t], c_lo)), s_lo, Mul(ToFloat(SubI(acc2[t], c_hi)), s_hi));
-      facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
-    }
-  } else {
-    const VecI f0 = Table16(kQ6High), f1 = Table16(kQ6High + 16);
-    const VecI n0[2] = {AndI(h0, m4), AndI(Srl16(h0, 4), m4)};  // nibbles of the high bits
-    const VecI n1[2] = {AndI(h1, m4), AndI(Srl16(h1, 4), m4)};
-#pragma GCC unroll 4
-    for (int m = 0; m < 4; ++m) {
-      const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
-      const VecI& f = (m & 1) != 0 ? f1 : f0;
-      const VecI wl = OrI(AndI(v, m4), Lut16(f, n0[m / 2]));
-      const VecI wh = OrI(AndI(Srl16(v, 4), m4), Lut16(f, n1[m / 2]));
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xt = xb + t * cols;
-        acc[t] = DotU8S8Bcast(acc[t], wl, xt + 4 * m);
-        acc2[t] = DotU8S8Bcast(acc2[t], wh, xt + 16 + 4 * m);
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const int32_t* st = xs + 2 * t * nb;
-      const VecF f = Fma(ToFloat(SubI(acc[t], SetI(st[0]))), s_lo,
-                         Mul(ToFloat(SubI(acc2[t], SetI(st[1]))), s_hi));
-      facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
-    }
+  HalfBlockDots<T, 2>(
+      xb, cols,
+      [&](int m, VecI* wl, VecI* wh) {
+        const VecI v = LoadRaw(p + 64 * m + kRowBytes * h);
+        const VecI& f = (m & 1) != 0 ? f1 : f0;
+        *wl = OrI(AndI(v, m4), Lut16(f, n0[m / 2]));
+        *wh = OrI(AndI(Srl16(v, 4), m4), Lut16(f, n1[m / 2]));
+      },
+      acc, acc2);
+  for (int t = 0; t < T; ++t) {
+    const int32_t* st = xs + 2 * t * nb;
+    const VecF f = Fma(ToFloat(SubI(acc[t], SetI(st[0]))), s_lo,
+                       Mul(ToFloat(SubI(acc2[t], SetI(st[1]))), s_hi));
+    facc[t] = Fma(f, Set1(xd[t * nb]), facc[t]);
   }
 }
 
@@ -191,7 +154,7 @@ inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   const VecI h0 = AndI(hm, m4), h1 = AndI(Srl16(hm, 4), m4);
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-  Q2Q3Dots<T>(
+  HalfBlockDots<T, 4>(
       xb, cols,
       [&](int m, VecI* wl, VecI* wh) {
         const VecI high = Table16(kQ3High + 16 * m);
@@ -209,27 +172,31 @@ inline void Q3KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   }
 }
 
-// The dot products of a Q2_K / Q3_K half block: weights(m, &lo, &hi) gives the unsigned quants
-// (at most 7) of elements 4m..4m+3 and 16 + 4m..; without VNNI the maddubs pairs (at most
-// 2 x 7 x 128) add in int16 over the block and widen once.
-template <int T, class W>
-inline void Q2Q3Dots(const int8_t* xb, int64_t cols, W weights, VecI* acc, VecI* acc2) {
+// The dot products of a half block (Q2_K, Q3_K, Q6_K): weights(m, &lo, &hi) gives the
+// unsigned quants of elements 4m..4m+3 and 16 + 4m..; without VNNI, P maddubs pairs at a time
+// add in int16 before one widening (Q2_K / Q3_K: all 4, at most 4 x 2 x 7 x 128; Q6_K: 2).
+template <int T, int P, class W>
+inline void HalfBlockDots(const int8_t* xb, int64_t cols, W weights, VecI* acc, VecI* acc2) {
   if constexpr (kInt16Sums) {
-    VecI s_lo[T], s_hi[T];
-    for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = ZeroI();
+    static_assert(4 % P == 0, "the block's 4 steps in whole chains");
 #pragma GCC unroll 4
-    for (int m = 0; m < 4; ++m) {
-      VecI wl, wh;
-      weights(m, &wl, &wh);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xt = xb + t * cols;
-        s_lo[t] = Add16(s_lo[t], MulPairs16(wl, Bcast4(xt + 4 * m)));
-        s_hi[t] = Add16(s_hi[t], MulPairs16(wh, Bcast4(xt + 16 + 4 * m)));
+    for (int m0 = 0; m0 < 4; m0 += P) {
+      VecI s_lo[T], s_hi[T];
+      for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = ZeroI();
+#pragma GCC unroll 4
+      for (int m = m0; m < m0 + P; ++m) {
+        VecI wl, wh;
+        weights(m, &wl, &wh);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xt = xb + t * cols;
+          s_lo[t] = Add16(s_lo[t], MulPairs16(wl, Bcast4(xt + 4 * m)));
+          s_hi[t] = Add16(s_hi[t], MulPairs16(wh, Bcast4(xt + 16 + 4 * m)));
+        }
       }
-    }
-    for (int t = 0; t < T; ++t) {
-      acc[t] = WidenPairs16(acc[t], s_lo[t]);
-      acc2[t] = WidenPairs16(acc2[t], s_hi[t]);
+      for (int t = 0; t < T; ++t) {
+        acc[t] = WidenPairs16(acc[t], s_lo[t]);
+        acc2[t] = WidenPairs16(acc2[t], s_hi[t]);
+      }
     }
   } else {
 #pragma GCC unroll 4
@@ -263,7 +230,7 @@ inline void Q2KBlock(const uint8_t* p, int h, const int8_t* xb, int64_t cols, co
   const VecI n1[2] = {AndI(p1, m4), AndI(Srl16(p1, 4), m4)};
   VecI acc[T], acc2[T];
   for (int t = 0; t < T; ++t) acc[t] = acc2[t] = ZeroI();
-  Q2Q3Dots<T>(
+  HalfBlockDots<T, 4>(
       xb, cols,
       [&](int m, VecI* wl, VecI* wh) {  // field m: nibble m / 2, its low or high pair
         *wl = (m & 1) != 0 ? Lut16(field1, n0[m / 2]) : AndI(n0[m / 2], k3);
@@ -296,7 +263,7 @@ inline void Q2KSumPairs(const int8_t* xq, int64_t cols, int T, int32_t* xi) {
                                  static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
   });
 }
-// Q6KBlock's (with VNNI): xs[2 i], xs[2 i + 1] = 32 lo, 32 hi.
+// Q6KBlock's: xs[2 i], xs[2 i + 1] = 32 lo, 32 hi.
 inline void Q6KSums(const int8_t* xq, int64_t cols, int T, int32_t* xs) {
   HalfBlockSums(xq, cols, T, [xs](int64_t i, int32_t lo, int32_t hi) {
     xs[2 * i] = 32 * lo;
@@ -594,7 +561,7 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
     const float* xd = x.d + static_cast<int64_t>(t0) * nb;
     const float* xds = x.ds + static_cast<int64_t>(t0) * nb;
     // 16-element activation sums, in place of xds (Q2_K, Q3_K: packed pairs; Q6_K: 32 x each)
-    constexpr bool kQ6Sums = K == X16Kind::kQ6K && !kInt16Sums;
+    constexpr bool kQ6Sums = K == X16Kind::kQ6K;
     if constexpr (K == X16Kind::kQ2K || K == X16Kind::kQ3K || kQ6Sums) {
       thread_local std::vector<int32_t> sums;  // (grows once per thread to the widest matrix)
       const size_t need = static_cast<size_t>(kQ6Sums ? 2 : 1) * kMaxT * static_cast<size_t>(nb);
