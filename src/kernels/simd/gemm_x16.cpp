@@ -71,9 +71,9 @@ alignas(16) constexpr std::array<uint8_t, 16> kMxfp4Plus12A =
     Stored<kMxfp4Zero>(kMxfp4Values, std::make_index_sequence<16>());
 const uint8_t* const kMxfp4Plus12 = kMxfp4Plus12A.data();
 
-// Activation bytes x[0..3] broadcast to every lane (optionally as unsigned: + 128).
-inline VecI Bcast4(const int8_t* x, bool plus128 = false) {
-  return SetI(Load32(x) ^ (plus128 ? static_cast<int32_t>(0x80808080u) : 0));
+// Activation bytes x[0..3] broadcast to every lane.
+inline VecI Bcast4(const int8_t* x) {
+  return SetI(Load32(x));
 }
 
 // Nibble lookup tables (Lut16), F of them: table f maps nibble n to scale x (its `bits`-bit
