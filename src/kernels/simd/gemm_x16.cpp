@@ -315,8 +315,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   // 64-byte line, so a half-outer loop fetches the whole group from memory at twice the compute
   // rate, then computes the other half from cache while the memory idles. Each half's sums wait
   // in `part` between its chunks; a lane's operations and their order are unchanged. Token
-  // tiles (compute-bound, from cache) keep the half-outer loop: alternating cost them 10-30%
-  // from L2 (register pressure), where the GEMV streamed 1.1-1.3x faster.
+  // tiles (compute-bound, from cache) keep the half-outer loop: alternating cost them 10-35%
+  // from L2 (register pressure), where the GEMV streams up to 1.4x faster (docs/architecture.md).
   const int64_t chunk =
       kHalves == 1 || T > 1 ? nb : (kX16ChunkBlocks < BPS ? BPS : kX16ChunkBlocks);
   VecF part[kHalves][T];
