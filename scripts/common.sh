@@ -17,7 +17,7 @@ ensure_packages() {
 
 BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libpcre2-dev libmicrohttpd-dev libcpp-httplib-dev nlohmann-json3-dev)
 TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus chromium)
-FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev libgtest-dev)
 
 # ensure_node: Node.js and npm for the OpenAI client test (Debian's if the machine has none).
 ensure_node() {
@@ -28,6 +28,19 @@ ensure_node() {
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PADDOCK_MODELS=${PADDOCK_MODELS:-$ROOT/../shared/models}
 JOBS=${JOBS:-$(nproc)}
+
+# The AddressSanitizer + UndefinedBehaviorSanitizer build, one for two stages: scripts/test's
+# ASan tests and the fuzzers (scripts/fuzz). clang, -O1 with line tables, and every object with
+# libFuzzer's coverage (-fsanitize=fuzzer-no-link), so the fuzz targets link the libraries the
+# tests ran instead of a third build of them.
+ASAN_DIR=$ROOT/build-address
+configure_asan() {
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
+    -DPADDOCK_SANITIZE=address,undefined -DPADDOCK_FUZZ=ON -DPADDOCK_TESTS=ON -DPADDOCK_TOOLS=ON \
+    -DPADDOCK_STRESS_SECONDS=6 >/dev/null
+}
+FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_jinja fuzz_http fuzz_api fuzz_grammar)
 
 # run_ctest DIR LOG [CTEST_ARGS...] : runs CTest in DIR, appends its output to LOG, and fails
 # unless at least one test ran and none failed. (CTest itself exits 0 when it finds no test

@@ -30,6 +30,16 @@ start_server() {
   return 1
 }
 
+# wait_first_chunk FILE PID: waits until a streaming client (PID) has written its first
+# server-sent event to FILE (the request is in flight), or has ended. Fails if it ended first.
+wait_first_chunk() {
+  local file=$1 pid=$2
+  while ! grep -q '^data: ' "$file" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.02
+  done
+}
+
 # check NAME STATUS: counts and prints one result (ok / FAIL) with the seconds since the script
 # started (which part of a slow run took the time); the caller prints the totals.
 pass=0

@@ -8,7 +8,7 @@
 set -uo pipefail
 BIN=$1
 LOADGEN=$2
-STRESS=${3:-15}
+STRESS=${3:-8}
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/server_lib.sh"
 
@@ -133,9 +133,9 @@ fi
 node "$HERE/server/openai_client.mjs" "$PORT" stories260K "$expected"
 check "official openai client (completions and chat, streaming and not)" $?
 
-# --- structured output: 100 samples per schema at temperature 1, validated by ajv (20 under a
+# --- structured output: 50 samples per schema at temperature 1, validated by ajv (20 under a
 # sanitizer, where each sample costs 10-20x: the Release stage runs all of them)
-samples=${PADDOCK_STRUCTURED_N:-100}
+samples=${PADDOCK_STRUCTURED_N:-50}
 [ "${PADDOCK_SANITIZED:-0}" = 1 ] && samples=${PADDOCK_STRUCTURED_N:-20}
 node "$HERE/server/structured.mjs" "$PORT" stories260K "$HERE/grammar" "$samples"
 check "structured output (json_schema x6, json_object, GBNF; openai client, ajv)" $?
@@ -151,7 +151,8 @@ kill -0 "$SPID" 2>/dev/null; check "server still alive after the stress run" $?
 # --- SIGHUP and SIGPIPE are not fatal: a stream in flight ends with [DONE], the server answers
 curl -sN -d '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/hup" &
 CURL=$!
-sleep 0.2
+wait_first_chunk "$TMP/hup" "$CURL"
+check "SIGHUP test: the stream is in flight" $?
 kill -HUP "$SPID"
 kill -PIPE "$SPID"
 wait "$CURL"
@@ -161,7 +162,8 @@ check "SIGHUP and SIGPIPE leave the server and its streams alone" $?
 # --- SIGTERM: an in-flight streaming request finishes, then exit 0
 curl -sN -d '{"prompt":"Once upon a time","max_tokens":400,"ignore_eos":true,"temperature":0,"stream":true}' "$U/v1/completions" >"$TMP/drain" &
 CURL=$!
-sleep 0.3
+wait_first_chunk "$TMP/drain" "$CURL"
+check "SIGTERM test: the stream is in flight before the signal" $?
 kill -TERM "$SPID"
 wait "$CURL"
 grep -q '"finish_reason":"length"' "$TMP/drain" && grep -q '^data: \[DONE\]' "$TMP/drain"

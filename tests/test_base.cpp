@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/base64.h"
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "base/utf8.h"
@@ -70,6 +71,38 @@ TEST(Utf8Stream, ReplacesInvalidBytes) {
   s.Feed("\xE2", &out);
   s.Flush(&out);
   EXPECT_EQ(out, "\xEF\xBF\xBD");
+}
+
+TEST(Utf8, ValidationFollowsRfc3629) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8("\xC3\xA9t\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));  // ete, euro, emoji
+  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));                                 // U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\x80"));                                            // lone continuation
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));                                        // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));                                    // overlong, 3 bytes
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));                                    // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));                                // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xE2\x82"));                                        // cut at the end
+  EXPECT_FALSE(IsValidUtf8("\xE2\x82x"));                                       // cut in the middle
+}
+
+TEST(Utf8, ClipCutsAtACharacterBoundary) {
+  EXPECT_EQ(ClipUtf8("short", 10), "short");
+  EXPECT_EQ(ClipUtf8("abcdef", 3), "abc...");
+  EXPECT_EQ(ClipUtf8("a\xE2\x82\xAC", 3), "a...");  // the euro sign is not split
+}
+
+TEST(Base64, EncodesRfc4648Vectors) {
+  // RFC 4648 section 10.
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foob"), "Zm9vYg==");
+  EXPECT_EQ(Base64Encode("fooba"), "Zm9vYmE=");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode(std::string("\xff\xfe\x00", 3)), "//4A");
 }
 
 TEST(ThreadPool, CoversEveryIndexExactlyOnce) {

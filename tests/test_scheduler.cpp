@@ -44,8 +44,11 @@ struct Fixture {
     std::vector<int32_t> next(b.seqs.size());
     for (size_t k = 0; k < b.seqs.size(); ++k) next[k] = b.seqs[k]->to_compute() == 0 ? token : -1;
     sched.Postprocess(
-        next.data(), [](Sequence&, int32_t t) { return t == 77; },  // 77 completes a stop string
-        [](int32_t t) { return t == kEos; }, &finished);
+        next.data(),
+        [](Sequence& s, int32_t t) {  // 77 completes a stop string
+          return ApplyToken(s, t, t == kEos, nullptr, [](int32_t x) { return x == 77; });
+        },
+        &finished);
     kv.CheckInvariants();
     return b;
   }

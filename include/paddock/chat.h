@@ -118,6 +118,22 @@ class HarmonyParser {
   std::string held_, header_, call_name_, call_args_, pending_content_;
   std::vector<ChatToolCall> calls_;
 };
+// A reasoning model's output split as it arrives: the text of a <think> ... </think> section
+// at its start (or from the start, when the prompt opened it) is reasoning, the rest content.
+// A tag cut across pieces is held back until it is whole.
+class ReasoningSplitter {
+ public:
+  explicit ReasoningSplitter(bool thinking = false) : state_(thinking ? kThink : kStart) {}
+  void Feed(std::string_view text, std::string* reasoning, std::string* content);
+  void Finish(std::string* reasoning, std::string* content);
+
+ private:
+  enum State { kStart, kThink, kContent } state_;
+  bool content_started_ = false;
+  std::string held_;
+  void Content(std::string_view s, std::string* content);
+};
+
 // A whole harmony reply through HarmonyParser: its content and calls (calls only with tools),
 // its reasoning into *reasoning.
 ParsedToolCalls ParseHarmony(std::string_view text, bool tools, std::string* reasoning);

@@ -21,6 +21,31 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 }
 
 namespace {
+bool ValidSecondByte(uint8_t lead, uint8_t c);
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto lead = static_cast<uint8_t>(s[i]);
+    const auto n = static_cast<size_t>(Utf8SequenceLength(lead));
+    if (n == 0 || i + n > s.size()) return false;
+    if (n > 1 && !ValidSecondByte(lead, static_cast<uint8_t>(s[i + 1]))) return false;
+    for (size_t k = 2; k < n; ++k)
+      if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string ClipUtf8(std::string_view s, size_t n) {
+  if (s.size() <= n) return std::string(s);
+  size_t cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "...";
+}
+
+namespace {
 constexpr char kReplacement[] = "\xEF\xBF\xBD";
 
 bool ValidSecondByte(uint8_t lead, uint8_t c) {

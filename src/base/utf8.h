@@ -32,6 +32,13 @@ inline size_t CountCodePoints(std::string_view s) {
   return n;
 }
 
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past
+// U+10FFFF; a character cut at the end is not well-formed).
+bool IsValidUtf8(std::string_view s);
+
+// `s` cut to at most n bytes at a character boundary, "..." marking a cut.
+std::string ClipUtf8(std::string_view s, size_t n);
+
 class Utf8Stream {
  public:
   // Appends the complete characters of pending + bytes to *out, keeps an incomplete tail.

@@ -277,7 +277,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);
   impl->grammars = std::make_unique<GrammarCache>(impl->model->tokenizer.get(), 64);
-  impl->history.reserve(static_cast<size_t>(ctx) + 1);
+  impl->gen.tokens.reserve(static_cast<size_t>(ctx) + 1);
   impl->info = MakeInfo(*impl->model);
   impl->info.context = ctx;
   impl->info.kv_bytes = impl->kv->Memory().allocated_bytes;
@@ -416,7 +416,13 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
 
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
-  s.history.assign(prompt.begin(), prompt.end());
+  Sequence& g = s.gen;
+  g.tokens.assign(prompt.begin(), prompt.end());
+  g.n_prompt = static_cast<int>(prompt.size());
+  g.generated = 0;
+  g.max_tokens = o.max_tokens;
+  g.limit = ctx;
+  g.ignore_eos = o.ignore_eos;
   TextAssembler& out = s.text;
   out.Reset(&o.stop, prompt.back(), static_cast<size_t>(o.max_tokens) * 32 + 256);
   bool cancelled = false;
@@ -453,26 +459,17 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   std::unique_ptr<Constraint> constraint;
   if (o.grammar) constraint = std::make_unique<Constraint>(*o.grammar);
   const uint64_t* mask = nullptr;  // the grammar's mask for the token being sampled
-  // The stop rule (engine/stop_rule.h), as the scheduler applies it, to each new token in
-  // order. Returns true when generation ends.
+  // The per-token rule (engine/stop_rule.h), as the service applies it. True when generation
+  // ends.
   auto take = [&](int32_t next) {
-    if (EndsAtToken(tok.IsEndOfGeneration(next) || next == tok.bos(), o.ignore_eos)) {
-      r.finish = FinishReason::kEos;
-      return true;
-    }
-    s.history.push_back(next);
-    r.generated_tokens++;
-    const bool stop_string = out.Push(tok, next);
-    emit();
-    std::optional<FinishReason> why = StopAfterAppend(stop_string, r.generated_tokens, o.max_tokens,
-                                                      static_cast<int>(s.history.size()), ctx);
-    // The grammar complete with nothing that can follow: the output is whole (even on the
-    // last token the length allowed).
-    if (constraint &&
-        (!constraint->matcher.AcceptToken(next) || constraint->matcher.Done() ||
-         (why && constraint->matcher.CanEnd())) &&
-        why != FinishReason::kStop)
-      why = FinishReason::kEos;
+    const std::optional<FinishReason> why =
+        ApplyToken(g, next, IsEndToken(tok, next), constraint ? &constraint->matcher : nullptr,
+                   [&](int32_t t) {
+                     const bool stop_string = out.Push(tok, t);
+                     emit();
+                     return stop_string;
+                   });
+    r.generated_tokens = g.generated;
     if (why) {
       r.finish = *why;
       return true;
@@ -487,8 +484,8 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
   {
     // The first token, from the prompt's logits.
     if (constraint) mask = constraint->Mask(nullptr, std::min(o.max_tokens, ctx - pos));
-    s.sampler->Prepare(const_cast<float*>(logits), s.history.data(),
-                       static_cast<int>(s.history.size()), mask);
+    s.sampler->Prepare(const_cast<float*>(logits), g.tokens.data(),
+                       static_cast<int>(g.tokens.size()), mask);
     int32_t t = s.sampler->Draw();
     t_first = NowSeconds();
     // Each step: `t` (chosen, not yet run) and up to k drafts run in one forward; the drafts
@@ -501,7 +498,7 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
         k = std::min({s.spec_ctl.Choose(), o.max_tokens - generated - 1, ctx - pos - 1,
                       static_cast<int>(s.drafts.size()) - 1});
         if (k > 0) {
-          k = s.proposer->Propose(s.history.data(), static_cast<int>(s.history.size()), k,
+          k = s.proposer->Propose(g.tokens.data(), static_cast<int>(g.tokens.size()), k,
                                   s.drafts.data() + 1, s.draft_q.data());
         }
       }
@@ -520,9 +517,9 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
       if (k == 0) {
         if (constraint) {
           mask = constraint->Mask(nullptr, std::min(o.max_tokens - r.generated_tokens,
-                                                    ctx - static_cast<int>(s.history.size())));
+                                                    ctx - static_cast<int>(g.tokens.size())));
         }
-        s.sampler->Prepare(base, s.history.data(), static_cast<int>(s.history.size()), mask);
+        s.sampler->Prepare(base, g.tokens.data(), static_cast<int>(g.tokens.size()), mask);
         s.kv->Commit(seq, &t, 1);
         ++pos;
         t = s.sampler->Draw();
@@ -531,13 +528,12 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
       for (int i = 0; i <= k; ++i)
         s.rows[static_cast<size_t>(i)] = base + static_cast<size_t>(i) * V;
       // Penalties see the drafts as history: append them while verifying.
-      const size_t n_hist = s.history.size();
-      s.history.insert(s.history.end(), s.drafts.begin() + 1, s.drafts.begin() + 1 + k);
+      const size_t n_hist = g.tokens.size();
+      g.tokens.insert(g.tokens.end(), s.drafts.begin() + 1, s.drafts.begin() + 1 + k);
       int32_t next = 0;
-      const int a =
-          VerifyDrafts(*s.sampler, s.rows.data(), s.drafts.data() + 1, k, s.history.data(),
-                       static_cast<int>(n_hist), s.draft_q.data(), &next);
-      s.history.resize(n_hist);
+      const int a = VerifyDrafts(*s.sampler, s.rows.data(), s.drafts.data() + 1, k, g.tokens.data(),
+                                 static_cast<int>(n_hist), s.draft_q.data(), &next);
+      g.tokens.resize(n_hist);
       r.draft_tokens += k;
       r.accepted_tokens += a;
       s.spec_ctl.Observe(k, a);

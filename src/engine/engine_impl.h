@@ -9,6 +9,7 @@
 #include "base/trace.h"
 #include "engine/constrained.h"
 #include "engine/sampler.h"
+#include "engine/sequence.h"
 #include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
@@ -35,7 +36,7 @@ struct Engine::Impl {
   double load_seconds = 0;
   int context = 0;
   Prefetch prefetch = Prefetch::kAuto;  // the transformer's kernel table's (PrefetchOf)
-  std::vector<int32_t> history;
+  Sequence gen;  // the sequence GenerateTokens runs (tokens: prompt + generated)
   TextAssembler text;
   KvManager::SeqId eval_seq = -1;
   // Speculative decoding (null proposer: off).

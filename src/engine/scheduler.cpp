@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/strings.h"
-#include "engine/sampler.h"
 #include "engine/stop_rule.h"
 
 namespace paddock {
@@ -11,26 +10,6 @@ namespace paddock {
 bool RunsBefore(const Sequence& a, const Sequence& b) {
   if (a.priority != b.priority) return a.priority > b.priority;
   return a.arrival < b.arrival;
-}
-
-void ValidatePrompt(const std::vector<int32_t>& prompt, int context, int n_vocab,
-                    const GenerateOptions& o) {
-  if (prompt.empty()) Fail("empty prompt: nothing to condition on (enable BOS or give text)");
-  if (static_cast<int>(prompt.size()) >= context) {
-    Fail(
-        "the prompt has %zu tokens; the context holds %d (prompt plus at least one generated "
-        "token)",
-        prompt.size(), context);
-  }
-  for (int32_t t : prompt) {
-    if (t < 0 || t >= n_vocab)
-      Fail("token id %d is outside the vocabulary (0..%d)", t, n_vocab - 1);
-  }
-  if (o.max_tokens < 0) Fail("max tokens %d must not be negative", o.max_tokens);
-  for (const auto& st : o.stop) {
-    if (st.empty()) Fail("stop strings must not be empty");
-  }
-  ValidateSampling(o.sampling);
 }
 
 Scheduler::Scheduler(KvManager& kv, const SchedulerOptions& options) : kv_(kv), opt_(options) {
@@ -185,6 +164,7 @@ void Scheduler::AdmitWaiting(int* left, const std::function<void(Sequence&)>& on
     }
     if (!s.admitted_once) {
       s.admitted_once = true;
+      s.admission = ++admissions_;
       s.cached_tokens = s.computed;
       if (on_admit) on_admit(s);
     }
@@ -216,56 +196,32 @@ void Scheduler::Commit() {
       continue;
     }
     // Speculative: t and the accepted drafts only (no rejected token is ever committed, so
-    // none reaches the prefix cache); the blocks reserved for the rest go back.
+    // none reaches the prefix cache); the blocks reserved for the rest go back. The accepted
+    // drafts join s.tokens in Postprocess, through the per-token rule.
     const int n = 1 + s.accepted;
     kv_.Commit(s.seq, s.draft.data(), n);
     s.computed += n;
     kv_.Truncate(s.seq, s.computed);
-    s.tokens.insert(s.tokens.end(), s.draft.begin() + 1, s.draft.begin() + n);
-    s.draft.clear();
   }
 }
 
-void Scheduler::Postprocess(const int32_t* next,
-                            const std::function<bool(Sequence&, int32_t)>& on_token,
-                            const std::function<bool(int32_t)>& is_end,
+void Scheduler::Postprocess(const int32_t* next, const ApplyFn& apply,
                             std::vector<Finished>* finished) {
   for (size_t k = 0; k < batch_.seqs.size(); ++k) {
     Sequence& s = *batch_.seqs[k];
     std::optional<FinishReason> why;
-    // Accepted drafts (appended by Commit) first, each through the stop rule; a draft that
-    // ends the sequence drops the ones after it.
-    const int a = s.accepted;
+    // The accepted drafts (committed, not yet in s.tokens) first, in order.
+    for (int i = 1; i <= s.accepted && !why; ++i) why = apply(s, s.draft[static_cast<size_t>(i)]);
     s.accepted = 0;
-    const size_t base = s.tokens.size() - static_cast<size_t>(a);
-    for (int i = 0; i < a && !why; ++i) {
-      const int32_t t = s.tokens[base + static_cast<size_t>(i)];
-      if (EndsAtToken(is_end(t), s.ignore_eos)) {
-        s.tokens.resize(base + static_cast<size_t>(i));
-        why = FinishReason::kEos;
-        break;
-      }
-      s.generated++;
-      const bool stop_string = on_token(s, t);
-      why = StopAfterAppend(stop_string, s.generated, s.max_tokens, static_cast<int>(base) + i + 1,
-                            s.limit);
-      if (why) s.tokens.resize(base + static_cast<size_t>(i) + 1);
-    }
+    s.draft.clear();
     if (why) {
       // finished on an accepted draft
     } else if (s.max_tokens == 0 && s.to_compute() == 0) {
       why = FinishReason::kLength;  // prompt only (e.g. to warm the prefix cache)
     } else if (next[k] < 0) {
       continue;  // prompt chunk in progress
-    } else if (EndsAtToken(is_end(next[k]), s.ignore_eos)) {
-      why = FinishReason::kEos;
     } else {
-      s.tokens.push_back(next[k]);
-      s.generated++;
-      const bool stop_string = on_token(s, next[k]);
-      why = StopAfterAppend(stop_string, s.generated, s.max_tokens,
-                            static_cast<int>(s.tokens.size()), s.limit);
-      if (s.complete && why != FinishReason::kStop) why = FinishReason::kEos;  // output whole
+      why = apply(s, next[k]);
     }
     if (!why) continue;
     Release(s);

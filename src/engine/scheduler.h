@@ -7,7 +7,7 @@
 // the lowest-priority, most recent sequence when KV blocks run out; then waiting sequences are
 // admitted into what is left while KV usage is under the watermark. After the forward pass,
 // Commit() records what was computed and Postprocess() applies the sampled tokens under the
-// stop rule (stop_rule.h), returning the sequences that finished.
+// per-token rule (stop_rule.h), returning the sequences that finished.
 //
 // Not here, by design: threads, timing, statistics, sampling, text (the Service does those),
 // and the KV layout (KvManager). Tested without a model or threads (tests/test_scheduler.cpp).
@@ -16,44 +16,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "engine/sequence.h"
 #include "kv/kv_manager.h"
 #include "paddock/engine.h"
 
 namespace paddock {
-
-// One request as the scheduler sees it. The Service derives its Request from it.
-struct Sequence {
-  virtual ~Sequence() = default;
-  uint64_t arrival = 0;         // submission order (ties in priority: earlier first)
-  int priority = 0;             // higher first
-  std::vector<int32_t> tokens;  // prompt, then generated tokens
-  int n_prompt = 0;
-  int computed = 0;  // leading tokens whose K/V are in the cache
-  int generated = 0;
-  int max_tokens = 0;  // tokens to generate at most (0: prompt only)
-  int limit = 0;       // tokens (prompt + generated) the sequence may reach (the context)
-  bool ignore_eos = false;
-  // Set by the caller when the token it sampled completes the output (a grammar with nothing
-  // that can follow): Postprocess ends the sequence there with kEos, the token kept.
-  bool complete = false;
-  KvManager::SeqId seq = -1;  // its KV sequence while running
-  bool admitted_once = false;
-  int cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
-  // Speculative decoding (set by the caller before Schedule, for a decoding sequence): the
-  // step's tokens [t, d1..dk], t = tokens.back() the one to compute, d the drafts. Schedule
-  // may cut the drafts to the budget; the caller verifies and sets `accepted` (drafts kept);
-  // Commit records t and the accepted drafts and appends the drafts to `tokens`; Postprocess
-  // applies the stop rule to them, then to the token sampled after them.
-  std::vector<int32_t> draft;
-  int accepted = 0;
-  int to_compute() const { return static_cast<int>(tokens.size()) - computed; }
-  // The tokens a scheduled chunk of n computes (the draft buffer when speculating).
-  const int32_t* step_tokens() const {
-    return draft.empty() ? tokens.data() + computed : draft.data();
-  }
-};
 
 // Higher priority first, then earlier arrival.
 bool RunsBefore(const Sequence& a, const Sequence& b);
@@ -97,12 +67,14 @@ class Scheduler {
                         const std::function<void(Sequence&)>& on_admit = {});
   // Records that the batch's tokens were computed (the KV manager registers them).
   void Commit();
+  // The caller's per-token rule: ApplyToken (engine/stop_rule.h) with the sequence's end
+  // tokens, grammar and text.
+  using ApplyFn = std::function<std::optional<FinishReason>(Sequence&, int32_t)>;
   // next[i]: the token sampled for batch().seqs[i], or -1 where it sampled none (a prompt
-  // chunk in progress). For each sampled token the stop rule runs; on_token(seq, token) is
-  // called after a token is appended and returns true when a stop string completed. Finished
+  // chunk in progress). The accepted drafts (committed by Commit), then the sampled token, go
+  // through apply in order; a draft that ends the sequence drops the ones after it. Finished
   // sequences leave the running set (their KV sequences freed) and are returned.
-  void Postprocess(const int32_t* next, const std::function<bool(Sequence&, int32_t)>& on_token,
-                   const std::function<bool(int32_t)>& is_end, std::vector<Finished>* finished);
+  void Postprocess(const int32_t* next, const ApplyFn& apply, std::vector<Finished>* finished);
 
   // Removes every sequence (running or waiting) for which pred is true, with reason why(seq).
   void RemoveIf(const std::function<bool(const Sequence&)>& pred,
@@ -134,6 +106,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> waiting_;  // sorted by RunsBefore
   Batch batch_;
   uint64_t preemptions_ = 0;
+  uint64_t admissions_ = 0;  // first admissions so far (Sequence::admission)
 };
 
 }  // namespace paddock

@@ -120,6 +120,8 @@ struct Service::Impl {
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
   bool OnToken(Request& r, int32_t token);
+  // The per-token rule (engine/stop_rule.h) for r: its end tokens, grammar and text.
+  std::optional<FinishReason> Apply(Request& r, int32_t token);
   // The sampled token's log-probability entry (from r.row), texts filled in.
   void Logprob(Request& r, int32_t token, int prev);
   void PromptLogprobs(Request& r);
@@ -565,10 +567,8 @@ bool Service::Impl::Step() {
   Sample(batch);  // (verification first: Commit records only the accepted drafts)
   scheduler->Commit();
   StartChoices();
-  const Tokenizer& tok = *e->model->tokenizer;
   scheduler->Postprocess(
-      sampled.data(), [this](Sequence& s, int32_t t) { return OnToken(AsRequest(s), t); },
-      [&tok](int32_t t) { return tok.IsEndOfGeneration(t) || t == tok.bos(); }, &finished);
+      sampled.data(), [this](Sequence& s, int32_t t) { return Apply(AsRequest(s), t); }, &finished);
   FinishAll();
   return true;
 }
@@ -661,13 +661,6 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       const uint64_t* mask = masks[k];
       sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()), mask);
       if (r.opt.generate.logprobs >= 0) Logprob(r, sampled[k], r.tokens.back());
-      if (r.constraint && !e->model->tokenizer->IsEndOfGeneration(sampled[k])) {
-        grammar::Matcher& m = r.constraint->matcher;
-        // Complete: nothing can follow, or it can end here and this was the last token allowed.
-        const bool last =
-            r.generated + 1 >= r.max_tokens || static_cast<int>(r.tokens.size()) + 1 >= r.limit;
-        if (!m.AcceptToken(sampled[k]) || m.Done() || (last && m.CanEnd())) r.complete = true;
-      }
     }
     {
       std::lock_guard<std::mutex> lock(stats_mu);
@@ -759,6 +752,12 @@ void Service::Impl::OnAdmit(Request& r) {
 }
 
 // A token was appended: its text (returns whether a stop string completed), streamed.
+std::optional<FinishReason> Service::Impl::Apply(Request& r, int32_t token) {
+  return ApplyToken(r, token, IsEndToken(*e->model->tokenizer, token),
+                    r.constraint ? &r.constraint->matcher : nullptr,
+                    [&](int32_t t) { return OnToken(r, t); });
+}
+
 bool Service::Impl::OnToken(Request& r, int32_t token) {
   const bool stop_string = r.text.Push(*e->model->tokenizer, token);
   if (r.opt.generate.logprobs >= 0 && r.last_lp.token == token) {
@@ -794,7 +793,7 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   if (why != FinishReason::kStop && why != FinishReason::kCancelled) r.text.Finish();
   const Tokenizer& tok = *e->model->tokenizer;
   if (why == FinishReason::kEos && r.opt.generate.logprobs >= 0 && r.last_lp.token >= 0 &&
-      (tok.IsEndOfGeneration(r.last_lp.token) || r.last_lp.token == tok.bos())) {
+      IsEndToken(tok, r.last_lp.token)) {
     // The end-of-generation token closes the entries (as OpenAI's legacy completions list
     // <|endoftext|>): its probability is what classification and calibration read. It adds no
     // text; its entry's text is the token as spelled.
@@ -948,12 +947,6 @@ void Service::Impl::SpawnChoices(Request& parent, const float* row) {
     const int32_t t =
         c->sampler->Sample(lg.data(), c->tokens.data(), static_cast<int>(c->tokens.size()), mask);
     if (c->opt.generate.logprobs >= 0) Logprob(*c, t, c->tokens.back());
-    if (c->constraint && !e->model->tokenizer->IsEndOfGeneration(t)) {
-      grammar::Matcher& m = c->constraint->matcher;
-      const bool last =
-          c->generated + 1 >= c->max_tokens || static_cast<int>(c->tokens.size()) + 1 >= c->limit;
-      if (!m.AcceptToken(t) || m.Done() || (last && m.CanEnd())) c->complete = true;
-    }
     c->draft.clear();
     c->accepted = 0;
     c->last_sampled = t;
@@ -968,7 +961,6 @@ void Service::Impl::SpawnChoices(Request& parent, const float* row) {
 // its first token through the stop rule, and runs.
 void Service::Impl::StartChoices() {
   if (new_choices.empty()) return;
-  const Tokenizer& tok = *e->model->tokenizer;
   for (auto& c : new_choices) {
     // (The parent sampled in this step: it is still running, its prompt just committed.)
     const double now = NowSeconds();
@@ -979,18 +971,7 @@ void Service::Impl::StartChoices() {
     }
     c->seq = e->kv->Fork(c->fork_from);
     c->computed = c->n_prompt;
-    const int32_t t = c->last_sampled;
-    std::optional<FinishReason> why;
-    if (EndsAtToken(tok.IsEndOfGeneration(t) || t == tok.bos(), c->ignore_eos)) {
-      why = FinishReason::kEos;
-    } else {
-      c->tokens.push_back(t);
-      c->generated++;
-      const bool stop_string = OnToken(*c, t);
-      why = StopAfterAppend(stop_string, c->generated, c->max_tokens,
-                            static_cast<int>(c->tokens.size()), c->limit);
-      if (c->complete && why != FinishReason::kStop) why = FinishReason::kEos;
-    }
+    const std::optional<FinishReason> why = Apply(*c, c->last_sampled);
     if (why) {
       e->kv->Free(c->seq);
       c->seq = -1;

@@ -48,6 +48,18 @@ Cfg ParseGbnf(std::string_view text, size_t max_elems = 1 << 20);
 // satisfied. Output is compact JSON: whitespace is bounded, numbers have at most 16 digits
 // before and after the point.
 std::string JsonSchemaToGbnf(std::string_view schema_json);
+// Several JSON Schemas in one grammar, for a caller that writes the syntax around them (a tool
+// call's name and brackets): the primitives once, then per schema the rule `rule` matching its
+// values, its $refs resolved against that schema. No `root` rule unless one is named so: the
+// caller adds it. Rule names must not be the primitives' (ws, value, object, string, ...) nor
+// end in "-s" or "-sN" (the generated rules' names).
+struct NamedSchema {
+  std::string rule;
+  std::string schema_json;
+};
+std::string JsonSchemaRules(const std::vector<NamedSchema>& schemas);
+// A GBNF literal ("...") matching exactly `bytes` (quotes, backslashes and control bytes escaped).
+std::string GbnfLiteral(std::string_view bytes);
 // GBNF for any JSON object (response_format json_object).
 std::string JsonObjectGbnf();
 

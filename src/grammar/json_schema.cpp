@@ -37,30 +37,17 @@ hex ::= [0-9a-f]
 uuid ::= hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}
 )";
 
-// A GBNF literal spelling `bytes` exactly.
-std::string Literal(std::string_view bytes) {
-  std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += StrFormat("\\x%02X", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  // Rules go to *body; rule names are made unique through *counter (shared by the converters
+  // of one grammar); $refs resolve against `root`.
+  Converter(const json& root, std::string* body, std::map<std::string, int>* counter)
+      : root_(root), rules_{body}, counter_(*counter) {}
 
-  std::string Run() {
-    const std::string top = Visit(root_, "root-value", "");
-    rules_ << "root ::= " << top << "\n";
-    return std::string(kPrimitives) + body_;
+  // Rule `name` matches the root schema's values.
+  void Define(const std::string& name) {
+    const std::string top = Visit(root_, name + "-value", "");
+    Rule(name, top);
   }
 
  private:
@@ -157,11 +144,11 @@ class Converter {
       Rule(rn, Visit(target, rn, ref));
       return rn;
     }
-    if (const auto it = s.find("const"); it != s.end()) return Literal(it->dump());
+    if (const auto it = s.find("const"); it != s.end()) return GbnfLiteral(it->dump());
     if (const auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) Bad(where, "enum must be a non-empty array");
       std::string alts;
-      for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + Literal(v.dump());
+      for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
       return Group(name, alts);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -352,7 +339,7 @@ class Converter {
       if (!p->is_object()) Bad(where, "properties must be an object");
       for (const auto& [k, v] : p->items()) {
         const std::string pw = where + "/properties/" + k;
-        props.emplace_back(Literal(json(k).dump()), Visit(v, name + "-" + k, pw));
+        props.emplace_back(GbnfLiteral(json(k).dump()), Visit(v, name + "-" + k, pw));
         req.push_back(required.count(k) != 0);
         named.insert(k);
       }
@@ -421,9 +408,8 @@ class Converter {
   }
 
   const json& root_;
-  std::string body_;
-  Out rules_{&body_};
-  std::map<std::string, int> counter_;
+  Out rules_;
+  std::map<std::string, int>& counter_;
   std::map<std::string, std::string> refs_;
   int depth_ = 0;
 };
@@ -431,9 +417,33 @@ class Converter {
 }  // namespace
 
 std::string JsonSchemaToGbnf(std::string_view schema_json) {
-  const json j = json::parse(schema_json.begin(), schema_json.end(), nullptr, false);
-  if (j.is_discarded()) Fail("json schema: not valid JSON");
-  return Converter(j).Run();
+  return JsonSchemaRules({{"root", std::string(schema_json)}});
+}
+
+std::string JsonSchemaRules(const std::vector<NamedSchema>& schemas) {
+  std::string body;
+  std::map<std::string, int> counter;
+  for (const NamedSchema& s : schemas) {
+    const json j = json::parse(s.schema_json.begin(), s.schema_json.end(), nullptr, false);
+    if (j.is_discarded()) Fail("json schema: not valid JSON");
+    Converter(j, &body, &counter).Define(s.rule);
+  }
+  return std::string(kPrimitives) + body;
+}
+
+std::string GbnfLiteral(std::string_view bytes) {
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += StrFormat("\\x%02X", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
 }
 
 std::string JsonObjectGbnf() {

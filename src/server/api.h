@@ -1,8 +1,9 @@
 // server/api.h: the OpenAI-compatible request and response bodies, without any HTTP.
 //
-// Parsing is strict about what it uses (types, ranges, unsupported features named in the
-// error) and ignores fields it does not use, as OpenAI clients send many. Errors carry the HTTP
-// status and an OpenAI-style error object. JSON handling stays in api.cpp.
+// Parsing (api_request.cpp, api_tools.cpp) follows the request schema (request_schema.h): every
+// field it accepts is a row there, with its type, range and default; any other name is a 400
+// naming it. Rendering is api_response.cpp. Errors carry the HTTP status and an OpenAI-style
+// error object. JSON handling stays in those files (api_json.h).
 #pragma once
 
 #include <cstdint>
@@ -68,22 +69,6 @@ struct ApiRequest {
   std::string tools;
   bool tool_calls = false, parallel_tool_calls = true;
   ToolFormat tool_format = ToolFormat::kHermes;
-};
-
-// A reasoning model's output split as it arrives: the text of a <think> ... </think> section
-// at its start (or from the start, when the prompt opened it) is reasoning, the rest content.
-// A tag cut across pieces is held back until it is whole.
-class ReasoningSplitter {
- public:
-  explicit ReasoningSplitter(bool thinking = false) : state_(thinking ? kThink : kStart) {}
-  void Feed(std::string_view text, std::string* reasoning, std::string* content);
-  void Finish(std::string* reasoning, std::string* content);
-
- private:
-  enum State { kStart, kThink, kContent } state_;
-  bool content_started_ = false;
-  std::string held_;
-  void Content(std::string_view s, std::string* content);
 };
 
 // Throws ApiError.

@@ -4,7 +4,11 @@
 // HTTP/1.0, abrupt disconnects, clients that stop reading, a connection flood past the cap,
 // SIGHUP mid-stream, and a crowd of streaming requests. For each attack it prints the status,
 // the time to answer, the server's peak and settled RSS, and whether a normal request was
-// served within 1 s meanwhile; it asserts what the server must do.
+// served promptly meanwhile; it asserts what the server must do. "Promptly" is relative to the
+// same request measured just before the attack, in the same run (the median of three): at most
+// kPrompt times that (with the baseline taken as at least 10 ms), so a loaded or sanitized
+// machine, slower for both, does not fail it, and a server that holds requests behind an attack
+// (until its 3-5 s deadlines) does.
 // usage: node hostile.mjs PORT SERVER_PID [--measure] [--only NAME,...] [--scale K]
 //   --measure: print the table, assert nothing (to measure another build)
 //   --scale K: crowd sizes times K (1 in the suite; the note's figures use larger crowds)
@@ -24,6 +28,9 @@ const cap = capArg >= 0 ? Number(args[capArg + 1]) : 0;  // the server's --max-c
 // Under a sanitizer: RSS is the sanitizer's, and everything is slower.
 const sanitized = process.env.PADDOCK_SANITIZED === '1';
 const slow = sanitized ? 5 : 1;
+const kPrompt = 40;
+let baselineMs = 10;  // a normal request's time just before the current attack (median of 3)
+const prompt = (ms, factor = kPrompt) => ms < factor * Math.max(baselineMs, 10);
 let failures = 0;
 let passes = 0;
 
@@ -160,7 +167,7 @@ function raw(data, { timeoutMs = 5000, keepOpen = false, onData = null } = {}) {
   });
 }
 
-// A normal request while an attack runs: served within 1 s?
+// A normal request while an attack runs: served promptly (see the top)?
 async function normalRequest() {
   const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
   const t0 = now();
@@ -168,7 +175,17 @@ async function normalRequest() {
     `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
     { timeoutMs: 5000 });
   const ms = now() - t0;
-  return { ok: r.responses[0]?.status === 200 && ms < 1000 * slow, ms };
+  return { ok: r.responses[0]?.status === 200 && prompt(ms), ms, status: r.responses[0]?.status };
+}
+
+async function measureBaseline() {
+  const ms = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await normalRequest();
+    if (r.status === 200) ms.push(r.ms);
+  }
+  ms.sort((a, b) => a - b);
+  if (ms.length) baselineMs = ms[Math.floor(ms.length / 2)];
 }
 
 const rows = [];
@@ -178,21 +195,24 @@ async function attack(name, fn) {
     check(`${name}: server alive before`, false);
     return;
   }
+  await measureBaseline();
   const rss0 = rssMb();
   resetPeak();
   const t0 = now();
   const res = (await fn()) || {};
   const seconds = (now() - t0) / 1000;
-  await sleep(2500);  // let a burst's memory go back (the server trims after 1 s idle)
+  // The table's settled RSS: a burst's memory goes back after 1 s idle. Only reported (by
+  // --measure, scripts/hostile-bench), never asserted, so the suite does not wait for it.
+  if (measureOnly) await sleep(2500);
   const row = {
     name, status: res.status ?? '-', answer_ms: res.ms !== undefined ? Math.round(res.ms) : '-',
     peak_rss_mb: Math.round(peakMb()), settled_rss_mb: Math.round(rssMb()), idle_rss_mb: Math.round(rss0),
-    normal_served: res.normal ? (res.normal.ok ? `yes (${Math.round(res.normal.ms)} ms)` : `NO (${Math.round(res.normal.ms)} ms)`) : '-',
+    normal_served: res.normal ? `${res.normal.ok ? 'yes' : 'NO'} (${Math.round(res.normal.ms)} ms; ${Math.round(baselineMs)} ms before)` : '-',
     seconds: seconds.toFixed(1), note: res.note ?? '',
   };
   rows.push(row);
   check(`${name}: server alive after`, alive());
-  if (res.normal) check(`${name}: a normal request is served within 1 s meanwhile`, res.normal.ok, `${res.normal.ms} ms`);
+  if (res.normal) check(`${name}: a normal request is served promptly meanwhile`, res.normal.ok, `${res.normal.ms} ms vs ${baselineMs} ms before`);
 }
 
 const health = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
@@ -341,13 +361,13 @@ await attack('pipelining', async () => {
 
 await attack('huge-content-length', async () => {
   const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{');
-  check('huge-content-length: 413 within 1 s', r.responses[0]?.status === 413 && r.ms < 1000 * slow, `${r.responses[0]?.status} ${r.ms}`);
+  check('huge-content-length: 413 at once', r.responses[0]?.status === 413 && prompt(r.ms), `${r.responses[0]?.status} ${r.ms} ms vs ${baselineMs}`);
   return { status: r.responses[0]?.status, ms: r.ms };
 });
 
 await attack('negative-content-length', async () => {
   const r = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{');
-  check('negative-content-length: 400 within 1 s', r.responses[0]?.status === 400 && r.ms < 1000 * slow, `${r.responses[0]?.status} ${r.ms}`);
+  check('negative-content-length: 400 at once', r.responses[0]?.status === 400 && prompt(r.ms), `${r.responses[0]?.status} ${r.ms} ms vs ${baselineMs}`);
   return { status: r.responses[0]?.status, ms: r.ms };
 });
 
@@ -473,10 +493,11 @@ await attack('streaming-crowd', async () => {
   const ok = rs.filter((r) => r.responses[0]?.status === 200);
   const busy = rs.filter((r) => r.responses[0]?.status === 429);
   const done = ok.filter((r) => (r.responses[0].body ?? r.raw).toString().trimEnd().endsWith('data: [DONE]'));
-  const slow429 = busy.filter((r) => r.ms > 1000 * slow).length;
+  // At once: no slower than a normal request would be behind the 500 connections' handshakes.
+  const slow429 = busy.filter((r) => !prompt(r.ms, 100)).length;
   check(`streaming-crowd: every one of ${n} answered 200 or 429`, ok.length + busy.length === n, `${ok.length} + ${busy.length}`);
   check('streaming-crowd: every admitted stream ends with [DONE]', done.length === ok.length, `${done.length}/${ok.length}`);
-  check('streaming-crowd: 429s come at once (< 1 s)', slow429 === 0, `${slow429} slow`);
+  check('streaming-crowd: 429s come at once', slow429 === 0, `${slow429} slow (baseline ${baselineMs} ms)`);
   check('streaming-crowd: no thread per connection', maxThreads < threads0 + 8, `${threads0} -> ${maxThreads}`);
   return {
     status: `${ok.length}x200 ${busy.length}x429`, ms: now() - t0,
@@ -486,22 +507,33 @@ await attack('streaming-crowd', async () => {
 
 if (cap > 0) {
   await attack('connection-cap', async () => {
-    // cap + 20 idle connections: the ones past the cap are closed at once, not queued.
+    // cap + 20 idle connections: the ones past the cap are closed at once, not queued. The
+    // event: 20 closures, waited for; at that moment the cap's connections must all still be
+    // open (the server closes those only at its 3 s header deadline), so the 20 were refused,
+    // not timed out.
     const socks = [];
     const t0 = now();
+    let closedCount = 0;
+    let onClose = null;
     for (let i = 0; i < cap + 20; i++) {
       const s = net.connect(port, '127.0.0.1');
       s.on('error', () => {});
       s.closedAt = null;
-      s.on('close', () => { s.closedAt = now() - t0; });
+      s.on('close', () => { s.closedAt = now() - t0; closedCount++; if (onClose) onClose(); });
       socks.push(s);
     }
-    await sleep(700 * slow);
+    await new Promise((res) => {
+      const timer = setTimeout(res, 30000);
+      onClose = () => { if (closedCount >= 20) { clearTimeout(timer); res(); } };
+      onClose();
+    });
     const closed = socks.filter((s) => s.closedAt !== null);
+    const openAtThatMoment = socks.length - closed.length;
     for (const s of socks) s.destroy();
     await sleep(200);
     const normal = await normalRequest();
-    check(`connection-cap: at least 20 of ${cap + 20} closed within 0.7 s`, closed.length >= 20, `${closed.length}`);
+    check(`connection-cap: 20 of ${cap + 20} closed while the ${cap} within the cap stay open`,
+      closed.length >= 20 && openAtThatMoment >= cap, `${closed.length} closed, ${openAtThatMoment} open`);
     check('connection-cap: served again once they leave', normal.ok, `${normal.ms}`);
     return { status: `${closed.length} closed`, ms: closed.length ? Math.max(...closed.map((s) => s.closedAt)) : NaN, note: `cap ${cap}` };
   });

@@ -1,0 +1,44 @@
+// engine/sequence.h: a sequence as the scheduler and the per-token rule see it (its tokens,
+// counts and limits, its KV sequence, its drafts), with no model, text or grammar in it: the
+// service's requests derive from it and add those.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_manager.h"
+
+namespace paddock {
+
+// One request as the scheduler sees it. The Service derives its Request from it.
+struct Sequence {
+  virtual ~Sequence() = default;
+  uint64_t arrival = 0;         // submission order (ties in priority: earlier first)
+  int priority = 0;             // higher first
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int n_prompt = 0;
+  int computed = 0;  // leading tokens whose K/V are in the cache
+  int generated = 0;
+  int max_tokens = 0;  // tokens to generate at most (0: prompt only)
+  int limit = 0;       // tokens (prompt + generated) the sequence may reach (the context)
+  bool ignore_eos = false;
+  KvManager::SeqId seq = -1;  // its KV sequence while running
+  bool admitted_once = false;
+  uint64_t admission = 0;  // the scheduler's record: n for the n-th first admission (0: never)
+  int cached_tokens = 0;   // prompt tokens found in the prefix cache at first admission
+  // Speculative decoding (set by the caller before Schedule, for a decoding sequence): the
+  // step's tokens [t, d1..dk], t = tokens.back() the one to compute, d the drafts. Schedule
+  // may cut the drafts to the budget; the caller verifies and sets `accepted` (drafts kept);
+  // Commit records t and the accepted drafts in the KV cache; Postprocess applies the per-token
+  // rule to the accepted drafts (appending them to `tokens`), then to the token sampled after
+  // them, and clears the drafts.
+  std::vector<int32_t> draft;
+  int accepted = 0;
+  int to_compute() const { return static_cast<int>(tokens.size()) - computed; }
+  // The tokens a scheduled chunk of n computes (the draft buffer when speculating).
+  const int32_t* step_tokens() const {
+    return draft.empty() ? tokens.data() + computed : draft.data();
+  }
+};
+
+}  // namespace paddock

@@ -1,0 +1,309 @@
+// server/api_response.cpp: response bodies and server-sent events in OpenAI's shapes (and
+// llama-server's for /tokenize and /detokenize).
+#include "base/base64.h"
+#include "base/utf8.h"
+#include "server/api.h"
+#include "server/api_json.h"
+
+namespace paddock::server {
+
+using namespace api_detail;
+
+std::string EmbeddingsBody(const std::vector<std::vector<float>>& vectors, const std::string& model,
+                           int prompt_tokens, bool base64) {
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    json e = {{"object", "embedding"}, {"index", i}};
+    if (base64) {
+      e["embedding"] = Base64Encode(std::string_view(
+          reinterpret_cast<const char*>(vectors[i].data()), vectors[i].size() * sizeof(float)));
+    } else {
+      e["embedding"] = vectors[i];
+    }
+    data.push_back(e);
+  }
+  json j = {{"object", "list"},
+            {"data", data},
+            {"model", model},
+            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ErrorBody(const ApiError& e) {
+  json err = {{"message", ClipUtf8(e.message, kMaxErrorBytes)},
+              {"type", e.type},
+              {"param", e.param.empty() ? json() : json(ClipUtf8(e.param, kMaxParamBytes))},
+              {"code", e.code.empty() ? json() : json(e.code)}};
+  return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+const char* OpenAiFinishReason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength:
+    case FinishReason::kContext:
+      return "length";
+    case FinishReason::kEos:
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "abort";
+    case FinishReason::kTimeout:
+      return "timeout";
+  }
+  return "stop";
+}
+
+namespace {
+
+json Usage(const GenerateResult& g) {
+  json u = {{"prompt_tokens", g.prompt_tokens},
+            {"completion_tokens", g.generated_tokens},
+            {"total_tokens", g.prompt_tokens + g.generated_tokens}};
+  u["prompt_tokens_details"] = {{"cached_tokens", g.cached_tokens}};
+  return u;
+}
+
+json Bytes(std::string_view s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+json ChatLogprobs(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    json top = json::array();
+    for (const auto& a : t.top)
+      top.push_back({{"token", a.text}, {"logprob", a.logprob}, {"bytes", Bytes(a.text)}});
+    content.push_back({{"token", t.text},
+                       {"logprob", t.logprob},
+                       {"bytes", Bytes(t.text)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; *offset: the
+// characters before the first token (advanced past them). `first_null`: the first entry is the
+// prompt's first token (no logprob: nothing precedes it).
+void AppendCompletionLogprobs(const std::vector<TokenLogprob>& lps, size_t* offset, json* out) {
+  json& j = *out;
+  if (j.is_null())
+    j = {{"tokens", json::array()},
+         {"token_logprobs", json::array()},
+         {"top_logprobs", json::array()},
+         {"text_offset", json::array()}};
+  for (const TokenLogprob& t : lps) {
+    j["tokens"].push_back(t.text);
+    j["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (const auto& a : t.top)
+      if (!top.contains(a.text)) top[a.text] = a.logprob;
+    j["top_logprobs"].push_back(top);
+    j["text_offset"].push_back(*offset);
+    *offset += CountCodePoints(t.text);
+  }
+}
+
+// The echoed prompt's entries: its first token (null), then the scored ones.
+void AppendPromptLogprobs(const ApiRequest& r, const std::vector<TokenLogprob>& prompt,
+                          size_t* offset, json* out) {
+  AppendCompletionLogprobs({}, offset, out);
+  json& j = *out;
+  j["tokens"].push_back(r.echo_first_token);
+  j["token_logprobs"].push_back(nullptr);
+  j["top_logprobs"].push_back(nullptr);
+  j["text_offset"].push_back(*offset);
+  *offset += CountCodePoints(r.echo_first_token);
+  AppendCompletionLogprobs(prompt, offset, out);
+}
+
+json UsageOf(const std::vector<GenerateResult>& g) {
+  json u = Usage(g[0]);
+  int completion = 0;
+  for (const auto& x : g) completion += x.generated_tokens;
+  u["completion_tokens"] = completion;
+  u["total_tokens"] = g[0].prompt_tokens + completion;
+  return u;
+}
+
+// A call's id: unique per response, choice and call. Mistral's templates take only ids of 9
+// letters and digits (they refuse the conversation otherwise), so those are 9 characters of a
+// hash of the same three.
+std::string ToolCallId(const ApiRequest& r, const ResponseMeta& m, int choice, size_t call) {
+  const std::string id = m.id + "-call-" + std::to_string(choice) + "-" + std::to_string(call);
+  if (r.tool_format != ToolFormat::kMistral) return id;
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : id) h = (h ^ ch) * 1099511628211ull;
+  std::string out;
+  for (int k = 0; k < 9; ++k, h /= 62) out.push_back(kAlnum[h % 62]);
+  return out;
+}
+
+}  // namespace
+
+std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
+                           const std::vector<GenerateResult>& results) {
+  json choices = json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GenerateResult& g = results[i];
+    json choice = {
+        {"index", i}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
+    const bool lp = r.options.generate.logprobs >= 0;
+    if (r.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", g.text}};
+      ParsedToolCalls pr;
+      if (r.harmony) {  // channels: analysis is reasoning, final content; calls by recipient
+        std::string reasoning;
+        pr = ParseHarmony(g.text, r.tool_calls, &reasoning);
+        choice["message"]["content"] = pr.content;
+        choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
+      } else if (r.reasoning) {
+        ReasoningSplitter split(r.reasoning_open);
+        std::string reasoning, content;
+        split.Feed(g.text, &reasoning, &content);
+        split.Finish(&reasoning, &content);
+        choice["message"]["content"] = content;
+        choice["message"]["reasoning_content"] = reasoning.empty() ? json() : json(reasoning);
+      }
+      if (r.tool_calls) {
+        if (!r.harmony)
+          pr = ParseToolCalls(r.tool_format, choice["message"]["content"].get<std::string>());
+        if (!pr.calls.empty()) {
+          json calls = json::array();
+          for (size_t c = 0; c < pr.calls.size(); ++c)
+            calls.push_back(
+                {{"id", ToolCallId(r, m, static_cast<int>(i), c)},
+                 {"type", "function"},
+                 {"function", {{"name", pr.calls[c].name}, {"arguments", pr.calls[c].arguments}}}});
+          choice["message"]["tool_calls"] = calls;
+          choice["message"]["content"] = pr.content.empty() ? json() : json(pr.content);
+          if (g.finish == FinishReason::kEos || g.finish == FinishReason::kStop)
+            choice["finish_reason"] = "tool_calls";
+        }
+      }
+      if (lp) choice["logprobs"] = ChatLogprobs(g.logprobs);
+    } else {
+      choice["text"] = r.echo ? r.echo_text + g.text : g.text;
+      if (lp) {
+        json l;
+        size_t offset = 0;
+        if (r.echo) AppendPromptLogprobs(r, results[0].prompt_logprobs, &offset, &l);
+        offset = r.echo ? CountCodePoints(r.echo_text) : 0;
+        AppendCompletionLogprobs(g.logprobs, &offset, &l);
+        choice["logprobs"] = l;
+      }
+    }
+    choices.push_back(choice);
+  }
+  json j = {{"id", m.id},           {"object", r.chat ? "chat.completion" : "text_completion"},
+            {"created", m.created}, {"model", m.model},
+            {"choices", choices},   {"usage", UsageOf(results)}};
+  return Dump(j);
+}
+
+std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, const ChunkPart& p) {
+  json choice = {{"index", p.index},
+                 {"finish_reason", p.finish ? json(p.finish) : json()},
+                 {"logprobs", nullptr}};
+  const bool lp = r.options.generate.logprobs >= 0 && (!p.logprobs.empty() || p.echo);
+  if (r.chat) {
+    json delta = json::object();
+    if (p.first) delta["role"] = "assistant";
+    if (!p.reasoning.empty()) delta["reasoning_content"] = std::string(p.reasoning);
+    if (p.tool_calls != nullptr && !p.tool_calls->empty()) {
+      json calls = json::array();
+      for (size_t c = 0; c < p.tool_calls->size(); ++c)
+        calls.push_back(
+            {{"index", c},
+             {"id", ToolCallId(r, m, p.index, c)},
+             {"type", "function"},
+             {"function",
+              {{"name", (*p.tool_calls)[c].name}, {"arguments", (*p.tool_calls)[c].arguments}}}});
+      delta["tool_calls"] = calls;
+    }
+    if (!p.text.empty() || (p.first && p.finish == nullptr && p.reasoning.empty()))
+      delta["content"] = std::string(p.text);
+    choice["delta"] = delta;
+    if (lp) choice["logprobs"] = ChatLogprobs(p.logprobs);
+  } else {
+    choice["text"] = (p.echo ? r.echo_text : std::string()) + std::string(p.text);
+    if (lp) {
+      json l;
+      if (p.echo) {
+        size_t prompt_offset = 0;
+        static const std::vector<TokenLogprob> kNone;
+        AppendPromptLogprobs(r, p.prompt_logprobs ? *p.prompt_logprobs : kNone, &prompt_offset, &l);
+      }
+      AppendCompletionLogprobs(p.logprobs, p.offset, &l);
+      choice["logprobs"] = l;
+    }
+  }
+  json j = {{"id", m.id},
+            {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", json::array({choice})}};
+  if (r.include_usage) j["usage"] = nullptr;
+  return "data: " + Dump(j) + "\n\n";
+}
+
+std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m,
+                             const std::vector<GenerateResult>& results) {
+  json j = {{"id", m.id},
+            {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", json::array()},
+            {"usage", UsageOf(results)}};
+  return "data: " + Dump(j) + "\n\n";
+}
+
+std::string StreamErrorEvent(const ApiError& e) {
+  return "data: " + ErrorBody(e) + "\n\n";
+}
+
+std::string ModelsBody(const ApiContext& ctx, int64_t created) {
+  json data = json::array();
+  std::vector<std::string> names = {ctx.model_name};
+  names.insert(names.end(), ctx.aliases.begin(), ctx.aliases.end());
+  for (const std::string& name : names) {
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "paddock"},
+                    {"root", ctx.model_name},
+                    {"max_model_len", ctx.context},
+                    {"vocab_size", ctx.n_vocab}});
+  }
+  return Dump(json{{"object", "list"}, {"data", data}});
+}
+
+std::string TokenizeBody(const std::vector<int32_t>& tokens,
+                         const std::vector<std::string>* pieces) {
+  json out = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (pieces == nullptr) {
+      out.push_back(tokens[i]);
+      continue;
+    }
+    const std::string& p = (*pieces)[i];
+    json piece;
+    if (IsValidUtf8(p)) {
+      piece = p;
+    } else {
+      piece = json::array();
+      for (unsigned char b : p) piece.push_back(b);
+    }
+    out.push_back({{"id", tokens[i]}, {"piece", piece}});
+  }
+  return Dump(json{{"tokens", out}});
+}
+
+std::string DetokenizeBody(std::string_view text) {
+  return Dump(json{{"content", std::string(text)}});
+}
+
+}  // namespace paddock::server

@@ -1,0 +1,204 @@
+#include "server/request_schema.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "paddock/service.h"
+
+namespace paddock::server {
+namespace {
+
+using T = FieldType;
+using U = FieldUse;
+constexpr double kN = static_cast<double>(kMaxChoices);
+
+// Order: as docs/api.md lists them (the request's subject, then sampling, limits, output shape).
+constexpr RequestField kFields[] = {
+    // name, endpoints, type, use, lo, hi, def, default_doc, alias_of, origin, effect
+    {"model", kGenerate | kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "the served model", "",
+     "OpenAI",
+     "the served name or one of its aliases (else `400 model_not_found` listing them); at most "
+     "256 bytes"},
+    {"prompt", kCompletions, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
+     "a string, an array of token ids, or an array holding one of those; several prompts: `400`. "
+     "Control tokens spelled in the text stay text unless `serve --special-in-prompts`"},
+    {"messages", kChat, T::kArray, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
+     "`role` system / developer (as system) / user / assistant / tool, `content` a string or text "
+     "parts, `name` accepted (not passed to the template), an assistant's `tool_calls`, a tool "
+     "message's `tool_call_id`; other message fields: `400`. Control tokens come only from the "
+     "template"},
+    {"input", kEmbeddings, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
+     "a string, strings, token ids or arrays of token ids (at most 256 inputs)"},
+    {"encoding_format", kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "float", "", "OpenAI",
+     "`float` or `base64` (little-endian float32)"},
+    {"dimensions", kEmbeddings, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI",
+     "the vectors have the model's width"},
+    {"stream", kGenerate, T::kBool, U::kUsed, 0, 0, 0, "false", "", "OpenAI",
+     "server-sent events, ending with `data: [DONE]`"},
+    {"stream_options", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "", "", "OpenAI",
+     "`include_usage`: a final chunk with `usage`; other fields: `400`"},
+    {"max_tokens", kGenerate, T::kInteger, U::kUsed, 0, kContextLength, 16,
+     "completions 16, chat: to the end of the context", "", "OpenAI",
+     "tokens to generate (0, completions only: score the prompt with `echo`); prompt + max_tokens "
+     "over the context: `400 context_length_exceeded`"},
+    {"max_completion_tokens", kGenerate, T::kInteger, U::kAlias, 0, kContextLength, 16, "",
+     "max_tokens", "OpenAI", "as `max_tokens`"},
+    {"n_predict", kGenerate, T::kInteger, U::kAlias, -1, kContextLength, -1, "", "max_tokens",
+     "llama-server", "as `max_tokens` (`-1`: no limit)"},
+    {"temperature", kGenerate, T::kNumber, U::kUsed, 0, 2, 1, "1", "", "OpenAI", "0: greedy"},
+    {"top_p", kGenerate, T::kNumber, U::kUsed, 0, 1, 1, "1", "", "OpenAI",
+     "nucleus sampling (0: the single most likely token)"},
+    {"top_k", kGenerate, T::kInteger, U::kUsed, -1, 1 << 20, 0, "0", "", "vLLM / llama-server",
+     "0 or -1: off"},
+    {"min_p", kGenerate, T::kNumber, U::kUsed, 0, 1, 0, "0", "", "vLLM / llama-server",
+     "drop tokens below min_p x the top probability"},
+    {"presence_penalty", kGenerate, T::kNumber, U::kUsed, -2, 2, 0, "0", "", "OpenAI",
+     "over the whole context"},
+    {"frequency_penalty", kGenerate, T::kNumber, U::kUsed, -2, 2, 0, "0", "", "OpenAI",
+     "over the whole context"},
+    {"repetition_penalty", kGenerate, T::kNumber, U::kUsed, 0.01, 10, 1, "1", "", "vLLM",
+     "divides repeated tokens' positive logits (multiplies negative ones)"},
+    {"repeat_penalty", kGenerate, T::kNumber, U::kAlias, 0.01, 10, 1, "", "repetition_penalty",
+     "llama-server", "as `repetition_penalty`"},
+    {"seed", kGenerate, T::kInteger, U::kUsed, -9.2e18, 1.8e19, 0, "a fresh one per request", "",
+     "OpenAI", "reproducible sampling; choice i of `n` samples with seed + i"},
+    {"logit_bias", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "", "", "OpenAI",
+     "`{\"token id\": bias}`, bias in [-100, 100], at most 1024 entries, added to the logits "
+     "before penalties and every sampler (also under greedy decoding)"},
+    {"stop", kGenerate, T::kStringOrArray, U::kUsed, 0, 0, 0, "", "", "OpenAI",
+     "a string or up to 16 (each 1-1024 bytes); excluded from the output"},
+    {"ignore_eos", kGenerate, T::kBool, U::kUsed, 0, 0, 0, "false", "", "vLLM / llama-server",
+     "keep generating past end-of-sequence"},
+    {"n", kGenerate, T::kInteger, U::kUsed, 1, kN, 1, "1", "", "OpenAI",
+     "choices of the same prompt: the prompt is computed once and the choices fork its KV blocks "
+     "(copy-on-write) when the first token is sampled"},
+    {"best_of", kGenerate, T::kInteger, U::kUsed, 1, 1000000, 1, "n", "", "OpenAI",
+     "only equal to `n` (else `400`): all choices are returned"},
+    {"logprobs", kCompletions, T::kInteger, U::kUsed, 0, 20, 0, "none", "", "OpenAI",
+     "`choices[].logprobs` = `tokens`, `token_logprobs`, `top_logprobs` (that many alternatives "
+     "per token), `text_offset`"},
+    {"logprobs", kChat, T::kBool, U::kUsed, 0, 0, 0, "false", "", "OpenAI",
+     "`choices[].logprobs.content[]` = `token`, `logprob`, `bytes`, `top_logprobs[]`"},
+    {"top_logprobs", kChat, T::kInteger, U::kUsed, 0, 20, 0, "0", "", "OpenAI",
+     "alternatives per token (needs `logprobs: true`)"},
+    {"echo", kCompletions, T::kBool, U::kUsed, 0, 0, 0, "false", "", "OpenAI",
+     "the prompt before the completion in `text`; with `logprobs`, the prompt's tokens first "
+     "(the first with a `null` logprob)"},
+    {"suffix", kCompletions, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI",
+     "fill-in-the-middle is not implemented"},
+    {"response_format", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "text", "", "OpenAI",
+     "`text`, `json_object` (llama-server's `schema` inside it: a JSON Schema) or `json_schema` "
+     "(`name`, `schema`, `strict`, `description`): the output matches it"},
+    {"grammar", kGenerate, T::kString, U::kUsed, 0, 0, 0, "", "", "llama-server",
+     "a GBNF grammar the output matches"},
+    {"json_schema", kGenerate, T::kAny, U::kUsed, 0, 0, 0, "", "", "llama-server",
+     "a JSON Schema the output matches (at most one of `response_format`, `grammar` and "
+     "`json_schema`)"},
+    {"chat_template_kwargs", kChat, T::kObject, U::kUsed, 0, 0, 0, "", "", "vLLM / llama-server",
+     "variables for the model's Jinja chat template (e.g. `enable_thinking: false`); a built-in "
+     "family without a Jinja template refuses them"},
+    {"tools", kChat, T::kArray, U::kUsed, 0, 0, 0, "", "", "OpenAI",
+     "function tools (at most 128; see \"Tool calls\")"},
+    {"tool_choice", kChat, T::kAny, U::kUsed, 0, 0, 0, "auto", "", "OpenAI",
+     "`none`, `auto`, `required` or a named function (the last two constrain the reply)"},
+    {"parallel_tool_calls", kChat, T::kBool, U::kUsed, 0, 0, 0, "true", "", "OpenAI",
+     "up to 8 calls per reply where the convention can write several"},
+    {"functions", kChat, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI (deprecated)",
+     "use `tools`"},
+    {"function_call", kChat, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI (deprecated)",
+     "use `tool_choice`"},
+    {"priority", kGenerate, T::kInteger, U::kUsed, -1000000, 1000000, 0, "0", "", "vLLM",
+     "higher runs first; may preempt lower-priority requests under KV pressure"},
+    {"timeout", kGenerate, T::kNumber, U::kUsed, 0, 1e6, 0, "`serve --timeout`", "", "Paddock",
+     "per-request deadline in seconds (`finish_reason` `timeout`)"},
+    {"user", kGenerate | kEmbeddings, T::kString, U::kAccepted, 0, 0, 0, "", "", "OpenAI",
+     "an end-user id for the caller's own bookkeeping; not used"},
+    {"content", kTokenize, T::kString, U::kUsed, 0, 0, 0, "required", "", "llama-server",
+     "the text to tokenize"},
+    {"add_special", kTokenize, T::kBool, U::kUsed, 0, 0, 1, "true", "", "llama-server",
+     "BOS where the model adds one"},
+    {"parse_special", kTokenize, T::kBool, U::kUsed, 0, 0, 0, "false", "", "llama-server",
+     "control tokens spelled in the text become those tokens"},
+    {"with_pieces", kTokenize, T::kBool, U::kUsed, 0, 0, 0, "false", "", "llama-server",
+     "each token with its text (`piece`; bytes that are not UTF-8 as a byte array)"},
+    {"tokens", kDetokenize, T::kArray, U::kUsed, 0, 0, 0, "required", "", "llama-server",
+     "token ids to turn into text"},
+};
+
+const char* TypeName(FieldType t) {
+  switch (t) {
+    case T::kBool:
+      return "boolean";
+    case T::kInteger:
+      return "integer";
+    case T::kNumber:
+      return "number";
+    case T::kString:
+      return "string";
+    case T::kObject:
+      return "object";
+    case T::kArray:
+      return "array";
+    case T::kStringOrArray:
+      return "string or array";
+    case T::kAny:
+      return "see effect";
+  }
+  return "";
+}
+
+std::string FormatLimit(double v) {
+  if (v == kContextLength) return "context";
+  if (std::fabs(v) >= 1e15) return v < 0 ? "-2^63" : "2^64-1";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::span<const RequestField> RequestFields() {
+  return kFields;
+}
+
+const RequestField* FindRequestField(std::string_view name, uint8_t endpoints) {
+  for (const RequestField& f : kFields)
+    if (f.name == name && (f.endpoints & endpoints) != 0) return &f;
+  return nullptr;
+}
+
+std::string EndpointNames(uint8_t endpoints) {
+  static constexpr std::pair<Endpoint, const char*> kNames[] = {{kCompletions, "completions"},
+                                                                {kChat, "chat"},
+                                                                {kEmbeddings, "embeddings"},
+                                                                {kTokenize, "tokenize"},
+                                                                {kDetokenize, "detokenize"}};
+  std::string out;
+  for (const auto& [bit, name] : kNames) {
+    if ((endpoints & bit) == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+std::string RequestFieldsMarkdown() {
+  std::string out =
+      "| field | endpoints | type | default | from | what Paddock does |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const RequestField& f : kFields) {
+    std::string type = TypeName(f.type);
+    if ((f.type == T::kInteger || f.type == T::kNumber) && f.lo != f.hi)
+      type += " " + FormatLimit(f.lo) + ".." + FormatLimit(f.hi);
+    std::string effect(f.effect);
+    if (f.use == U::kAlias) effect = "alias of `" + std::string(f.alias_of) + "`: " + effect;
+    if (f.use == U::kAccepted) effect = "accepted, no effect: " + effect;
+    if (f.use == U::kRefused) effect = "`400` naming it: " + effect;
+    out += "| `" + std::string(f.name) + "` | " + EndpointNames(f.endpoints) + " | " + type +
+           " | " + std::string(f.default_doc) + " | " + std::string(f.origin) + " | " + effect +
+           " |\n";
+  }
+  return out;
+}
+
+}  // namespace paddock::server
