@@ -32,10 +32,16 @@ JOBS=${JOBS:-$(nproc)}
 # The AddressSanitizer + UndefinedBehaviorSanitizer build, one for two stages: scripts/test's
 # ASan tests and the fuzzers (scripts/fuzz). clang, -O1 with line tables, and every object with
 # libFuzzer's coverage (-fsanitize=fuzzer-no-link), so the fuzz targets link the libraries the
-# tests ran instead of a third build of them.
+# tests ran instead of a third build of them. The SIMD kernels are the Release build's
+# (PADDOCK_KERNELS_LIB; built here first if missing).
 ASAN_DIR=$ROOT/build-address
 configure_asan() {
+  if [ ! -f "$ROOT/build/libpaddock_kernels.a" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+      cmake --build "$ROOT/build" -j "$JOBS" --target paddock_kernels | tail -n 1
+  fi
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    "-DPADDOCK_KERNELS_LIB=$ROOT/build/libpaddock_kernels.a" \
     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
     -DPADDOCK_SANITIZE=address,undefined -DPADDOCK_FUZZ=ON -DPADDOCK_TESTS=ON -DPADDOCK_TOOLS=ON \
     -DPADDOCK_STRESS_SECONDS=6 >/dev/null

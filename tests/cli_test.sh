@@ -25,6 +25,11 @@ expect_error() {
   ok
 }
 
+# The measurement commands (bench's sweep and depth runs, ablate, tune) run many engines over
+# the same code the other checks reach; under a sanitizer (10-20x slower) the Release stage
+# runs them and this stage keeps their error paths.
+measured() { [ "${PADDOCK_SANITIZED:-0}" != 1 ]; }
+
 # 1. Golden greedy output of the real llama2.c model (256 sampled tokens after BOS).
 "$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 >"$TMP/golden" 2>"$TMP/log"
 if cmp -s "$TMP/golden" "$M/stories260K.expected_t0.txt"; then ok; else bad "golden output differs"; fi
@@ -109,13 +114,17 @@ done
 "$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention" && ok || bad "bench --profile"
 expect_error "bench without model" 2 "needs a model" -- bench -p 4
 # bench -d: decode (single and batched) after a context of that many tokens.
+if measured; then
 "$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 --json 2>/dev/null | grep -q '"depth": 100' && ok || bad "bench -d --json"
 "$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 2>/dev/null | grep -q "decode 4 x 2 sequences @ 100" && ok || bad "bench -d table"
+fi
 expect_error "bench zero depth" 2 "out of range" -- bench -m "$M/stories260K.gguf" -d 0
 # bench --sweep-batch: a table with the knee, an SVG chart, the knee remembered for serve.
+if measured; then
 PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2,4 -n 8 -r 1 --chart "$TMP/sweep.svg" >"$TMP/sweep" 2>/dev/null &&
   grep -q "(knee)" "$TMP/sweep" && grep -q "<svg" "$TMP/sweep.svg" && grep -q "stories260K:" "$TMP/cache/knee.tsv" && ok || bad "bench --sweep-batch: $(cat "$TMP/sweep")"
 PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2 -n 4 -r 1 --json 2>/dev/null | grep -q '"knee": ' && ok || bad "bench --sweep-batch --json"
+fi
 expect_error "sweep with zero" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 0,4
 expect_error "sweep absurd" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,100000
 expect_error "sweep descending" 2 "ascending" -- bench -m "$M/stories260K.gguf" --sweep-batch 8,2
@@ -138,11 +147,13 @@ expect_error "trace unwritable" 2 "cannot write" -- run -m "$M/stories260K.gguf"
 expect_error "bench trace unwritable" 2 "cannot write" -- bench -m "$M/stories260K.gguf" --trace /nonexistent/dir/t.json
 expect_error "serve trace unwritable" 2 "cannot write" -- serve -m "$M/stories260K.gguf" --trace /nonexistent/dir/t.json
 # ablate: the switch table (Markdown on stdout, .md/.json/.svg written); bad input before work.
+if measured; then
 "$BIN" ablate -m "$M/stories260K.gguf" -p 32 -n 16 -r 1 --switches fuse-attn,fuse-ffn -o "$TMP/abl" >"$TMP/abl.out" 2>/dev/null &&
   grep -q "| all on |" "$TMP/abl.out" && grep -q "product of the single factors" "$TMP/abl.out" &&
   grep -q '"product_of_singles"' "$TMP/abl.json" && grep -q "<svg" "$TMP/abl.svg" && cmp -s "$TMP/abl.out" "$TMP/abl.md" && ok || bad "ablate: $(cat "$TMP/abl.out")"
 "$BIN" ablate -m "$M/stories260K.gguf" --workload serve -p 24 -n 8 --requests 4 --concurrency 2 -r 1 --switches prefix-cache -o "$TMP/ablserve" >/dev/null 2>&1 &&
   grep -q '"workload": "serve"' "$TMP/ablserve.json" && ok || bad "ablate --workload serve"
+fi
 expect_error "ablate unknown switch" 2 "unknown switch 'fusion'" -- ablate -m "$M/stories260K.gguf" --switches fusion
 expect_error "ablate unwritable output" 2 "cannot write" -- ablate -m "$M/stories260K.gguf" -o /nonexistent/dir/x
 expect_error "ablate bad workload" 2 "single or serve" -- ablate -m "$M/stories260K.gguf" --workload batch
@@ -281,6 +292,7 @@ expect_error "two grammars" 2 "give one of" -- run -m /nonexistent --json --gram
 # foreign or unwritable cache fall back to the defaults with one warning, never an error.
 TC="$TMP/tune-cache"
 tune_env() { PADDOCK_CACHE_DIR="$TC" "$@"; }
+if measured; then
 tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >"$TMP/tune.out" 2>"$TMP/tune.err" \
   && grep -q '^chosen: .* prefetch \(off\|auto\|all\) (decode' "$TMP/tune.out" \
   && grep -q 'decode (64 tokens), prefetch: off=[0-9.]* auto=[0-9.]* all=[0-9.]*' "$TMP/tune.out" \
@@ -311,6 +323,7 @@ sed '1s/v2$/v1/' "$TMP/good.tsv" >"$TC/tune.tsv"  # an older build's format
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out6" 2>"$TMP/err6"
 [ "$(grep -c 'written by an older build' "$TMP/err6")" = 1 ] && ! grep -q "tuned for\|warning" "$TMP/err6" \
   && cmp -s "$TMP/out6" "$TMP/untuned" && ok || bad "a v1 cache: one note, defaults: $(cat "$TMP/err6")"
+fi
 # The prefetch choice changes speed, never the output (the Q4_0 copy: its re-laid matrices
 # prefetch under all, not under auto); a name it does not know is an error.
 for pf in auto off all; do
@@ -320,10 +333,12 @@ done
 expect_error "unknown prefetch" 2 "'some' is not one of auto, all, off" -- run -m /nonexistent --prefetch some
 expect_error "two prefetch flags" 2 "give one" -- run -m /nonexistent --prefetch all --no-prefetch
 expect_error "serve: unknown prefetch" 2 "'none' is not one of auto, all, off" -- serve -m /nonexistent --prefetch none
+if measured; then
 touch "$TMP/plainfile"  # a cache directory under a plain file cannot be made, even by root
 PADDOCK_CACHE_DIR="$TMP/plainfile/sub" "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>"$TMP/err5"
 rc=$?
 [ $rc = 0 ] && [ "$(grep -c "cannot write the tune cache" "$TMP/err5")" = 1 ] && ok || bad "unwritable cache: rc $rc, $(cat "$TMP/err5")"
+fi
 expect_error "tune without a model" 2 "tune needs a model" -- tune
 expect_error "tune prompt too long" 2 "exceeds the model's context" -- tune -m "$M/stories260K.gguf" -p 4000
 

@@ -144,14 +144,18 @@ void CheckAgainstReference(const std::string& vocab_file, const std::string& gbn
   Matcher m(g);
   std::vector<uint64_t> mask((static_cast<size_t>(trie->n_vocab()) + 63) / 64);
   std::mt19937_64 rng(seed);
-  if (test::kSanitized) steps = std::min(steps, 12);
+  // Under a sanitizer (10-20x slower; the Release stage runs the whole check) fewer steps, and
+  // the scalar reference on every 8th token: the fast mask's memory accesses are the same.
+  if (test::kSanitized) steps = std::min(steps, 6);
+  const int stride = test::kSanitized ? 8 : 1;
   for (int step = 0; step < steps; ++step) {
     m.FillMask(mask.data());
     std::vector<int32_t> allowed;
     for (int id = 0; id < trie->n_vocab(); ++id) {
       const bool fast = Allowed(mask, id);
-      ASSERT_EQ(fast, m.AllowsRef(id))
-          << vocab_file << " step " << step << " token " << id << " '" << trie->token(id) << "'";
+      if (id % stride == 0)
+        ASSERT_EQ(fast, m.AllowsRef(id))
+            << vocab_file << " step " << step << " token " << id << " '" << trie->token(id) << "'";
       if (fast) allowed.push_back(id);
     }
     ASSERT_FALSE(allowed.empty()) << "step " << step;

@@ -11,8 +11,15 @@ namespace paddock::test {
 
 // True in the sanitizer builds, where the exhaustive tests walk fewer steps (they run 10-20x
 // slower there and the Release stage runs them in full).
+// (GCC defines __SANITIZE_*; clang answers __has_feature.)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
 #else
 inline constexpr bool kSanitized = false;
 #endif

@@ -306,10 +306,8 @@ std::vector<BenchReport::ProfileEntry> Shares(const Profiler& prof, double secon
   return out;
 }
 
-}  // namespace
-
-BenchReport Engine::Bench(const BenchOptions& o) {
-  Impl& s = *impl_;
+// The options against the engine's context and batch limits.
+void CheckBench(const Engine::Impl& s, const BenchOptions& o) {
   if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.batch < 1 || o.depth < 1)
     Fail("bench: counts must be positive");
   if (o.prompt_tokens + o.gen_tokens + 1 > s.context)
@@ -318,9 +316,165 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   if (o.depth + o.gen_tokens + 1 > s.context)
     Fail("bench: depth %d + %d tokens exceed the context of %d (raise -c)", o.depth, o.gen_tokens,
          s.context);
-  if (o.batch > s.transformer->max_batch())
-    Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch,
-         s.transformer->max_batch());
+  const int max_batch = s.transformer->max_batch();
+  if (o.batch > max_batch)
+    Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch, max_batch);
+  if (o.step_tokens < 0 || o.step_tokens > max_batch)
+    Fail("bench: %d tokens per step is out of range [1, %d]", o.step_tokens, max_batch);
+  if (o.prefill_only && o.decode_only) Fail("bench: prefill_only and decode_only: give one");
+  if (o.prefetch < -1 || o.prefetch > 2)
+    Fail("bench: prefetch %d is out of range (-1 the engine's, 0 none, 1 default, 2 all)",
+         o.prefetch);
+}
+
+// The step, matmul block and kernel table of this call (or the defaults, to compare), the
+// engine's restored on the way out.
+class KernelChoice {
+ public:
+  KernelChoice(const Engine::Impl& s, const BenchOptions& o)
+      : tf_(*s.transformer),
+        saved_step_(tf_.step_tokens()),
+        saved_block_(tf_.matmul_block_bytes()),
+        saved_kernels_(tf_.kernels()),
+        step_(o.step_tokens > 0 ? o.step_tokens : tf_.step_tokens()),
+        block_(o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf_.matmul_block_bytes()),
+        prefetch_(o.prefetch < 0 ? s.prefetch : static_cast<Prefetch>(o.prefetch)),
+        dflt_k_(GetKernels(ParseIsa(s.info.isa), Prefetch::kAuto)),
+        call_k_(GetKernels(ParseIsa(s.info.isa), prefetch_)) {
+    Use(false);
+  }
+  ~KernelChoice() {
+    tf_.SetStepTokens(saved_step_);
+    tf_.SetMatmulBlockBytes(saved_block_);
+    tf_.SetKernels(saved_kernels_);
+  }
+  void Use(bool defaults) {
+    tf_.SetStepTokens(defaults ? std::min(256, tf_.max_batch()) : step_);
+    tf_.SetMatmulBlockBytes(defaults ? 0 : block_);
+    tf_.SetKernels(defaults ? dflt_k_ : call_k_);
+  }
+  int step() const { return step_; }
+  size_t block() const { return block_; }
+  Prefetch prefetch() const { return prefetch_; }
+
+ private:
+  Transformer& tf_;
+  const int saved_step_;
+  const size_t saved_block_;
+  const KernelTable& saved_kernels_;
+  const int step_;
+  const size_t block_;
+  const Prefetch prefetch_;
+  const KernelTable& dflt_k_;
+  const KernelTable& call_k_;
+};
+
+// tune's check: the defaults against this call's choices, alternating, medians.
+void CompareDefaults(BenchRun& run, KernelChoice& kc, int reps, BenchReport* r) {
+  std::vector<double> dflt, tuned, dflt_dec, tuned_dec;
+  double seconds = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    for (bool defaults : {true, false}) {
+      kc.Use(defaults);
+      (defaults ? dflt : tuned).push_back(run.Prefill(nullptr, &seconds));
+      (defaults ? dflt_dec : tuned_dec).push_back(run.Decode(nullptr, &seconds));
+    }
+  }
+  kc.Use(false);
+  r->tune = {kc.step(),
+             kc.block(),
+             static_cast<int>(kc.prefetch()),
+             Summarize(dflt).median,
+             Summarize(tuned).median,
+             Summarize(dflt_dec).median,
+             Summarize(tuned_dec).median};
+}
+
+// One figure alone: `reps` runs of prefill or decode, medians.
+void OneFigure(BenchRun& run, const BenchOptions& o, uint64_t params, BenchReport* r) {
+  std::vector<double> tps;
+  double seconds = 0;
+  for (int rep = 0; rep < o.reps; ++rep)
+    tps.push_back(o.prefill_only ? run.Prefill(nullptr, &seconds) : run.Decode(nullptr, &seconds));
+  const Stats st = Summarize(tps);
+  if (o.prefill_only) {
+    r->prefill_tps = st.median;
+    r->prefill_tps_min = st.min;
+    r->prefill_tps_max = st.max;
+    r->prefill_gops = 2.0 * static_cast<double>(params) * r->prefill_tps / 1e9;
+  } else {
+    r->decode_tps = st.median;
+    r->decode_tps_min = st.min;
+    r->decode_tps_max = st.max;
+    r->decode_gbs = static_cast<double>(r->streamed_bytes) * r->decode_tps / 1e9;
+  }
+}
+
+// Prefill, each repetition between two runs of the int8 peak probe (and one more, profiled,
+// not counted).
+void BenchPrefill(Engine::Impl& s, BenchRun& run, const BenchOptions& o, const KernelTable& kt,
+                  uint64_t params, BenchReport* r) {
+  std::vector<double> prefill;
+  double seconds = 0;
+  const double gops_per_tps = 2.0 * static_cast<double>(params) / 1e9;
+  r->compute_utilization_paired = PairedShare(
+      o.reps, [&] { return run.Prefill(nullptr, &seconds); }, gops_per_tps,
+      [&] { return kt.int8_peak_probe ? PeakRun(*s.pool, kt.int8_peak_probe) : 0.0; }, &prefill);
+  if (o.profile) {
+    Profiler pprof;
+    run.Prefill(&pprof, &seconds);
+    r->prefill_measured_ms = seconds * 1e3;
+    r->prefill_profiled_ms = pprof.Total() * 1e3;
+    r->prefill_profile = Shares(pprof, seconds, 1, ProfOp::kSample);  // prefill samples nothing
+  }
+  const Stats ps = Summarize(prefill);
+  r->prefill_tps = ps.median;
+  r->prefill_tps_min = ps.min;
+  r->prefill_tps_max = ps.max;
+  r->prefill_gops = 2.0 * static_cast<double>(params) * r->prefill_tps / 1e9;
+  r->compute_utilization = r->peak_int8_gops > 0 ? r->prefill_gops / r->peak_int8_gops : 0;
+  r->tile_utilization = r->peak_tile_gops > 0 ? r->prefill_gops / r->peak_tile_gops : 0;
+}
+
+// Decode, one sequence (profiled when asked), each repetition between read passes.
+void BenchDecode(BenchRun& run, const BenchOptions& o, ReadProbe& read_probe, BenchReport* r) {
+  std::vector<double> decode;
+  Profiler prof;
+  double decode_time = 0, seconds = 0;
+  const double gb_per_token = static_cast<double>(r->streamed_bytes) / 1e9;
+  r->bandwidth_utilization_paired = PairedShare(
+      o.reps,
+      [&] {
+        const double tps = run.Decode(o.profile ? &prof : nullptr, &seconds);
+        decode_time += seconds;
+        return tps;
+      },
+      gb_per_token,
+      [&] {
+        double best = 0;
+        for (int i = 0; i < 3; ++i) best = std::max(best, read_probe.Pass());
+        return best;
+      },
+      &decode);
+  const Stats ds = Summarize(decode);
+  r->decode_tps = ds.median;
+  r->decode_tps_min = ds.min;
+  r->decode_tps_max = ds.max;
+  r->decode_gbs = static_cast<double>(r->streamed_bytes) * r->decode_tps / 1e9;
+  r->bandwidth_utilization = r->read_bandwidth_gbs > 0 ? r->decode_gbs / r->read_bandwidth_gbs : 0;
+  if (o.profile) {
+    const int steps = o.reps * o.gen_tokens;
+    r->measured_step_ms = decode_time / steps * 1e3;
+    r->profiled_step_ms = prof.Total() / steps * 1e3;
+    r->profile = Shares(prof, decode_time, steps, ProfOp::kCount);
+  }
+}
+
+}  // namespace
+
+BenchReport Engine::Bench(const BenchOptions& o) {
+  Impl& s = *impl_;
+  CheckBench(s, o);
   if (s.eval_seq >= 0) {
     s.kv->Free(s.eval_seq);
     s.eval_seq = -1;
@@ -339,75 +493,10 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   run.Weights(&r.streamed_bytes, &params);
   r.n_experts = s.model->config.n_experts;
   r.n_experts_used = s.model->config.n_experts_used;
-  // The step, block and kernel table of this call, restored on the way out.
-  Transformer& tf = *s.transformer;
-  if (o.step_tokens < 0 || o.step_tokens > tf.max_batch())
-    Fail("bench: %d tokens per step is out of range [1, %d]", o.step_tokens, tf.max_batch());
-  if (o.prefill_only && o.decode_only) Fail("bench: prefill_only and decode_only: give one");
-  if (o.prefetch < -1 || o.prefetch > 2)
-    Fail("bench: prefetch %d is out of range (-1 the engine's, 0 none, 1 default, 2 all)",
-         o.prefetch);
-  struct Restore {
-    Transformer& tf;
-    int step;
-    size_t block;
-    const KernelTable& kernels;
-    ~Restore() {
-      tf.SetStepTokens(step);
-      tf.SetMatmulBlockBytes(block);
-      tf.SetKernels(kernels);
-    }
-  } restore{tf, tf.step_tokens(), tf.matmul_block_bytes(), tf.kernels()};
-  const int step = o.step_tokens > 0 ? o.step_tokens : tf.step_tokens();
-  const size_t block = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf.matmul_block_bytes();
-  const Isa isa = ParseIsa(s.info.isa);
-  const Prefetch call_pf = o.prefetch < 0 ? s.prefetch : static_cast<Prefetch>(o.prefetch);
-  const KernelTable& dflt_k = GetKernels(isa, Prefetch::kAuto);
-  const KernelTable& call_k = GetKernels(isa, call_pf);
-  auto choose = [&](bool defaults) {
-    tf.SetStepTokens(defaults ? std::min(256, tf.max_batch()) : step);
-    tf.SetMatmulBlockBytes(defaults ? 0 : block);
-    tf.SetKernels(defaults ? dflt_k : call_k);
-  };
-  choose(false);
-  if (o.compare_defaults) {
-    std::vector<double> dflt, tuned, dflt_dec, tuned_dec;
-    double seconds = 0;
-    for (int rep = 0; rep < o.reps; ++rep) {
-      for (bool defaults : {true, false}) {
-        choose(defaults);
-        (defaults ? dflt : tuned).push_back(run.Prefill(nullptr, &seconds));
-        (defaults ? dflt_dec : tuned_dec).push_back(run.Decode(nullptr, &seconds));
-      }
-    }
-    choose(false);
-    r.tune = {step,
-              block,
-              static_cast<int>(call_pf),
-              Summarize(dflt).median,
-              Summarize(tuned).median,
-              Summarize(dflt_dec).median,
-              Summarize(tuned_dec).median};
-  }
-  // One figure alone: `reps` runs of prefill or decode, medians.
+  KernelChoice kc(s, o);
+  if (o.compare_defaults) CompareDefaults(run, kc, o.reps, &r);
   if (o.prefill_only || o.decode_only) {
-    std::vector<double> tps;
-    double seconds = 0;
-    for (int rep = 0; rep < o.reps; ++rep)
-      tps.push_back(o.prefill_only ? run.Prefill(nullptr, &seconds)
-                                   : run.Decode(nullptr, &seconds));
-    const Stats st = Summarize(tps);
-    if (o.prefill_only) {
-      r.prefill_tps = st.median;
-      r.prefill_tps_min = st.min;
-      r.prefill_tps_max = st.max;
-      r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
-    } else {
-      r.decode_tps = st.median;
-      r.decode_tps_min = st.min;
-      r.decode_tps_max = st.max;
-      r.decode_gbs = static_cast<double>(r.streamed_bytes) * r.decode_tps / 1e9;
-    }
+    OneFigure(run, o, params, &r);
     return r;
   }
   if (!o.sweep_batch.empty()) {
@@ -426,67 +515,17 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   const KernelTable& kt = GetKernels(ParseIsa(s.info.isa));
   r.peak_int8_gops = MeasurePeak(*s.pool, kt.int8_peak_probe);
   r.peak_tile_gops = MeasurePeak(*s.pool, kt.tile_peak_probe);
-  // 2. Prefill, each repetition between two runs of the int8 peak probe (and one more,
-  // profiled, not counted).
-  std::vector<double> prefill, decode, batched;
-  double seconds = 0;
-  const double gops_per_tps = 2.0 * static_cast<double>(params) / 1e9;
-  r.compute_utilization_paired = PairedShare(
-      o.reps, [&] { return run.Prefill(nullptr, &seconds); }, gops_per_tps,
-      [&] { return kt.int8_peak_probe ? PeakRun(*s.pool, kt.int8_peak_probe) : 0.0; }, &prefill);
-  if (o.profile) {
-    Profiler pprof;
-    run.Prefill(&pprof, &seconds);
-    r.prefill_measured_ms = seconds * 1e3;
-    r.prefill_profiled_ms = pprof.Total() * 1e3;
-    r.prefill_profile = Shares(pprof, seconds, 1, ProfOp::kSample);  // prefill samples nothing
-  }
-  const Stats ps = Summarize(prefill);
-  r.prefill_tps = ps.median;
-  r.prefill_tps_min = ps.min;
-  r.prefill_tps_max = ps.max;
-  // 3. Decode, one sequence (profiled when asked).
-  Profiler prof;
-  double decode_time = 0;
-  const double gb_per_token = static_cast<double>(r.streamed_bytes) / 1e9;
-  r.bandwidth_utilization_paired = PairedShare(
-      o.reps,
-      [&] {
-        const double tps = run.Decode(o.profile ? &prof : nullptr, &seconds);
-        decode_time += seconds;
-        return tps;
-      },
-      gb_per_token,
-      [&] {
-        double best = 0;
-        for (int i = 0; i < 3; ++i) best = std::max(best, read_probe.Pass());
-        return best;
-      },
-      &decode);
-  const Stats ds = Summarize(decode);
-  r.decode_tps = ds.median;
-  r.decode_tps_min = ds.min;
-  r.decode_tps_max = ds.max;
-  r.decode_gbs = static_cast<double>(r.streamed_bytes) * r.decode_tps / 1e9;
-  r.bandwidth_utilization = r.read_bandwidth_gbs > 0 ? r.decode_gbs / r.read_bandwidth_gbs : 0;
-  r.prefill_gops = 2.0 * static_cast<double>(params) * r.prefill_tps / 1e9;
-  r.compute_utilization = r.peak_int8_gops > 0 ? r.prefill_gops / r.peak_int8_gops : 0;
-  r.tile_utilization = r.peak_tile_gops > 0 ? r.prefill_gops / r.peak_tile_gops : 0;
-  if (o.profile) {
-    const int steps = o.reps * o.gen_tokens;
-    r.measured_step_ms = decode_time / steps * 1e3;
-    r.profiled_step_ms = prof.Total() / steps * 1e3;
-    r.profile = Shares(prof, decode_time, steps, ProfOp::kCount);
-  }
-  // 4. Batched decode.
+  // 2. Prefill; 3. decode, one sequence; 4. batched decode; 5. speculation, when on.
+  BenchPrefill(s, run, o, kt, params, &r);
+  BenchDecode(run, o, read_probe, &r);
   if (o.batch > 1) {
+    std::vector<double> batched;
     for (int rep = 0; rep < o.reps; ++rep) batched.push_back(run.BatchedDecode());
     const Stats bs = Summarize(batched);
     r.batch_decode_tps = bs.median;
     r.batch_decode_tps_min = bs.min;
     r.batch_decode_tps_max = bs.max;
   }
-  // 5. Speculative decoding, when on.
   if (s.proposer != nullptr) BenchSpeculation(o, &r);
   r.memory = Memory();
   return r;

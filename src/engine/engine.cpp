@@ -185,44 +185,100 @@ std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double*
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
+namespace {
+
+// The options' ranges, before anything is loaded.
+void CheckOptions(const EngineOptions& o) {
+  if (o.model_path.empty()) Fail("no model given");
+  if (o.threads < 0 || o.threads > 1024) Fail("thread count %d is out of range", o.threads);
+  if (o.context < 0) Fail("context %d must not be negative", o.context);
+  if (o.max_batch < 1 || o.max_batch > 4096)
+    Fail("max batch %d is out of range [1, 4096]", o.max_batch);
+  if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
+  if (o.matmul_block_bytes > (uint64_t{1} << 30))
+    Fail("matmul block of %llu bytes is out of range (at most 1 GiB)",
+         static_cast<unsigned long long>(o.matmul_block_bytes));
+  if (o.kv_sequences < 1 || o.kv_sequences > 4096)
+    Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
+}
+
+// Weights larger than the available memory (avail) still run from the memory map, but every
+// token then reads pages back from disk: a warning (or, with --mlock, an error).
+std::vector<std::string> MemoryWarnings(const LoadedModel& m, const EngineOptions& o,
+                                        uint64_t avail) {
+  if (avail == 0 || m.weight_bytes <= avail) return {};
+  if (o.mlock) {
+    Fail("--mlock: the model's %s of weights exceed the available memory (%s)",
+         FormatBytes(m.weight_bytes).c_str(), FormatBytes(avail).c_str());
+  }
+  // A mixture of experts reads only its active experts per token: say how much.
+  const std::string per_token =
+      m.active_weight_bytes < m.weight_bytes
+          ? StrFormat(" (each token reads %s of them: its experts and the shared weights)",
+                      FormatBytes(m.active_weight_bytes).c_str())
+          : "";
+  return {StrFormat(
+      "the model's %s of weights exceed the available memory (%s): the weights stay in their "
+      "file layout in the memory map (not re-laid into memory), which reads pages from disk as "
+      "tokens need them%s, so each token waits for the disk",
+      FormatBytes(m.weight_bytes).c_str(), FormatBytes(avail).c_str(), per_token.c_str())};
+}
+
+// The forward pass on `threads` threads with the options' kernels, fusions and limits.
+void MakeTransformer(Engine::Impl* impl, const EngineOptions& o, Isa isa, int threads, int ctx) {
+  impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->prefetch = PrefetchOf(o);
+  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, impl->prefetch),
+                                                    *impl->pool, o.max_batch, o.int8_activations);
+  Transformer& t = *impl->transformer;
+  t.SetBf16Dot(o.bf16_dot);
+  t.SetBf16Prefill(o.bf16_prefill ? kBf16PrefillMinPrompt : 0);
+  t.SetContext(ctx);
+  t.SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
+  t.SetPruneLast(o.prune_last);
+  t.SetMatmulBlockBytes(o.matmul_block_bytes);
+}
+
+// The paged KV cache: the options' types and budget; by default room for kv_sequences full
+// contexts, within 30% of the available memory when there are several (never below one).
+void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
+  const ModelConfig& c = impl->model->config;
+  KvCacheOptions ko;
+  ko.memory_bytes = o.kv_memory;
+  ko.block_size = o.kv_block_size;
+  ko.k_type = ParseKvDtype(o.cache_type_k);
+  ko.v_type = ParseKvDtype(o.cache_type_v);
+  ko.layer_types = o.kv_layer_types;
+  ko.prefix_cache = o.prefix_cache;
+  ko.sliding_window = o.sliding_window;
+  int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;
+  if (o.kv_memory == 0 && o.kv_tokens == 0 && o.kv_sequences > 1) {
+    const uint64_t want = static_cast<uint64_t>(kv_tokens) * KvBytesPerToken(c, ko);
+    const uint64_t cap = AvailableMemoryBytes() * 3 / 10;
+    if (cap > 0 && want > cap)
+      ko.memory_bytes =
+          std::max<uint64_t>(cap, static_cast<uint64_t>(ctx) * KvBytesPerToken(c, ko));
+  }
+  if (kv_tokens > INT32_MAX) kv_tokens = INT32_MAX;
+  impl->kv = std::make_unique<KvManager>(c, ko, static_cast<int>(kv_tokens));
+}
+
+}  // namespace
+
 std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const double t0 = NowSeconds();
-  if (o.model_path.empty()) Fail("no model given");
+  CheckOptions(o);
   // The trace file is opened first: an unwritable path fails before any work.
   std::unique_ptr<Tracer> tracer;
   if (!o.trace_path.empty()) {
     tracer = std::make_unique<Tracer>(o.trace_path);
     tracer->NameThread("main");
   }
-  if (o.threads < 0 || o.threads > 1024) Fail("thread count %d is out of range", o.threads);
-  if (o.context < 0) Fail("context %d must not be negative", o.context);
-  if (o.max_batch < 1 || o.max_batch > 4096)
-    Fail("max batch %d is out of range [1, 4096]", o.max_batch);
   const Isa isa = ParseIsa(o.isa);
   auto impl = std::make_unique<Impl>();
   impl->model = LoadModel(o.model_path, o.tokenizer_path);  // (a memory map: nothing read yet)
-  // Weights larger than the available memory still run from the memory map, but every token
-  // then reads pages back from disk: say so before any work (or refuse, with --mlock).
-  std::vector<std::string> warnings;
   const uint64_t avail = AvailableMemoryBytes();
-  if (avail > 0 && impl->model->weight_bytes > avail) {
-    if (o.mlock) {
-      Fail("--mlock: the model's %s of weights exceed the available memory (%s)",
-           FormatBytes(impl->model->weight_bytes).c_str(), FormatBytes(avail).c_str());
-    }
-    // A mixture of experts reads only its active experts per token: say how much.
-    const LoadedModel& m = *impl->model;
-    const std::string per_token =
-        m.active_weight_bytes < m.weight_bytes
-            ? StrFormat(" (each token reads %s of them: its experts and the shared weights)",
-                        FormatBytes(m.active_weight_bytes).c_str())
-            : "";
-    warnings.push_back(StrFormat(
-        "the model's %s of weights exceed the available memory (%s): the weights stay in their "
-        "file layout in the memory map (not re-laid into memory), which reads pages from disk as "
-        "tokens need them%s, so each token waits for the disk",
-        FormatBytes(m.weight_bytes).c_str(), FormatBytes(avail).c_str(), per_token.c_str()));
-  }
+  std::vector<std::string> warnings = MemoryWarnings(*impl->model, o, avail);
   impl->model->tokenizer->RenderSpecial(o.render_special);
   // Re-laying out copies the weights into memory: only when they fit.
   const bool fits = avail == 0 || impl->model->weight_bytes <= avail;
@@ -233,47 +289,13 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   if (ctx > c.context_length)
     Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
   const int threads = o.threads > 0 ? o.threads : PhysicalCores();
-  impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->prefetch = PrefetchOf(o);
-  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, impl->prefetch),
-                                                    *impl->pool, o.max_batch, o.int8_activations);
-  impl->transformer->SetBf16Dot(o.bf16_dot);
-  impl->transformer->SetBf16Prefill(o.bf16_prefill ? kBf16PrefillMinPrompt : 0);
-  impl->transformer->SetContext(ctx);
+  MakeTransformer(impl.get(), o, isa, threads, ctx);
   if (tracer) {
     tracer->Span("load", "engine", t0, NowSeconds(), "");
     impl->transformer->set_tracer(tracer.get());
     impl->tracer = std::move(tracer);
   }
-  KvCacheOptions ko;
-  ko.memory_bytes = o.kv_memory;
-  ko.block_size = o.kv_block_size;
-  ko.k_type = ParseKvDtype(o.cache_type_k);
-  ko.v_type = ParseKvDtype(o.cache_type_v);
-  ko.layer_types = o.kv_layer_types;
-  ko.prefix_cache = o.prefix_cache;
-  ko.sliding_window = o.sliding_window;
-  if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
-  impl->transformer->SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
-  impl->transformer->SetPruneLast(o.prune_last);
-  if (o.matmul_block_bytes > (uint64_t{1} << 30))
-    Fail("matmul block of %llu bytes is out of range (at most 1 GiB)",
-         static_cast<unsigned long long>(o.matmul_block_bytes));
-  impl->transformer->SetMatmulBlockBytes(o.matmul_block_bytes);
-  if (o.kv_sequences < 1 || o.kv_sequences > 4096)
-    Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
-  int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;
-  if (o.kv_memory == 0 && o.kv_tokens == 0 && o.kv_sequences > 1) {
-    // Many sequences: as many full contexts as asked, within 30% of the available memory
-    // (never below one context).
-    const uint64_t want = static_cast<uint64_t>(kv_tokens) * KvBytesPerToken(c, ko);
-    const uint64_t cap = AvailableMemoryBytes() * 3 / 10;
-    if (cap > 0 && want > cap)
-      ko.memory_bytes =
-          std::max<uint64_t>(cap, static_cast<uint64_t>(ctx) * KvBytesPerToken(c, ko));
-  }
-  if (kv_tokens > INT32_MAX) kv_tokens = INT32_MAX;
-  impl->kv = std::make_unique<KvManager>(c, ko, static_cast<int>(kv_tokens));
+  MakeKv(impl.get(), o, ctx);
   impl->context = ctx;
   impl->sampler = std::make_unique<Sampler>(c.n_vocab);
   impl->grammars = std::make_unique<GrammarCache>(impl->model->tokenizer.get(), 64);
@@ -406,158 +428,208 @@ GenerateResult Engine::Generate(std::string_view prompt, const GenerateOptions& 
   return GenerateTokens(Tokenize(prompt, o.add_bos, o.parse_special), o, on_text);
 }
 
-GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& o,
-                                      const StreamCallback& on_text) {
-  Impl& s = *impl_;
-  const Tokenizer& tok = *s.model->tokenizer;
-  const int ctx = s.context;
-  ValidatePrompt(prompt, ctx, s.model->config.n_vocab, o);
-  s.sampler->Reset(o.sampling);
+namespace {
 
-  GenerateResult r;
-  r.prompt_tokens = static_cast<int>(prompt.size());
-  Sequence& g = s.gen;
-  g.tokens.assign(prompt.begin(), prompt.end());
-  g.n_prompt = static_cast<int>(prompt.size());
-  g.generated = 0;
-  g.max_tokens = o.max_tokens;
-  g.limit = ctx;
-  g.ignore_eos = o.ignore_eos;
-  TextAssembler& out = s.text;
-  out.Reset(&o.stop, prompt.back(), static_cast<size_t>(o.max_tokens) * 32 + 256);
-  bool cancelled = false;
-  auto emit = [&] {
-    const std::string_view piece = out.TakeReady();
-    if (!piece.empty() && on_text && !cancelled && !on_text(piece)) cancelled = true;
-  };
+// One Engine::GenerateTokens call: prefill, then one token per step (or, speculating, a token
+// and the drafts the target accepts), each through the per-token rule. Everything it uses is
+// the engine's, reserved at creation: no allocation per token.
+class Generation {
+ public:
+  Generation(Engine::Impl& s, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+             const StreamCallback& on_text)
+      : s_(s), tok_(*s.model->tokenizer), o_(o), on_text_(on_text), g_(s.gen), out_(s.text) {
+    r_.prompt_tokens = static_cast<int>(prompt.size());
+    g_.tokens.assign(prompt.begin(), prompt.end());
+    g_.n_prompt = static_cast<int>(prompt.size());
+    g_.generated = 0;
+    g_.max_tokens = o.max_tokens;
+    g_.limit = s.context;
+    g_.ignore_eos = o.ignore_eos;
+    out_.Reset(&o.stop, prompt.back(), static_cast<size_t>(o.max_tokens) * 32 + 256);
+    s.sampler->Reset(o.sampling);
+    if (s.draft != nullptr) s.draft->Reset(o.sampling);
+    if (o.grammar) constraint_ = std::make_unique<Constraint>(*o.grammar);
+  }
+  ~Generation() {
+    if (seq_ >= 0) s_.kv->Free(seq_);  // its blocks go back to the pool (and prefix cache)
+  }
 
-  const double t0 = NowSeconds();
-  if (s.eval_seq >= 0) {
-    s.kv->Free(s.eval_seq);
-    s.eval_seq = -1;
+  GenerateResult Run() {
+    t0_ = NowSeconds();
+    const float* logits = Prefill();
+    r_.finish = FinishReason::kLength;
+    if (o_.max_tokens > 0) {
+      int32_t t = SampleFirst(logits);
+      // Each step: `t` (chosen, not yet run) and up to k drafts run in one forward; the drafts
+      // the target agrees with are kept and the token after them is chosen (with k = 0, plain
+      // decoding: one forward, one token).
+      while (!Take(t)) {
+        const std::optional<int32_t> next = DecodeStep(t);
+        if (!next) break;
+        t = *next;
+      }
+    }
+    return Finish();
   }
-  const KvManager::SeqId seq = s.kv->Create(ctx);
-  struct SeqGuard {  // the sequence's blocks go back to the pool (and prefix cache) at the end
-    KvManager& kv;
-    KvManager::SeqId id;
-    ~SeqGuard() { kv.Free(id); }
-  } seq_guard{*s.kv, seq};
-  int pos = static_cast<int>(prompt.size());
-  s.kv->SetPrefillUntil(seq, s.transformer->Bf16PromptTokens(pos));
-  r.cached_tokens = s.kv->MatchPrefix(seq, prompt.data(), pos);
-  if (!s.kv->Reserve(seq, pos)) {
-    Fail(
-        "the prompt of %d tokens does not fit in the KV cache (%d blocks of %d tokens; raise "
-        "--kv-memory)",
-        pos, s.kv->Memory().total_blocks, s.kv->block_size());
+
+ private:
+  // The prompt's K/V (its cached prefix reused); the logits of its last token.
+  const float* Prefill() {
+    if (s_.eval_seq >= 0) {
+      s_.kv->Free(s_.eval_seq);
+      s_.eval_seq = -1;
+    }
+    seq_ = s_.kv->Create(s_.context);
+    pos_ = g_.n_prompt;
+    const int32_t* prompt = g_.tokens.data();
+    s_.kv->SetPrefillUntil(seq_, s_.transformer->Bf16PromptTokens(pos_));
+    r_.cached_tokens = s_.kv->MatchPrefix(seq_, prompt, pos_);
+    if (!s_.kv->Reserve(seq_, pos_)) {
+      Fail(
+          "the prompt of %d tokens does not fit in the KV cache (%d blocks of %d tokens; raise "
+          "--kv-memory)",
+          pos_, s_.kv->Memory().total_blocks, s_.kv->block_size());
+    }
+    return s_.Step(seq_, prompt + r_.cached_tokens, pos_ - r_.cached_tokens, r_.cached_tokens,
+                   pos_);
   }
-  const float* logits =
-      s.Step(seq, prompt.data() + r.cached_tokens, pos - r.cached_tokens, r.cached_tokens, pos);
-  double t_first = 0;
-  r.finish = FinishReason::kLength;
-  if (s.draft != nullptr) s.draft->Reset(o.sampling);
-  std::unique_ptr<Constraint> constraint;
-  if (o.grammar) constraint = std::make_unique<Constraint>(*o.grammar);
-  const uint64_t* mask = nullptr;  // the grammar's mask for the token being sampled
+
+  // The grammar's mask for the next token (null without one).
+  const uint64_t* Mask() {
+    if (!constraint_) return nullptr;
+    return constraint_->Mask(nullptr, std::min(o_.max_tokens - g_.generated,
+                                               s_.context - static_cast<int>(g_.tokens.size())));
+  }
+
+  int32_t SampleFirst(const float* logits) {
+    s_.sampler->Prepare(const_cast<float*>(logits), g_.tokens.data(),
+                        static_cast<int>(g_.tokens.size()), Mask());
+    const int32_t t = s_.sampler->Draw();
+    t_first_ = NowSeconds();
+    return t;
+  }
+
+  // How many drafts to run with the next token (0: plain decoding), drafted into
+  // s_.drafts[1..k].
+  int Drafts() {
+    if (s_.proposer == nullptr || constraint_) return 0;
+    int k = std::min({s_.spec_ctl.Choose(), o_.max_tokens - g_.generated - 1, s_.context - pos_ - 1,
+                      static_cast<int>(s_.drafts.size()) - 1});
+    if (k <= 0) return 0;
+    k = s_.proposer->Propose(g_.tokens.data(), static_cast<int>(g_.tokens.size()), k,
+                             s_.drafts.data() + 1, s_.draft_q.data());
+    if (k > 0 && !s_.kv->Reserve(seq_, pos_ + 1 + k)) k = 0;  // no room for drafts: none
+    return k;
+  }
+
+  // Runs t (and drafts); returns the token after them, or nothing when generation ended (the
+  // KV cache full, or an accepted draft ended it).
+  std::optional<int32_t> DecodeStep(int32_t t) {
+    const int k = Drafts();
+    if (!s_.kv->Reserve(seq_, pos_ + 1)) {
+      r_.finish = FinishReason::kContext;  // KV memory exhausted
+      return std::nullopt;
+    }
+    s_.drafts[0] = t;
+    const KvView view = s_.kv->View(seq_);
+    Transformer::BatchItem item{s_.drafts.data(), 1 + k, pos_, &view, 1 + k};
+    const float* rows0;
+    s_.StepBatch(&item, 1, &rows0);
+    float* base = const_cast<float*>(rows0);
+    if (k == 0) {
+      s_.sampler->Prepare(base, g_.tokens.data(), static_cast<int>(g_.tokens.size()), Mask());
+      s_.kv->Commit(seq_, &t, 1);
+      ++pos_;
+      return s_.sampler->Draw();
+    }
+    int32_t next = 0;
+    const int a = Verify(base, k, &next);
+    // Only t and the accepted drafts enter the cache (no rejected token is ever committed, so
+    // none reaches the prefix cache); blocks reserved for the rest go back.
+    s_.kv->Commit(seq_, s_.drafts.data(), 1 + a);
+    pos_ += 1 + a;
+    s_.kv->Truncate(seq_, pos_);
+    for (int i = 1; i <= a; ++i)
+      if (Take(s_.drafts[static_cast<size_t>(i)])) return std::nullopt;
+    return next;
+  }
+
+  // The k drafts against the target's rows (VerifyDrafts): how many are accepted; *next.
+  int Verify(float* base, int k, int32_t* next) {
+    const size_t V = static_cast<size_t>(s_.model->config.n_vocab);
+    for (int i = 0; i <= k; ++i)
+      s_.rows[static_cast<size_t>(i)] = base + static_cast<size_t>(i) * V;
+    // Penalties see the drafts as history: append them while verifying.
+    const size_t n_hist = g_.tokens.size();
+    g_.tokens.insert(g_.tokens.end(), s_.drafts.begin() + 1, s_.drafts.begin() + 1 + k);
+    const int a = VerifyDrafts(*s_.sampler, s_.rows.data(), s_.drafts.data() + 1, k,
+                               g_.tokens.data(), static_cast<int>(n_hist), s_.draft_q.data(), next);
+    g_.tokens.resize(n_hist);
+    r_.draft_tokens += k;
+    r_.accepted_tokens += a;
+    s_.spec_ctl.Observe(k, a);
+    return a;
+  }
+
   // The per-token rule (engine/stop_rule.h), as the service applies it. True when generation
   // ends.
-  auto take = [&](int32_t next) {
+  bool Take(int32_t t) {
     const std::optional<FinishReason> why =
-        ApplyToken(g, next, IsEndToken(tok, next), constraint ? &constraint->matcher : nullptr,
-                   [&](int32_t t) {
-                     const bool stop_string = out.Push(tok, t);
-                     emit();
+        ApplyToken(g_, t, IsEndToken(tok_, t), constraint_ ? &constraint_->matcher : nullptr,
+                   [this](int32_t x) {
+                     const bool stop_string = out_.Push(tok_, x);
+                     Emit();
                      return stop_string;
                    });
-    r.generated_tokens = g.generated;
+    r_.generated_tokens = g_.generated;
     if (why) {
-      r.finish = *why;
+      r_.finish = *why;
       return true;
     }
-    if (cancelled) {
-      r.finish = FinishReason::kCancelled;
+    if (cancelled_) {
+      r_.finish = FinishReason::kCancelled;
       return true;
     }
     return false;
-  };
-  if (o.max_tokens == 0) goto done;
-  {
-    // The first token, from the prompt's logits.
-    if (constraint) mask = constraint->Mask(nullptr, std::min(o.max_tokens, ctx - pos));
-    s.sampler->Prepare(const_cast<float*>(logits), g.tokens.data(),
-                       static_cast<int>(g.tokens.size()), mask);
-    int32_t t = s.sampler->Draw();
-    t_first = NowSeconds();
-    // Each step: `t` (chosen, not yet run) and up to k drafts run in one forward; the drafts
-    // the target agrees with are kept and the token after them is chosen (with k = 0, plain
-    // decoding: one forward, one token).
-    while (!take(t)) {
-      const int generated = r.generated_tokens;
-      int k = 0;
-      if (s.proposer != nullptr && !constraint) {
-        k = std::min({s.spec_ctl.Choose(), o.max_tokens - generated - 1, ctx - pos - 1,
-                      static_cast<int>(s.drafts.size()) - 1});
-        if (k > 0) {
-          k = s.proposer->Propose(g.tokens.data(), static_cast<int>(g.tokens.size()), k,
-                                  s.drafts.data() + 1, s.draft_q.data());
-        }
-      }
-      if (k > 0 && !s.kv->Reserve(seq, pos + 1 + k)) k = 0;  // no room for drafts: none
-      if (!s.kv->Reserve(seq, pos + 1)) {
-        r.finish = FinishReason::kContext;  // KV memory exhausted
-        break;
-      }
-      s.drafts[0] = t;
-      const KvView view = s.kv->View(seq);
-      Transformer::BatchItem item{s.drafts.data(), 1 + k, pos, &view, 1 + k};
-      const float* rows0;
-      s.StepBatch(&item, 1, &rows0);
-      const size_t V = static_cast<size_t>(s.model->config.n_vocab);
-      float* base = const_cast<float*>(rows0);
-      if (k == 0) {
-        if (constraint) {
-          mask = constraint->Mask(nullptr, std::min(o.max_tokens - r.generated_tokens,
-                                                    ctx - static_cast<int>(g.tokens.size())));
-        }
-        s.sampler->Prepare(base, g.tokens.data(), static_cast<int>(g.tokens.size()), mask);
-        s.kv->Commit(seq, &t, 1);
-        ++pos;
-        t = s.sampler->Draw();
-        continue;
-      }
-      for (int i = 0; i <= k; ++i)
-        s.rows[static_cast<size_t>(i)] = base + static_cast<size_t>(i) * V;
-      // Penalties see the drafts as history: append them while verifying.
-      const size_t n_hist = g.tokens.size();
-      g.tokens.insert(g.tokens.end(), s.drafts.begin() + 1, s.drafts.begin() + 1 + k);
-      int32_t next = 0;
-      const int a = VerifyDrafts(*s.sampler, s.rows.data(), s.drafts.data() + 1, k, g.tokens.data(),
-                                 static_cast<int>(n_hist), s.draft_q.data(), &next);
-      g.tokens.resize(n_hist);
-      r.draft_tokens += k;
-      r.accepted_tokens += a;
-      s.spec_ctl.Observe(k, a);
-      // Only t and the accepted drafts enter the cache (no rejected token is ever committed,
-      // so none reaches the prefix cache); blocks reserved for the rest go back.
-      s.kv->Commit(seq, s.drafts.data(), 1 + a);
-      pos += 1 + a;
-      s.kv->Truncate(seq, pos);
-      bool ended = false;
-      for (int i = 1; i <= a && !ended; ++i) ended = take(s.drafts[static_cast<size_t>(i)]);
-      if (ended) break;
-      t = next;
+  }
+
+  void Emit() {
+    const std::string_view piece = out_.TakeReady();
+    if (!piece.empty() && on_text_ && !cancelled_ && !on_text_(piece)) cancelled_ = true;
+  }
+
+  GenerateResult Finish() {
+    if (r_.finish != FinishReason::kStop && r_.finish != FinishReason::kCancelled) {
+      out_.Finish();
+      Emit();
     }
+    r_.text = out_.text();
+    const double t_end = NowSeconds();
+    r_.prompt_seconds = (t_first_ > 0 ? t_first_ : t_end) - t0_;
+    r_.decode_seconds = t_first_ > 0 ? t_end - t_first_ : 0;
+    return std::move(r_);
   }
-done:
-  if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
-    out.Finish();
-    emit();
-  }
-  r.text = out.text();
-  const double t_end = NowSeconds();
-  r.prompt_seconds = (t_first > 0 ? t_first : t_end) - t0;
-  r.decode_seconds = t_first > 0 ? t_end - t_first : 0;
-  return r;
+
+  Engine::Impl& s_;
+  const Tokenizer& tok_;
+  const GenerateOptions& o_;
+  const StreamCallback& on_text_;
+  Sequence& g_;  // tokens: prompt + generated
+  TextAssembler& out_;
+  std::unique_ptr<Constraint> constraint_;
+  GenerateResult r_;
+  KvManager::SeqId seq_ = -1;
+  int pos_ = 0;  // tokens whose K/V are in the cache
+  bool cancelled_ = false;
+  double t0_ = 0, t_first_ = 0;
+};
+
+}  // namespace
+
+GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                                      const StreamCallback& on_text) {
+  ValidatePrompt(prompt, impl_->context, impl_->model->config.n_vocab, o);
+  return Generation(*impl_, prompt, o, on_text).Run();
 }
 
 ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path) {

@@ -12,6 +12,9 @@ namespace paddock {
 
 // One request as the scheduler sees it. The Service derives its Request from it.
 struct Sequence {
+  Sequence() = default;
+  Sequence(const Sequence&) = default;  // (a fork starts as a copy: ForkFrom)
+  Sequence& operator=(const Sequence&) = default;
   virtual ~Sequence() = default;
   uint64_t arrival = 0;         // submission order (ties in priority: earlier first)
   int priority = 0;             // higher first

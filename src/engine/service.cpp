@@ -9,6 +9,7 @@
 #include "paddock/service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -19,12 +20,8 @@
 
 #include "base/strings.h"
 #include "base/timer.h"
-#include "engine/engine_impl.h"
-#include "engine/request_stream.h"
-#include "engine/sampler.h"
-#include "engine/scheduler.h"
+#include "engine/service_impl.h"
 #include "engine/stop_rule.h"
-#include "engine/text_stream.h"
 
 namespace paddock {
 
@@ -40,108 +37,7 @@ std::vector<double> TokenBuckets() {
   return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000};
 }
 
-// A request: the scheduler's Sequence plus what the service keeps for it.
-struct Request : Sequence {
-  uint64_t id = 0;
-  bool traced = false;  // --trace: its spans were opened at Submit
-  std::shared_ptr<RequestStream> stream;
-  RequestStream::State* state = nullptr;  // stream's shared state
-  RequestOptions opt;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<Constraint> constraint;  // a grammar's matcher (constrained decoding)
-  TextAssembler text;
-  double t_submit = 0, t_admit = 0, t_first = 0, t_last = 0, deadline = 0;
-  // Speculative decoding: the request's controller (its own acceptance estimate), the drafts'
-  // distributions, the history with the drafts appended (penalties), its draft-model slot.
-  SpecController spec;
-  std::vector<DraftDist> q;
-  std::vector<int32_t> hist;
-  int draft_slot = -1;
-  // Log-probabilities: the logits row as the model gave it (the sampler changes it in place),
-  // the sampled token's entry, every entry (for the result); the prompt's (echo) once computed.
-  std::vector<float> row;
-  TokenLogprob last_lp;
-  std::vector<TokenLogprob> logprobs, prompt_logprobs;
-  bool prompt_logprobs_done = false;
-  // n > 1: the further choices' streams (choice i at i - 1), forked when the first token is
-  // sampled; `choices_pending` until then.
-  std::vector<std::shared_ptr<RequestStream>> choice_streams;
-  bool choices_pending = false;
-  int32_t last_sampled = -1;        // a new choice's first token (until it starts)
-  KvManager::SeqId fork_from = -1;  // ... and the parent's KV sequence it forks
-
-  bool Cancelled() const { return state->cancel.load(std::memory_order_relaxed); }
-};
-
-Request& AsRequest(Sequence& s) {
-  return static_cast<Request&>(s);
-}
-
 }  // namespace
-
-struct Service::Impl {
-  std::unique_ptr<Engine> engine;
-  Engine::Impl* e = nullptr;
-  ServiceOptions opt;
-  int kv_total_blocks = 0, kv_block_size = 1, kv_window = 0;  // fixed at creation
-
-  // Shared with callers.
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::unique_ptr<Request>> inbox;
-  size_t queued = 0;  // inbox + waiting (admission control counts both)
-  bool accepting = true;
-  bool stop = false;
-  double grace_deadline = 0;  // > 0: cancel whatever is left at this time
-  uint64_t next_id = 1;
-  std::thread thread;
-
-  mutable std::mutex stats_mu;
-  ServiceStats stats;
-
-  // Engine thread only.
-  std::unique_ptr<Scheduler> scheduler;
-  std::vector<Scheduler::Finished> finished;
-  std::vector<Transformer::BatchItem> items;
-  std::vector<const float*> logits;
-  std::vector<int32_t> sampled;
-  // Grammar masks of a step, computed before sampling, in parallel across requests.
-  std::vector<const uint64_t*> masks;
-  std::vector<double> mask_seconds;
-  std::vector<size_t> mask_rows;
-  void Masks(const Scheduler::Batch& batch);
-  std::vector<KvView> views;
-  std::vector<std::unique_ptr<Sampler>> spare_samplers;
-
-  void Loop();
-  bool Step();
-  void Propose();
-  void Forward(const Scheduler::Batch& batch);
-  void Sample(const Scheduler::Batch& batch);
-  void OnAdmit(Request& r);
-  bool OnToken(Request& r, int32_t token);
-  // The per-token rule (engine/stop_rule.h) for r: its end tokens, grammar and text.
-  std::optional<FinishReason> Apply(Request& r, int32_t token);
-  // The sampled token's log-probability entry (from r.row), texts filled in.
-  void Logprob(Request& r, int32_t token, int prev);
-  void PromptLogprobs(Request& r);
-  // n > 1: the choices after the first, each with its first token from the same logits row;
-  // forked (KV blocks shared) and started after Commit.
-  void SpawnChoices(Request& parent, const float* row);
-  void StartChoices();
-  std::vector<std::unique_ptr<Request>> new_choices;
-  // Work for the engine thread between steps (embeddings), under `mu`.
-  // A job returns false to run again after the next step.
-  std::vector<std::function<bool()>> jobs;
-  void RunJobs();
-  void FinishAll();  // everything in `finished`
-  void Finish(Request& r, FinishReason why);
-  void UpdateGauges();
-  void WakeEngine() {
-    std::lock_guard<std::mutex> lock(mu);
-    cv.notify_all();
-  }
-};
 
 Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -249,8 +145,7 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.accepting) return SubmitStatus::kShuttingDown;
     if (s.queued >= static_cast<size_t>(s.opt.max_queue)) {
-      std::lock_guard<std::mutex> sl(s.stats_mu);
-      s.stats.rejected++;
+      s.rejected.fetch_add(1, std::memory_order_relaxed);
       return SubmitStatus::kQueueFull;
     }
     r->id = s.next_id++;
@@ -300,7 +195,9 @@ void Service::Shutdown(double grace_seconds) {
 
 ServiceStats Service::Stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
-  return impl_->stats;
+  ServiceStats st = impl_->published;
+  st.rejected = impl_->rejected.load(std::memory_order_relaxed);
+  return st;
 }
 
 // ---- engine thread --------------------------------------------------------------------------
@@ -375,167 +272,6 @@ void Service::Impl::RunJobs() {
   for (auto& j : again) jobs.push_back(std::move(j));
 }
 
-namespace {
-
-// One embeddings request on the engine thread. Inputs are packed into shared forwards (each
-// token one row, as many rows as a step takes), in rounds of as many inputs as the KV cache
-// holds at once; the kernels are batch invariant, so an input's vector does not depend on its
-// neighbours. A round that finds no room while generations hold the cache waits for the next
-// step.
-struct EmbedJob {
-  Engine::Impl* e;
-  std::vector<std::vector<int32_t>> inputs;
-  Service::Pooling pooling;
-  Service::EmbedCallback done;
-  std::vector<std::vector<float>> out;
-  size_t next = 0;  // the first input not yet computed
-
-  // One row of input k at position pos counts towards its vector.
-  bool Takes(size_t k, int pos) const {
-    const int n = static_cast<int>(inputs[k].size());
-    return pooling == Service::Pooling::kMean ||
-           (pooling == Service::Pooling::kLast && pos == n - 1) ||
-           (pooling == Service::Pooling::kCls && pos == 0);
-  }
-
-  // Runs rounds until done (true) or the cache has no room for the next input while `busy`
-  // (false: call again after a step).
-  bool Run(bool busy) {
-    KvManager& kv = *e->kv;
-    const int dim = e->model->config.dim;
-    const size_t chunk = static_cast<size_t>(e->transformer->max_items());
-    std::vector<Transformer::BatchItem> items;
-    std::vector<const float*> rows(chunk);
-    struct Span {
-      size_t r;
-      int start, m;
-    };
-    std::vector<Span> spans;
-    while (next < inputs.size()) {
-      struct Round {
-        KvManager& kv;
-        std::vector<KvManager::SeqId> seqs;
-        ~Round() {
-          for (auto id : seqs) kv.Free(id);
-        }
-      } round{kv, {}};
-      size_t first = next;
-      while (next < inputs.size()) {
-        const int n = static_cast<int>(inputs[next].size());
-        const KvManager::SeqId seq = kv.Create(n);
-        if (!kv.Reserve(seq, n)) {
-          kv.Free(seq);
-          break;
-        }
-        round.seqs.push_back(seq);
-        ++next;
-      }
-      if (round.seqs.empty()) {
-        if (busy) return false;
-        Fail("no room in the KV cache for an embedding input of %zu tokens", inputs[next].size());
-      }
-      const size_t count = round.seqs.size();
-      std::vector<int> done_tokens(count, 0);
-      std::vector<std::vector<double>> acc(count, std::vector<double>(static_cast<size_t>(dim)));
-      std::vector<KvView> views(count);
-      for (size_t cur = 0; cur < count;) {
-        items.clear();
-        spans.clear();
-        for (size_t r = cur; r < count && items.size() < chunk; ++r) {
-          const auto& in = inputs[first + r];
-          const int left = static_cast<int>(in.size()) - done_tokens[r];
-          const int m = std::min<int>(left, static_cast<int>(chunk - items.size()));
-          if (m <= 0) continue;
-          views[r] = kv.View(round.seqs[r]);
-          for (int i = 0; i < m; ++i) {
-            const int pos = done_tokens[r] + i;
-            items.push_back({&in[static_cast<size_t>(pos)], 1, pos, &views[r]});
-          }
-          spans.push_back({r, done_tokens[r], m});
-        }
-        {
-          Engine::Impl::StepGuard g(kv);
-          e->transformer->ForwardHidden(items.data(), static_cast<int>(items.size()), rows.data());
-        }
-        size_t row = 0;
-        for (const Span& sp : spans) {
-          const auto& in = inputs[first + sp.r];
-          kv.Commit(round.seqs[sp.r], in.data() + sp.start, sp.m);
-          for (int i = 0; i < sp.m; ++i, ++row) {
-            if (!Takes(first + sp.r, sp.start + i)) continue;
-            const float* h = rows[row];
-            for (int d = 0; d < dim; ++d) acc[sp.r][static_cast<size_t>(d)] += h[d];
-          }
-          done_tokens[sp.r] += sp.m;
-        }
-        while (cur < count && done_tokens[cur] == static_cast<int>(inputs[first + cur].size()))
-          ++cur;
-      }
-      for (size_t r = 0; r < count; ++r) {
-        double norm = 0;
-        for (double v : acc[r]) norm += v * v;
-        norm = norm > 0 ? 1.0 / std::sqrt(norm) : 0;
-        auto& o = out[first + r];
-        o.resize(static_cast<size_t>(dim));
-        for (int d = 0; d < dim; ++d)
-          o[static_cast<size_t>(d)] = static_cast<float>(acc[r][static_cast<size_t>(d)] * norm);
-      }
-    }
-    return true;
-  }
-};
-
-}  // namespace
-
-void Service::EmbedAsync(std::vector<std::vector<int32_t>> inputs, Pooling pooling,
-                         EmbedCallback done) {
-  Impl& s = *impl_;
-  const int ctx = s.e->context;
-  for (const auto& in : inputs) {
-    if (in.empty()) Fail("an embedding input is empty");
-    if (static_cast<int>(in.size()) > ctx)
-      Fail("an embedding input of %zu tokens exceeds the context of %d", in.size(), ctx);
-    for (int32_t t : in)
-      if (t < 0 || t >= s.e->model->config.n_vocab)
-        Fail("token id %d is outside the vocabulary (0..%d)", t, s.e->model->config.n_vocab - 1);
-  }
-  auto job = std::make_shared<EmbedJob>();
-  job->e = s.e;
-  job->out.resize(inputs.size());
-  job->inputs = std::move(inputs);
-  job->pooling = pooling;
-  job->done = std::move(done);
-  Impl* impl = &s;
-  auto run = [job, impl]() -> bool {
-    std::string error;
-    try {
-      if (!job->Run(!impl->scheduler->idle())) return false;
-    } catch (const std::exception& ex) {
-      error = ex.what();
-    }
-    job->done(error.empty() ? std::move(job->out) : std::vector<std::vector<float>>(), error);
-    return true;
-  };
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.accepting) Fail("the service is shutting down");
-    s.jobs.push_back(std::move(run));
-  }
-  s.cv.notify_all();
-}
-
-std::vector<std::vector<float>> Service::Embed(const std::vector<std::vector<int32_t>>& inputs,
-                                               Pooling pooling) {
-  std::promise<std::pair<std::vector<std::vector<float>>, std::string>> done;
-  auto result = done.get_future();
-  EmbedAsync(inputs, pooling, [&done](std::vector<std::vector<float>> v, const std::string& err) {
-    done.set_value({std::move(v), err});
-  });
-  auto [vectors, error] = result.get();
-  if (!error.empty()) Fail("%s", error.c_str());
-  return vectors;
-}
-
 bool Service::Impl::Step() {
   RunJobs();
   // 1. Cancelled and expired requests leave first (their blocks free up for this step).
@@ -587,7 +323,6 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
   e->StepBatch(items.data(), static_cast<int>(n), logits.data());
-  std::lock_guard<std::mutex> lock(stats_mu);
   stats.steps++;
   stats.step_tokens += step_tokens;
 }
@@ -619,7 +354,6 @@ void Service::Impl::Masks(const Scheduler::Batch& batch) {
     });
   }
   if (mask_rows.empty()) return;
-  std::lock_guard<std::mutex> lock(stats_mu);
   for (size_t k : mask_rows) {
     stats.grammar_masks++;
     stats.grammar_mask_seconds += mask_seconds[k];
@@ -649,7 +383,6 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
                                 static_cast<int>(r.tokens.size()), r.q.data(), &next);
       r.spec.Observe(k_drafts, r.accepted);
       sampled[k] = next;
-      std::lock_guard<std::mutex> lock(stats_mu);
       stats.spec_drafts++;
       stats.spec_draft_tokens += static_cast<uint64_t>(k_drafts);
       stats.spec_accepted_tokens += static_cast<uint64_t>(r.accepted);
@@ -662,13 +395,10 @@ void Service::Impl::Sample(const Scheduler::Batch& batch) {
       sampled[k] = r.sampler->Sample(lg, r.tokens.data(), static_cast<int>(r.tokens.size()), mask);
       if (r.opt.generate.logprobs >= 0) Logprob(r, sampled[k], r.tokens.back());
     }
-    {
-      std::lock_guard<std::mutex> lock(stats_mu);
-      if (r.t_first == 0) {
-        stats.ttft.Observe(t - r.t_submit);
-      } else {
-        stats.itl.Observe(t - r.t_last);
-      }
+    if (r.t_first == 0) {
+      stats.ttft.Observe(t - r.t_submit);
+    } else {
+      stats.itl.Observe(t - r.t_last);
     }
     if (r.t_first == 0 && r.traced) {
       e->tracer->AsyncEnd("prefill", "request", r.id, t);
@@ -726,13 +456,10 @@ void Service::Impl::OnAdmit(Request& r) {
     std::lock_guard<std::mutex> lock(mu);
     queued--;  // no longer counted against the queue limit
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu);
-    stats.queue_time.Observe(r.t_admit - r.t_submit);
-    stats.prompt_tokens += static_cast<uint64_t>(r.n_prompt);
-    stats.prefix_queries += static_cast<uint64_t>(r.tokens.size());
-    stats.prefix_hits += static_cast<uint64_t>(r.cached_tokens);
-  }
+  stats.queue_time.Observe(r.t_admit - r.t_submit);
+  stats.prompt_tokens += static_cast<uint64_t>(r.n_prompt);
+  stats.prefix_queries += static_cast<uint64_t>(r.tokens.size());
+  stats.prefix_hits += static_cast<uint64_t>(r.cached_tokens);
   if (!spare_samplers.empty()) {
     r.sampler = std::move(spare_samplers.back());
     spare_samplers.pop_back();
@@ -766,7 +493,6 @@ bool Service::Impl::OnToken(Request& r, int32_t token) {
   } else {
     r.state->Append(r.text.TakeReady());
   }
-  std::lock_guard<std::mutex> lock(stats_mu);
   stats.generation_tokens++;
   return stop_string;
 }
@@ -822,17 +548,15 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
     }
     r.choices_pending = false;
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu);
-    stats.finished[static_cast<int>(why)]++;
-    if (why == FinishReason::kCancelled) stats.cancelled++;
-    if (why == FinishReason::kTimeout) stats.timeouts++;
-    stats.e2e.Observe(now - r.t_submit);
-    if (r.admitted_once) {
-      stats.prompt_len.Observe(r.n_prompt);
-      stats.generation_len.Observe(r.generated);
-    }
+  stats.finished[static_cast<int>(why)]++;
+  if (why == FinishReason::kCancelled) stats.cancelled++;
+  if (why == FinishReason::kTimeout) stats.timeouts++;
+  stats.e2e.Observe(now - r.t_submit);
+  if (r.admitted_once) {
+    stats.prompt_len.Observe(r.n_prompt);
+    stats.generation_len.Observe(r.generated);
   }
+  Publish();  // a caller that sees its request end sees it counted
   if (r.sampler) spare_samplers.push_back(std::move(r.sampler));
   if (r.draft_slot >= 0) e->draft->Release(r.draft_slot);
   r.state->Complete(std::move(res), (r.admitted_once ? r.t_admit : now) - r.t_submit);
@@ -842,150 +566,8 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   }
 }
 
-namespace {
-
-// A log-probability entry's text: what the token decodes to, or, for a control token that
-// renders as nothing (end of turn, EOS), its spelling, so that entries stay tellable apart.
-std::string LogprobText(const Tokenizer& tok, int prev, int32_t token) {
-  const std::string_view d = tok.Decode(prev, token);
-  if (d.empty() && tok.Attr(token) == TokenAttr::kControl) return std::string(tok.Piece(token));
-  return std::string(d);
-}
-
-}  // namespace
-
-void Service::Impl::Logprob(Request& r, int32_t token, int prev) {
-  const Tokenizer& tok = *e->model->tokenizer;
-  LogprobOf(r.row.data(), e->model->config.n_vocab, token, r.opt.generate.logprobs, &r.last_lp);
-  r.last_lp.text = LogprobText(tok, prev, token);
-  for (auto& a : r.last_lp.top) a.text = LogprobText(tok, prev, a.token);
-}
-
-// The prompt's log-probabilities, on a scratch KV sequence (one batch item per token: each
-// position gets its logits), in chunks of the engine's items per step. Without room in the KV
-// pool the request goes on without them (its result then has none).
-void Service::Impl::PromptLogprobs(Request& r) {
-  r.prompt_logprobs_done = true;
-  const int n = r.n_prompt;
-  if (n < 2) return;
-  KvManager& kv = *e->kv;
-  const KvManager::SeqId seq = kv.Create(n);
-  if (!kv.Reserve(seq, n - 1)) {
-    kv.Free(seq);
-    return;
-  }
-  const Tokenizer& tok = *e->model->tokenizer;
-  const int chunk = e->transformer->max_items();
-  const int k = std::max(0, r.opt.generate.logprobs);
-  std::vector<Transformer::BatchItem> items;
-  std::vector<const float*> rows(static_cast<size_t>(chunk));
-  r.prompt_logprobs.resize(static_cast<size_t>(n - 1));
-  for (int start = 0; start < n - 1; start += chunk) {
-    const int m = std::min(chunk, n - 1 - start);
-    const KvView view = kv.View(seq);
-    items.clear();
-    for (int i = 0; i < m; ++i)
-      items.push_back({&r.tokens[static_cast<size_t>(start + i)], 1, start + i, &view});
-    e->StepBatch(items.data(), m, rows.data());
-    kv.Commit(seq, r.tokens.data() + start, m);
-    for (int i = 0; i < m; ++i) {
-      const int pos = start + i + 1;  // the token scored
-      TokenLogprob& lp = r.prompt_logprobs[static_cast<size_t>(pos - 1)];
-      LogprobOf(rows[static_cast<size_t>(i)], e->model->config.n_vocab,
-                r.tokens[static_cast<size_t>(pos)], k, &lp);
-      const int prev = r.tokens[static_cast<size_t>(pos - 1)];
-      lp.text = LogprobText(tok, prev, lp.token);
-      for (auto& a : lp.top) a.text = LogprobText(tok, prev, a.token);
-    }
-  }
-  kv.Free(seq);
-  // Streamed too, ahead of any generated token (a streaming echo sends them first).
-  for (const TokenLogprob& lp : r.prompt_logprobs) r.state->Append("", &lp);
-}
-
-// The further choices of `parent`, at the moment it samples its first token from `row`: each a
-// request of its own (its stream, seed + i, the grammar's state copied) that samples its first
-// token from the same row now and starts running after Commit, sharing the prompt's blocks.
-void Service::Impl::SpawnChoices(Request& parent, const float* row) {
-  parent.choices_pending = false;
-  const size_t V = static_cast<size_t>(e->model->config.n_vocab);
-  std::vector<float> lg(V);
-  for (size_t i = 0; i < parent.choice_streams.size(); ++i) {
-    auto c = std::make_unique<Request>();
-    c->opt = parent.opt;
-    c->opt.n = 1;
-    c->opt.prompt_logprobs = false;
-    c->opt.generate.sampling.seed = parent.opt.generate.sampling.seed + i + 1;
-    c->priority = parent.priority;
-    c->max_tokens = parent.max_tokens;
-    c->ignore_eos = parent.ignore_eos;
-    c->n_prompt = parent.n_prompt;
-    c->limit = parent.limit;
-    c->tokens.reserve(static_cast<size_t>(c->limit) + 1);
-    c->tokens = parent.tokens;
-    c->arrival = parent.arrival;
-    c->admitted_once = true;
-    c->cached_tokens = parent.cached_tokens;
-    c->stream = parent.choice_streams[i];
-    c->id = c->stream->id();
-    c->state = c->stream->state_.get();
-    c->t_submit = parent.t_submit;
-    c->t_admit = parent.t_admit;
-    c->deadline = parent.deadline;
-    c->sampler = std::make_unique<Sampler>(static_cast<int>(V));
-    c->sampler->Reset(c->opt.generate.sampling);
-    if (parent.constraint) c->constraint = std::make_unique<Constraint>(*parent.constraint);
-    c->text.Reset(&c->opt.generate.stop, c->tokens.back(),
-                  static_cast<size_t>(c->limit - c->n_prompt) * 8 + 64);
-    c->row.assign(row, row + V);
-    lg.assign(row, row + V);
-    const uint64_t* mask = nullptr;
-    if (c->constraint) {
-      mask = c->constraint->Mask(nullptr, std::min(c->max_tokens - c->generated,
-                                                   c->limit - static_cast<int>(c->tokens.size())));
-    }
-    const int32_t t =
-        c->sampler->Sample(lg.data(), c->tokens.data(), static_cast<int>(c->tokens.size()), mask);
-    if (c->opt.generate.logprobs >= 0) Logprob(*c, t, c->tokens.back());
-    c->draft.clear();
-    c->accepted = 0;
-    c->last_sampled = t;
-    c->fork_from = parent.seq;
-    new_choices.push_back(std::move(c));
-  }
-  std::lock_guard<std::mutex> lock(stats_mu);
-  stats.forked_choices += parent.choice_streams.size();
-}
-
-// After Commit: each new choice forks the parent's KV sequence (the prompt now committed), takes
-// its first token through the stop rule, and runs.
-void Service::Impl::StartChoices() {
-  if (new_choices.empty()) return;
-  for (auto& c : new_choices) {
-    // (The parent sampled in this step: it is still running, its prompt just committed.)
-    const double now = NowSeconds();
-    c->t_first = c->t_last = now;
-    if (c->Cancelled()) {
-      Finish(*c, FinishReason::kCancelled);
-      continue;
-    }
-    c->seq = e->kv->Fork(c->fork_from);
-    c->computed = c->n_prompt;
-    const std::optional<FinishReason> why = Apply(*c, c->last_sampled);
-    if (why) {
-      e->kv->Free(c->seq);
-      c->seq = -1;
-      Finish(*c, *why);
-      continue;
-    }
-    scheduler->AddRunning(std::move(c));
-  }
-  new_choices.clear();
-}
-
 void Service::Impl::UpdateGauges() {
   const MemoryReport m = engine->Memory();
-  std::lock_guard<std::mutex> lock(stats_mu);
   stats.running = static_cast<int>(scheduler->running().size());
   stats.waiting = static_cast<int>(scheduler->waiting().size());
   stats.kv_usage = m.kv_total_blocks > 0 ? static_cast<double>(m.kv_used_blocks) /
@@ -993,6 +575,7 @@ void Service::Impl::UpdateGauges() {
                                          : 0;
   stats.preemptions = scheduler->preemptions();
   stats.memory = m;
+  Publish();
 }
 
 }  // namespace paddock

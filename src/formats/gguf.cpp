@@ -239,6 +239,84 @@ GgufFile GgufFile::Open(const std::string& path) {
   }
 }
 
+namespace {
+
+// One tensor's header entry: name (unique), dimensions, type, byte size, aligned offset.
+GgufTensor ReadTensorInfo(Cursor& c, uint64_t alignment,
+                          std::unordered_set<std::string_view>* names) {
+  GgufTensor ti;
+  const std::string_view name = c.ReadString("tensor name");
+  if (name.size() > 1024) Fail("GGUF: tensor name of %zu bytes is too long", name.size());
+  ti.name.assign(name);
+  const int nm = static_cast<int>(name.size());
+  if (!names->insert(name).second) Fail("GGUF: duplicate tensor name '%.*s'", nm, name.data());
+  const uint32_t n_dims = c.Read<uint32_t>("tensor dimension count");
+  if (n_dims == 0 || n_dims > kMaxDims)
+    Fail("GGUF: tensor '%.*s' has %u dimensions (1 to %d allowed)", nm, name.data(), n_dims,
+         kMaxDims);
+  ti.n_dims = static_cast<int>(n_dims);
+  int64_t n_el = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t ne = c.Read<uint64_t>("tensor dimension");
+    if (ne == 0 || ne > static_cast<uint64_t>(INT64_MAX))
+      Fail("GGUF: tensor '%.*s' dimension %u has invalid size %llu", nm, name.data(), d,
+           (unsigned long long)ne);
+    ti.ne[d] = static_cast<int64_t>(ne);
+    if (__builtin_mul_overflow(n_el, ti.ne[d], &n_el))
+      Fail("GGUF: tensor '%.*s' element count overflows", nm, name.data());
+  }
+  ti.n_elements = n_el;
+  const uint32_t type = c.Read<uint32_t>("tensor type");
+  const TypeTraits* tr = FindTypeTraits(type);
+  if (tr == nullptr) Fail("GGUF: tensor '%.*s' has unknown type id %u", nm, name.data(), type);
+  ti.type = tr->type;
+  if (ti.ne[0] % tr->block_size != 0)
+    Fail("GGUF: tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nm,
+         name.data(), (long long)ti.ne[0], tr->name, tr->block_size);
+  const uint64_t blocks = static_cast<uint64_t>(n_el / tr->block_size);
+  if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->type_size))
+    Fail("GGUF: tensor '%.*s' byte size overflows", nm, name.data());
+  ti.nbytes = blocks * static_cast<uint64_t>(tr->type_size);
+  if (tr->row_extra > 0)
+    ti.nbytes += static_cast<uint64_t>(n_el / ti.ne[0]) *
+                 static_cast<uint64_t>(tr->row_extra);  // per-row scales
+  ti.offset = c.Read<uint64_t>("tensor offset");
+  if (ti.offset % alignment != 0)
+    Fail("GGUF: tensor '%.*s' offset %llu is not aligned to %llu", nm, name.data(),
+         (unsigned long long)ti.offset, (unsigned long long)alignment);
+  return ti;
+}
+
+// Every tensor's bytes inside the data section (which starts at data_offset), pointed to; no two
+// tensors sharing bytes.
+void PlaceTensors(std::vector<GgufTensor>* tensors, const uint8_t* data, size_t size,
+                  uint64_t data_offset) {
+  const uint64_t data_size = data_offset <= size ? size - data_offset : 0;
+  for (auto& ti : *tensors) {
+    if (ti.offset > data_size || ti.nbytes > data_size - ti.offset) {
+      Fail(
+          "GGUF: tensor '%s' data [%llu, +%llu) lies past the end of the file (data section holds "
+          "%llu bytes)",
+          ti.name.c_str(), (unsigned long long)ti.offset, (unsigned long long)ti.nbytes,
+          (unsigned long long)data_size);
+    }
+    ti.data = data + data_offset + ti.offset;
+  }
+  std::vector<const GgufTensor*> by_offset;
+  by_offset.reserve(tensors->size());
+  for (const auto& t : *tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensor* a = by_offset[i - 1];
+    const GgufTensor* b = by_offset[i];
+    if (a->offset + a->nbytes > b->offset)
+      Fail("GGUF: tensors '%s' and '%s' overlap", a->name.c_str(), b->name.c_str());
+  }
+}
+
+}  // namespace
+
 GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
   GgufFile g;
   g.size_ = size;
@@ -281,49 +359,8 @@ GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
 
   g.tensors_.reserve(static_cast<size_t>(n_tensors));
   std::unordered_set<std::string_view> names;
-  for (uint64_t t = 0; t < n_tensors; ++t) {
-    GgufTensor ti;
-    const std::string_view name = c.ReadString("tensor name");
-    if (name.size() > 1024) Fail("GGUF: tensor name of %zu bytes is too long", name.size());
-    ti.name.assign(name);
-    const int nm = static_cast<int>(name.size());
-    if (!names.insert(name).second) Fail("GGUF: duplicate tensor name '%.*s'", nm, name.data());
-    const uint32_t n_dims = c.Read<uint32_t>("tensor dimension count");
-    if (n_dims == 0 || n_dims > kMaxDims)
-      Fail("GGUF: tensor '%.*s' has %u dimensions (1 to %d allowed)", nm, name.data(), n_dims,
-           kMaxDims);
-    ti.n_dims = static_cast<int>(n_dims);
-    int64_t n_el = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t ne = c.Read<uint64_t>("tensor dimension");
-      if (ne == 0 || ne > static_cast<uint64_t>(INT64_MAX))
-        Fail("GGUF: tensor '%.*s' dimension %u has invalid size %llu", nm, name.data(), d,
-             (unsigned long long)ne);
-      ti.ne[d] = static_cast<int64_t>(ne);
-      if (__builtin_mul_overflow(n_el, ti.ne[d], &n_el))
-        Fail("GGUF: tensor '%.*s' element count overflows", nm, name.data());
-    }
-    ti.n_elements = n_el;
-    const uint32_t type = c.Read<uint32_t>("tensor type");
-    const TypeTraits* tr = FindTypeTraits(type);
-    if (tr == nullptr) Fail("GGUF: tensor '%.*s' has unknown type id %u", nm, name.data(), type);
-    ti.type = tr->type;
-    if (ti.ne[0] % tr->block_size != 0)
-      Fail("GGUF: tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nm,
-           name.data(), (long long)ti.ne[0], tr->name, tr->block_size);
-    const uint64_t blocks = static_cast<uint64_t>(n_el / tr->block_size);
-    if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->type_size))
-      Fail("GGUF: tensor '%.*s' byte size overflows", nm, name.data());
-    ti.nbytes = blocks * static_cast<uint64_t>(tr->type_size);
-    if (tr->row_extra > 0)
-      ti.nbytes += static_cast<uint64_t>(n_el / ti.ne[0]) *
-                   static_cast<uint64_t>(tr->row_extra);  // per-row scales
-    ti.offset = c.Read<uint64_t>("tensor offset");
-    if (ti.offset % g.alignment_ != 0)
-      Fail("GGUF: tensor '%.*s' offset %llu is not aligned to %llu", nm, name.data(),
-           (unsigned long long)ti.offset, (unsigned long long)g.alignment_);
-    g.tensors_.push_back(std::move(ti));
-  }
+  for (uint64_t t = 0; t < n_tensors; ++t)
+    g.tensors_.push_back(ReadTensorInfo(c, g.alignment_, &names));
 
   // The data section starts at the next alignment boundary after the header.
   const uint64_t header_end = c.pos();
@@ -331,29 +368,7 @@ GgufFile GgufFile::Parse(const uint8_t* data, size_t size) {
   if (!g.tensors_.empty() && g.data_offset_ > size)
     Fail("GGUF: data section starts at %llu, past the end of the file (%zu bytes)",
          (unsigned long long)g.data_offset_, size);
-  const uint64_t data_size = g.data_offset_ <= size ? size - g.data_offset_ : 0;
-  for (auto& ti : g.tensors_) {
-    if (ti.offset > data_size || ti.nbytes > data_size - ti.offset) {
-      Fail(
-          "GGUF: tensor '%s' data [%llu, +%llu) lies past the end of the file (data section holds "
-          "%llu bytes)",
-          ti.name.c_str(), (unsigned long long)ti.offset, (unsigned long long)ti.nbytes,
-          (unsigned long long)data_size);
-    }
-    ti.data = data + g.data_offset_ + ti.offset;
-  }
-  // No two tensors may share bytes.
-  std::vector<const GgufTensor*> by_offset;
-  by_offset.reserve(g.tensors_.size());
-  for (const auto& t : g.tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const GgufTensor* a = by_offset[i - 1];
-    const GgufTensor* b = by_offset[i];
-    if (a->offset + a->nbytes > b->offset)
-      Fail("GGUF: tensors '%s' and '%s' overlap", a->name.c_str(), b->name.c_str());
-  }
+  PlaceTensors(&g.tensors_, data, size, g.data_offset_);
   return g;
 }
 

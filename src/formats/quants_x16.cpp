@@ -430,103 +430,145 @@ inline size_t Q8Byte(int i, int k) {
 
 }  // namespace
 
-void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q,
-              float* d, float* m) {
-  X16Format f{};
-  X16FormatOf(type, &f);
-  const X16Geometry geo(f);
-  const int64_t s = col / f.group;
-  const int blk = static_cast<int>((col % f.group) / kQK), k = static_cast<int>(col % kQK);
-  const uint8_t* sg = group + geo.prefix + static_cast<size_t>(s) * geo.GroupStride();
-  const uint8_t* quants = sg + geo.header + static_cast<size_t>(blk) * geo.block;
-  *m = 0;
-  if (f.kind == X16Kind::kQ5S || f.kind == X16Kind::kQ5Z) {
-    uint16_t h;
-    std::memcpy(&h, sg + 2 * row, 2);
-    *d = Fp16ToFp32(h);
-    if (f.kind == X16Kind::kQ5Z) {
-      std::memcpy(&h, sg + 32 + 2 * row, 2);
-      *m = Fp16ToFp32(h);
-    }
-    *q = GetQ5(quants, row, k) - (f.kind == X16Kind::kQ5S ? 16 : 0);
+namespace {
+
+// Where element (row, col) of a 16-row group lies: its format, the group, its scale group's
+// header and its block's quants.
+struct X16At {
+  const X16Format& f;
+  const uint8_t* group;
+  const uint8_t* sg;
+  const uint8_t* quants;
+  int row;
+  int64_t col;
+  int blk, k;
+};
+
+// Q5_0 / Q5_1 re-laid (kQ5S, kQ5Z): fp16 scale (and minimum), 5-bit quants.
+void ReadQ5(const X16At& at, int* q, float* d, float* m) {
+  const X16Format& f = at.f;
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, k = at.k;
+  uint16_t h;
+  std::memcpy(&h, sg + 2 * row, 2);
+  *d = Fp16ToFp32(h);
+  if (f.kind == X16Kind::kQ5Z) {
+    std::memcpy(&h, sg + 32 + 2 * row, 2);
+    *m = Fp16ToFp32(h);
+  }
+  *q = GetQ5(quants, row, k) - (f.kind == X16Kind::kQ5S ? 16 : 0);
+}
+
+// Q4_K / Q5_K: the super-block's fp16 scale and minimum times the sub-block's 6-bit ones.
+void ReadQ4KQ5K(const X16At& at, int* q, float* d, float* m) {
+  const X16Format& f = at.f;
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, blk = at.blk, k = at.k;
+  uint16_t h[2];
+  std::memcpy(&h[0], sg + 2 * row, 2);
+  std::memcpy(&h[1], sg + 32 + 2 * row, 2);
+  uint8_t scales[12];
+  for (int v = 0; v < 3; ++v) std::memcpy(scales + 4 * v, sg + 64 + 64 * v + 4 * row, 4);
+  int sc, mn;
+  KQuantScaleMin(blk, scales, &sc, &mn);
+  const uint8_t byte = quants[Q4Byte(row, k)];
+  *q = f.kind == X16Kind::kQ5K ? GetQ5(quants, row, k) : (k < 16 ? (byte & 15) : (byte >> 4));
+  *d = Fp16ToFp32(h[0]) * static_cast<float>(sc);
+  *m = -(Fp16ToFp32(h[1]) * static_cast<float>(mn));
+}
+
+// Q2_K: 2-bit quants, 4-bit scale and minimum per 16 elements.
+void ReadQ2K(const X16At& at, int* q, float* d, float* m) {
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, k = at.k;
+  const int64_t col = at.col;
+  uint16_t h[2];
+  std::memcpy(&h[0], sg + 2 * row, 2);
+  std::memcpy(&h[1], sg + 32 + 2 * row, 2);
+  const int sub = static_cast<int>((col % kQK_K) / 16);
+  const uint8_t sc = sg[64 + 64 * (sub / 4) + 4 * row + sub % 4];
+  const int c = k / 16, sh = (k % 16) / 4, j = k % 4;
+  *q = (quants[64 * c + 4 * row + j] >> (2 * sh)) & 3;
+  *d = Fp16ToFp32(h[0]) * static_cast<float>(sc & 15);
+  *m = -(Fp16ToFp32(h[1]) * static_cast<float>(sc >> 4));
+}
+
+// Q3_K: 2 low bits and a high bit, 6-bit signed scales per 16 elements.
+void ReadQ3K(const X16At& at, int* q, float* d, float* m) {
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, k = at.k;
+  const int64_t col = at.col;
+  uint16_t h;
+  std::memcpy(&h, sg + 2 * row, 2);
+  uint8_t b[12];
+  for (int v = 0; v < 3; ++v) std::memcpy(b + 4 * v, sg + 32 + 64 * v + 4 * row, 4);
+  const int sub = static_cast<int>((col % kQK_K) / 16);
+  const int sc =
+      ((b[sub % 8] >> (4 * (sub / 8))) & 15) | (((b[8 + sub % 4] >> (2 * (sub / 4))) & 3) << 4);
+  const int c = k / 16, sh = (k % 16) / 4, j = k % 4;
+  const int low = (quants[64 * c + 4 * row + j] >> (2 * sh)) & 3;
+  const int high = (quants[X16LayoutOf(X16Kind::kQ3K).extra + 4 * row + j] >> (sh + 4 * c)) & 1;
+  *q = low - (high ? 0 : 4);
+  *d = Fp16ToFp32(h) * static_cast<float>(sc - 32);
+}
+
+// The lookup kinds (IQ4_NL, IQ4_XS, MXFP4): a grid value times the block's scale.
+void ReadLut(const X16At& at, int* q, float* d, float* m) {
+  const X16Format& f = at.f;
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, blk = at.blk, k = at.k;
+  const uint8_t byte = quants[Q4Byte(row, k)];
+  const int nib = k < 16 ? (byte & 15) : (byte >> 4);
+  if (f.kind == X16Kind::kM4) {
+    *d = Mxfp4Scale(sg[row]);
+    *q = kMxfp4Values[nib];
     return;
   }
-  if (f.kind == X16Kind::kQ4K || f.kind == X16Kind::kQ5K) {
-    uint16_t h[2];
-    std::memcpy(&h[0], sg + 2 * row, 2);
-    std::memcpy(&h[1], sg + 32 + 2 * row, 2);
-    uint8_t scales[12];
-    for (int v = 0; v < 3; ++v) std::memcpy(scales + 4 * v, sg + 64 + 64 * v + 4 * row, 4);
-    int sc, mn;
-    KQuantScaleMin(blk, scales, &sc, &mn);
-    const uint8_t byte = quants[Q4Byte(row, k)];
-    *q = f.kind == X16Kind::kQ5K ? GetQ5(quants, row, k) : (k < 16 ? (byte & 15) : (byte >> 4));
-    *d = Fp16ToFp32(h[0]) * static_cast<float>(sc);
-    *m = -(Fp16ToFp32(h[1]) * static_cast<float>(mn));
-    return;
+  uint16_t h;
+  std::memcpy(&h, sg + 2 * row, 2);
+  *d = Fp16ToFp32(h);
+  *q = kIq4NlValues[nib];
+  if (f.kind == X16Kind::kL4X) {
+    uint32_t sl;
+    uint16_t sh;
+    std::memcpy(&sl, sg + 32 + 4 * row, 4);
+    std::memcpy(&sh, sg + 96 + 2 * row, 2);
+    const int ls = static_cast<int>(((sl >> (4 * blk)) & 15) | (((sh >> (2 * blk)) & 3) << 4));
+    *d *= static_cast<float>(ls - 32);
   }
-  if (f.kind == X16Kind::kQ2K) {
-    uint16_t h[2];
-    std::memcpy(&h[0], sg + 2 * row, 2);
-    std::memcpy(&h[1], sg + 32 + 2 * row, 2);
-    const int sub = static_cast<int>((col % kQK_K) / 16);
-    const uint8_t sc = sg[64 + 64 * (sub / 4) + 4 * row + sub % 4];
-    const int c = k / 16, sh = (k % 16) / 4, j = k % 4;
-    *q = (quants[64 * c + 4 * row + j] >> (2 * sh)) & 3;
-    *d = Fp16ToFp32(h[0]) * static_cast<float>(sc & 15);
-    *m = -(Fp16ToFp32(h[1]) * static_cast<float>(sc >> 4));
-    return;
-  }
-  if (f.kind == X16Kind::kQ3K) {
-    uint16_t h;
-    std::memcpy(&h, sg + 2 * row, 2);
-    uint8_t b[12];
-    for (int v = 0; v < 3; ++v) std::memcpy(b + 4 * v, sg + 32 + 64 * v + 4 * row, 4);
-    const int sub = static_cast<int>((col % kQK_K) / 16);
-    const int sc =
-        ((b[sub % 8] >> (4 * (sub / 8))) & 15) | (((b[8 + sub % 4] >> (2 * (sub / 4))) & 3) << 4);
-    const int c = k / 16, m = (k % 16) / 4, j = k % 4;
-    const int low = (quants[64 * c + 4 * row + j] >> (2 * m)) & 3;
-    const int high = (quants[X16LayoutOf(X16Kind::kQ3K).extra + 4 * row + j] >> (m + 4 * c)) & 1;
-    *q = low - (high ? 0 : 4);
-    *d = Fp16ToFp32(h) * static_cast<float>(sc - 32);
-    return;
-  }
-  if (X16IsLut(f.kind)) {  // a grid value times the block's scale
-    const uint8_t byte = quants[Q4Byte(row, k)];
-    const int nib = k < 16 ? (byte & 15) : (byte >> 4);
-    if (f.kind == X16Kind::kM4) {
-      *d = Mxfp4Scale(sg[row]);
-      *q = kMxfp4Values[nib];
-      return;
-    }
-    uint16_t h;
-    std::memcpy(&h, sg + 2 * row, 2);
-    *d = Fp16ToFp32(h);
-    *q = kIq4NlValues[nib];
-    if (f.kind == X16Kind::kL4X) {
-      uint32_t sl;
-      uint16_t sh;
-      std::memcpy(&sl, sg + 32 + 4 * row, 4);
-      std::memcpy(&sh, sg + 96 + 2 * row, 2);
-      const int ls = static_cast<int>(((sl >> (4 * blk)) & 15) | (((sh >> (2 * blk)) & 3) << 4));
-      *d *= static_cast<float>(ls - 32);
-    }
-    return;
-  }
-  if (f.kind == X16Kind::kQ6K) {
-    uint16_t h;
-    std::memcpy(&h, sg + 2 * row, 2);
-    const int sub = static_cast<int>((col % kQK_K) / 16);
-    const auto sc = static_cast<int8_t>(sg[32 + 64 * (sub / 4) + 4 * row + sub % 4]);
-    const uint8_t byte = quants[Q4Byte(row, k)];
-    const int lo = k < 16 ? (byte & 15) : (byte >> 4);
-    const int hi =
-        (quants[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
-    *q = (lo | (hi << 4)) - 32;
-    *d = Fp16ToFp32(h) * static_cast<float>(sc);
-    return;
-  }
+}
+
+// Q6_K: 4 low and 2 high bits, an int8 scale per 16 elements.
+void ReadQ6K(const X16At& at, int* q, float* d, float* m) {
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, k = at.k;
+  const int64_t col = at.col;
+  uint16_t h;
+  std::memcpy(&h, sg + 2 * row, 2);
+  const int sub = static_cast<int>((col % kQK_K) / 16);
+  const auto sc = static_cast<int8_t>(sg[32 + 64 * (sub / 4) + 4 * row + sub % 4]);
+  const uint8_t byte = quants[Q4Byte(row, k)];
+  const int lo = k < 16 ? (byte & 15) : (byte >> 4);
+  const int hi =
+      (quants[X16LayoutOf(X16Kind::kQ6K).extra + Q6HighByte(row, k)] >> Q6HighShift(k)) & 3;
+  *q = (lo | (hi << 4)) - 32;
+  *d = Fp16ToFp32(h) * static_cast<float>(sc);
+}
+
+// The block kinds (Q4_0, Q4_1, Q8_0 re-laid, PQ4 with or without a minimum, PQ8 per channel,
+// 2:4 sparse int8): a scale per block, group or row (and a minimum), the quant by its layout.
+void ReadBlock(const X16At& at, int* q, float* d, float* m) {
+  const X16Format& f = at.f;
+  const uint8_t* group = at.group;
+  const uint8_t* sg = at.sg;
+  const uint8_t* quants = at.quants;
+  const int row = at.row, k = at.k;
   if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kS8C) {
     std::memcpy(d, group + 4 * row, 4);
   } else {
@@ -556,12 +598,147 @@ void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_
   }
 }
 
+}  // namespace
+
+void X16Quant(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col, int* q,
+              float* d, float* m) {
+  X16Format f{};
+  X16FormatOf(type, &f);
+  const X16Geometry geo(f);
+  const int64_t s = col / f.group;
+  const int blk = static_cast<int>((col % f.group) / kQK), k = static_cast<int>(col % kQK);
+  const uint8_t* sg = group + geo.prefix + static_cast<size_t>(s) * geo.GroupStride();
+  const X16At at{f,   group, sg,  sg + geo.header + static_cast<size_t>(blk) * geo.block,
+                 row, col,   blk, k};
+  *m = 0;
+  switch (f.kind) {
+    case X16Kind::kQ5S:
+    case X16Kind::kQ5Z:
+      return ReadQ5(at, q, d, m);
+    case X16Kind::kQ4K:
+    case X16Kind::kQ5K:
+      return ReadQ4KQ5K(at, q, d, m);
+    case X16Kind::kQ2K:
+      return ReadQ2K(at, q, d, m);
+    case X16Kind::kQ3K:
+      return ReadQ3K(at, q, d, m);
+    case X16Kind::kQ6K:
+      return ReadQ6K(at, q, d, m);
+    default:
+      break;
+  }
+  if (X16IsLut(f.kind)) return ReadLut(at, q, d, m);
+  ReadBlock(at, q, d, m);
+}
+
 float X16Element(GgmlType type, const uint8_t* group, int64_t cols, int row, int64_t col) {
   int q;
   float d, m;
   X16Quant(type, group, cols, row, col, &q, &d, &m);
   return static_cast<float>(q) * d + m;
 }
+
+namespace {
+
+// Row i of a 2:4 sparse int8 group: prune 2 of every 4 (keep the largest |w| *
+// sqrt(importance)), then int8 per row.
+void QuantRowS8C(const X16Geometry& geo, const float* x, int64_t cols, const float* importance,
+                 int i, uint8_t* grp) {
+  std::vector<uint8_t> codes(static_cast<size_t>(cols / 4));
+  float amax = 0;
+  for (int64_t g4 = 0; g4 < cols / 4; ++g4) {
+    float score[4];
+    for (int p = 0; p < 4; ++p) {
+      const int64_t c = 4 * g4 + p;
+      score[p] = std::fabs(x[c]) * (importance != nullptr ? std::sqrt(importance[c]) : 1.0f);
+    }
+    int best = 0;
+    for (int code = 1; code < 6; ++code) {
+      if (score[kSparsePairs[code][0]] + score[kSparsePairs[code][1]] >
+          score[kSparsePairs[best][0]] + score[kSparsePairs[best][1]])
+        best = code;
+    }
+    codes[static_cast<size_t>(g4)] = static_cast<uint8_t>(best);
+    for (int j = 0; j < 2; ++j) amax = std::max(amax, std::fabs(x[4 * g4 + kSparsePairs[best][j]]));
+  }
+  const float row_d = amax / 127.0f, id = row_d != 0 ? 1.0f / row_d : 0.0f;
+  std::memcpy(grp + 4 * i, &row_d, 4);
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    uint8_t* blk = grp + geo.prefix + static_cast<size_t>(b) * geo.block;
+    int sum = 0;
+    for (int step = 0; step < 4; ++step) {
+      uint8_t code_byte = 0;
+      for (int half = 0; half < 2; ++half) {
+        const int64_t g4 = b * 8 + 2 * step + half;
+        const uint8_t code = codes[static_cast<size_t>(g4)];
+        code_byte = static_cast<uint8_t>(code_byte | (half == 0 ? code : code << 4));
+        for (int j = 0; j < 2; ++j) {
+          const int q = Level(x[4 * g4 + kSparsePairs[code][j]] * id, -127, 127);
+          sum += q;
+          blk[32 + 64 * step + 4 * i + 2 * half + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+        }
+      }
+      blk[X16LayoutOf(X16Kind::kS8C).extra + 4 * i + step] = code_byte;
+    }
+    const int16_t s16 = static_cast<int16_t>(sum);
+    std::memcpy(blk + 2 * i, &s16, 2);
+  }
+}
+
+// Row i of an int8 group: a scale per row (kQ8C) or per block (kQ8B), quants offset by 128.
+void QuantRowQ8(const X16Format& f, const X16Geometry& geo, const float* x, int64_t cols, int i,
+                uint8_t* grp) {
+  float row_d = 0;
+  if (f.kind == X16Kind::kQ8C) {
+    float amax = 0;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
+    row_d = amax / 127.0f;
+    std::memcpy(grp + 4 * i, &row_d, 4);
+  }
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    float d = row_d;
+    uint8_t* sg = grp + geo.prefix + static_cast<size_t>(b) * geo.GroupStride();
+    if (f.kind == X16Kind::kQ8B) {
+      float amax = 0;
+      for (int k = 0; k < kQK; ++k) amax = std::max(amax, std::fabs(x[b * kQK + k]));
+      const uint16_t h = Fp32ToFp16(amax / 127.0f);
+      std::memcpy(sg + 2 * i, &h, 2);
+      d = Fp16ToFp32(h);
+    }
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    uint8_t* quants = sg + geo.header;
+    for (int k = 0; k < kQK; ++k)
+      quants[Q8Byte(i, k)] = static_cast<uint8_t>(Level(x[b * kQK + k] * id, -127, 127) + 128);
+  }
+}
+
+// Row i of a 4-bit group: per scale group an fp16 scale (and minimum), nibbles in place.
+void QuantRowQ4(const X16Format& f, const X16Geometry& geo, const float* x, int64_t cols,
+                const float* importance, int i, uint8_t* grp) {
+  int q[256];
+  for (int64_t s = 0; s < cols / f.group; ++s) {
+    const float* xs = x + s * f.group;
+    const float* imp = importance != nullptr ? importance + s * f.group : nullptr;
+    uint8_t* sg = grp + static_cast<size_t>(s) * geo.GroupStride();
+    float d, m = 0;
+    if (f.kind == X16Kind::kQ4S) {
+      d = QuantGroupQ4S(xs, f.group, imp, q);
+    } else {
+      QuantGroupQ4Z(xs, f.group, imp, q, &d, &m);
+      const uint16_t hm = Fp32ToFp16(m);
+      std::memcpy(sg + 32 + 2 * i, &hm, 2);
+    }
+    const uint16_t hd = Fp32ToFp16(d);
+    std::memcpy(sg + 2 * i, &hd, 2);
+    for (int e = 0; e < f.group; ++e) {
+      uint8_t* quants = sg + geo.header + static_cast<size_t>(e / kQK) * geo.block;
+      const int k = e % kQK;
+      quants[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q[e] : q[e] << 4);
+    }
+  }
+}
+
+}  // namespace
 
 void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols,
                  const float* importance, void* dst) {
@@ -574,101 +751,16 @@ void QuantizeX16(GgmlType type, const float* src, int64_t rows, int64_t cols,
   const size_t group_bytes = static_cast<size_t>(kX16Rows) * RowBytes(Traits(type), cols);
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, group_bytes * static_cast<size_t>(rows / kX16Rows));
-  int q[256];
   for (int64_t g = 0; g < rows / kX16Rows; ++g) {
     uint8_t* grp = out + static_cast<size_t>(g) * group_bytes;
     for (int i = 0; i < kX16Rows; ++i) {
       const float* x = src + static_cast<size_t>(g * kX16Rows + i) * static_cast<size_t>(cols);
       if (f.kind == X16Kind::kS8C) {
-        // Prune 2 of every 4 (keep the largest |w| * sqrt(importance)), then int8 per row.
-        std::vector<uint8_t> codes(static_cast<size_t>(cols / 4));
-        float amax = 0;
-        for (int64_t g4 = 0; g4 < cols / 4; ++g4) {
-          float score[4];
-          for (int p = 0; p < 4; ++p) {
-            const int64_t c = 4 * g4 + p;
-            score[p] = std::fabs(x[c]) * (importance != nullptr ? std::sqrt(importance[c]) : 1.0f);
-          }
-          int best = 0;
-          for (int code = 1; code < 6; ++code) {
-            if (score[kSparsePairs[code][0]] + score[kSparsePairs[code][1]] >
-                score[kSparsePairs[best][0]] + score[kSparsePairs[best][1]])
-              best = code;
-          }
-          codes[static_cast<size_t>(g4)] = static_cast<uint8_t>(best);
-          for (int j = 0; j < 2; ++j)
-            amax = std::max(amax, std::fabs(x[4 * g4 + kSparsePairs[best][j]]));
-        }
-        const float row_d = amax / 127.0f, id = row_d != 0 ? 1.0f / row_d : 0.0f;
-        std::memcpy(grp + 4 * i, &row_d, 4);
-        for (int64_t b = 0; b < cols / kQK; ++b) {
-          uint8_t* blk = grp + geo.prefix + static_cast<size_t>(b) * geo.block;
-          int sum = 0;
-          for (int step = 0; step < 4; ++step) {
-            uint8_t code_byte = 0;
-            for (int half = 0; half < 2; ++half) {
-              const int64_t g4 = b * 8 + 2 * step + half;
-              const uint8_t code = codes[static_cast<size_t>(g4)];
-              code_byte = static_cast<uint8_t>(code_byte | (half == 0 ? code : code << 4));
-              for (int j = 0; j < 2; ++j) {
-                const int q = Level(x[4 * g4 + kSparsePairs[code][j]] * id, -127, 127);
-                sum += q;
-                blk[32 + 64 * step + 4 * i + 2 * half + j] =
-                    static_cast<uint8_t>(static_cast<int8_t>(q));
-              }
-            }
-            blk[X16LayoutOf(X16Kind::kS8C).extra + 4 * i + step] = code_byte;
-          }
-          const int16_t s16 = static_cast<int16_t>(sum);
-          std::memcpy(blk + 2 * i, &s16, 2);
-        }
-        continue;
-      }
-      if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kQ8B) {
-        float row_d = 0;
-        if (f.kind == X16Kind::kQ8C) {
-          float amax = 0;
-          for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
-          row_d = amax / 127.0f;
-          std::memcpy(grp + 4 * i, &row_d, 4);
-        }
-        for (int64_t b = 0; b < cols / kQK; ++b) {
-          float d = row_d;
-          uint8_t* sg = grp + geo.prefix + static_cast<size_t>(b) * geo.GroupStride();
-          if (f.kind == X16Kind::kQ8B) {
-            float amax = 0;
-            for (int k = 0; k < kQK; ++k) amax = std::max(amax, std::fabs(x[b * kQK + k]));
-            const uint16_t h = Fp32ToFp16(amax / 127.0f);
-            std::memcpy(sg + 2 * i, &h, 2);
-            d = Fp16ToFp32(h);
-          }
-          const float id = d != 0 ? 1.0f / d : 0.0f;
-          uint8_t* quants = sg + geo.header;
-          for (int k = 0; k < kQK; ++k)
-            quants[Q8Byte(i, k)] =
-                static_cast<uint8_t>(Level(x[b * kQK + k] * id, -127, 127) + 128);
-        }
-        continue;
-      }
-      for (int64_t s = 0; s < cols / f.group; ++s) {
-        const float* xs = x + s * f.group;
-        const float* imp = importance != nullptr ? importance + s * f.group : nullptr;
-        uint8_t* sg = grp + static_cast<size_t>(s) * geo.GroupStride();
-        float d, m = 0;
-        if (f.kind == X16Kind::kQ4S) {
-          d = QuantGroupQ4S(xs, f.group, imp, q);
-        } else {
-          QuantGroupQ4Z(xs, f.group, imp, q, &d, &m);
-          const uint16_t hm = Fp32ToFp16(m);
-          std::memcpy(sg + 32 + 2 * i, &hm, 2);
-        }
-        const uint16_t hd = Fp32ToFp16(d);
-        std::memcpy(sg + 2 * i, &hd, 2);
-        for (int e = 0; e < f.group; ++e) {
-          uint8_t* quants = sg + geo.header + static_cast<size_t>(e / kQK) * geo.block;
-          const int k = e % kQK;
-          quants[Q4Byte(i, k)] |= static_cast<uint8_t>(k < 16 ? q[e] : q[e] << 4);
-        }
+        QuantRowS8C(geo, x, cols, importance, i, grp);
+      } else if (f.kind == X16Kind::kQ8C || f.kind == X16Kind::kQ8B) {
+        QuantRowQ8(f, geo, x, cols, i, grp);
+      } else {
+        QuantRowQ4(f, geo, x, cols, importance, i, grp);
       }
     }
   }

@@ -2,8 +2,9 @@
 //
 // A KernelTable holds one function pointer per operation (and one GEMV per weight type). The
 // scalar table is the reference: plain loops with double accumulation, the numerical ground
-// truth. The AVX2 and AVX-512 tables come from the same source file compiled once per
-// instruction set (simd.cpp). GetKernels() is the only place that chooses between them; an
+// truth. The AVX2 and AVX-512 tables come from the same kernel families (kernels/simd/*.cpp)
+// compiled once per instruction set (dispatch.cpp installs them; AMX and BF16 add their own
+// files). GetKernels() is the only place that chooses between them; an
 // accelerator backend would add a table here without touching the model or the scheduler.
 //
 // Conventions: a weight matrix has `rows` rows of `cols` elements (GGUF ne[0] = cols), stored

@@ -38,9 +38,9 @@ void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h
 void Transformer::StoreKv(int l, int n) {
   const int hd = cfg_.head_dim;
   ForTokens(n, [&](int j) {
-    const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+    const KvView& kv = *plan_.view[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
-    const int pos = tok_pos_[static_cast<size_t>(j)];
+    const int pos = plan_.pos[static_cast<size_t>(j)];
     k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(),
                                                  cfg_.n_kv_heads, hd);
     k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
@@ -71,7 +71,7 @@ int Transformer::PlanAttention(int n) {
   auto for_each_run = [&](auto fn) {
     for (int j0 = 0; j0 < n;) {
       int j1 = j0 + 1;
-      while (j1 < n && tok_view_[static_cast<size_t>(j1)] == tok_view_[static_cast<size_t>(j0)])
+      while (j1 < n && plan_.view[static_cast<size_t>(j1)] == plan_.view[static_cast<size_t>(j0)])
         ++j1;
       fn(j0, (j1 - j0) * group);
       j0 = j1;
@@ -96,7 +96,7 @@ int Transformer::PlanAttention(int n) {
   });
   const int n_base = static_cast<int>(attn_tasks_.size());
   int parts = 1;
-  if (n_base < threads && tok_pos_[static_cast<size_t>(n - 1)] + 1 >= 4 * kAttnTile) {
+  if (n_base < threads && plan_.pos[static_cast<size_t>(n - 1)] + 1 >= 4 * kAttnTile) {
     parts = std::min({(threads + n_base - 1) / n_base, 2 * threads / n_base, 2 * kAttnMaxSplit});
   }
   if (parts > 1) {
@@ -126,7 +126,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
   float* out_rows[kAttnMaxRows];
   int lo[kAttnMaxRows], hi[kAttnMaxRows];
   const AttnTask& tk = attn_tasks_[idx];
-  const KvView& kv = *tok_view_[static_cast<size_t>(tk.j0)];
+  const KvView& kv = *plan_.view[static_cast<size_t>(tk.j0)];
   const KvLayerView& cache = kv.layers[l];
   const int window = cfg_.LayerWindow(l, kv.window);
   KvRowsRef kr, vr;
@@ -142,7 +142,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
   for (int r = 0; r < tk.count; ++r) {
     const int p = tk.first + r;
     const int j = tk.j0 + p / group, h = tk.g * group + p % group;
-    const int pos = tok_pos_[static_cast<size_t>(j)];
+    const int pos = plan_.pos[static_cast<size_t>(j)];
     hi[r] = pos + 1;
     lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     const float* q = q_ + j * qd + h * hd;
@@ -210,7 +210,7 @@ void Transformer::MergeAttentionParts(int l, int parts) {
   const int n_base = static_cast<int>(attn_tasks_.size()) / parts;
   for (int i = 0; i < n_base; ++i) {
     const AttnTask& tk = attn_tasks_[static_cast<size_t>(i * parts)];
-    const KvLayerView& cache = tok_view_[static_cast<size_t>(tk.j0)]->layers[l];
+    const KvLayerView& cache = plan_.view[static_cast<size_t>(tk.j0)]->layers[l];
     for (int r = 0; r < tk.count; ++r) {
       const float* outs[2 * kAttnMaxSplit];
       const float* mls[2 * kAttnMaxSplit];
@@ -242,13 +242,13 @@ void Transformer::Attention(int l, int n) {
     float* qrot = qrot_ + static_cast<size_t>(t) * hd;
     for (int64_t idx = begin; idx < end; ++idx) {
       const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
-      const KvView& kv = *tok_view_[static_cast<size_t>(j)];
+      const KvView& kv = *plan_.view[static_cast<size_t>(j)];
       const KvLayerView& cache = kv.layers[l];
       const auto kdot = k_->kv_dot[static_cast<int>(cache.k_type)];
       const auto vaxpy = k_->kv_axpy[static_cast<int>(cache.v_type)];
       const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
       const int window = cfg_.LayerWindow(l, kv.window);
-      const int p = tok_pos_[static_cast<size_t>(j)];
+      const int p = plan_.pos[static_cast<size_t>(j)];
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       const float* q = q_ + j * qd + h * hd;
       if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k

@@ -195,14 +195,9 @@ void BindExperts(Binder* b, const std::string& p, const ModelConfig& c, LayerWei
   }
 }
 
-void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
-  ModelConfig& c = m->config;
-  Binder b(src, m);
-  const TensorSource* emb = b.Find("token_embd.weight");
-  if (emb == nullptr) Fail("model lacks tensor 'token_embd.weight'");
-  if (c.n_vocab == 0) c.n_vocab = static_cast<int>(emb->ne[1]);
-  c.Validate();
-  ModelWeights& w = m->weights;
+// The model-wide tensors: embeddings, final norm, classifier (or the tied embeddings), RoPE
+// factors.
+void BindGlobals(Binder& b, ModelConfig& c, ModelWeights& w) {
   w.tok_embd = b.Matrix("token_embd.weight", c.dim, c.n_vocab);
   // The embedding is read a row at a time: interleaved (matrix-only) types cannot hold it.
   if (IsX16(w.tok_embd.type))
@@ -231,88 +226,97 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   } else if (c.rope_scaling == "longrope") {
     Fail("RoPE scaling 'longrope' needs its factors, the tensor 'rope_factors_long.weight'");
   }
-  w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    const std::string p = StrFormat("blk.%d.", l);
-    L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
-    if (c.layer_norm) {
-      L.attn_norm_b = b.Vector(p + "attn_norm.bias", c.dim);
-      L.ffn_norm_b = b.Vector(p + "ffn_norm.bias", c.dim);
+}
+
+// A layer's attention: Q/K/V (fused or not, with biases), output, sinks, QK norms.
+void BindAttention(Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  if (b.Find(p + "attn_qkv.weight") != nullptr) {  // fused Q/K/V (Phi-3): rows [q | k | v]
+    const WeightTensor qkv = b.Matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
+    L.wq = RowSlice(qkv, 0, c.q_dim());
+    L.wk = RowSlice(qkv, c.q_dim(), c.kv_dim());
+    L.wv = RowSlice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    if (c.qkv_bias) {  // fused bias [q | k | v]
+      const float* bqkv = b.Vector(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim());
+      L.bq = bqkv;
+      L.bk = bqkv + c.q_dim();
+      L.bv = bqkv + c.q_dim() + c.kv_dim();
     }
-    if (b.Find(p + "attn_qkv.weight") != nullptr) {  // fused Q/K/V (Phi-3): rows [q | k | v]
-      const WeightTensor qkv = b.Matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
-      L.wq = RowSlice(qkv, 0, c.q_dim());
-      L.wk = RowSlice(qkv, c.q_dim(), c.kv_dim());
-      L.wv = RowSlice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
-      if (c.qkv_bias) {  // fused bias [q | k | v]
-        const float* bqkv = b.Vector(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim());
-        L.bq = bqkv;
-        L.bk = bqkv + c.q_dim();
-        L.bv = bqkv + c.q_dim() + c.kv_dim();
-      }
-    } else {
-      L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
-      L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-      L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
-    }
-    L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
-    if (!c.layer_norm) L.bo = b.Vector(p + "attn_output.bias", c.dim, false);  // gpt-oss
-    if (c.attn_sinks) {
-      L.attn_sinks = b.Find(p + "attn_sinks.weight") != nullptr
-                         ? b.Vector(p + "attn_sinks.weight", c.n_heads)
-                         : b.Vector(p + "attn_sinks", c.n_heads);
-    }
-    if (c.qkv_bias && L.bq == nullptr) {
-      L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
-      L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
-      L.bv = b.Vector(p + "attn_v.bias", c.kv_dim());
-    }
-    if (c.qk_norm) {  // per head, or over the whole row (OLMoE)
-      L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? c.q_dim() : c.head_dim);
-      L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? c.kv_dim() : c.head_dim);
-    }
-    // gpt-oss names its pre-FFN norm post_attention_norm.
-    L.ffn_norm = !c.post_norms && b.Find(p + "ffn_norm.weight") == nullptr &&
-                         b.Find(p + "post_attention_norm.weight") != nullptr
-                     ? b.Vector(p + "post_attention_norm.weight", c.dim)
-                     : b.Vector(p + "ffn_norm.weight", c.dim);
-    const bool moe_layer = b.Find(p + "ffn_gate_inp.weight") != nullptr;
-    if (moe_layer && !c.is_moe())
-      Fail(
-          "tensor '%sffn_gate_inp.weight' is a mixture-of-experts router, but the metadata gives "
-          "no '%s.expert_count'",
-          p.c_str(), c.arch.c_str());
-    if (moe_layer) {
-      BindExperts(&b, p, c, &L);
-    } else if (!c.ffn_gated) {  // GPT-2: up -> GELU -> down, with biases
-      L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
-      L.b_up = b.Vector(p + "ffn_up.bias", c.ffn_dim);
-      L.b_down = b.Vector(p + "ffn_down.bias", c.dim);
-      L.bo = b.Vector(p + "attn_output.bias", c.dim);
-    } else if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
-      // fused gate/up (Phi-3): rows [gate | up]
-      const WeightTensor gu =
-          b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
-      L.w_gate = RowSlice(gu, 0, c.ffn_dim);
-      L.w_up = RowSlice(gu, c.ffn_dim, c.ffn_dim);
-    } else {
-      L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-      L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
-    }
-    if (!moe_layer) L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
-    if (c.post_norms) {
-      L.post_attn_norm = b.Vector(p + "post_attention_norm.weight", c.dim);
-      L.post_ffn_norm = b.Vector(p + "post_ffw_norm.weight", c.dim);
-    }
+  } else {
+    L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
+    L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+    L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
   }
-  if (c.is_moe()) {
-    bool any = false;
-    for (const LayerWeights& L : w.layers) any = any || !L.experts.empty();
-    if (!any)
-      Fail("the metadata gives %d experts but no layer has a router ('blk.0.ffn_gate_inp.weight')",
-           c.n_experts);
+  L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+  if (!c.layer_norm) L.bo = b.Vector(p + "attn_output.bias", c.dim, false);  // gpt-oss
+  if (c.attn_sinks) {
+    L.attn_sinks = b.Find(p + "attn_sinks.weight") != nullptr
+                       ? b.Vector(p + "attn_sinks.weight", c.n_heads)
+                       : b.Vector(p + "attn_sinks", c.n_heads);
   }
+  if (c.qkv_bias && L.bq == nullptr) {
+    L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
+    L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
+    L.bv = b.Vector(p + "attn_v.bias", c.kv_dim());
+  }
+  if (c.qk_norm) {  // per head, or over the whole row (OLMoE)
+    L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? c.q_dim() : c.head_dim);
+    L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? c.kv_dim() : c.head_dim);
+  }
+}
+
+// A layer's FFN: experts (a router), GPT-2's ungated MLP, fused or separate gate/up, down.
+void BindFfn(Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  const bool moe_layer = b.Find(p + "ffn_gate_inp.weight") != nullptr;
+  if (moe_layer && !c.is_moe())
+    Fail(
+        "tensor '%sffn_gate_inp.weight' is a mixture-of-experts router, but the metadata gives "
+        "no '%s.expert_count'",
+        p.c_str(), c.arch.c_str());
+  if (moe_layer) {
+    BindExperts(&b, p, c, &L);
+    return;
+  }
+  if (!c.ffn_gated) {  // GPT-2: up -> GELU -> down, with biases
+    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    L.b_up = b.Vector(p + "ffn_up.bias", c.ffn_dim);
+    L.b_down = b.Vector(p + "ffn_down.bias", c.dim);
+    L.bo = b.Vector(p + "attn_output.bias", c.dim);
+  } else if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
+    // fused gate/up (Phi-3): rows [gate | up]
+    const WeightTensor gu =
+        b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
+    L.w_gate = RowSlice(gu, 0, c.ffn_dim);
+    L.w_up = RowSlice(gu, c.ffn_dim, c.ffn_dim);
+  } else {
+    L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+  }
+  L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+}
+
+void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
+  const std::string p = StrFormat("blk.%d.", l);
+  L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
+  if (c.layer_norm) {
+    L.attn_norm_b = b.Vector(p + "attn_norm.bias", c.dim);
+    L.ffn_norm_b = b.Vector(p + "ffn_norm.bias", c.dim);
+  }
+  BindAttention(b, p, c, L);
+  // gpt-oss names its pre-FFN norm post_attention_norm.
+  L.ffn_norm = !c.post_norms && b.Find(p + "ffn_norm.weight") == nullptr &&
+                       b.Find(p + "post_attention_norm.weight") != nullptr
+                   ? b.Vector(p + "post_attention_norm.weight", c.dim)
+                   : b.Vector(p + "ffn_norm.weight", c.dim);
+  BindFfn(b, p, c, L);
+  if (c.post_norms) {
+    L.post_attn_norm = b.Vector(p + "post_attention_norm.weight", c.dim);
+    L.post_ffn_norm = b.Vector(p + "post_ffw_norm.weight", c.dim);
+  }
+}
+
+// Parameters and bytes per tensor type; per token only the used experts are read, so the
+// others' parameters are not active.
+void CountParameters(const std::vector<TensorSource>& src, LoadedModel* m) {
   std::map<std::string, TensorTypeCount> counts;
   for (const auto& t : src) {
     int64_t n = 1;
@@ -325,10 +329,10 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
     tc.bytes += t.nbytes;
   }
   for (auto& kv : counts) m->type_counts.push_back(kv.second);
-  // Per token only the used experts are read: the others' parameters are not active.
+  const ModelConfig& c = m->config;
   m->n_active_params = m->n_params;
   m->active_weight_bytes = m->weight_bytes;
-  for (const LayerWeights& L : w.layers) {
+  for (const LayerWeights& L : m->weights.layers) {
     if (L.experts.empty()) continue;
     const ExpertWeights& e = L.experts[0];
     int64_t params = 0;
@@ -341,6 +345,27 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
     m->n_active_params -= skipped * params;
     m->active_weight_bytes -= static_cast<uint64_t>(skipped) * bytes;
   }
+}
+
+void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
+  ModelConfig& c = m->config;
+  Binder b(src, m);
+  const TensorSource* emb = b.Find("token_embd.weight");
+  if (emb == nullptr) Fail("model lacks tensor 'token_embd.weight'");
+  if (c.n_vocab == 0) c.n_vocab = static_cast<int>(emb->ne[1]);
+  c.Validate();
+  ModelWeights& w = m->weights;
+  BindGlobals(b, c, w);
+  w.layers.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) BindLayer(b, l, c, w.layers[static_cast<size_t>(l)]);
+  if (c.is_moe()) {
+    bool any = false;
+    for (const LayerWeights& L : w.layers) any = any || !L.experts.empty();
+    if (!any)
+      Fail("the metadata gives %d experts but no layer has a router ('blk.0.ffn_gate_inp.weight')",
+           c.n_experts);
+  }
+  CountParameters(src, m);
 }
 
 bool IsGguf(const std::string& path) {

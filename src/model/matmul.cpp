@@ -18,7 +18,7 @@ bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
 }
 
 bool Transformer::TakesBf16(const WeightTensor& w, int cols, int n, bool prefill_ok) const {
-  return prefill_ok && n_bf_ > 0 && n == n_step_ && act_bf_ != nullptr && TakesInt8(w, cols) &&
+  return prefill_ok && plan_.n_bf > 0 && n == n_step_ && act_bf_ != nullptr && TakesInt8(w, cols) &&
          k_->gemm_bf16_tiles[static_cast<int>(w.type)] != nullptr;
 }
 
@@ -35,8 +35,8 @@ void Transformer::QuantizeToken(const float* x, int j, int n, int cols, bool bf,
   const size_t r = static_cast<size_t>(j) * static_cast<size_t>(cols);
   // A prompt token: bf16 tiles for the weights with the bf16 GEMM, and int8 as well for any
   // weight sharing this input that has none (a k-quant mix's Q5_K or Q3_K attn_v).
-  if (bf && tok_bf_[static_cast<size_t>(j)] != 0) {
-    k_->pack_bf16_token(x + r, cols, bf_slot_[static_cast<size_t>(j)], act_bf_);
+  if (bf && plan_.bf[static_cast<size_t>(j)] != 0) {
+    k_->pack_bf16_token(x + r, cols, plan_.bf_slot[static_cast<size_t>(j)], act_bf_);
     if (!int8_too) return;
   }
   k_->quantize_act(x + r, cols, act_qs_.get() + r, act_d_.get() + r / kQK, act_ds_.get() + r / kQK);
@@ -51,9 +51,9 @@ ActQ8 Transformer::ActBuffers(int n, bool bf) const {
   q.ds = act_ds_.get();
   if (bf) {
     q.bf = act_bf_;
-    q.bf_rows = bf_rows_.data();
-    q.bf_tok = tok_bf_.data();
-    q.bf_count = n_bf_;
+    q.bf_rows = plan_.bf_rows.data();
+    q.bf_tok = plan_.bf.data();
+    q.bf_count = plan_.n_bf;
     q.int8_lead = n_int8_lead_;
   }
   if (PacksTiles(n)) {

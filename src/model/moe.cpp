@@ -59,84 +59,90 @@ void RouteToken(const float* logits, const ModelConfig& cfg, int* ids, float* we
 }
 
 // xb (n, dim) -> xb = sum over each token's experts of weight * expert(xb) (+ the shared expert).
-void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
-  const int E = cfg_.n_experts, K = cfg_.n_experts_used, dim = cfg_.dim;
-  const int64_t F = cfg_.expert_ffn_dim;
+// Router logits, each token's experts, and the grouping: expert e's tokens take rows
+// [offset[e], offset[e] + count[e]) of the gathered buffers, in token order. Returns how many
+// experts are used (moe_active_).
+int Transformer::MoeRoute(const LayerWeights& w, const ActQ8& xq, int n) {
+  OpScope ps(this, ProfOp::kMoeRoute);
+  const int E = cfg_.n_experts, K = cfg_.n_experts_used;
   int* sel = moe_sel_.data();
-  float* wts = moe_w_.data();
   int* count = moe_count_.data();
   int* offset = moe_offset_.data();
-  int* row = moe_row_.data();
+  Matmul(w.router, xb_, xq, n, moe_logits_);
+  AddBias(moe_logits_, w.router_b, n, E);
+  for (int j = 0; j < n; ++j)
+    RouteToken(moe_logits_ + j * E, cfg_, sel + j * K, moe_w_.data() + j * K);
+  std::fill(count, count + E, 0);
+  for (int i = 0; i < n * K; ++i) count[sel[i]]++;
   int n_active = 0;
-  {
-    // Router logits, each token's experts, and the grouping: expert e's tokens take rows
-    // [offset[e], offset[e] + count[e]) of the gathered buffers, in token order.
-    OpScope ps(this, ProfOp::kMoeRoute);
-    Matmul(w.router, xb_, xq, n, moe_logits_);
-    AddBias(moe_logits_, w.router_b, n, E);
-    for (int j = 0; j < n; ++j) RouteToken(moe_logits_ + j * E, cfg_, sel + j * K, wts + j * K);
-    std::fill(count, count + E, 0);
-    for (int i = 0; i < n * K; ++i) count[sel[i]]++;
-    for (int e = 0, o = 0; e < E; ++e) {
-      offset[e] = o;
-      o += count[e];
-      if (count[e] > 0) moe_active_[static_cast<size_t>(n_active++)] = e;
-    }
-    std::fill(count, count + E, 0);
-    for (int i = 0; i < n * K; ++i) row[i] = offset[sel[i]] + count[sel[i]]++;
+  for (int e = 0, o = 0; e < E; ++e) {
+    offset[e] = o;
+    o += count[e];
+    if (count[e] > 0) moe_active_[static_cast<size_t>(n_active++)] = e;
   }
-  const ExpertWeights& ex0 = w.experts[0];
-  // The FFN norm quantized the input for the experts' integer kernels where they take it.
-  const bool int8_in = xq.qs != nullptr && TakesInt8(ex0.gate, dim) && TakesInt8(ex0.up, dim);
+  std::fill(count, count + E, 0);
+  for (int i = 0; i < n * K; ++i)
+    moe_row_[static_cast<size_t>(i)] = offset[sel[i]] + count[sel[i]]++;
+  return n_active;
+}
+
+// Gather: each (token, expert) pair's input row into its expert's run of rows, as the int8
+// blocks the integer kernels take (int8_in; returned) or floats (moe_x_).
+ActQ8 Transformer::MoeGather(const ActQ8& xq, int n, bool int8_in) {
+  OpScope ps(this, ProfOp::kMoeGather);
+  const int K = cfg_.n_experts_used, dim = cfg_.dim;
+  const size_t nb = static_cast<size_t>(dim) / kQK;
+  ForTokens(n, [&](int j) {
+    for (int s = 0; s < K; ++s) {
+      const size_t r = static_cast<size_t>(moe_row_[static_cast<size_t>(j * K + s)]);
+      const size_t src = static_cast<size_t>(j);
+      if (!int8_in) {
+        std::memcpy(moe_x_ + r * dim, xb_ + src * dim, sizeof(float) * dim);
+      } else {
+        std::memcpy(moe_qs_.get() + r * dim, xq.qs + src * dim, static_cast<size_t>(dim));
+        std::memcpy(moe_d_.get() + r * nb, xq.d + src * nb, sizeof(float) * nb);
+        std::memcpy(moe_ds_.get() + r * nb, xq.ds + src * nb, sizeof(float) * nb);
+      }
+    }
+  });
   ActQ8 gq;
-  {
-    // Gather: each (token, expert) pair's input row into its expert's run of rows, as the int8
-    // blocks the integer kernels take, or floats.
-    OpScope ps(this, ProfOp::kMoeGather);
-    const size_t nb = static_cast<size_t>(dim) / kQK;
-    ForTokens(n, [&](int j) {
-      for (int s = 0; s < K; ++s) {
-        const size_t r = static_cast<size_t>(row[j * K + s]);
-        const size_t src = static_cast<size_t>(j);
-        if (!int8_in) {
-          std::memcpy(moe_x_ + r * dim, xb_ + src * dim, sizeof(float) * dim);
-        } else {
-          std::memcpy(moe_qs_.get() + r * dim, xq.qs + src * dim, static_cast<size_t>(dim));
-          std::memcpy(moe_d_.get() + r * nb, xq.d + src * nb, sizeof(float) * nb);
-          std::memcpy(moe_ds_.get() + r * nb, xq.ds + src * nb, sizeof(float) * nb);
-        }
-      }
-    });
-    if (int8_in) {
-      gq.qs = moe_qs_.get();
-      gq.d = moe_d_.get();
-      gq.ds = moe_ds_.get();
+  if (int8_in) {
+    gq.qs = moe_qs_.get();
+    gq.d = moe_d_.get();
+    gq.ds = moe_ds_.get();
+  }
+  return gq;
+}
+
+// The shared expert: a dense FFN over all n tokens (its output aside in moe_shared_), scaled
+// per token by sigmoid(shared_gate . x) where the model gates it.
+void Transformer::MoeShared(const LayerWeights& w, const ActQ8& xq, int n) {
+  const int dim = cfg_.dim;
+  Timed(ProfOp::kMatmulGateUp, [&] {
+    const ActQ8 sq = xq.qs != nullptr || !TakesInt8(w.w_gate, dim)
+                         ? xq
+                         : QuantizeInput(xb_, n, dim, w.w_gate, false);
+    MatmulGateUp(w.w_gate, w.w_up, xb_, sq, n);
+  });
+  const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down, false);
+  Timed(ProfOp::kMatmulDown, [&] {
+    Matmul(w.w_down, hb_, hq, n, moe_shared_);
+    if (w.shared_gate == nullptr) return;
+    for (int j = 0; j < n; ++j) {
+      const float g = k_->dot(w.shared_gate, xb_ + static_cast<size_t>(j) * dim, dim);
+      const float s = 1.0f / (1.0f + std::exp(-g));
+      float* y = moe_shared_ + static_cast<size_t>(j) * dim;
+      for (int d = 0; d < dim; ++d) y[d] *= s;
     }
-  }
-  // The shared expert: a dense FFN over all n tokens (its output aside in moe_shared_), scaled
-  // per token by sigmoid(shared_gate . x) where the model gates it.
-  const bool shared = static_cast<bool>(w.w_up);
-  if (shared) {
-    Timed(ProfOp::kMatmulGateUp, [&] {
-      const ActQ8 sq = xq.qs != nullptr || !TakesInt8(w.w_gate, dim)
-                           ? xq
-                           : QuantizeInput(xb_, n, dim, w.w_gate, false);
-      MatmulGateUp(w.w_gate, w.w_up, xb_, sq, n);
-    });
-    const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down, false);
-    Timed(ProfOp::kMatmulDown, [&] {
-      Matmul(w.w_down, hb_, hq, n, moe_shared_);
-      if (w.shared_gate != nullptr) {
-        for (int j = 0; j < n; ++j) {
-          const float g = k_->dot(w.shared_gate, xb_ + static_cast<size_t>(j) * dim, dim);
-          const float s = 1.0f / (1.0f + std::exp(-g));
-          float* y = moe_shared_ + static_cast<size_t>(j) * dim;
-          for (int d = 0; d < dim; ++d) y[d] *= s;
-        }
-      }
-    });
-  }
-  // Gate/up + GLU of every used expert: each thread takes the same row slice of all of them.
+  });
+}
+
+// Gate/up + GLU of every used expert on its rows: each thread takes the same row slice of all
+// of them, so any routing keeps the threads equally busy.
+void Transformer::MoeGateUp(const LayerWeights& w, const ActQ8& gq, bool int8_in, int n_active) {
+  const int dim = cfg_.dim;
+  const int64_t F = cfg_.expert_ffn_dim;
+  const ExpertWeights& ex0 = w.experts[0];
   Timed(ProfOp::kMatmulGateUp, [&] {
     const int64_t u = std::max(RowUnit(ex0.gate), RowUnit(ex0.up));
     pool_.ParallelFor(F / u, [&](int64_t b, int64_t e, int) {
@@ -145,7 +151,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
       for (int a = 0; a < n_active; ++a) {
         const int x = moe_active_[static_cast<size_t>(a)];
         const ExpertWeights& ew = w.experts[static_cast<size_t>(x)];
-        const int o = offset[x], c = count[x];
+        const int o = moe_offset_[static_cast<size_t>(x)], c = moe_count_[static_cast<size_t>(x)];
         const ActQ8 in = int8_in ? gq.Token(o, dim) : ActQ8{};
         const float* xf = moe_x_ + static_cast<size_t>(o) * dim;
         float* g = hb_ + static_cast<size_t>(o) * F;
@@ -162,9 +168,15 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
       }
     });
   });
-  // Down projection of every used expert's rows, threads over output rows.
-  const int rows = n * K;
-  const ActQ8 hq = QuantizeInput(hb_, rows, static_cast<int>(F), ex0.down, false);
+}
+
+// Down projection of every used expert's rows, threads over output rows.
+void Transformer::MoeDown(const LayerWeights& w, int n_active, int n) {
+  const int dim = cfg_.dim;
+  const int64_t F = cfg_.expert_ffn_dim;
+  const ExpertWeights& ex0 = w.experts[0];
+  const ActQ8 hq =
+      QuantizeInput(hb_, n * cfg_.n_experts_used, static_cast<int>(F), ex0.down, false);
   Timed(ProfOp::kMatmulDown, [&] {
     const int64_t u = RowUnit(ex0.down);
     pool_.ParallelFor(dim / u, [&](int64_t b, int64_t e, int) {
@@ -172,7 +184,7 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
       e *= u;
       for (int a = 0; a < n_active; ++a) {
         const int x = moe_active_[static_cast<size_t>(a)];
-        const int o = offset[x], c = count[x];
+        const int o = moe_offset_[static_cast<size_t>(x)], c = moe_count_[static_cast<size_t>(x)];
         const ActQ8 in = hq.qs != nullptr ? hq.Token(o, F) : ActQ8{};
         const ExpertWeights& ew = w.experts[static_cast<size_t>(x)];
         float* out = moe_out_ + static_cast<size_t>(o) * dim;
@@ -183,7 +195,12 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
       }
     });
   });
-  // Scatter: each token's experts' outputs, weighted, summed in the token's own order.
+}
+
+// Scatter: xb = each token's experts' outputs, weighted, summed in the token's own order (after
+// the shared expert's, where there is one).
+void Transformer::MoeScatter(int n, bool shared) {
+  const int K = cfg_.n_experts_used, dim = cfg_.dim;
   Timed(ProfOp::kMoeScatter, [&] {
     ForTokens(n, [&](int j) {
       float* y = xb_ + static_cast<size_t>(j) * dim;
@@ -192,11 +209,28 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
       } else {
         std::fill(y, y + dim, 0.0f);
       }
-      for (int s = 0; s < K; ++s)
-        k_->axpy(y, wts[j * K + s], moe_out_ + static_cast<size_t>(row[j * K + s]) * dim, dim);
+      for (int s = 0; s < K; ++s) {
+        const size_t pair = static_cast<size_t>(j * K + s);
+        k_->axpy(y, moe_w_[pair], moe_out_ + static_cast<size_t>(moe_row_[pair]) * dim, dim);
+      }
     });
   });
+}
+
+// xb = MoE(xb): route, gather, the shared expert, every used expert's gate/up and down, scatter.
+void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
   (void)l;
+  const int n_active = MoeRoute(w, xq, n);
+  const ExpertWeights& ex0 = w.experts[0];
+  // The FFN norm quantized the input for the experts' integer kernels where they take it.
+  const bool int8_in =
+      xq.qs != nullptr && TakesInt8(ex0.gate, cfg_.dim) && TakesInt8(ex0.up, cfg_.dim);
+  const ActQ8 gq = MoeGather(xq, n, int8_in);
+  const bool shared = static_cast<bool>(w.w_up);
+  if (shared) MoeShared(w, xq, n);
+  MoeGateUp(w, gq, int8_in, n_active);
+  MoeDown(w, n_active, n);
+  MoeScatter(n, shared);
 }
 
 }  // namespace paddock

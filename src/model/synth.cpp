@@ -62,162 +62,196 @@ void SyntheticVocab(int n, std::vector<std::string>* pieces, std::vector<float>*
 
 }  // namespace
 
+namespace {
+
+// The shapes `paddock synth --shape` knows: each sets what differs from SynthSpec's defaults.
+struct Preset {
+  const char* name;
+  void (*apply)(SynthSpec& s);
+};
+
+constexpr Preset kPresets[] = {
+    {"tiny", [](SynthSpec&) {}},
+    {"tiny-gpt-oss",  // tests: gpt-oss's features at a small shape
+     [](SynthSpec& s) {
+       s.arch = "gpt-oss";
+       s.harmony = true;
+       s.head_dim = 32;
+       s.n_heads = 4;
+       s.n_kv_heads = 2;
+       s.qkv_bias = true;
+       s.n_experts = 4;
+       s.n_experts_used = 2;
+       s.expert_ffn_dim = 64;
+       s.sliding_window = 4;
+       s.rope_scaling = "yarn";
+       s.rope_scaling_factor = 8;
+       s.rope_orig_ctx = 64;
+       s.rope_base = 150000;
+     }},
+    {"tiny-moe",  // tests: Qwen3 MoE, 8 experts of 64, 2 per token
+     [](SynthSpec& s) {
+       s.arch = "qwen3moe";
+       s.qk_norm = true;
+       s.n_experts = 8;
+       s.n_experts_used = 2;
+       s.expert_ffn_dim = 64;
+     }},
+    {"stories260k",
+     [](SynthSpec& s) {
+       s.dim = 64;
+       s.n_layers = 5;
+       s.n_heads = 8;
+       s.n_kv_heads = 4;
+       s.ffn_dim = 172;
+       s.n_vocab = 512;
+       s.context = 512;
+       s.tied_embeddings = true;
+     }},
+    {"tinyllama",
+     [](SynthSpec& s) {
+       s.dim = 2048;
+       s.n_layers = 22;
+       s.n_heads = 32;
+       s.n_kv_heads = 4;
+       s.ffn_dim = 5632;
+       s.n_vocab = 32000;
+       s.context = 2048;
+     }},
+    {"llama2-7b",
+     [](SynthSpec& s) {
+       s.dim = 4096;
+       s.n_layers = 32;
+       s.n_heads = 32;
+       s.n_kv_heads = 32;
+       s.ffn_dim = 11008;
+       s.n_vocab = 32000;
+       s.context = 4096;
+     }},
+    {"mistral-7b",
+     [](SynthSpec& s) {
+       s.arch = "llama";
+       s.dim = 4096;
+       s.n_layers = 32;
+       s.n_heads = 32;
+       s.n_kv_heads = 8;
+       s.ffn_dim = 14336;
+       s.n_vocab = 32000;
+       s.context = 32768;
+       s.sliding_window = 4096;
+     }},
+    {"qwen2-0.5b",
+     [](SynthSpec& s) {
+       s.arch = "qwen2";
+       s.dim = 896;
+       s.n_layers = 24;
+       s.n_heads = 14;
+       s.n_kv_heads = 2;
+       s.ffn_dim = 4864;
+       s.n_vocab = 32000;
+       s.context = 4096;
+       s.qkv_bias = true;
+       s.rope_base = 1000000.0f;
+       s.tied_embeddings = true;
+     }},
+    {"olmoe-1b-7b",  // OLMoE-1B-7B-0924
+     [](SynthSpec& s) {
+       s.arch = "olmoe";
+       s.dim = 2048;
+       s.n_layers = 16;
+       s.n_heads = 16;
+       s.n_kv_heads = 16;
+       s.ffn_dim = 1024;
+       s.n_experts = 64;
+       s.n_experts_used = 8;
+       s.qk_norm = true;
+       s.n_vocab = 50304;
+       s.context = 4096;
+     }},
+    {"qwen3-30b-a3b",
+     [](SynthSpec& s) {
+       s.arch = "qwen3moe";
+       s.dim = 2048;
+       s.n_layers = 48;
+       s.n_heads = 32;
+       s.n_kv_heads = 4;
+       s.head_dim = 128;
+       s.ffn_dim = 6144;
+       s.expert_ffn_dim = 768;
+       s.n_experts = 128;
+       s.n_experts_used = 8;
+       s.qk_norm = true;
+       s.n_vocab = 151936;
+       s.context = 40960;
+       s.rope_base = 1000000.0f;
+     }},
+    {"qwen1.5-moe-a2.7b",
+     [](SynthSpec& s) {
+       s.arch = "qwen2moe";
+       s.dim = 2048;
+       s.n_layers = 24;
+       s.n_heads = 16;
+       s.n_kv_heads = 16;
+       s.ffn_dim = 5632;
+       s.expert_ffn_dim = 1408;
+       s.shared_ffn_dim = 5632;
+       s.n_experts = 60;
+       s.n_experts_used = 4;
+       s.qkv_bias = true;
+       s.n_vocab = 151936;
+       s.context = 8192;
+       s.rope_base = 1000000.0f;
+     }},
+    {"gpt-oss-20b",
+     [](SynthSpec& s) {
+       s.arch = "gpt-oss";
+       s.harmony = true;
+       s.dim = 2880;
+       s.n_layers = 24;
+       s.n_heads = 64;
+       s.n_kv_heads = 8;
+       s.head_dim = 64;
+       s.ffn_dim = 2880;
+       s.expert_ffn_dim = 2880;
+       s.n_experts = 32;
+       s.n_experts_used = 4;
+       s.qkv_bias = true;
+       s.n_vocab = 201088;
+       s.context = 131072;
+       s.sliding_window = 128;
+       s.rope_base = 150000;
+       s.rope_scaling = "yarn";
+       s.rope_scaling_factor = 32;
+       s.rope_orig_ctx = 4096;
+     }},
+    {"mixtral-8x7b",
+     [](SynthSpec& s) {
+       s.dim = 4096;
+       s.n_layers = 32;
+       s.n_heads = 32;
+       s.n_kv_heads = 8;
+       s.ffn_dim = 14336;
+       s.n_experts = 8;
+       s.n_experts_used = 2;
+       s.n_vocab = 32000;
+       s.context = 32768;
+       s.rope_base = 1000000.0f;
+     }},
+};
+
+}  // namespace
+
 SynthSpec SynthPreset(const std::string& name) {
   SynthSpec s;
-  if (name == "tiny") return s;
-  if (name == "tiny-gpt-oss") {  // tests: gpt-oss's features at a small shape
-    s.arch = "gpt-oss";
-    s.harmony = true;
-    s.head_dim = 32;
-    s.n_heads = 4;
-    s.n_kv_heads = 2;
-    s.qkv_bias = true;
-    s.n_experts = 4;
-    s.n_experts_used = 2;
-    s.expert_ffn_dim = 64;
-    s.sliding_window = 4;
-    s.rope_scaling = "yarn";
-    s.rope_scaling_factor = 8;
-    s.rope_orig_ctx = 64;
-    s.rope_base = 150000;
-    return s;
+  std::string known;
+  for (const Preset& p : kPresets) {
+    if (name == p.name) {
+      p.apply(s);
+      return s;
+    }
+    known += std::string(known.empty() ? "" : ", ") + p.name;
   }
-  if (name == "tiny-moe") {  // tests: Qwen3 MoE, 8 experts of 64, 2 per token
-    s.arch = "qwen3moe";
-    s.qk_norm = true;
-    s.n_experts = 8;
-    s.n_experts_used = 2;
-    s.expert_ffn_dim = 64;
-    return s;
-  }
-  if (name == "stories260k") {
-    s.dim = 64;
-    s.n_layers = 5;
-    s.n_heads = 8;
-    s.n_kv_heads = 4;
-    s.ffn_dim = 172;
-    s.n_vocab = 512;
-    s.context = 512;
-    s.tied_embeddings = true;
-  } else if (name == "tinyllama") {
-    s.dim = 2048;
-    s.n_layers = 22;
-    s.n_heads = 32;
-    s.n_kv_heads = 4;
-    s.ffn_dim = 5632;
-    s.n_vocab = 32000;
-    s.context = 2048;
-  } else if (name == "llama2-7b") {
-    s.dim = 4096;
-    s.n_layers = 32;
-    s.n_heads = 32;
-    s.n_kv_heads = 32;
-    s.ffn_dim = 11008;
-    s.n_vocab = 32000;
-    s.context = 4096;
-  } else if (name == "mistral-7b") {
-    s.arch = "llama";
-    s.dim = 4096;
-    s.n_layers = 32;
-    s.n_heads = 32;
-    s.n_kv_heads = 8;
-    s.ffn_dim = 14336;
-    s.n_vocab = 32000;
-    s.context = 32768;
-    s.sliding_window = 4096;
-  } else if (name == "qwen2-0.5b") {
-    s.arch = "qwen2";
-    s.dim = 896;
-    s.n_layers = 24;
-    s.n_heads = 14;
-    s.n_kv_heads = 2;
-    s.ffn_dim = 4864;
-    s.n_vocab = 32000;
-    s.context = 4096;
-    s.qkv_bias = true;
-    s.rope_base = 1000000.0f;
-    s.tied_embeddings = true;
-  } else if (name == "olmoe-1b-7b") {  // OLMoE-1B-7B-0924
-    s.arch = "olmoe";
-    s.dim = 2048;
-    s.n_layers = 16;
-    s.n_heads = 16;
-    s.n_kv_heads = 16;
-    s.ffn_dim = 1024;
-    s.n_experts = 64;
-    s.n_experts_used = 8;
-    s.qk_norm = true;
-    s.n_vocab = 50304;
-    s.context = 4096;
-  } else if (name == "qwen3-30b-a3b") {
-    s.arch = "qwen3moe";
-    s.dim = 2048;
-    s.n_layers = 48;
-    s.n_heads = 32;
-    s.n_kv_heads = 4;
-    s.head_dim = 128;
-    s.ffn_dim = 6144;
-    s.expert_ffn_dim = 768;
-    s.n_experts = 128;
-    s.n_experts_used = 8;
-    s.qk_norm = true;
-    s.n_vocab = 151936;
-    s.context = 40960;
-    s.rope_base = 1000000.0f;
-  } else if (name == "qwen1.5-moe-a2.7b") {
-    s.arch = "qwen2moe";
-    s.dim = 2048;
-    s.n_layers = 24;
-    s.n_heads = 16;
-    s.n_kv_heads = 16;
-    s.ffn_dim = 5632;
-    s.expert_ffn_dim = 1408;
-    s.shared_ffn_dim = 5632;
-    s.n_experts = 60;
-    s.n_experts_used = 4;
-    s.qkv_bias = true;
-    s.n_vocab = 151936;
-    s.context = 8192;
-    s.rope_base = 1000000.0f;
-  } else if (name == "gpt-oss-20b") {
-    s.arch = "gpt-oss";
-    s.harmony = true;
-    s.dim = 2880;
-    s.n_layers = 24;
-    s.n_heads = 64;
-    s.n_kv_heads = 8;
-    s.head_dim = 64;
-    s.ffn_dim = 2880;
-    s.expert_ffn_dim = 2880;
-    s.n_experts = 32;
-    s.n_experts_used = 4;
-    s.qkv_bias = true;
-    s.n_vocab = 201088;
-    s.context = 131072;
-    s.sliding_window = 128;
-    s.rope_base = 150000;
-    s.rope_scaling = "yarn";
-    s.rope_scaling_factor = 32;
-    s.rope_orig_ctx = 4096;
-  } else if (name == "mixtral-8x7b") {
-    s.dim = 4096;
-    s.n_layers = 32;
-    s.n_heads = 32;
-    s.n_kv_heads = 8;
-    s.ffn_dim = 14336;
-    s.n_experts = 8;
-    s.n_experts_used = 2;
-    s.n_vocab = 32000;
-    s.context = 32768;
-    s.rope_base = 1000000.0f;
-  } else {
-    Fail(
-        "unknown shape '%s' (known: tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, "
-        "llama2-7b, mistral-7b, qwen2-0.5b, olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
-        "mixtral-8x7b, gpt-oss-20b)",
-        name.c_str());
-  }
-  return s;
+  Fail("unknown shape '%s' (known: %s)", name.c_str(), known.c_str());
 }
 
 namespace {

@@ -44,8 +44,18 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   // Mixture of experts: R gathered rows (each token's k experts), planned for the worst routing.
   const size_t moe_rows =
       static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.n_experts_used);
-  const size_t moe_hidden = moe_rows * static_cast<size_t>(cfg_.expert_ffn_dim);
-  const size_t act = std::max(static_cast<size_t>(max_batch_) * max_cols_, moe_hidden);
+  const size_t act = std::max(static_cast<size_t>(max_batch_) * max_cols_,
+                              moe_rows * static_cast<size_t>(cfg_.expert_ffn_dim));
+  AllocQuantized(act);
+  AllocArena(moe_rows, act);
+  if (cfg_.is_moe()) AllocMoe(moe_rows);
+  AllocPlan();
+  SetContext(ctx_);
+}
+
+// The matmul inputs as the integer kernels take them: int8 blocks with their scales and sums,
+// the AMX tile packing and the bf16 prefill's A tiles where the kernel table has them.
+void Transformer::AllocQuantized(size_t act) {
   act_qs_.reset(new int8_t[act]);
   act_d_.reset(new float[act / kQK + 1]);
   act_ds_.reset(new float[act / kQK + 1]);
@@ -61,70 +71,87 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
     std::memset(act_bf_, 0, bf * sizeof(uint16_t));
     arena_bytes_bf_ = bf * sizeof(uint16_t);
   }
+}
+
+// Every float buffer a step uses, one arena.
+void Transformer::AllocArena(size_t moe_rows, size_t act) {
+  const size_t moe_hidden = moe_rows * static_cast<size_t>(cfg_.expert_ffn_dim);
   const size_t B = static_cast<size_t>(max_batch_);
   const size_t T = static_cast<size_t>(pool_.size());
   const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
-  const size_t sizes[] = {
-      B * cfg_.dim,
-      B * cfg_.dim,
-      B * cfg_.q_dim(),
-      B * cfg_.kv_dim(),
-      B * cfg_.kv_dim(),
-      B * cfg_.q_dim(),
-      std::max(B * cfg_.max_ffn_dim(), moe_hidden),
-      std::max(B * cfg_.max_ffn_dim(), moe_hidden),
-      static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab),
-      2 * B * half,  // the global table, then the local layers' (Gemma 3)
-      2 * B * half,
-      T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads)),
-      T * static_cast<size_t>(cfg_.q_dim()),
-      T * (AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim),
-      2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2),
-      B * cfg_.n_experts,
-      moe_rows * cfg_.dim,
-      moe_rows * cfg_.dim,
-      cfg_.shared_ffn_dim > 0 ? B * cfg_.dim : 0};
+  // Every float buffer a step uses, one slice each of one arena (64-byte aligned); shapes as
+  // declared in transformer.h.
+  const struct {
+    float** at;
+    size_t floats;
+  } slices[] = {
+      {&x_, B * cfg_.dim},
+      {&xb_, B * cfg_.dim},
+      {&q_, B * cfg_.q_dim()},
+      {&kv_k_, B * cfg_.kv_dim()},
+      {&kv_v_, B * cfg_.kv_dim()},
+      {&att_, B * cfg_.q_dim()},
+      {&hb_, std::max(B * cfg_.max_ffn_dim(), moe_hidden)},
+      {&hb2_, std::max(B * cfg_.max_ffn_dim(), moe_hidden)},
+      {&logits_, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab)},
+      {&cos_, 2 * B * half},  // the global table, then the local layers' (Gemma 3)
+      {&sin_, 2 * B * half},
+      {&scores_, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads))},
+      {&qrot_, T * static_cast<size_t>(cfg_.q_dim())},
+      {&attn_scratch_, T * (AttendScratchFloats(cfg_.head_dim) +
+                            static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim)},
+      {&attn_part_, 2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2)},
+      {&moe_logits_, B * cfg_.n_experts},
+      {&moe_x_, moe_rows * cfg_.dim},
+      {&moe_out_, moe_rows * cfg_.dim},
+      {&moe_shared_, cfg_.shared_ffn_dim > 0 ? B * cfg_.dim : 0},
+  };
+  auto padded = [](size_t floats) { return (floats + 15) / 16 * 16; };
   size_t total = 0;
-  for (size_t s : sizes) total += (s + 15) / 16 * 16;  // 64-byte aligned slices
+  for (const auto& sl : slices) total += padded(sl.floats);
   arena_.reset(new float[total + 16]);
   arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8 + arena_bytes_bf_;
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
-  float** slots[] = {&x_,          &xb_,     &q_,       &kv_k_,         &kv_v_,
-                     &att_,        &hb_,     &hb2_,     &logits_,       &cos_,
-                     &sin_,        &scores_, &qrot_,    &attn_scratch_, &attn_part_,
-                     &moe_logits_, &moe_x_,  &moe_out_, &moe_shared_};
-  for (size_t i = 0; i < std::size(slots); ++i) {
-    *slots[i] = p;
-    p += (sizes[i] + 15) / 16 * 16;
+  for (const auto& sl : slices) {
+    *sl.at = p;
+    p += padded(sl.floats);
   }
   std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
-  if (cfg_.is_moe()) {
-    const size_t moe_act = moe_rows * static_cast<size_t>(cfg_.dim);
-    moe_qs_.reset(new int8_t[moe_act]);
-    moe_d_.reset(new float[moe_act / kQK + 1]);
-    moe_ds_.reset(new float[moe_act / kQK + 1]);
-    arena_bytes_ += moe_act + (moe_act / kQK + 1) * 8;
-    const size_t k = static_cast<size_t>(cfg_.n_experts_used);
-    moe_sel_.assign(B * k, 0);
-    moe_w_.assign(B * k, 0.0f);
-    moe_row_.assign(B * k, 0);
-    moe_count_.assign(static_cast<size_t>(cfg_.n_experts), 0);
-    moe_offset_.assign(static_cast<size_t>(cfg_.n_experts), 0);
-    moe_active_.assign(static_cast<size_t>(cfg_.n_experts), 0);
-  }
-  // At most one task per (token, head), or 2 per thread when positions are split.
-  attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
-  tok_pos_.assign(B, 0);
-  tok_bf_.assign(B, 0);
-  order_.assign(static_cast<size_t>(max_items_), 0);
-  bf_slot_.assign(B, 0);
-  bf_rows_.assign(B, 0);
-  tok_view_.assign(B, nullptr);
-  logit_tok_.assign(static_cast<size_t>(max_items_), 0);
   cos_local_ = cos_ + B * half;
   sin_local_ = sin_ + B * half;
-  SetContext(ctx_);
+}
+
+// Mixture of experts: the gathered int8 inputs and the routing's per-step tables.
+void Transformer::AllocMoe(size_t moe_rows) {
+  const size_t B = static_cast<size_t>(max_batch_);
+  const size_t moe_act = moe_rows * static_cast<size_t>(cfg_.dim);
+  moe_qs_.reset(new int8_t[moe_act]);
+  moe_d_.reset(new float[moe_act / kQK + 1]);
+  moe_ds_.reset(new float[moe_act / kQK + 1]);
+  arena_bytes_ += moe_act + (moe_act / kQK + 1) * 8;
+  const size_t k = static_cast<size_t>(cfg_.n_experts_used);
+  moe_sel_.assign(B * k, 0);
+  moe_w_.assign(B * k, 0.0f);
+  moe_row_.assign(B * k, 0);
+  moe_count_.assign(static_cast<size_t>(cfg_.n_experts), 0);
+  moe_offset_.assign(static_cast<size_t>(cfg_.n_experts), 0);
+  moe_active_.assign(static_cast<size_t>(cfg_.n_experts), 0);
+}
+
+// The step plan's per-token and per-item tables, and the attention task list.
+void Transformer::AllocPlan() {
+  const size_t B = static_cast<size_t>(max_batch_);
+  const size_t T = static_cast<size_t>(pool_.size());
+  // At most one task per (token, head), or 2 per thread when positions are split.
+  attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
+  plan_.pos.assign(B, 0);
+  plan_.bf.assign(B, 0);
+  plan_.order.assign(static_cast<size_t>(max_items_), 0);
+  plan_.bf_slot.assign(B, 0);
+  plan_.bf_rows.assign(B, 0);
+  plan_.view.assign(B, nullptr);
+  plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
 }
 
 // The RoPE frequencies for a context of n_ctx tokens: the file's per-dimension factors (Llama 3
@@ -183,80 +210,138 @@ const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const K
   return logits;
 }
 
-void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
+// Which kernels an item's tokens take: all the integer kernels, all the bf16 prefill GEMM (a
+// long prompt's tokens, by position), or some of each (a chunk across the boundary).
+Transformer::ItemKernels Transformer::KernelsOf(const BatchItem& it) const {
+  const int until = Bf16PromptTokens(it.prompt_len);
+  if (until <= it.pos) return ItemKernels::kInteger;
+  return it.pos + it.n <= until ? ItemKernels::kBf16 : ItemKernels::kMixed;
+}
+
+// The step's plan (plan_): items checked; integer-only items first and bf16-only items last,
+// so a step mixing decodes with prompt chunks runs its decodes as one integer GEMM over a
+// prefix of its tokens (MatmulRows); each token's position, view and kernel; the logits rows.
+// Returns the step's tokens; *rows: its logits rows.
+int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
   if (n_items < 1 || n_items > max_items_)
     Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
+  int no = 0;
+  for (ItemKernels k : {ItemKernels::kInteger, ItemKernels::kMixed, ItemKernels::kBf16})
+    for (int i = 0; i < n_items; ++i)
+      if (KernelsOf(items[i]) == k) plan_.order[static_cast<size_t>(no++)] = i;
   int n = 0, rows = 0;
-  n_bf_ = 0;
-  // Items whose tokens all take the integer kernels run first, those all on the bf16 prefill
-  // last: a step mixing decodes with prompt chunks then runs its decodes as one integer GEMM
-  // over a prefix of its tokens (MatmulRows).
-  {
-    int no = 0;
-    for (int cls = 0; cls < 3; ++cls) {
-      for (int i = 0; i < n_items; ++i) {
-        const int until = Bf16PromptTokens(items[i].prompt_len);
-        const int c = until <= items[i].pos ? 0 : (items[i].pos + items[i].n <= until ? 2 : 1);
-        if (c == cls) order_[static_cast<size_t>(no++)] = i;
-      }
-    }
-  }
+  plan_.n_bf = 0;
   for (int oi = 0; oi < n_items; ++oi) {
-    const BatchItem& it = items[order_[static_cast<size_t>(oi)]];
-    if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
-    if (it.n_logits < 1 || it.n_logits > it.n)
-      Fail("Forward: %d logits rows asked of an item of %d tokens", it.n_logits, it.n);
-    if (rows + it.n_logits > max_items_)
-      Fail("Forward: %d logits rows in one step (at most %d)", rows + it.n_logits, max_items_);
-    if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_) {
-      Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n,
-           std::min(it.kv->capacity(), ctx_));
-    }
-    if (n + it.n > max_batch_)
-      Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
+    const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
+    CheckItem(it, n, rows);
     const int bf_until = Bf16PromptTokens(it.prompt_len);
-    for (int j = 0; j < it.n; ++j) {
-      if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab)
-        Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
-      tok_pos_[static_cast<size_t>(n)] = it.pos + j;
-      tok_view_[static_cast<size_t>(n)] = it.kv;
+    for (int j = 0; j < it.n; ++j, ++n) {
+      const auto t = static_cast<size_t>(n);
+      plan_.pos[t] = it.pos + j;
+      plan_.view[t] = it.kv;
       // A prompt token of a long prompt: the bf16 prefill GEMM (by position, never by step).
       const bool bf = it.pos + j < bf_until;
-      tok_bf_[static_cast<size_t>(n)] = bf ? 1 : 0;
+      plan_.bf[t] = bf ? 1 : 0;
       if (bf) {
-        bf_slot_[static_cast<size_t>(n)] = n_bf_;
-        bf_rows_[static_cast<size_t>(n_bf_++)] = n;
+        plan_.bf_slot[t] = plan_.n_bf;
+        plan_.bf_rows[static_cast<size_t>(plan_.n_bf++)] = n;
       }
-      ++n;
     }
     for (int r = 0; r < it.n_logits; ++r)
-      logit_tok_[static_cast<size_t>(rows++)] = n - it.n_logits + r;
+      plan_.logit_tok[static_cast<size_t>(rows++)] = n - it.n_logits + r;
   }
-  SetStepRows(n);
+  *rows_out = rows;
+  return n;
+}
+
+// An item may join a step that holds n tokens and `rows` logits rows so far.
+void Transformer::CheckItem(const BatchItem& it, int n, int rows) const {
+  if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
+  if (it.n_logits < 1 || it.n_logits > it.n)
+    Fail("Forward: %d logits rows asked of an item of %d tokens", it.n_logits, it.n);
+  if (rows + it.n_logits > max_items_)
+    Fail("Forward: %d logits rows in one step (at most %d)", rows + it.n_logits, max_items_);
+  if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_) {
+    Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n,
+         std::min(it.kv->capacity(), ctx_));
+  }
+  if (n + it.n > max_batch_)
+    Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
+  for (int j = 0; j < it.n; ++j) {
+    if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab)
+      Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
+  }
+}
+
+// x = the step's tokens' embeddings (scaled; plus learned positions, GPT-2), in plan order;
+// the RoPE tables of their positions.
+void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
+  OpScope ps(this, ProfOp::kEmbed);
   const int dim = cfg_.dim;
-  {
-    OpScope ps(this, ProfOp::kEmbed);
-    const WeightTensor& emb = model_.weights.tok_embd;
-    const DequantizeFn to_float = Traits(emb.type).to_float;
-    for (int oi = 0, j = 0; oi < n_items; ++oi) {
-      const BatchItem& it = items[order_[static_cast<size_t>(oi)]];
-      for (int t = 0; t < it.n; ++t, ++j) {
-        float* xr = x_ + static_cast<size_t>(j) * dim;
-        to_float(emb.data + static_cast<size_t>(it.tokens[t]) * emb.row_bytes, xr, dim);
-        if (cfg_.embed_scale != 1.0f) {
-          for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
-        }
-        if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
-          const WeightTensor& pe = model_.weights.pos_embd;
-          float* row = xb_;  // free until the first layer
-          Traits(pe.type).to_float(pe.data + static_cast<size_t>(it.pos + t) * pe.row_bytes, row,
-                                   dim);
-          k_->add(xr, row, dim);
-        }
+  const WeightTensor& emb = model_.weights.tok_embd;
+  const DequantizeFn to_float = Traits(emb.type).to_float;
+  for (int oi = 0, j = 0; oi < n_items; ++oi) {
+    const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
+    for (int t = 0; t < it.n; ++t, ++j) {
+      float* xr = x_ + static_cast<size_t>(j) * dim;
+      to_float(emb.data + static_cast<size_t>(it.tokens[t]) * emb.row_bytes, xr, dim);
+      if (cfg_.embed_scale != 1.0f) {
+        for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
+      }
+      if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
+        const WeightTensor& pe = model_.weights.pos_embd;
+        float* row = xb_;  // free until the first layer
+        Traits(pe.type).to_float(pe.data + static_cast<size_t>(it.pos + t) * pe.row_bytes, row,
+                                 dim);
+        k_->add(xr, row, dim);
       }
     }
-    RopeTables(n);
   }
+  RopeTables(n);
+}
+
+// The logits rows: final norm, then (unless the caller wants the hidden states) the output
+// matmul and softcap; logits[i]: item i's first row.
+void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
+                         const float** logits) {
+  const int dim = cfg_.dim;
+  {
+    OpScope ps(this, ProfOp::kLogits);
+    for (int r = 0; r < rows; ++r) {
+      const float* h = x_ + static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]) * dim;
+      Norm(xb_ + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
+           model_.weights.output_norm_b);
+    }
+  }
+  float* out = xb_;
+  size_t row_floats = static_cast<size_t>(dim);
+  if (!hidden_out_) {
+    Observe(ActSite::kOutput, -1, xb_, rows, dim);
+    if (observer_ != nullptr) observer_->Tokens(n);
+    const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output, false);
+    OpScope ps(this, ProfOp::kLogits);
+    Matmul(model_.weights.output, xb_, oq, rows, logits_);
+    const size_t total = static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab);
+    if (cfg_.final_softcap > 0) {
+      const float c = cfg_.final_softcap;
+      for (size_t i = 0; i < total; ++i) logits_[i] = c * std::tanh(logits_[i] / c);
+    }
+    out = logits_;
+    row_floats = static_cast<size_t>(cfg_.n_vocab);
+  }
+  for (int oi = 0, r = 0; oi < n_items; ++oi) {
+    const int i = plan_.order[static_cast<size_t>(oi)];
+    logits[i] = out + static_cast<size_t>(r) * row_floats;
+    r += items[i].n_logits;
+  }
+}
+
+// One step: plan, embed, layers, logits.
+void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
+  int rows = 0;
+  const int n = PlanStep(items, n_items, &rows);
+  SetStepRows(n);
+  EmbedTokens(items, n_items, n);
   pending_residual_ = false;
   // The last layer's attention, FFN and residual serve only the logits rows (each item's last
   // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
@@ -266,46 +351,13 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
   int carried = n;
   for (int l = 0; l < cfg_.n_layers; ++l) carried = Layer(l, carried);
   if (pending_residual_) AddResidual(carried);  // the last layer's FFN output
-  // Only the rows asked for need logits (usually each item's last token).
-  {
-    OpScope ps(this, ProfOp::kLogits);
-    for (int r = 0; r < rows; ++r) {
-      const float* h = x_ + static_cast<size_t>(logit_tok_[static_cast<size_t>(r)]) * dim;
-      Norm(xb_ + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
-           model_.weights.output_norm_b);
-    }
-  }
-  if (hidden_out_) {
-    for (int oi = 0, r = 0; oi < n_items; ++oi) {
-      const int i = order_[static_cast<size_t>(oi)];
-      logits[i] = xb_ + static_cast<size_t>(r) * dim;
-      r += items[i].n_logits;
-    }
-    return;
-  }
-  Observe(ActSite::kOutput, -1, xb_, rows, dim);
-  if (observer_ != nullptr) observer_->Tokens(n);
-  const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output, false);
-  OpScope ps(this, ProfOp::kLogits);
-  Matmul(model_.weights.output, xb_, oq, rows, logits_);
-  if (cfg_.final_softcap > 0) {
-    const float c = cfg_.final_softcap;
-    float* lg = logits_;
-    for (size_t i = 0, e = static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab); i < e;
-         ++i)
-      lg[i] = c * std::tanh(lg[i] / c);
-  }
-  for (int oi = 0, r = 0; oi < n_items; ++oi) {
-    const int i = order_[static_cast<size_t>(oi)];
-    logits[i] = logits_ + static_cast<size_t>(r) * cfg_.n_vocab;
-    r += items[i].n_logits;
-  }
+  Logits(items, n_items, n, rows, logits);
 }
 
 void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
   for (int j = 0; j < n; ++j) {
-    const float pos = static_cast<float>(tok_pos_[static_cast<size_t>(j)]);
+    const float pos = static_cast<float>(plan_.pos[static_cast<size_t>(j)]);
     const float p = pos * rope_pos_scale_;
     for (int i = 0; i < half; ++i) {
       float a = p * inv_freq_[static_cast<size_t>(i)];
@@ -348,32 +400,38 @@ int Transformer::Layer(int l, int n) {
                                 w.w_gate ? &w.w_up : nullptr);
   // xb = post_norm(glu(xb Wgate, xb Wup) Wdown)
   FfnBlock(l, w, fq, n);
-  // x += xb (fused: carried into the next layer's norm pass, or added before the logits)
+  // x += xb
+  CarryResidual(n);
+  return n;
+}
+
+// x += xb, a block's output: at once or, fused, carried into the next norm pass (or added
+// before the logits). The one place that decides.
+void Transformer::CarryResidual(int n) {
   if (fuse_norm_) {
     pending_residual_ = true;
   } else {
     AddResidual(n);
   }
-  return n;
 }
 
 int Transformer::KeepLogitRows() {
   const int dim = cfg_.dim, qd = cfg_.q_dim(), rows = n_logit_rows_;
-  n_bf_ = 0;
+  plan_.n_bf = 0;
   for (int r = 0; r < rows; ++r) {  // ascending, so in place
-    const size_t j = static_cast<size_t>(logit_tok_[static_cast<size_t>(r)]);
+    const size_t j = static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]);
     const size_t rr = static_cast<size_t>(r);
     if (j != rr) {
       std::memcpy(q_ + rr * qd, q_ + j * qd, sizeof(float) * static_cast<size_t>(qd));
       std::memcpy(x_ + rr * dim, x_ + j * dim, sizeof(float) * static_cast<size_t>(dim));
-      tok_pos_[rr] = tok_pos_[j];
-      tok_view_[rr] = tok_view_[j];
-      tok_bf_[rr] = tok_bf_[j];
+      plan_.pos[rr] = plan_.pos[j];
+      plan_.view[rr] = plan_.view[j];
+      plan_.bf[rr] = plan_.bf[j];
     }
-    logit_tok_[rr] = r;
-    if (tok_bf_[rr] != 0) {
-      bf_slot_[rr] = n_bf_;
-      bf_rows_[static_cast<size_t>(n_bf_++)] = r;
+    plan_.logit_tok[rr] = r;
+    if (plan_.bf[rr] != 0) {
+      plan_.bf_slot[rr] = plan_.n_bf;
+      plan_.bf_rows[static_cast<size_t>(plan_.n_bf++)] = r;
     }
   }
   SetStepRows(rows);
@@ -382,9 +440,9 @@ int Transformer::KeepLogitRows() {
 
 void Transformer::SetStepRows(int n) {
   n_step_ = n;
-  n_int8_lead_ = n - n_bf_;
-  for (int j = 0; j < n - n_bf_; ++j) {
-    if (tok_bf_[static_cast<size_t>(j)] != 0) {
+  n_int8_lead_ = n - plan_.n_bf;
+  for (int j = 0; j < n - plan_.n_bf; ++j) {
+    if (plan_.bf[static_cast<size_t>(j)] != 0) {
       n_int8_lead_ = 0;
       break;
     }

@@ -154,13 +154,26 @@ class Transformer {
   size_t scratch_bytes() const { return arena_bytes_; }
 
  private:
+  // Buffers, planned once (the constructor).
+  void AllocQuantized(size_t act);
+  void AllocArena(size_t moe_rows, size_t act);
+  void AllocMoe(size_t moe_rows);
+  void AllocPlan();
+  // A step (transformer.cpp): ForwardBatch = PlanStep, EmbedTokens, Layer per layer, Logits.
+  enum class ItemKernels { kInteger, kMixed, kBf16 };
+  ItemKernels KernelsOf(const BatchItem& it) const;
+  int PlanStep(const BatchItem* items, int n_items, int* rows);
+  void CheckItem(const BatchItem& it, int n, int rows) const;
+  void EmbedTokens(const BatchItem* items, int n_items, int n);
+  void Logits(const BatchItem* items, int n_items, int n, int rows, const float** logits);
   // The layer and its blocks (transformer.cpp). Each returns the rows the step carries on:
   // n, or (the last layer, past its K/V) only the rows whose logits were asked for.
   int Layer(int l, int n);
+  void CarryResidual(int n);
   // The last layer, past its K/V: moves the logits rows' queries, residuals and per-token
-  // state to rows 0 .. rows - 1 (logit_tok_ becomes 0, 1, ...) and returns rows.
+  // state to rows 0 .. rows - 1 (plan_.logit_tok becomes 0, 1, ...) and returns rows.
   int KeepLogitRows();
-  // The step's (or the kept rows') token count n_step_, and n_int8_lead_: n - n_bf_ when the
+  // The step's (or the kept rows') token count n_step_, and n_int8_lead_: n - plan_.n_bf when the
   // tokens off the bf16 prefill are exactly the first ones, else 0.
   void SetStepRows(int n);
   // prefill_ok: the input may take the bf16 prefill GEMM (not the experts': their gathered rows
@@ -175,6 +188,12 @@ class Transformer {
   void FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   // Mixture of experts (moe.cpp): route, gather per expert, expert GEMMs, weighted scatter.
   void MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
+  int MoeRoute(const LayerWeights& w, const ActQ8& xq, int n);
+  ActQ8 MoeGather(const ActQ8& xq, int n, bool int8_in);
+  void MoeShared(const LayerWeights& w, const ActQ8& xq, int n);
+  void MoeGateUp(const LayerWeights& w, const ActQ8& gq, bool int8_in, int n_active);
+  void MoeDown(const LayerWeights& w, int n_active, int n);
+  void MoeScatter(int n, bool shared);
   // Attention (attention.cpp).
   void StoreKv(int l, int n);
   void Attention(int l, int n);
@@ -311,16 +330,12 @@ class Transformer {
   std::unique_ptr<float[]> act_tile_s_;
   // The bf16 prefill (SetBf16Prefill): the step's prompt tokens' activations as bf16 A tiles
   // (B rounded up to 16 x max_cols; null where the table has no bf16 tile GEMM), and per token
-  // of the step whether it is one (tok_bf_) and its slot (bf_slot_); per slot, its token.
+  // of the step whether it is one and its slot (plan_).
   int bf16_prefill_min_ = kBf16PrefillMinPrompt;
   std::unique_ptr<uint16_t[]> act_bf_raw_;
   uint16_t* act_bf_ = nullptr;
-  std::vector<uint8_t> tok_bf_;
-  std::vector<int32_t> bf_slot_, bf_rows_;
-  int n_step_ = 0;          // tokens in the current step
-  int n_bf_ = 0;            // of which prompt tokens on the bf16 GEMM
-  int n_int8_lead_ = 0;     // the others, when they are exactly the step's first tokens
-  std::vector<int> order_;  // (max_items) the step's items in the order their tokens run
+  int n_step_ = 0;       // tokens in the current step (or the rows the last layer keeps)
+  int n_int8_lead_ = 0;  // the tokens off the bf16 GEMM, when they are exactly the first ones
 
   std::unique_ptr<float[]> arena_;
   size_t arena_bytes_ = 0;
@@ -356,10 +371,20 @@ class Transformer {
   float rope_pos_scale_ = 1.0f;        // linear RoPE scaling: positions are divided by the factor
   float rope_mscale_ = 1.0f;           // cos / sin scale (YaRN, longrope's attention factor)
   std::vector<float> yarn_ramp_;       // (rope_dim / 2) YaRN's per-dimension mix, else empty
-  // Per token of the current step: position and KV view; per item: its last token's index.
-  std::vector<int> tok_pos_;
-  std::vector<const KvView*> tok_view_;
-  std::vector<int> logit_tok_;  // (max_items) the token index of each logits row
+  // What a step is, worked out once from its items (PlanStep) and read by every layer: the
+  // order its items' tokens run in, each token's position, KV view and kernel (the integer
+  // kernels, or the bf16 prefill GEMM), and the rows whose logits it needs. Shapes: B tokens,
+  // max_items items or logits rows.
+  struct StepPlan {
+    std::vector<int> order;           // (max_items) the items in the order their tokens run
+    std::vector<int> pos;             // (B) each token's position
+    std::vector<const KvView*> view;  // (B) its sequence's KV cache
+    std::vector<uint8_t> bf;          // (B) 1: on the bf16 prefill GEMM
+    std::vector<int32_t> bf_slot;     // (B) its row among the bf16 tokens
+    std::vector<int32_t> bf_rows;     // (B) per bf16 row, its token
+    int n_bf = 0;                     // tokens on the bf16 GEMM
+    std::vector<int> logit_tok;       // (max_items) the token of each logits row
+  } plan_;
   // Mixture of experts, planned for the worst routing (every token's k experts distinct):
   // R = max_batch * n_experts_used gathered rows.
   float* moe_logits_ = nullptr;  // (B, n_experts) router logits

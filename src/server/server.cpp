@@ -123,83 +123,12 @@ class StreamSource : public BodySource {
         st = streams_[i]->Wait(&text_, 0, want_lp ? &lps_ : nullptr);
       } while (st == RequestStream::Status::kText);
       const bool done = st == RequestStream::Status::kDone;
-      if (ar_.stream) {
-        // Choice 0 of a streaming echo gets the prompt's entries first: they are the prompt's.
-        size_t skip = 0;
-        while (i == 0 && prompt_lps_.size() < prompt_entries_ && skip < lps_.size())
-          prompt_lps_.push_back(std::move(lps_[skip++]));
-        lps_.erase(lps_.begin(), lps_.begin() + static_cast<long>(skip));
-        std::vector<ChatToolCall> calls;
-        if (ar_.harmony) {  // reasoning, content and calls by channel and recipient
-          content_.clear();
-          c.harmony.Feed(text_, &reasoning_, &content_);
-          if (done) {
-            c.harmony.Finish(&reasoning_, &content_);
-            calls = c.harmony.calls();
-          }
-          text_.swap(content_);
-        } else if (ar_.reasoning) {
-          content_.clear();
-          c.split.Feed(text_, &reasoning_, &content_);
-          if (done) c.split.Finish(&reasoning_, &content_);
-          text_.swap(content_);
-        }
-        // Other formats' calls: content until the calls start; the calls at the end.
-        if (ar_.tool_calls && !ar_.harmony) {
-          content_.clear();
-          c.tools.Feed(text_, &content_);
-          if (done) {
-            content_ += c.tools.TakeHeld();
-            const std::string tail = c.tools.tail();
-            if (!tail.empty()) {
-              ParsedToolCalls pr = ParseToolCalls(ar_.tool_format, tail);
-              calls = std::move(pr.calls);
-              if (!pr.content.empty()) content_ += (content_.empty() ? "" : "\n") + pr.content;
-            }
-          }
-          text_.swap(content_);
-        }
-        const bool echo_due = c.first && ar_.echo && (done || !text_.empty() || !lps_.empty());
-        if (!text_.empty() || !reasoning_.empty() || !lps_.empty() || echo_due) {
-          ChunkPart p = Part(i);
-          p.text = text_;
-          p.reasoning = reasoning_;
-          p.logprobs = std::move(lps_);
-          out->append(StreamChunk(ar_, meta_, p));
-          sent = true;
-        }
-        if (!calls.empty()) {
-          ChunkPart p = Part(i);
-          p.tool_calls = &calls;
-          out->append(StreamChunk(ar_, meta_, p));
-          sent = true;
-        }
-        if (done) {
-          ChunkPart p = Part(i);
-          const FinishReason why = streams_[i]->result().finish;
-          p.finish = !calls.empty() && (why == FinishReason::kEos || why == FinishReason::kStop)
-                         ? "tool_calls"
-                         : OpenAiFinishReason(why);
-          out->append(StreamChunk(ar_, meta_, p));
-          sent = true;
-        }
-      }
-      if (done) {
-        c.done = true;
-      } else {
-        all_done = false;
-      }
+      if (ar_.stream) sent |= StreamChoice(i, done, out);
+      c.done = done;
+      all_done &= done;
     }
     if (all_done) {
-      std::vector<GenerateResult> results;
-      for (auto& s : streams_) results.push_back(s->result());
-      if (!ar_.stream) {
-        out->append(CompletionBody(ar_, meta_, results));
-      } else {
-        if (ar_.include_usage) out->append(StreamUsageChunk(ar_, meta_, results));
-        out->append("data: [DONE]\n\n");
-      }
-      finished_ = true;
+      Finish(out);
       return Pull::kData;
     }
     if (!sent) {
@@ -218,6 +147,91 @@ class StreamSource : public BodySource {
     ToolCallSplitter tools;
     HarmonyParser harmony;
   };
+
+  // Choice i's new text (text_, lps_) as chunks: its prompt entries first (a streaming echo),
+  // content, reasoning, tool calls (at the end) and the finish. True if anything was written.
+  bool StreamChoice(size_t i, bool done, std::string* out) {
+    Choice& c = choices_[i];
+    // Choice 0 of a streaming echo gets the prompt's entries first: they are the prompt's.
+    size_t skip = 0;
+    while (i == 0 && prompt_lps_.size() < prompt_entries_ && skip < lps_.size())
+      prompt_lps_.push_back(std::move(lps_[skip++]));
+    lps_.erase(lps_.begin(), lps_.begin() + static_cast<long>(skip));
+    std::vector<ChatToolCall> calls;
+    Split(c, done, &calls);
+    bool sent = false;
+    const bool echo_due = c.first && ar_.echo && (done || !text_.empty() || !lps_.empty());
+    if (!text_.empty() || !reasoning_.empty() || !lps_.empty() || echo_due) {
+      ChunkPart p = Part(i);
+      p.text = text_;
+      p.reasoning = reasoning_;
+      p.logprobs = std::move(lps_);
+      out->append(StreamChunk(ar_, meta_, p));
+      sent = true;
+    }
+    if (!calls.empty()) {
+      ChunkPart p = Part(i);
+      p.tool_calls = &calls;
+      out->append(StreamChunk(ar_, meta_, p));
+      sent = true;
+    }
+    if (done) {
+      ChunkPart p = Part(i);
+      const FinishReason why = streams_[i]->result().finish;
+      p.finish = !calls.empty() && (why == FinishReason::kEos || why == FinishReason::kStop)
+                     ? "tool_calls"
+                     : OpenAiFinishReason(why);
+      out->append(StreamChunk(ar_, meta_, p));
+      sent = true;
+    }
+    return sent;
+  }
+
+  // text_ split as the reply's format wants: harmony channels, or a <think> section, and tool
+  // calls (content until the calls start; the calls, parsed, at the end into *calls).
+  void Split(Choice& c, bool done, std::vector<ChatToolCall>* calls) {
+    if (ar_.harmony) {  // reasoning, content and calls by channel and recipient
+      content_.clear();
+      c.harmony.Feed(text_, &reasoning_, &content_);
+      if (done) {
+        c.harmony.Finish(&reasoning_, &content_);
+        *calls = c.harmony.calls();
+      }
+      text_.swap(content_);
+    } else if (ar_.reasoning) {
+      content_.clear();
+      c.split.Feed(text_, &reasoning_, &content_);
+      if (done) c.split.Finish(&reasoning_, &content_);
+      text_.swap(content_);
+    }
+    if (!ar_.tool_calls || ar_.harmony) return;
+    content_.clear();
+    c.tools.Feed(text_, &content_);
+    if (done) {
+      content_ += c.tools.TakeHeld();
+      const std::string tail = c.tools.tail();
+      if (!tail.empty()) {
+        ParsedToolCalls pr = ParseToolCalls(ar_.tool_format, tail);
+        *calls = std::move(pr.calls);
+        if (!pr.content.empty()) content_ += (content_.empty() ? "" : "\n") + pr.content;
+      }
+    }
+    text_.swap(content_);
+  }
+
+  // Every choice done: the whole body, or the usage chunk and [DONE].
+  void Finish(std::string* out) {
+    std::vector<GenerateResult> results;
+    for (auto& s : streams_) results.push_back(s->result());
+    if (!ar_.stream) {
+      out->append(CompletionBody(ar_, meta_, results));
+    } else {
+      if (ar_.include_usage) out->append(StreamUsageChunk(ar_, meta_, results));
+      out->append("data: [DONE]\n\n");
+    }
+    finished_ = true;
+  }
+
   // The next chunk of choice i: the echo (prompt text and entries) goes with its first.
   ChunkPart Part(size_t i) {
     Choice& c = choices_[i];

@@ -235,8 +235,10 @@ void PerChannel(std::vector<float>* k, int t, int hd, int bits) {
   }
 }
 
-int KScales(uint64_t seed) {
-  const std::vector<KEncoding> encodings = {
+// The K encodings compared: Paddock's (through the engine's own KV rows), llama.cpp's block
+// types, KIVI's per-channel scales.
+std::vector<KEncoding> KEncodings() {
+  return {
       {"f16", 2.0,
        [](std::vector<float>* k, int, int) {
          for (float& v : *k) v = Fp16ToFp32(Fp32ToFp16(v));
@@ -262,105 +264,143 @@ int KScales(uint64_t seed) {
       {"int4, per channel / 32 tokens (KIVI)", 0.5 + 4.0 / 32,
        [](std::vector<float>* k, int t, int hd) { PerChannel(k, t, hd, 4); }},
   };
+}
+
+// A deterministic generator of uniform and Gaussian draws.
+struct Rng {
+  uint64_t st;
+  double Uniform() {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    return (static_cast<double>(st >> 11) + 0.5) / 9007199254740992.0;
+  }
+  double Gauss() {
+    return std::sqrt(-2 * std::log(Uniform())) * std::cos(6.283185307179586 * Uniform());
+  }
+};
+
+// One head's T keys and values and its channel scales: iid Gaussian, or with outlier channels
+// (4 low-frequency channels at 12x, lognormal rest) and RoPE applied (NeoX pairing).
+struct Head {
+  std::vector<double> chan;
+  std::vector<float> k, v;
+};
+Head SyntheticHead(Rng& rng, int T, int hd, bool outliers) {
+  Head h{std::vector<double>(hd, 1.0), std::vector<float>(static_cast<size_t>(T) * hd),
+         std::vector<float>(static_cast<size_t>(T) * hd)};
+  if (outliers) {
+    for (double& c : h.chan) c = std::exp(0.6 * rng.Gauss());
+    // RoPE pairs (i, i + hd/2); the last pairs turn slowest: outliers sit there.
+    for (int p : {hd / 2 - 1, hd / 2 - 3}) h.chan[p] = h.chan[p + hd / 2] = 12.0;
+  }
+  for (int t = 0; t < T; ++t) {
+    float* x = h.k.data() + static_cast<size_t>(t) * hd;
+    for (int c = 0; c < hd; ++c) x[c] = static_cast<float>(h.chan[c] * rng.Gauss());
+    if (outliers) {  // the mean of an outlier channel is not zero either
+      for (int p : {hd / 2 - 1, hd / 2 - 3}) x[p] += 24.0f;
+      for (int i = 0; i < hd / 2; ++i) {  // RoPE at position t (NeoX pairing)
+        const double th = t * std::pow(10000.0, -2.0 * i / hd);
+        const float a = x[i], b = x[i + hd / 2];
+        x[i] = static_cast<float>(a * std::cos(th) - b * std::sin(th));
+        x[i + hd / 2] = static_cast<float>(a * std::sin(th) + b * std::cos(th));
+      }
+    }
+    for (int c = 0; c < hd; ++c)
+      h.v[static_cast<size_t>(t) * hd + c] = static_cast<float>(rng.Gauss());
+  }
+  return h;
+}
+
+// Error sums per encoding: logit RMSE over its std, KL(p || p^), relative output error.
+struct KErrors {
+  std::vector<double> logit, kl, out;
+};
+
+// softmax(l * scale) into *p.
+void ScaledSoftmax(const std::vector<double>& l, double scale, std::vector<double>* p) {
+  const double mx = *std::max_element(l.begin(), l.end());
+  double z = 0;
+  p->resize(l.size());
+  for (size_t t = 0; t < l.size(); ++t) z += ((*p)[t] = std::exp((l[t] - mx) * scale));
+  for (double& x : *p) x /= z;
+}
+
+// One query q against the head's exact keys and each encoding's (kq): the errors added to *e.
+void ScoreQuery(const std::vector<double>& q, const Head& h,
+                const std::vector<std::vector<float>>& kq, int T, int hd, KErrors* e) {
+  auto logits = [&](const std::vector<float>& k) {
+    std::vector<double> s(T);
+    for (int t = 0; t < T; ++t) {
+      double d = 0;
+      for (int c = 0; c < hd; ++c) d += q[c] * k[static_cast<size_t>(t) * hd + c];
+      s[t] = d;
+    }
+    return s;
+  };
+  auto output = [&](const std::vector<double>& p) {
+    std::vector<double> o(hd, 0.0);
+    for (int t = 0; t < T; ++t)
+      for (int c = 0; c < hd; ++c) o[c] += p[t] * h.v[static_cast<size_t>(t) * hd + c];
+    return o;
+  };
+  const std::vector<double> s = logits(h.k);
+  double mean = 0, var = 0;
+  for (double x : s) mean += x / T;
+  for (double x : s) var += (x - mean) * (x - mean) / T;
+  const double scale = 2.5 / std::sqrt(var);  // logits at std 2.5
+  std::vector<double> p;
+  ScaledSoftmax(s, scale, &p);
+  const std::vector<double> o = output(p);
+  double on = 0;
+  for (double x : o) on += x * x;
+  for (size_t i = 0; i < kq.size(); ++i) {
+    const std::vector<double> sq = logits(kq[i]);
+    double se = 0;
+    for (int t = 0; t < T; ++t) se += (sq[t] - s[t]) * (sq[t] - s[t]) * scale * scale;
+    std::vector<double> pq;
+    ScaledSoftmax(sq, scale, &pq);
+    double klv = 0, oe = 0;
+    for (int t = 0; t < T; ++t)
+      if (p[t] > 0) klv += p[t] * std::log(p[t] / std::max(pq[t], 1e-300));
+    const std::vector<double> oq = output(pq);
+    for (int c = 0; c < hd; ++c) oe += (oq[c] - o[c]) * (oq[c] - o[c]);
+    e->logit[i] += std::sqrt(se / T) / 2.5;
+    e->kl[i] += klv;
+    e->out[i] += std::sqrt(oe / on);
+  }
+}
+
+int KScales(uint64_t seed) {
+  const std::vector<KEncoding> encodings = KEncodings();
   struct Dist {
     const char* name;
     bool outliers;
   } dists[] = {{"iid Gaussian keys", false},
                {"outlier channels + RoPE (4 low-frequency channels at 12x, lognormal rest)", true}};
   const int T = 1024, kHeads = 16, kQueries = 8;
+  const size_t E = encodings.size();
   for (int hd : {128, 64}) {
     for (const Dist& dist : dists) {
       std::printf("\nhead_dim %d, %s; %d keys x %d heads x %d queries, logits at std 2.5:\n", hd,
                   dist.name, T, kHeads, kQueries);
       std::printf("  %-42s %8s %14s %14s %14s\n", "K encoding", "B/elem", "logit RMSE/std",
                   "KL(p||p^)", "out rel err");
-      std::vector<double> logit_err(encodings.size()), kl(encodings.size()),
-          out_err(encodings.size());
-      uint64_t st = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(hd);
-      auto uni = [&] {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        return (static_cast<double>(st >> 11) + 0.5) / 9007199254740992.0;
-      };
-      auto gauss = [&] {
-        return std::sqrt(-2 * std::log(uni())) * std::cos(6.283185307179586 * uni());
-      };
+      KErrors err{std::vector<double>(E), std::vector<double>(E), std::vector<double>(E)};
+      Rng rng{seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(hd)};
       for (int h = 0; h < kHeads; ++h) {
-        std::vector<double> chan(hd, 1.0);
-        if (dist.outliers) {
-          for (double& c : chan) c = std::exp(0.6 * gauss());
-          // RoPE pairs (i, i + hd/2); the last pairs turn slowest: outliers sit there.
-          for (int p : {hd / 2 - 1, hd / 2 - 3}) chan[p] = chan[p + hd / 2] = 12.0;
-        }
-        std::vector<float> k(static_cast<size_t>(T) * hd), v(static_cast<size_t>(T) * hd);
-        for (int t = 0; t < T; ++t) {
-          float* x = k.data() + static_cast<size_t>(t) * hd;
-          for (int c = 0; c < hd; ++c) x[c] = static_cast<float>(chan[c] * gauss());
-          if (dist.outliers) {  // the mean of an outlier channel is not zero either
-            for (int p : {hd / 2 - 1, hd / 2 - 3}) x[p] += 24.0f;
-            for (int i = 0; i < hd / 2; ++i) {  // RoPE at position t (NeoX pairing)
-              const double th = t * std::pow(10000.0, -2.0 * i / hd);
-              const float a = x[i], b = x[i + hd / 2];
-              x[i] = static_cast<float>(a * std::cos(th) - b * std::sin(th));
-              x[i + hd / 2] = static_cast<float>(a * std::sin(th) + b * std::cos(th));
-            }
-          }
-          for (int c = 0; c < hd; ++c)
-            v[static_cast<size_t>(t) * hd + c] = static_cast<float>(gauss());
-        }
-        std::vector<std::vector<float>> kq(encodings.size(), k);
-        for (size_t e = 0; e < encodings.size(); ++e) encodings[e].apply(&kq[e], T, hd);
+        const Head head = SyntheticHead(rng, T, hd, dist.outliers);
+        std::vector<std::vector<float>> kq(E, head.k);
+        for (size_t e = 0; e < E; ++e) encodings[e].apply(&kq[e], T, hd);
         for (int qi = 0; qi < kQueries; ++qi) {
           std::vector<double> q(hd);
-          for (int c = 0; c < hd; ++c) q[c] = chan[c] * gauss();
-          std::vector<double> s(T);
-          for (int t = 0; t < T; ++t) {
-            double d = 0;
-            for (int c = 0; c < hd; ++c) d += q[c] * k[static_cast<size_t>(t) * hd + c];
-            s[t] = d;
-          }
-          double mean = 0, var = 0;
-          for (double x : s) mean += x / T;
-          for (double x : s) var += (x - mean) * (x - mean) / T;
-          const double scale = 2.5 / std::sqrt(var);
-          auto softmax = [&](const std::vector<double>& l, std::vector<double>* p) {
-            const double mx = *std::max_element(l.begin(), l.end());
-            double z = 0;
-            p->resize(l.size());
-            for (size_t t = 0; t < l.size(); ++t) z += ((*p)[t] = std::exp((l[t] - mx) * scale));
-            for (double& x : *p) x /= z;
-          };
-          std::vector<double> p, o(hd, 0.0);
-          softmax(s, &p);
-          for (int t = 0; t < T; ++t)
-            for (int c = 0; c < hd; ++c) o[c] += p[t] * v[static_cast<size_t>(t) * hd + c];
-          double on = 0;
-          for (double x : o) on += x * x;
-          for (size_t e = 0; e < encodings.size(); ++e) {
-            std::vector<double> sq(T), pq, oq(hd, 0.0);
-            double se = 0;
-            for (int t = 0; t < T; ++t) {
-              double d = 0;
-              for (int c = 0; c < hd; ++c) d += q[c] * kq[e][static_cast<size_t>(t) * hd + c];
-              sq[t] = d;
-              se += (d - s[t]) * (d - s[t]) * scale * scale;
-            }
-            softmax(sq, &pq);
-            double klv = 0, oe = 0;
-            for (int t = 0; t < T; ++t) {
-              if (p[t] > 0) klv += p[t] * std::log(p[t] / std::max(pq[t], 1e-300));
-              for (int c = 0; c < hd; ++c) oq[c] += pq[t] * v[static_cast<size_t>(t) * hd + c];
-            }
-            for (int c = 0; c < hd; ++c) oe += (oq[c] - o[c]) * (oq[c] - o[c]);
-            logit_err[e] += std::sqrt(se / T) / 2.5;
-            kl[e] += klv;
-            out_err[e] += std::sqrt(oe / on);
-          }
+          for (int c = 0; c < hd; ++c) q[c] = head.chan[c] * rng.Gauss();
+          ScoreQuery(q, head, kq, T, hd, &err);
         }
       }
       const double n = kHeads * kQueries;
-      for (size_t e = 0; e < encodings.size(); ++e)
+      for (size_t e = 0; e < E; ++e)
         std::printf("  %-42s %8.3f %14.5f %14.3e %14.5f\n", encodings[e].name,
-                    encodings[e].bytes_per_element, logit_err[e] / n, kl[e] / n, out_err[e] / n);
+                    encodings[e].bytes_per_element, err.logit[e] / n, err.kl[e] / n,
+                    err.out[e] / n);
     }
   }
   return 0;

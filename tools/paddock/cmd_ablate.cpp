@@ -205,6 +205,260 @@ void WriteFile(const std::string& path, const std::string& text) {
   if (!f) Fail("cannot write '%s'", path.c_str());
 }
 
+// What the user asked for, checked before any model is loaded, then completed from the model:
+// the switches, the workload (scaled to the context), the configurations, the output prefix.
+struct Plan {
+  EngineOptions base;
+  Workload w;
+  int reps = 3;
+  std::vector<const Switch*> chosen;
+  bool spec_switch = false;  // speculation as one more switch (the last name)
+  std::vector<std::string> names;
+  std::vector<Config> configs;
+  std::string prefix;
+};
+
+// Medians and spreads of one configuration's samples.
+struct Row {
+  Stats ttft, tps, e2e;
+};
+
+// Each switch's end-to-end factor alone (against all off) and removed (from all on), their
+// product and the measured total.
+struct Factors {
+  std::vector<double> alone, removed;
+  double product = 1, total = 1;
+};
+
+void ReadWorkload(const Args& args, Plan* p) {
+  Workload& w = p->w;
+  const std::string wl = args.Str("--workload", "single");
+  if (wl != "single" && wl != "serve")
+    throw Error("--workload must be single or serve, not '" + wl + "'");
+  w.serve = wl == "serve";
+  w.prompt = static_cast<int>(args.Int("-p", w.serve ? 200 : 2000, 1, 1 << 20));
+  w.gen = static_cast<int>(args.Int("-n", w.serve ? 80 : 1500, 2, 1 << 20));
+  w.requests = static_cast<int>(args.Int("--requests", w.serve ? 16 : 1, 1, 4096));
+  w.concurrency = static_cast<int>(args.Int("--concurrency", w.serve ? 8 : 1, 1, 256));
+  if (!w.serve && (args.Has("--requests") || args.Has("--concurrency")))
+    throw Error("--requests and --concurrency go with --workload serve");
+}
+
+void ReadSwitches(const Args& args, Plan* p) {
+  if (!args.Has("--switches")) return;
+  for (const std::string& name : Split(args.Str("--switches"), ',')) {
+    if (name == "spec") {
+      p->spec_switch = true;
+      continue;
+    }
+    const Switch* s = FindSwitch(name);
+    if (s == nullptr) throw Error("unknown switch '" + name + "' (known: " + SwitchNames() + ")");
+    if (std::find(p->chosen.begin(), p->chosen.end(), s) != p->chosen.end())
+      throw Error("switch '" + name + "' given twice");
+    p->chosen.push_back(s);
+  }
+}
+
+// Configurations: all off, each alone, all on, each removed from all on.
+std::vector<Config> Configurations(const std::vector<std::string>& names) {
+  const size_t n = names.size();
+  std::vector<Config> configs;
+  configs.push_back({"all off", std::vector<bool>(n, false)});
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<bool> on(n, false);
+    on[i] = true;
+    configs.push_back({"only " + names[i], on});
+  }
+  configs.push_back({"all on", std::vector<bool>(n, true)});
+  if (n > 1)
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<bool> on(n, true);
+      on[i] = false;
+      configs.push_back({"all but " + names[i], on});
+    }
+  return configs;
+}
+
+// The flags (usage errors), then the model (a bad file: exit 1), then what follows from it.
+Plan MakePlan(const Args& args) {
+  Plan p;
+  try {
+    p.base.model_path = args.Str("-m");
+    p.base.tokenizer_path = args.Str("-z");
+    p.base.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
+    ReadWorkload(args, &p);
+    p.reps = static_cast<int>(args.Int("-r", 3, 1, 100));
+    ReadSwitches(args, &p);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  const ModelInfo info = InspectModel(p.base.model_path, p.base.tokenizer_path);
+  if (!args.Has("--switches")) {
+    for (const Switch& s : kSwitches)
+      if (s.applies != nullptr && s.applies(info)) p.chosen.push_back(&s);
+    if (p.w.serve) p.chosen.push_back(FindSwitch("prefix-cache"));
+  }
+  if (p.chosen.empty() && !p.spec_switch) throw UsageError("ablate: no switch to measure");
+  p.prefix = args.Str("-o", "ablate-" + FileStem(p.base.model_path));
+  for (const char* ext : {".md", ".json", ".svg"}) {
+    std::ofstream f(p.prefix + ext, std::ios::app);
+    if (!f) throw UsageError("-o: cannot write '" + p.prefix + ext + "'");
+  }
+  // The workload scaled down to the context (at most 4096 by default), keeping its ratio.
+  Workload& w = p.w;
+  const int ctx = std::min(info.trained_context > 0 ? info.trained_context : 4096, 4096);
+  if (w.prompt + w.gen + 1 > ctx) {
+    const double f = static_cast<double>(ctx - 1) / (w.prompt + w.gen);
+    std::fprintf(stderr, "paddock: workload %d + %d tokens scaled by %.3f to the context of %d\n",
+                 w.prompt, w.gen, f, ctx);
+    w.prompt = std::max(1, static_cast<int>(w.prompt * f));
+    w.gen = std::max(2, static_cast<int>(w.gen * f));
+  }
+  p.base.context = w.prompt + w.gen + 1;
+  p.base.kv_sequences = w.serve ? w.concurrency : 1;
+  for (const Switch* s : p.chosen) p.names.push_back(s->name);
+  if (p.spec_switch) p.names.push_back("spec");
+  p.configs = Configurations(p.names);
+  return p;
+}
+
+std::string WorkloadText(const Workload& w) {
+  return StrFormat(
+      "%s, %d prompt + %d generated tokens%s", w.serve ? "serve" : "one request", w.prompt, w.gen,
+      w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str() : "");
+}
+
+// Every configuration once per round, `reps` rounds; each configuration's medians.
+std::vector<Row> Run(const Plan& p) {
+  const size_t n = p.names.size();
+  auto options = [&](const std::vector<bool>& on) {
+    EngineOptions eo = p.base;
+    for (size_t i = 0; i < p.chosen.size(); ++i) eo.*(p.chosen[i]->field) = on[i];
+    if (p.spec_switch) eo.spec = on[n - 1] ? "ngram" : "off";
+    return eo;
+  };
+  std::fprintf(stderr,
+               "paddock: ablate %s: %zu switches, %zu configurations x %d repetitions; "
+               "workload: %s\n",
+               FileStem(p.base.model_path).c_str(), n, p.configs.size(), p.reps,
+               WorkloadText(p.w).c_str());
+  std::vector<std::vector<Sample>> samples(p.configs.size());
+  Progress bar("ablate", static_cast<double>(p.configs.size() * p.reps), "runs");
+  for (int rep = 0; rep < p.reps; ++rep) {
+    for (size_t c = 0; c < p.configs.size(); ++c) {
+      auto engine = Engine::Create(options(p.configs[c].on));
+      samples[c].push_back(p.w.serve ? RunServe(std::move(engine), p.w) : RunSingle(*engine, p.w));
+      bar.Add(1);
+    }
+  }
+  std::vector<Row> rows;
+  for (const auto& s : samples) {
+    std::vector<double> a, b, c;
+    for (const auto& x : s) {
+      a.push_back(x.ttft * 1e3);
+      b.push_back(x.decode_tps);
+      c.push_back(x.e2e);
+    }
+    rows.push_back({Summarize(a), Summarize(b), Summarize(c)});
+  }
+  return rows;
+}
+
+// Speed-ups: all off / configuration for times, configuration / all off for rates.
+Factors FactorsOf(const std::vector<Row>& rows, size_t n) {
+  const Row& off = rows[0];
+  const Row& all = rows[n + 1];
+  Factors f;
+  for (size_t i = 0; i < n; ++i) {
+    const double alone = off.e2e.median / rows[1 + i].e2e.median;
+    f.alone.push_back(alone);
+    f.removed.push_back(n > 1 ? rows[n + 2 + i].e2e.median / all.e2e.median : alone);
+    f.product *= alone;
+  }
+  f.total = off.e2e.median / all.e2e.median;
+  return f;
+}
+
+std::string Markdown(const Plan& p, const std::vector<Row>& rows, const Factors& f) {
+  const size_t n = p.names.size();
+  const Row& off = rows[0];
+  const Row& all = rows[n + 1];
+  const char* rate_name = p.w.serve ? "tokens/s (all requests)" : "decode tok/s";
+  std::string md = StrFormat(
+      "# Switch experiment: %s\n\nWorkload: %s; %d repetitions, interleaved; medians "
+      "(min-max). %s, %d threads.\n\n",
+      FileStem(p.base.model_path).c_str(), WorkloadText(p.w).c_str(), p.reps,
+      CpuModelName().c_str(), p.base.threads > 0 ? p.base.threads : PhysicalCores());
+  md += StrFormat("| configuration | TTFT ms | %s | end-to-end s | speed-up vs all off |\n",
+                  rate_name);
+  md += "|---|---|---|---|---|\n";
+  for (size_t c = 0; c < p.configs.size(); ++c) {
+    const Row& r = rows[c];
+    md += StrFormat("| %s | %.1f (%.1f-%.1f) | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) | %.3fx |\n",
+                    p.configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max, r.tps.median,
+                    r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max,
+                    off.e2e.median / r.e2e.median);
+  }
+  md += StrFormat(
+      "\n| switch | what it does | alone: end-to-end | alone: TTFT | alone: %s | removed from "
+      "all on: end-to-end |\n|---|---|---|---|---|---|\n",
+      rate_name);
+  for (size_t i = 0; i < n; ++i) {
+    const Row& r = rows[1 + i];
+    const char* what = i < p.chosen.size() ? p.chosen[i]->what : "speculative decoding (n-gram)";
+    md += StrFormat("| %s | %s | %.3fx | %.3fx | %.3fx | %.3fx |\n", p.names[i].c_str(), what,
+                    f.alone[i], off.ttft.median / r.ttft.median, r.tps.median / off.tps.median,
+                    f.removed[i]);
+  }
+  md += StrFormat(
+      "\nAll on against all off: **%.3fx** end-to-end (TTFT %.3fx, %s %.3fx). The product of the "
+      "single factors is %.3fx: %s.\n",
+      f.total, off.ttft.median / all.ttft.median, rate_name, all.tps.median / off.tps.median,
+      f.product,
+      f.product > f.total * 1.05   ? "larger than the total (the switches overlap: they speed up "
+                                     "the same time)"
+      : f.product < f.total * 0.95 ? "smaller than the total (the switches compound)"
+                                   : "close to the total (the switches act independently)");
+  return md;
+}
+
+std::string Json(const Plan& p, const std::vector<Row>& rows, const Factors& f) {
+  const Row& off = rows[0];
+  std::string json = StrFormat(
+      "{\"model\": \"%s\", \"workload\": \"%s\", \"prompt_tokens\": %d, \"gen_tokens\": %d, "
+      "\"requests\": %d, \"concurrency\": %d, \"reps\": %d, \"configurations\": [",
+      FileStem(p.base.model_path).c_str(), p.w.serve ? "serve" : "single", p.w.prompt, p.w.gen,
+      p.w.requests, p.w.concurrency, p.reps);
+  for (size_t c = 0; c < p.configs.size(); ++c) {
+    const Row& r = rows[c];
+    json += StrFormat(
+        "%s{\"name\": \"%s\", \"ttft_ms\": [%.3f, %.3f, %.3f], \"tokens_per_s\": [%.3f, %.3f, "
+        "%.3f], \"e2e_s\": [%.4f, %.4f, %.4f], \"speedup\": %.4f}",
+        c ? ", " : "", p.configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max,
+        r.tps.median, r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max,
+        off.e2e.median / r.e2e.median);
+  }
+  json += "], \"switches\": [";
+  for (size_t i = 0; i < p.names.size(); ++i)
+    json += StrFormat("%s{\"name\": \"%s\", \"alone\": %.4f, \"removed\": %.4f}", i ? ", " : "",
+                      p.names[i].c_str(), f.alone[i], f.removed[i]);
+  json += StrFormat("], \"product_of_singles\": %.4f, \"total\": %.4f}\n", f.product, f.total);
+  return json;
+}
+
+std::string Chart(const Plan& p, const Factors& f) {
+  std::vector<std::string> labels = p.names;
+  labels.push_back("product of singles");
+  labels.push_back("all on (measured)");
+  SvgSeries s1{"alone vs all off", f.alone, false}, s2{"removed from all on", f.removed, false};
+  s1.values.push_back(f.product);
+  s1.values.push_back(f.total);
+  return SvgBarChart("Switch factors, end-to-end: " + FileStem(p.base.model_path), labels, {s1, s2},
+                     "speed-up factor (1 = no effect)", 1.0);
+}
+
 }  // namespace
 
 int CmdAblate(int argc, char** argv) {
@@ -227,206 +481,16 @@ int CmdAblate(int argc, char** argv) {
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-m")) throw UsageError("ablate needs a model: -m MODEL");
-  // Everything the user said is checked before any model is loaded.
-  EngineOptions base;
-  Workload w;
-  int reps = 3;
-  std::vector<const Switch*> chosen;
-  bool spec_switch = false;
-  std::string prefix;
-  ModelInfo info;
-  try {
-    base.model_path = args.Str("-m");
-    base.tokenizer_path = args.Str("-z");
-    base.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
-    const std::string wl = args.Str("--workload", "single");
-    if (wl != "single" && wl != "serve")
-      throw Error("--workload must be single or serve, not '" + wl + "'");
-    w.serve = wl == "serve";
-    w.prompt = static_cast<int>(args.Int("-p", w.serve ? 200 : 2000, 1, 1 << 20));
-    w.gen = static_cast<int>(args.Int("-n", w.serve ? 80 : 1500, 2, 1 << 20));
-    w.requests = static_cast<int>(args.Int("--requests", w.serve ? 16 : 1, 1, 4096));
-    w.concurrency = static_cast<int>(args.Int("--concurrency", w.serve ? 8 : 1, 1, 256));
-    if (!w.serve && (args.Has("--requests") || args.Has("--concurrency")))
-      throw Error("--requests and --concurrency go with --workload serve");
-    reps = static_cast<int>(args.Int("-r", 3, 1, 100));
-    if (args.Has("--switches")) {
-      for (const std::string& name : Split(args.Str("--switches"), ',')) {
-        if (name == "spec") {
-          spec_switch = true;
-          continue;
-        }
-        const Switch* s = FindSwitch(name);
-        if (s == nullptr)
-          throw Error("unknown switch '" + name + "' (known: " + SwitchNames() + ")");
-        if (std::find(chosen.begin(), chosen.end(), s) != chosen.end())
-          throw Error("switch '" + name + "' given twice");
-        chosen.push_back(s);
-      }
-    }
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  info = InspectModel(base.model_path, base.tokenizer_path);  // Error: a bad file (exit 1)
-  if (!args.Has("--switches")) {
-    for (const Switch& s : kSwitches)
-      if (s.applies != nullptr && s.applies(info)) chosen.push_back(&s);
-    if (w.serve) chosen.push_back(FindSwitch("prefix-cache"));
-  }
-  if (chosen.empty() && !spec_switch) throw UsageError("ablate: no switch to measure");
-  prefix = args.Str("-o", "ablate-" + FileStem(base.model_path));
-  for (const char* ext : {".md", ".json", ".svg"}) {
-    std::ofstream f(prefix + ext, std::ios::app);
-    if (!f) throw UsageError("-o: cannot write '" + prefix + ext + "'");
-  }
-  // The workload scaled down to the context (at most 4096 by default), keeping its ratio.
-  const int ctx = std::min(info.trained_context > 0 ? info.trained_context : 4096, 4096);
-  if (w.prompt + w.gen + 1 > ctx) {
-    const double f = static_cast<double>(ctx - 1) / (w.prompt + w.gen);
-    std::fprintf(stderr, "paddock: workload %d + %d tokens scaled by %.3f to the context of %d\n",
-                 w.prompt, w.gen, f, ctx);
-    w.prompt = std::max(1, static_cast<int>(w.prompt * f));
-    w.gen = std::max(2, static_cast<int>(w.gen * f));
-  }
-  base.context = w.prompt + w.gen + 1;
-  base.kv_sequences = w.serve ? w.concurrency : 1;
-  // The switch names, with speculation as one more.
-  std::vector<std::string> names;
-  for (const Switch* s : chosen) names.push_back(s->name);
-  if (spec_switch) names.push_back("spec");
-  const size_t n = names.size();
-  auto options = [&](const std::vector<bool>& on) {
-    EngineOptions eo = base;
-    for (size_t i = 0; i < chosen.size(); ++i) eo.*(chosen[i]->field) = on[i];
-    if (spec_switch) eo.spec = on[n - 1] ? "ngram" : "off";
-    return eo;
-  };
-  // Configurations: all off, each alone, all on, each removed from all on.
-  std::vector<Config> configs;
-  configs.push_back({"all off", std::vector<bool>(n, false)});
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<bool> on(n, false);
-    on[i] = true;
-    configs.push_back({"only " + names[i], on});
-  }
-  configs.push_back({"all on", std::vector<bool>(n, true)});
-  if (n > 1)
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<bool> on(n, true);
-      on[i] = false;
-      configs.push_back({"all but " + names[i], on});
-    }
-  std::fprintf(
-      stderr,
-      "paddock: ablate %s: %zu switches, %zu configurations x %d repetitions; workload: "
-      "%s, %d prompt + %d generated tokens%s\n",
-      FileStem(base.model_path).c_str(), n, configs.size(), reps, w.serve ? "serve" : "one request",
-      w.prompt, w.gen,
-      w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str() : "");
-  std::vector<std::vector<Sample>> samples(configs.size());
-  {
-    Progress bar("ablate", static_cast<double>(configs.size() * reps), "runs");
-    for (int rep = 0; rep < reps; ++rep) {
-      for (size_t c = 0; c < configs.size(); ++c) {
-        auto engine = Engine::Create(options(configs[c].on));
-        samples[c].push_back(w.serve ? RunServe(std::move(engine), w) : RunSingle(*engine, w));
-        bar.Add(1);
-      }
-    }
-  }
-  // Medians and factors (speed-ups: all off / config for times, config / all off for rates).
-  struct Row {
-    Stats ttft, tps, e2e;
-  };
-  std::vector<Row> rows;
-  for (const auto& s : samples) {
-    std::vector<double> a, b, c;
-    for (const auto& x : s) {
-      a.push_back(x.ttft * 1e3);
-      b.push_back(x.decode_tps);
-      c.push_back(x.e2e);
-    }
-    rows.push_back({Summarize(a), Summarize(b), Summarize(c)});
-  }
-  const Row& off = rows[0];
-  const Row& all = rows[n + 1];
-  const char* rate_name = w.serve ? "tokens/s (all requests)" : "decode tok/s";
-  std::string md = StrFormat(
-      "# Switch experiment: %s\n\nWorkload: %s, %d prompt + %d generated tokens%s; %d "
-      "repetitions, interleaved; medians (min-max). %s, %d threads.\n\n",
-      FileStem(base.model_path).c_str(), w.serve ? "serve" : "one request", w.prompt, w.gen,
-      w.serve ? StrFormat(", %d requests, %d at once", w.requests, w.concurrency).c_str() : "",
-      reps, CpuModelName().c_str(), base.threads > 0 ? base.threads : PhysicalCores());
-  md += StrFormat("| configuration | TTFT ms | %s | end-to-end s | speed-up vs all off |\n",
-                  rate_name);
-  md += "|---|---|---|---|---|\n";
-  for (size_t c = 0; c < configs.size(); ++c) {
-    const Row& r = rows[c];
-    md += StrFormat("| %s | %.1f (%.1f-%.1f) | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) | %.3fx |\n",
-                    configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max, r.tps.median,
-                    r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max,
-                    off.e2e.median / r.e2e.median);
-  }
-  md += StrFormat(
-      "\n| switch | what it does | alone: end-to-end | alone: TTFT | alone: %s | removed from "
-      "all on: end-to-end |\n|---|---|---|---|---|---|\n",
-      rate_name);
-  double product = 1;
-  std::vector<double> alone, removed;
-  for (size_t i = 0; i < n; ++i) {
-    const Row& r = rows[1 + i];
-    const double f = off.e2e.median / r.e2e.median;
-    const double g = n > 1 ? rows[n + 2 + i].e2e.median / all.e2e.median : f;
-    product *= f;
-    alone.push_back(f);
-    removed.push_back(g);
-    const char* what = i < chosen.size() ? chosen[i]->what : "speculative decoding (n-gram)";
-    md += StrFormat("| %s | %s | %.3fx | %.3fx | %.3fx | %.3fx |\n", names[i].c_str(), what, f,
-                    off.ttft.median / r.ttft.median, r.tps.median / off.tps.median, g);
-  }
-  const double total = off.e2e.median / all.e2e.median;
-  md += StrFormat(
-      "\nAll on against all off: **%.3fx** end-to-end (TTFT %.3fx, %s %.3fx). The product of the "
-      "single factors is %.3fx: %s.\n",
-      total, off.ttft.median / all.ttft.median, rate_name, all.tps.median / off.tps.median, product,
-      product > total * 1.05   ? "larger than the total (the switches overlap: they speed up "
-                                 "the same time)"
-      : product < total * 0.95 ? "smaller than the total (the switches compound)"
-                               : "close to the total (the switches act independently)");
-  std::string json = StrFormat(
-      "{\"model\": \"%s\", \"workload\": \"%s\", \"prompt_tokens\": %d, \"gen_tokens\": %d, "
-      "\"requests\": %d, \"concurrency\": %d, \"reps\": %d, \"configurations\": [",
-      FileStem(base.model_path).c_str(), w.serve ? "serve" : "single", w.prompt, w.gen, w.requests,
-      w.concurrency, reps);
-  for (size_t c = 0; c < configs.size(); ++c) {
-    const Row& r = rows[c];
-    json += StrFormat(
-        "%s{\"name\": \"%s\", \"ttft_ms\": [%.3f, %.3f, %.3f], \"tokens_per_s\": [%.3f, %.3f, "
-        "%.3f], \"e2e_s\": [%.4f, %.4f, %.4f], \"speedup\": %.4f}",
-        c ? ", " : "", configs[c].name.c_str(), r.ttft.median, r.ttft.min, r.ttft.max, r.tps.median,
-        r.tps.min, r.tps.max, r.e2e.median, r.e2e.min, r.e2e.max, off.e2e.median / r.e2e.median);
-  }
-  json += "], \"switches\": [";
-  for (size_t i = 0; i < n; ++i)
-    json += StrFormat("%s{\"name\": \"%s\", \"alone\": %.4f, \"removed\": %.4f}", i ? ", " : "",
-                      names[i].c_str(), alone[i], removed[i]);
-  json += StrFormat("], \"product_of_singles\": %.4f, \"total\": %.4f}\n", product, total);
-  std::vector<std::string> labels = names;
-  labels.push_back("product of singles");
-  labels.push_back("all on (measured)");
-  SvgSeries s1{"alone vs all off", alone, false}, s2{"removed from all on", removed, false};
-  s1.values.push_back(product);
-  s1.values.push_back(total);
-  const std::string svg = SvgBarChart("Switch factors, end-to-end: " + FileStem(base.model_path),
-                                      labels, {s1, s2}, "speed-up factor (1 = no effect)", 1.0);
-  WriteFile(prefix + ".md", md);
-  WriteFile(prefix + ".json", json);
-  WriteFile(prefix + ".svg", svg);
+  const Plan p = MakePlan(args);
+  const std::vector<Row> rows = Run(p);
+  const Factors f = FactorsOf(rows, p.names.size());
+  const std::string md = Markdown(p, rows, f);
+  WriteFile(p.prefix + ".md", md);
+  WriteFile(p.prefix + ".json", Json(p, rows, f));
+  WriteFile(p.prefix + ".svg", Chart(p, f));
   std::fputs(md.c_str(), stdout);
-  std::fprintf(stderr, "paddock: written %s.md, %s.json, %s.svg\n", prefix.c_str(), prefix.c_str(),
-               prefix.c_str());
+  std::fprintf(stderr, "paddock: written %s.md, %s.json, %s.svg\n", p.prefix.c_str(),
+               p.prefix.c_str(), p.prefix.c_str());
   return 0;
 }
 

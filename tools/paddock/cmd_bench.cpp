@@ -348,6 +348,74 @@ void StoreKnee(const std::string& model_path, int knee) {
   out << kept << prefix << knee << "\n";
 }
 
+namespace {
+
+// The engine and the measurement from the flags (usage errors), sized for the workload.
+void ReadBenchFlags(const Args& args, EngineOptions* eo, BenchOptions* bo) {
+  try {
+    eo->model_path = args.Str("-m");
+    eo->tokenizer_path = args.Str("-z");
+    eo->threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
+    eo->isa = IsaArg(args);
+    AddTuningOptions(args, eo);
+    AddTraceOption(args, eo);
+    bo->prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
+    bo->gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
+    bo->batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
+    bo->depth = static_cast<int>(args.Int("-d", bo->depth, 1, 1 << 20));
+    bo->reps = static_cast<int>(args.Int("-r", 3, 1, 1000));
+    bo->profile = args.Has("--profile");
+    if (args.Has("--sweep-batch")) {
+      bo->sweep_batch = ParseSweep(args.Str("--sweep-batch"));
+      bo->batch = bo->sweep_batch.back();
+      if (!args.Has("-n")) bo->gen_tokens = 64;
+    } else if (args.Has("--chart")) {
+      throw UsageError("--chart goes with --sweep-batch");
+    }
+    if (args.Has("--chart")) CheckWritable("--chart", args.Str("--chart"));
+    eo->max_batch =
+        static_cast<int>(args.Int("--ubatch", std::max<int64_t>(256, bo->batch), 1, 4096));
+    eo->context = static_cast<int>(
+        args.Int("-c", std::max(bo->prompt_tokens, bo->depth) + bo->gen_tokens + 16, 1, 1 << 24));
+    AddKvOptions(args, eo);
+    AddSpecOptions(args, eo);
+    eo->kv_tokens = std::max(bo->prompt_tokens + 16, bo->batch * (bo->depth + bo->gen_tokens + 16));
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// A batch sweep's report: the table (or JSON), the chart, the knee remembered for serve.
+void ReportSweep(const Args& args, const std::string& model, const BenchReport& r) {
+  if (args.Has("--json"))
+    PrintSweepJson(r);
+  else
+    PrintSweep(model, r);
+  if (args.Has("--chart")) {
+    std::ofstream f(args.Str("--chart"), std::ios::trunc);
+    f << SweepSvg(model, r);
+    if (!f) throw Error("cannot write the chart '" + args.Str("--chart") + "'");
+    std::fprintf(stderr, "paddock: chart written to %s\n", args.Str("--chart").c_str());
+  }
+  StoreKnee(model, r.knee);
+  std::fprintf(stderr, "paddock: knee %d remembered for serve (%s)\n", r.knee,
+               CachePath("knee.tsv").c_str());
+}
+
+int KernelBench(const Args& args) {
+  int rounds = 9;
+  Isa isa = DetectIsa();
+  try {
+    rounds = static_cast<int>(args.Int("-r", 9, 1, 1000));
+    isa = ParseIsa(args.Str("--isa", "auto"));
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  return RunKernelStreamBench(isa, rounds, args.Has("--json"));
+}
+
+}  // namespace
+
 int CmdBench(int argc, char** argv) {
   const auto specs = BenchSpecs();
   Args args = [&] {
@@ -368,51 +436,11 @@ int CmdBench(int argc, char** argv) {
   }
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "'");
-  if (args.Has("--kernels")) {
-    int rounds = 9;
-    Isa isa = DetectIsa();
-    try {
-      rounds = static_cast<int>(args.Int("-r", 9, 1, 1000));
-      isa = ParseIsa(args.Str("--isa", "auto"));
-    } catch (const Error& e) {
-      throw UsageError(e.what());
-    }
-    return RunKernelStreamBench(isa, rounds, args.Has("--json"));
-  }
+  if (args.Has("--kernels")) return KernelBench(args);
   if (!args.Has("-m")) throw UsageError("bench needs a model: -m MODEL (or --kernels)");
   EngineOptions eo;
   BenchOptions bo;
-  try {
-    eo.model_path = args.Str("-m");
-    eo.tokenizer_path = args.Str("-z");
-    eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
-    eo.isa = IsaArg(args);
-    AddTuningOptions(args, &eo);
-    AddTraceOption(args, &eo);
-    bo.prompt_tokens = static_cast<int>(args.Int("-p", 512, 1, 1 << 20));
-    bo.gen_tokens = static_cast<int>(args.Int("-n", 128, 1, 1 << 20));
-    bo.batch = static_cast<int>(args.Int("-b", 1, 1, 4096));
-    bo.depth = static_cast<int>(args.Int("-d", bo.depth, 1, 1 << 20));
-    bo.reps = static_cast<int>(args.Int("-r", 3, 1, 1000));
-    bo.profile = args.Has("--profile");
-    if (args.Has("--sweep-batch")) {
-      bo.sweep_batch = ParseSweep(args.Str("--sweep-batch"));
-      bo.batch = bo.sweep_batch.back();
-      if (!args.Has("-n")) bo.gen_tokens = 64;
-    } else if (args.Has("--chart")) {
-      throw UsageError("--chart goes with --sweep-batch");
-    }
-    if (args.Has("--chart")) CheckWritable("--chart", args.Str("--chart"));
-    eo.max_batch =
-        static_cast<int>(args.Int("--ubatch", std::max<int64_t>(256, bo.batch), 1, 4096));
-    eo.context = static_cast<int>(
-        args.Int("-c", std::max(bo.prompt_tokens, bo.depth) + bo.gen_tokens + 16, 1, 1 << 24));
-    AddKvOptions(args, &eo);
-    AddSpecOptions(args, &eo);
-    eo.kv_tokens = std::max(bo.prompt_tokens + 16, bo.batch * (bo.depth + bo.gen_tokens + 16));
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  ReadBenchFlags(args, &eo, &bo);
   // The tune cache's choices, measured against the defaults in the same run.
   TuneChoice tuned;
   ApplyTuneCache(args, "--ubatch", &eo, &tuned);
@@ -437,25 +465,12 @@ int CmdBench(int argc, char** argv) {
   const BenchReport r = engine->Bench(bo);
   if (progress) progress->Finish();
   if (!r.sweep.empty()) {
-    if (args.Has("--json"))
-      PrintSweepJson(r);
-    else
-      PrintSweep(eo.model_path, r);
-    if (args.Has("--chart")) {
-      std::ofstream f(args.Str("--chart"), std::ios::trunc);
-      f << SweepSvg(eo.model_path, r);
-      if (!f) throw Error("cannot write the chart '" + args.Str("--chart") + "'");
-      std::fprintf(stderr, "paddock: chart written to %s\n", args.Str("--chart").c_str());
-    }
-    StoreKnee(eo.model_path, r.knee);
-    std::fprintf(stderr, "paddock: knee %d remembered for serve (%s)\n", r.knee,
-                 CachePath("knee.tsv").c_str());
-    return 0;
-  }
-  if (args.Has("--json"))
+    ReportSweep(args, eo.model_path, r);
+  } else if (args.Has("--json")) {
     PrintJson(r);
-  else
+  } else {
     PrintTable(eo.model_path, r);
+  }
   return 0;
 }
 

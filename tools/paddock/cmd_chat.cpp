@@ -52,6 +52,108 @@ std::vector<OptionSpec> ChatSpecs() {
 
 }  // namespace
 
+namespace {
+
+void ReadChatFlags(const Args& args, EngineOptions* eo, GenerateOptions* go) {
+  try {
+    eo->model_path = args.Str("-m");
+    eo->tokenizer_path = args.Str("-z");
+    eo->threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
+    eo->context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
+    AddKvOptions(args, eo);
+    AddSpecOptions(args, eo);
+    go->max_tokens = static_cast<int>(args.Int("-n", 512, 1, 1 << 24));
+    go->sampling.temperature = static_cast<float>(args.Float("--temp", 0.7, 0, 100));
+    go->sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
+    go->sampling.top_p = static_cast<float>(args.Float("--top-p", 0.95, 1e-6, 1));
+    go->sampling.min_p = static_cast<float>(args.Float("--min-p", 0.05, 0, 1));
+    go->sampling.seed = args.U64("--seed", go->sampling.seed);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// One reply to the conversation so far, streamed: a harmony model's (gpt-oss) reasoning to
+// standard error, its answer to standard output and into the result (the template takes no
+// markup back); any other model's text to standard output.
+GenerateResult Reply(Engine& engine, const ChatFormatter& chat, const std::string& text,
+                     const GenerateOptions& go) {
+  const bool harmony = chat.tool_format() == ToolFormat::kHarmony;
+  HarmonyParser parse;
+  std::string reasoning, answer, content;
+  auto emit = [&] {
+    std::fwrite(reasoning.data(), 1, reasoning.size(), stderr);
+    std::fwrite(answer.data(), 1, answer.size(), stdout);
+    std::fflush(stdout);
+    content += answer;
+    reasoning.clear();
+    answer.clear();
+  };
+  GenerateResult r = engine.Generate(text, go, [&](std::string_view piece) {
+    if (harmony) {
+      parse.Feed(piece, &reasoning, &answer);
+      emit();
+    } else {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  if (harmony) {
+    parse.Finish(&reasoning, &answer);
+    emit();
+    r.text = content;
+  }
+  return r;
+}
+
+// The loop: a line of input, the reply; /reset forgets, /exit (or the end of input) quits. A
+// conversation that outgrows the context is reset.
+void Converse(Engine& engine, const ChatFormatter& chat, const std::string& system,
+              GenerateOptions go) {
+  const ModelInfo& info = engine.info();
+  std::vector<ChatMessage> messages;
+  if (!system.empty()) messages.push_back({"system", system});
+  const size_t base = messages.size();
+  go.parse_special = true;
+  std::string line;
+  for (;;) {
+    std::fputs("> ", stderr);
+    std::fflush(stderr);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      messages.resize(base);
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    const std::string text = chat.Render(messages, true);
+    const bool has_bos =
+        !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
+    go.add_bos = engine.AddsBos() && !has_bos;
+    GenerateResult r;
+    try {
+      r = Reply(engine, chat, text, go);
+    } catch (const Error& e) {
+      // E.g. the conversation outgrew the context: say so, forget it, keep the session.
+      std::fprintf(stderr, "\npaddock: %s; conversation reset\n", e.what());
+      messages.resize(base);
+      continue;
+    }
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    messages.push_back({"assistant", r.text});
+    if (r.finish == FinishReason::kContext) {
+      std::fprintf(stderr, "paddock: the context is full; conversation reset\n");
+      messages.resize(base);
+    }
+  }
+}
+
+}  // namespace
+
 int CmdChat(int argc, char** argv) {
   const std::vector<OptionSpec> specs = ChatSpecs();
   Args args("chat", specs, argc, argv);
@@ -67,24 +169,7 @@ int CmdChat(int argc, char** argv) {
     throw UsageError("chat: give --chat-template or --chat-template-file, not both");
   EngineOptions eo;
   GenerateOptions go;
-  try {
-    eo.model_path = args.Str("-m");
-    eo.tokenizer_path = args.Str("-z");
-    eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
-    eo.context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
-    AddKvOptions(args, &eo);
-    AddSpecOptions(args, &eo);
-    go.max_tokens = static_cast<int>(args.Int("-n", 512, 1, 1 << 24));
-    go.sampling.temperature = static_cast<float>(args.Float("--temp", 0.7, 0, 100));
-    go.sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
-    go.sampling.top_p = static_cast<float>(args.Float("--top-p", 0.95, 1e-6, 1));
-    go.sampling.min_p = static_cast<float>(args.Float("--min-p", 0.05, 0, 1));
-    go.sampling.seed = args.U64("--seed", go.sampling.seed);
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  ReadChatFlags(args, &eo, &go);
   const GrammarOption grammar_opt = ReadGrammarOption(args);
   ApplyTuneCache(args, "", &eo);
   std::shared_ptr<Progress> load_bar;
@@ -100,70 +185,7 @@ int CmdChat(int argc, char** argv) {
     std::fprintf(stderr, "paddock: warning: %s\n", chat->warning().c_str());
   std::fprintf(stderr, "paddock: %s (%s, context %d), chat: %s. /reset forgets, /exit quits.\n",
                info.path.c_str(), info.arch.c_str(), info.context, chat->description().c_str());
-  std::vector<ChatMessage> messages;
-  const std::string system = args.Str("--system");
-  if (!system.empty()) messages.push_back({"system", system});
-  const size_t base = messages.size();
-  go.parse_special = true;
-  std::string line;
-  for (;;) {
-    std::fputs("> ", stderr);
-    std::fflush(stderr);
-    if (!std::getline(std::cin, line) || line == "/exit") break;
-    if (line == "/reset") {
-      messages.resize(base);
-      continue;
-    }
-    if (line.empty()) continue;
-    messages.push_back({"user", line});
-    const std::string text = chat->Render(messages, true);
-    const bool has_bos =
-        !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
-    go.add_bos = engine->AddsBos() && !has_bos;
-    GenerateResult r;
-    // A harmony model (gpt-oss) writes channels: its reasoning goes to standard error, the
-    // answer to standard output and into the history (the template takes no markup back).
-    const bool harmony = chat->tool_format() == ToolFormat::kHarmony;
-    HarmonyParser parse;
-    std::string reasoning, answer, content;
-    auto emit = [&] {
-      std::fwrite(reasoning.data(), 1, reasoning.size(), stderr);
-      std::fwrite(answer.data(), 1, answer.size(), stdout);
-      std::fflush(stdout);
-      content += answer;
-      reasoning.clear();
-      answer.clear();
-    };
-    try {
-      r = engine->Generate(text, go, [&](std::string_view piece) {
-        if (harmony) {
-          parse.Feed(piece, &reasoning, &answer);
-          emit();
-        } else {
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
-          std::fflush(stdout);
-        }
-        return true;
-      });
-      if (harmony) {
-        parse.Finish(&reasoning, &answer);
-        emit();
-        r.text = content;
-      }
-    } catch (const Error& e) {
-      // E.g. the conversation outgrew the context: say so, forget it, keep the session.
-      std::fprintf(stderr, "\npaddock: %s; conversation reset\n", e.what());
-      messages.resize(base);
-      continue;
-    }
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-    messages.push_back({"assistant", r.text});
-    if (r.finish == FinishReason::kContext) {
-      std::fprintf(stderr, "paddock: the context is full; conversation reset\n");
-      messages.resize(base);
-    }
-  }
+  Converse(*engine, *chat, args.Str("--system"), go);
   return 0;
 }
 

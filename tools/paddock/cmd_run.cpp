@@ -298,6 +298,62 @@ void PrintMemory(const Engine& e) {
                (long long)m.prefix_hits, (long long)m.prefix_queries);
 }
 
+namespace {
+
+// Sampling, length and stop strings from the flags (Error: a bad value).
+void ReadGenerateFlags(const Args& args, GenerateOptions* go) {
+  go->max_tokens = static_cast<int>(args.Int("-n", 256, 0, 1 << 24));
+  SamplingParams& sp = go->sampling;
+  sp.temperature = static_cast<float>(args.Float("--temp", 0.8, 0, 100));
+  sp.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
+  sp.top_p = static_cast<float>(args.Float("--top-p", 0.95, 1e-6, 1));
+  sp.min_p = static_cast<float>(args.Float("--min-p", 0.05, 0, 1));
+  sp.repeat_penalty = static_cast<float>(args.Float("--repeat-penalty", 1.0, 1e-3, 100));
+  sp.penalty_last_n = static_cast<int>(args.Int("--repeat-last-n", 64, 0, 1 << 24));
+  sp.frequency_penalty = static_cast<float>(args.Float("--frequency-penalty", 0, -2, 2));
+  sp.presence_penalty = static_cast<float>(args.Float("--presence-penalty", 0, -2, 2));
+  sp.seed = args.U64("--seed", sp.seed);
+  go->stop = args.All("--stop");
+  for (const auto& s : go->stop) {
+    if (s.empty()) throw Error("--stop needs a non-empty string");
+  }
+  go->ignore_eos = args.Has("--ignore-eos");
+  go->add_bos = !args.Has("--no-bos");
+  go->parse_special = args.Has("--special");
+}
+
+// The prompt: -f FILE's bytes, or -p's text.
+std::string ReadPrompt(const Args& args) {
+  if (!args.Has("-f")) return args.Str("-p");
+  FILE* f = std::fopen(args.Str("-f").c_str(), "rb");
+  if (f == nullptr) throw Error("cannot open prompt file '" + args.Str("-f") + "'");
+  std::string prompt;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) prompt.append(buf, n);
+  std::fclose(f);
+  return prompt;
+}
+
+void PrintRunFigures(const GenerateResult& r, const std::string& spec) {
+  const double gen_tps = r.decode_seconds > 0 && r.generated_tokens > 1
+                             ? (r.generated_tokens - 1) / r.decode_seconds
+                             : 0;
+  std::fprintf(stderr,
+               "paddock: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, %.1f tok/s; "
+               "finish: %s\n",
+               r.prompt_tokens, r.prompt_seconds,
+               r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0, r.generated_tokens,
+               gen_tps, FinishReasonName(r.finish));
+  if (spec != "off") {
+    std::fprintf(stderr, "paddock: speculation (%s): %d drafted, %d accepted (%.0f%%)\n",
+                 spec.c_str(), r.draft_tokens, r.accepted_tokens,
+                 r.draft_tokens > 0 ? 100.0 * r.accepted_tokens / r.draft_tokens : 0.0);
+  }
+}
+
+}  // namespace
+
 int CmdRun(int argc, char** argv) {
   Args args = [&] {
     try {
@@ -315,10 +371,8 @@ int CmdRun(int argc, char** argv) {
     throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-m")) throw UsageError("run needs a model: -m MODEL");
   if (args.Has("-p") && args.Has("-f")) throw UsageError("give the prompt with -p or -f, not both");
-
   EngineOptions eo;
   GenerateOptions go;
-  std::string prompt;
   try {
     eo.model_path = args.Str("-m");
     eo.tokenizer_path = args.Str("-z");
@@ -327,20 +381,7 @@ int CmdRun(int argc, char** argv) {
     eo.isa = IsaArg(args);
     AddKvOptions(args, &eo);
     AddSpecOptions(args, &eo);
-    go.max_tokens = static_cast<int>(args.Int("-n", 256, 0, 1 << 24));
-    go.sampling.temperature = static_cast<float>(args.Float("--temp", 0.8, 0, 100));
-    go.sampling.top_k = static_cast<int>(args.Int("--top-k", 40, 0, 1 << 24));
-    go.sampling.top_p = static_cast<float>(args.Float("--top-p", 0.95, 1e-6, 1));
-    go.sampling.min_p = static_cast<float>(args.Float("--min-p", 0.05, 0, 1));
-    go.sampling.repeat_penalty = static_cast<float>(args.Float("--repeat-penalty", 1.0, 1e-3, 100));
-    go.sampling.penalty_last_n = static_cast<int>(args.Int("--repeat-last-n", 64, 0, 1 << 24));
-    go.sampling.frequency_penalty = static_cast<float>(args.Float("--frequency-penalty", 0, -2, 2));
-    go.sampling.presence_penalty = static_cast<float>(args.Float("--presence-penalty", 0, -2, 2));
-    go.sampling.seed = args.U64("--seed", go.sampling.seed);
-    go.stop = args.All("--stop");
-    for (const auto& s : go.stop) {
-      if (s.empty()) throw Error("--stop needs a non-empty string");
-    }
+    ReadGenerateFlags(args, &go);
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
@@ -348,9 +389,6 @@ int CmdRun(int argc, char** argv) {
   }
   AddTuningOptions(args, &eo);
   AddTraceOption(args, &eo);
-  go.ignore_eos = args.Has("--ignore-eos");
-  go.add_bos = !args.Has("--no-bos");
-  go.parse_special = args.Has("--special");
   const GrammarOption grammar_opt = ReadGrammarOption(args);
   if (args.Has("--show-grammar")) {
     if (!grammar_opt.on) throw UsageError("--show-grammar needs --json-schema or --json");
@@ -361,17 +399,7 @@ int CmdRun(int argc, char** argv) {
                stdout);
     return 0;
   }
-  if (args.Has("-f")) {
-    FILE* f = std::fopen(args.Str("-f").c_str(), "rb");
-    if (f == nullptr) throw Error("cannot open prompt file '" + args.Str("-f") + "'");
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) prompt.append(buf, n);
-    std::fclose(f);
-  } else {
-    prompt = args.Str("-p");
-  }
-
+  const std::string prompt = ReadPrompt(args);
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
   ApplyTuneCache(args, "", &eo);
@@ -383,7 +411,6 @@ int CmdRun(int argc, char** argv) {
       "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels, context %d\n",
       info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
       engine->load_seconds(), info.threads, info.isa.c_str(), info.context);
-
   if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
@@ -395,20 +422,7 @@ int CmdRun(int argc, char** argv) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   PrintMemory(*engine);
-  const double gen_tps = r.decode_seconds > 0 && r.generated_tokens > 1
-                             ? (r.generated_tokens - 1) / r.decode_seconds
-                             : 0;
-  std::fprintf(stderr,
-               "paddock: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, %.1f tok/s; "
-               "finish: %s\n",
-               r.prompt_tokens, r.prompt_seconds,
-               r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0, r.generated_tokens,
-               gen_tps, FinishReasonName(r.finish));
-  if (eo.spec != "off") {
-    std::fprintf(stderr, "paddock: speculation (%s): %d drafted, %d accepted (%.0f%%)\n",
-                 eo.spec.c_str(), r.draft_tokens, r.accepted_tokens,
-                 r.draft_tokens > 0 ? 100.0 * r.accepted_tokens / r.draft_tokens : 0.0);
-  }
+  PrintRunFigures(r, eo.spec);
   return 0;
 }
 

@@ -137,6 +137,117 @@ std::vector<std::string> ApiKeys(const Args& args) {
 
 }  // namespace
 
+namespace {
+
+// The engine and the scheduler: model, threads, kernels, KV, speculation, batching.
+void ReadEngineAndService(const Args& args, server::ServerOptions* so) {
+  so->engine.model_path = args.Str("-m");
+  if (so->engine.model_path.empty()) throw UsageError("serve: no model given (-m MODEL)");
+  so->engine.tokenizer_path = args.Str("-z");
+  so->engine.threads = static_cast<int>(args.Int("-t", 0, 0, 1024));
+  so->engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
+  so->engine.isa = IsaArg(args);
+  so->engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
+  AddPrefetchOption(args, &so->engine);
+  ApplyTuneCache(args, "--max-batch-tokens", &so->engine);
+  AddKvOptions(args, &so->engine);
+  AddSpecOptions(args, &so->engine);
+  AddTraceOption(args, &so->engine);
+  static std::shared_ptr<Progress> load_bar;  // (the model loads on the server's own thread)
+  ShowLoadProgress(&so->engine, &load_bar);
+  ServiceOptions& sv = so->service;
+  sv.max_batch_tokens = so->engine.max_batch;
+  sv.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
+  if (!args.Has("--max-running")) {
+    // The knee `bench --sweep-batch` measured for this model on this CPU, when there is one.
+    if (const int knee = CachedKnee(so->engine.model_path); knee > 0) {
+      sv.max_running = knee;
+      std::fprintf(stderr,
+                   "paddock: max running requests %d: the batch knee measured by bench "
+                   "--sweep-batch (%s; --max-running overrides)\n",
+                   knee, CachePath("knee.tsv").c_str());
+    }
+  }
+  // Without --kv-memory: room for every running request's full context (within 30% of RAM).
+  so->engine.kv_sequences = sv.max_running;
+  sv.max_queue = static_cast<int>(args.Int("--max-queue", 256, 0, 100000));
+  sv.kv_watermark = args.Float("--kv-watermark", 0.9, 0.01, 1.0);
+  const std::string batching = args.Str("--batching", "continuous");
+  if (batching != "continuous" && batching != "static")
+    throw UsageError("serve: --batching must be continuous or static, not '" + batching + "'");
+  sv.static_batching = batching == "static";
+}
+
+// What the API does with requests: names, chat template, reasoning, pooling, timeouts.
+void ReadApi(const Args& args, server::ServerOptions* so) {
+  so->model_name = args.Str("--model-name");
+  so->model_aliases = args.All("--served-model-name");
+  if (so->model_name.empty() && !so->model_aliases.empty()) {
+    so->model_name = so->model_aliases.front();
+    so->model_aliases.erase(so->model_aliases.begin());
+  }
+  for (const std::string& n : so->model_aliases)
+    if (n.empty() || n.size() > 256)
+      throw UsageError("serve: --served-model-name must be 1..256 characters");
+  so->chat_template = args.Str("--chat-template");
+  so->chat_template_file = args.Str("--chat-template-file");
+  if (!so->chat_template.empty() && !so->chat_template_file.empty())
+    throw UsageError("serve: give --chat-template or --chat-template-file, not both");
+  if (!so->chat_template.empty())
+    ResolveChatTemplate(ModelInfo(), so->chat_template);  // validates the name now
+  so->request_timeout = args.Float("--timeout", 0, 0, 1e7);
+  so->special_in_prompts = args.Has("--special-in-prompts");
+  so->reasoning_format = args.Str("--reasoning-format", "auto");
+  so->pooling = args.Str("--pooling");
+  if (!so->pooling.empty() && so->pooling != "mean" && so->pooling != "last" &&
+      so->pooling != "cls")
+    throw UsageError("unknown --pooling '" + so->pooling + "' (expected mean, last or cls)");
+  if (so->reasoning_format != "auto" && so->reasoning_format != "deepseek" &&
+      so->reasoning_format != "none")
+    throw UsageError("unknown --reasoning-format '" + so->reasoning_format +
+                     "' (expected auto, deepseek or none)");
+}
+
+// The transport and the front door: address, limits, deadlines, cluster hooks, keys, CORS.
+void ReadTransport(const Args& args, server::ServerOptions* so) {
+  so->host = args.Str("--host", "127.0.0.1");
+  so->port = static_cast<int>(args.Int("--port", 8080, 0, 65535));
+  so->max_body_bytes =
+      args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
+  if (so->max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
+  so->http_threads = static_cast<int>(args.Int("--http-threads", 2, 1, 64));
+  so->max_connections = static_cast<size_t>(args.Int("--max-connections", 4096, 1, 1000000));
+  so->header_timeout = args.Float("--header-timeout", 10, 0.5, 3600);
+  so->body_timeout = args.Float("--body-timeout", 60, 0.5, 3600);
+  so->idle_timeout = args.Float("--idle-timeout", 30, 1, 3600);
+  so->grace_seconds = args.Float("--grace", 30, 0, 1e6);
+  so->replica_name = args.Str("--replica-name");
+  if (so->replica_name.size() > 128 ||
+      so->replica_name.find_first_of("\r\n\t ") != std::string::npos)
+    throw UsageError("serve: --replica-name must be at most 128 characters without whitespace");
+  so->busy_status = static_cast<int>(args.Int("--busy-status", 429, 429, 503));
+  if (so->busy_status != 429 && so->busy_status != 503)
+    throw UsageError("serve: --busy-status must be 429 or 503");
+  so->drain_seconds = args.Float("--drain-seconds", 0, 0, 3600);
+  so->agent_port = static_cast<int>(args.Int("--agent-port", 0, 0, 65535));
+  so->api_keys = ApiKeys(args);
+  so->auth_health = args.Has("--auth-health");
+  so->ui = !args.Has("--no-ui");
+  so->cors_origins = args.All("--cors-origin");
+  for (const std::string& o : so->cors_origins) {
+    const bool scheme = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
+    const size_t host = o.find("//") + 2;
+    if (o != "*" && (!scheme || o.size() <= host || o.find('/', host) != std::string::npos))
+      throw UsageError("serve: --cors-origin '" + o +
+                       "' is not an origin (scheme://host[:port], or *)");
+  }
+  if (so->auth_health && so->api_keys.empty())
+    throw UsageError(
+        "serve: --auth-health needs a key (--api-key, --api-key-file or PADDOCK_API_KEY)");
+}
+
+}  // namespace
+
 int CmdServe(int argc, char** argv) {
   const std::vector<OptionSpec> specs = ServeSpecs();
   Args args("serve", specs, argc, argv);
@@ -147,98 +258,9 @@ int CmdServe(int argc, char** argv) {
   if (!args.positional().empty())
     throw UsageError("serve: unexpected argument '" + args.positional()[0] + "'");
   server::ServerOptions so;
-  so.engine.model_path = args.Str("-m");
-  if (so.engine.model_path.empty()) throw UsageError("serve: no model given (-m MODEL)");
-  so.engine.tokenizer_path = args.Str("-z");
-  so.engine.threads = static_cast<int>(args.Int("-t", 0, 0, 1024));
-  so.engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
-  so.engine.isa = IsaArg(args);
-  so.engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
-  AddPrefetchOption(args, &so.engine);
-  ApplyTuneCache(args, "--max-batch-tokens", &so.engine);
-  AddKvOptions(args, &so.engine);
-  AddSpecOptions(args, &so.engine);
-  AddTraceOption(args, &so.engine);
-  static std::shared_ptr<Progress> load_bar;  // (the model loads on the server's own thread)
-  ShowLoadProgress(&so.engine, &load_bar);
-  so.service.max_batch_tokens = so.engine.max_batch;
-  so.service.max_running = static_cast<int>(args.Int("--max-running", 64, 1, 256));
-  if (!args.Has("--max-running")) {
-    // The knee `bench --sweep-batch` measured for this model on this CPU, when there is one.
-    if (const int knee = CachedKnee(so.engine.model_path); knee > 0) {
-      so.service.max_running = knee;
-      std::fprintf(stderr,
-                   "paddock: max running requests %d: the batch knee measured by bench "
-                   "--sweep-batch (%s; --max-running overrides)\n",
-                   knee, CachePath("knee.tsv").c_str());
-    }
-  }
-  // Without --kv-memory: room for every running request's full context (within 30% of RAM).
-  so.engine.kv_sequences = so.service.max_running;
-  so.service.max_queue = static_cast<int>(args.Int("--max-queue", 256, 0, 100000));
-  so.service.kv_watermark = args.Float("--kv-watermark", 0.9, 0.01, 1.0);
-  const std::string batching = args.Str("--batching", "continuous");
-  if (batching != "continuous" && batching != "static")
-    throw UsageError("serve: --batching must be continuous or static, not '" + batching + "'");
-  so.service.static_batching = batching == "static";
-  so.host = args.Str("--host", "127.0.0.1");
-  so.port = static_cast<int>(args.Int("--port", 8080, 0, 65535));
-  so.model_name = args.Str("--model-name");
-  so.model_aliases = args.All("--served-model-name");
-  if (so.model_name.empty() && !so.model_aliases.empty()) {
-    so.model_name = so.model_aliases.front();
-    so.model_aliases.erase(so.model_aliases.begin());
-  }
-  for (const std::string& n : so.model_aliases)
-    if (n.empty() || n.size() > 256)
-      throw UsageError("serve: --served-model-name must be 1..256 characters");
-  so.chat_template = args.Str("--chat-template");
-  so.chat_template_file = args.Str("--chat-template-file");
-  if (!so.chat_template.empty() && !so.chat_template_file.empty())
-    throw UsageError("serve: give --chat-template or --chat-template-file, not both");
-  if (!so.chat_template.empty())
-    ResolveChatTemplate(ModelInfo(), so.chat_template);  // validates the name now
-  so.request_timeout = args.Float("--timeout", 0, 0, 1e7);
-  so.special_in_prompts = args.Has("--special-in-prompts");
-  so.reasoning_format = args.Str("--reasoning-format", "auto");
-  so.pooling = args.Str("--pooling");
-  if (!so.pooling.empty() && so.pooling != "mean" && so.pooling != "last" && so.pooling != "cls")
-    throw UsageError("unknown --pooling '" + so.pooling + "' (expected mean, last or cls)");
-  if (so.reasoning_format != "auto" && so.reasoning_format != "deepseek" &&
-      so.reasoning_format != "none")
-    throw UsageError("unknown --reasoning-format '" + so.reasoning_format +
-                     "' (expected auto, deepseek or none)");
-  so.max_body_bytes =
-      args.Has("--max-body") ? ParseBytes("--max-body", args.Str("--max-body")) : (8u << 20);
-  if (so.max_body_bytes < 1024) throw UsageError("serve: --max-body must be at least 1K");
-  so.http_threads = static_cast<int>(args.Int("--http-threads", 2, 1, 64));
-  so.max_connections = static_cast<size_t>(args.Int("--max-connections", 4096, 1, 1000000));
-  so.header_timeout = args.Float("--header-timeout", 10, 0.5, 3600);
-  so.body_timeout = args.Float("--body-timeout", 60, 0.5, 3600);
-  so.idle_timeout = args.Float("--idle-timeout", 30, 1, 3600);
-  so.grace_seconds = args.Float("--grace", 30, 0, 1e6);
-  so.replica_name = args.Str("--replica-name");
-  if (so.replica_name.size() > 128 || so.replica_name.find_first_of("\r\n\t ") != std::string::npos)
-    throw UsageError("serve: --replica-name must be at most 128 characters without whitespace");
-  so.busy_status = static_cast<int>(args.Int("--busy-status", 429, 429, 503));
-  if (so.busy_status != 429 && so.busy_status != 503)
-    throw UsageError("serve: --busy-status must be 429 or 503");
-  so.drain_seconds = args.Float("--drain-seconds", 0, 0, 3600);
-  so.agent_port = static_cast<int>(args.Int("--agent-port", 0, 0, 65535));
-  so.api_keys = ApiKeys(args);
-  so.auth_health = args.Has("--auth-health");
-  so.ui = !args.Has("--no-ui");
-  so.cors_origins = args.All("--cors-origin");
-  for (const std::string& o : so.cors_origins) {
-    const bool scheme = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
-    const size_t host = o.find("//") + 2;
-    if (o != "*" && (!scheme || o.size() <= host || o.find('/', host) != std::string::npos))
-      throw UsageError("serve: --cors-origin '" + o +
-                       "' is not an origin (scheme://host[:port], or *)");
-  }
-  if (so.auth_health && so.api_keys.empty())
-    throw UsageError(
-        "serve: --auth-health needs a key (--api-key, --api-key-file or PADDOCK_API_KEY)");
+  ReadEngineAndService(args, &so);
+  ReadTransport(args, &so);
+  ReadApi(args, &so);
   return server::RunServer(so);
 }
 

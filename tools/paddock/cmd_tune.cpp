@@ -9,6 +9,7 @@
 // file that is not a tune cache, or a malformed line, gives one warning and the defaults. No
 // entry changes a result, only the speed: the kernels compute the same sums whatever the choice.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -275,6 +276,114 @@ void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptio
   if (applied != nullptr) *applied = c;
 }
 
+namespace {
+
+// What tune measures: the flags, checked before the model is inspected.
+struct TunePlan {
+  EngineOptions eo;
+  int prompt = 512, reps = 3;
+  std::vector<int> thread_counts;
+  std::vector<uint64_t> blocks = {16, 32, 64, 128, 256, 1024};  // KiB
+  std::vector<int> steps;
+};
+
+TunePlan ReadTuneFlags(const Args& args) {
+  TunePlan p;
+  try {
+    p.eo.model_path = args.Str("-m");
+    p.eo.tokenizer_path = args.Str("-z");
+    p.eo.isa = IsaArg(args);
+    ParseIsa(p.eo.isa);
+    p.prompt = static_cast<int>(args.Int("-p", 512, 16, 1 << 16));
+    p.reps = static_cast<int>(args.Int("-r", 3, 1, 100));
+    if (args.Has("-t")) {
+      p.thread_counts.push_back(static_cast<int>(args.Int("-t", 0, 1, 1024)));
+    } else {
+      p.thread_counts.push_back(PhysicalCores());
+      if (HardwareThreads() != PhysicalCores()) p.thread_counts.push_back(HardwareThreads());
+    }
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  for (int s : {64, 128, 256, 512})
+    if (s <= p.prompt) p.steps.push_back(s);
+  if (std::find(p.steps.begin(), p.steps.end(), p.prompt) == p.steps.end() && p.prompt < 512)
+    p.steps.push_back(p.prompt);  // one step for the whole prompt
+  return p;
+}
+
+// Decode with each prefetch choice (off, auto, all), interleaved: the medians.
+std::array<double, 3> MeasurePrefetch(Engine& engine, int reps, Progress* bar) {
+  std::vector<double> dec[3];
+  for (int rep = 0; rep < reps; ++rep) {
+    for (int pf = 0; pf < 3; ++pf) {
+      BenchOptions bo;
+      bo.decode_only = true;
+      bo.prompt_tokens = 8;
+      bo.gen_tokens = kDecodeTokens;
+      bo.reps = 1;
+      bo.prefetch = pf;
+      dec[pf].push_back(engine.Bench(bo).decode_tps);
+      bar->Add(1);
+    }
+  }
+  return {Summarize(dec[0]).median, Summarize(dec[1]).median, Summarize(dec[2]).median};
+}
+
+// One thread count: 1. the matmul block at the default step; 2. the step with the best block;
+// 3. the defaults against the choice, interleaved once more (the figures stored); 4. the
+// prefetch. *line: what was measured, for the report.
+TuneChoice TuneThreads(const TunePlan& p, int threads, Progress* bar, std::string* line) {
+  EngineOptions o = p.eo;
+  o.threads = threads;
+  o.max_batch = std::max(p.steps.back(), kDefaultStep);
+  o.context = std::max(p.prompt, kDecodeTokens) + 16;
+  o.kv_tokens = o.context;
+  auto engine = Engine::Create(o);
+  std::vector<Candidate> bc;
+  for (uint64_t b : p.blocks) bc.push_back({std::min(kDefaultStep, p.prompt), b, {}});
+  MeasureAll(*engine, p.prompt, p.reps, &bc, bar);
+  const uint64_t block = Best(bc).block_kib;
+  std::vector<Candidate> sc;
+  for (int s : p.steps) sc.push_back({s, block, {}});
+  MeasureAll(*engine, p.prompt, p.reps, &sc, bar);
+  const int step = Best(sc).step;
+  std::vector<Candidate> fin = {{std::min(kDefaultStep, p.prompt), kDefaultBlockKib, {}},
+                                {step, block, {}}};
+  MeasureAll(*engine, p.prompt, p.reps, &fin, bar);
+  std::string l = StrFormat("  %2d threads: block (KiB):", threads);
+  for (const Candidate& c : bc)
+    l += StrFormat(" %llu=%.1f", static_cast<unsigned long long>(c.block_kib),
+                   Summarize(c.tps).median);
+  l += "\n              step (tokens):";
+  for (const Candidate& c : sc) l += StrFormat(" %d=%.1f", c.step, Summarize(c.tps).median);
+  const double dflt = Summarize(fin[0].tps).median, chosen = Summarize(fin[1].tps).median;
+  l += StrFormat(
+      "\n              default (256 tokens, 64 KiB) %.1f tok/s, chosen (%d, %llu KiB) %.1f tok/s: "
+      "%.3fx",
+      dflt, step, static_cast<unsigned long long>(block), chosen, chosen / dflt);
+  const std::array<double, 3> dec = MeasurePrefetch(*engine, p.reps, bar);
+  int prefetch = 1;
+  for (int pf = 0; pf < 3; ++pf)
+    if (dec[pf] > dec[prefetch]) prefetch = pf;
+  // A choice must beat the defaults to be kept (else the defaults are stored: noise is no
+  // reason to change anything).
+  if (dec[prefetch] < dec[1] * 1.02) prefetch = 1;
+  l += StrFormat(
+      "\n              decode (%d tokens), prefetch: off=%.1f auto=%.1f all=%.1f; chosen: %s",
+      kDecodeTokens, dec[0], dec[1], dec[2], kPrefetchNames[prefetch]);
+  *line = l;
+  TuneChoice c{threads, step, block, dflt, chosen, prefetch, dec[1], dec[prefetch]};
+  if (c.tuned_tps < c.default_tps * 1.01) {
+    c.step_tokens = kDefaultStep;
+    c.block_kib = kDefaultBlockKib;
+    c.tuned_tps = c.default_tps;
+  }
+  return c;
+}
+
+}  // namespace
+
 int CmdTune(int argc, char** argv) {
   const auto specs = TuneSpecs();
   Args args = [&] {
@@ -292,126 +401,32 @@ int CmdTune(int argc, char** argv) {
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-m")) throw UsageError("tune needs a model: -m MODEL");
-  EngineOptions eo;
-  int prompt = 512, reps = 3;
-  std::vector<int> thread_counts;
-  try {
-    eo.model_path = args.Str("-m");
-    eo.tokenizer_path = args.Str("-z");
-    eo.isa = IsaArg(args);
-    ParseIsa(eo.isa);
-    prompt = static_cast<int>(args.Int("-p", 512, 16, 1 << 16));
-    reps = static_cast<int>(args.Int("-r", 3, 1, 100));
-    if (args.Has("-t")) {
-      thread_counts.push_back(static_cast<int>(args.Int("-t", 0, 1, 1024)));
-    } else {
-      thread_counts.push_back(PhysicalCores());
-      if (HardwareThreads() != PhysicalCores()) thread_counts.push_back(HardwareThreads());
-    }
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  const ModelInfo mi = InspectModel(eo.model_path, eo.tokenizer_path);
-  if (prompt + 16 > mi.trained_context)
-    throw UsageError("-p " + std::to_string(prompt) + " exceeds the model's context of " +
+  const TunePlan p = ReadTuneFlags(args);
+  const ModelInfo mi = InspectModel(p.eo.model_path, p.eo.tokenizer_path);
+  if (p.prompt + 16 > mi.trained_context)
+    throw UsageError("-p " + std::to_string(p.prompt) + " exceeds the model's context of " +
                      std::to_string(mi.trained_context));
-  const std::vector<uint64_t> blocks = {16, 32, 64, 128, 256, 1024};
-  std::vector<int> steps;
-  for (int s : {64, 128, 256, 512})
-    if (s <= prompt) steps.push_back(s);
-  if (std::find(steps.begin(), steps.end(), prompt) == steps.end() && prompt < 512)
-    steps.push_back(prompt);  // one step for the whole prompt
-  const double runs =
-      static_cast<double>(thread_counts.size() * reps * (blocks.size() + steps.size() + 2 + 3));
+  const double runs = static_cast<double>(p.thread_counts.size() * p.reps *
+                                          (p.blocks.size() + p.steps.size() + 2 + 3));
   std::fprintf(stderr,
                "paddock: tuning %s (%s) on %s: %zu thread count(s), %d-token prefills, %d "
                "interleaved repetitions\n",
-               eo.model_path.c_str(), ShapeKey(mi).c_str(), CpuModelName().c_str(),
-               thread_counts.size(), prompt, reps);
+               p.eo.model_path.c_str(), ShapeKey(mi).c_str(), CpuModelName().c_str(),
+               p.thread_counts.size(), p.prompt, p.reps);
   Progress bar("tune", runs, "runs");
   Entry best;
   best.choice.tuned_tps = -1;
-  std::vector<std::string> lines;
-  for (int threads : thread_counts) {
-    EngineOptions o = eo;
-    o.threads = threads;
-    o.max_batch = std::max(steps.back(), kDefaultStep);
-    o.context = std::max(prompt, kDecodeTokens) + 16;
-    o.kv_tokens = o.context;
-    auto engine = Engine::Create(o);
-    // 1. The matmul block at the default step; 2. the step with the best block; 3. the
-    // defaults against the choice, interleaved once more (the figures stored).
-    std::vector<Candidate> bc;
-    for (uint64_t b : blocks) bc.push_back({std::min(kDefaultStep, prompt), b, {}});
-    MeasureAll(*engine, prompt, reps, &bc, &bar);
-    const uint64_t block = Best(bc).block_kib;
-    std::vector<Candidate> sc;
-    for (int s : steps) sc.push_back({s, block, {}});
-    MeasureAll(*engine, prompt, reps, &sc, &bar);
-    const int step = Best(sc).step;
-    std::vector<Candidate> fin = {{std::min(kDefaultStep, prompt), kDefaultBlockKib, {}},
-                                  {step, block, {}}};
-    MeasureAll(*engine, prompt, reps, &fin, &bar);
-    char line[256];
-    std::snprintf(line, sizeof line, "  %2d threads: block (KiB):", threads);
-    std::string l = line;
-    for (const Candidate& c : bc) {
-      std::snprintf(line, sizeof line, " %llu=%.1f", static_cast<unsigned long long>(c.block_kib),
-                    Summarize(c.tps).median);
-      l += line;
-    }
-    l += "\n              step (tokens):";
-    for (const Candidate& c : sc) {
-      std::snprintf(line, sizeof line, " %d=%.1f", c.step, Summarize(c.tps).median);
-      l += line;
-    }
-    const double dflt = Summarize(fin[0].tps).median, chosen = Summarize(fin[1].tps).median;
-    std::snprintf(line, sizeof line,
-                  "\n              default (256 tokens, 64 KiB) %.1f tok/s, chosen (%d, %llu KiB) "
-                  "%.1f tok/s: %.3fx",
-                  dflt, step, static_cast<unsigned long long>(block), chosen, chosen / dflt);
-    l += line;
-    // 4. Decode with each prefetch choice (off, auto, all), interleaved.
-    std::vector<double> dec[3];
-    for (int rep = 0; rep < reps; ++rep) {
-      for (int pf = 0; pf < 3; ++pf) {
-        BenchOptions bo;
-        bo.decode_only = true;
-        bo.prompt_tokens = 8;
-        bo.gen_tokens = kDecodeTokens;
-        bo.reps = 1;
-        bo.prefetch = pf;
-        dec[pf].push_back(engine->Bench(bo).decode_tps);
-        bar.Add(1);
-      }
-    }
-    double dec_med[3];
-    int prefetch = 1;
-    for (int pf = 0; pf < 3; ++pf) dec_med[pf] = Summarize(dec[pf]).median;
-    for (int pf = 0; pf < 3; ++pf)
-      if (dec_med[pf] > dec_med[prefetch]) prefetch = pf;
-    // A choice must beat the defaults to be kept (else the defaults are stored: noise is no
-    // reason to change anything).
-    if (dec_med[prefetch] < dec_med[1] * 1.02) prefetch = 1;
-    std::snprintf(line, sizeof line,
-                  "\n              decode (%d tokens), prefetch: off=%.1f auto=%.1f all=%.1f; "
-                  "chosen: %s",
-                  kDecodeTokens, dec_med[0], dec_med[1], dec_med[2], kPrefetchNames[prefetch]);
-    lines.push_back(l + line);
-    TuneChoice c{threads, step, block, dflt, chosen, prefetch, dec_med[1], dec_med[prefetch]};
-    if (c.tuned_tps < c.default_tps * 1.01) {
-      c.step_tokens = kDefaultStep;
-      c.block_kib = kDefaultBlockKib;
-      c.tuned_tps = c.default_tps;
-    }
+  std::vector<std::string> lines(p.thread_counts.size());
+  for (size_t i = 0; i < p.thread_counts.size(); ++i) {
+    const TuneChoice c = TuneThreads(p, p.thread_counts[i], &bar, &lines[i]);
     if (c.tuned_tps > best.choice.tuned_tps) best.choice = c;
   }
   bar.Finish();
-  std::printf("tokens/s, medians of %d interleaved runs (prefill: %d tokens):\n", reps, prompt);
+  std::printf("tokens/s, medians of %d interleaved runs (prefill: %d tokens):\n", p.reps, p.prompt);
   for (const std::string& l : lines) std::printf("%s\n", l.c_str());
   best.stamp = kTuneStamp;
   best.cpu = CpuModelName();
-  best.isa = IsaOf(eo.isa);
+  best.isa = IsaOf(p.eo.isa);
   best.shape = ShapeKey(mi);
   std::printf(
       "chosen: %d threads, %d tokens per step, %llu KiB matmul blocks (prefill %.1f tok/s), "
