@@ -328,7 +328,8 @@ using jinja::Chunk;
 using jinja::Cut;
 using jinja::Lex;
 using jinja::Parser;
-using NodeP = std::unique_ptr<JinjaTemplate::Node>;
+using Node = JinjaTemplate::Node;
+using NodeP = std::unique_ptr<Node>;
 
 JinjaTemplate::JinjaTemplate(const std::string& source) {
   try {
@@ -340,147 +341,182 @@ JinjaTemplate::JinjaTemplate(const std::string& source) {
   }
 }
 
-void JinjaTemplate::Parse(const std::string& source) {
-  const std::vector<Chunk> chunks = Cut(source);
-  // Open blocks: the node and which list statements go into.
-  struct Open {
+namespace {
+
+NodeP NewNode(Node::Kind kind, const std::string& where) {
+  auto n = std::make_unique<Node>();
+  n->kind = kind;
+  n->where = where;
+  return n;
+}
+
+// {% for a, b in items if cond %}
+NodeP ParseFor(Parser& p, const std::string& where) {
+  NodeP n = NewNode(Node::kFor, where);
+  n->vars.push_back(p.Name());
+  while (p.IsOp(",")) {
+    p.Skip();
+    n->vars.push_back(p.Name());
+  }
+  p.ExpectName("in");
+  n->expr = p.PlainExpression();
+  if (p.IsName("if")) {  // a loop filter: items it rejects are skipped (and not counted)
+    p.Skip();
+    n->filter = p.Expression();
+  }
+  if (p.IsName("recursive"))
+    Fail("chat template: recursive loops are not supported (%s)", where.c_str());
+  return n;
+}
+
+// {% macro name(a, b=default) %}
+NodeP ParseMacro(Parser& p, const std::string& where) {
+  NodeP n = NewNode(Node::kMacro, where);
+  n->vars.push_back(p.Name());
+  if (!p.IsOp("(")) p.Error("'(' after the macro's name");
+  p.Skip();
+  while (!p.IsOp(")")) {
+    if (!n->defaults.empty()) {
+      if (!p.IsOp(",")) p.Error("',' or ')'");
+      p.Skip();
+    }
+    n->vars.push_back(p.Name());
+    if (p.IsOp("=")) {
+      p.Skip();
+      n->defaults.push_back(p.Expression());
+    } else {
+      n->defaults.push_back(nullptr);
+    }
+  }
+  p.Skip();
+  return n;
+}
+
+// {% set x = expr %} or {% set ns.x = expr %}
+NodeP ParseSet(Parser& p, const std::string& where) {
+  NodeP n = NewNode(Node::kSet, where);
+  n->vars.push_back(p.Name());
+  if (p.IsOp(".")) {
+    p.Skip();
+    n->vars.push_back(p.Name());
+  }
+  if (!p.IsOp("="))
+    Fail(
+        "chat template: block assignments ('{%% set x %%}...{%% endset %%}') are not supported "
+        "(%s)",
+        where.c_str());
+  p.Skip();
+  n->expr = p.Expression();
+  return n;
+}
+
+// The blocks open while parsing: each node and the list statements went into before it.
+class OpenBlocks {
+ public:
+  explicit OpenBlocks(std::vector<NodeP>* body) : into_(body) {}
+  std::vector<NodeP>* into() const { return into_; }
+  void Add(NodeP n) { into_->push_back(std::move(n)); }
+  // Adds n and makes `inner` (a list of n's) where statements go until it closes.
+  void Open(NodeP n, std::vector<NodeP>* inner, const std::string& where) {
+    stack_.push_back({n.get(), into_});
+    into_->push_back(std::move(n));
+    into_ = inner;
+    if (stack_.size() > 64) Fail("chat template: blocks nested too deeply (%s)", where.c_str());
+  }
+  void Continue(std::vector<NodeP>* inner) { into_ = inner; }
+  Node* top() const { return stack_.empty() ? nullptr : stack_.back().node; }
+  void Close(Node::Kind want, const std::string& kw, const std::string& where) {
+    if (stack_.empty() || stack_.back().node->kind != want)
+      Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
+    into_ = stack_.back().into;
+    stack_.pop_back();
+  }
+  void CheckClosed() const {
+    if (stack_.empty()) return;
+    const Node::Kind k = stack_.back().node->kind;
+    Fail("chat template: '%s' opened in %s is never closed",
+         k == Node::kIf    ? "if"
+         : k == Node::kFor ? "for"
+                           : "macro",
+         stack_.back().node->where.c_str());
+  }
+
+ private:
+  struct Open_ {
     Node* node;
     std::vector<NodeP>* into;
   };
-  std::vector<Open> stack;
-  std::vector<NodeP>* into = &body_;
+  std::vector<Open_> stack_;
+  std::vector<NodeP>* into_;
+};
+
+// A {% ... %} tag whose keyword is kw.
+void ParseStatement(Parser& p, const std::string& kw, const std::string& where, OpenBlocks* b) {
+  if (kw == "if") {
+    NodeP n = NewNode(Node::kIf, where);
+    n->branches.emplace_back(p.Expression(), std::vector<NodeP>());
+    auto* inner = &n->branches.back().second;
+    b->Open(std::move(n), inner, where);
+  } else if (kw == "elif" || kw == "else") {
+    Node* top = b->top();
+    if (top == nullptr)
+      Fail("chat template: '%s' outside a block in %s", kw.c_str(), where.c_str());
+    if (top->kind == Node::kFor && kw == "else") {
+      b->Continue(&top->else_body);
+    } else if (top->kind == Node::kIf) {
+      top->branches.emplace_back(kw == "elif" ? p.Expression() : nullptr, std::vector<NodeP>());
+      b->Continue(&top->branches.back().second);
+    } else {
+      Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
+    }
+  } else if (kw == "endif" || kw == "endfor" || kw == "endmacro") {
+    b->Close(kw == "endif" ? Node::kIf : kw == "endfor" ? Node::kFor : Node::kMacro, kw, where);
+  } else if (kw == "for") {
+    NodeP n = ParseFor(p, where);
+    auto* inner = &n->body;
+    b->Open(std::move(n), inner, where);
+  } else if (kw == "macro") {
+    if (b->top() != nullptr)
+      Fail("chat template: a macro must be defined at the top level (%s)", where.c_str());
+    NodeP n = ParseMacro(p, where);
+    auto* inner = &n->body;
+    b->Open(std::move(n), inner, where);
+  } else if (kw == "set") {
+    b->Add(ParseSet(p, where));
+  } else {
+    Fail("chat template: the '%s' statement is not supported (%s)", kw.c_str(), where.c_str());
+  }
+  if (!p.AtEnd() && kw != "else" && kw != "endif" && kw != "endfor" && kw != "endmacro")
+    p.Error("'%}'");
+}
+
+}  // namespace
+
+void JinjaTemplate::Parse(const std::string& source) {
+  const std::vector<Chunk> chunks = Cut(source);
+  OpenBlocks blocks(&body_);
   for (const Chunk& c : chunks) {
     const std::string where = StrFormat("the tag on line %zu", c.line);
     if (c.kind == Chunk::kComment) continue;
     if (c.kind == Chunk::kText) {
       if (c.content.empty()) continue;
-      auto n = std::make_unique<Node>();
-      n->kind = Node::kText;
+      NodeP n = NewNode(Node::kText, "");
       n->text = c.content;
-      into->push_back(std::move(n));
+      blocks.Add(std::move(n));
       continue;
     }
     Parser p(Lex(c.content, where), where);
     if (c.kind == Chunk::kExpr) {
-      auto n = std::make_unique<Node>();
-      n->kind = Node::kOutput;
+      NodeP n = NewNode(Node::kOutput, where);
       n->expr = p.Expression();
       if (!p.AtEnd()) p.Error("'}}'");
-      n->where = where;
-      into->push_back(std::move(n));
+      blocks.Add(std::move(n));
       continue;
     }
     const std::string kw = p.Name();
-    if (kw == "if") {
-      auto n = std::make_unique<Node>();
-      n->kind = Node::kIf;
-      n->where = where;
-      n->branches.emplace_back(p.Expression(), std::vector<NodeP>());
-      Node* raw = n.get();
-      into->push_back(std::move(n));
-      stack.push_back({raw, into});
-      into = &raw->branches.back().second;
-      if (stack.size() > 64) Fail("chat template: blocks nested too deeply (%s)", where.c_str());
-    } else if (kw == "elif" || kw == "else") {
-      if (stack.empty())
-        Fail("chat template: '%s' outside a block in %s", kw.c_str(), where.c_str());
-      Node* top = stack.back().node;
-      if (top->kind == Node::kFor && kw == "else") {
-        into = &top->else_body;
-      } else if (top->kind == Node::kIf) {
-        top->branches.emplace_back(kw == "elif" ? p.Expression() : nullptr, std::vector<NodeP>());
-        into = &top->branches.back().second;
-      } else {
-        Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
-      }
-    } else if (kw == "endif" || kw == "endfor" || kw == "endmacro") {
-      const Node::Kind want = kw == "endif"    ? Node::kIf
-                              : kw == "endfor" ? Node::kFor
-                                               : Node::kMacro;
-      if (stack.empty() || stack.back().node->kind != want)
-        Fail("chat template: unexpected '%s' in %s", kw.c_str(), where.c_str());
-      into = stack.back().into;
-      stack.pop_back();
-    } else if (kw == "for") {
-      auto n = std::make_unique<Node>();
-      n->kind = Node::kFor;
-      n->where = where;
-      n->vars.push_back(p.Name());
-      while (p.IsOp(",")) {
-        p.Skip();
-        n->vars.push_back(p.Name());
-      }
-      p.ExpectName("in");
-      n->expr = p.PlainExpression();
-      if (p.IsName("if")) {  // a loop filter: items it rejects are skipped (and not counted)
-        p.Skip();
-        n->filter = p.Expression();
-      }
-      if (p.IsName("recursive"))
-        Fail("chat template: recursive loops are not supported (%s)", where.c_str());
-      Node* raw = n.get();
-      into->push_back(std::move(n));
-      stack.push_back({raw, into});
-      into = &raw->body;
-      if (stack.size() > 64) Fail("chat template: blocks nested too deeply (%s)", where.c_str());
-    } else if (kw == "macro") {  // {% macro name(a, b=default) %}...{% endmacro %}
-      if (!stack.empty())
-        Fail("chat template: a macro must be defined at the top level (%s)", where.c_str());
-      auto n = std::make_unique<Node>();
-      n->kind = Node::kMacro;
-      n->where = where;
-      n->vars.push_back(p.Name());
-      if (!p.IsOp("(")) p.Error("'(' after the macro's name");
-      p.Skip();
-      while (!p.IsOp(")")) {
-        if (!n->defaults.empty()) {
-          if (!p.IsOp(",")) p.Error("',' or ')'");
-          p.Skip();
-        }
-        n->vars.push_back(p.Name());
-        if (p.IsOp("=")) {
-          p.Skip();
-          n->defaults.push_back(p.Expression());
-        } else {
-          n->defaults.push_back(nullptr);
-        }
-      }
-      p.Skip();
-      Node* raw = n.get();
-      into->push_back(std::move(n));
-      stack.push_back({raw, into});
-      into = &raw->body;
-    } else if (kw == "set") {
-      auto n = std::make_unique<Node>();
-      n->kind = Node::kSet;
-      n->where = where;
-      n->vars.push_back(p.Name());
-      if (p.IsOp(".")) {
-        p.Skip();
-        n->vars.push_back(p.Name());
-      }
-      if (!p.IsOp("="))
-        Fail(
-            "chat template: block assignments ('{%% set x %%}...{%% endset %%}') are not supported "
-            "(%s)",
-            where.c_str());
-      p.Skip();
-      n->expr = p.Expression();
-      into->push_back(std::move(n));
-    } else {
-      Fail("chat template: the '%s' statement is not supported (%s)", kw.c_str(), where.c_str());
-    }
-    if (!p.AtEnd() && kw != "else" && kw != "endif" && kw != "endfor" && kw != "endmacro")
-      p.Error("'%}'");
+    ParseStatement(p, kw, where, &blocks);
   }
-  if (!stack.empty()) {
-    const Node::Kind k = stack.back().node->kind;
-    Fail("chat template: '%s' opened in %s is never closed",
-         k == Node::kIf    ? "if"
-         : k == Node::kFor ? "for"
-                           : "macro",
-         stack.back().node->where.c_str());
-  }
+  blocks.CheckClosed();
 }
 
 JinjaTemplate::~JinjaTemplate() = default;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "base/strings.h"
 #include "chat/jinja_ast.h"
@@ -522,101 +523,121 @@ class Renderer {
     std::vector<Value> args;
     const size_t n_pos = e.args.size() - 1 - e.kwnames.size();
     for (size_t k = 1; k < e.args.size(); ++k) args.push_back(Eval(*e.args[k], where));
-    if (callee.kind == Expr::kName) {
-      const std::string& fn = callee.name;
-      if (auto mac = macros.find(fn); mac != macros.end())
-        return CallMacro(*mac->second, args, n_pos, e.kwnames, where);
-      if (fn == "raise_exception")
-        Fail("chat template raised: %s", args.empty() ? "(no message)" : ToString(args[0]).c_str());
-      if (fn == "range") {
-        int64_t lo = 0, hi = 0, step = 1;
-        if (args.size() == 1)
-          hi = args[0].i;
-        else if (args.size() >= 2) {
-          lo = args[0].i;
-          hi = args[1].i;
-          if (args.size() > 2) step = args[2].i;
-        }
-        if (step == 0) Fail("chat template: range step 0 (%s)", where.c_str());
-        List l;
-        for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
-          l.push_back(Value::Int(i));
-          if (l.size() > 1000000) Fail("chat template: range too long (%s)", where.c_str());
-        }
-        return Value::MakeList(std::move(l));
-      }
-      if (fn == "namespace" || fn == "dict") {
-        Value d = Value::MakeDict();
-        for (size_t k = 0; k < e.kwnames.size(); ++k) d.Set(e.kwnames[k], args[n_pos + k]);
-        return d;
-      }
-      if (fn == "strftime_now") {  // the local time (templates print today's date)
-        if (args.size() != 1 || args[0].kind != Value::kString)
-          Fail("chat template: strftime_now takes one format string (%s)", where.c_str());
-        return Value::Str(FormatLocalTime(args[0].s.c_str()));
-      }
-      Fail("chat template: the function '%s' is not supported (%s)", fn.c_str(), where.c_str());
-    }
+    if (callee.kind == Expr::kName) return CallFunction(callee.name, e, args, n_pos, where);
     if (callee.kind == Expr::kAttr) {  // methods
       const Value o = Eval(*callee.args[0], where);
       const std::string& m = callee.name;
-      auto a = [&](size_t k) { return k < args.size() ? args[k] : Value(); };
       if (o.kind == Value::kString) {
-        const std::string ws = " \t\n\r\f\v";
-        const std::string chars = a(0).kind == Value::kString ? a(0).s : ws;
-        if (m == "strip") return Value::Str(Strip(o.s, chars, true, true));
-        if (m == "lstrip") return Value::Str(Strip(o.s, chars, true, false));
-        if (m == "rstrip") return Value::Str(Strip(o.s, chars, false, true));
-        if (m == "upper") return Value::Str(Case(o.s, 1));
-        if (m == "lower") return Value::Str(Case(o.s, 0));
-        if (m == "title") return Value::Str(Case(o.s, 2));
-        if (m == "capitalize") return Value::Str(Case(o.s, 3));
-        if (m == "startswith")
-          return Value::Bool(o.s.compare(0, ToString(a(0)).size(), ToString(a(0))) == 0);
-        if (m == "endswith") {
-          const std::string x = ToString(a(0));
-          return Value::Bool(o.s.size() >= x.size() &&
-                             o.s.compare(o.s.size() - x.size(), x.size(), x) == 0);
-        }
-        if (m == "replace") return Value::Str(Replace(o.s, ToString(a(0)), ToString(a(1))));
-        if (m == "split") {
-          List l;
-          if (a(0).kind == Value::kString && !a(0).s.empty()) {
-            const std::string sep = a(0).s;
-            size_t i = 0, p;
-            while ((p = o.s.find(sep, i)) != std::string::npos) {
-              l.push_back(Value::Str(o.s.substr(i, p - i)));
-              i = p + sep.size();
-            }
-            l.push_back(Value::Str(o.s.substr(i)));
-          } else {
-            size_t i = 0;
-            while (i < o.s.size()) {
-              while (i < o.s.size() && ws.find(o.s[i]) != std::string::npos) ++i;
-              size_t j = i;
-              while (j < o.s.size() && ws.find(o.s[j]) == std::string::npos) ++j;
-              if (j > i) l.push_back(Value::Str(o.s.substr(i, j - i)));
-              i = j;
-            }
-          }
-          return Value::MakeList(std::move(l));
-        }
-      }
-      if (o.kind == Value::kDict) {
-        if (m == "items") return Items(o);
-        if (m == "keys" || m == "values") {
-          List l;
-          for (const auto& [k, x] : *o.dict) l.push_back(m == "keys" ? Value::Str(k) : x);
-          return Value::MakeList(std::move(l));
-        }
-        if (m == "get") {
-          const Value* v = o.Get(ToString(a(0)));
-          return v ? *v : a(1);
-        }
+        if (std::optional<Value> r = StringMethod(o.s, m, args)) return *r;
+      } else if (o.kind == Value::kDict) {
+        if (std::optional<Value> r = DictMethod(o, m, args)) return *r;
       }
       Fail("chat template: the method '%s' is not supported here (%s)", m.c_str(), where.c_str());
     }
     Fail("chat template: this call is not supported (%s)", where.c_str());
+  }
+
+  // fn(args...): a macro of the template, or one of the globals templates call.
+  Value CallFunction(const std::string& fn, const Expr& e, const std::vector<Value>& args,
+                     size_t n_pos, const std::string& where) {
+    if (auto mac = macros.find(fn); mac != macros.end())
+      return CallMacro(*mac->second, args, n_pos, e.kwnames, where);
+    if (fn == "raise_exception")
+      Fail("chat template raised: %s", args.empty() ? "(no message)" : ToString(args[0]).c_str());
+    if (fn == "range") return Range(args, where);
+    if (fn == "namespace" || fn == "dict") {
+      Value d = Value::MakeDict();
+      for (size_t k = 0; k < e.kwnames.size(); ++k) d.Set(e.kwnames[k], args[n_pos + k]);
+      return d;
+    }
+    if (fn == "strftime_now") {  // the local time (templates print today's date)
+      if (args.size() != 1 || args[0].kind != Value::kString)
+        Fail("chat template: strftime_now takes one format string (%s)", where.c_str());
+      return Value::Str(FormatLocalTime(args[0].s.c_str()));
+    }
+    Fail("chat template: the function '%s' is not supported (%s)", fn.c_str(), where.c_str());
+  }
+
+  static Value Range(const std::vector<Value>& args, const std::string& where) {
+    int64_t lo = 0, hi = 0, step = 1;
+    if (args.size() == 1) {
+      hi = args[0].i;
+    } else if (args.size() >= 2) {
+      lo = args[0].i;
+      hi = args[1].i;
+      if (args.size() > 2) step = args[2].i;
+    }
+    if (step == 0) Fail("chat template: range step 0 (%s)", where.c_str());
+    List l;
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+      l.push_back(Value::Int(i));
+      if (l.size() > 1000000) Fail("chat template: range too long (%s)", where.c_str());
+    }
+    return Value::MakeList(std::move(l));
+  }
+
+  // Python's str methods that templates use; nothing for another name.
+  static std::optional<Value> StringMethod(const std::string& s, const std::string& m,
+                                           const std::vector<Value>& args) {
+    auto a = [&](size_t k) { return k < args.size() ? args[k] : Value(); };
+    static const std::string ws = " \t\n\r\f\v";
+    const std::string chars = a(0).kind == Value::kString ? a(0).s : ws;
+    if (m == "strip") return Value::Str(Strip(s, chars, true, true));
+    if (m == "lstrip") return Value::Str(Strip(s, chars, true, false));
+    if (m == "rstrip") return Value::Str(Strip(s, chars, false, true));
+    if (m == "upper") return Value::Str(Case(s, 1));
+    if (m == "lower") return Value::Str(Case(s, 0));
+    if (m == "title") return Value::Str(Case(s, 2));
+    if (m == "capitalize") return Value::Str(Case(s, 3));
+    if (m == "startswith")
+      return Value::Bool(s.compare(0, ToString(a(0)).size(), ToString(a(0))) == 0);
+    if (m == "endswith") {
+      const std::string x = ToString(a(0));
+      return Value::Bool(s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0);
+    }
+    if (m == "replace") return Value::Str(Replace(s, ToString(a(0)), ToString(a(1))));
+    if (m == "split") return Split(s, a(0).kind == Value::kString ? a(0).s : "", ws);
+    return std::nullopt;
+  }
+
+  // s.split(sep), or on runs of whitespace when sep is empty.
+  static Value Split(const std::string& s, const std::string& sep, const std::string& ws) {
+    List l;
+    if (!sep.empty()) {
+      size_t i = 0, p;
+      while ((p = s.find(sep, i)) != std::string::npos) {
+        l.push_back(Value::Str(s.substr(i, p - i)));
+        i = p + sep.size();
+      }
+      l.push_back(Value::Str(s.substr(i)));
+    } else {
+      size_t i = 0;
+      while (i < s.size()) {
+        while (i < s.size() && ws.find(s[i]) != std::string::npos) ++i;
+        size_t j = i;
+        while (j < s.size() && ws.find(s[j]) == std::string::npos) ++j;
+        if (j > i) l.push_back(Value::Str(s.substr(i, j - i)));
+        i = j;
+      }
+    }
+    return Value::MakeList(std::move(l));
+  }
+
+  // Python's dict methods that templates use; nothing for another name.
+  std::optional<Value> DictMethod(const Value& o, const std::string& m,
+                                  const std::vector<Value>& args) {
+    auto a = [&](size_t k) { return k < args.size() ? args[k] : Value(); };
+    if (m == "items") return Items(o);
+    if (m == "keys" || m == "values") {
+      List l;
+      for (const auto& [k, x] : *o.dict) l.push_back(m == "keys" ? Value::Str(k) : x);
+      return Value::MakeList(std::move(l));
+    }
+    if (m == "get") {
+      const Value* v = o.Get(ToString(a(0)));
+      return v ? *v : a(1);
+    }
+    return std::nullopt;
   }
 };
 

@@ -169,5 +169,4 @@ std::vector<std::vector<float>> Service::Embed(const std::vector<std::vector<int
   return vectors;
 }
 
-
 }  // namespace paddock

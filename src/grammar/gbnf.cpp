@@ -365,6 +365,102 @@ class Parser {
     return static_cast<int>(v);
   }
 
+  // "literal": its bytes.
+  Seq Literal() {
+    ++i_;
+    std::string bytes;
+    while (i_ < s_.size() && s_[i_] != '"') AppendUtf8(ParseChar(), &bytes);
+    if (!Eat("\"")) Error("unterminated literal");
+    Seq seq;
+    for (unsigned char b : bytes) seq.push_back(ByteElem(b, b));
+    return seq;
+  }
+
+  // [class] or [^class]: its code points as byte-set sequences.
+  Seq Class() {
+    ++i_;
+    const bool negate = Eat("^");
+    Ranges r;
+    while (i_ < s_.size() && s_[i_] != ']') {
+      const uint32_t a = ParseChar();
+      uint32_t b = a;
+      if (i_ + 1 < s_.size() && s_[i_] == '-' && s_[i_ + 1] != ']') {
+        ++i_;
+        b = ParseChar();
+        if (b < a) Error("range out of order in character class");
+      }
+      r.emplace_back(a, b);
+    }
+    if (!Eat("]")) Error("unterminated character class");
+    r = Normalize(std::move(r));
+    if (negate) r = Complement(r);
+    return ClassElems(r);
+  }
+
+  // *, +, ?, {m}, {m,}, {m,n} (i_ at the operator): the bounds.
+  void RepeatBounds(char c, int* min, int* max) {
+    *min = 0;
+    *max = -1;
+    ++i_;
+    if (c == '+') *min = 1;
+    if (c == '?') *max = 1;
+    if (c != '{') return;
+    Space(false);
+    *min = Count();
+    Space(false);
+    if (Eat(",")) {
+      Space(false);
+      if (i_ < s_.size() && s_[i_] != '}') {
+        *max = Count();
+        if (*max < *min) Error("repetition {m,n} with n < m");
+      }
+    } else {
+      *max = *min;
+    }
+    Space(false);
+    if (!Eat("}")) Error("expected '}'");
+  }
+
+  // One item at i_ appended to *seq: a literal, a class, '.', a rule reference or a
+  // parenthesized group. False at the end of the sequence (`name ::=` starts the next rule: a
+  // rule may span lines only inside parentheses or after |, as in llama.cpp).
+  bool Item(const std::string& name, Seq* seq) {
+    const char c = s_[i_];
+    Seq e;
+    if (c == '"') {
+      e = Literal();  // (an empty literal "" is an empty item)
+    } else if (c == '[') {
+      e = Class();
+    } else if (c == '.') {
+      ++i_;
+      e = ClassElems({{0, kMaxCodePoint}});
+    } else if (NameChar(c)) {
+      const size_t at = i_;
+      const std::string ref = Name();
+      size_t j = i_;
+      while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t')) ++j;
+      if (s_.substr(j, 3) == "::=") {
+        i_ = at;
+        return false;
+      }
+      e.push_back({Elem::kRule, RuleId(ref)});
+    } else if (c == '(') {
+      ++i_;
+      Space(true);
+      std::vector<Seq> alts = Alternates(name, true);
+      if (!Eat(")")) Error("expected ')'");
+      if (alts.size() == 1) {
+        e = std::move(alts[0]);
+      } else {
+        e.push_back({Elem::kRule, Helper(name, std::move(alts))});
+      }
+    } else {
+      return false;
+    }
+    seq->insert(seq->end(), e.begin(), e.end());
+    return true;
+  }
+
   Seq Sequence(const std::string& name, bool nested) {
     Seq seq;
     size_t last = 0;  // where the last item starts (repetition applies to it)
@@ -372,94 +468,18 @@ class Parser {
     while (i_ < s_.size()) {
       const char c = s_[i_];
       const size_t start = seq.size();
-      if (c == '"') {
-        ++i_;
-        std::string bytes;
-        while (i_ < s_.size() && s_[i_] != '"') AppendUtf8(ParseChar(), &bytes);
-        if (!Eat("\"")) Error("unterminated literal");
-        for (unsigned char b : bytes) seq.push_back(ByteElem(b, b));
-        last = start;
-        have_last = true;  // (an empty literal "" is an empty item)
-      } else if (c == '[') {
-        ++i_;
-        const bool negate = Eat("^");
-        Ranges r;
-        while (i_ < s_.size() && s_[i_] != ']') {
-          const uint32_t a = ParseChar();
-          uint32_t b = a;
-          if (i_ + 1 < s_.size() && s_[i_] == '-' && s_[i_ + 1] != ']') {
-            ++i_;
-            b = ParseChar();
-            if (b < a) Error("range out of order in character class");
-          }
-          r.emplace_back(a, b);
-        }
-        if (!Eat("]")) Error("unterminated character class");
-        r = Normalize(std::move(r));
-        if (negate) r = Complement(r);
-        Seq e = ClassElems(r);
-        seq.insert(seq.end(), e.begin(), e.end());
-        last = start;
-        have_last = true;
-      } else if (c == '.') {
-        ++i_;
-        Seq e = ClassElems({{0, kMaxCodePoint}});
-        seq.insert(seq.end(), e.begin(), e.end());
-        last = start;
-        have_last = true;
-      } else if (NameChar(c)) {
-        const size_t at = i_;
-        const std::string ref = Name();
-        // `name ::=` starts the next rule: this sequence has ended (a rule may span lines only
-        // inside parentheses or after |, as in llama.cpp).
-        size_t j = i_;
-        while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t')) ++j;
-        if (s_.substr(j, 3) == "::=") {
-          i_ = at;
-          break;
-        }
-        seq.push_back({Elem::kRule, RuleId(ref)});
-        last = start;
-        have_last = true;
-      } else if (c == '(') {
-        ++i_;
-        Space(true);
-        std::vector<Seq> alts = Alternates(name, true);
-        if (!Eat(")")) Error("expected ')'");
-        if (alts.size() == 1) {
-          seq.insert(seq.end(), alts[0].begin(), alts[0].end());
-        } else {
-          seq.push_back({Elem::kRule, Helper(name, std::move(alts))});
-        }
-        last = start;
-        have_last = true;
-      } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+      if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (!have_last) Error(std::string("'") + c + "' without anything before it");
         int min = 0, max = -1;
-        ++i_;
-        if (c == '+') min = 1;
-        if (c == '?') max = 1;
-        if (c == '{') {
-          Space(false);
-          min = Count();
-          Space(false);
-          if (Eat(",")) {
-            Space(false);
-            if (i_ < s_.size() && s_[i_] != '}') {
-              max = Count();
-              if (max < min) Error("repetition {m,n} with n < m");
-            }
-          } else {
-            max = min;
-          }
-          Space(false);
-          if (!Eat("}")) Error("expected '}'");
-        }
+        RepeatBounds(c, &min, &max);
         const Seq x(seq.begin() + static_cast<long>(last), seq.end());
         seq.resize(last);
         const Seq r = Repeat(name, x, min, max);
         seq.insert(seq.end(), r.begin(), r.end());
         have_last = false;
+      } else if (Item(name, &seq)) {
+        last = start;
+        have_last = true;
       } else {
         break;
       }
