@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
@@ -152,62 +154,20 @@ namespace paddock {
 namespace {
 
 // The chat templates as the families publish them (Hugging Face tokenizer_config.json /
-// GGUF tokenizer.chat_template), rendered by the Jinja subset.
-const char* kChatMlJinja =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
-    "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% "
-    "endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-const char* kLlama3Jinja =
-    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
-    "'<|start_header_id|>' + message['role'] + "
-    "'<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
-    "%}{% set content = bos_token + content %}"
-    "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
-    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
-const char* kLlama2Jinja =
-    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
-    "system_message = messages[0]['content'] %}"
-    "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for "
-    "message in loop_messages %}"
-    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
-    "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% "
-    "endif %}"
-    "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + "
-    "system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
-    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' "
-    "%}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
-    "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% "
-    "endif %}{% endfor %}";
-const char* kMistralJinja =
-    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 "
-    "% 2 == 0) %}"
-    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
-    "}}{% endif %}{% if message['role'] == 'user' %}"
-    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
-    "message['content'] + eos_token}}"
-    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% "
-    "endfor %}";
-const char* kPhi3Jinja =
-    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + "
-    "message['content'] + '<|end|>\\n'}}"
-    "{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% "
-    "elif message['role'] == 'assistant' %}"
-    "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}{% if "
-    "add_generation_prompt %}{{ '<|assistant|>\\n' }}"
-    "{% else %}{{ eos_token }}{% endif %}";
-const char* kGemmaJinja =
-    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
-    "supported') }}{% endif %}"
-    "{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
-    "}}{% endif %}"
-    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = "
-    "message['role'] %}{% endif %}"
-    "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% "
-    "endfor %}"
-    "{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}";
+// GGUF tokenizer.chat_template), checked in under tests/chat_templates/, rendered by the Jinja
+// subset.
+std::string Template(const char* name) {
+  std::ifstream in(std::string(PADDOCK_TEST_DATA) + "/chat_templates/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();  // (a missing file renders nothing: the checks below fail)
+}
+const std::string kChatMlJinja = Template("chatml.jinja");
+const std::string kLlama3Jinja = Template("llama3.jinja");
+const std::string kLlama2Jinja = Template("llama2.jinja");
+const std::string kMistralJinja = Template("mistral.jinja");
+const std::string kPhi3Jinja = Template("phi3.jinja");
+const std::string kGemmaJinja = Template("gemma.jinja");
 
 const std::vector<ChatMessage> kNoSystem = {
     {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};

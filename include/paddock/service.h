@@ -97,6 +97,9 @@ class RequestStream {
   // Valid once Wait returned kDone.
   const GenerateResult& result() const { return result_; }
   double queue_seconds() const { return queue_seconds_; }
+  // The scheduler's record of admission order: this request was the n-th first admitted
+  // (1-based), 0 if it never was (valid once Wait returned kDone).
+  uint64_t admission_order() const { return admission_; }
   uint64_t id() const { return id_; }
 
   struct State;  // shared with the engine thread
@@ -109,6 +112,7 @@ class RequestStream {
   std::unique_ptr<State> state_;
   GenerateResult result_;
   double queue_seconds_ = 0;
+  uint64_t admission_ = 0;
 };
 
 class Service {

@@ -21,12 +21,13 @@ void RequestStream::State::Append(std::string_view text, const TokenLogprob* log
   if (ready) (*ready)();
 }
 
-void RequestStream::State::Complete(GenerateResult r, double queue) {
+void RequestStream::State::Complete(GenerateResult r, double queue, uint64_t admitted) {
   std::shared_ptr<const std::function<void()>> ready;
   {
     std::lock_guard<std::mutex> lock(mu);
     result = std::move(r);
     queue_seconds = queue;
+    admission = admitted;
     done = true;
     ready = on_ready;
   }
@@ -62,6 +63,7 @@ RequestStream::Status RequestStream::Wait(std::string* out, double timeout_secon
   if (s.done) {
     result_ = s.result;
     queue_seconds_ = s.queue_seconds;
+    admission_ = s.admission;
     return Status::kDone;
   }
   return Status::kTimeout;

@@ -22,6 +22,7 @@ struct RequestStream::State {
   bool done = false;
   GenerateResult result;
   double queue_seconds = 0;
+  uint64_t admission = 0;  // Sequence::admission
   std::atomic<bool> cancel{false};
   // Shared so the engine thread takes a reference under `mu` (no allocation) and calls it
   // after unlocking: the reader's side may hold its own lock while it calls Wait.
@@ -30,8 +31,8 @@ struct RequestStream::State {
 
   // Engine thread: text that became final, and a token's log-probability (if any).
   void Append(std::string_view text, const TokenLogprob* logprob = nullptr);
-  // Engine thread: the end, with the result.
-  void Complete(GenerateResult result, double queue_seconds);
+  // Engine thread: the end, with the result, the time queued and the admission order.
+  void Complete(GenerateResult result, double queue_seconds, uint64_t admission = 0);
 };
 
 }  // namespace paddock

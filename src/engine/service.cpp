@@ -559,7 +559,7 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   Publish();  // a caller that sees its request end sees it counted
   if (r.sampler) spare_samplers.push_back(std::move(r.sampler));
   if (r.draft_slot >= 0) e->draft->Release(r.draft_slot);
-  r.state->Complete(std::move(res), (r.admitted_once ? r.t_admit : now) - r.t_submit);
+  r.state->Complete(std::move(res), (r.admitted_once ? r.t_admit : now) - r.t_submit, r.admission);
   if (!r.admitted_once) {
     std::lock_guard<std::mutex> lock(mu);
     queued--;

@@ -324,7 +324,10 @@ await attack('deep-nesting-x16', async () => {
   const normalP = sleep(100).then(normalRequest);
   const rs = await Promise.all(Array.from({ length: 16 }, () => raw(post('/v1/completions', body, 'Connection: close\r\n'), { timeoutMs: 30000 })));
   const normal = await normalP;
-  check('deep-nesting-x16: every one 400', rs.every((r) => r.responses[0]?.status === 400), JSON.stringify(rs.map((r) => r.responses[0]?.status)));
+  // Under a sanitizer, reading 16 x 6.5 MB at once can outlast the 5 s body deadline: a body
+  // cut there (the connection closed, no answer) is the server's defined answer too.
+  const refused = (r) => r.responses[0]?.status === 400 || (sanitized && !r.responses.length && r.closed);
+  check('deep-nesting-x16: every one 400 (or, sanitized, cut at the body deadline)', rs.every(refused), JSON.stringify(rs.map((r) => r.responses[0]?.status)));
   memCheck('deep-nesting-x16: peak RSS under idle + 200 MB (16 bodies of 6.5 MB held at once)', peakMb() < rssMb() + 200, `${peakMb()} MB`);
   const small = rs[0].responses[0]?.body?.length ?? 0;
   check('deep-nesting-x16: the error does not echo the body', small < 1000, `${small} bytes`);
