@@ -162,8 +162,7 @@ void Scheduler::AdmitWaiting(int* left, const std::function<void(Sequence&)>& on
       *left += Preempt(victim);
       continue;
     }
-    if (!s.admitted_once) {
-      s.admitted_once = true;
+    if (!s.admitted_once()) {
       s.admission = ++admissions_;
       s.cached_tokens = s.computed;
       if (on_admit) on_admit(s);

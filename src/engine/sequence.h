@@ -26,9 +26,8 @@ struct Sequence {
   int limit = 0;       // tokens (prompt + generated) the sequence may reach (the context)
   bool ignore_eos = false;
   KvManager::SeqId seq = -1;  // its KV sequence while running
-  bool admitted_once = false;
-  uint64_t admission = 0;  // the scheduler's record: n for the n-th first admission (0: never)
-  int cached_tokens = 0;   // prompt tokens found in the prefix cache at first admission
+  uint64_t admission = 0;     // the scheduler's record: n for the n-th first admission (0: never)
+  int cached_tokens = 0;      // prompt tokens found in the prefix cache at first admission
   // Speculative decoding (set by the caller before Schedule, for a decoding sequence): the
   // step's tokens [t, d1..dk], t = tokens.back() the one to compute, d the drafts. Schedule
   // may cut the drafts to the budget; the caller verifies and sets `accepted` (drafts kept);
@@ -37,6 +36,7 @@ struct Sequence {
   // them, and clears the drafts.
   std::vector<int32_t> draft;
   int accepted = 0;
+  bool admitted_once() const { return admission != 0; }
   int to_compute() const { return static_cast<int>(tokens.size()) - computed; }
   // The tokens a scheduled chunk of n computes (the draft buffer when speculating).
   const int32_t* step_tokens() const {

@@ -552,15 +552,16 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   if (why == FinishReason::kCancelled) stats.cancelled++;
   if (why == FinishReason::kTimeout) stats.timeouts++;
   stats.e2e.Observe(now - r.t_submit);
-  if (r.admitted_once) {
+  if (r.admitted_once()) {
     stats.prompt_len.Observe(r.n_prompt);
     stats.generation_len.Observe(r.generated);
   }
   Publish();  // a caller that sees its request end sees it counted
   if (r.sampler) spare_samplers.push_back(std::move(r.sampler));
   if (r.draft_slot >= 0) e->draft->Release(r.draft_slot);
-  r.state->Complete(std::move(res), (r.admitted_once ? r.t_admit : now) - r.t_submit, r.admission);
-  if (!r.admitted_once) {
+  r.state->Complete(std::move(res), (r.admitted_once() ? r.t_admit : now) - r.t_submit,
+                    r.admission);
+  if (!r.admitted_once()) {
     std::lock_guard<std::mutex> lock(mu);
     queued--;
   }

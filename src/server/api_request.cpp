@@ -150,6 +150,28 @@ bool HasType(const json& v, FieldType t) {
   return false;
 }
 
+// "a boolean", "an integer", ... for the type errors.
+const char* TypePhrase(FieldType t) {
+  switch (t) {
+    case FieldType::kBool:
+      return "a boolean";
+    case FieldType::kInteger:
+      return "an integer";
+    case FieldType::kNumber:
+      return "a number";
+    case FieldType::kString:
+      return "a string";
+    case FieldType::kObject:
+      return "an object";
+    case FieldType::kArray:
+      return "an array";
+    case FieldType::kStringOrArray:
+    case FieldType::kAny:
+      break;
+  }
+  return "a string or an array of strings";
+}
+
 // Every name a row of the schema for the endpoint; null values stand for absent fields.
 void CheckNames(const json& j, Endpoint endpoint) {
   for (const auto& [k, v] : j.items()) {
@@ -166,15 +188,7 @@ void CheckNames(const json& j, Endpoint endpoint) {
     if (f->use == FieldUse::kRefused)
       Bad(k, "'" + k + "' is not supported: " + std::string(f->effect));
     if (v.is_null()) continue;
-    if (!HasType(v, f->type))
-      Bad(k, "'" + k + "' must be " + (f->type == FieldType::kInteger ? "an integer" : "a") +
-                 (f->type == FieldType::kInteger  ? ""
-                  : f->type == FieldType::kBool   ? " boolean"
-                  : f->type == FieldType::kNumber ? " number"
-                  : f->type == FieldType::kString ? " string"
-                  : f->type == FieldType::kObject ? "n object"
-                  : f->type == FieldType::kArray  ? "n array"
-                                                  : " string or an array of strings"));
+    if (!HasType(v, f->type)) Bad(k, "'" + k + "' must be " + TypePhrase(f->type));
     if (f->use != FieldUse::kAlias) continue;
     for (const RequestField& other : RequestFields()) {  // the field, or another alias of it
       const bool same =
