@@ -79,74 +79,75 @@ std::vector<Tok> Lex(const std::string& src, const std::string& where) {
   return out;
 }
 
-std::vector<Chunk> Cut(const std::string& src) {
-  std::vector<Chunk> out;
-  size_t i = 0, line = 1;
-  while (i < src.size()) {
-    size_t open = std::string::npos;
-    for (size_t j = i; j + 1 < src.size(); ++j) {
-      if (src[j] == '{' && (src[j + 1] == '{' || src[j + 1] == '%' || src[j + 1] == '#')) {
-        open = j;
-        break;
-      }
-    }
-    if (open == std::string::npos) open = src.size();
-    if (open > i) out.push_back({Chunk::kText, src.substr(i, open - i), false, false, line});
-    for (size_t j = i; j < open; ++j) line += src[j] == '\n';
-    if (open >= src.size()) break;
-    const char t = src[open + 1];
-    const std::string close = t == '{' ? "}}" : t == '%' ? "%}" : "#}";
-    // Find the close, skipping quoted strings inside expressions and statements; as Jinja's
-    // lexer does, a close inside open brackets is not one ({{ {'a': {'b': 1}} }}).
-    size_t j = open + 2;
-    char quote = 0;
-    int depth = 0;
-    for (; j + 1 < src.size(); ++j) {
-      if (t != '#') {
-        if (quote) {
-          if (src[j] == '\\')
-            ++j;
-          else if (src[j] == quote)
-            quote = 0;
-          continue;
-        }
-        if (src[j] == '\'' || src[j] == '"') {
-          quote = src[j];
-          continue;
-        }
-      }
-      if (depth == 0 && src.compare(j, 2, close) == 0) break;
-      if (t == '#') continue;
-      if (src[j] == '(' || src[j] == '[' || src[j] == '{') {
-        ++depth;
-      } else if ((src[j] == ')' || src[j] == ']' || src[j] == '}') && depth > 0) {
-        --depth;
-      }
-    }
-    if (j + 1 >= src.size()) Fail("chat template: unclosed tag starting on line %zu", line);
-    Chunk c{t == '{'   ? Chunk::kExpr
-            : t == '%' ? Chunk::kStmt
-                       : Chunk::kComment,
-            "", false, false, line};
-    size_t b = open + 2, e = j;
-    if (b < e && src[b] == '-') {
-      c.trim_left = true;
-      ++b;
-    } else if (b < e && src[b] == '+') {
-      ++b;
-    }
-    if (e > b && src[e - 1] == '-') {
-      c.trim_right = true;
-      --e;
-    }
-    c.content = src.substr(b, e - b);
-    for (size_t k = open; k < j; ++k) line += src[k] == '\n';
-    out.push_back(std::move(c));
-    i = j + 2;
+namespace {
+
+// The next "{{", "{%" or "{#" at or after i, or src.size().
+size_t FindOpen(const std::string& src, size_t i) {
+  for (size_t j = i; j + 1 < src.size(); ++j) {
+    if (src[j] == '{' && (src[j + 1] == '{' || src[j + 1] == '%' || src[j + 1] == '#')) return j;
   }
-  // Whitespace control: '-' strips all whitespace on that side; HF templates render with
-  // trim_blocks (drop the newline after a block tag) and lstrip_blocks (drop spaces and tabs
-  // before a block tag at the start of a line).
+  return src.size();
+}
+
+// The close of the tag opened at `open` (kind t: '{', '%' or '#'), skipping quoted strings
+// inside expressions and statements; as Jinja's lexer does, a close inside open brackets is
+// not one ({{ {'a': {'b': 1}} }}). Returns src.size() - 1 or more when there is none.
+size_t FindClose(const std::string& src, size_t open, char t) {
+  const std::string close = t == '{' ? "}}" : t == '%' ? "%}" : "#}";
+  size_t j = open + 2;
+  char quote = 0;
+  int depth = 0;
+  for (; j + 1 < src.size(); ++j) {
+    if (t != '#') {
+      if (quote) {
+        if (src[j] == '\\')
+          ++j;
+        else if (src[j] == quote)
+          quote = 0;
+        continue;
+      }
+      if (src[j] == '\'' || src[j] == '"') {
+        quote = src[j];
+        continue;
+      }
+    }
+    if (depth == 0 && src.compare(j, 2, close) == 0) break;
+    if (t == '#') continue;
+    if (src[j] == '(' || src[j] == '[' || src[j] == '{') {
+      ++depth;
+    } else if ((src[j] == ')' || src[j] == ']' || src[j] == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return j;
+}
+
+// The tag between `open` and its close at j, with its '-' / '+' whitespace markers.
+Chunk TagChunk(const std::string& src, size_t open, size_t j, size_t line) {
+  const char t = src[open + 1];
+  Chunk c{t == '{'   ? Chunk::kExpr
+          : t == '%' ? Chunk::kStmt
+                     : Chunk::kComment,
+          "", false, false, line};
+  size_t b = open + 2, e = j;
+  if (b < e && src[b] == '-') {
+    c.trim_left = true;
+    ++b;
+  } else if (b < e && src[b] == '+') {
+    ++b;
+  }
+  if (e > b && src[e - 1] == '-') {
+    c.trim_right = true;
+    --e;
+  }
+  c.content = src.substr(b, e - b);
+  return c;
+}
+
+// Whitespace control: '-' strips all whitespace on that side; HF templates render with
+// trim_blocks (drop the newline after a block tag) and lstrip_blocks (drop spaces and tabs
+// before a block tag at the start of a line).
+void ApplyWhitespaceControl(std::vector<Chunk>& out) {
   auto is_ws = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
   for (size_t k = 0; k < out.size(); ++k) {
     if (out[k].kind != Chunk::kText) continue;
@@ -175,6 +176,28 @@ std::vector<Chunk> Cut(const std::string& src) {
       }
     }
   }
+}
+
+}  // namespace
+
+std::vector<Chunk> Cut(const std::string& src) {
+  std::vector<Chunk> out;
+  size_t i = 0, line = 1;
+  auto count_lines = [&](size_t from, size_t to) {
+    for (size_t k = from; k < to; ++k) line += src[k] == '\n';
+  };
+  while (i < src.size()) {
+    const size_t open = FindOpen(src, i);
+    if (open > i) out.push_back({Chunk::kText, src.substr(i, open - i), false, false, line});
+    count_lines(i, open);
+    if (open >= src.size()) break;
+    const size_t j = FindClose(src, open, src[open + 1]);
+    if (j + 1 >= src.size()) Fail("chat template: unclosed tag starting on line %zu", line);
+    out.push_back(TagChunk(src, open, j, line));
+    count_lines(open, j);
+    i = j + 2;
+  }
+  ApplyWhitespaceControl(out);
   return out;
 }
 

@@ -210,51 +210,10 @@ class Renderer {
         if (const Value* v = o.Get(e.name)) return *v;
         return Value();
       }
-      case Expr::kIndex: {
-        const Value o = Eval(*e.args[0], where);
-        const Value k = Eval(*e.args[1], where);
-        if (o.kind == Value::kDict) {
-          const Value* v = o.Get(ToString(k));
-          return v ? *v : Value();
-        }
-        if ((o.kind == Value::kList || o.kind == Value::kString) && k.kind == Value::kInt) {
-          const int64_t n = o.kind == Value::kList ? static_cast<int64_t>(o.list->size())
-                                                   : static_cast<int64_t>(o.s.size());
-          const int64_t i = Index(k.i, n);
-          if (i < 0 || i >= n) return Value();
-          return o.kind == Value::kList ? (*o.list)[static_cast<size_t>(i)]
-                                        : Value::Str(std::string(1, o.s[static_cast<size_t>(i)]));
-        }
-        return Value();
-      }
-      case Expr::kSlice: {
-        const Value o = Eval(*e.args[0], where);
-        const int64_t n = o.kind == Value::kList     ? static_cast<int64_t>(o.list->size())
-                          : o.kind == Value::kString ? static_cast<int64_t>(o.s.size())
-                                                     : -1;
-        if (n < 0)
-          Fail("chat template: cannot slice %s (%s)", ToString(o, true).c_str(), where.c_str());
-        const int64_t step = e.args[3] ? Eval(*e.args[3], where).i : 1;
-        if (step == 0) Fail("chat template: slice step 0 (%s)", where.c_str());
-        int64_t lo = e.args[1] ? Index(Eval(*e.args[1], where).i, n) : (step > 0 ? 0 : n - 1);
-        int64_t hi = e.args[2] ? Index(Eval(*e.args[2], where).i, n) : (step > 0 ? n : -1);
-        List l;
-        std::string s;
-        if (step > 0) {
-          lo = std::clamp<int64_t>(lo, 0, n);
-          hi = std::clamp<int64_t>(hi, 0, n);
-        } else {
-          lo = std::clamp<int64_t>(lo, -1, n - 1);
-          hi = std::clamp<int64_t>(hi, -1, n - 1);
-        }
-        for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
-          if (o.kind == Value::kList)
-            l.push_back((*o.list)[static_cast<size_t>(i)]);
-          else
-            s += o.s[static_cast<size_t>(i)];
-        }
-        return o.kind == Value::kList ? Value::MakeList(std::move(l)) : Value::Str(s);
-      }
+      case Expr::kIndex:
+        return IndexOp(e, where);
+      case Expr::kSlice:
+        return SliceOp(e, where);
       case Expr::kTernary:
         return Eval(*e.args[0], where).Truthy() ? Eval(*e.args[1], where) : Eval(*e.args[2], where);
       case Expr::kUnary: {
@@ -276,6 +235,56 @@ class Renderer {
         return CallOp(e, where);
     }
     return Value();
+  }
+
+  // o[k]: a dict's key, a list's or string's index (negative from the end); undefined when
+  // out of range or not indexable.
+  Value IndexOp(const Expr& e, const std::string& where) {
+    const Value o = Eval(*e.args[0], where);
+    const Value k = Eval(*e.args[1], where);
+    if (o.kind == Value::kDict) {
+      const Value* v = o.Get(ToString(k));
+      return v ? *v : Value();
+    }
+    if ((o.kind == Value::kList || o.kind == Value::kString) && k.kind == Value::kInt) {
+      const int64_t n = o.kind == Value::kList ? static_cast<int64_t>(o.list->size())
+                                               : static_cast<int64_t>(o.s.size());
+      const int64_t i = Index(k.i, n);
+      if (i < 0 || i >= n) return Value();
+      return o.kind == Value::kList ? (*o.list)[static_cast<size_t>(i)]
+                                    : Value::Str(std::string(1, o.s[static_cast<size_t>(i)]));
+    }
+    return Value();
+  }
+
+  // o[lo:hi:step] on a list or string, with Python's clamping and negative steps.
+  Value SliceOp(const Expr& e, const std::string& where) {
+    const Value o = Eval(*e.args[0], where);
+    const int64_t n = o.kind == Value::kList     ? static_cast<int64_t>(o.list->size())
+                      : o.kind == Value::kString ? static_cast<int64_t>(o.s.size())
+                                                 : -1;
+    if (n < 0)
+      Fail("chat template: cannot slice %s (%s)", ToString(o, true).c_str(), where.c_str());
+    const int64_t step = e.args[3] ? Eval(*e.args[3], where).i : 1;
+    if (step == 0) Fail("chat template: slice step 0 (%s)", where.c_str());
+    int64_t lo = e.args[1] ? Index(Eval(*e.args[1], where).i, n) : (step > 0 ? 0 : n - 1);
+    int64_t hi = e.args[2] ? Index(Eval(*e.args[2], where).i, n) : (step > 0 ? n : -1);
+    List l;
+    std::string s;
+    if (step > 0) {
+      lo = std::clamp<int64_t>(lo, 0, n);
+      hi = std::clamp<int64_t>(hi, 0, n);
+    } else {
+      lo = std::clamp<int64_t>(lo, -1, n - 1);
+      hi = std::clamp<int64_t>(hi, -1, n - 1);
+    }
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+      if (o.kind == Value::kList)
+        l.push_back((*o.list)[static_cast<size_t>(i)]);
+      else
+        s += o.s[static_cast<size_t>(i)];
+    }
+    return o.kind == Value::kList ? Value::MakeList(std::move(l)) : Value::Str(s);
   }
 
   Value BinaryOp(const Expr& e, const std::string& where) {
@@ -445,30 +454,15 @@ class Renderer {
       return Value::Str(ToJson(v, indent.kind == Value::kInt ? static_cast<int>(indent.i) : 0));
     }
     if (f == "selectattr" || f == "rejectattr") {  // selectattr("role", "equalto", "user")
-      if (v.kind != Value::kList) return Value::MakeList();
-      const std::string attr = ToString(arg(1)), test = ToString(arg(2));
       const Value targ = arg(3);
-      List l;
-      for (const Value& item : *v.list) {
-        const Value* a = item.Get(attr);
-        const Value got = a ? *a : Value();
-        const bool ok = test.empty() ? got.Truthy()
-                                     : Test(test, got, e.args.size() > 3 ? &targ : nullptr, where);
-        if (ok == (f == "selectattr")) l.push_back(item);
-      }
-      return Value::MakeList(std::move(l));
+      return SelectAttr(v, f == "selectattr", ToString(arg(1)), ToString(arg(2)),
+                        e.args.size() > 3 ? &targ : nullptr, where);
     }
     if (f == "map") {  // map(attribute="name")
       const Value attr = kwarg("attribute", 99);
       if (attr.kind != Value::kString)
         Fail("chat template: only map(attribute=...) is supported (%s)", where.c_str());
-      List l;
-      if (v.kind == Value::kList)
-        for (const Value& item : *v.list) {
-          const Value* a = item.Get(attr.s);
-          l.push_back(a ? *a : Value());
-        }
-      return Value::MakeList(std::move(l));
+      return MapAttribute(v, attr.s);
     }
     if (f == "int")
       return Value::Int(v.IsNumber() ? static_cast<int64_t>(v.Num())
@@ -497,17 +491,45 @@ class Renderer {
       return Value::Str(o);
     }
     if (f == "replace") return Value::Str(Replace(ToString(v), ToString(arg(1)), ToString(arg(2))));
-    if (f == "list") {
-      if (v.kind == Value::kList) return v;
-      List l;
-      if (v.kind == Value::kDict)
-        for (const auto& kv : *v.dict) l.push_back(Value::Str(kv.first));
-      if (v.kind == Value::kString)
-        for (char c : v.s) l.push_back(Value::Str(std::string(1, c)));
-      return Value::MakeList(std::move(l));
-    }
+    if (f == "list") return ListOf(v);
     if (f == "items") return Items(v);
     Fail("chat template: the filter '%s' is not supported (%s)", f.c_str(), where.c_str());
+  }
+
+  // The items of list v whose attribute passes the test (selectattr) or fails it (rejectattr);
+  // no test: the attribute's truth.
+  Value SelectAttr(const Value& v, bool select, const std::string& attr, const std::string& test,
+                   const Value* targ, const std::string& where) {
+    if (v.kind != Value::kList) return Value::MakeList();
+    List l;
+    for (const Value& item : *v.list) {
+      const Value* a = item.Get(attr);
+      const Value got = a ? *a : Value();
+      const bool ok = test.empty() ? got.Truthy() : Test(test, got, targ, where);
+      if (ok == select) l.push_back(item);
+    }
+    return Value::MakeList(std::move(l));
+  }
+
+  static Value MapAttribute(const Value& v, const std::string& attr) {
+    List l;
+    if (v.kind == Value::kList)
+      for (const Value& item : *v.list) {
+        const Value* a = item.Get(attr);
+        l.push_back(a ? *a : Value());
+      }
+    return Value::MakeList(std::move(l));
+  }
+
+  // list(v): a list as is, a dict's keys, a string's characters.
+  static Value ListOf(const Value& v) {
+    if (v.kind == Value::kList) return v;
+    List l;
+    if (v.kind == Value::kDict)
+      for (const auto& kv : *v.dict) l.push_back(Value::Str(kv.first));
+    if (v.kind == Value::kString)
+      for (char c : v.s) l.push_back(Value::Str(std::string(1, c)));
+    return Value::MakeList(std::move(l));
   }
 
   static Value Items(const Value& v) {

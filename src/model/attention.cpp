@@ -11,8 +11,8 @@ namespace paddock {
 
 void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h1) {
   const bool local = cfg_.rope_base_local > 0 && cfg_.LayerIsLocal(l);
-  const float* cos = local ? cos_local_ : cos_;
-  const float* sin = local ? sin_local_ : sin_;
+  const float* cos = local ? a_.cos_local : a_.cos;
+  const float* sin = local ? a_.sin_local : a_.sin;
   const int hd = cfg_.head_dim, nq = cfg_.n_heads, nkv = cfg_.n_kv_heads;
   const int half = cfg_.rope_dim / 2;
   const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
@@ -20,7 +20,7 @@ void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h
     if (h < nq + nkv) {  // a query or key head
       const bool is_q = h < nq;
       const int hh = is_q ? h : h - nq;
-      float* x = (is_q ? q_ + j * cfg_.q_dim() : kv_k_ + j * cfg_.kv_dim()) + hh * hd;
+      float* x = (is_q ? a_.q + j * cfg_.q_dim() : a_.kv_k + j * cfg_.kv_dim()) + hh * hd;
       const float* bias = is_q ? w.bq : w.bk;
       if (bias != nullptr) k_->add(x, bias + hh * hd, hd);
       const float* norm = cfg_.qk_norm_full ? nullptr : is_q ? w.q_norm : w.k_norm;
@@ -28,7 +28,7 @@ void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h
       if (half > 0) k_->rope(x, 1, hd, cfg_.rope_dim, cos + j * half, sin + j * half, half_split);
     } else if (w.bv != nullptr) {
       const int hh = h - nq - nkv;
-      k_->add(kv_v_ + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
+      k_->add(a_.kv_v + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
     }
   }
 }
@@ -41,9 +41,9 @@ void Transformer::StoreKv(int l, int n) {
     const KvView& kv = *plan_.view[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
     const int pos = plan_.pos[static_cast<size_t>(j)];
-    k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), kv_k_ + j * cfg_.kv_dim(),
+    k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), a_.kv_k + j * cfg_.kv_dim(),
                                                  cfg_.n_kv_heads, hd);
-    k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), kv_v_ + j * cfg_.kv_dim(),
+    k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), a_.kv_v + j * cfg_.kv_dim(),
                                                  cfg_.n_kv_heads, hd);
   });
 }
@@ -114,13 +114,44 @@ int Transformer::PlanAttention(int n) {
   return parts;
 }
 
+namespace {
+
+// A layer's keys or values as the attention kernel reads them: rows through the block table.
+KvRowsRef KvRows(const KvView& kv, const uint8_t* base, size_t row_bytes, KvDtype type) {
+  KvRowsRef r;
+  r.base = base;
+  r.row_bytes = row_bytes;
+  r.type = type;
+  r.table = kv.table;
+  r.block_size = kv.block_size;
+  return r;
+}
+
+// Part `part` of `parts` of the positions the rows cover together: each row's [lo, hi)
+// narrowed to it (possibly empty).
+void NarrowToPart(int part, int parts, int count, int* lo, int* hi) {
+  int t_begin = lo[0], t_end = hi[0];
+  for (int r = 1; r < count; ++r) {
+    t_begin = std::min(t_begin, lo[r]);
+    t_end = std::max(t_end, hi[r]);
+  }
+  const int c0 = t_begin + (t_end - t_begin) * part / parts;
+  const int c1 = t_begin + (t_end - t_begin) * (part + 1) / parts;
+  for (int r = 0; r < count; ++r) {
+    lo[r] = std::max(lo[r], c0);
+    hi[r] = std::max(lo[r], std::min(hi[r], c1));
+  }
+}
+
+}  // namespace
+
 // Task idx on thread t: its query rows (rotated where keys are stored rotated), their
 // causal / window ranges, and the tiled kernel; a split task writes its partial slot.
 void Transformer::AttendTask(int l, size_t idx, int t) {
   const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = cfg_.AttentionScale();
-  float* scratch = attn_scratch_ + static_cast<size_t>(t) * AttnScratchStride();
+  float* scratch = a_.attn_scratch + static_cast<size_t>(t) * AttnScratchStride();
   float* qrot = scratch + AttendScratchFloats(hd);
   const float* q_rows[kAttnMaxRows];
   float* out_rows[kAttnMaxRows];
@@ -129,15 +160,8 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
   const KvView& kv = *plan_.view[static_cast<size_t>(tk.j0)];
   const KvLayerView& cache = kv.layers[l];
   const int window = cfg_.LayerWindow(l, kv.window);
-  KvRowsRef kr, vr;
-  kr.base = cache.k;
-  kr.row_bytes = cache.k_row_bytes;
-  kr.type = cache.k_type;
-  vr.base = cache.v;
-  vr.row_bytes = cache.v_row_bytes;
-  vr.type = cache.v_type;
-  kr.table = vr.table = kv.table;
-  kr.block_size = vr.block_size = kv.block_size;
+  const KvRowsRef kr = KvRows(kv, cache.k, cache.k_row_bytes, cache.k_type);
+  const KvRowsRef vr = KvRows(kv, cache.v, cache.v_row_bytes, cache.v_type);
   const bool rot_k = KvRotated(cache.k_type, hd);
   for (int r = 0; r < tk.count; ++r) {
     const int p = tk.first + r;
@@ -145,7 +169,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     const int pos = plan_.pos[static_cast<size_t>(j)];
     hi[r] = pos + 1;
     lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
-    const float* q = q_ + j * qd + h * hd;
+    const float* q = a_.q + j * qd + h * hd;
     if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
       float* qr = qrot + r * hd;
       std::memcpy(qr, q, sizeof(float) * hd);
@@ -153,13 +177,13 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
       q = qr;
     }
     q_rows[r] = q;
-    out_rows[r] = att_ + j * qd + h * hd;
+    out_rows[r] = a_.att + j * qd + h * hd;
   }
   const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
   if (tk.parts == 1 && sinks != nullptr) {
     // Attention sinks: the rows unnormalized into this thread's partial slot (free when no task
     // is split), then normalized with the sink's logit in the denominator.
-    float* slot = attn_part_ + static_cast<size_t>(t) * AttnPartStride();
+    float* slot = a_.attn_part + static_cast<size_t>(t) * AttnPartStride();
     float* ml = slot + static_cast<size_t>(kAttnMaxRows) * hd;
     float* dst[kAttnMaxRows];
     for (int r = 0; r < tk.count; ++r) {
@@ -186,24 +210,14 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     return;
   }
   // This part's share of the positions, into its partial slot.
-  int t_begin = lo[0], t_end = hi[0];
-  for (int r = 1; r < tk.count; ++r) {
-    t_begin = std::min(t_begin, lo[r]);
-    t_end = std::max(t_end, hi[r]);
-  }
-  const int c0 = t_begin + (t_end - t_begin) * tk.part / tk.parts;
-  const int c1 = t_begin + (t_end - t_begin) * (tk.part + 1) / tk.parts;
-  float* slot = attn_part_ + idx * AttnPartStride();
-  for (int r = 0; r < tk.count; ++r) {
-    lo[r] = std::max(lo[r], c0);
-    hi[r] = std::max(lo[r], std::min(hi[r], c1));
-    out_rows[r] = slot + static_cast<size_t>(r) * hd;
-  }
+  NarrowToPart(tk.part, tk.parts, tk.count, lo, hi);
+  float* slot = a_.attn_part + idx * AttnPartStride();
+  for (int r = 0; r < tk.count; ++r) out_rows[r] = slot + static_cast<size_t>(r) * hd;
   k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
                   cfg_.attn_softcap, scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
 }
 
-// Each split task's parts merged row by row (MergeAttention) into att_.
+// Each split task's parts merged row by row (MergeAttention) into a_.att.
 void Transformer::MergeAttentionParts(int l, int parts) {
   const int hd = cfg_.head_dim, qd = cfg_.q_dim();
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
@@ -215,13 +229,13 @@ void Transformer::MergeAttentionParts(int l, int parts) {
       const float* outs[2 * kAttnMaxSplit];
       const float* mls[2 * kAttnMaxSplit];
       for (int p = 0; p < parts; ++p) {
-        const float* slot = attn_part_ + static_cast<size_t>(i * parts + p) * AttnPartStride();
+        const float* slot = a_.attn_part + static_cast<size_t>(i * parts + p) * AttnPartStride();
         outs[p] = slot + static_cast<size_t>(r) * hd;
         mls[p] = slot + static_cast<size_t>(kAttnMaxRows) * hd + 2 * r;
       }
       const int pidx = tk.first + r;
       const int j = tk.j0 + pidx / group, h = tk.g * group + pidx % group;
-      float* out = att_ + j * qd + h * hd;
+      float* out = a_.att + j * qd + h * hd;
       const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
       MergeAttention(outs, mls, parts, hd, out, sinks != nullptr ? sinks[h] : -1e30f);
       if (KvRotated(cache.v_type, hd)) Hadamard(out, hd);
@@ -238,8 +252,8 @@ void Transformer::Attention(int l, int n) {
   const int group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = cfg_.AttentionScale();
   auto task = [&](int64_t begin, int64_t end, int t) {
-    float* scores = scores_ + static_cast<size_t>(t) * ctx_;
-    float* qrot = qrot_ + static_cast<size_t>(t) * hd;
+    float* scores = a_.scores + static_cast<size_t>(t) * ctx_;
+    float* qrot = a_.qrot + static_cast<size_t>(t) * hd;
     for (int64_t idx = begin; idx < end; ++idx) {
       const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
       const KvView& kv = *plan_.view[static_cast<size_t>(j)];
@@ -250,7 +264,7 @@ void Transformer::Attention(int l, int n) {
       const int window = cfg_.LayerWindow(l, kv.window);
       const int p = plan_.pos[static_cast<size_t>(j)];
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
-      const float* q = q_ + j * qd + h * hd;
+      const float* q = a_.q + j * qd + h * hd;
       if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k
         std::memcpy(qrot, q, sizeof(float) * hd);
         Hadamard(qrot, hd);
@@ -274,7 +288,7 @@ void Transformer::Attention(int l, int n) {
         const float inv = static_cast<float>(1.0 / sum);
         for (int s = 0; s < len; ++s) scores[s] *= inv;
       }
-      float* out = att_ + j * qd + h * hd;
+      float* out = a_.att + j * qd + h * hd;
       std::memset(out, 0, sizeof(float) * hd);
       for (int s = 0; s < len; ++s) vaxpy(out, scores[s], kv.V(l, start + s), g, nkv, hd);
       if (rot_v) Hadamard(out, hd);  // values are stored rotated: rotate the sum back

@@ -155,13 +155,13 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
   // Whole-row QK-norm (OLMoE) needs every head of a row before the epilogue: unfused.
   if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full) {
-    Matmul(L.wq, x, xq, n, q_);
-    Matmul(L.wk, x, xq, n, kv_k_);
-    Matmul(L.wv, x, xq, n, kv_v_);
+    Matmul(L.wq, x, xq, n, a_.q);
+    Matmul(L.wk, x, xq, n, a_.kv_k);
+    Matmul(L.wv, x, xq, n, a_.kv_v);
     return false;
   }
   const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
-  float* ys[3] = {q_, kv_k_, kv_v_};
+  float* ys[3] = {a_.q, a_.kv_k, a_.kv_v};
   const int heads = cfg_.n_heads + 2 * cfg_.n_kv_heads;
   pool_.ParallelFor(heads, [&](int64_t hb, int64_t he, int) {
     const int64_t b = hb * hd, e = he * hd;
@@ -180,9 +180,9 @@ void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up,
                                const ActQ8& xq, int n) {
   const int64_t ffn = gate.rows;
   if (!fuse_ffn_) {
-    Matmul(gate, x, xq, n, hb_);
-    Matmul(up, x, xq, n, hb2_);
-    glu_(hb_, hb2_, static_cast<int64_t>(n) * ffn);
+    Matmul(gate, x, xq, n, a_.hb);
+    Matmul(up, x, xq, n, a_.hb2);
+    glu_(a_.hb, a_.hb2, static_cast<int64_t>(n) * ffn);
     return;
   }
   // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
@@ -191,9 +191,9 @@ void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up,
   pool_.ParallelFor(ffn / u, [&](int64_t b, int64_t e, int) {
     b *= u;
     e *= u;
-    MatmulRows(gate, x, xq, n, hb_, b, e);
-    MatmulRows(up, x, xq, n, hb2_, b, e);
-    for (int j = 0; j < n; ++j) glu_(hb_ + j * ffn + b, hb2_ + j * ffn + b, e - b);
+    MatmulRows(gate, x, xq, n, a_.hb, b, e);
+    MatmulRows(up, x, xq, n, a_.hb2, b, e);
+    for (int j = 0; j < n; ++j) glu_(a_.hb + j * ffn + b, a_.hb2 + j * ffn + b, e - b);
   });
 }
 

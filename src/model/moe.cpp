@@ -68,10 +68,10 @@ int Transformer::MoeRoute(const LayerWeights& w, const ActQ8& xq, int n) {
   int* sel = moe_sel_.data();
   int* count = moe_count_.data();
   int* offset = moe_offset_.data();
-  Matmul(w.router, xb_, xq, n, moe_logits_);
-  AddBias(moe_logits_, w.router_b, n, E);
+  Matmul(w.router, a_.xb, xq, n, a_.moe_logits);
+  AddBias(a_.moe_logits, w.router_b, n, E);
   for (int j = 0; j < n; ++j)
-    RouteToken(moe_logits_ + j * E, cfg_, sel + j * K, moe_w_.data() + j * K);
+    RouteToken(a_.moe_logits + j * E, cfg_, sel + j * K, moe_w_.data() + j * K);
   std::fill(count, count + E, 0);
   for (int i = 0; i < n * K; ++i) count[sel[i]]++;
   int n_active = 0;
@@ -87,7 +87,7 @@ int Transformer::MoeRoute(const LayerWeights& w, const ActQ8& xq, int n) {
 }
 
 // Gather: each (token, expert) pair's input row into its expert's run of rows, as the int8
-// blocks the integer kernels take (int8_in; returned) or floats (moe_x_).
+// blocks the integer kernels take (int8_in; returned) or floats (a_.moe_x).
 ActQ8 Transformer::MoeGather(const ActQ8& xq, int n, bool int8_in) {
   OpScope ps(this, ProfOp::kMoeGather);
   const int K = cfg_.n_experts_used, dim = cfg_.dim;
@@ -97,7 +97,7 @@ ActQ8 Transformer::MoeGather(const ActQ8& xq, int n, bool int8_in) {
       const size_t r = static_cast<size_t>(moe_row_[static_cast<size_t>(j * K + s)]);
       const size_t src = static_cast<size_t>(j);
       if (!int8_in) {
-        std::memcpy(moe_x_ + r * dim, xb_ + src * dim, sizeof(float) * dim);
+        std::memcpy(a_.moe_x + r * dim, a_.xb + src * dim, sizeof(float) * dim);
       } else {
         std::memcpy(moe_qs_.get() + r * dim, xq.qs + src * dim, static_cast<size_t>(dim));
         std::memcpy(moe_d_.get() + r * nb, xq.d + src * nb, sizeof(float) * nb);
@@ -114,24 +114,24 @@ ActQ8 Transformer::MoeGather(const ActQ8& xq, int n, bool int8_in) {
   return gq;
 }
 
-// The shared expert: a dense FFN over all n tokens (its output aside in moe_shared_), scaled
+// The shared expert: a dense FFN over all n tokens (its output aside in a_.moe_shared), scaled
 // per token by sigmoid(shared_gate . x) where the model gates it.
 void Transformer::MoeShared(const LayerWeights& w, const ActQ8& xq, int n) {
   const int dim = cfg_.dim;
   Timed(ProfOp::kMatmulGateUp, [&] {
     const ActQ8 sq = xq.qs != nullptr || !TakesInt8(w.w_gate, dim)
                          ? xq
-                         : QuantizeInput(xb_, n, dim, w.w_gate, false);
-    MatmulGateUp(w.w_gate, w.w_up, xb_, sq, n);
+                         : QuantizeInput(a_.xb, n, dim, w.w_gate, false);
+    MatmulGateUp(w.w_gate, w.w_up, a_.xb, sq, n);
   });
-  const ActQ8 hq = QuantizeInput(hb_, n, cfg_.shared_ffn_dim, w.w_down, false);
+  const ActQ8 hq = QuantizeInput(a_.hb, n, cfg_.shared_ffn_dim, w.w_down, false);
   Timed(ProfOp::kMatmulDown, [&] {
-    Matmul(w.w_down, hb_, hq, n, moe_shared_);
+    Matmul(w.w_down, a_.hb, hq, n, a_.moe_shared);
     if (w.shared_gate == nullptr) return;
     for (int j = 0; j < n; ++j) {
-      const float g = k_->dot(w.shared_gate, xb_ + static_cast<size_t>(j) * dim, dim);
+      const float g = k_->dot(w.shared_gate, a_.xb + static_cast<size_t>(j) * dim, dim);
       const float s = 1.0f / (1.0f + std::exp(-g));
-      float* y = moe_shared_ + static_cast<size_t>(j) * dim;
+      float* y = a_.moe_shared + static_cast<size_t>(j) * dim;
       for (int d = 0; d < dim; ++d) y[d] *= s;
     }
   });
@@ -153,9 +153,9 @@ void Transformer::MoeGateUp(const LayerWeights& w, const ActQ8& gq, bool int8_in
         const ExpertWeights& ew = w.experts[static_cast<size_t>(x)];
         const int o = moe_offset_[static_cast<size_t>(x)], c = moe_count_[static_cast<size_t>(x)];
         const ActQ8 in = int8_in ? gq.Token(o, dim) : ActQ8{};
-        const float* xf = moe_x_ + static_cast<size_t>(o) * dim;
-        float* g = hb_ + static_cast<size_t>(o) * F;
-        float* up = hb2_ + static_cast<size_t>(o) * F;
+        const float* xf = a_.moe_x + static_cast<size_t>(o) * dim;
+        float* g = a_.hb + static_cast<size_t>(o) * F;
+        float* up = a_.hb2 + static_cast<size_t>(o) * F;
         MatmulRows(ew.gate, xf, in, c, g, b, e);
         MatmulRows(ew.up, xf, in, c, up, b, e);
         for (int r = 0; r < c; ++r) {
@@ -176,7 +176,7 @@ void Transformer::MoeDown(const LayerWeights& w, int n_active, int n) {
   const int64_t F = cfg_.expert_ffn_dim;
   const ExpertWeights& ex0 = w.experts[0];
   const ActQ8 hq =
-      QuantizeInput(hb_, n * cfg_.n_experts_used, static_cast<int>(F), ex0.down, false);
+      QuantizeInput(a_.hb, n * cfg_.n_experts_used, static_cast<int>(F), ex0.down, false);
   Timed(ProfOp::kMatmulDown, [&] {
     const int64_t u = RowUnit(ex0.down);
     pool_.ParallelFor(dim / u, [&](int64_t b, int64_t e, int) {
@@ -187,8 +187,8 @@ void Transformer::MoeDown(const LayerWeights& w, int n_active, int n) {
         const int o = moe_offset_[static_cast<size_t>(x)], c = moe_count_[static_cast<size_t>(x)];
         const ActQ8 in = hq.qs != nullptr ? hq.Token(o, F) : ActQ8{};
         const ExpertWeights& ew = w.experts[static_cast<size_t>(x)];
-        float* out = moe_out_ + static_cast<size_t>(o) * dim;
-        MatmulRows(ew.down, hb_ + static_cast<size_t>(o) * F, in, c, out, b, e);
+        float* out = a_.moe_out + static_cast<size_t>(o) * dim;
+        MatmulRows(ew.down, a_.hb + static_cast<size_t>(o) * F, in, c, out, b, e);
         if (ew.b_down != nullptr) {
           for (int r = 0; r < c; ++r) k_->add(out + r * dim + b, ew.b_down + b, e - b);
         }
@@ -203,15 +203,15 @@ void Transformer::MoeScatter(int n, bool shared) {
   const int K = cfg_.n_experts_used, dim = cfg_.dim;
   Timed(ProfOp::kMoeScatter, [&] {
     ForTokens(n, [&](int j) {
-      float* y = xb_ + static_cast<size_t>(j) * dim;
+      float* y = a_.xb + static_cast<size_t>(j) * dim;
       if (shared) {
-        std::memcpy(y, moe_shared_ + static_cast<size_t>(j) * dim, sizeof(float) * dim);
+        std::memcpy(y, a_.moe_shared + static_cast<size_t>(j) * dim, sizeof(float) * dim);
       } else {
         std::fill(y, y + dim, 0.0f);
       }
       for (int s = 0; s < K; ++s) {
         const size_t pair = static_cast<size_t>(j * K + s);
-        k_->axpy(y, moe_w_[pair], moe_out_ + static_cast<size_t>(moe_row_[pair]) * dim, dim);
+        k_->axpy(y, moe_w_[pair], a_.moe_out + static_cast<size_t>(moe_row_[pair]) * dim, dim);
       }
     });
   });

@@ -47,7 +47,13 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   const size_t act = std::max(static_cast<size_t>(max_batch_) * max_cols_,
                               moe_rows * static_cast<size_t>(cfg_.expert_ffn_dim));
   AllocQuantized(act);
-  AllocArena(moe_rows, act);
+  ActivationShape shape;
+  shape.tokens = static_cast<size_t>(max_batch_);
+  shape.threads = static_cast<size_t>(pool_.size());
+  shape.items = static_cast<size_t>(max_items_);
+  shape.ctx = static_cast<size_t>(ctx_);
+  shape.moe_rows = moe_rows;
+  arena_bytes_ = a_.Plan(cfg_, shape) + act + (act / kQK + 1) * 8 + arena_bytes_bf_;
   if (cfg_.is_moe()) AllocMoe(moe_rows);
   AllocPlan();
   SetContext(ctx_);
@@ -73,53 +79,52 @@ void Transformer::AllocQuantized(size_t act) {
   }
 }
 
-// Every float buffer a step uses, one arena.
-void Transformer::AllocArena(size_t moe_rows, size_t act) {
-  const size_t moe_hidden = moe_rows * static_cast<size_t>(cfg_.expert_ffn_dim);
-  const size_t B = static_cast<size_t>(max_batch_);
-  const size_t T = static_cast<size_t>(pool_.size());
-  const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
-  // Every float buffer a step uses, one slice each of one arena (64-byte aligned); shapes as
-  // declared in transformer.h.
+// Every float buffer a step uses: one slice each of one arena (64-byte aligned), shapes as
+// declared in activations.h.
+size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
+  const size_t B = s.tokens;
+  const size_t T = s.threads;
+  const size_t half = static_cast<size_t>(cfg.rope_dim / 2);
+  const size_t hidden = std::max(B * cfg.max_ffn_dim(), s.moe_rows * cfg.expert_ffn_dim);
   const struct {
     float** at;
     size_t floats;
   } slices[] = {
-      {&x_, B * cfg_.dim},
-      {&xb_, B * cfg_.dim},
-      {&q_, B * cfg_.q_dim()},
-      {&kv_k_, B * cfg_.kv_dim()},
-      {&kv_v_, B * cfg_.kv_dim()},
-      {&att_, B * cfg_.q_dim()},
-      {&hb_, std::max(B * cfg_.max_ffn_dim(), moe_hidden)},
-      {&hb2_, std::max(B * cfg_.max_ffn_dim(), moe_hidden)},
-      {&logits_, static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab)},
-      {&cos_, 2 * B * half},  // the global table, then the local layers' (Gemma 3)
-      {&sin_, 2 * B * half},
-      {&scores_, T * static_cast<size_t>(std::max(ctx_, 2 * cfg_.n_heads))},
-      {&qrot_, T * static_cast<size_t>(cfg_.q_dim())},
-      {&attn_scratch_, T * (AttendScratchFloats(cfg_.head_dim) +
-                            static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim)},
-      {&attn_part_, 2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2)},
-      {&moe_logits_, B * cfg_.n_experts},
-      {&moe_x_, moe_rows * cfg_.dim},
-      {&moe_out_, moe_rows * cfg_.dim},
-      {&moe_shared_, cfg_.shared_ffn_dim > 0 ? B * cfg_.dim : 0},
+      {&x, B * cfg.dim},
+      {&xb, B * cfg.dim},
+      {&q, B * cfg.q_dim()},
+      {&kv_k, B * cfg.kv_dim()},
+      {&kv_v, B * cfg.kv_dim()},
+      {&att, B * cfg.q_dim()},
+      {&hb, hidden},
+      {&hb2, hidden},
+      {&logits, s.items * static_cast<size_t>(cfg.n_vocab)},
+      {&cos, 2 * B * half},  // the global table, then the local layers' (Gemma 3)
+      {&sin, 2 * B * half},
+      {&scores, T * std::max(s.ctx, static_cast<size_t>(2 * cfg.n_heads))},
+      {&qrot, T * static_cast<size_t>(cfg.q_dim())},
+      {&attn_scratch,
+       T * (AttendScratchFloats(cfg.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg.head_dim)},
+      {&attn_part, 2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg.head_dim + 2)},
+      {&moe_logits, B * cfg.n_experts},
+      {&moe_x, s.moe_rows * cfg.dim},
+      {&moe_out, s.moe_rows * cfg.dim},
+      {&moe_shared, cfg.shared_ffn_dim > 0 ? B * cfg.dim : 0},
   };
   auto padded = [](size_t floats) { return (floats + 15) / 16 * 16; };
   size_t total = 0;
   for (const auto& sl : slices) total += padded(sl.floats);
   arena_.reset(new float[total + 16]);
-  arena_bytes_ = total * sizeof(float) + act + (act / kQK + 1) * 8 + arena_bytes_bf_;
+  std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
   float* p = arena_.get();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;
   for (const auto& sl : slices) {
     *sl.at = p;
     p += padded(sl.floats);
   }
-  std::memset(arena_.get(), 0, (total + 16) * sizeof(float));
-  cos_local_ = cos_ + B * half;
-  sin_local_ = sin_ + B * half;
+  cos_local = cos + B * half;
+  sin_local = sin + B * half;
+  return total * sizeof(float);
 }
 
 // Mixture of experts: the gathered int8 inputs and the routing's per-step tables.
@@ -283,14 +288,14 @@ void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
   for (int oi = 0, j = 0; oi < n_items; ++oi) {
     const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
     for (int t = 0; t < it.n; ++t, ++j) {
-      float* xr = x_ + static_cast<size_t>(j) * dim;
+      float* xr = a_.x + static_cast<size_t>(j) * dim;
       to_float(emb.data + static_cast<size_t>(it.tokens[t]) * emb.row_bytes, xr, dim);
       if (cfg_.embed_scale != 1.0f) {
         for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
       }
       if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
         const WeightTensor& pe = model_.weights.pos_embd;
-        float* row = xb_;  // free until the first layer
+        float* row = a_.xb;  // free until the first layer
         Traits(pe.type).to_float(pe.data + static_cast<size_t>(it.pos + t) * pe.row_bytes, row,
                                  dim);
         k_->add(xr, row, dim);
@@ -308,25 +313,25 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
   {
     OpScope ps(this, ProfOp::kLogits);
     for (int r = 0; r < rows; ++r) {
-      const float* h = x_ + static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]) * dim;
-      Norm(xb_ + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
+      const float* h = a_.x + static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]) * dim;
+      Norm(a_.xb + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
            model_.weights.output_norm_b);
     }
   }
-  float* out = xb_;
+  float* out = a_.xb;
   size_t row_floats = static_cast<size_t>(dim);
   if (!hidden_out_) {
-    Observe(ActSite::kOutput, -1, xb_, rows, dim);
+    Observe(ActSite::kOutput, -1, a_.xb, rows, dim);
     if (observer_ != nullptr) observer_->Tokens(n);
-    const ActQ8 oq = QuantizeInput(xb_, rows, dim, model_.weights.output, false);
+    const ActQ8 oq = QuantizeInput(a_.xb, rows, dim, model_.weights.output, false);
     OpScope ps(this, ProfOp::kLogits);
-    Matmul(model_.weights.output, xb_, oq, rows, logits_);
+    Matmul(model_.weights.output, a_.xb, oq, rows, a_.logits);
     const size_t total = static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab);
     if (cfg_.final_softcap > 0) {
       const float c = cfg_.final_softcap;
-      for (size_t i = 0; i < total; ++i) logits_[i] = c * std::tanh(logits_[i] / c);
+      for (size_t i = 0; i < total; ++i) a_.logits[i] = c * std::tanh(a_.logits[i] / c);
     }
-    out = logits_;
+    out = a_.logits;
     row_floats = static_cast<size_t>(cfg_.n_vocab);
   }
   for (int oi = 0, r = 0; oi < n_items; ++oi) {
@@ -365,14 +370,14 @@ void Transformer::RopeTables(int n) {
         const float r = yarn_ramp_[static_cast<size_t>(i)];
         a = a * (1.0f - r) + pos * inv_freq_[static_cast<size_t>(i)] * r;
       }
-      cos_[j * half + i] = std::cos(a) * rope_mscale_;
-      sin_[j * half + i] = std::sin(a) * rope_mscale_;
+      a_.cos[j * half + i] = std::cos(a) * rope_mscale_;
+      a_.sin[j * half + i] = std::sin(a) * rope_mscale_;
     }
     if (cfg_.rope_base_local > 0) {  // local layers: their own base, positions unscaled
       for (int i = 0; i < half; ++i) {
         const float a = pos * inv_freq_local_[static_cast<size_t>(i)];
-        cos_local_[j * half + i] = std::cos(a);
-        sin_local_[j * half + i] = std::sin(a);
+        a_.cos_local[j * half + i] = std::cos(a);
+        a_.sin_local[j * half + i] = std::sin(a);
       }
     }
   }
@@ -384,7 +389,7 @@ void Transformer::set_observer(ActivationObserver* o) {
 }
 
 // One decoder layer over the step's n tokens, as the math reads (gemma.cpp's
-// TransformerLayer). x_: (n, dim) the residual stream; xb_: (n, dim) a block's input, then its
+// TransformerLayer). a_.x: (n, dim) the residual stream; a_.xb: (n, dim) a block's input, then its
 // output. Whether a step runs fused is decided inside it, never here.
 int Transformer::Layer(int l, int n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
@@ -422,8 +427,8 @@ int Transformer::KeepLogitRows() {
     const size_t j = static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]);
     const size_t rr = static_cast<size_t>(r);
     if (j != rr) {
-      std::memcpy(q_ + rr * qd, q_ + j * qd, sizeof(float) * static_cast<size_t>(qd));
-      std::memcpy(x_ + rr * dim, x_ + j * dim, sizeof(float) * static_cast<size_t>(dim));
+      std::memcpy(a_.q + rr * qd, a_.q + j * qd, sizeof(float) * static_cast<size_t>(qd));
+      std::memcpy(a_.x + rr * dim, a_.x + j * dim, sizeof(float) * static_cast<size_t>(dim));
       plan_.pos[rr] = plan_.pos[j];
       plan_.view[rr] = plan_.view[j];
       plan_.bf[rr] = plan_.bf[j];
@@ -459,9 +464,9 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
   if (!fuse_norm_) {
     if (add_residual) AddResidual(n);
     Timed(ProfOp::kNorm, [&] {
-      for (int j = 0; j < n; ++j) Norm(xb_ + j * cfg_.dim, x_ + j * cfg_.dim, w, b);
+      for (int j = 0; j < n; ++j) Norm(a_.xb + j * cfg_.dim, a_.x + j * cfg_.dim, w, b);
     });
-    return QuantizeInput(xb_, n, cfg_.dim, next, prefill_ok, int8_too);
+    return QuantizeInput(a_.xb, n, cfg_.dim, next, prefill_ok, int8_too);
   }
   const int dim = cfg_.dim;
   const bool quant = TakesInt8(next, dim);
@@ -469,9 +474,9 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
   Timed(ProfOp::kNorm, [&] {
     ForTokens(n, [&](int j) {
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
-      if (add_residual) k_->add(x_ + r, xb_ + r, dim);
-      Norm(xb_ + r, x_ + r, w, b);
-      if (quant) QuantizeToken(xb_, j, n, dim, bf, int8_too);
+      if (add_residual) k_->add(a_.x + r, a_.xb + r, dim);
+      Norm(a_.xb + r, a_.x + r, w, b);
+      if (quant) QuantizeToken(a_.xb, j, n, dim, bf, int8_too);
     });
   });
   return quant ? ActBuffers(n, bf) : ActQ8{};
@@ -481,7 +486,7 @@ void Transformer::AddResidual(int n) {
   const int dim = cfg_.dim;
   Timed(ProfOp::kResidual, [&] {
     ForTokens(n, [&](int j) {
-      k_->add(x_ + static_cast<size_t>(j) * dim, xb_ + static_cast<size_t>(j) * dim, dim);
+      k_->add(a_.x + static_cast<size_t>(j) * dim, a_.xb + static_cast<size_t>(j) * dim, dim);
     });
   });
   pending_residual_ = false;
@@ -492,22 +497,23 @@ void Transformer::PostNorm(const float* w, int n) {
   if (w == nullptr) return;
   const int dim = cfg_.dim;
   Timed(ProfOp::kNorm, [&] {
-    for (int j = 0; j < n; ++j) k_->rmsnorm(xb_ + j * dim, xb_ + j * dim, w, dim, cfg_.norm_eps);
+    for (int j = 0; j < n; ++j)
+      k_->rmsnorm(a_.xb + j * dim, a_.xb + j * dim, w, dim, cfg_.norm_eps);
   });
 }
 
 // xb (n, dim) -> q (n, q_dim), k, v (n, kv_dim) with bias, QK-norm and RoPE; K/V into the
 // cache; att (n, q_dim) = softmax(q k^T * scale) v per head; xb = att Wo (+ bias), post-norm.
 int Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
-  Observe(ActSite::kAttnIn, l, xb_, n, cfg_.dim);
+  Observe(ActSite::kAttnIn, l, a_.xb, n, cfg_.dim);
   bool epilogue_done = false;
-  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, xb_, xq, n); });
+  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, a_.xb, xq, n); });
   if (!epilogue_done) {
     Timed(ProfOp::kBiasNormRope, [&] {
       for (int j = 0; j < n; ++j) {
         if (cfg_.qk_norm_full) {  // OLMoE: RMSNorm over the whole Q and K rows, then RoPE
-          float* q = q_ + static_cast<size_t>(j) * cfg_.q_dim();
-          float* k = kv_k_ + static_cast<size_t>(j) * cfg_.kv_dim();
+          float* q = a_.q + static_cast<size_t>(j) * cfg_.q_dim();
+          float* k = a_.kv_k + static_cast<size_t>(j) * cfg_.kv_dim();
           k_->rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
           k_->rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
         }
@@ -518,11 +524,11 @@ int Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, i
   Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
   if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows();
   Timed(ProfOp::kAttention, [&] { Attention(l, n); });
-  Observe(ActSite::kAttnOut, l, att_, n, cfg_.q_dim());
-  const ActQ8 aq = QuantizeInput(att_, n, cfg_.q_dim(), w.wo);
+  Observe(ActSite::kAttnOut, l, a_.att, n, cfg_.q_dim());
+  const ActQ8 aq = QuantizeInput(a_.att, n, cfg_.q_dim(), w.wo);
   Timed(ProfOp::kMatmulOut, [&] {
-    Matmul(w.wo, att_, aq, n, xb_);
-    AddBias(xb_, w.bo, n, cfg_.dim);
+    Matmul(w.wo, a_.att, aq, n, a_.xb);
+    AddBias(a_.xb, w.bo, n, cfg_.dim);
   });
   PostNorm(w.post_attn_norm, n);
   return n;
@@ -531,7 +537,7 @@ int Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, i
 // xb (n, dim) -> hb (n, ffn_dim) = glu(xb Wgate, xb Wup) (GPT-2: gelu(xb Wup + b));
 // xb = hb Wdown (+ bias), post-norm.
 void Transformer::FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
-  Observe(ActSite::kFfnIn, l, xb_, n, cfg_.dim);
+  Observe(ActSite::kFfnIn, l, a_.xb, n, cfg_.dim);
   if (!w.experts.empty()) {
     MoeBlock(l, w, xq, n);
     PostNorm(w.post_ffn_norm, n);
@@ -540,18 +546,18 @@ void Transformer::FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
   const int64_t ffn = cfg_.ffn_dim;
   Timed(ProfOp::kMatmulGateUp, [&] {
     if (w.w_gate) {
-      MatmulGateUp(w.w_gate, w.w_up, xb_, xq, n);
+      MatmulGateUp(w.w_gate, w.w_up, a_.xb, xq, n);
     } else {
-      Matmul(w.w_up, xb_, xq, n, hb_);
-      AddBias(hb_, w.b_up, n, ffn);
-      k_->gelu_mul(hb_, nullptr, n * ffn);
+      Matmul(w.w_up, a_.xb, xq, n, a_.hb);
+      AddBias(a_.hb, w.b_up, n, ffn);
+      k_->gelu_mul(a_.hb, nullptr, n * ffn);
     }
   });
-  Observe(ActSite::kDownIn, l, hb_, n, cfg_.ffn_dim);
-  const ActQ8 hq = QuantizeInput(hb_, n, cfg_.ffn_dim, w.w_down);
+  Observe(ActSite::kDownIn, l, a_.hb, n, cfg_.ffn_dim);
+  const ActQ8 hq = QuantizeInput(a_.hb, n, cfg_.ffn_dim, w.w_down);
   Timed(ProfOp::kMatmulDown, [&] {
-    Matmul(w.w_down, hb_, hq, n, xb_);
-    AddBias(xb_, w.b_down, n, cfg_.dim);
+    Matmul(w.w_down, a_.hb, hq, n, a_.xb);
+    AddBias(a_.xb, w.b_down, n, cfg_.dim);
   });
   PostNorm(w.post_ffn_norm, n);
 }

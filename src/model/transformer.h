@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "base/trace.h"
 #include "kernels/kernels.h"
+#include "model/activations.h"
 #include "model/kv_view.h"
 #include "model/profile.h"
 #include "model/weights.h"
@@ -156,7 +157,6 @@ class Transformer {
  private:
   // Buffers, planned once (the constructor).
   void AllocQuantized(size_t act);
-  void AllocArena(size_t moe_rows, size_t act);
   void AllocMoe(size_t moe_rows);
   void AllocPlan();
   // A step (transformer.cpp): ForwardBatch = PlanStep, EmbedTokens, Layer per layer, Logits.
@@ -294,7 +294,7 @@ class Transformer {
   Tracer* tracer_ = nullptr;
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool bf16_dot_ = true;
-  bool pending_residual_ = false;  // xb_ holds the last FFN output, not yet added to x_
+  bool pending_residual_ = false;  // a_.xb holds the last FFN output, not yet added to a_.x
   // Runs fn(j) for every token j, over the threads when there are enough tokens.
   template <class F>
   void ForTokens(int n, F&& fn) {
@@ -337,34 +337,17 @@ class Transformer {
   int n_step_ = 0;       // tokens in the current step (or the rows the last layer keeps)
   int n_int8_lead_ = 0;  // the tokens off the bf16 GEMM, when they are exactly the first ones
 
-  std::unique_ptr<float[]> arena_;
-  size_t arena_bytes_ = 0;
+  size_t arena_bytes_ = 0;     // the activations' and the quantized buffers' bytes
   size_t arena_bytes_bf_ = 0;  // the bf16 A tiles' share
-  float* x_;                   // (B, dim) residual stream
-  float* xb_;                  // (B, dim) normed input / projection output
-  float* q_;                   // (B, q_dim)
-  float* kv_k_;                // (B, kv_dim)
-  float* kv_v_;                // (B, kv_dim)
-  float* att_;                 // (B, q_dim) attention output
-  float* hb_;                  // (B, ffn_dim)
-  float* hb2_;                 // (B, ffn_dim)
-  float* logits_;              // (max_items, n_vocab) last-token logits of each batch item
-  float* cos_;                 // (B, rope_dim / 2)
-  float* sin_;                 // (B, rope_dim / 2)
-  float* cos_local_;           // (B, rope_dim / 2) the local layers' table (rope_base_local > 0)
-  float* sin_local_;           // (B, rope_dim / 2)
-  float* scores_;              // (threads, ctx) attention scores
-  float* qrot_;                // (threads, q_dim) rotated queries for Hadamard-rotated KV
-  float* attn_scratch_;  // (threads, AttendScratchFloats + kAttnMaxRows * head_dim) tiled attention
+  Activations a_;              // the step's float activations (activations.h)
   // Tiled attention tasks of the current layer: a run of tokens of one sequence (from token j0),
   // KV head g, rows [first, first + count) of its (token, head) pairs. Capacity planned once.
   // parts > 1: positions split in `parts` ranges (long-context decode with fewer tasks than
-  // threads), partial results in attn_part_ merged after the pass.
+  // threads), partial results in a_.attn_part merged after the pass.
   struct AttnTask {
     int j0, g, first, count;
     int part = 0, parts = 1;
   };
-  float* attn_part_;  // (2 * threads, kAttnMaxRows * (head_dim + 2)) partial attention results
   std::vector<AttnTask> attn_tasks_;
   std::vector<float> inv_freq_;        // (rope_dim / 2)
   std::vector<float> inv_freq_local_;  // (rope_dim / 2) rope_base_local's
@@ -385,12 +368,7 @@ class Transformer {
     int n_bf = 0;                     // tokens on the bf16 GEMM
     std::vector<int> logit_tok;       // (max_items) the token of each logits row
   } plan_;
-  // Mixture of experts, planned for the worst routing (every token's k experts distinct):
-  // R = max_batch * n_experts_used gathered rows.
-  float* moe_logits_ = nullptr;  // (B, n_experts) router logits
-  float* moe_x_ = nullptr;       // (R, dim) gathered float inputs (experts without int8 kernels)
-  float* moe_out_ = nullptr;     // (R, dim) expert outputs, unweighted
-  float* moe_shared_ = nullptr;  // (B, dim) the shared expert's output
+  // Mixture of experts, planned for the worst routing (R = max_batch * n_experts_used rows).
   std::unique_ptr<int8_t[]> moe_qs_;  // (R, dim) gathered int8 inputs
   std::unique_ptr<float[]> moe_d_;    // (R, dim / 32)
   std::unique_ptr<float[]> moe_ds_;   // (R, dim / 32)

@@ -65,6 +65,69 @@ std::string ToolCallGrammar(ToolFormat format, const json& alternatives, const s
 // tools / tool_choice / parallel_tool_calls (chat). The functions are described to the model in
 // a system turn (Hermes convention); `required` and a named function constrain the reply to
 // <tool_call> blocks whose arguments follow the function's parameter schema.
+namespace {
+
+// tools[i]: a function tool, checked (known fields, name, a parameters schema that compiles);
+// its entry for the template into `listed`, its grammar alternative into `alternatives`.
+void ParseTool(size_t i, const json& t, std::vector<std::string>* names, json* listed,
+               json* alternatives) {
+  const std::string tp = "tools[" + std::to_string(i) + "]";
+  if (!t.is_object() || t.value("type", std::string()) != "function")
+    Bad(tp + ".type", "tools must be of type 'function'");
+  for (const auto& [k, v] : t.items())
+    if (k != "type" && k != "function") Bad(tp + "." + k, "unknown field '" + tp + "." + k + "'");
+  const json* fn = Field(t, "function");
+  if (fn == nullptr || !fn->is_object()) Bad(tp + ".function", "'" + tp + ".function' is required");
+  for (const auto& [k, v] : fn->items())
+    if (k != "name" && k != "description" && k != "parameters" && k != "strict")
+      Bad(tp + ".function." + k, "unknown field '" + tp + ".function." + k + "'");
+  const std::string name = fn->value("name", std::string());
+  if (name.empty() || name.size() > 64 ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+          std::string::npos)
+    Bad(tp + ".function.name", "function names are 1-64 of a-z, A-Z, 0-9, _ and -");
+  if (std::find(names->begin(), names->end(), name) != names->end())
+    Bad(tp + ".function.name", "two tools named '" + name + "'");
+  names->push_back(name);
+  json params = fn->contains("parameters") ? (*fn)["parameters"] : json{{"type", "object"}};
+  if (!params.is_object())
+    Bad(tp + ".function.parameters", "parameters must be a JSON Schema object");
+  try {
+    grammar::ParseGbnf(grammar::JsonSchemaToGbnf(params.dump()));
+  } catch (const Error& e) {
+    Bad(tp + ".function.parameters", e.what());
+  }
+  json d = {{"type", "function"}, {"function", {{"name", name}, {"parameters", params}}}};
+  if (fn->contains("description")) d["function"]["description"] = (*fn)["description"];
+  listed->push_back(d);
+  alternatives->push_back({{"name", name}, {"params", params}});
+}
+
+// tool_choice: none, auto, required, or a named function (required, that one only).
+void ParseToolChoice(const json* choice, const std::vector<std::string>& names, std::string* mode,
+                     std::string* only) {
+  *mode = "auto";
+  if (choice == nullptr) return;
+  if (choice->is_string()) {
+    *mode = choice->get<std::string>();
+    if (*mode != "none" && *mode != "auto" && *mode != "required")
+      Bad("tool_choice", "tool_choice must be none, auto, required or a named function");
+  } else if (choice->is_object() && choice->value("type", std::string()) == "function" &&
+             choice->contains("function") && (*choice)["function"].is_object() &&
+             (*choice)["function"].value("name", std::string()) != "") {
+    *only = (*choice)["function"]["name"].get<std::string>();
+    if (std::find(names.begin(), names.end(), *only) == names.end())
+      Bad("tool_choice", "tool_choice names '" + *only + "', which is not among the tools");
+    *mode = "required";
+  } else {
+    Bad("tool_choice",
+        "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": "
+        "{\"name\": ...}}");
+  }
+}
+
+}  // namespace
+
 void ParseTools(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   ApiRequest& r = *rp;
   const json* tools = Field(j, "tools");
@@ -81,60 +144,10 @@ void ParseTools(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   if (tools->size() > 128) Bad("tools", "at most 128 tools");
   json listed = json::array(), alternatives = json::array();
   std::vector<std::string> names;
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const std::string tp = "tools[" + std::to_string(i) + "]";
-    const json& t = (*tools)[i];
-    if (!t.is_object() || t.value("type", std::string()) != "function")
-      Bad(tp + ".type", "tools must be of type 'function'");
-    for (const auto& [k, v] : t.items())
-      if (k != "type" && k != "function") Bad(tp + "." + k, "unknown field '" + tp + "." + k + "'");
-    const json* fn = Field(t, "function");
-    if (fn == nullptr || !fn->is_object())
-      Bad(tp + ".function", "'" + tp + ".function' is required");
-    for (const auto& [k, v] : fn->items())
-      if (k != "name" && k != "description" && k != "parameters" && k != "strict")
-        Bad(tp + ".function." + k, "unknown field '" + tp + ".function." + k + "'");
-    const std::string name = fn->value("name", std::string());
-    if (name.empty() || name.size() > 64 ||
-        name.find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
-            std::string::npos)
-      Bad(tp + ".function.name", "function names are 1-64 of a-z, A-Z, 0-9, _ and -");
-    if (std::find(names.begin(), names.end(), name) != names.end())
-      Bad(tp + ".function.name", "two tools named '" + name + "'");
-    names.push_back(name);
-    json params = fn->contains("parameters") ? (*fn)["parameters"] : json{{"type", "object"}};
-    if (!params.is_object())
-      Bad(tp + ".function.parameters", "parameters must be a JSON Schema object");
-    try {
-      grammar::ParseGbnf(grammar::JsonSchemaToGbnf(params.dump()));
-    } catch (const Error& e) {
-      Bad(tp + ".function.parameters", e.what());
-    }
-    json d = {{"type", "function"}, {"function", {{"name", name}, {"parameters", params}}}};
-    if (fn->contains("description")) d["function"]["description"] = (*fn)["description"];
-    listed.push_back(d);
-    alternatives.push_back({{"name", name}, {"params", params}});
-  }
-  std::string mode = "auto", only;
-  if (choice != nullptr) {
-    if (choice->is_string()) {
-      mode = choice->get<std::string>();
-      if (mode != "none" && mode != "auto" && mode != "required")
-        Bad("tool_choice", "tool_choice must be none, auto, required or a named function");
-    } else if (choice->is_object() && choice->value("type", std::string()) == "function" &&
-               choice->contains("function") && (*choice)["function"].is_object() &&
-               (*choice)["function"].value("name", std::string()) != "") {
-      only = (*choice)["function"]["name"].get<std::string>();
-      if (std::find(names.begin(), names.end(), only) == names.end())
-        Bad("tool_choice", "tool_choice names '" + only + "', which is not among the tools");
-      mode = "required";
-    } else {
-      Bad("tool_choice",
-          "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": "
-          "{\"name\": ...}}");
-    }
-  }
+  for (size_t i = 0; i < tools->size(); ++i)
+    ParseTool(i, (*tools)[i], &names, &listed, &alternatives);
+  std::string mode, only;
+  ParseToolChoice(choice, names, &mode, &only);
   if (mode == "none") return;  // the model is not told about the tools: it cannot call them
   r.tool_calls = true;
   r.tools = listed.dump();

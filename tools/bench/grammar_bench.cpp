@@ -132,102 +132,122 @@ int Decode(const std::string& model, int tokens, int reps) {
   return 0;
 }
 
+// The per-token baseline: each vocabulary token tested on its own, microseconds per mask.
+std::vector<double> BaselineMaskUs(const std::shared_ptr<const grammar::TokenGrammar>& g,
+                                   const grammar::TokenTrie& trie) {
+  std::vector<double> base;
+  grammar::Matcher m(g);
+  std::mt19937_64 rng(7);
+  for (int step = 0; step < 16 && !m.Done(); ++step) {
+    const double b0 = NowSeconds();
+    std::vector<int32_t> allowed;
+    for (int id = 0; id < trie.n_vocab(); ++id)
+      if (m.AllowsRef(id) && !trie.token(id).empty()) allowed.push_back(id);
+    base.push_back((NowSeconds() - b0) * 1e6);
+    if (allowed.empty()) break;
+    m.AcceptToken(allowed[rng() % allowed.size()]);
+  }
+  return base;
+}
+
+// One table row: a grammar (the built-in json_object, a schema .json or a .gbnf file)
+// compiled five times, then masks with the cache warm and cold against the baseline.
+void MaskRow(const std::string& in, const std::shared_ptr<const grammar::TokenTrie>& trie,
+             int requests) {
+  const bool builtin = in == "json_object";
+  const bool schema = !builtin && EndsWith(in, ".json");
+  const std::string text = builtin ? "" : ReadFileToString(in);
+  std::vector<double> compile;
+  std::shared_ptr<const grammar::TokenGrammar> g;
+  std::string gbnf;
+  for (int k = 0; k < 5; ++k) {
+    const double c0 = NowSeconds();
+    gbnf = builtin ? grammar::JsonObjectGbnf() : schema ? grammar::JsonSchemaToGbnf(text) : text;
+    g = std::make_shared<grammar::TokenGrammar>(grammar::ParseGbnf(gbnf), trie);
+    compile.push_back((NowSeconds() - c0) * 1e3);
+  }
+  const Walk warm = Run(g, requests, 7, 256);
+  const auto stats = g->cache_stats();
+  auto cold_g = std::make_shared<grammar::TokenGrammar>(grammar::ParseGbnf(gbnf), trie, 0);
+  const Walk cold = Run(cold_g, std::max(1, requests / 10), 7, 256);
+  const std::vector<double> base = BaselineMaskUs(cold_g, *trie);
+  const double cold_med = Quantile(cold.mask_us, 0.5);
+  std::printf("| %s | %.2f | %d | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.0f | %.0fx |\n",
+              in.c_str(), Quantile(compile, 0.5), warm.tokens, Quantile(warm.mask_us, 0.5),
+              Quantile(warm.mask_us, 0.99),
+              100.0 * static_cast<double>(stats.hits) /
+                  static_cast<double>(std::max<uint64_t>(1, stats.hits + stats.misses)),
+              cold_med, Quantile(cold.mask_us, 0.99), Quantile(base, 0.5),
+              cold_med > 0 ? Quantile(base, 0.5) / cold_med : 0);
+  std::fflush(stdout);
+}
+
+// A count option's value: a whole number of at least 1.
+int CountArg(const char* name, const char* value) {
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || v < 1 || v > 1000000)
+    Fail("%s takes a whole number from 1 to 1000000, not '%s'", name, value);
+  return static_cast<int>(v);
+}
+
+// paddock-grammar-bench --decode MODEL [--tokens N] [--reps N]
+int DecodeMain(int argc, char** argv) {
+  int tokens = 128, reps = 3;
+  for (int i = 3; i < argc; i += 2) {
+    if (i + 1 >= argc) Fail("option '%s' needs a value", argv[i]);
+    if (std::strcmp(argv[i], "--tokens") == 0) {
+      tokens = CountArg("--tokens", argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--reps") == 0) {
+      reps = CountArg("--reps", argv[i + 1]);
+    } else {
+      Fail("unknown option '%s'", argv[i]);
+    }
+  }
+  return Decode(argv[2], tokens, reps);
+}
+
+// paddock-grammar-bench VOCAB [--requests N] [SCHEMA.json | GRAMMAR.gbnf ...]
+int MaskMain(int argc, char** argv) {
+  auto tok = LoadTokenizer(argv[1]);
+  int requests = 100;
+  std::vector<std::string> inputs;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--requests") == 0) {
+      if (i + 1 >= argc) Fail("option '--requests' needs a value");
+      requests = CountArg("--requests", argv[++i]);
+    } else if (std::strncmp(argv[i], "--", 2) == 0) {
+      Fail("unknown option '%s'", argv[i]);
+    } else {
+      inputs.push_back(argv[i]);
+    }
+  }
+  if (inputs.empty()) inputs.assign(std::begin(kBuiltin), std::end(kBuiltin));
+  const double t0 = NowSeconds();
+  auto trie = TokenTrieOf(*tok);
+  std::printf("vocabulary %s: %d tokens, trie of %zu nodes built in %.1f ms\n", argv[1],
+              trie->n_vocab(), trie->nodes().size(), (NowSeconds() - t0) * 1e3);
+  std::printf(
+      "| grammar | compile ms | tokens | mask us median | p99 | cache hits | cold median | "
+      "cold p99 | per-token baseline median | speedup |\n|---|---|---|---|---|---|---|---|---|---"
+      "|\n");
+  for (const std::string& in : inputs) MaskRow(in, trie, requests);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::strcmp(argv[1], "--decode") == 0) {
-    try {
-      int tokens = 128, reps = 3;
-      for (int i = 3; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--tokens") == 0) {
-          tokens = std::atoi(argv[i + 1]);
-        } else if (std::strcmp(argv[i], "--reps") == 0) {
-          reps = std::atoi(argv[i + 1]);
-        } else {
-          Fail("unknown option '%s'", argv[i]);
-        }
-      }
-      if (tokens < 1 || reps < 1) Fail("--tokens and --reps must be at least 1");
-      return Decode(argv[2], tokens, reps);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "paddock-grammar-bench: error: %s\n", e.what());
-      return 1;
-    }
-  }
-  if (argc < 2) {
+  if (argc < 2 || (std::strcmp(argv[1], "--decode") == 0 && argc < 3)) {
     std::fprintf(stderr,
                  "usage: paddock-grammar-bench VOCAB [--requests N] [SCHEMA.json | GRAMMAR.gbnf "
-                 "...]\n");
+                 "...]\n       paddock-grammar-bench --decode MODEL [--tokens N] [--reps N]\n");
     return 2;
   }
   try {
-    auto tok = LoadTokenizer(argv[1]);
-    int requests = 100;
-    std::vector<std::string> inputs;
-    for (int i = 2; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--requests") == 0 && i + 1 < argc) {
-        requests = std::atoi(argv[++i]);
-        if (requests < 1) Fail("--requests must be at least 1");
-      } else {
-        inputs.push_back(argv[i]);
-      }
-    }
-    if (inputs.empty()) inputs.assign(std::begin(kBuiltin), std::end(kBuiltin));
-    const double t0 = NowSeconds();
-    auto trie = TokenTrieOf(*tok);
-    std::printf("vocabulary %s: %d tokens, trie of %zu nodes built in %.1f ms\n", argv[1],
-                trie->n_vocab(), trie->nodes().size(), (NowSeconds() - t0) * 1e3);
-    std::printf(
-        "| grammar | compile ms | tokens | mask us median | p99 | cache hits | cold median | "
-        "cold p99 | per-token baseline median | speedup |\n|---|---|---|---|---|---|---|---|---|---"
-        "|\n");
-    for (const std::string& in : inputs) {
-      const bool builtin = in == "json_object";
-      const bool schema = !builtin && EndsWith(in, ".json");
-      const std::string text = builtin ? "" : ReadFileToString(in);
-      std::vector<double> compile;
-      std::shared_ptr<const grammar::TokenGrammar> g;
-      std::string gbnf;
-      for (int k = 0; k < 5; ++k) {
-        const double c0 = NowSeconds();
-        gbnf = builtin  ? grammar::JsonObjectGbnf()
-               : schema ? grammar::JsonSchemaToGbnf(text)
-                        : text;
-        g = std::make_shared<grammar::TokenGrammar>(grammar::ParseGbnf(gbnf), trie);
-        compile.push_back((NowSeconds() - c0) * 1e3);
-      }
-      const Walk warm = Run(g, requests, 7, 256);
-      const auto stats = g->cache_stats();
-      auto cold_g = std::make_shared<grammar::TokenGrammar>(grammar::ParseGbnf(gbnf), trie, 0);
-      const Walk cold = Run(cold_g, std::max(1, requests / 10), 7, 256);
-      // Baseline: each token on its own.
-      std::vector<double> base;
-      {
-        grammar::Matcher m(cold_g);
-        std::mt19937_64 rng(7);
-        for (int step = 0; step < 16 && !m.Done(); ++step) {
-          const double b0 = NowSeconds();
-          std::vector<int32_t> allowed;
-          for (int id = 0; id < trie->n_vocab(); ++id)
-            if (m.AllowsRef(id) && !trie->token(id).empty()) allowed.push_back(id);
-          base.push_back((NowSeconds() - b0) * 1e6);
-          if (allowed.empty()) break;
-          m.AcceptToken(allowed[rng() % allowed.size()]);
-        }
-      }
-      const double cold_med = Quantile(cold.mask_us, 0.5);
-      std::printf("| %s | %.2f | %d | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.0f | %.0fx |\n",
-                  in.c_str(), Quantile(compile, 0.5), warm.tokens, Quantile(warm.mask_us, 0.5),
-                  Quantile(warm.mask_us, 0.99),
-                  100.0 * static_cast<double>(stats.hits) /
-                      static_cast<double>(std::max<uint64_t>(1, stats.hits + stats.misses)),
-                  cold_med, Quantile(cold.mask_us, 0.99), Quantile(base, 0.5),
-                  cold_med > 0 ? Quantile(base, 0.5) / cold_med : 0);
-      std::fflush(stdout);
-    }
+    return std::strcmp(argv[1], "--decode") == 0 ? DecodeMain(argc, argv) : MaskMain(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paddock-grammar-bench: error: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

@@ -148,6 +148,51 @@ void PrintJson(const BenchReport& r) {
   std::printf("}\n");
 }
 
+// bench --tune: the tuned settings against the defaults, interleaved.
+void PrintTuned(const BenchReport& r) {
+  std::printf(
+      "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "
+      "steps, %llu KiB blocks and prefetch %s, %.2f with the defaults (256, 64 KiB, auto): "
+      "%.3fx\n",
+      r.prompt_tokens, r.reps, r.tune.tuned_tps, r.tune.step_tokens,
+      (unsigned long long)(r.tune.matmul_block_bytes / 1024), kPrefetchNames[r.tune.prefetch],
+      r.tune.default_tps, r.tune.default_tps > 0 ? r.tune.tuned_tps / r.tune.default_tps : 0.0);
+  std::printf(
+      "tuned vs default decode %d (interleaved, medians of %d): %.2f tok/s, %.2f with "
+      "the defaults: %.3fx\n",
+      r.gen_tokens, r.reps, r.tune.tuned_decode_tps, r.tune.default_decode_tps,
+      r.tune.default_decode_tps > 0 ? r.tune.tuned_decode_tps / r.tune.default_decode_tps : 0.0);
+}
+
+// The operator profiles and the speculative decoding figures, when measured.
+void PrintProfiles(const BenchReport& r) {
+  if (!r.profile.empty()) {
+    std::printf("decode step profile (%.3f ms measured, %.3f ms in operators):\n",
+                r.measured_step_ms, r.profiled_step_ms);
+    for (const auto& e : r.profile)
+      std::printf("  %-34s %9.4f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
+  }
+  if (!r.prefill_profile.empty()) {
+    std::printf("prefill %d profile (%.1f ms measured, %.1f ms in operators):\n", r.prompt_tokens,
+                r.prefill_measured_ms, r.prefill_profiled_ms);
+    for (const auto& e : r.prefill_profile)
+      std::printf("  %-34s %9.2f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
+  }
+  if (!r.verify_cost.empty()) {
+    std::printf("verification cost, a forward of 1 + k tokens relative to one:");
+    for (size_t k = 0; k < r.verify_cost.size(); ++k)
+      std::printf(" k=%zu %.2f", k, r.verify_cost[k]);
+    std::printf("\n");
+    for (const auto& x : r.spec) {
+      std::printf(
+          "speculative greedy decode, %-9s prompt: %8.2f tok/s vs %8.2f plain (%.2fx), "
+          "acceptance %.0f%% of %d drafted\n",
+          x.workload.c_str(), x.spec_tps, x.plain_tps,
+          x.plain_tps > 0 ? x.spec_tps / x.plain_tps : 0, 100 * x.acceptance, x.drafted);
+    }
+  }
+}
+
 void PrintTable(const std::string& model, const BenchReport& r) {
   std::printf("model %s, %d threads, %s kernels%s\n", model.c_str(), r.threads, r.isa.c_str(),
               r.bf16_prefill ? ", the prompt on bf16 tiles" : "");
@@ -189,50 +234,13 @@ void PrintTable(const std::string& model, const BenchReport& r) {
     std::printf(
         "  each repetition against an int8 peak run just before and after it: %.0f%% (median)\n",
         100 * r.compute_utilization_paired);
-  if (r.tune.step_tokens > 0) {
-    std::printf(
-        "tuned vs default prefill %d (interleaved, medians of %d): %.2f tok/s with %d-token "
-        "steps, %llu KiB blocks and prefetch %s, %.2f with the defaults (256, 64 KiB, auto): "
-        "%.3fx\n",
-        r.prompt_tokens, r.reps, r.tune.tuned_tps, r.tune.step_tokens,
-        (unsigned long long)(r.tune.matmul_block_bytes / 1024), kPrefetchNames[r.tune.prefetch],
-        r.tune.default_tps, r.tune.default_tps > 0 ? r.tune.tuned_tps / r.tune.default_tps : 0.0);
-    std::printf(
-        "tuned vs default decode %d (interleaved, medians of %d): %.2f tok/s, %.2f with "
-        "the defaults: %.3fx\n",
-        r.gen_tokens, r.reps, r.tune.tuned_decode_tps, r.tune.default_decode_tps,
-        r.tune.default_decode_tps > 0 ? r.tune.tuned_decode_tps / r.tune.default_decode_tps : 0.0);
-  }
+  if (r.tune.step_tokens > 0) PrintTuned(r);
   std::printf("memory: weights %s, KV %s (%s/token), scratch %s\n",
               FormatBytes(r.memory.weight_bytes).c_str(),
               FormatBytes(r.memory.kv_allocated_bytes).c_str(),
               FormatBytes(r.memory.kv_bytes_per_token).c_str(),
               FormatBytes(r.memory.scratch_bytes).c_str());
-  if (!r.profile.empty()) {
-    std::printf("decode step profile (%.3f ms measured, %.3f ms in operators):\n",
-                r.measured_step_ms, r.profiled_step_ms);
-    for (const auto& e : r.profile)
-      std::printf("  %-34s %9.4f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
-  }
-  if (!r.prefill_profile.empty()) {
-    std::printf("prefill %d profile (%.1f ms measured, %.1f ms in operators):\n", r.prompt_tokens,
-                r.prefill_measured_ms, r.prefill_profiled_ms);
-    for (const auto& e : r.prefill_profile)
-      std::printf("  %-34s %9.2f ms %6.1f%%\n", e.op.c_str(), e.ms_per_step, 100 * e.share);
-  }
-  if (!r.verify_cost.empty()) {
-    std::printf("verification cost, a forward of 1 + k tokens relative to one:");
-    for (size_t k = 0; k < r.verify_cost.size(); ++k)
-      std::printf(" k=%zu %.2f", k, r.verify_cost[k]);
-    std::printf("\n");
-    for (const auto& x : r.spec) {
-      std::printf(
-          "speculative greedy decode, %-9s prompt: %8.2f tok/s vs %8.2f plain (%.2fx), "
-          "acceptance %.0f%% of %d drafted\n",
-          x.workload.c_str(), x.spec_tps, x.plain_tps,
-          x.plain_tps > 0 ? x.spec_tps / x.plain_tps : 0, 100 * x.acceptance, x.drafted);
-    }
-  }
+  PrintProfiles(r);
 }
 
 // "1,2,4": ascending positive sizes, at most 256 each (the engine's sequences per step).

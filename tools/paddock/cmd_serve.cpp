@@ -23,8 +23,9 @@ extern const OptionSpec kTraceSpec;
 
 namespace {
 
-std::vector<OptionSpec> ServeSpecs() {
-  std::vector<OptionSpec> s = {
+// The model and how its answers are shaped.
+const std::vector<OptionSpec>& ModelSpecs() {
+  static const std::vector<OptionSpec> s = {
       {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (required)"},
       {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
       {{"--host"}, true, "address to listen on (default 127.0.0.1)"},
@@ -50,6 +51,17 @@ std::vector<OptionSpec> ServeSpecs() {
        "chat replies' <think> sections (a harmony model's analysis channel) as "
        "reasoning_content: auto (when the template writes them), deepseek (always) or none (the "
        "reply as generated; default auto)"},
+      {{"-t", "--threads"}, true, "compute threads (default: one per physical core)"},
+      {{"-c", "--ctx"}, true, "context per request in tokens (default: model's, at most 4096)"},
+      kIsaSpec,
+      {{"-h", "--help"}, false, "show this help"},
+  };
+  return s;
+}
+
+// Scheduling: batch, queue and admission limits, deadlines.
+const std::vector<OptionSpec>& SchedulingSpecs() {
+  static const std::vector<OptionSpec> s = {
       {{"--max-batch-tokens"}, true, "tokens per engine step over all requests (default 256)"},
       {{"--max-running"},
        true,
@@ -59,6 +71,13 @@ std::vector<OptionSpec> ServeSpecs() {
       {{"--kv-watermark"}, true, "admit new requests only below this KV usage, 0..1 (default 0.9)"},
       {{"--batching"}, true, "continuous (default) or static (only to measure the difference)"},
       {{"--timeout"}, true, "default per-request deadline in seconds (default: none)"},
+  };
+  return s;
+}
+
+// HTTP: keys, browsers, the page, tracing, connection and body limits.
+const std::vector<OptionSpec>& HttpSpecs() {
+  static const std::vector<OptionSpec> s = {
       {{"--special-in-prompts"},
        false,
        "control tokens spelled in completions prompts become tokens (default: text; chat "
@@ -90,6 +109,13 @@ std::vector<OptionSpec> ServeSpecs() {
        true,
        "seconds a connection may move no byte either way, e.g. a client that stops reading "
        "(default 30)"},
+  };
+  return s;
+}
+
+// Behind a balancer: replica name, busy status, agent check, drain and grace.
+const std::vector<OptionSpec>& DeploySpecs() {
+  static const std::vector<OptionSpec> s = {
       {{"--replica-name"}, true, "name sent as X-Paddock-Replica on every answer (clusters)"},
       {{"--busy-status"},
        true,
@@ -101,11 +127,14 @@ std::vector<OptionSpec> ServeSpecs() {
        true,
        "on SIGTERM, seconds /health answers 503 while requests are still taken (default 0)"},
       {{"--grace"}, true, "seconds in-flight requests may take after SIGTERM (default 30)"},
-      {{"-t", "--threads"}, true, "compute threads (default: one per physical core)"},
-      {{"-c", "--ctx"}, true, "context per request in tokens (default: model's, at most 4096)"},
-      kIsaSpec,
-      {{"-h", "--help"}, false, "show this help"},
   };
+  return s;
+}
+
+std::vector<OptionSpec> ServeSpecs() {
+  std::vector<OptionSpec> s;
+  for (const auto* group : {&ModelSpecs(), &SchedulingSpecs(), &HttpSpecs(), &DeploySpecs()})
+    s.insert(s.end(), group->begin(), group->end());
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   return s;

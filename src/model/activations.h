@@ -1,0 +1,54 @@
+// model/activations.h: the float activations of a forward step, as named slices of one arena.
+//
+// Planned once (Plan) for the largest step a Transformer takes: B tokens, T threads, the
+// logits rows of its items and, for a mixture of experts, R = B * n_experts_used gathered
+// rows. Each slice is 64-byte aligned and zeroed at planning; nothing allocates afterwards.
+// Shapes are the slices' row-major extents.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace paddock {
+
+struct ModelConfig;
+
+struct ActivationShape {
+  size_t tokens = 1;    // B: the most tokens a step holds
+  size_t threads = 1;   // T: the thread pool's size (per-thread scratch)
+  size_t items = 1;     // logits rows (one per batch item)
+  size_t ctx = 1;       // the context length (attention scores per thread)
+  size_t moe_rows = 0;  // R: gathered (token, expert) rows
+};
+
+struct Activations {
+  float* x = nullptr;             // (B, dim) residual stream
+  float* xb = nullptr;            // (B, dim) normed input / projection output
+  float* q = nullptr;             // (B, q_dim)
+  float* kv_k = nullptr;          // (B, kv_dim)
+  float* kv_v = nullptr;          // (B, kv_dim)
+  float* att = nullptr;           // (B, q_dim) attention output
+  float* hb = nullptr;            // (max(B * ffn_dim, R * expert_ffn_dim)) FFN hidden
+  float* hb2 = nullptr;           // (same) FFN hidden, second projection
+  float* logits = nullptr;        // (items, n_vocab) last-token logits of each batch item
+  float* cos = nullptr;           // (B, rope_dim / 2)
+  float* sin = nullptr;           // (B, rope_dim / 2)
+  float* cos_local = nullptr;     // (B, rope_dim / 2) local layers' table (rope_base_local > 0)
+  float* sin_local = nullptr;     // (B, rope_dim / 2)
+  float* scores = nullptr;        // (T, max(ctx, 2 * n_heads)) attention scores
+  float* qrot = nullptr;          // (T, q_dim) rotated queries for Hadamard-rotated KV
+  float* attn_scratch = nullptr;  // (T, AttendScratchFloats + kAttnMaxRows * head_dim)
+  float* attn_part = nullptr;     // (2T, kAttnMaxRows * (head_dim + 2)) partial attention
+  float* moe_logits = nullptr;    // (B, n_experts) router logits
+  float* moe_x = nullptr;         // (R, dim) gathered float inputs (experts without int8 kernels)
+  float* moe_out = nullptr;       // (R, dim) expert outputs, unweighted
+  float* moe_shared = nullptr;    // (B, dim) the shared expert's output (shared_ffn_dim > 0)
+
+  // Lays out every slice for `cfg` at `shape`; returns the arena's bytes.
+  size_t Plan(const ModelConfig& cfg, const ActivationShape& shape);
+
+ private:
+  std::unique_ptr<float[]> arena_;
+};
+
+}  // namespace paddock
