@@ -51,8 +51,10 @@ r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"frobnicate":1}')
 check "unknown field -> 400 naming it" $?
 r=$(post /v1/completions '{"prompt":"Once","max_tokens":8,"temperature":1,"grammar":"root ::= \"a\"{2,4} \"!\""}')
 [ "${r%% *}" = 200 ] && echo "${r#* }" | json_get 'd["choices"][0]["text"]' | grep -qxE 'a{2,4}!'; check "grammar (llama-server's GBNF field) constrains the output" $?
-r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"n_probs":2}')
-[ "${r%% *}" = 400 ] && echo "${r#* }" | json_get 'd["error"]["param"]' | grep -qx n_probs; check "unknown llama-server field -> 400 naming it" $?
+r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"n_probs":2,"typical_p":0.9,"dry_multiplier":0.8,"cache_prompt":true}')
+[ "${r%% *}" = 200 ] && echo "${r#* }" | json_get 'len(d["choices"][0]["logprobs"]["top_logprobs"][0])' | grep -qx 2; check "llama-server fields: n_probs as logprobs, DRY and typical-p sample, cache_prompt accepted" $?
+r=$(post /v1/completions '{"prompt":"Once","max_tokens":3,"samplers_order":[1]}')
+[ "${r%% *}" = 400 ] && echo "${r#* }" | json_get 'd["error"]["param"]' | grep -qx samplers_order; check "a field no API defines -> 400 naming it" $?
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"hi","mood":"x"}],"max_tokens":3}')
 [ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "messages\[0\].mood"; check "unknown message field -> 400" $?
 r=$(post /v1/completions '{"prompt":"Once","n_predict":7,"repeat_penalty":1.1,"user":"u1","temperature":0}')
@@ -110,7 +112,7 @@ bad "prompt longer than the context" /v1/completions "{\"prompt\":\"$long\"}" 40
 bad "max_tokens past the context" /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":510}" 400 "maximum context length"
 bad "unknown role" /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}' 400 "role"
 bad "messages not an array" /v1/chat/completions '{"messages":"hi"}' 400 '"param":"messages"'
-bad "image content part" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' 400 "text only"
+bad "image content part" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' 400 "image_url"
 bad "n beyond 16" /v1/completions '{"prompt":"x","n":17}' 400 '"param":"n"'
 bad "empty stop string" /v1/completions '{"prompt":"x","stop":[""]}' 400 "stop"
 bad "token id outside the vocabulary" /v1/completions '{"prompt":[1, 9999]}' 400 "vocabulary"

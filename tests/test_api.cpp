@@ -3,6 +3,7 @@
 // tool's references within its own schema.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -52,9 +53,14 @@ TEST(RequestSchema, DocsApiHoldsTheTable) {
   const size_t a = doc.find(begin), b = doc.find(end);
   ASSERT_NE(a, std::string::npos) << "docs/api.md has no " << begin;
   ASSERT_NE(b, std::string::npos) << "docs/api.md has no " << end;
+  if (std::getenv("PADDOCK_UPDATE_DOCS") != nullptr) {  // regenerate the table in place
+    std::ofstream(std::string(PADDOCK_SOURCE_DIR) + "/docs/api.md")
+        << doc.substr(0, a + begin.size()) << RequestFieldsMarkdown() << doc.substr(b);
+    return;
+  }
   EXPECT_EQ(doc.substr(a + begin.size(), b - a - begin.size()), RequestFieldsMarkdown())
       << "docs/api.md's field table differs from server/request_schema.cpp: paste the expected "
-         "text above between the markers";
+         "text above between the markers (or run the test with PADDOCK_UPDATE_DOCS=1)";
 }
 
 TEST(RequestSchema, EveryRowIsWellFormed) {
@@ -155,6 +161,107 @@ TEST(ToolGrammar, ParametersWithDefsCompileWhenACallIsRequired) {
       EXPECT_NE(grammar_text.find("root ::= "), std::string::npos);
     }
   }
+}
+
+}  // namespace
+}  // namespace paddock::server
+
+namespace paddock::server {
+namespace {
+
+// What a chat response's message carries comes back in the next request: reasoning_content
+// (handed to the template), refusal, annotations, null audio / function_call / tool_calls.
+TEST(ClientRoundTrip, AResponseMessageIsAcceptedBack) {
+  const ApiRequest r = ParseRequest(
+      R"({"messages": [{"role": "user", "content": "hi"},
+          {"role": "assistant", "content": "4", "reasoning_content": "2 + 2", "refusal": null,
+           "annotations": [], "audio": null, "function_call": null, "tool_calls": null},
+          {"role": "assistant", "content": null, "refusal": "I can't help with that."},
+          {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}],
+           "reasoning": "thought", "name": null},
+          {"role": "user", "content": [{"type": "text", "text": "again", "annotations": []}]}]})",
+      true, Context());
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[1].content, "4");
+  EXPECT_EQ(r.messages[1].reasoning_content, "2 + 2");
+  EXPECT_EQ(r.messages[2].content, "I can't help with that.");
+  EXPECT_EQ(r.messages[3].content, "No.");
+  EXPECT_EQ(r.messages[3].reasoning_content, "thought");
+  EXPECT_EQ(r.messages[4].content, "again");
+}
+
+TEST(ClientRoundTrip, WhatCannotBeReadIsRefusedByName) {
+  auto msg = [](const std::string& m) {
+    return R"({"messages": [{"role": "user", "content": "x"}, )" + m + "]}";
+  };
+  EXPECT_EQ(
+      Refusal(msg(R"({"role": "assistant", "content": "a", "audio": {"id": "x"}})"), true).param,
+      "messages[1].audio");
+  EXPECT_EQ(
+      Refusal(msg(R"({"role": "user", "reasoning_content": "r", "content": "a"})"), true).param,
+      "messages[1].reasoning_content");
+  EXPECT_EQ(
+      Refusal(msg(R"({"role": "assistant", "content": "a", "reasoning_content": 3})"), true).param,
+      "messages[1].reasoning_content");
+  const ApiError img = Refusal(
+      msg(R"({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]})"),
+      true);
+  EXPECT_EQ(img.param, "messages[1].content[0].type");
+  EXPECT_NE(img.message.find("image_url"), std::string::npos);
+  EXPECT_EQ(Refusal(msg(R"({"role": "assistant", "content": "a", "colour": "red"})"), true).param,
+            "messages[1].colour");
+}
+
+// Fields OpenAI and llama-server clients send: accepted (checked as OpenAI checks them), used
+// where they mean something here.
+TEST(ClientFields, AgentFrameworkFieldsAreAccepted) {
+  const ApiRequest r = ParseRequest(
+      R"({"messages": [{"role": "user", "content": "x"}], "store": false,
+          "metadata": {"session": "abc"}, "service_tier": "auto", "reasoning_effort": "low",
+          "parallel_tool_calls": false, "modalities": ["text"], "cache_prompt": true,
+          "prompt_cache_key": "k", "safety_identifier": "u1", "prediction": {"type": "content",
+          "content": "x"}})",
+      true, Context());
+  bool effort = false;
+  for (const ChatVar& v : r.template_vars)
+    effort = effort || (v.name == "reasoning_effort" && v.str == "low");
+  EXPECT_TRUE(effort);
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "metadata": {"k": 1}})", false).param, "metadata");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "service_tier": "gold"})", false).param, "service_tier");
+  EXPECT_EQ(
+      Refusal(R"({"messages": [{"role": "user", "content": "x"}], "modalities": ["audio"]})", true)
+          .param,
+      "modalities");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream_options": {"include_usage": true}})", false).param,
+            "stream_options");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "no_such_field": 1})", false).param, "no_such_field");
+}
+
+TEST(ClientFields, LlamaServerSamplersReachTheSampler) {
+  const ApiRequest r = ParseRequest(
+      R"({"prompt": "x", "typical_p": 0.9, "mirostat": 2, "mirostat_tau": 4, "mirostat_eta": 0.2,
+          "dry_multiplier": 0.8, "dry_base": 2, "dry_allowed_length": 3, "dry_penalty_last_n": 64,
+          "dry_sequence_breakers": ["\n"], "xtc_probability": 0.5, "xtc_threshold": 0.2,
+          "repeat_last_n": 32, "n_probs": 3})",
+      false, Context());
+  const SamplingParams& s = r.options.generate.sampling;
+  EXPECT_FLOAT_EQ(s.typical_p, 0.9f);
+  EXPECT_EQ(s.mirostat, 2);
+  EXPECT_FLOAT_EQ(s.mirostat_tau, 4.0f);
+  EXPECT_FLOAT_EQ(s.mirostat_eta, 0.2f);
+  EXPECT_FLOAT_EQ(s.dry_multiplier, 0.8f);
+  EXPECT_FLOAT_EQ(s.dry_base, 2.0f);
+  EXPECT_EQ(s.dry_allowed_length, 3);
+  EXPECT_EQ(s.dry_penalty_last_n, 64);
+  EXPECT_EQ(s.dry_sequence_breakers, std::vector<std::string>{"\n"});
+  EXPECT_FLOAT_EQ(s.xtc_probability, 0.5f);
+  EXPECT_FLOAT_EQ(s.xtc_threshold, 0.2f);
+  EXPECT_EQ(s.penalty_last_n, 32);
+  EXPECT_EQ(r.options.generate.logprobs, 3);
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "mirostat": 3})", false).param, "mirostat");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "n_probs": 2, "logprobs": 2})", false).param, "n_probs");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "dry_sequence_breakers": [""]})", false).param,
+            "dry_sequence_breakers");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -145,6 +146,199 @@ TEST(Sampler, OutOfRangeParametersAreRejected) {
   EXPECT_THROW(s.Reset(Params(1, 0, 1.5f)), Error);
   EXPECT_THROW(s.Reset(Params(1, 0, 1.0f, 2.0f)), Error);
   EXPECT_THROW(s.Reset(Params(NAN)), Error);
+}
+
+}  // namespace
+}  // namespace paddock
+
+namespace paddock {
+namespace {
+
+// The candidate ids Prepare() left, as a set.
+std::vector<int32_t> Kept(const Sampler& s) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < s.n_candidates(); ++i) ids.push_back(s.candidates()[i].id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<double> Softmax(const std::vector<float>& l) {
+  double mx = l[0], sum = 0;
+  for (float x : l) mx = std::max(mx, static_cast<double>(x));
+  std::vector<double> p(l.size());
+  for (size_t i = 0; i < l.size(); ++i) sum += p[i] = std::exp(l[i] - mx);
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+std::vector<float> Logits(int n, float scale) {
+  std::vector<float> l(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) l[static_cast<size_t>(i)] = scale * std::sin(1.3f * i + 0.2f);
+  return l;
+}
+
+// Typical-p against a reference: tokens by |-log p - H| ascending until their mass reaches p.
+TEST(Sampler, TypicalPKeepsTheTokensNearestTheEntropy) {
+  for (float tp : {0.2f, 0.5f, 0.9f}) {
+    const std::vector<float> l = Logits(40, 3.0f);
+    const std::vector<double> p = Softmax(l);
+    double h = 0;
+    for (double x : p) h -= x * std::log(x);
+    std::vector<int> order(p.size());
+    for (size_t i = 0; i < p.size(); ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      // ties in |surprise - H| keep logit order, as the sampler's stable sort does
+      const double da = std::fabs(-std::log(p[a]) - h), db = std::fabs(-std::log(p[b]) - h);
+      return da < db || (da == db && (l[a] > l[b] || (l[a] == l[b] && a < b)));
+    });
+    std::vector<int32_t> want;
+    double cum = 0;
+    for (int id : order) {
+      want.push_back(id);
+      cum += p[static_cast<size_t>(id)];
+      if (cum >= tp) break;
+    }
+    std::sort(want.begin(), want.end());
+    Sampler s(40);
+    SamplingParams sp = Params(1.0f);
+    sp.typical_p = tp;
+    s.Reset(sp);
+    auto work = l;
+    s.Prepare(work.data(), nullptr, 0);
+    EXPECT_EQ(Kept(s), want) << "typical_p " << tp;
+    for (int i = 1; i < s.n_candidates(); ++i)  // still in logit order for what follows
+      EXPECT_GE(s.candidates()[i - 1].logit, s.candidates()[i].logit);
+  }
+}
+
+// XTC at probability 1 against a reference: all tokens at or above the threshold but the least
+// likely of them are removed; with one or none above it, nothing is.
+TEST(Sampler, XtcRemovesTheTopChoicesButTheLastAboveTheThreshold) {
+  const std::vector<float> l = {2.0f, 1.9f, 1.8f, 0.0f, -1.0f, -2.0f};
+  const std::vector<double> p = Softmax(l);
+  for (float th : {0.05f, 0.2f, 0.5f}) {
+    std::vector<int32_t> want;
+    int above = 0;
+    for (double x : p) above += x >= th;
+    for (int i = 0; i < 6; ++i)
+      if (above < 2 || i >= above - 1) want.push_back(i);
+    Sampler s(6);
+    SamplingParams sp = Params(1.0f);
+    sp.xtc_probability = 1.0f;
+    sp.xtc_threshold = th;
+    s.Reset(sp);
+    auto work = l;
+    s.Prepare(work.data(), nullptr, 0);
+    EXPECT_EQ(Kept(s), want) << "threshold " << th;
+  }
+  Sampler s(6);  // probability 0: off
+  SamplingParams sp = Params(1.0f);
+  sp.xtc_threshold = 0.05f;
+  s.Reset(sp);
+  auto work = l;
+  s.Prepare(work.data(), nullptr, 0);
+  EXPECT_EQ(s.n_candidates(), 6);
+}
+
+// Mirostat 2.0 against a reference: the tokens with surprise -log2 p <= mu (mu starts at 2 tau),
+// then mu -= eta (surprise of the pick among them - tau), draw after draw.
+TEST(Sampler, Mirostat2TruncatesBySurpriseAndTracksTheTarget) {
+  const std::vector<float> l = Logits(64, 4.0f);
+  Sampler s(64);
+  SamplingParams sp = Params(1.0f);
+  sp.mirostat = 2;
+  sp.mirostat_tau = 3.0f;
+  sp.mirostat_eta = 0.5f;
+  sp.seed = 7;
+  s.Reset(sp);
+  double mu = 2 * 3.0;
+  const std::vector<double> p = Softmax(l);
+  for (int step = 0; step < 20; ++step) {
+    std::vector<int32_t> want;
+    double kept_mass = 0;
+    int best = 0;
+    for (int i = 0; i < 64; ++i)
+      best = p[static_cast<size_t>(i)] > p[static_cast<size_t>(best)] ? i : best;
+    for (int i = 0; i < 64; ++i)
+      if (-std::log2(p[static_cast<size_t>(i)]) <= mu || i == best) want.push_back(i);
+    for (int32_t id : want) kept_mass += p[static_cast<size_t>(id)];
+    auto work = l;
+    s.Prepare(work.data(), nullptr, 0);
+    ASSERT_EQ(Kept(s), want) << "step " << step;
+    const int t = s.Draw();
+    mu -= 0.5 * (-std::log2(p[static_cast<size_t>(t)] / kept_mass) - 3.0);
+  }
+}
+
+// Mirostat 1.0 keeps a top-k prefix whose size follows mu, and never fewer than one token.
+TEST(Sampler, Mirostat1KeepsATopKPrefix) {
+  const std::vector<float> l = Logits(200, 5.0f);
+  Sampler s(200);
+  SamplingParams sp = Params(0.8f);
+  sp.mirostat = 1;
+  s.Reset(sp);
+  for (int step = 0; step < 10; ++step) {
+    auto work = l;
+    s.Prepare(work.data(), nullptr, 0);
+    ASSERT_GE(s.n_candidates(), 1);
+    for (int i = 1; i < s.n_candidates(); ++i)
+      EXPECT_GE(s.candidates()[i - 1].logit, s.candidates()[i].logit);
+    s.Draw();
+  }
+}
+
+// DRY against a brute-force reference: for every earlier position where the context's tail
+// repeats (at least allowed tokens, never across a breaker), the token that followed loses
+// multiplier * base^(length - allowed), by its longest repeat.
+TEST(Sampler, DryPenalizesTheTokenThatWouldExtendARepeat) {
+  const int V = 16;
+  const std::vector<int32_t> h = {1, 2, 3, 4, 5, 1, 2, 3, 9, 7, 1, 2, 3, 4, 0, 1, 2, 3};
+  const int breaker = 0;  // token 0 is a breaker ("\n")
+  SamplingParams sp = Params(1.0f);
+  sp.dry_multiplier = 0.8f;
+  sp.dry_base = 1.75f;
+  sp.dry_allowed_length = 2;
+  sp.dry_breaker_tokens = {breaker};
+  std::vector<int> longest(V, 0);
+  const int n = static_cast<int>(h.size());
+  for (int i = 0; i + 1 < n; ++i) {
+    int len = 0;
+    while (i - len >= 0 && h[i - len] == h[n - 1 - len] && h[i - len] != breaker) ++len;
+    if (len >= 2 && i != n - 1) longest[h[i + 1]] = std::max(longest[h[i + 1]], len);
+  }
+  std::vector<float> want(V, 0.5f);
+  for (int id = 0; id < V; ++id)
+    if (longest[id] > 0) want[id] -= 0.8f * std::pow(1.75f, static_cast<float>(longest[id] - 2));
+  Sampler s(V);
+  s.Reset(sp);
+  std::vector<float> work(V, 0.5f);
+  s.Prepare(work.data(), h.data(), n);
+  for (int id = 0; id < V; ++id) EXPECT_FLOAT_EQ(work[id], want[id]) << "token " << id;
+  EXPECT_LT(work[4], 0.5f);  // "1 2 3" was followed by 4 and by 9
+  EXPECT_LT(work[9], 0.5f);
+  EXPECT_EQ(work[7], 0.5f);
+  // The tail ends in a breaker: nothing is penalized.
+  std::vector<int32_t> h2 = h;
+  h2.push_back(breaker);
+  std::vector<float> work2(V, 0.5f);
+  s.Reset(sp);
+  s.Prepare(work2.data(), h2.data(), static_cast<int>(h2.size()));
+  for (int id = 0; id < V; ++id) EXPECT_EQ(work2[id], 0.5f);
+}
+
+TEST(Sampler, LlamaSamplerRangesAreChecked) {
+  Sampler s(10);
+  auto bad = [&](auto set) {
+    SamplingParams p = Params(1.0f);
+    set(p);
+    EXPECT_THROW(s.Reset(p), Error);
+  };
+  bad([](SamplingParams& p) { p.typical_p = 0; });
+  bad([](SamplingParams& p) { p.xtc_probability = 1.5f; });
+  bad([](SamplingParams& p) { p.mirostat = 3; });
+  bad([](SamplingParams& p) { p.dry_base = 0.5f; });
+  bad([](SamplingParams& p) { p.dry_allowed_length = 0; });
+  bad([](SamplingParams& p) { p.dry_sequence_breakers = {""}; });
 }
 
 }  // namespace

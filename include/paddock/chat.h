@@ -25,6 +25,7 @@ struct ChatMessage {
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // assistant: the calls it made
   std::string tool_call_id = {};              // tool: the call this message answers
+  std::string reasoning_content = {};         // assistant: its reasoning (templates decide)
 };
 // A variable handed to a Jinja chat template besides the messages (OpenAI-compatible servers'
 // chat_template_kwargs, e.g. enable_thinking: false): a boolean, an integer, a number, a string,
@@ -38,6 +39,7 @@ struct ChatVar {
   int64_t i = 0;
   double num = 0;
   std::string str;
+  bool optional = false;  // a hint (reasoning_effort): dropped where the chat takes no variables
 };
 
 // How a model writes tool calls, and how calls and results are written back into its prompt:

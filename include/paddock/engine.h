@@ -88,6 +88,9 @@ struct EngineOptions {
   bool spec_fixed = false;
 };
 
+// llama.cpp's DRY sequence breakers: "\n", ":", "\"", "*".
+std::vector<std::string> DefaultDryBreakers();
+
 struct SamplingParams {
   float temperature = 0.8f;     // 0: greedy
   int top_k = 40;               // 0: off
@@ -101,6 +104,23 @@ struct SamplingParams {
   // Added to a token's logit before anything else (OpenAI's logit_bias: -100 bans a token in
   // practice, +100 all but forces it); ids must be in the vocabulary, biases in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // llama.cpp's samplers (its defaults; each off at these values):
+  float typical_p = 1.0f;  // locally typical sampling (1: off)
+  // XTC: with probability xtc_probability, the tokens above xtc_threshold except the least
+  // likely of them are removed (0: off).
+  float xtc_probability = 0.0f, xtc_threshold = 0.1f;
+  // Mirostat (1: v1, 2: v2; 0: off): a target surprise tau in bits, learning rate eta. It
+  // replaces top-k, top-p, min-p, typical-p and XTC.
+  int mirostat = 0;
+  float mirostat_tau = 5.0f, mirostat_eta = 0.1f;
+  // DRY: a token that would extend a repeat of at least dry_allowed_length tokens found in
+  // the last dry_penalty_last_n (-1: the whole context) is penalized by
+  // multiplier * base^(length - allowed) (0: off). A repeat does not extend across a breaker
+  // token: the ids whose text holds one of the breaker strings (DryBreakerTokens).
+  float dry_multiplier = 0.0f, dry_base = 1.75f;
+  int dry_allowed_length = 2, dry_penalty_last_n = -1;
+  std::vector<std::string> dry_sequence_breakers = DefaultDryBreakers();
+  std::vector<int32_t> dry_breaker_tokens;  // filled by the engine from the strings
 };
 
 // Constrained decoding: a grammar the output must match (llama.cpp's GBNF, a JSON Schema, or

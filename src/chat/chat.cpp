@@ -209,9 +209,23 @@ std::unique_ptr<ChatFormatter> ChatFormatter::Create(const ModelInfo& info,
   return f;
 }
 
+namespace {
+
+// The variables a chat without any drops: the optional ones (hints such as reasoning_effort).
+std::vector<ChatVar> Required(const std::vector<ChatVar>& vars) {
+  std::vector<ChatVar> out;
+  for (const ChatVar& v : vars)
+    if (!v.optional) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
 std::string ChatFormatter::Render(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt,
-                                  const std::vector<ChatVar>& vars) const {
+                                  const std::vector<ChatVar>& all_vars) const {
+  const bool takes_vars = impl_->jinja || impl_->family == "harmony";
+  const std::vector<ChatVar> vars = takes_vars ? all_vars : Required(all_vars);
   if (vars.empty()) return Render(messages, add_generation_prompt);
   if (!impl_->jinja && impl_->family == "harmony")
     return chat_internal::RenderHarmony(messages, "", add_generation_prompt, vars);
@@ -245,9 +259,9 @@ std::string ChatFormatter::Render(const ChatInput& in) const {
   if (!im.jinja && im.tool_format == ToolFormat::kHarmony)
     return chat_internal::RenderHarmony(in.messages, in.tools, in.add_generation_prompt, in.vars);
   if (!im.jinja && im.tool_format == ToolFormat::kMistral) {
-    if (!in.vars.empty())
+    if (const std::vector<ChatVar> vars = Required(in.vars); !vars.empty())
       Fail("template variable '%s': the chat is rendered with the %s, which has no variables",
-           in.vars[0].name.c_str(), description_.c_str());
+           vars[0].name.c_str(), description_.c_str());
     return chat_internal::RenderToolsMistral(in.messages, in.tools);
   }
   // (A harmony Jinja template that does not write tools itself gets Hermes' text.)

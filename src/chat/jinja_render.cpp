@@ -692,6 +692,8 @@ std::string JinjaTemplate::RenderChat(const std::vector<ChatMessage>& messages,
       d.Set("tool_calls", jinja::Value::MakeList(std::move(calls)));
     }
     if (m.role == "tool") d.Set("tool_call_id", jinja::Value::Str(m.tool_call_id));
+    if (!m.reasoning_content.empty())
+      d.Set("reasoning_content", jinja::Value::Str(m.reasoning_content));
     msgs.push_back(d);
   }
   auto& g = r.scopes.back();

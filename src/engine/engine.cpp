@@ -446,8 +446,10 @@ class Generation {
     g_.limit = s.context;
     g_.ignore_eos = o.ignore_eos;
     out_.Reset(&o.stop, prompt.back(), static_cast<size_t>(o.max_tokens) * 32 + 256);
-    s.sampler->Reset(o.sampling);
-    if (s.draft != nullptr) s.draft->Reset(o.sampling);
+    SamplingParams sp = o.sampling;
+    ResolveDryBreakers(tok_, &sp);
+    s.sampler->Reset(sp);
+    if (s.draft != nullptr) s.draft->Reset(sp);
     if (o.grammar) constraint_ = std::make_unique<Constraint>(*o.grammar);
   }
   ~Generation() {
@@ -512,7 +514,7 @@ class Generation {
   // How many drafts to run with the next token (0: plain decoding), drafted into
   // s_.drafts[1..k].
   int Drafts() {
-    if (s_.proposer == nullptr || constraint_) return 0;
+    if (s_.proposer == nullptr || constraint_ || o_.sampling.mirostat != 0) return 0;
     int k = std::min({s_.spec_ctl.Choose(), o_.max_tokens - g_.generated - 1, s_.context - pos_ - 1,
                       static_cast<int>(s_.drafts.size()) - 1});
     if (k <= 0) return 0;

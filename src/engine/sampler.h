@@ -1,20 +1,24 @@
 // engine/sampler.h: next-token selection from logits.
 //
 // Order (as in llama.cpp's default chain): the logit biases, repetition/frequency/presence
-// penalties over the
-// last N tokens, then greedy (temperature 0) or top-k -> top-p -> min-p -> temperature ->
-// a draw from a seeded generator. All buffers are sized at construction: Sample() never
-// allocates.
+// penalties over the last N tokens, DRY, then greedy (temperature 0), or Mirostat (v1 or v2,
+// at the temperature), or top-k -> typical-p -> top-p -> min-p -> XTC -> temperature; then a
+// draw from a seeded generator. All buffers are sized at construction (Reset sizes the DRY
+// breakers' table once per request): Sample() never allocates.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "paddock/engine.h"
 
 namespace paddock {
+
+class Tokenizer;
 
 class Sampler {
  public:
@@ -65,6 +69,11 @@ class Sampler {
 
  private:
   void ApplyPenalties(float* logits, const int32_t* history, int n_history);
+  void ApplyDry(float* logits, const int32_t* history, int n_history);
+  size_t Typical(size_t n);
+  size_t Xtc(size_t n);
+  size_t Mirostat(size_t n);
+  void Tempered(size_t n);
 
   int n_vocab_;
   SamplingParams p_;
@@ -73,12 +82,38 @@ class Sampler {
   size_t n_ = 0;
   double total_ = 1;
   std::vector<int32_t> counts_;
+  std::vector<Candidate> tmp_;    // (n_vocab) typical-p's reordering
+  std::vector<uint8_t> breaker_;  // (n_vocab) 1: a DRY sequence breaker
+  std::vector<int32_t> dry_len_;  // (n_vocab) DRY: the longest repeat each token extends
+  std::vector<int32_t> dry_touched_;
+  double mu_ = 0;  // Mirostat's running maximum surprise
   std::mt19937_64 rng_;
 };
+
+// The token ids whose text holds one of `breakers` (DRY's sequence breakers): piece(id) gives a
+// token's text.
+template <class Piece>
+std::vector<int32_t> DryBreakerTokens(int n_vocab, const std::vector<std::string>& breakers,
+                                      const Piece& piece) {
+  std::vector<int32_t> out;
+  for (int id = 0; id < n_vocab; ++id) {
+    const std::string_view t = piece(id);
+    for (const std::string& b : breakers) {
+      if (!b.empty() && t.find(b) != std::string_view::npos) {
+        out.push_back(id);
+        break;
+      }
+    }
+  }
+  return out;
+}
 
 // The log-softmax of `logits` (n_vocab, untouched) at `token`, and the k most likely tokens,
 // best first (ties: lower id first); texts left empty. Allocation-free once out->top holds k.
 void LogprobOf(const float* logits, int n_vocab, int32_t token, int k, TokenLogprob* out);
+
+// DRY on: p->dry_breaker_tokens from p->dry_sequence_breakers over tok's vocabulary.
+void ResolveDryBreakers(const Tokenizer& tok, SamplingParams* p);
 
 // Throws Error naming the first out-of-range sampling value.
 void ValidateSampling(const SamplingParams& p);

@@ -131,6 +131,7 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
 
   auto r = std::make_unique<Request>();
   r->opt = o;
+  ResolveDryBreakers(*s.e->model->tokenizer, &r->opt.generate.sampling);
   r->priority = o.priority;
   r->max_tokens = o.generate.max_tokens;
   r->ignore_eos = o.generate.ignore_eos;
@@ -420,7 +421,7 @@ void Service::Impl::Propose() {
     Request& r = AsRequest(*seq);
     r.draft.clear();
     if (!small || r.to_compute() != 1 || r.max_tokens == 0 || !r.sampler || r.constraint ||
-        r.opt.generate.logprobs >= 0)
+        r.opt.generate.logprobs >= 0 || r.opt.generate.sampling.mirostat != 0)
       continue;
     int k = std::min({r.spec.Choose(), r.max_tokens - r.generated - 1,
                       r.limit - static_cast<int>(r.tokens.size()) - 1, kSpecMaxDraft});

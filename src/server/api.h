@@ -108,6 +108,8 @@ std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m,
 std::string StreamErrorEvent(const ApiError& e);
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created);
+// GET /v1/models/{id}: one served name (or alias); else ApiError 404 model_not_found.
+std::string ModelBody(const ApiContext& ctx, const std::string& id, int64_t created);
 
 // POST /v1/embeddings (OpenAI): input a string, strings, token ids or arrays of them (at most
 // 256 inputs); encoding_format float or base64 (little-endian float32).

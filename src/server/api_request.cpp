@@ -221,23 +221,60 @@ namespace {
 
 using namespace api_detail;
 
+// A message's content: a string, null, or content parts. Text parts are joined; an assistant's
+// refusal parts are what it said; other part types (images, audio, files) need a model that
+// takes them: 400 naming the type.
 std::string MessageContent(const json& c, size_t i) {
   const std::string param = "messages[" + std::to_string(i) + "].content";
   if (c.is_null()) return "";
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) Bad(param, "'" + param + "' must be a string or an array of content parts");
   std::string out;
-  for (const auto& part : c) {
+  for (size_t k = 0; k < c.size(); ++k) {
+    const json& part = c[k];
+    const std::string pp = param + "[" + std::to_string(k) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-      Bad(param, "each content part needs a string 'type'");
-    if (part["type"] != "text")
-      Bad(param, "content parts of type '" + part["type"].get<std::string>() +
-                     "' are not supported (text only)");
-    if (!part.contains("text") || !part["text"].is_string())
-      Bad(param, "a text content part needs a string 'text'");
-    out += part["text"].get<std::string>();
+      Bad(pp, "each content part needs a string 'type'");
+    const std::string type = part["type"].get<std::string>();
+    const char* field = type == "text" ? "text" : type == "refusal" ? "refusal" : nullptr;
+    if (field == nullptr)
+      Bad(pp + ".type", "content parts of type '" + type +
+                            "' are not supported: this model reads text (parts 'text' and "
+                            "'refusal')");
+    for (const auto& [key, v] : part.items())
+      if (key != "type" && key != field && !(key == "annotations" && v.is_array()))
+        Bad(pp + "." + key, "unknown field '" + pp + "." + key + "'");
+    if (!part.contains(field) || !part[field].is_string())
+      Bad(pp + "." + field,
+          std::string("a ") + type + " content part needs a string '" + field + "'");
+    out += part[field].get<std::string>();
   }
   return out;
+}
+
+// The fields of a message, by role: what a response message carries is accepted back in a
+// request (OpenAI's assistant message: refusal, audio: null, annotations, function_call: null;
+// reasoning servers' reasoning_content). Any field may be null where it is optional.
+void CheckMessageFields(const json& msg, const std::string& rs, const std::string& param) {
+  for (const auto& [k, v] : msg.items()) {
+    if (k == "role" || k == "content") continue;
+    const bool assistant = rs == "assistant";
+    if (k == "name" && (v.is_string() || v.is_null())) continue;  // accepted; not templated
+    if (k == "tool_calls" && assistant) continue;
+    if (k == "tool_call_id" && rs == "tool") continue;
+    if ((k == "reasoning_content" || k == "reasoning" || k == "refusal") && assistant) {
+      if (!v.is_string() && !v.is_null())
+        Bad(param + "." + k, "'" + param + "." + k + "' must be a string or null");
+      continue;
+    }
+    if (k == "annotations" && assistant && (v.is_array() || v.is_null())) continue;
+    if ((k == "audio" || k == "function_call") && assistant) {
+      if (v.is_null()) continue;
+      Bad(param + "." + k, k == "audio" ? "audio replies are not supported by this model"
+                                        : "function_call is deprecated: send tool_calls");
+    }
+    Bad(param + "." + k, "unknown field '" + param + "." + k + "'");
+  }
 }
 
 // The model name (the served one, or 400 model_not_found) and streaming options.
@@ -262,6 +299,7 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   r.stream = Bool(j, "stream", false);
   if (const json* so = Field(j, "stream_options")) {
     if (!so->is_object()) Bad("stream_options", "'stream_options' must be an object");
+    if (!r.stream) Bad("stream_options", "stream_options is only allowed with stream: true");
     for (const auto& [k, v] : so->items()) {
       if (k != "include_usage")
         Bad("stream_options." + k, "unknown field 'stream_options." + k + "'");
@@ -309,6 +347,12 @@ void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
   int& lp = r.options.generate.logprobs;
   lp = -1;
   const json* l = Field(j, "logprobs");
+  const json* np = Field(j, "n_probs");  // llama-server's spelling of both
+  if (np != nullptr) {
+    if (l != nullptr || Field(j, "top_logprobs") != nullptr)
+      Bad("n_probs", "give one of 'n_probs' and 'logprobs' / 'top_logprobs', not both");
+    lp = static_cast<int>(Integer(j, "n_probs", kGenerate));
+  }
   if (chat) {
     const bool on = Bool(j, "logprobs", false);
     if (const json* t = Field(j, "top_logprobs"); t != nullptr && !t->is_null()) {
@@ -420,14 +464,15 @@ void ParseMessages(const json& j, ApiRequest* rp) {
     if (rs == "developer") rs = "system";
     if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
       Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant, tool)");
-    for (const auto& [k, v] : msg.items()) {
-      if (k == "role" || k == "content") continue;
-      if (k == "name" && v.is_string()) continue;  // accepted; not passed to the template
-      if (k == "tool_calls" && rs == "assistant") continue;
-      if (k == "tool_call_id" && rs == "tool") continue;
-      Bad(param + "." + k, "unknown field '" + param + "." + k + "'");
-    }
+    CheckMessageFields(msg, rs, param);
     ChatMessage out{rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)};
+    // A prior turn's reasoning goes to the template, which keeps or drops it as the model was
+    // trained (Qwen3 keeps the last turn's, DeepSeek-R1 none); a refusal is what was said.
+    for (const char* k : {"reasoning_content", "reasoning"})
+      if (const json* rc = Field(msg, k); rc != nullptr && out.reasoning_content.empty())
+        out.reasoning_content = rc->get<std::string>();
+    if (const json* rf = Field(msg, "refusal"); rf != nullptr && out.content.empty())
+      out.content = rf->get<std::string>();
     if (const json* id = Field(msg, "tool_call_id")) {
       if (!id->is_string()) Bad(param + ".tool_call_id", "'tool_call_id' must be a string");
       out.tool_call_id = id->get<std::string>();
@@ -489,6 +534,31 @@ void ParsePrompt(const json& j, ApiRequest* rp) {
   }
 }
 
+// llama-server's samplers: typical-p, XTC, Mirostat, DRY (ranges and defaults from the schema).
+void ParseLlamaSamplers(const json& j, SamplingParams* sp) {
+  SamplingParams& s = *sp;
+  auto num = [&](const char* name) { return static_cast<float>(Number(j, name, kGenerate)); };
+  s.typical_p = std::max(num("typical_p"), 1e-6f);  // 0: the single most typical token
+  s.xtc_probability = num("xtc_probability");
+  s.xtc_threshold = num("xtc_threshold");
+  s.mirostat = static_cast<int>(Integer(j, "mirostat", kGenerate));
+  s.mirostat_tau = num("mirostat_tau");
+  s.mirostat_eta = num("mirostat_eta");
+  s.dry_multiplier = num("dry_multiplier");
+  s.dry_base = num("dry_base");
+  s.dry_allowed_length = static_cast<int>(Integer(j, "dry_allowed_length", kGenerate));
+  s.dry_penalty_last_n = static_cast<int>(Integer(j, "dry_penalty_last_n", kGenerate));
+  if (const json* b = Field(j, "dry_sequence_breakers")) {
+    if (b->size() > 32) Bad("dry_sequence_breakers", "at most 32 dry_sequence_breakers");
+    s.dry_sequence_breakers.clear();
+    for (const auto& x : *b) {
+      if (!x.is_string() || x.get<std::string>().empty() || x.get<std::string>().size() > 64)
+        Bad("dry_sequence_breakers", "dry_sequence_breakers are strings of 1-64 bytes");
+      s.dry_sequence_breakers.push_back(x.get<std::string>());
+    }
+  }
+}
+
 // OpenAI semantics: only what the request asks for is applied.
 void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
   SamplingParams& s = *sp;
@@ -504,7 +574,9 @@ void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
   const char* rp_name =
       Field(j, "repetition_penalty") != nullptr ? "repetition_penalty" : "repeat_penalty";
   s.repeat_penalty = static_cast<float>(Number(j, rp_name, 1.0, 0.01, 10.0));
-  s.penalty_last_n = ctx.context;
+  const int64_t last_n = Integer(j, "repeat_last_n", kGenerate);
+  s.penalty_last_n = last_n < 0 ? ctx.context : static_cast<int>(last_n);
+  ParseLlamaSamplers(j, &s);
   if (const json* seed = Field(j, "seed")) {
     if (!seed->is_number_integer()) Bad("seed", "'seed' must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
@@ -571,6 +643,40 @@ void ParseLimits(const json& j, bool chat, const ApiContext& ctx, ApiRequest* rp
   }
 }
 
+// Fields accepted for what clients send (their values checked as OpenAI checks them), and the
+// chat fields that choose a template variable or the output's modality.
+void ParseClientFields(const json& j, bool chat, ApiRequest* rp) {
+  if (const json* md = Field(j, "metadata")) {
+    if (md->size() > 16) Bad("metadata", "metadata holds at most 16 pairs");
+    for (const auto& [k, v] : md->items())
+      if (k.size() > 64 || !v.is_string() || v.get<std::string>().size() > 512)
+        Bad("metadata", "metadata keys are strings of up to 64 bytes, values up to 512");
+  }
+  const std::string tier = Text(j, "service_tier");
+  if (!tier.empty() && tier != "auto" && tier != "default" && tier != "flex" &&
+      tier != "priority" && tier != "scale")
+    Bad("service_tier", "service_tier must be auto, default, flex, priority or scale");
+  if (!chat) return;
+  if (const json* m = Field(j, "modalities")) {
+    for (const auto& x : *m)
+      if (!x.is_string() || x.get<std::string>() != "text")
+        Bad("modalities", "this model answers in text: modalities must be [\"text\"]");
+  }
+  const std::string effort = Text(j, "reasoning_effort");
+  if (effort.empty()) return;
+  if (effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" &&
+      effort != "high")
+    Bad("reasoning_effort", "reasoning_effort must be none, minimal, low, medium or high");
+  for (const ChatVar& v : rp->template_vars)
+    if (v.name == "reasoning_effort") return;  // chat_template_kwargs says it already
+  ChatVar var;
+  var.name = "reasoning_effort";
+  var.kind = ChatVar::Kind::kString;
+  var.str = effort;
+  var.optional = true;  // a template that does not read it (or has no variables) ignores it
+  rp->template_vars.push_back(std::move(var));
+}
+
 }  // namespace
 
 ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx) {
@@ -591,6 +697,7 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
     ParseTemplateVars(j, &r);
     ParseTools(j, ctx, &r);
   }
+  ParseClientFields(j, chat, &r);
   r.options.priority = static_cast<int>(Integer(j, "priority", kGenerate));
   const RequestField& timeout = Spec("timeout", kGenerate);
   r.options.timeout_seconds = Number(j, "timeout", ctx.default_timeout, timeout.lo, timeout.hi);

@@ -1,5 +1,7 @@
 // server/api_response.cpp: response bodies and server-sent events in OpenAI's shapes (and
 // llama-server's for /tokenize and /detokenize).
+#include <algorithm>
+
 #include "base/base64.h"
 #include "base/utf8.h"
 #include "server/api.h"
@@ -265,20 +267,43 @@ std::string StreamErrorEvent(const ApiError& e) {
   return "data: " + ErrorBody(e) + "\n\n";
 }
 
+namespace {
+
+json ModelObject(const ApiContext& ctx, const std::string& name, int64_t created) {
+  return {{"id", name},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "paddock"},
+          {"root", ctx.model_name},
+          {"max_model_len", ctx.context},
+          {"vocab_size", ctx.n_vocab}};
+}
+
+}  // namespace
+
 std::string ModelsBody(const ApiContext& ctx, int64_t created) {
   json data = json::array();
   std::vector<std::string> names = {ctx.model_name};
   names.insert(names.end(), ctx.aliases.begin(), ctx.aliases.end());
-  for (const std::string& name : names) {
-    data.push_back({{"id", name},
-                    {"object", "model"},
-                    {"created", created},
-                    {"owned_by", "paddock"},
-                    {"root", ctx.model_name},
-                    {"max_model_len", ctx.context},
-                    {"vocab_size", ctx.n_vocab}});
-  }
+  for (const std::string& name : names) data.push_back(ModelObject(ctx, name, created));
   return Dump(json{{"object", "list"}, {"data", data}});
+}
+
+std::string ModelBody(const ApiContext& ctx, const std::string& id, int64_t created) {
+  const bool served = id == ctx.model_name ||
+                      std::find(ctx.aliases.begin(), ctx.aliases.end(), id) != ctx.aliases.end();
+  if (!served) {
+    ApiError e;
+    e.status = 404;
+    e.type = "invalid_request_error";
+    e.code = "model_not_found";
+    e.param = "model";
+    e.message = "The model '" + id.substr(0, kMaxModelBytes) +
+                "' does not exist; this server serves '" + ctx.model_name + "'";
+    for (const std::string& a : ctx.aliases) e.message += ", '" + a + "'";
+    throw e;
+  }
+  return Dump(ModelObject(ctx, id, created));
 }
 
 std::string TokenizeBody(const std::vector<int32_t>& tokens,

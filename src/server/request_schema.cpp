@@ -23,10 +23,14 @@ constexpr RequestField kFields[] = {
      "a string, an array of token ids, or an array holding one of those; several prompts: `400`. "
      "Control tokens spelled in the text stay text unless `serve --special-in-prompts`"},
     {"messages", kChat, T::kArray, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
-     "`role` system / developer (as system) / user / assistant / tool, `content` a string or text "
-     "parts, `name` accepted (not passed to the template), an assistant's `tool_calls`, a tool "
-     "message's `tool_call_id`; other message fields: `400`. Control tokens come only from the "
-     "template"},
+     "`role` system / developer (as system) / user / assistant / tool, `content` a string, null or "
+     "`text` parts (an assistant's `refusal` parts too; image, audio and file parts: `400`), "
+     "`name` accepted (not passed to the template), an assistant's `tool_calls`, "
+     "`reasoning_content` (or `reasoning`: handed to the template, which keeps or drops it), "
+     "`refusal` (the content when there is none), `annotations` and null `audio` / "
+     "`function_call` (what a response message carries comes back unchanged), a tool "
+     "message's `tool_call_id`; null for any optional field; other message fields: `400`. "
+     "Control tokens come only from the template"},
     {"input", kEmbeddings, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
      "a string, strings, token ids or arrays of token ids (at most 256 inputs)"},
     {"encoding_format", kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "float", "", "OpenAI",
@@ -36,7 +40,8 @@ constexpr RequestField kFields[] = {
     {"stream", kGenerate, T::kBool, U::kUsed, 0, 0, 0, "false", "", "OpenAI",
      "server-sent events, ending with `data: [DONE]`"},
     {"stream_options", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "", "", "OpenAI",
-     "`include_usage`: a final chunk with `usage`; other fields: `400`"},
+     "`include_usage`: a final chunk with `usage`; other fields, or without `stream: true`: "
+     "`400`"},
     {"max_tokens", kGenerate, T::kInteger, U::kUsed, 0, kContextLength, 16,
      "completions 16, chat: to the end of the context", "", "OpenAI",
      "tokens to generate (0, completions only: score the prompt with `echo`); prompt + max_tokens "
@@ -60,6 +65,38 @@ constexpr RequestField kFields[] = {
      "divides repeated tokens' positive logits (multiplies negative ones)"},
     {"repeat_penalty", kGenerate, T::kNumber, U::kAlias, 0.01, 10, 1, "", "repetition_penalty",
      "llama-server", "as `repetition_penalty`"},
+    {"repeat_last_n", kGenerate, T::kInteger, U::kUsed, -1, 1 << 20, -1, "the context", "",
+     "llama-server",
+     "the tokens the repetition, presence and frequency penalties look back over "
+     "(`-1`: the whole context, `0`: none)"},
+    {"typical_p", kGenerate, T::kNumber, U::kUsed, 0, 1, 1, "1", "", "llama-server",
+     "locally typical sampling: the tokens whose surprise is closest to the entropy, up to this "
+     "mass (1: off)"},
+    {"xtc_probability", kGenerate, T::kNumber, U::kUsed, 0, 1, 0, "0", "", "llama-server",
+     "XTC: the chance per token that every candidate at or above `xtc_threshold` except the "
+     "least likely of them is removed (0: off)"},
+    {"xtc_threshold", kGenerate, T::kNumber, U::kUsed, 0, 1, 0.1, "0.1", "", "llama-server",
+     "XTC's probability threshold"},
+    {"mirostat", kGenerate, T::kInteger, U::kUsed, 0, 2, 0, "0", "", "llama-server",
+     "1: Mirostat, 2: Mirostat 2.0 (replaces top-k, top-p, min-p, typical-p and XTC; no "
+     "speculative drafts for the request); 0: off"},
+    {"mirostat_tau", kGenerate, T::kNumber, U::kUsed, 0, 100, 5, "5", "", "llama-server",
+     "Mirostat's target surprise in bits"},
+    {"mirostat_eta", kGenerate, T::kNumber, U::kUsed, 0, 1, 0.1, "0.1", "", "llama-server",
+     "Mirostat's learning rate"},
+    {"dry_multiplier", kGenerate, T::kNumber, U::kUsed, 0, 100, 0, "0", "", "llama-server",
+     "DRY: a token that would extend a repeat of `dry_allowed_length` or more tokens loses "
+     "multiplier x base^(length - allowed) of its logit (0: off)"},
+    {"dry_base", kGenerate, T::kNumber, U::kUsed, 1, 100, 1.75, "1.75", "", "llama-server",
+     "DRY's exponential base"},
+    {"dry_allowed_length", kGenerate, T::kInteger, U::kUsed, 1, 1000, 2, "2", "", "llama-server",
+     "the longest repeat DRY leaves alone"},
+    {"dry_penalty_last_n", kGenerate, T::kInteger, U::kUsed, -1, 1 << 20, -1, "-1", "",
+     "llama-server", "the tokens DRY looks back over (`-1`: the whole context, `0`: off)"},
+    {"dry_sequence_breakers", kGenerate, T::kArray, U::kUsed, 0, 0, 0,
+     "`[\"\\n\", \":\", \"\\\"\", \"*\"]`", "", "llama-server",
+     "strings no repeat extends across (a token whose text holds one; at most 32, 1-64 bytes "
+     "each)"},
     {"seed", kGenerate, T::kInteger, U::kUsed, -9.2e18, 1.8e19, 0, "a fresh one per request", "",
      "OpenAI", "reproducible sampling; choice i of `n` samples with seed + i"},
     {"logit_bias", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "", "", "OpenAI",
@@ -107,6 +144,36 @@ constexpr RequestField kFields[] = {
      "use `tools`"},
     {"function_call", kChat, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI (deprecated)",
      "use `tool_choice`"},
+    {"n_probs", kGenerate, T::kInteger, U::kUsed, 0, 20, 0, "", "", "llama-server",
+     "as `logprobs` (completions) or `logprobs: true` with `top_logprobs` (chat); not with "
+     "them"},
+    {"reasoning_effort", kChat, T::kString, U::kUsed, 0, 0, 0, "", "", "OpenAI",
+     "`none`, `minimal`, `low`, `medium` or `high`: handed to a Jinja chat template as "
+     "`reasoning_effort` (gpt-oss reads it; `chat_template_kwargs` wins); other templates "
+     "ignore it"},
+    {"modalities", kChat, T::kArray, U::kUsed, 0, 0, 0, "`[\"text\"]`", "", "OpenAI",
+     "`[\"text\"]` only; `audio`: `400`"},
+    {"audio", kChat, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI",
+     "audio output needs a model that speaks"},
+    {"web_search_options", kChat, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI",
+     "no network searches from a local server"},
+    {"cache_prompt", kGenerate, T::kBool, U::kAccepted, 0, 0, 0, "true", "", "llama-server",
+     "the prefix cache is always on and serves every request; outputs are the same either way "
+     "(batch invariance), so `false` changes nothing"},
+    {"store", kGenerate, T::kBool, U::kAccepted, 0, 0, 0, "false", "", "OpenAI",
+     "nothing is stored for distillation or evals on a local server"},
+    {"metadata", kGenerate, T::kObject, U::kAccepted, 0, 0, 0, "", "", "OpenAI",
+     "at most 16 pairs of strings (keys up to 64 bytes, values up to 512), as OpenAI checks "
+     "them; kept nowhere"},
+    {"service_tier", kGenerate, T::kString, U::kAccepted, 0, 0, 0, "auto", "", "OpenAI",
+     "`auto`, `default`, `flex`, `priority` or `scale`: one tier here (use `priority` for "
+     "ordering)"},
+    {"prediction", kChat, T::kObject, U::kAccepted, 0, 0, 0, "", "", "OpenAI",
+     "predicted output: speculative decoding drafts from the model itself instead"},
+    {"prompt_cache_key", kGenerate, T::kString, U::kAccepted, 0, 0, 0, "", "", "OpenAI",
+     "the prefix cache matches prompts by their tokens, with no key"},
+    {"safety_identifier", kGenerate, T::kString, U::kAccepted, 0, 0, 0, "", "", "OpenAI",
+     "an end-user id for the caller's own bookkeeping; not used"},
     {"priority", kGenerate, T::kInteger, U::kUsed, -1000000, 1000000, 0, "0", "", "vLLM",
      "higher runs first; may preempt lower-priority requests under KV pressure"},
     {"timeout", kGenerate, T::kNumber, U::kUsed, 0, 1e6, 0, "`serve --timeout`", "", "Paddock",
@@ -151,7 +218,7 @@ std::string FormatLimit(double v) {
   if (v == kContextLength) return "context";
   if (std::fabs(v) >= 1e15) return v < 0 ? "-2^63" : "2^64-1";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
 

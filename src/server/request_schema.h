@@ -45,7 +45,7 @@ enum class FieldUse : uint8_t {
 };
 
 // hi: the served model's context length.
-inline constexpr double kContextLength = -1;
+inline constexpr double kContextLength = -1e308;  // (a value no real bound takes)
 
 struct RequestField {
   std::string_view name;

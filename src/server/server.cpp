@@ -59,6 +59,7 @@ class Server {
  private:
   void Handle(const HttpRequest& req, HttpResponse* res);
   void Route(const HttpRequest& req, HttpResponse* res);
+  void Model(const std::string& raw_id, HttpResponse* res);
   void SendError(HttpResponse* res, const ApiError& e) {
     res->status = e.status;
     res->body = ErrorBody(e);
@@ -392,6 +393,36 @@ void Server::Models(HttpResponse* res) {
   res->body = ModelsBody(ctx_, created_);
 }
 
+// GET /v1/models/{id} (client.models.retrieve); the id as sent, percent-decoded (a model id
+// may hold '/').
+void Server::Model(const std::string& raw_id, HttpResponse* res) {
+  if (state_.load() != State::kReady && state_.load() != State::kDraining) {
+    Models(res);  // the same 503
+    return;
+  }
+  std::string id;
+  for (size_t i = 0; i < raw_id.size(); ++i) {
+    const auto hex = [](char c) {
+      return c >= '0' && c <= '9'   ? c - '0'
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                    : -1;
+    };
+    if (raw_id[i] == '%' && i + 2 < raw_id.size() && hex(raw_id[i + 1]) >= 0 &&
+        hex(raw_id[i + 2]) >= 0) {
+      id += static_cast<char>(hex(raw_id[i + 1]) * 16 + hex(raw_id[i + 2]));
+      i += 2;
+    } else {
+      id += raw_id[i];
+    }
+  }
+  try {
+    res->body = ModelBody(ctx_, id, created_);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
 void Server::Health(HttpResponse* res) {
   const State st = state_.load();
   res->status = st == State::kReady ? 200 : 503;
@@ -540,6 +571,9 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
+  static const Endpoint kModel = {"/v1/models/{id}", "GET"};
+  const bool model_path = req.path.rfind("/v1/models/", 0) == 0 && req.path.size() > 11;
+  if (model_path) hit = &kModel;
   const UiAsset* page = opt_.ui ? FindUiAsset(req.path) : nullptr;
   if (page != nullptr && (req.method == "GET" || req.method == "HEAD")) {
     // The page's own files only: no inline script may run, nothing loads from elsewhere, so
@@ -584,6 +618,8 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     Completion(req, res, true);
   } else if (req.path == "/v1/models") {
     Models(res);
+  } else if (model_path) {
+    Model(req.path.substr(11), res);
   } else if (req.path == "/health") {
     Health(res);
   } else if (req.path == "/tokenize") {

@@ -46,6 +46,26 @@ for await (const chunk of cs) {
 check('streamed chat equals non-streamed', chatStreamed === reply, JSON.stringify(chatStreamed));
 check('streamed chat role and usage', sawRole && usage && usage.completion_tokens === chat.usage.completion_tokens, JSON.stringify(usage));
 
+// The next turn sends the reply back as the client got it, plus what OpenAI's own messages carry
+// (refusal: null, annotations), with the fields agent frameworks add to every request.
+const turn2 = [...messages, { ...chat.choices[0].message, refusal: null, annotations: [] }, { role: 'user', content: 'And then?' }];
+const chat2 = await client.chat.completions.create({
+  model, messages: turn2, max_tokens: 8, temperature: 0, store: false, metadata: { run: 'test' },
+  service_tier: 'auto', reasoning_effort: 'low', parallel_tool_calls: false,
+});
+check('second turn with the reply sent back', typeof chat2.choices[0].message.content === 'string' && chat2.usage.prompt_tokens > chat.usage.prompt_tokens, JSON.stringify(chat2.choices[0]));
+const turn3 = [...turn2, chat2.choices[0].message, { role: 'user', content: 'The end.' }];
+const chat3 = await client.chat.completions.create({ model, messages: turn3, max_tokens: 4, temperature: 0 });
+check('third turn', chat3.choices[0].message.role === 'assistant', JSON.stringify(chat3.choices[0]));
+const got = await client.models.retrieve(model);
+check('models.retrieve', got.id === model && got.object === 'model', JSON.stringify(got));
+try {
+  await client.models.retrieve('no-such-model');
+  check('models.retrieve of an unknown id is a 404', false, 'no error');
+} catch (e) {
+  check('models.retrieve of an unknown id is a 404', e.status === 404 && e.code === 'model_not_found', `${e.status} ${e.code}`);
+}
+
 const list = await client.models.list();
 check('model list', list.data.length === 1 && list.data[0].id === model, JSON.stringify(list.data));
 
