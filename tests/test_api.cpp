@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/json_linear.h"
 #include "grammar/cfg.h"
 #include "server/api.h"
 #include "server/request_schema.h"
@@ -266,3 +267,43 @@ TEST(ClientFields, LlamaServerSamplersReachTheSampler) {
 
 }  // namespace
 }  // namespace paddock::server
+
+namespace paddock {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+// The linear parser builds what nlohmann's own parser builds (order kept), refuses a repeated
+// name and an object over the member limit (naming where), and reports syntax errors.
+TEST(JsonLinear, BuildsWhatNlohmannBuilds) {
+  const std::string text =
+      R"({"b": [1, -2, 3.5, true, null, "s\u00e9"], "a": {"z": {}, "y": [[], [{"x": 1e300}]]},
+          "n": 18446744073709551615, "": ""})";
+  OJson mine;
+  std::string why;
+  ASSERT_TRUE(ParseJsonLinear(text, &mine, &why)) << why;
+  const OJson theirs = OJson::parse(text);
+  EXPECT_EQ(mine, theirs);
+  EXPECT_EQ(mine.dump(), theirs.dump());  // same member order
+  for (const char* bad : {"{", "{\"a\" 1}", "[1,]", "", "{\"a\":1}x"}) {
+    OJson j;
+    EXPECT_FALSE(ParseJsonLinear(bad, &j, &why)) << bad;
+    EXPECT_TRUE(JsonOrDiscarded<OJson>(bad).is_discarded()) << bad;
+  }
+}
+
+TEST(JsonLinear, RepeatedNamesAndOversizedObjectsAreRefusedByPath) {
+  OJson j;
+  std::string why;
+  EXPECT_FALSE(ParseJsonLinear(R"({"a": {"k": 1, "k": 2}})", &j, &why));
+  EXPECT_NE(why.find("'k' appears twice"), std::string::npos) << why;
+  std::string big = R"({"m": [0, {"logit_bias": {)";
+  for (int i = 0; i < 5; ++i) big += (i ? ",\"" : "\"") + std::to_string(i) + "\": 1";
+  big += "}}]}";
+  EXPECT_TRUE(ParseJsonLinear(big, &j, &why, 5)) << why;
+  EXPECT_FALSE(ParseJsonLinear(big, &j, &why, 4));
+  EXPECT_NE(why.find("'m[1].logit_bias' has more than 4 members"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace paddock

@@ -3,6 +3,7 @@
 // interpreter includes the JSON parser.
 #include <nlohmann/json.hpp>
 
+#include "base/json_linear.h"
 #include "base/strings.h"
 #include "chat/jinja_ast.h"
 
@@ -44,7 +45,7 @@ Value Convert(const Json& j) {
 }  // namespace
 
 Value FromJson(const std::string& text) {
-  const Json j = Json::parse(text, nullptr, false, true);
+  const Json j = JsonOrDiscarded<Json>(text);
   if (j.is_discarded()) Fail("chat template input: not valid JSON");
   return Convert(j);
 }

@@ -5,6 +5,7 @@
 //
 // Not here: which tools a request may call and the grammar that constrains a call (the server's
 // API layer), the model's own Jinja template (jinja_render.cpp gets tools as data).
+#include "base/json_linear.h"
 #include "base/strings.h"
 #include "chat/jinja_ast.h"
 #include "chat/tools_internal.h"
@@ -228,7 +229,7 @@ void ToolCallSplitter::Feed(std::string_view text, std::string* content) {
 namespace chat_internal {
 
 Json ToolList(const std::string& tools) {
-  const Json j = Json::parse(tools, nullptr, false);
+  const Json j = JsonOrDiscarded<Json>(tools);
   if (j.is_discarded() || !j.is_array()) Fail("tools must be a JSON array");
   for (const auto& t : j)
     if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
@@ -242,7 +243,7 @@ std::string PyJson(const Json& j) {
 }
 
 Json ArgsOf(const ChatToolCall& c) {
-  const Json a = Json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, false);
+  const Json a = JsonOrDiscarded<Json>(c.arguments.empty() ? "{}" : c.arguments);
   if (a.is_discarded()) Fail("the arguments of a call to '%s' are not valid JSON", c.name.c_str());
   return a;
 }

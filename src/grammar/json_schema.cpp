@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/json_linear.h"
 #include "base/strings.h"
 #include "grammar/cfg.h"
 
@@ -424,7 +425,7 @@ std::string JsonSchemaRules(const std::vector<NamedSchema>& schemas) {
   std::string body;
   std::map<std::string, int> counter;
   for (const NamedSchema& s : schemas) {
-    const json j = json::parse(s.schema_json.begin(), s.schema_json.end(), nullptr, false);
+    const json j = JsonOrDiscarded<json>(s.schema_json);
     if (j.is_discarded()) Fail("json schema: not valid JSON");
     Converter(j, &body, &counter).Define(s.rule);
   }

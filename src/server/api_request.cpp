@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/json_linear.h"
 #include "base/utf8.h"
 #include "server/api.h"
 #include "server/api_json.h"
@@ -204,8 +205,10 @@ void CheckNames(const json& j, Endpoint endpoint) {
 
 json ParseBody(std::string_view body, Endpoint endpoint) {
   CheckNesting(body);
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) Bad("", "the request body is not valid JSON");
+  json j;
+  std::string why;
+  if (!ParseJsonLinear(body, &j, &why, kMaxMembers))
+    Bad("", "the request body is not valid JSON: " + why);
   if (!j.is_object()) Bad("", "the request body must be a JSON object");
   CheckNames(j, endpoint);
   return j;
@@ -488,7 +491,7 @@ void ParseMessages(const json& j, ApiRequest* rp) {
         json args = json::object();
         if (const json* a = Field(*fn, "arguments")) {
           if (!a->is_string()) Bad(cp + ".function.arguments", "arguments must be a JSON string");
-          args = json::parse(a->get<std::string>(), nullptr, false);
+          args = JsonOrDiscarded<json>(a->get<std::string>());
           if (args.is_discarded() || !args.is_object())
             Bad(cp + ".function.arguments", "arguments must be a JSON object");
         }
