@@ -34,6 +34,9 @@ node "$HERE/ui/ui.mjs" "$PORT" "$LOADGEN" "$SHOTS"
 check "the page in headless Chromium (puppeteer-core)" $?
 kill -9 "$SPID" 2>/dev/null
 
+node "$HERE/ui/cors.mjs" "$BIN" "$M/stories260K.gguf"
+check "a page from another origin calls the API in headless Chromium (CORS)" $?
+
 start_server noui -m "$M/stories260K.gguf" --no-ui || exit 1
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/")" = 404 ] &&
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ui/app.js")" = 404 ]

@@ -66,7 +66,17 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::shared_ptr<BodySource> stream;  // set: the body is streamed (chunked on HTTP/1.1)
+  // Sets a header, replacing one of the same name (case-insensitive): never sent twice.
   void SetHeader(std::string name, std::string value) {
+    for (auto& [n, v] : headers) {
+      if (n.size() != name.size()) continue;
+      bool same = true;
+      for (size_t i = 0; i < n.size() && same; ++i) same = (n[i] | 0x20) == (name[i] | 0x20);
+      if (same) {
+        v = std::move(value);
+        return;
+      }
+    }
     headers.emplace_back(std::move(name), std::move(value));
   }
 };

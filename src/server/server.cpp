@@ -342,6 +342,19 @@ bool KeyMatches(std::string_view given, const std::vector<std::string>& keys) {
   return ok != 0;
 }
 
+// A preflight's Access-Control-Request-Headers as the answer's Allow-Headers: a list of header
+// names (token characters, commas, spaces; at most 2 KiB), else the two a client needs.
+static std::string PreflightHeaders(std::string_view asked) {
+  const std::string_view kDefault = "Authorization, Content-Type";
+  if (asked.empty() || asked.size() > 2048) return std::string(kDefault);
+  for (char c : asked) {
+    const bool token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_' || c == '.' || c == ',' || c == ' ';
+    if (!token) return std::string(kDefault);
+  }
+  return std::string(asked);
+}
+
 bool Server::Cors(const HttpRequest& req, HttpResponse* res) const {
   if (opt_.cors_origins.empty()) return false;
   const std::string_view origin = req.Header("Origin");
@@ -540,15 +553,19 @@ void Server::Detokenize(const HttpRequest& req, HttpResponse* res) {
 // Every answer passes here: CORS, keys, routing, and the count by status.
 void Server::Handle(const HttpRequest& req, HttpResponse* res) {
   if (!opt_.replica_name.empty()) res->SetHeader("X-Paddock-Replica", opt_.replica_name);
-  Cors(req, res);
+  const bool cors = Cors(req, res);
   if (req.method == "OPTIONS") {
     // CORS preflight, on any path: what a browser may send (no key: preflights carry none).
+    // The headers it asks for are echoed (the official SDKs send x-stainless-*, x-api-key,
+    // anthropic-version ...): the origin is one the operator allowed, and keys still decide.
     res->status = 204;
     res->content_type = "text/plain";
-    if (Cors(req, res)) {
+    if (cors) {
       res->SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res->SetHeader("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      res->SetHeader("Access-Control-Max-Age", "600");
+      res->SetHeader("Access-Control-Allow-Headers",
+                     PreflightHeaders(req.Header("Access-Control-Request-Headers")));
+      res->SetHeader("Access-Control-Max-Age", "7200");
+      res->SetHeader("Vary", "Origin, Access-Control-Request-Headers");
     }
   } else if (Authorized(req, res)) {
     Route(req, res);
