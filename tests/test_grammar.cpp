@@ -271,6 +271,20 @@ TEST(JsonSchema, UnsupportedAndInvalidSchemasAreNamed) {
   EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(err(R"({"type": "number", "minimum": 1})").find("integers only"), std::string::npos);
   EXPECT_NE(err(R"({"type": "string", "format": "email"})").find("'email'"), std::string::npos);
+  // At most 1000 enum values across the schema (OpenAI's limit): more would make one mask walk
+  // long enough to stall the other streams.
+  auto enum_of = [](int n, int copies) {
+    std::string values;
+    for (int i = 0; i < n; ++i) values += (i ? ", \"v" : "\"v") + std::to_string(i) + "\"";
+    std::string props;
+    for (int c = 0; c < copies; ++c)
+      props += (c ? ", \"p" : "\"p") + std::to_string(c) + "\": {\"enum\": [" + values + "]}";
+    return R"({"type": "object", "properties": {)" + props + "}}";
+  };
+  EXPECT_EQ(err(enum_of(1000, 1)), "no error");
+  EXPECT_NE(err(enum_of(1001, 1)).find("more than 1000 enum values"), std::string::npos);
+  EXPECT_NE(err(enum_of(600, 2)).find("more than 1000 enum values"), std::string::npos);
+  EXPECT_NE(err(enum_of(30000, 1)).find("more than 1000 enum values"), std::string::npos);
   // A self-reference with no way out: no finite JSON.
   EXPECT_NE(err(R"({"$defs": {"a": {"type": "object", "properties": {"n": {"$ref": "#/$defs/a"}},
       "required": ["n"]}}, "$ref": "#/$defs/a"})")

@@ -38,12 +38,25 @@ hex ::= [0-9a-f]
 uuid ::= hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}
 )";
 
+// Limits on what a schema may ask for, so no schema makes a mask walk (grammar/matcher.h) long
+// enough to stall the streams beside it: OpenAI's structured outputs take at most 1000 enum
+// values across a schema; anyOf/oneOf branches are held to the same count. (A 30,000-value enum
+// made the first mask cost 0.25 s on Llama 2's vocabulary, inside an engine step.)
+constexpr int kMaxEnumValues = 1000;
+constexpr int kMaxBranches = 1000;
+
+struct Budget {
+  int enum_values = 0;
+  int branches = 0;
+};
+
 class Converter {
  public:
   // Rules go to *body; rule names are made unique through *counter (shared by the converters
   // of one grammar); $refs resolve against `root`.
-  Converter(const json& root, std::string* body, std::map<std::string, int>* counter)
-      : root_(root), rules_{body}, counter_(*counter) {}
+  Converter(const json& root, std::string* body, std::map<std::string, int>* counter,
+            Budget* budget)
+      : root_(root), rules_{body}, counter_(*counter), budget_(*budget) {}
 
   // Rule `name` matches the root schema's values.
   void Define(const std::string& name) {
@@ -148,6 +161,11 @@ class Converter {
     if (const auto it = s.find("const"); it != s.end()) return GbnfLiteral(it->dump());
     if (const auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) Bad(where, "enum must be a non-empty array");
+      budget_.enum_values += static_cast<int>(it->size());
+      if (budget_.enum_values > kMaxEnumValues)
+        Bad(where, "the schema has more than " + std::to_string(kMaxEnumValues) +
+                       " enum values in all (OpenAI's limit too): a mask over that many "
+                       "alternatives would stall the other streams");
       std::string alts;
       for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
       return Group(name, alts);
@@ -156,6 +174,10 @@ class Converter {
       if (const auto it = s.find(key); it != s.end()) {
         if (!it->is_array() || it->empty())
           Bad(where, std::string(key) + " must be a non-empty array");
+        budget_.branches += static_cast<int>(it->size());
+        if (budget_.branches > kMaxBranches)
+          Bad(where, "the schema has more than " + std::to_string(kMaxBranches) +
+                         " anyOf/oneOf branches in all");
         std::string alts;
         for (size_t i = 0; i < it->size(); ++i) {
           alts += (i == 0 ? "" : " | ") + Visit((*it)[i], name + "-" + std::to_string(i),
@@ -411,6 +433,7 @@ class Converter {
   const json& root_;
   Out rules_;
   std::map<std::string, int>& counter_;
+  Budget& budget_;
   std::map<std::string, std::string> refs_;
   int depth_ = 0;
 };
@@ -424,10 +447,11 @@ std::string JsonSchemaToGbnf(std::string_view schema_json) {
 std::string JsonSchemaRules(const std::vector<NamedSchema>& schemas) {
   std::string body;
   std::map<std::string, int> counter;
+  Budget budget;
   for (const NamedSchema& s : schemas) {
     const json j = JsonOrDiscarded<json>(s.schema_json);
     if (j.is_discarded()) Fail("json schema: not valid JSON");
-    Converter(j, &body, &counter).Define(s.rule);
+    Converter(j, &body, &counter, &budget).Define(s.rule);
   }
   return std::string(kPrimitives) + body;
 }
