@@ -3,6 +3,7 @@
 // tool's references within its own schema.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -12,6 +13,7 @@
 #include "base/json_linear.h"
 #include "grammar/cfg.h"
 #include "server/api.h"
+#include "server/api_dialects.h"
 #include "server/request_schema.h"
 
 namespace paddock::server {
@@ -307,3 +309,94 @@ TEST(JsonLinear, RepeatedNamesAndOversizedObjectsAreRefusedByPath) {
 
 }  // namespace
 }  // namespace paddock
+
+namespace paddock::server {
+namespace {
+
+TEST(Dialects, AnthropicRequestsBecomeTheOpenAiChatTheyMean) {
+  const Translated t =
+      ToOpenAiRequest(Dialect::kAnthropic,
+                      R"({"model": "m", "max_tokens": 9, "system": "sys", "stop_sequences": ["x"],
+          "messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "text", "text": "a"},
+              {"type": "tool_use", "id": "t1", "name": "f", "input": {"k": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+              "content": "r"}, {"type": "text", "text": "more"}]}],
+          "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+          "tool_choice": {"type": "tool", "name": "f"},
+          "thinking": {"type": "disabled"}})");
+  const ApiRequest r = ParseRequest(t.body, true, Context());
+  ASSERT_EQ(r.messages.size(), 5u);  // system, user, assistant, tool, user
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[2].tool_calls[0].arguments, R"({"k":1})");
+  EXPECT_EQ(r.messages[3].role, "tool");
+  EXPECT_EQ(r.messages[3].tool_call_id, "t1");
+  EXPECT_EQ(r.options.generate.max_tokens, 9);
+  EXPECT_EQ(r.options.generate.stop, std::vector<std::string>{"x"});
+  EXPECT_TRUE(r.tool_calls);
+  ASSERT_EQ(t.vars.size(), 1u);
+  EXPECT_TRUE(t.vars[0].optional);
+  auto refused = [](Dialect d, const std::string& body) {
+    try {
+      ToOpenAiRequest(d, body);
+    } catch (const ApiError& e) {
+      return e.param;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused(Dialect::kAnthropic, R"({"messages": [{"role": "user", "content": "x"}]})"),
+            "max_tokens");
+  EXPECT_EQ(refused(Dialect::kAnthropic, R"({"max_tokens": 1, "messages": [{"role": "user",
+            "content": [{"type": "image", "source": {}}]}]})"),
+            "messages[0].content[0].type");
+  EXPECT_EQ(refused(Dialect::kAnthropic, R"({"max_tokens": 1, "colour": 1, "messages": []})"),
+            "colour");
+  EXPECT_EQ(refused(Dialect::kOllamaChat, R"({"messages": [{"role": "user", "content": "x"}],
+            "options": {"num_gpu_layers": 3}})"),
+            "options.num_gpu_layers");
+}
+
+TEST(Dialects, RepliesAndErrorsTakeEachApisShape) {
+  const std::string sse =
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\n"
+      "data: [DONE]\n\n";
+  std::string a;
+  auto anthropic = MakeReplyTranslator(Dialect::kAnthropic, true, "m", 3);
+  anthropic->Feed(sse.substr(0, 50), &a);  // split anywhere
+  anthropic->Feed(sse.substr(50), &a);
+  anthropic->End(&a);
+  const std::vector<std::string> order = {
+      "message_start",       "content_block_start", "thinking_delta",
+      "content_block_stop",  "content_block_start", "text_delta",
+      "content_block_stop",  "message_delta",       "\"stop_reason\":\"max_tokens\"",
+      "\"output_tokens\":2", "message_stop"};
+  size_t at = 0;
+  for (const std::string& s : order) {
+    const size_t next = a.find(s, at);
+    ASSERT_NE(next, std::string::npos) << s << " in order in:\n" << a;
+    at = next;
+  }
+  std::string o;
+  auto ollama = MakeReplyTranslator(Dialect::kOllamaChat, true, "m", 3);
+  ollama->Feed(sse, &o);
+  ollama->End(&o);
+  EXPECT_NE(o.find("\"thinking\":\"hm\""), std::string::npos) << o;
+  EXPECT_NE(o.find("\"content\":\"Hi\""), std::string::npos) << o;
+  EXPECT_NE(o.find("\"done\":true"), std::string::npos) << o;
+  EXPECT_NE(o.find("\"done_reason\":\"length\""), std::string::npos) << o;
+  EXPECT_EQ(std::count(o.begin(), o.end(), '\n'), 3) << o;  // one object per line
+  ApiError e;
+  e.status = 401;
+  e.message = "no key";
+  EXPECT_EQ(DialectErrorBody(Dialect::kAnthropic, 401, ErrorBody(e)),
+            R"({"type":"error","error":{"type":"authentication_error","message":"no key"}})");
+  EXPECT_EQ(DialectErrorBody(Dialect::kOllama, 401, ErrorBody(e)), R"({"error":"no key"})");
+}
+
+}  // namespace
+}  // namespace paddock::server

@@ -6,6 +6,7 @@
 
 #include "base/timer.h"
 #include "base/utf8.h"
+#include "server/api_dialects.h"
 
 namespace paddock::server {
 namespace {
@@ -178,7 +179,45 @@ class StreamSource : public BodySource {
   double last_ = NowSeconds();
 };
 
+// The OpenAI body of `inner`, translated (ReplyTranslator) as it is pulled.
+class TranslatedBody : public BodySource {
+ public:
+  TranslatedBody(std::shared_ptr<BodySource> inner, std::unique_ptr<ReplyTranslator> tr)
+      : inner_(std::move(inner)), tr_(std::move(tr)) {}
+  void SetWaker(Waker waker) override { inner_->SetWaker(std::move(waker)); }
+  void Abort() override { inner_->Abort(); }
+  Pull Next(std::string* out) override {
+    if (ended_) return Pull::kEnd;
+    const size_t before = out->size();
+    // Pull until something translates to bytes or the inner body waits or ends: a chunk that
+    // translates to nothing (a role-only delta) must not leave the connection waiting.
+    for (;;) {
+      buf_.clear();
+      const Pull p = inner_->Next(&buf_);
+      if (p == Pull::kEnd) {
+        tr_->End(out);
+        ended_ = true;
+        return out->size() > before ? Pull::kData : Pull::kEnd;
+      }
+      if (p == Pull::kWait) return out->size() > before ? Pull::kData : Pull::kWait;
+      tr_->Feed(buf_, out);
+      if (out->size() > before) return Pull::kData;
+    }
+  }
+
+ private:
+  std::shared_ptr<BodySource> inner_;
+  std::unique_ptr<ReplyTranslator> tr_;
+  std::string buf_;
+  bool ended_ = false;
+};
+
 }  // namespace
+
+std::shared_ptr<BodySource> MakeTranslatedBody(std::shared_ptr<BodySource> inner,
+                                               std::unique_ptr<ReplyTranslator> translator) {
+  return std::make_shared<TranslatedBody>(std::move(inner), std::move(translator));
+}
 
 std::shared_ptr<BodySource> MakeStreamBody(std::vector<std::shared_ptr<RequestStream>> streams,
                                            ApiRequest ar, ResponseMeta meta, int n_prompt) {

@@ -61,4 +61,10 @@ class DeferredBody : public BodySource {
 std::shared_ptr<BodySource> MakeStreamBody(std::vector<std::shared_ptr<RequestStream>> streams,
                                            ApiRequest ar, ResponseMeta meta, int n_prompt);
 
+// Another API's reply (server/api_dialects.h): the OpenAI body of `inner` translated as it is
+// produced.
+class ReplyTranslator;
+std::shared_ptr<BodySource> MakeTranslatedBody(std::shared_ptr<BodySource> inner,
+                                               std::unique_ptr<ReplyTranslator> translator);
+
 }  // namespace paddock::server

@@ -28,6 +28,7 @@
 #include "base/timer.h"
 #include "base/utf8.h"
 #include "server/api.h"
+#include "server/api_dialects.h"
 #include "server/bodies.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -59,6 +60,10 @@ class Server {
  private:
   void Handle(const HttpRequest& req, HttpResponse* res);
   void Route(const HttpRequest& req, HttpResponse* res);
+  // Anthropic's /v1/messages and Ollama's /api/* (server/api_dialects.h).
+  void Dialects(const HttpRequest& req, HttpResponse* res);
+  void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d);
+  ModelFacts Facts() const;
   void Model(const std::string& raw_id, HttpResponse* res);
   void SendError(HttpResponse* res, const ApiError& e) {
     res->status = e.status;
@@ -189,6 +194,103 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
   }
   const int n_prompt = static_cast<int>(prompt.size());
   res->stream = MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt);
+}
+
+// A request in Anthropic's or Ollama's shape: translated into the OpenAI body, parsed and run
+// as one, its reply translated back (server/api_dialects.h).
+void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d) {
+  if (!Ready(res)) return;
+  ApiRequest ar;
+  std::vector<int32_t> prompt;
+  Translated t;
+  try {
+    t = ToOpenAiRequest(d, req.body);
+    ar = ParseRequest(t.body, t.chat, ctx_);
+    for (ChatVar& v : t.vars) {
+      bool given = false;
+      for (const ChatVar& w : ar.template_vars) given = given || w.name == v.name;
+      if (!given) ar.template_vars.push_back(std::move(v));
+    }
+    prompt = Prompt(ar, t.chat);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+    return;
+  } catch (const Error& ex) {
+    ApiError e;
+    e.message = ex.what();
+    SendError(res, e);
+    return;
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
+  if (streams.empty()) return;
+  const std::string model = ar.model.empty() ? ctx_.model_name : ar.model;
+  ResponseMeta meta{NewId(t.chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
+  res->status = 200;
+  res->content_type = DialectContentType(d, t.stream);
+  if (t.stream) res->SetHeader("Cache-Control", "no-cache");
+  const int n_prompt = static_cast<int>(prompt.size());
+  res->stream = MakeTranslatedBody(
+      MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt),
+      MakeReplyTranslator(d, t.stream, model, n_prompt));
+}
+
+void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
+  const Dialect d = DialectOfPath(req.path);
+  if (d == Dialect::kAnthropic || d == Dialect::kOllamaChat || d == Dialect::kOllamaGenerate) {
+    DialectCompletion(req, res, d);
+    return;
+  }
+  try {
+    if (d == Dialect::kOllamaEmbed) {
+      HttpRequest as_openai = req;
+      const Translated t = ToOpenAiRequest(d, req.body);
+      as_openai.body = t.body;
+      Embeddings(as_openai, res);
+      if (res->status == 200 && res->stream) {
+        const std::string model = ctx_.model_name;
+        res->stream =
+            MakeTranslatedBody(std::move(res->stream), MakeReplyTranslator(d, false, model, 0));
+      }
+      return;
+    }
+    if (!Ready(res)) return;
+    std::vector<std::string> names = {ctx_.model_name};
+    names.insert(names.end(), ctx_.aliases.begin(), ctx_.aliases.end());
+    if (req.path == "/api/tags" || req.path == "/api/ps") {
+      res->body = OllamaTagsBody(Facts(), req.path == "/api/ps");
+    } else if (req.path == "/api/show") {
+      res->body = OllamaShowBody(Facts(), req.body, names);
+    } else {
+      res->body = OllamaVersionBody();
+    }
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
+// What Ollama's listings say about the served model.
+ModelFacts Server::Facts() const {
+  const ModelInfo& info = service_->engine().info();
+  ModelFacts f;
+  f.name = ctx_.model_name;
+  f.family = info.arch;
+  f.context = ctx_.context;
+  f.size_bytes = info.weight_bytes;
+  // The type holding the most bytes (Ollama's quantization_level).
+  uint64_t most = 0;
+  for (const auto& t : info.tensor_types) {
+    if (t.bytes > most) {
+      most = t.bytes;
+      f.quantization = t.type;
+    }
+  }
+  const double params = static_cast<double>(info.n_params);
+  f.parameter_size = params >= 1e9   ? StrFormat("%.1fB", params / 1e9)
+                     : params >= 1e6 ? StrFormat("%.1fM", params / 1e6)
+                                     : StrFormat("%.0fK", params / 1e3);
+  f.chat_template = info.chat_template;
+  f.tools = chat_ != nullptr && chat_->tool_format() != ToolFormat::kHermes;
+  return f;
 }
 
 // 503 with Retry-After unless the model is loaded and the server is not stopping.
@@ -374,14 +476,18 @@ bool Server::Cors(const HttpRequest& req, HttpResponse* res) const {
 bool Server::Authorized(const HttpRequest& req, HttpResponse* res) {
   if (opt_.api_keys.empty()) return true;
   const std::string& p = req.path;
-  const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" || p == "/tokenize" ||
-                       p == "/detokenize" ||
+  const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" || p.rfind("/api/", 0) == 0 ||
+                       p == "/tokenize" || p == "/detokenize" ||
                        (opt_.auth_health && (p == "/health" || p == "/metrics"));
   if (!guarded) return true;
   const std::string_view auth = req.Header("Authorization");
   static const std::string_view kBearer = "Bearer ";
   if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
       KeyMatches(auth.substr(kBearer.size()), opt_.api_keys))
+    return true;
+  // Anthropic's clients send the key as x-api-key.
+  if (const std::string_view x = req.Header("x-api-key");
+      !x.empty() && KeyMatches(x, opt_.api_keys))
     return true;
   ApiError e;
   e.status = 401;
@@ -570,6 +676,9 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
   } else if (Authorized(req, res)) {
     Route(req, res);
   }
+  if (const Dialect d = DialectOfPath(req.path);
+      d != Dialect::kOpenAi && res->status >= 400 && !res->body.empty())
+    res->body = DialectErrorBody(d, res->status, res->body);
   std::lock_guard<std::mutex> lock(http_mu_);
   http_.by_status[res->status]++;
 }
@@ -584,7 +693,12 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
       {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
       {"/v1/models", "GET"},       {"/health", "GET"},
       {"/metrics", "GET"},         {"/tokenize", "POST"},
-      {"/detokenize", "POST"},     {"/v1/embeddings", "POST"}};
+      {"/detokenize", "POST"},     {"/v1/embeddings", "POST"},
+      {"/v1/messages", "POST"},    {"/api/chat", "POST"},
+      {"/api/generate", "POST"},   {"/api/embed", "POST"},
+      {"/api/embeddings", "POST"}, {"/api/tags", "GET"},
+      {"/api/ps", "GET"},          {"/api/show", "POST"},
+      {"/api/version", "GET"}};
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
@@ -645,6 +759,8 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     Detokenize(req, res);
   } else if (req.path == "/v1/embeddings") {
     Embeddings(req, res);
+  } else if (req.path.rfind("/api/", 0) == 0 || req.path == "/v1/messages") {
+    Dialects(req, res);
   } else {
     Metrics(res);
   }

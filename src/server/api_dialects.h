@@ -1,0 +1,83 @@
+// server/api_dialects.h: Anthropic's Messages API and Ollama's API as front-ends over the
+// OpenAI-compatible one.
+//
+// A request in another API's shape is translated into the OpenAI chat (or completions, or
+// embeddings) body and parsed by the same request schema (api_request.cpp), so every check,
+// limit and sampler applies alike; the OpenAI response (a whole body, or server-sent chunks) is
+// translated back, in that API's own event types and error shape. One generation path, three
+// front-ends: what one API's clients can ask for the others get the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/api.h"
+
+namespace paddock::server {
+
+enum class Dialect {
+  kOpenAi,
+  kAnthropic,       // POST /v1/messages
+  kOllamaChat,      // POST /api/chat
+  kOllamaGenerate,  // POST /api/generate
+  kOllamaEmbed,     // POST /api/embed, /api/embeddings
+  kOllama,          // Ollama's other endpoints (errors in its shape)
+};
+
+// The dialect of a path (kOpenAi for everything else).
+Dialect DialectOfPath(std::string_view path);
+
+// A request body in `d`'s shape as the OpenAI body it means (chat: *chat = true; completions:
+// false); *stream: whether the reply streams. Extra: template variables the request implies
+// (Anthropic's thinking, Ollama's think), optional ones. Throws ApiError with the dialect's own
+// field names in `param`.
+struct Translated {
+  std::string body;
+  bool chat = true;
+  bool stream = false;
+  std::vector<ChatVar> vars;
+};
+Translated ToOpenAiRequest(Dialect d, std::string_view body);
+
+// An OpenAI error body (ErrorBody) in the dialect's error shape.
+std::string DialectErrorBody(Dialect d, int status, std::string_view openai_error_body);
+
+// Translates the OpenAI response of one request (fed as it is produced: a whole JSON body, or
+// server-sent events) into the dialect's: Anthropic's message / events, Ollama's object /
+// newline-delimited objects. n_prompt: the prompt's tokens (Anthropic's message_start carries
+// them before the usage does).
+class ReplyTranslator {
+ public:
+  virtual ~ReplyTranslator() = default;
+  // Bytes of the OpenAI reply; translated bytes appended to *out.
+  virtual void Feed(std::string_view openai, std::string* out) = 0;
+  // The OpenAI reply ended.
+  virtual void End(std::string* out) = 0;
+};
+std::unique_ptr<ReplyTranslator> MakeReplyTranslator(Dialect d, bool stream,
+                                                     const std::string& model, int n_prompt);
+
+// The content type of a dialect's reply.
+const char* DialectContentType(Dialect d, bool stream);
+
+// Ollama's model listings: /api/tags, /api/ps, /api/show (body: {"model"}), /api/version.
+struct ModelFacts {
+  std::string name;
+  std::string family;          // general.architecture
+  std::string quantization;    // e.g. Q4_0
+  std::string parameter_size;  // e.g. 1.1B
+  std::string chat_template;   // the Jinja source, if any
+  uint64_t size_bytes = 0;     // the model file
+  int64_t modified = 0;        // unix seconds
+  int context = 0;
+  bool tools = false;  // the template writes tools
+  bool embeddings = true;
+};
+std::string OllamaTagsBody(const ModelFacts& m, bool running);
+std::string OllamaShowBody(const ModelFacts& m, std::string_view request_body,
+                           const std::vector<std::string>& names);  // throws ApiError (404)
+std::string OllamaVersionBody();
+
+}  // namespace paddock::server
