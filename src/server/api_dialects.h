@@ -1,5 +1,5 @@
-// server/api_dialects.h: Anthropic's Messages API and Ollama's API as front-ends over the
-// OpenAI-compatible one.
+// server/api_dialects.h: OpenAI's Responses API, Anthropic's Messages API and Ollama's API as
+// front-ends over the OpenAI-compatible chat completions.
 //
 // A request in another API's shape is translated into the OpenAI chat (or completions, or
 // embeddings) body and parsed by the same request schema (api_request.cpp), so every check,
@@ -20,6 +20,7 @@ namespace paddock::server {
 enum class Dialect {
   kOpenAi,
   kAnthropic,       // POST /v1/messages
+  kResponses,       // POST /v1/responses (OpenAI's Responses API)
   kOllamaChat,      // POST /api/chat
   kOllamaGenerate,  // POST /api/generate
   kOllamaEmbed,     // POST /api/embed, /api/embeddings

@@ -32,87 +32,10 @@
 #include "server/bodies.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/server_impl.h"
 #include "server/ui.h"
 
-namespace paddock::server {
-namespace {
-
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string NewId(const char* prefix) {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = std::random_device{}();
-  return StrFormat("%s%016llx%04llx", prefix,
-                   static_cast<unsigned long long>(salt ^ static_cast<uint64_t>(UnixNow())),
-                   static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
-}
-
-class Server {
- public:
-  explicit Server(const ServerOptions& o) : opt_(o) {}
-
-  int Run();
-
- private:
-  void Handle(const HttpRequest& req, HttpResponse* res);
-  void Route(const HttpRequest& req, HttpResponse* res);
-  // Anthropic's /v1/messages and Ollama's /api/* (server/api_dialects.h).
-  void Dialects(const HttpRequest& req, HttpResponse* res);
-  void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d);
-  ModelFacts Facts() const;
-  void Model(const std::string& raw_id, HttpResponse* res);
-  void SendError(HttpResponse* res, const ApiError& e) {
-    res->status = e.status;
-    res->body = ErrorBody(e);
-    res->content_type = "application/json";
-  }
-  // Whether the request may pass the key check (401 sent otherwise).
-  bool Authorized(const HttpRequest& req, HttpResponse* res);
-  // CORS: the allow-origin headers when the request's Origin is allowed; true if it is.
-  bool Cors(const HttpRequest& req, HttpResponse* res) const;
-  // POST /v1/completions and /v1/chat/completions: the named steps below.
-  void Completion(const HttpRequest& req, HttpResponse* res, bool chat);
-  bool Ready(HttpResponse* res);
-  std::vector<int32_t> Prompt(ApiRequest& ar, bool chat) const;  // throws ApiError / Error
-  std::vector<std::shared_ptr<RequestStream>> Submit(const std::vector<int32_t>& prompt,
-                                                     const ApiRequest& ar, HttpResponse* res);
-  void Models(HttpResponse* res);
-  void Health(HttpResponse* res);
-  void Metrics(HttpResponse* res);
-  void Tokenize(const HttpRequest& req, HttpResponse* res);
-  void Detokenize(const HttpRequest& req, HttpResponse* res);
-  void Embeddings(const HttpRequest& req, HttpResponse* res);
-  void LoadModel();
-  void AgentLoop(int fd);
-  void RequestStop() {
-    {
-      std::lock_guard<std::mutex> lock(stop_mu_);
-      stop_requested_ = true;
-    }
-    stop_cv_.notify_all();
-  }
-
-  ServerOptions opt_;
-  std::unique_ptr<HttpServer> http_server_;
-  enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
-  std::atomic<State> state_{State::kLoading};
-  std::unique_ptr<Service> service_;
-  ApiContext ctx_;
-  std::unique_ptr<ChatFormatter> chat_;
-  bool reasoning_ = false;  // split chat replies' <think> sections (--reasoning-format)
-  bool harmony_ = false;    // parse chat replies' harmony channels (gpt-oss; not with none)
-  int64_t created_ = UnixNow();
-  std::mutex http_mu_;
-  HttpCounters http_;
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_requested_ = false;
-  std::atomic<bool> agent_stop_{false};
-};
+namespace paddock::server::server_detail {
 
 // The HAProxy agent protocol: one line per connection, then close. Nothing is read, so a
 // client cannot hold this thread; each answer is a few bytes to a fresh socket.
@@ -194,103 +117,6 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
   }
   const int n_prompt = static_cast<int>(prompt.size());
   res->stream = MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt);
-}
-
-// A request in Anthropic's or Ollama's shape: translated into the OpenAI body, parsed and run
-// as one, its reply translated back (server/api_dialects.h).
-void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d) {
-  if (!Ready(res)) return;
-  ApiRequest ar;
-  std::vector<int32_t> prompt;
-  Translated t;
-  try {
-    t = ToOpenAiRequest(d, req.body);
-    ar = ParseRequest(t.body, t.chat, ctx_);
-    for (ChatVar& v : t.vars) {
-      bool given = false;
-      for (const ChatVar& w : ar.template_vars) given = given || w.name == v.name;
-      if (!given) ar.template_vars.push_back(std::move(v));
-    }
-    prompt = Prompt(ar, t.chat);
-  } catch (const ApiError& e) {
-    SendError(res, e);
-    return;
-  } catch (const Error& ex) {
-    ApiError e;
-    e.message = ex.what();
-    SendError(res, e);
-    return;
-  }
-  std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
-  if (streams.empty()) return;
-  const std::string model = ar.model.empty() ? ctx_.model_name : ar.model;
-  ResponseMeta meta{NewId(t.chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
-  res->status = 200;
-  res->content_type = DialectContentType(d, t.stream);
-  if (t.stream) res->SetHeader("Cache-Control", "no-cache");
-  const int n_prompt = static_cast<int>(prompt.size());
-  res->stream = MakeTranslatedBody(
-      MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt),
-      MakeReplyTranslator(d, t.stream, model, n_prompt));
-}
-
-void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
-  const Dialect d = DialectOfPath(req.path);
-  if (d == Dialect::kAnthropic || d == Dialect::kOllamaChat || d == Dialect::kOllamaGenerate) {
-    DialectCompletion(req, res, d);
-    return;
-  }
-  try {
-    if (d == Dialect::kOllamaEmbed) {
-      HttpRequest as_openai = req;
-      const Translated t = ToOpenAiRequest(d, req.body);
-      as_openai.body = t.body;
-      Embeddings(as_openai, res);
-      if (res->status == 200 && res->stream) {
-        const std::string model = ctx_.model_name;
-        res->stream =
-            MakeTranslatedBody(std::move(res->stream), MakeReplyTranslator(d, false, model, 0));
-      }
-      return;
-    }
-    if (!Ready(res)) return;
-    std::vector<std::string> names = {ctx_.model_name};
-    names.insert(names.end(), ctx_.aliases.begin(), ctx_.aliases.end());
-    if (req.path == "/api/tags" || req.path == "/api/ps") {
-      res->body = OllamaTagsBody(Facts(), req.path == "/api/ps");
-    } else if (req.path == "/api/show") {
-      res->body = OllamaShowBody(Facts(), req.body, names);
-    } else {
-      res->body = OllamaVersionBody();
-    }
-  } catch (const ApiError& e) {
-    SendError(res, e);
-  }
-}
-
-// What Ollama's listings say about the served model.
-ModelFacts Server::Facts() const {
-  const ModelInfo& info = service_->engine().info();
-  ModelFacts f;
-  f.name = ctx_.model_name;
-  f.family = info.arch;
-  f.context = ctx_.context;
-  f.size_bytes = info.weight_bytes;
-  // The type holding the most bytes (Ollama's quantization_level).
-  uint64_t most = 0;
-  for (const auto& t : info.tensor_types) {
-    if (t.bytes > most) {
-      most = t.bytes;
-      f.quantization = t.type;
-    }
-  }
-  const double params = static_cast<double>(info.n_params);
-  f.parameter_size = params >= 1e9   ? StrFormat("%.1fB", params / 1e9)
-                     : params >= 1e6 ? StrFormat("%.1fM", params / 1e6)
-                                     : StrFormat("%.0fK", params / 1e3);
-  f.chat_template = info.chat_template;
-  f.tools = chat_ != nullptr && chat_->tool_format() != ToolFormat::kHermes;
-  return f;
 }
 
 // 503 with Retry-After unless the model is loaded and the server is not stopping.
@@ -512,36 +338,6 @@ void Server::Models(HttpResponse* res) {
   res->body = ModelsBody(ctx_, created_);
 }
 
-// GET /v1/models/{id} (client.models.retrieve); the id as sent, percent-decoded (a model id
-// may hold '/').
-void Server::Model(const std::string& raw_id, HttpResponse* res) {
-  if (state_.load() != State::kReady && state_.load() != State::kDraining) {
-    Models(res);  // the same 503
-    return;
-  }
-  std::string id;
-  for (size_t i = 0; i < raw_id.size(); ++i) {
-    const auto hex = [](char c) {
-      return c >= '0' && c <= '9'   ? c - '0'
-             : c >= 'a' && c <= 'f' ? c - 'a' + 10
-             : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                    : -1;
-    };
-    if (raw_id[i] == '%' && i + 2 < raw_id.size() && hex(raw_id[i + 1]) >= 0 &&
-        hex(raw_id[i + 2]) >= 0) {
-      id += static_cast<char>(hex(raw_id[i + 1]) * 16 + hex(raw_id[i + 2]));
-      i += 2;
-    } else {
-      id += raw_id[i];
-    }
-  }
-  try {
-    res->body = ModelBody(ctx_, id, created_);
-  } catch (const ApiError& e) {
-    SendError(res, e);
-  }
-}
-
 void Server::Health(HttpResponse* res) {
   const State st = state_.load();
   res->status = st == State::kReady ? 200 : 503;
@@ -565,95 +361,6 @@ void Server::Metrics(HttpResponse* res) {
   http.timeouts = hs.timeouts;
   http.oversized = hs.oversized;
   res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
-}
-
-// POST /v1/embeddings: computed on the engine thread between steps, all inputs of a request in
-// shared forwards; the handler returns at once and the body follows when the vectors are done.
-void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
-  if (!Ready(res)) return;
-  try {
-    EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
-    const Engine& engine = service_->engine();
-    std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
-    for (const auto& t : er.texts) inputs.push_back(engine.Tokenize(t, engine.AddsBos()));
-    int tokens = 0;
-    for (const auto& in : inputs) {
-      if (static_cast<int>(in.size()) > ctx_.context) {
-        ApiError e;
-        e.param = "input";
-        e.code = "context_length_exceeded";
-        e.message =
-            StrFormat("an input of %zu tokens exceeds the context of %d", in.size(), ctx_.context);
-        throw e;
-      }
-      tokens += static_cast<int>(in.size());
-    }
-    const std::string p = !opt_.pooling.empty()            ? opt_.pooling
-                          : !engine.info().pooling.empty() ? engine.info().pooling
-                                                           : "mean";
-    const Service::Pooling pooling = p == "last"  ? Service::Pooling::kLast
-                                     : p == "cls" ? Service::Pooling::kCls
-                                                  : Service::Pooling::kMean;
-    // The vectors come later, from the engine thread: the response waits as a body source, so
-    // the event thread goes on serving other connections meanwhile.
-    auto body = std::make_shared<DeferredBody>();
-    service_->EmbedAsync(std::move(inputs), pooling,
-                         [body, model = er.model, tokens, base64 = er.base64](
-                             std::vector<std::vector<float>> v, const std::string& error) {
-                           if (!error.empty()) {
-                             ApiError e;
-                             e.status = 500;
-                             e.type = "server_error";
-                             e.message = error;
-                             body->Set(ErrorBody(e));
-                           } else {
-                             body->Set(EmbeddingsBody(v, model, tokens, base64));
-                           }
-                         });
-    res->stream = body;
-  } catch (const ApiError& e) {
-    SendError(res, e);
-  } catch (const Error& ex) {
-    ApiError e;
-    e.message = ex.what();
-    SendError(res, e);
-  }
-}
-
-void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
-  if (!Ready(res)) return;
-  try {
-    const TokenizeRequest t = ParseTokenize(req.body);
-    const Engine& engine = service_->engine();
-    const std::vector<int32_t> ids =
-        engine.Tokenize(t.content, t.add_special && engine.AddsBos(), t.parse_special);
-    std::vector<std::string> pieces;
-    // A token's piece is what it adds after its predecessor (so SentencePiece's leading space
-    // is kept, which detokenizing it alone would drop).
-    for (size_t i = 0; t.with_pieces && i < ids.size(); ++i) {
-      if (i == 0) {
-        pieces.push_back(engine.Detokenize({ids[0]}));
-        continue;
-      }
-      const std::string before = engine.Detokenize({ids[i - 1]});
-      const std::string both = engine.Detokenize({ids[i - 1], ids[i]});
-      pieces.push_back(both.compare(0, before.size(), before) == 0 ? both.substr(before.size())
-                                                                   : engine.Detokenize({ids[i]}));
-    }
-    res->body = TokenizeBody(ids, t.with_pieces ? &pieces : nullptr);
-  } catch (const ApiError& e) {
-    SendError(res, e);
-  }
-}
-
-void Server::Detokenize(const HttpRequest& req, HttpResponse* res) {
-  if (!Ready(res)) return;
-  try {
-    res->body =
-        DetokenizeBody(service_->engine().Detokenize(ParseDetokenize(req.body, ctx_.n_vocab)));
-  } catch (const ApiError& e) {
-    SendError(res, e);
-  }
 }
 
 // Every answer passes here: CORS, keys, routing, and the count by status.
@@ -694,11 +401,11 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
       {"/v1/models", "GET"},       {"/health", "GET"},
       {"/metrics", "GET"},         {"/tokenize", "POST"},
       {"/detokenize", "POST"},     {"/v1/embeddings", "POST"},
-      {"/v1/messages", "POST"},    {"/api/chat", "POST"},
-      {"/api/generate", "POST"},   {"/api/embed", "POST"},
-      {"/api/embeddings", "POST"}, {"/api/tags", "GET"},
-      {"/api/ps", "GET"},          {"/api/show", "POST"},
-      {"/api/version", "GET"}};
+      {"/v1/messages", "POST"},    {"/v1/responses", "POST"},
+      {"/api/chat", "POST"},       {"/api/generate", "POST"},
+      {"/api/embed", "POST"},      {"/api/embeddings", "POST"},
+      {"/api/tags", "GET"},        {"/api/ps", "GET"},
+      {"/api/show", "POST"},       {"/api/version", "GET"}};
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
@@ -759,7 +466,8 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     Detokenize(req, res);
   } else if (req.path == "/v1/embeddings") {
     Embeddings(req, res);
-  } else if (req.path.rfind("/api/", 0) == 0 || req.path == "/v1/messages") {
+  } else if (req.path.rfind("/api/", 0) == 0 || req.path == "/v1/messages" ||
+             req.path == "/v1/responses") {
     Dialects(req, res);
   } else {
     Metrics(res);
@@ -851,10 +559,12 @@ int Server::Run() {
   return 0;
 }
 
-}  // namespace
+}  // namespace paddock::server::server_detail
+
+namespace paddock::server {
 
 int RunServer(const ServerOptions& options) {
-  Server s(options);
+  server_detail::Server s(options);
   return s.Run();
 }
 

@@ -1,6 +1,7 @@
-// The clients people run, unchanged, against `paddock serve`: Anthropic's SDK (Messages API),
-// Ollama's (its /api), the Vercel AI SDK through its OpenAI-compatible provider, LangChain's
-// ChatOpenAI, and the OpenAI client's previous major (v4). Each holds a multi-turn conversation
+// The clients people run, unchanged, against `paddock serve`: the OpenAI client (current major,
+// its Responses API, what the Agents SDK and Codex use), Anthropic's SDK (Messages API), Ollama's
+// (its /api), the Vercel AI SDK through its OpenAI-compatible provider, LangChain's ChatOpenAI,
+// and the OpenAI client's previous major (v4). Each holds a multi-turn conversation
 // that sends back the message objects it got, streams, makes a tool call (forced, so a small
 // model makes it) and sends its result back, and asks for structured output validated by ajv.
 // usage: node clients.mjs PORT MODEL
@@ -12,6 +13,7 @@ import { ChatOpenAI } from '@langchain/openai';
 import { HumanMessage, SystemMessage, ToolMessage } from '@langchain/core/messages';
 import { z } from 'zod';
 import Ajv from 'ajv';
+import OpenAI from 'openai';
 import OpenAI4 from './openai4/node_modules/openai/index.mjs';
 
 const [port, model] = process.argv.slice(2);
@@ -43,6 +45,55 @@ const person = {
   additionalProperties: false,
 };
 const validPerson = ajv.compile(person);
+
+await section('openai-responses', async () => {
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sekret', maxRetries: 0 });
+  const r1 = await client.responses.create({ model, instructions: 'You tell stories.', input: 'Tell me about a dog.', max_output_tokens: 16, temperature: 0 });
+  check('responses: output_text', r1.object === 'response' && typeof r1.output_text === 'string' && r1.output_text.length > 0 && r1.usage.output_tokens > 0, JSON.stringify(r1).slice(0, 500));
+  const stream = client.responses.stream({ model, instructions: 'You tell stories.', input: 'Tell me about a dog.', max_output_tokens: 16, temperature: 0 });
+  let streamed = '';
+  const types = [];
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') streamed += ev.delta;
+  }
+  check('responses: streamed deltas equal the whole output', streamed === r1.output_text && types[0] === 'response.created' && ['response.completed', 'response.incomplete'].includes(types.at(-1)), JSON.stringify({ streamed, first: types[0], last: types.at(-1) }));
+  // The next turn sends the output items back as they came.
+  const input = [{ role: 'user', content: 'Tell me about a dog.' }, ...r1.output, { role: 'user', content: 'And then?' }];
+  const r2 = await client.responses.create({ model, input, max_output_tokens: 8, temperature: 0, store: false });
+  check('responses: second turn with the output items sent back', r2.usage.input_tokens > r1.usage.input_tokens, JSON.stringify(r2.usage));
+  const tools = [{ type: 'function', name: 'get_weather', description: 'Weather for a place', parameters: weather, strict: true }];
+  const t = await client.responses.create({ model, tools, tool_choice: { type: 'function', name: 'get_weather' }, input: 'Weather in Paris?', max_output_tokens: 100 });
+  const call = t.output.find((i) => i.type === 'function_call');
+  check('responses: forced function_call with valid arguments', call && validWeather(JSON.parse(call.arguments)), JSON.stringify(t.output));
+  const t2 = await client.responses.create({ model, tools, max_output_tokens: 8, input: [{ role: 'user', content: 'Weather in Paris?' }, ...t.output, { type: 'function_call_output', call_id: call.call_id, output: '21 C, sunny' }] });
+  check('responses: function_call_output round trip', t2.object === 'response', '');
+  const ts = client.responses.stream({ model, tools, tool_choice: { type: 'function', name: 'get_weather' }, input: 'Weather in Rome?', max_output_tokens: 100 });
+  let args = null;
+  for await (const ev of ts) if (ev.type === 'response.function_call_arguments.done') args = ev.arguments;
+  check('responses: streamed function call arguments', args !== null && validWeather(JSON.parse(args)), String(args));
+  const s = await client.responses.create({ model, input: 'Describe a person.', max_output_tokens: 80, text: { format: { type: 'json_schema', name: 'person', schema: person, strict: true } } });
+  let parsed = null;
+  try { parsed = JSON.parse(s.output_text); } catch {}
+  check('responses: structured output validates', parsed !== null && validPerson(parsed), s.output_text);
+  try {
+    await client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' });
+    check('responses: previous_response_id is refused by name', false, 'accepted');
+  } catch (e) {
+    check('responses: previous_response_id is refused by name', e.status === 400 && e.param === 'previous_response_id', `${e.status} ${e.param}`);
+  }
+});
+
+await section('openai-chat', async () => {
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sekret', maxRetries: 0 });
+  const messages = [{ role: 'user', content: 'Tell me about a dog.' }];
+  const r1 = await client.chat.completions.create({ model, messages, max_tokens: 16, temperature: 0 });
+  messages.push(r1.choices[0].message, { role: 'user', content: 'And then?' });
+  const r2 = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0, store: false, metadata: { k: 'v' } });
+  check('openai: second turn with the message sent back', r2.usage.prompt_tokens > r1.usage.prompt_tokens, JSON.stringify(r2.usage));
+  const got = await client.models.retrieve(model);
+  check('openai: models.retrieve', got.id === model, JSON.stringify(got));
+});
 
 await section('anthropic', async () => {
   const client = new Anthropic({ baseURL: base, apiKey: 'sekret', maxRetries: 0 });

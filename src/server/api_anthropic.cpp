@@ -1,0 +1,383 @@
+// server/api_anthropic.cpp: Anthropic's Messages API (POST /v1/messages) over the OpenAI chat:
+// the request's blocks (text, tool_use, tool_result, thinking) as chat messages, the reply as a
+// message or as its event stream (message_start, content blocks with text, thinking and
+// input_json deltas, message_delta, message_stop).
+#include "server/api_dialects_internal.h"
+
+namespace paddock::server::dialect_detail {
+namespace {
+
+// ---- Anthropic: request -------------------------------------------------------------------
+
+// A content block list (or string) of one message into OpenAI messages: text joined; an
+// assistant's tool_use as tool_calls and thinking as reasoning_content; a user's tool_result
+// blocks as tool messages before its text.
+void AnthropicMessage(const json& m, size_t i, json* out) {
+  const std::string p = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object()) Refuse(p, "'" + p + "' must be an object");
+  OnlyKeys(m, p, {"role", "content"});
+  const json* role = Get(m, "role");
+  if (role == nullptr || !role->is_string() || (*role != "user" && *role != "assistant"))
+    Refuse(p + ".role", "role must be user or assistant");
+  const bool assistant = *role == "assistant";
+  const json* content = Get(m, "content");
+  if (content == nullptr) Refuse(p + ".content", "'" + p + ".content' is required");
+  json msg = {{"role", *role}};
+  if (content->is_string()) {
+    msg["content"] = *content;
+    out->push_back(msg);
+    return;
+  }
+  if (!content->is_array()) Refuse(p + ".content", "content must be a string or content blocks");
+  std::string text, thinking;
+  json calls = json::array();
+  for (size_t b = 0; b < content->size(); ++b) {
+    const json& block = (*content)[b];
+    const std::string bp = p + ".content[" + std::to_string(b) + "]";
+    if (!block.is_object() || !Get(block, "type") || !block["type"].is_string())
+      Refuse(bp + ".type", "each content block needs a string 'type'");
+    const std::string type = block["type"];
+    if (type == "text") {
+      OnlyKeys(block, bp, {"type", "text", "cache_control", "citations"});
+      if (!Get(block, "text") || !block["text"].is_string())
+        Refuse(bp + ".text", "a text block needs a string 'text'");
+      text += block["text"].get<std::string>();
+    } else if (type == "tool_use" && assistant) {
+      OnlyKeys(block, bp, {"type", "id", "name", "input", "cache_control"});
+      if (!Get(block, "name") || !block["name"].is_string() || !Get(block, "id") ||
+          !block["id"].is_string())
+        Refuse(bp, "a tool_use block needs a string 'id' and 'name'");
+      const json input = Get(block, "input") ? block["input"] : json::object();
+      if (!input.is_object()) Refuse(bp + ".input", "input must be an object");
+      calls.push_back({{"id", block["id"]},
+                       {"type", "function"},
+                       {"function", {{"name", block["name"]}, {"arguments", input.dump()}}}});
+    } else if (type == "tool_result" && !assistant) {
+      OnlyKeys(block, bp, {"type", "tool_use_id", "content", "is_error", "cache_control"});
+      if (!Get(block, "tool_use_id") || !block["tool_use_id"].is_string())
+        Refuse(bp + ".tool_use_id", "a tool_result block needs a string 'tool_use_id'");
+      std::string result;
+      if (const json* c = Get(block, "content")) {
+        if (c->is_string()) {
+          result = *c;
+        } else if (c->is_array()) {
+          for (const auto& part : *c) {
+            if (!part.is_object() || part.value("type", "") != "text" || !Get(part, "text"))
+              Refuse(bp + ".content", "tool results hold text blocks only here");
+            result += part["text"].get<std::string>();
+          }
+        } else {
+          Refuse(bp + ".content", "content must be a string or text blocks");
+        }
+      }
+      out->push_back(
+          {{"role", "tool"}, {"tool_call_id", block["tool_use_id"]}, {"content", result}});
+    } else if ((type == "thinking" || type == "redacted_thinking") && assistant) {
+      if (type == "thinking" && Get(block, "thinking") && block["thinking"].is_string())
+        thinking += block["thinking"].get<std::string>();
+    } else if (type == "image" || type == "document") {
+      Refuse(bp + ".type",
+             "content blocks of type '" + type + "' are not supported: this model reads text");
+    } else {
+      Refuse(bp + ".type", "content block type '" + type + "' is not supported in a" +
+                               (assistant ? "n assistant" : " user") + " message");
+    }
+  }
+  if (text.empty() && calls.empty() && thinking.empty() && !assistant) return;  // tool results only
+  msg["content"] = text;
+  if (!calls.empty()) msg["tool_calls"] = calls;
+  if (!thinking.empty()) msg["reasoning_content"] = thinking;
+  out->push_back(msg);
+}
+
+std::string AnthropicStop(const json& finish) {
+  const std::string f = finish.is_string() ? finish.get<std::string>() : "stop";
+  if (f == "length") return "max_tokens";
+  if (f == "tool_calls") return "tool_use";
+  return "end_turn";
+}
+
+class AnthropicWhole : public ReplyTranslator {
+ public:
+  explicit AnthropicWhole(std::string model) : model_(std::move(model)) {}
+  void Feed(std::string_view b, std::string* out) override {
+    // Whitespace probes pass (valid before JSON); the body is kept until it ends.
+    for (char c : b) {
+      if (body_.empty() && (c == ' ' || c == '\n'))
+        out->push_back(c);
+      else
+        body_.push_back(c);
+    }
+  }
+  void End(std::string* out) override {
+    try {
+      Translate(out);
+    } catch (const json::exception&) {  // not an OpenAI body (an error): as it is
+      out->append(body_);
+    }
+  }
+
+ private:
+  void Translate(std::string* out) {
+    const json r = JsonOrDiscarded<json>(body_);
+    if (r.is_discarded() || !r.contains("choices")) {
+      out->append(body_);
+      return;
+    }
+    const json& c = r.at("choices").at(0);
+    const json& msg = c.at("message");
+    json content = json::array();
+    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
+      content.push_back(
+          {{"type", "thinking"}, {"thinking", msg["reasoning_content"]}, {"signature", ""}});
+    if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
+      content.push_back({{"type", "text"}, {"text", msg["content"]}});
+    if (msg.contains("tool_calls")) {
+      for (const auto& tc : msg["tool_calls"])
+        content.push_back(
+            {{"type", "tool_use"},
+             {"id", tc["id"]},
+             {"name", tc["function"]["name"]},
+             {"input", JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>())}});
+    }
+    json a = {{"id", "msg_" + r.value("id", std::string("x"))},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", model_},
+              {"content", content},
+              {"stop_reason", AnthropicStop(c["finish_reason"])},
+              {"stop_sequence", nullptr},
+              {"usage",
+               {{"input_tokens", r["usage"]["prompt_tokens"]},
+                {"output_tokens", r["usage"]["completion_tokens"]}}}};
+    out->append(api_detail::Dump(a));
+  }
+
+  std::string model_, body_;
+};
+
+class AnthropicStream : public ReplyTranslator {
+ public:
+  AnthropicStream(std::string model, int n_prompt)
+      : model_(std::move(model)), n_prompt_(n_prompt) {}
+  void Feed(std::string_view b, std::string* out) override {
+    sse_.Feed(b, [&](std::string_view data, bool comment) {
+      try {
+        Event(data, comment, out);
+      } catch (const json::exception&) {  // (not an OpenAI chunk: skipped)
+      }
+    });
+  }
+  void Event(std::string_view data, bool comment, std::string* out) {
+    {
+      if (comment) {
+        Start(out);
+        out->append(SseEvent("ping", {{"type", "ping"}}));
+        return;
+      }
+      if (data == "[DONE]") return;
+      const json ev = JsonOrDiscarded<json>(data);
+      if (ev.is_discarded()) return;
+      if (ev.contains("error")) {
+        out->append(SseEvent("error", {{"type", "error"},
+                                       {"error",
+                                        {{"type", ev["error"].value("type", "api_error")},
+                                         {"message", ev["error"].value("message", "")}}}}));
+        errored_ = true;
+        return;
+      }
+      Start(out);
+      if (ev.contains("usage") && ev["usage"].is_object())
+        output_tokens_ = ev["usage"].value("completion_tokens", output_tokens_);
+      if (!ev.contains("choices") || ev["choices"].empty()) return;
+      const json& c = ev["choices"][0];
+      const json& d = c["delta"];
+      if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
+        Delta("thinking", "thinking_delta", "thinking", d["reasoning_content"], out);
+      if (d.contains("content") && d["content"].is_string() && d["content"] != "")
+        Delta("text", "text_delta", "text", d["content"], out);
+      if (d.contains("tool_calls")) {
+        for (const auto& tc : d["tool_calls"]) {
+          Close(out);
+          out->append(SseEvent("content_block_start", {{"type", "content_block_start"},
+                                                       {"index", index_},
+                                                       {"content_block",
+                                                        {{"type", "tool_use"},
+                                                         {"id", tc["id"]},
+                                                         {"name", tc["function"]["name"]},
+                                                         {"input", json::object()}}}}));
+          out->append(SseEvent(
+              "content_block_delta",
+              {{"type", "content_block_delta"},
+               {"index", index_},
+               {"delta",
+                {{"type", "input_json_delta"}, {"partial_json", tc["function"]["arguments"]}}}}));
+          open_ = "tool_use";
+        }
+      }
+      if (c.contains("finish_reason") && !c["finish_reason"].is_null())
+        stop_ = AnthropicStop(c["finish_reason"]);
+    }
+  }
+  void End(std::string* out) override {
+    if (errored_) return;
+    Start(out);
+    Close(out);
+    out->append(
+        SseEvent("message_delta", {{"type", "message_delta"},
+                                   {"delta", {{"stop_reason", stop_}, {"stop_sequence", nullptr}}},
+                                   {"usage", {{"output_tokens", output_tokens_}}}}));
+    out->append(SseEvent("message_stop", {{"type", "message_stop"}}));
+  }
+
+ private:
+  void Start(std::string* out) {
+    if (started_) return;
+    started_ = true;
+    static std::atomic<uint64_t> counter{1};
+    json msg = {
+        {"id", "msg_" + std::to_string(std::time(nullptr)) + "_" + std::to_string(counter++)},
+        {"type", "message"},
+        {"role", "assistant"},
+        {"model", model_},
+        {"content", json::array()},
+        {"stop_reason", nullptr},
+        {"stop_sequence", nullptr},
+        {"usage", {{"input_tokens", n_prompt_}, {"output_tokens", 0}}}};
+    out->append(SseEvent("message_start", {{"type", "message_start"}, {"message", msg}}));
+  }
+  void Close(std::string* out) {
+    if (open_.empty()) return;
+    out->append(
+        SseEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}}));
+    open_.clear();
+    ++index_;
+  }
+  void Delta(const char* block, const char* delta_type, const char* field, const json& text,
+             std::string* out) {
+    if (open_ != block) {
+      Close(out);
+      json cb = {{"type", block}, {field, ""}};
+      if (std::string(block) == "thinking") cb["signature"] = "";
+      out->append(
+          SseEvent("content_block_start",
+                   {{"type", "content_block_start"}, {"index", index_}, {"content_block", cb}}));
+      open_ = block;
+    }
+    out->append(
+        SseEvent("content_block_delta", {{"type", "content_block_delta"},
+                                         {"index", index_},
+                                         {"delta", {{"type", delta_type}, {field, text}}}}));
+  }
+
+  std::string model_;
+  int n_prompt_;
+  SseSplitter sse_;
+  bool started_ = false, errored_ = false;
+  std::string open_;  // the open content block's type
+  int index_ = 0;
+  int output_tokens_ = 0;
+  std::string stop_ = "end_turn";
+};
+
+}  // namespace
+
+Translated AnthropicRequest(std::string_view body) {
+  const json j = ParseObject(body);
+  OnlyKeys(j, "",
+           {"model", "messages", "system", "max_tokens", "stop_sequences", "stream", "temperature",
+            "top_p", "top_k", "tools", "tool_choice", "metadata", "thinking", "service_tier"});
+  json o = json::object();
+  if (const json* m = Get(j, "model")) o["model"] = *m;
+  const json* max = Get(j, "max_tokens");
+  if (max == nullptr) Refuse("max_tokens", "'max_tokens' is required");
+  o["max_tokens"] = *max;
+  json messages = json::array();
+  if (const json* sys = Get(j, "system")) {
+    std::string s;
+    if (sys->is_string()) {
+      s = *sys;
+    } else if (sys->is_array()) {
+      for (const auto& b : *sys) {
+        if (!b.is_object() || b.value("type", "") != "text" || !Get(b, "text") ||
+            !b["text"].is_string())
+          Refuse("system", "system must be a string or text blocks");
+        s += b["text"].get<std::string>();
+      }
+    } else {
+      Refuse("system", "system must be a string or text blocks");
+    }
+    messages.push_back({{"role", "system"}, {"content", s}});
+  }
+  const json* ms = Get(j, "messages");
+  if (ms == nullptr || !ms->is_array() || ms->empty())
+    Refuse("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < ms->size(); ++i) AnthropicMessage((*ms)[i], i, &messages);
+  o["messages"] = messages;
+  if (const json* s = Get(j, "stop_sequences")) o["stop"] = *s;
+  for (const char* k : {"stream", "temperature", "top_p", "top_k"})
+    if (const json* v = Get(j, k)) o[k] = *v;
+  if (const json* t = Get(j, "temperature"); t != nullptr && t->is_number() && *t > 1.0)
+    Refuse("temperature", "temperature is in [0, 1] in the Messages API");
+  Translated out;
+  out.stream = Get(j, "stream") && j["stream"].is_boolean() && j["stream"].get<bool>();
+  if (out.stream) o["stream_options"] = {{"include_usage", true}};
+  if (const json* tools = Get(j, "tools")) {
+    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
+    json list = json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string tp = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) Refuse(tp, "a tool must be an object");
+      OnlyKeys(t, tp, {"name", "description", "input_schema", "type", "cache_control"});
+      if (Get(t, "type") && t["type"] != "custom")
+        Refuse(tp + ".type", "server tools ('" + t["type"].dump() + "') are not available here");
+      json fn = {{"name", t.value("name", "")}};
+      if (const json* d = Get(t, "description")) fn["description"] = *d;
+      fn["parameters"] = Get(t, "input_schema") ? t["input_schema"] : json{{"type", "object"}};
+      list.push_back({{"type", "function"}, {"function", fn}});
+    }
+    o["tools"] = list;
+  }
+  if (const json* tc = Get(j, "tool_choice")) {
+    if (!tc->is_object() || !Get(*tc, "type") || !(*tc)["type"].is_string())
+      Refuse("tool_choice", "tool_choice must be an object with a 'type'");
+    OnlyKeys(*tc, "tool_choice", {"type", "name", "disable_parallel_tool_use"});
+    const std::string type = (*tc)["type"];
+    if (type == "auto") {
+      o["tool_choice"] = "auto";
+    } else if (type == "any") {
+      o["tool_choice"] = "required";
+    } else if (type == "none") {
+      o["tool_choice"] = "none";
+    } else if (type == "tool") {
+      o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc->value("name", "")}}}};
+    } else {
+      Refuse("tool_choice.type", "tool_choice type must be auto, any, tool or none");
+    }
+    if (const json* d = Get(*tc, "disable_parallel_tool_use"); d != nullptr && d->is_boolean())
+      o["parallel_tool_calls"] = !d->get<bool>();
+  }
+  if (const json* md = Get(j, "metadata")) {
+    if (!md->is_object()) Refuse("metadata", "metadata must be an object");
+    OnlyKeys(*md, "metadata", {"user_id"});
+  }
+  if (const json* th = Get(j, "thinking")) {
+    if (!th->is_object()) Refuse("thinking", "thinking must be an object");
+    OnlyKeys(*th, "thinking", {"type", "budget_tokens"});
+    const std::string type = th->value("type", "");
+    if (type != "enabled" && type != "disabled")
+      Refuse("thinking.type", "thinking type must be enabled or disabled");
+    out.vars.push_back(OptionalBool("enable_thinking", type == "enabled"));
+  }
+  out.body = o.dump();
+  return out;
+}
+
+std::unique_ptr<ReplyTranslator> AnthropicReply(bool stream, const std::string& model,
+                                                int n_prompt) {
+  if (stream) return std::make_unique<AnthropicStream>(model, n_prompt);
+  return std::make_unique<AnthropicWhole>(model);
+}
+
+}  // namespace paddock::server::dialect_detail

@@ -1,0 +1,124 @@
+// server/api_dialects_internal.h: what the API translators share (internal to server/): the
+// request helpers (refusals naming the dialect's own fields), server-sent event splitting and
+// writing, and each dialect's request translation and reply translators (api_anthropic.cpp,
+// api_responses.cpp, api_ollama.cpp). Included only by those files and api_dialects.cpp.
+#pragma once
+
+#include <time.h>
+
+#include <atomic>
+#include <ctime>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/json_linear.h"
+#include "server/api_dialects.h"
+#include "server/api_json.h"
+
+namespace paddock::server::dialect_detail {
+
+using api_detail::json;
+using api_detail::kMaxMembers;
+
+[[noreturn]] inline void Refuse(const std::string& param, const std::string& msg,
+                                int status = 400) {
+  ApiError e;
+  e.status = status;
+  e.param = param;
+  e.message = msg;
+  throw e;
+}
+
+inline json ParseObject(std::string_view body) {
+  json j;
+  std::string why;
+  if (!ParseJsonLinear(body, &j, &why, kMaxMembers))
+    Refuse("", "the request body is not valid JSON: " + why);
+  if (!j.is_object()) Refuse("", "the request body must be a JSON object");
+  return j;
+}
+
+inline void OnlyKeys(const json& j, const std::string& where,
+                     std::initializer_list<const char*> keys) {
+  for (const auto& [k, v] : j.items()) {
+    bool known = false;
+    for (const char* x : keys) known = known || k == x;
+    if (!known) {
+      const std::string p = where.empty() ? k : where + "." + k;
+      Refuse(p, "unknown field '" + p + "'");
+    }
+  }
+}
+
+inline const json* Get(const json& j, const char* k) {
+  const auto it = j.find(k);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+inline ChatVar OptionalBool(const char* name, bool v) {
+  ChatVar var;
+  var.name = name;
+  var.kind = ChatVar::Kind::kBool;
+  var.b = v;
+  var.optional = true;
+  return var;
+}
+
+inline std::string Iso8601Now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Splits server-sent events out of a byte stream: each "data: ..." payload, and comments.
+class SseSplitter {
+ public:
+  template <class F>
+  void Feed(std::string_view bytes, F&& on_event) {
+    buf_.append(bytes);
+    size_t at;
+    while ((at = buf_.find("\n\n")) != std::string::npos) {
+      const std::string ev = buf_.substr(0, at);
+      buf_.erase(0, at + 2);
+      if (ev.rfind("data: ", 0) == 0)
+        on_event(std::string_view(ev).substr(6), false);
+      else if (ev.rfind(":", 0) == 0)
+        on_event(std::string_view(), true);
+    }
+  }
+
+ private:
+  std::string buf_;
+};
+
+inline std::string SseEvent(const char* type, const json& data) {
+  return std::string("event: ") + type + "\ndata: " + api_detail::Dump(data) + "\n\n";
+}
+
+inline std::string NewItemId(const char* prefix) {
+  static std::atomic<uint64_t> counter{1};
+  return std::string(prefix) + std::to_string(std::time(nullptr)) + "_" + std::to_string(counter++);
+}
+
+// Anthropic's Messages API (api_anthropic.cpp).
+Translated AnthropicRequest(std::string_view body);
+std::unique_ptr<ReplyTranslator> AnthropicReply(bool stream, const std::string& model,
+                                                int n_prompt);
+// OpenAI's Responses API (api_responses.cpp).
+Translated ResponsesRequest(std::string_view body);
+std::unique_ptr<ReplyTranslator> ResponsesReply(bool stream, const std::string& model,
+                                                int n_prompt);
+// Ollama's API (api_ollama.cpp).
+Translated OllamaChatRequest(std::string_view body);
+Translated OllamaGenerateRequest(std::string_view body);
+Translated OllamaEmbedRequest(std::string_view body);
+std::unique_ptr<ReplyTranslator> OllamaReply(Dialect d, bool stream, const std::string& model,
+                                             int n_prompt);
+std::unique_ptr<ReplyTranslator> OllamaEmbedReply(const std::string& model);
+
+}  // namespace paddock::server::dialect_detail

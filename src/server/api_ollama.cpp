@@ -1,0 +1,440 @@
+// server/api_ollama.cpp: Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags, /api/ps,
+// /api/show, /api/version) over the OpenAI one: options, format and think as the OpenAI and
+// llama-server fields, replies as one object or one object per line.
+#include "server/api_dialects_internal.h"
+
+namespace paddock::server::dialect_detail {
+namespace {
+
+// ---- Ollama: requests -----------------------------------------------------------------------
+
+// Ollama's options object into OpenAI / llama-server fields.
+void OllamaOptions(const json& opts, json* o) {
+  if (!opts.is_object()) Refuse("options", "options must be an object");
+  static const std::pair<const char*, const char*> kMap[] = {
+      {"temperature", "temperature"},
+      {"top_p", "top_p"},
+      {"top_k", "top_k"},
+      {"min_p", "min_p"},
+      {"typical_p", "typical_p"},
+      {"repeat_penalty", "repetition_penalty"},
+      {"repeat_last_n", "repeat_last_n"},
+      {"presence_penalty", "presence_penalty"},
+      {"frequency_penalty", "frequency_penalty"},
+      {"seed", "seed"},
+      {"stop", "stop"},
+      {"mirostat", "mirostat"},
+      {"mirostat_tau", "mirostat_tau"},
+      {"mirostat_eta", "mirostat_eta"},
+  };
+  // Load-time settings Ollama takes per request; here the server's own settings decide them.
+  static const char* const kServerSide[] = {"num_ctx",  "num_batch",  "num_gpu",   "main_gpu",
+                                            "use_mmap", "num_thread", "numa",      "num_keep",
+                                            "low_vram", "f16_kv",     "vocab_only"};
+  for (const auto& [k, v] : opts.items()) {
+    bool done = false;
+    for (const auto& [from, to] : kMap) {
+      if (k == from) {
+        (*o)[to] = v;
+        done = true;
+      }
+    }
+    if (k == "num_predict") {
+      if (!v.is_number_integer()) Refuse("options.num_predict", "num_predict must be an integer");
+      if (v.get<int64_t>() >= 0) (*o)["max_tokens"] = v;
+      done = true;
+    }
+    for (const char* s : kServerSide) done = done || k == s;
+    if (!done) Refuse("options." + k, "unknown option '" + k + "'");
+  }
+}
+
+// format: "json" or a JSON Schema.
+void OllamaFormat(const json& f, json* o) {
+  if (f.is_string() && f == "json") {
+    (*o)["response_format"] = {{"type", "json_object"}};
+  } else if (f.is_object()) {
+    (*o)["response_format"] = {{"type", "json_schema"},
+                               {"json_schema", {{"name", "format"}, {"schema", f}}}};
+  } else if (!(f.is_string() && f == "")) {
+    Refuse("format", "format must be \"json\" or a JSON Schema object");
+  }
+}
+
+void OllamaCommon(const json& j, json* o, Translated* out) {
+  if (const json* m = Get(j, "model")) (*o)["model"] = *m;
+  out->stream = !Get(j, "stream") || (j["stream"].is_boolean() && j["stream"].get<bool>());
+  (*o)["stream"] = out->stream;
+  if (out->stream) (*o)["stream_options"] = {{"include_usage", true}};
+  if (const json* opts = Get(j, "options")) OllamaOptions(*opts, o);
+  if (const json* f = Get(j, "format")) OllamaFormat(*f, o);
+  if (const json* ka = Get(j, "keep_alive"); ka != nullptr && !ka->is_string() && !ka->is_number())
+    Refuse("keep_alive", "keep_alive must be a duration string or a number of seconds");
+  if (const json* think = Get(j, "think")) {
+    if (!think->is_boolean() && !think->is_string())
+      Refuse("think", "think must be a boolean (or low, medium, high)");
+    out->vars.push_back(
+        OptionalBool("enable_thinking", !(think->is_boolean() && !think->get<bool>())));
+  }
+}
+
+class OllamaLines : public ReplyTranslator {
+ public:
+  OllamaLines(Dialect d, bool stream, std::string model, int n_prompt)
+      : d_(d), stream_(stream), model_(std::move(model)), n_prompt_(n_prompt), t0_(Now()) {}
+  void Feed(std::string_view b, std::string* out) override {
+    if (!stream_) {
+      body_.append(b);
+      return;
+    }
+    sse_.Feed(b, [&](std::string_view data, bool comment) {
+      try {
+        Event(data, comment, out);
+      } catch (const json::exception&) {  // (not an OpenAI chunk: skipped)
+      }
+    });
+  }
+  void Event(std::string_view data, bool comment, std::string* out) {
+    {
+      if (comment || data == "[DONE]") return;
+      const json ev = JsonOrDiscarded<json>(data);
+      if (ev.is_discarded()) return;
+      if (ev.contains("error")) {
+        out->append(api_detail::Dump({{"error", ev["error"].value("message", "")}}) + "\n");
+        errored_ = true;
+        return;
+      }
+      if (ev.contains("usage") && ev["usage"].is_object()) {
+        eval_count_ = ev["usage"].value("completion_tokens", eval_count_);
+        n_prompt_ = ev["usage"].value("prompt_tokens", n_prompt_);
+      }
+      if (!ev.contains("choices") || ev["choices"].empty()) return;
+      const json& c = ev["choices"][0];
+      if (c.contains("finish_reason") && !c["finish_reason"].is_null())
+        done_reason_ = c["finish_reason"] == "length" ? "length" : "stop";
+      json line = Line();
+      bool any = false;
+      if (d_ == Dialect::kOllamaGenerate) {
+        const std::string text = c.contains("text") && c["text"].is_string()
+                                     ? c["text"].get<std::string>()
+                                 : c.contains("delta") && c["delta"].contains("content") &&
+                                         c["delta"]["content"].is_string()
+                                     ? c["delta"]["content"].get<std::string>()
+                                     : "";
+        line["response"] = text;
+        any = !text.empty();
+        if (c.contains("delta") && c["delta"].contains("reasoning_content")) {
+          line["thinking"] = c["delta"]["reasoning_content"];
+          any = true;
+        }
+      } else {
+        const json& d = c["delta"];
+        json msg = {{"role", "assistant"},
+                    {"content",
+                     d.contains("content") && d["content"].is_string() ? d["content"] : json("")}};
+        any = msg["content"] != "";
+        if (d.contains("reasoning_content") && d["reasoning_content"].is_string()) {
+          msg["thinking"] = d["reasoning_content"];
+          any = true;
+        }
+        if (d.contains("tool_calls")) {
+          msg["tool_calls"] = Calls(d["tool_calls"]);
+          any = true;
+        }
+        line["message"] = msg;
+      }
+      if (any) out->append(api_detail::Dump(line) + "\n");
+    }
+  }
+  void End(std::string* out) override {
+    try {
+      Finish(out);
+    } catch (const json::exception&) {  // not an OpenAI body (an error): as it is
+      out->append(body_);
+    }
+  }
+  void Finish(std::string* out) {
+    if (errored_) return;
+    if (stream_) {
+      json line = Line();
+      if (d_ == Dialect::kOllamaGenerate)
+        line["response"] = "";
+      else
+        line["message"] = {{"role", "assistant"}, {"content", ""}};
+      Done(&line);
+      out->append(api_detail::Dump(line) + "\n");
+      return;
+    }
+    const json r = JsonOrDiscarded<json>(body_);
+    if (r.is_discarded() || !r.contains("choices")) {
+      out->append(body_);
+      return;
+    }
+    const json& c = r["choices"][0];
+    done_reason_ = c["finish_reason"] == "length" ? "length" : "stop";
+    eval_count_ = r["usage"].value("completion_tokens", 0);
+    n_prompt_ = r["usage"].value("prompt_tokens", n_prompt_);
+    json line = Line();
+    if (d_ == Dialect::kOllamaGenerate) {
+      line["response"] = c.contains("text") ? c["text"] : c["message"]["content"];
+      if (c.contains("message") && c["message"].contains("reasoning_content") &&
+          c["message"]["reasoning_content"].is_string())
+        line["thinking"] = c["message"]["reasoning_content"];
+    } else {
+      const json& m = c["message"];
+      json msg = {{"role", "assistant"},
+                  {"content", m["content"].is_string() ? m["content"] : json("")}};
+      if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
+        msg["thinking"] = m["reasoning_content"];
+      if (m.contains("tool_calls")) msg["tool_calls"] = Calls(m["tool_calls"]);
+      line["message"] = msg;
+    }
+    Done(&line);
+    out->append(api_detail::Dump(line));
+  }
+
+ private:
+  static double Now() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  json Line() const { return {{"model", model_}, {"created_at", Iso8601Now()}, {"done", false}}; }
+  static json Calls(const json& openai_calls) {
+    json out = json::array();
+    for (const auto& tc : openai_calls) {
+      const json args = JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>());
+      out.push_back({{"function",
+                      {{"name", tc["function"]["name"]},
+                       {"arguments", args.is_discarded() ? json::object() : args}}}});
+    }
+    return out;
+  }
+  void Done(json* line) const {
+    const auto ns = [](double s) { return static_cast<int64_t>(s * 1e9); };
+    (*line)["done"] = true;
+    (*line)["done_reason"] = done_reason_;
+    (*line)["total_duration"] = ns(Now() - t0_);
+    (*line)["load_duration"] = 0;
+    (*line)["prompt_eval_count"] = n_prompt_;
+    (*line)["eval_count"] = eval_count_;
+  }
+
+  Dialect d_;
+  bool stream_;
+  std::string model_;
+  int n_prompt_;
+  double t0_;
+  SseSplitter sse_;
+  std::string body_;
+  std::string done_reason_ = "stop";
+  int eval_count_ = 0;
+  bool errored_ = false;
+};
+
+// Ollama's /api/embed: the OpenAI embeddings body re-shaped.
+class OllamaEmbedBody : public ReplyTranslator {
+ public:
+  explicit OllamaEmbedBody(std::string model) : model_(std::move(model)) {}
+  void Feed(std::string_view b, std::string* out) override { body_.append(b); }
+  void End(std::string* out) override {
+    try {
+      Translate(out);
+    } catch (const json::exception&) {
+      out->append(body_);
+    }
+  }
+  void Translate(std::string* out) {
+    const json r = JsonOrDiscarded<json>(body_);
+    if (r.is_discarded() || !r.contains("data")) {
+      out->append(body_);
+      return;
+    }
+    json vectors = json::array();
+    for (const auto& d : r["data"]) vectors.push_back(d["embedding"]);
+    out->append(api_detail::Dump({{"model", model_},
+                                  {"embeddings", vectors},
+                                  {"prompt_eval_count", r["usage"].value("prompt_tokens", 0)}}));
+  }
+
+ private:
+  std::string model_, body_;
+};
+
+json OllamaModel(const ModelFacts& m) {
+  return {{"name", m.name},
+          {"model", m.name},
+          {"modified_at", Iso8601Now()},
+          {"size", m.size_bytes},
+          {"digest", ""},
+          {"details",
+           {{"parent_model", ""},
+            {"format", "gguf"},
+            {"family", m.family},
+            {"families", json::array({m.family})},
+            {"parameter_size", m.parameter_size},
+            {"quantization_level", m.quantization}}}};
+}
+
+}  // namespace
+
+Translated OllamaChatRequest(std::string_view body) {
+  const json j = ParseObject(body);
+  OnlyKeys(j, "",
+           {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"});
+  json o = json::object();
+  Translated out;
+  OllamaCommon(j, &o, &out);
+  const json* ms = Get(j, "messages");
+  if (ms == nullptr || !ms->is_array()) Refuse("messages", "'messages' must be an array");
+  json messages = json::array();
+  for (size_t i = 0; i < ms->size(); ++i) {
+    const json& m = (*ms)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) Refuse(p, "'" + p + "' must be an object");
+    OnlyKeys(m, p, {"role", "content", "images", "tool_calls", "thinking", "tool_name"});
+    if (const json* im = Get(m, "images"); im != nullptr && !(im->is_array() && im->empty()))
+      Refuse(p + ".images", "images are not supported: this model reads text");
+    json msg = {{"role", m.value("role", "")},
+                {"content", Get(m, "content") ? m["content"] : json("")}};
+    if (const json* th = Get(m, "thinking")) msg["reasoning_content"] = *th;
+    if (const json* calls = Get(m, "tool_calls")) {
+      if (!calls->is_array()) Refuse(p + ".tool_calls", "tool_calls must be an array");
+      json tc = json::array();
+      for (size_t c = 0; c < calls->size(); ++c) {
+        const json& call = (*calls)[c];
+        const json* fn = call.is_object() ? Get(call, "function") : nullptr;
+        if (fn == nullptr || !fn->is_object())
+          Refuse(p + ".tool_calls", "each tool call needs a function");
+        const json args = Get(*fn, "arguments") ? (*fn)["arguments"] : json::object();
+        tc.push_back({{"id", "call_" + std::to_string(i) + "_" + std::to_string(c)},
+                      {"type", "function"},
+                      {"function",
+                       {{"name", fn->value("name", "")},
+                        {"arguments", args.is_string() ? args.get<std::string>() : args.dump()}}}});
+      }
+      msg["tool_calls"] = tc;
+    }
+    messages.push_back(msg);
+  }
+  if (messages.empty()) Refuse("messages", "'messages' must not be empty");
+  o["messages"] = messages;
+  if (const json* t = Get(j, "tools")) o["tools"] = *t;
+  out.body = o.dump();
+  return out;
+}
+
+Translated OllamaGenerateRequest(std::string_view body) {
+  const json j = ParseObject(body);
+  OnlyKeys(j, "",
+           {"model", "prompt", "suffix", "system", "template", "raw", "format", "options", "stream",
+            "keep_alive", "images", "think", "context"});
+  json o = json::object();
+  Translated out;
+  OllamaCommon(j, &o, &out);
+  if (Get(j, "suffix") && j["suffix"] != "")
+    Refuse("suffix", "fill-in-the-middle (suffix) is not supported");
+  if (Get(j, "template"))
+    Refuse("template", "a per-request template is not supported: serve --chat-template-file");
+  if (Get(j, "context"))
+    Refuse("context",
+           "context (token ids of an earlier reply) is deprecated: send messages to /api/chat");
+  if (const json* im = Get(j, "images"); im != nullptr && !(im->is_array() && im->empty()))
+    Refuse("images", "images are not supported: this model reads text");
+  const json* prompt = Get(j, "prompt");
+  const std::string text = prompt && prompt->is_string() ? prompt->get<std::string>() : "";
+  if (prompt != nullptr && !prompt->is_string()) Refuse("prompt", "prompt must be a string");
+  const bool raw = Get(j, "raw") && j["raw"].is_boolean() && j["raw"].get<bool>();
+  if (raw) {
+    if (Get(j, "system")) Refuse("system", "system does not apply to a raw prompt");
+    o["prompt"] = text;
+    out.chat = false;
+  } else {
+    json messages = json::array();
+    if (const json* s = Get(j, "system")) messages.push_back({{"role", "system"}, {"content", *s}});
+    messages.push_back({{"role", "user"}, {"content", text}});
+    o["messages"] = messages;
+  }
+  out.body = o.dump();
+  return out;
+}
+
+Translated OllamaEmbedRequest(std::string_view body) {
+  const json j = ParseObject(body);
+  OnlyKeys(j, "", {"model", "input", "prompt", "truncate", "options", "keep_alive", "dimensions"});
+  if (Get(j, "dimensions")) Refuse("dimensions", "the vectors have the model's width");
+  if (Get(j, "truncate") && j["truncate"].is_boolean() && j["truncate"].get<bool>() == false) {
+    // (Paddock never truncates: an input over the context is a 400 either way.)
+  }
+  json o = json::object();
+  if (const json* m = Get(j, "model")) o["model"] = *m;
+  const json* in = Get(j, "input");
+  if (in == nullptr) in = Get(j, "prompt");  // the older /api/embeddings
+  if (in == nullptr) Refuse("input", "'input' is required");
+  o["input"] = *in;
+  Translated out;
+  out.chat = false;
+  out.body = o.dump();
+  return out;
+}
+
+std::unique_ptr<ReplyTranslator> OllamaReply(Dialect d, bool stream, const std::string& model,
+                                             int n_prompt) {
+  return std::make_unique<OllamaLines>(d, stream, model, n_prompt);
+}
+
+std::unique_ptr<ReplyTranslator> OllamaEmbedReply(const std::string& model) {
+  return std::make_unique<OllamaEmbedBody>(model);
+}
+
+}  // namespace paddock::server::dialect_detail
+
+namespace paddock::server {
+
+using dialect_detail::Get;
+using dialect_detail::Iso8601Now;
+using dialect_detail::json;
+using dialect_detail::OllamaModel;
+using dialect_detail::OnlyKeys;
+using dialect_detail::ParseObject;
+using dialect_detail::Refuse;
+
+std::string OllamaTagsBody(const ModelFacts& m, bool running) {
+  json model = OllamaModel(m);
+  if (running) {
+    model["expires_at"] = "2999-12-31T23:59:59Z";  // loaded for the server's lifetime
+    model["size_vram"] = 0;
+    model["context_length"] = m.context;
+  }
+  return api_detail::Dump({{"models", json::array({model})}});
+}
+
+std::string OllamaShowBody(const ModelFacts& m, std::string_view request_body,
+                           const std::vector<std::string>& names) {
+  const json j = ParseObject(request_body);
+  OnlyKeys(j, "", {"model", "name", "verbose"});
+  const json* name = Get(j, "model");
+  if (name == nullptr) name = Get(j, "name");
+  if (name == nullptr || !name->is_string()) Refuse("model", "'model' is required");
+  bool served = false;
+  for (const std::string& n : names) served = served || n == name->get<std::string>();
+  if (!served) Refuse("model", "model '" + name->get<std::string>() + "' not found", 404);
+  json caps = json::array({"completion"});
+  if (m.tools) caps.push_back("tools");
+  if (m.embeddings) caps.push_back("embedding");
+  return api_detail::Dump(
+      {{"modelfile", ""},
+       {"parameters", ""},
+       {"template", m.chat_template},
+       {"details", OllamaModel(m)["details"]},
+       {"model_info",
+        {{"general.architecture", m.family}, {m.family + ".context_length", m.context}}},
+       {"capabilities", caps},
+       {"modified_at", Iso8601Now()}});
+}
+
+std::string OllamaVersionBody() {
+  return api_detail::Dump({{"version", "0.9.0"}});  // the Ollama API version it follows
+}
+
+}  // namespace paddock::server

@@ -1,0 +1,226 @@
+// server/server_endpoints.cpp: the handlers besides the OpenAI completions (server_impl.h):
+// embeddings, tokenize / detokenize, a model by id, and the Anthropic, Responses and Ollama
+// front-ends (server/api_dialects.h), whose requests run as OpenAI ones.
+#include "server/bodies.h"
+#include "server/server_impl.h"
+
+namespace paddock::server::server_detail {
+
+// A request in Anthropic's or Ollama's shape: translated into the OpenAI body, parsed and run
+// as one, its reply translated back (server/api_dialects.h).
+void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d) {
+  if (!Ready(res)) return;
+  ApiRequest ar;
+  std::vector<int32_t> prompt;
+  Translated t;
+  try {
+    t = ToOpenAiRequest(d, req.body);
+    ar = ParseRequest(t.body, t.chat, ctx_);
+    for (ChatVar& v : t.vars) {
+      bool given = false;
+      for (const ChatVar& w : ar.template_vars) given = given || w.name == v.name;
+      if (!given) ar.template_vars.push_back(std::move(v));
+    }
+    prompt = Prompt(ar, t.chat);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+    return;
+  } catch (const Error& ex) {
+    ApiError e;
+    e.message = ex.what();
+    SendError(res, e);
+    return;
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
+  if (streams.empty()) return;
+  const std::string model = ar.model.empty() ? ctx_.model_name : ar.model;
+  ResponseMeta meta{NewId(t.chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
+  res->status = 200;
+  res->content_type = DialectContentType(d, t.stream);
+  if (t.stream) res->SetHeader("Cache-Control", "no-cache");
+  const int n_prompt = static_cast<int>(prompt.size());
+  res->stream = MakeTranslatedBody(
+      MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt),
+      MakeReplyTranslator(d, t.stream, model, n_prompt));
+}
+
+void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
+  const Dialect d = DialectOfPath(req.path);
+  if (d == Dialect::kAnthropic || d == Dialect::kResponses || d == Dialect::kOllamaChat ||
+      d == Dialect::kOllamaGenerate) {
+    DialectCompletion(req, res, d);
+    return;
+  }
+  try {
+    if (d == Dialect::kOllamaEmbed) {
+      HttpRequest as_openai = req;
+      const Translated t = ToOpenAiRequest(d, req.body);
+      as_openai.body = t.body;
+      Embeddings(as_openai, res);
+      if (res->status == 200 && res->stream) {
+        const std::string model = ctx_.model_name;
+        res->stream =
+            MakeTranslatedBody(std::move(res->stream), MakeReplyTranslator(d, false, model, 0));
+      }
+      return;
+    }
+    if (!Ready(res)) return;
+    std::vector<std::string> names = {ctx_.model_name};
+    names.insert(names.end(), ctx_.aliases.begin(), ctx_.aliases.end());
+    if (req.path == "/api/tags" || req.path == "/api/ps") {
+      res->body = OllamaTagsBody(Facts(), req.path == "/api/ps");
+    } else if (req.path == "/api/show") {
+      res->body = OllamaShowBody(Facts(), req.body, names);
+    } else {
+      res->body = OllamaVersionBody();
+    }
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
+// What Ollama's listings say about the served model.
+ModelFacts Server::Facts() const {
+  const ModelInfo& info = service_->engine().info();
+  ModelFacts f;
+  f.name = ctx_.model_name;
+  f.family = info.arch;
+  f.context = ctx_.context;
+  f.size_bytes = info.weight_bytes;
+  // The type holding the most bytes (Ollama's quantization_level).
+  uint64_t most = 0;
+  for (const auto& t : info.tensor_types) {
+    if (t.bytes > most) {
+      most = t.bytes;
+      f.quantization = t.type;
+    }
+  }
+  const double params = static_cast<double>(info.n_params);
+  f.parameter_size = params >= 1e9   ? StrFormat("%.1fB", params / 1e9)
+                     : params >= 1e6 ? StrFormat("%.1fM", params / 1e6)
+                                     : StrFormat("%.0fK", params / 1e3);
+  f.chat_template = info.chat_template;
+  f.tools = chat_ != nullptr && chat_->tool_format() != ToolFormat::kHermes;
+  return f;
+}
+
+// GET /v1/models/{id} (client.models.retrieve); the id as sent, percent-decoded (a model id
+// may hold '/').
+void Server::Model(const std::string& raw_id, HttpResponse* res) {
+  if (state_.load() != State::kReady && state_.load() != State::kDraining) {
+    Models(res);  // the same 503
+    return;
+  }
+  std::string id;
+  for (size_t i = 0; i < raw_id.size(); ++i) {
+    const auto hex = [](char c) {
+      return c >= '0' && c <= '9'   ? c - '0'
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                    : -1;
+    };
+    if (raw_id[i] == '%' && i + 2 < raw_id.size() && hex(raw_id[i + 1]) >= 0 &&
+        hex(raw_id[i + 2]) >= 0) {
+      id += static_cast<char>(hex(raw_id[i + 1]) * 16 + hex(raw_id[i + 2]));
+      i += 2;
+    } else {
+      id += raw_id[i];
+    }
+  }
+  try {
+    res->body = ModelBody(ctx_, id, created_);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
+// POST /v1/embeddings: computed on the engine thread between steps, all inputs of a request in
+// shared forwards; the handler returns at once and the body follows when the vectors are done.
+void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  try {
+    EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
+    const Engine& engine = service_->engine();
+    std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
+    for (const auto& t : er.texts) inputs.push_back(engine.Tokenize(t, engine.AddsBos()));
+    int tokens = 0;
+    for (const auto& in : inputs) {
+      if (static_cast<int>(in.size()) > ctx_.context) {
+        ApiError e;
+        e.param = "input";
+        e.code = "context_length_exceeded";
+        e.message =
+            StrFormat("an input of %zu tokens exceeds the context of %d", in.size(), ctx_.context);
+        throw e;
+      }
+      tokens += static_cast<int>(in.size());
+    }
+    const std::string p = !opt_.pooling.empty()            ? opt_.pooling
+                          : !engine.info().pooling.empty() ? engine.info().pooling
+                                                           : "mean";
+    const Service::Pooling pooling = p == "last"  ? Service::Pooling::kLast
+                                     : p == "cls" ? Service::Pooling::kCls
+                                                  : Service::Pooling::kMean;
+    // The vectors come later, from the engine thread: the response waits as a body source, so
+    // the event thread goes on serving other connections meanwhile.
+    auto body = std::make_shared<DeferredBody>();
+    service_->EmbedAsync(std::move(inputs), pooling,
+                         [body, model = er.model, tokens, base64 = er.base64](
+                             std::vector<std::vector<float>> v, const std::string& error) {
+                           if (!error.empty()) {
+                             ApiError e;
+                             e.status = 500;
+                             e.type = "server_error";
+                             e.message = error;
+                             body->Set(ErrorBody(e));
+                           } else {
+                             body->Set(EmbeddingsBody(v, model, tokens, base64));
+                           }
+                         });
+    res->stream = body;
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  } catch (const Error& ex) {
+    ApiError e;
+    e.message = ex.what();
+    SendError(res, e);
+  }
+}
+
+void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  try {
+    const TokenizeRequest t = ParseTokenize(req.body);
+    const Engine& engine = service_->engine();
+    const std::vector<int32_t> ids =
+        engine.Tokenize(t.content, t.add_special && engine.AddsBos(), t.parse_special);
+    std::vector<std::string> pieces;
+    // A token's piece is what it adds after its predecessor (so SentencePiece's leading space
+    // is kept, which detokenizing it alone would drop).
+    for (size_t i = 0; t.with_pieces && i < ids.size(); ++i) {
+      if (i == 0) {
+        pieces.push_back(engine.Detokenize({ids[0]}));
+        continue;
+      }
+      const std::string before = engine.Detokenize({ids[i - 1]});
+      const std::string both = engine.Detokenize({ids[i - 1], ids[i]});
+      pieces.push_back(both.compare(0, before.size(), before) == 0 ? both.substr(before.size())
+                                                                   : engine.Detokenize({ids[i]}));
+    }
+    res->body = TokenizeBody(ids, t.with_pieces ? &pieces : nullptr);
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
+void Server::Detokenize(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  try {
+    res->body =
+        DetokenizeBody(service_->engine().Detokenize(ParseDetokenize(req.body, ctx_.n_vocab)));
+  } catch (const ApiError& e) {
+    SendError(res, e);
+  }
+}
+
+}  // namespace paddock::server::server_detail
