@@ -89,6 +89,11 @@ echo "${r#* }" | json_get 'd["choices"][0]["finish_reason"]=="stop" and "Lily" n
 check "stop string ends the completion and is excluded" $?
 r=$(post /v1/completions '{"prompt":[1, 403, 407, 261, 378],"max_tokens":5,"temperature":0}')
 [ "${r%% *}" = 200 ]; check "token-id prompt accepted" $?
+one=$(post /v1/completions '{"prompt":"The dog","max_tokens":4,"temperature":0}')
+many=$(post /v1/completions '{"prompt":["Once","The dog"],"max_tokens":4,"temperature":0,"n":2}')
+[ "${many%% *}" = 200 ] && [ "$(echo "${many#* }" | json_get '[c["index"] for c in d["choices"]]')" = "[0, 1, 2, 3]" ] &&
+  [ "$(echo "${many#* }" | json_get 'd["choices"][2]["text"]')" = "$(echo "${one#* }" | json_get 'd["choices"][0]["text"]')" ]
+check "several prompts in one completions request: choices prompt by prompt, each as alone" $?
 
 # --- invalid requests: 400 with an OpenAI error object naming the problem
 bad() {  # bad NAME PATH BODY EXPECTED_STATUS EXPECTED_SUBSTRING

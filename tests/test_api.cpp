@@ -400,3 +400,24 @@ TEST(Dialects, RepliesAndErrorsTakeEachApisShape) {
 
 }  // namespace
 }  // namespace paddock::server
+
+namespace paddock::server {
+namespace {
+
+TEST(ClientFields, SeveralPromptsAreParsedInOrder) {
+  const ApiRequest r = ParseRequest(R"({"prompt": ["a", "b", "c"]})", false, Context());
+  ASSERT_EQ(r.more_prompts.size(), 3u);
+  EXPECT_EQ(r.prompt_text, "a");
+  EXPECT_EQ(r.more_prompts[2].text, "c");
+  const ApiRequest t = ParseRequest(R"({"prompt": [[1, 2], [3]]})", false, Context());
+  ASSERT_EQ(t.more_prompts.size(), 2u);
+  EXPECT_EQ(t.more_prompts[1].tokens, std::vector<int32_t>{3});
+  EXPECT_EQ(Refusal(R"({"prompt": ["a", [1]]})", false).param, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": ["a", "b"], "echo": true})", false).param, "echo");
+  std::string many = R"({"prompt": [)";
+  for (int i = 0; i < 33; ++i) many += (i ? ",\"x\"" : "\"x\"");
+  EXPECT_EQ(Refusal(many + "]}", false).param, "prompt");
+}
+
+}  // namespace
+}  // namespace paddock::server

@@ -52,6 +52,12 @@ struct ApiRequest {
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;
+  // Completions with several prompts: all of them (prompt_text / prompt_tokens hold the first).
+  struct Prompt {
+    std::string text;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Prompt> more_prompts;
   RequestOptions options;
   // Completions' echo: the prompt as text before the completion (set with the prompt), and its
   // first token's text (the one the echoed log-probabilities give no value for).

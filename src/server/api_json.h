@@ -25,6 +25,7 @@ inline constexpr size_t kMaxStopBytes = 1024;  // per stop sequence
 inline constexpr size_t kMaxModelBytes = 256;  // a model name
 inline constexpr size_t kMaxErrorBytes = 512;  // an error message: never megabytes echoed back
 inline constexpr size_t kMaxParamBytes = 128;
+inline constexpr size_t kMaxPrompts = 32;  // several prompts in one completions request
 // Members of any one object in a request body (logit_bias takes 1024, metadata 16): a body with
 // a bigger object is refused while it is parsed, before it is built.
 inline constexpr size_t kMaxMembers = 4096;

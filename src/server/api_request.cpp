@@ -371,6 +371,8 @@ void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
       lp = static_cast<int>(Integer(j, "logprobs", 0, 0, 20));
     }
     r.echo = Bool(j, "echo", false);
+    if (r.echo && !r.more_prompts.empty())
+      Bad("echo", "echo takes one prompt per request (each choice would echo its own)");
     r.options.prompt_logprobs = r.echo && lp >= 0;
     if (r.options.generate.max_tokens == 0 && !r.echo)
       Bad("max_tokens", "max_tokens 0 generates nothing: it is for scoring a prompt (echo)");
@@ -530,7 +532,26 @@ void ParsePrompt(const json& j, ApiRequest* rp) {
   } else if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) {
     tokens((*p)[0]);
   } else if (p->is_array() && p->size() > 1) {
-    Bad("prompt", "several prompts in one request are not supported (send one request per prompt)");
+    // Several prompts (how evaluation harnesses batch): all strings or all token arrays; the
+    // choices come prompt by prompt (index = prompt * n + choice).
+    if (p->size() > kMaxPrompts)
+      Bad("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts in one request");
+    const bool strings = (*p)[0].is_string();
+    for (const auto& x : *p) {
+      if (strings && !x.is_string())
+        Bad("prompt", "several prompts must be all strings or all token arrays");
+      if (!strings && !x.is_array())
+        Bad("prompt", "several prompts must be all strings or all token arrays");
+      if (strings) {
+        r.more_prompts.push_back({x.get<std::string>(), {}});
+      } else {
+        r.prompt_tokens.clear();
+        tokens(x);
+        r.more_prompts.push_back({"", r.prompt_tokens});
+      }
+    }
+    r.prompt_text = r.more_prompts[0].text;
+    r.prompt_tokens = r.more_prompts[0].tokens;
   } else {
     Bad("prompt",
         "'prompt' must be a string, an array of token ids, or an array holding one of those");

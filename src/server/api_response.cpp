@@ -121,12 +121,22 @@ void AppendPromptLogprobs(const ApiRequest& r, const std::vector<TokenLogprob>& 
   AppendCompletionLogprobs(prompt, offset, out);
 }
 
-json UsageOf(const std::vector<GenerateResult>& g) {
+// Over every choice; prompts counted once each (choices come n per prompt).
+json UsageOf(const ApiRequest& r, const std::vector<GenerateResult>& g) {
   json u = Usage(g[0]);
-  int completion = 0;
-  for (const auto& x : g) completion += x.generated_tokens;
+  const size_t n = static_cast<size_t>(std::max(1, r.options.n));
+  int completion = 0, prompt = 0, cached = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    completion += g[i].generated_tokens;
+    if (i % n == 0) {
+      prompt += g[i].prompt_tokens;
+      cached += g[i].cached_tokens;
+    }
+  }
+  u["prompt_tokens"] = prompt;
   u["completion_tokens"] = completion;
-  u["total_tokens"] = g[0].prompt_tokens + completion;
+  u["total_tokens"] = prompt + completion;
+  u["prompt_tokens_details"] = {{"cached_tokens", cached}};
   return u;
 }
 
@@ -202,7 +212,7 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
   }
   json j = {{"id", m.id},           {"object", r.chat ? "chat.completion" : "text_completion"},
             {"created", m.created}, {"model", m.model},
-            {"choices", choices},   {"usage", UsageOf(results)}};
+            {"choices", choices},   {"usage", UsageOf(r, results)}};
   return Dump(j);
 }
 
@@ -259,7 +269,7 @@ std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m,
             {"created", m.created},
             {"model", m.model},
             {"choices", json::array()},
-            {"usage", UsageOf(results)}};
+            {"usage", UsageOf(r, results)}};
   return "data: " + Dump(j) + "\n\n";
 }
 

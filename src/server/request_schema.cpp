@@ -20,7 +20,8 @@ constexpr RequestField kFields[] = {
      "the served name or one of its aliases (else `400 model_not_found` listing them); at most "
      "256 bytes"},
     {"prompt", kCompletions, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
-     "a string, an array of token ids, or an array holding one of those; several prompts: `400`. "
+     "a string, an array of token ids, or up to 32 of either (the choices of each prompt in turn: "
+     "`index` = prompt x `n` + choice; not with `echo`). "
      "Control tokens spelled in the text stay text unless `serve --special-in-prompts`"},
     {"messages", kChat, T::kArray, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
      "`role` system / developer (as system) / user / assistant / tool, `content` a string, null or "

@@ -109,6 +109,7 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
   }
   std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
   if (streams.empty()) return;
+  if (!SubmitMorePrompts(ar, &streams, res)) return;
   ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
   res->status = 200;
   if (ar.stream) {
@@ -117,6 +118,36 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
   }
   const int n_prompt = static_cast<int>(prompt.size());
   res->stream = MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt);
+}
+
+// Completions with several prompts: the second and later ones submitted after the first, their
+// choices appended in order. A prompt refused (400, 429) ends the request: the choices already
+// submitted are cancelled and the refusal is the answer.
+bool Server::SubmitMorePrompts(const ApiRequest& ar,
+                               std::vector<std::shared_ptr<RequestStream>>* streams,
+                               HttpResponse* res) {
+  for (size_t i = 1; i < ar.more_prompts.size(); ++i) {
+    ApiRequest one = ar;
+    one.more_prompts.clear();
+    one.prompt_text = ar.more_prompts[i].text;
+    one.prompt_tokens = ar.more_prompts[i].tokens;
+    std::vector<std::shared_ptr<RequestStream>> more;
+    try {
+      more = Submit(Prompt(one, false), one, res);
+    } catch (const ApiError& e) {
+      SendError(res, e);
+    } catch (const Error& ex) {
+      ApiError e;
+      e.message = ex.what();
+      SendError(res, e);
+    }
+    if (more.empty()) {
+      for (auto& s : *streams) s->Cancel();
+      return false;
+    }
+    streams->insert(streams->end(), more.begin(), more.end());
+  }
+  return true;
 }
 
 // 503 with Retry-After unless the model is loaded and the server is not stopping.

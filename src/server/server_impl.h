@@ -64,6 +64,8 @@ class Server {
   bool Cors(const HttpRequest& req, HttpResponse* res) const;
   // POST /v1/completions and /v1/chat/completions: the named steps below.
   void Completion(const HttpRequest& req, HttpResponse* res, bool chat);
+  bool SubmitMorePrompts(const ApiRequest& ar, std::vector<std::shared_ptr<RequestStream>>* streams,
+                         HttpResponse* res);
   bool Ready(HttpResponse* res);
   std::vector<int32_t> Prompt(ApiRequest& ar, bool chat) const;  // throws ApiError / Error
   std::vector<std::shared_ptr<RequestStream>> Submit(const std::vector<int32_t>& prompt,
