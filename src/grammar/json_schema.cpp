@@ -36,6 +36,14 @@ date ::= [0-9]{4} "-" ( "02-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) | ( "0" [135
 time ::= ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )
 hex ::= [0-9a-f]
 uuid ::= hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}
+octet ::= "25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9]? [0-9]
+ipv4 ::= octet "." octet "." octet "." octet
+label ::= [a-zA-Z0-9] ( [a-zA-Z0-9-]{0,20} [a-zA-Z0-9] )?
+hostname ::= label ( "." label ){0,4}
+atom ::= [a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]{1,20}
+email ::= atom ( "." atom ){0,2} "@" label ( "." label ){1,4}
+urichar ::= [a-zA-Z0-9._~!$&'()*+,;=:@-]
+uri ::= [a-zA-Z] [a-zA-Z0-9+.-]{0,9} "://" hostname ( "/" urichar{0,30} ){0,6}
 )";
 
 // Limits on what a schema may ask for, so no schema makes a mask walk (grammar/matcher.h) long
@@ -232,12 +240,7 @@ class Converter {
     }
     if (t == "string") return String(s, name, where);
     if (t == "integer") return Integer(s, name, where);
-    if (t == "number") {
-      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-        if (s.contains(k))
-          Bad(where, std::string(k) + " is supported for integers only (use type integer)");
-      return "number";
-    }
+    if (t == "number") return Number(s, name, where);
     if (t == "boolean") return "boolean";
     if (t == "null") return "null";
     if (t == "object") return Object(s, name, where);
@@ -245,14 +248,34 @@ class Converter {
     Bad(where, "unknown type '" + t + "'");
   }
 
+  // The formats as rules of the primitives, with the lengths their spellings can take (a
+  // schema's minLength / maxLength must admit them all, as Pydantic's HttpUrl (1..2083) does).
+  struct Format {
+    const char* name;
+    const char* rule;
+    int min_len, max_len;
+  };
+  static constexpr Format kFormats[] = {
+      {"date", "date", 10, 10},   {"time", "time", 9, 21}, {"date-time", "date \"T\" time", 20, 32},
+      {"uuid", "uuid", 36, 36},   {"ipv4", "ipv4", 7, 15}, {"hostname", "hostname", 1, 114},
+      {"email", "email", 5, 182}, {"uri", "uri", 5, 320},
+  };
+
   std::string String(const json& s, const std::string& name, const std::string& where) {
     if (const auto f = s.find("format"); f != s.end()) {
-      if (s.contains("minLength") || s.contains("maxLength"))
-        Bad(where, "format with minLength/maxLength is not supported");
       const std::string fmt = f->is_string() ? f->get<std::string>() : "";
-      if (fmt == "date" || fmt == "time" || fmt == "uuid") return "\"\\\"\" " + fmt + " \"\\\"\"";
-      if (fmt == "date-time") return "\"\\\"\" date \"T\" time \"\\\"\"";
-      Bad(where, "format '" + fmt + "' is not supported (date, time, date-time, uuid)");
+      for (const Format& x : kFormats) {
+        if (fmt != x.name) continue;
+        const int64_t lo = Count(s, "minLength", 0, where), hi = Count(s, "maxLength", -1, where);
+        if (lo > x.min_len || (hi >= 0 && hi < x.max_len))
+          Bad(where, "format '" + fmt + "' is written in " + std::to_string(x.min_len) + " to " +
+                         std::to_string(x.max_len) +
+                         " characters here: minLength / maxLength must admit those");
+        return "\"\\\"\" " + std::string(x.rule) + " \"\\\"\"";
+      }
+      Bad(where,
+          "format '" + fmt +
+              "' is not supported (date, time, date-time, uuid, ipv4, hostname, email, uri)");
     }
     const int64_t lo = Count(s, "minLength", 0, where);
     const int64_t hi = Count(s, "maxLength", -1, where);
@@ -263,6 +286,184 @@ class Converter {
         hi < 0 ? StrFormat("{%lld,}", static_cast<long long>(lo))
                : StrFormat("{%lld,%lld}", static_cast<long long>(lo), static_cast<long long>(hi));
     return Group(name, "\"\\\"\" char" + rep + " \"\\\"\"");
+  }
+
+  // A bound as an exact decimal: its JSON spelling (the shortest that reads back as the same
+  // double) split into sign, integer part and fraction digits (no trailing zeros).
+  struct Decimal {
+    bool negative = false;
+    int64_t whole = 0;
+    std::string frac;
+  };
+  static Decimal ParseDecimal(const json& v, const std::string& key, const std::string& where) {
+    if (!v.is_number()) Bad(where, key + " must be a number");
+    const double d = v.get<double>();
+    if (!(std::fabs(d) < 1e15)) Bad(where, key + " is out of range (|x| < 1e15)");
+    std::string t = v.is_number_float() ? StrFormat("%.15g", d) : v.dump();
+    if (t.find_first_of("eE") != std::string::npos) t = StrFormat("%.15f", d);  // 1e-07
+    Decimal x;
+    if (!t.empty() && t[0] == '-') {
+      x.negative = true;
+      t.erase(0, 1);
+    }
+    const size_t dot = t.find('.');
+    x.whole = std::stoll(t.substr(0, dot));
+    if (dot != std::string::npos) x.frac = t.substr(dot + 1);
+    while (!x.frac.empty() && x.frac.back() == '0') x.frac.pop_back();
+    if (x.frac.size() > 15) Bad(where, key + " has more than 15 fraction digits");
+    if (x.whole == 0 && x.frac.empty()) x.negative = false;
+    return x;
+  }
+  static std::string Digits(char from, char to) {  // a class of the digits from..to
+    if (from > to) return "";
+    if (from == to) return StrFormat("\"%c\"", from);
+    return StrFormat("[%c-%c]", from, to);
+  }
+  // Fraction digit strings s (non-empty) with 0.s >= 0.f (> when strict); f without trailing
+  // zeros. After the prefix equal to f, anything (strict: a tail with a non-zero digit).
+  static std::string FracAtLeast(const std::string& f, bool strict) {
+    if (f.empty()) return strict ? "[0-9]{0,14} [1-9]" : "[0-9]{1,15}";
+    std::string alts;
+    auto add = [&](const std::string& x) { alts += (alts.empty() ? "" : " | ") + x; };
+    if (f[0] < '9') add(Digits(static_cast<char>(f[0] + 1), '9') + " [0-9]{0,14}");
+    const std::string rest = f.substr(1);
+    if (rest.empty())
+      add(StrFormat("\"%c\"", f[0]) + (strict ? " [0-9]{0,13} [1-9]" : " [0-9]{0,14}"));
+    else
+      add(StrFormat("\"%c\" ( ", f[0]) + FracAtLeast(rest, strict) + " )");
+    return alts;
+  }
+  // Fraction digit strings s (non-empty) with 0.s <= 0.f (< when strict).
+  static std::string FracAtMost(const std::string& f, bool strict) {
+    std::string alts;
+    auto add = [&](const std::string& x) { alts += (alts.empty() ? "" : " | ") + x; };
+    if (f[0] > '0') add(Digits('0', static_cast<char>(f[0] - 1)) + " [0-9]{0,14}");
+    const std::string rest = f.substr(1);
+    if (rest.empty()) {
+      if (!strict) add(StrFormat("\"%c\" \"0\"{0,14}", f[0]));
+    } else {
+      add(StrFormat("\"%c\" ( ", f[0]) + FracAtMost(rest, strict) + " )?");
+    }
+    return alts.empty() ? "" : alts;
+  }
+  // Fraction strings s with 0.lo <= 0.s <= 0.hi (strictness per side), lo < hi.
+  static std::string FracBetween(const std::string& lo, bool lo_strict, const std::string& hi,
+                                 bool hi_strict) {
+    const char x = lo.empty() ? '0' : lo[0], y = hi[0];
+    const std::string lrest = lo.empty() ? "" : lo.substr(1), hrest = hi.substr(1);
+    if (x == y)
+      return StrFormat("\"%c\" ( ", x) + FracBetween(lrest, lo_strict, hrest, hi_strict) + " )";
+    std::string alts;
+    auto add = [&](const std::string& a) { alts += (alts.empty() ? "" : " | ") + a; };
+    // First digit x: the rest at least lo's (none needed when lo ends here and is not strict).
+    if (lrest.empty())
+      add(StrFormat("\"%c\"", x) + (lo_strict ? " [0-9]{0,13} [1-9]" : " [0-9]{0,14}"));
+    else
+      add(StrFormat("\"%c\" ( ", x) + FracAtLeast(lrest, lo_strict) + " )");
+    if (y - x > 1) add(Digits(static_cast<char>(x + 1), static_cast<char>(y - 1)) + " [0-9]{0,14}");
+    if (hrest.empty()) {
+      if (!hi_strict) add(StrFormat("\"%c\" \"0\"{0,14}", y));
+    } else {
+      add(StrFormat("\"%c\" ( ", y) + FracAtMost(hrest, hi_strict) + " )?");
+    }
+    return alts;
+  }
+  // Non-negative decimals in [a, b] (strictness per side); b_inf: no upper bound. Plain
+  // notation: an integer part and an optional fraction.
+  std::string NonNegative(const Decimal& a, bool a_strict, const Decimal& b, bool b_inf,
+                          bool b_strict, const std::string& name) {
+    const std::string any_frac = "( \".\" [0-9]{1,15} )?";
+    std::string alts;
+    auto add = [&](const std::string& x) { alts += (alts.empty() ? "" : " | ") + x; };
+    const std::string A = std::to_string(a.whole);
+    if (!b_inf && a.whole == b.whole && a.frac == b.frac) {  // one value (when not strict)
+      return a_strict || b_strict ? "" : GbnfLiteral(a.frac.empty() ? A : A + "." + a.frac);
+    }
+    if (!b_inf && a.whole == b.whole) {  // one integer part: the fraction between the two
+      if (a.frac.empty() && !a_strict) add(GbnfLiteral(A));
+      if (b.frac.empty()) return alts.empty() ? "" : Group(name, alts);  // [A, A] or nothing
+      add(GbnfLiteral(A + ".") + " ( " + FracBetween(a.frac, a_strict, b.frac, b_strict) + " )");
+      return Group(name, alts);
+    }
+    // A: its fraction at least a's.
+    if (a.frac.empty() && !a_strict)
+      add(GbnfLiteral(A) + " " + any_frac);
+    else
+      add(GbnfLiteral(A + ".") + " ( " + FracAtLeast(a.frac, a_strict) + " )");
+    // The integers strictly between, any fraction.
+    const int64_t kInf = 999999999999999;
+    const int64_t hi_whole = b_inf ? kInf : b.whole - 1;
+    if (a.whole + 1 <= hi_whole)
+      add("( " + Group(name + "-int", Range(a.whole + 1, hi_whole)) + " ) " + any_frac);
+    // B: its fraction at most b's.
+    if (!b_inf) {
+      const std::string B = std::to_string(b.whole);
+      if (b.frac.empty()) {
+        if (!b_strict) add(GbnfLiteral(B));
+      } else {
+        const std::string f = FracAtMost(b.frac, b_strict);
+        add(GbnfLiteral(B) + " ( \".\" ( " + f + " ) )?");
+      }
+    }
+    return Group(name, alts);
+  }
+
+  // Numbers within minimum / maximum / exclusiveMinimum / exclusiveMaximum, exact in decimal
+  // (0.1 is 0.1, not the double nearest it): written in plain notation, integer part and
+  // fraction (at most 15 fraction digits).
+  std::string Number(const json& s, const std::string& name, const std::string& where) {
+    bool has_lo = false, has_hi = false, lo_strict = false, hi_strict = false;
+    Decimal lo, hi;
+    auto value = [](const Decimal& d) {
+      return (d.negative ? -1.0 : 1.0) *
+             std::stod(std::to_string(d.whole) + "." + (d.frac.empty() ? "0" : d.frac));
+    };
+    for (const char* key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      const Decimal d = ParseDecimal(*it, key, where);
+      const std::string k = key;
+      const bool upper = k == "maximum" || k == "exclusiveMaximum";
+      const bool strict = k.rfind("exclusive", 0) == 0;
+      bool& has = upper ? has_hi : has_lo;
+      Decimal& cur = upper ? hi : lo;
+      bool& cur_strict = upper ? hi_strict : lo_strict;
+      const double v = value(d), c = has ? value(cur) : 0;
+      if (!has || (upper ? v < c || (v == c && strict) : v > c || (v == c && strict))) {
+        cur = d;
+        cur_strict = strict;
+      }
+      has = true;
+    }
+    if (!has_lo && !has_hi) return "number";
+    if (has_lo && has_hi &&
+        (value(hi) < value(lo) || (value(hi) == value(lo) && (lo_strict || hi_strict))))
+      Bad(where, "no number lies within the bounds");
+    std::string alts;
+    auto add = [&](const std::string& x) {
+      if (!x.empty()) alts += (alts.empty() ? "" : " | ") + x;
+    };
+    const Decimal zero;
+    // x >= 0: from max(lo, 0) up to hi (when hi >= 0).
+    if (!has_hi || !hi.negative) {
+      const bool from_lo = has_lo && !lo.negative;
+      add(NonNegative(from_lo ? lo : zero, from_lo && lo_strict, hi, !has_hi, hi_strict,
+                      name + "-pos"));
+    }
+    // x < 0: "-" y with y > 0, from max(-hi, 0) to -lo.
+    if (!has_lo || lo.negative) {
+      Decimal a = zero, b = lo;
+      bool a_strict = true;  // y > 0 (-0 is written as 0)
+      if (has_hi && hi.negative) {
+        a = hi;
+        a_strict = hi_strict;
+      }
+      a.negative = b.negative = false;
+      const std::string neg = NonNegative(a, a_strict, b, !has_lo, lo_strict, name + "-neg");
+      if (!neg.empty()) add("\"-\" " + neg);
+    }
+    if (alts.empty()) Bad(where, "no number lies within the bounds");
+    return Group(name, alts);
   }
 
   // Integers within [minimum, maximum] (either bound optional), as digit-string alternatives:
