@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Real client libraries against `paddock serve` (stories260K): Anthropic's SDK, Ollama's, the
-# Vercel AI SDK, LangChain and the OpenAI client's v4 (tests/clients/clients.mjs), each with a
-# multi-turn conversation, streaming, a tool round trip and structured output. The server requires
+# Real client libraries against `paddock serve` (stories260K): the OpenAI client (chat and
+# Responses), Anthropic's SDK, Ollama's, the Vercel AI SDK, LangChain and the OpenAI client's v4
+# (tests/clients/clients.mjs), each with a multi-turn conversation, streaming, a tool round trip
+# and structured output; and the JSON-Schema-Test-Suite's schemas as structured output
+# (tests/clients/schema_suite.mjs). The server requires
 # a key, so each client's way of sending one (Authorization: Bearer, x-api-key) is exercised too.
 # usage: clients_test.sh PADDOCK_BIN
 set -uo pipefail
@@ -17,5 +19,10 @@ done
 start_server clients -m "$M/stories260K.gguf" --served-model-name stories260K --api-key sekret || exit 1
 node "$HERE/clients/clients.mjs" "$PORT" stories260K
 check "client libraries hold conversations unchanged" $?
+# The JSON-Schema-Test-Suite's schemas: what is accepted validates, what is refused is named.
+samples=4
+[ "${PADDOCK_SANITIZED:-0}" = 1 ] && samples=1
+node "$HERE/clients/schema_suite.mjs" "$PORT" stories260K "$samples" | grep -v '^ok'
+check "JSON-Schema-Test-Suite: every output of an accepted schema validates, every refusal named" "${PIPESTATUS[0]}"
 echo "clients: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -131,6 +131,8 @@ class Converter {
                                                 "maxLength",
                                                 "format",
                                                 "pattern",
+                                                "prefixItems",
+                                                "additionalItems",
                                                 "minimum",
                                                 "maximum",
                                                 "exclusiveMinimum",
@@ -180,6 +182,7 @@ class Converter {
       for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
       return Group(name, alts);
     }
+    if (s.contains("allOf")) return Visit(FoldAllOf(s, where), name, where);
     for (const char* key : {"anyOf", "oneOf"}) {
       if (const auto it = s.find(key); it != s.end()) {
         if (!it->is_array() || it->empty())
@@ -188,36 +191,202 @@ class Converter {
         if (budget_.branches > kMaxBranches)
           Bad(where, "the schema has more than " + std::to_string(kMaxBranches) +
                          " anyOf/oneOf branches in all");
-        std::string alts;
+        // Keywords beside anyOf / oneOf hold for every branch: each branch is merged with them.
+        json base = s;
+        base.erase(key);
+        const bool has_base = HasConstraints(base);
+        std::vector<json> branches;
         for (size_t i = 0; i < it->size(); ++i) {
-          alts += (i == 0 ? "" : " | ") + Visit((*it)[i], name + "-" + std::to_string(i),
+          const std::string bw = where + "/" + key + "/" + std::to_string(i);
+          const json& b = Deref((*it)[i], bw);
+          branches.push_back(has_base ? Merge(base, b, bw) : b);
+        }
+        if (std::string(key) == "oneOf") CheckDisjoint(branches, where);
+        std::string alts;
+        for (size_t i = 0; i < branches.size(); ++i) {
+          alts += (i == 0 ? "" : " | ") + Visit(branches[i], name + "-" + std::to_string(i),
                                                 where + "/" + key + "/" + std::to_string(i));
         }
         return Group(name, alts);
       }
-    }
-    if (const auto it = s.find("allOf"); it != s.end()) {
-      if (!it->is_array() || it->size() != 1) Bad(where, "allOf is supported with one schema only");
-      return Visit((*it)[0], name, where + "/allOf/0");
     }
     const auto type = s.find("type");
     if (type == s.end()) {
       if (s.contains("properties") || s.contains("additionalProperties"))
         return Object(s, name, where);
       if (s.contains("items")) return Array(s, name, where);
-      return "value";
+      if (!HasConstraints(s)) return "value";
+      // Keywords of one type hold only for values of that type: every type, each with its own.
+      std::string alts;
+      for (const char* t : {"string", "number", "boolean", "null", "object", "array"})
+        alts += (alts.empty() ? "" : " | ") + Typed(s, t, name + "-" + t, where, false);
+      return Group(name, alts);
     }
     if (type->is_array()) {
       if (type->empty()) Bad(where, "type must not be an empty array");
       std::string alts;
       for (const auto& t : *type) {
         if (!t.is_string()) Bad(where, "type must be a string or an array of strings");
-        alts += (alts.empty() ? "" : " | ") + Typed(s, t.get<std::string>(), name, where);
+        alts += (alts.empty() ? "" : " | ") + Typed(s, t.get<std::string>(), name, where, false);
       }
       return Group(name, alts);
     }
     if (!type->is_string()) Bad(where, "type must be a string or an array of strings");
     return Typed(s, type->get<std::string>(), name, where);
+  }
+
+  // A branch as written, or what its $ref points to (to merge it with other keywords).
+  const json& Deref(const json& b, const std::string& where) {
+    if (b.is_object() && b.contains("$ref") && b.size() == 1 && b["$ref"].is_string())
+      return Resolve(b["$ref"].get<std::string>(), where);
+    return b;
+  }
+  // Whether a schema says anything about its values (annotations do not).
+  static bool HasConstraints(const json& s) {
+    static const std::set<std::string> kAnnotations = {
+        "title",    "description", "$schema",  "$id",       "$comment", "default",
+        "examples", "deprecated",  "readOnly", "writeOnly", "$defs",    "definitions"};
+    for (const auto& [k, v] : s.items())
+      if (kAnnotations.count(k) == 0) return true;
+    return false;
+  }
+  static std::set<std::string> TypesOf(const json& t) {
+    std::set<std::string> out;
+    if (t.is_string()) out.insert(t.get<std::string>());
+    if (t.is_array())
+      for (const auto& x : t)
+        if (x.is_string()) out.insert(x.get<std::string>());
+    return out;
+  }
+  // Both schemas at once (allOf, or a branch with its parent's keywords): keywords of one only
+  // are kept; shared ones combine (types intersected, required joined, properties merged,
+  // bounds tightened); a keyword both set differently otherwise is a 400 naming it.
+  json Merge(const json& a, const json& b, const std::string& where) {
+    if (b.is_boolean()) {
+      if (!b.get<bool>()) Bad(where, "the schema 'false' matches nothing");
+      return a;
+    }
+    if (!b.is_object() || !a.is_object()) Bad(where, "a schema must be an object or a boolean");
+    if (b.contains("$ref"))
+      Bad(where, "$ref beside other keywords in allOf/anyOf/oneOf is not supported");
+    json out = a;
+    for (const auto& [k, v] : b.items()) {
+      if (!out.contains(k) || out[k] == v) {
+        out[k] = v;
+        continue;
+      }
+      if (k == "type") {
+        std::set<std::string> x = TypesOf(out[k]), y = TypesOf(v), both;
+        for (const std::string& t : x) {
+          if (y.count(t))
+            both.insert(t);
+          else if (t == "number" && y.count("integer"))
+            both.insert("integer");
+          else if (t == "integer" && y.count("number"))
+            both.insert("integer");
+        }
+        if (both.empty()) Bad(where, "no type satisfies both schemas");
+        out[k] = json(std::vector<std::string>(both.begin(), both.end()));
+      } else if (k == "required" && v.is_array() && out[k].is_array()) {
+        for (const auto& r : v)
+          if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
+      } else if (k == "properties" && v.is_object() && out[k].is_object()) {
+        for (const auto& [pk, pv] : v.items())
+          out[k][pk] =
+              out[k].contains(pk) ? Merge(out[k][pk], pv, where + "/properties/" + pk) : pv;
+      } else if ((k == "minimum" || k == "minLength" || k == "minItems") && v.is_number()) {
+        if (v > out[k]) out[k] = v;
+      } else if ((k == "maximum" || k == "maxLength" || k == "maxItems") && v.is_number()) {
+        if (v < out[k]) out[k] = v;
+      } else if (HasConstraints(json{{k, v}})) {
+        Bad(where, "two schemas set '" + k + "' differently; they cannot be combined here");
+      }
+    }
+    return out;
+  }
+  json FoldAllOf(const json& s, const std::string& where) {
+    const json& all = s["allOf"];
+    if (!all.is_array() || all.empty()) Bad(where, "allOf must be a non-empty array");
+    json out = s;
+    out.erase("allOf");
+    for (size_t i = 0; i < all.size(); ++i) {
+      const std::string w = where + "/allOf/" + std::to_string(i);
+      out = Merge(out, Deref(all[i], w), w);
+    }
+    return out;
+  }
+  // oneOf asks for exactly one branch: the output is one branch's value, so the branches must
+  // not share values. Disjoint here: different types (integer within number), different
+  // const/enum values, or objects told apart by a required property's const/enum values (a
+  // discriminator). Anything else may overlap: a 400 (anyOf says "at least one").
+  void CheckDisjoint(const std::vector<json>& branches, const std::string& where) {
+    auto values = [](const json& b, json* out) {
+      if (!b.is_object()) return false;
+      if (b.contains("const")) {
+        *out = json::array({b["const"]});
+        return true;
+      }
+      if (b.contains("enum") && b["enum"].is_array()) {
+        *out = b["enum"];
+        return true;
+      }
+      return false;
+    };
+    auto types = [&](const json& b) {
+      std::set<std::string> t;
+      json vs;
+      if (values(b, &vs)) {
+        for (const auto& v : vs)
+          t.insert(v.is_string()    ? "string"
+                   : v.is_boolean() ? "boolean"
+                   : v.is_null()    ? "null"
+                   : v.is_number()  ? "number"
+                   : v.is_object()  ? "object"
+                                    : "array");
+      } else if (b.is_object() && b.contains("type")) {
+        t = TypesOf(b["type"]);
+        if (t.count("integer")) t.insert("number");
+      }
+      return t;  // empty: any type
+    };
+    auto discriminated = [&](const json& a, const json& b) {
+      if (!a.is_object() || !b.is_object() || !a.contains("properties") ||
+          !b.contains("properties"))
+        return false;
+      for (const auto& [p, pa] : a["properties"].items()) {
+        if (!b["properties"].contains(p)) continue;
+        auto req = [&](const json& s) {
+          return s.contains("required") && s["required"].is_array() &&
+                 std::find(s["required"].begin(), s["required"].end(), p) != s["required"].end();
+        };
+        json va, vb;
+        if (!req(a) || !req(b) || !values(pa, &va) || !values(b["properties"][p], &vb)) continue;
+        bool shared = false;
+        for (const auto& x : va)
+          for (const auto& y : vb) shared = shared || x == y;
+        if (!shared) return true;
+      }
+      return false;
+    };
+    for (size_t i = 0; i < branches.size(); ++i) {
+      for (size_t j = i + 1; j < branches.size(); ++j) {
+        const json &a = branches[i], &b = branches[j];
+        json va, vb;
+        if (values(a, &va) && values(b, &vb)) {
+          bool shared = false;
+          for (const auto& x : va)
+            for (const auto& y : vb) shared = shared || x == y;
+          if (!shared) continue;
+        }
+        const std::set<std::string> ta = types(a), tb = types(b);
+        bool overlap = ta.empty() || tb.empty();
+        for (const std::string& t : ta) overlap = overlap || tb.count(t) != 0;
+        if (!overlap || discriminated(a, b)) continue;
+        Bad(where, "oneOf branches " + std::to_string(i) + " and " + std::to_string(j) +
+                       " can match the same value (exactly one must): tell them apart by type, "
+                       "const or a required discriminator property, or use anyOf");
+      }
+    }
   }
 
   std::string Group(const std::string& name, const std::string& alts) {
@@ -234,15 +403,35 @@ class Converter {
     return it->get<int64_t>();
   }
 
+  // Draft 4's exclusiveMinimum / exclusiveMaximum are booleans on minimum / maximum: as the
+  // later drafts' numbers.
+  static json Draft4Bounds(const json& s) {
+    json out = s;
+    for (const auto& [ex, bound] :
+         {std::pair<const char*, const char*>{"exclusiveMinimum", "minimum"},
+          {"exclusiveMaximum", "maximum"}}) {
+      const auto it = s.find(ex);
+      if (it == s.end() || !it->is_boolean()) continue;
+      out.erase(ex);
+      if (it->get<bool>() && s.contains(bound)) {
+        out[ex] = s[bound];
+        out.erase(bound);
+      }
+    }
+    return out;
+  }
+
+  // strict: the schema names this one type, so another type's keywords are a mistake (400);
+  // with several types each takes the keywords that apply to it.
   std::string Typed(const json& s, const std::string& t, const std::string& name,
-                    const std::string& where) {
-    if (t != "number" && t != "integer") {
+                    const std::string& where, bool strict = true) {
+    if (strict && t != "number" && t != "integer") {
       for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
         if (s.contains(k)) Bad(where, std::string(k) + " applies to numbers only");
     }
     if (t == "string") return String(s, name, where);
-    if (t == "integer") return Integer(s, name, where);
-    if (t == "number") return Number(s, name, where);
+    if (t == "integer") return Integer(Draft4Bounds(s), name, where);
+    if (t == "number") return Number(Draft4Bounds(s), name, where);
     if (t == "boolean") return "boolean";
     if (t == "null") return "null";
     if (t == "object") return Object(s, name, where);
@@ -621,8 +810,47 @@ class Converter {
     return Group(name, "\"{\" ws " + next_first + " \"}\"");
   }
 
+  // A tuple: prefixItems (or, before 2020-12, items as an array), then items (additionalItems)
+  // for any further ones. Written with the tuple's length at most (more only as minItems asks).
+  std::string Tuple(const json& s, const json& prefix, const char* rest_key,
+                    const std::string& name, const std::string& where) {
+    if (!prefix.is_array()) Bad(where, "prefixItems must be an array of schemas");
+    const int64_t k = static_cast<int64_t>(prefix.size());
+    const int64_t lo = Count(s, "minItems", 0, where), hi = Count(s, "maxItems", -1, where);
+    if (hi >= 0 && hi < lo) Bad(where, "maxItems is below minItems");
+    if (k > 64 || lo > 64) Bad(where, "tuples of more than 64 items are not supported");
+    const int64_t n = hi >= 0 ? std::min(hi, std::max(k, lo)) : std::max(k, lo);
+    std::string rest = "value";
+    if (const auto r = s.find(rest_key); r != s.end()) {
+      if (r->is_boolean() && !r->get<bool>()) {
+        if (lo > k) Bad(where, "minItems asks for more items than the tuple allows");
+        rest = "";
+      } else {
+        rest = Visit(*r, name + "-rest", where + "/" + rest_key);
+      }
+    }
+    std::vector<std::string> elems;
+    for (int64_t i = 0; i < n; ++i)
+      elems.push_back(i < k ? Visit(prefix[static_cast<size_t>(i)], name + "-" + std::to_string(i),
+                                    where + "/prefixItems/" + std::to_string(i))
+                            : rest);
+    // Nested from the back: element i then, optionally (past minItems), the ones after it.
+    std::string tail;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      const std::string sep = i == 0 ? "" : "\",\" ws ";
+      std::string cur =
+          sep + elems[static_cast<size_t>(i)] + " ws" + (tail.empty() ? "" : " " + tail);
+      tail = i >= lo ? "( " + cur + " )?" : "( " + cur + " )";
+    }
+    return Group(name, "\"[\" ws " + (tail.empty() ? "" : tail + " ") + "\"]\"");
+  }
+
   std::string Array(const json& s, const std::string& name, const std::string& where) {
-    if (s.contains("prefixItems")) Bad(where, "prefixItems is not supported");
+    if (const auto pi = s.find("prefixItems"); pi != s.end())
+      return Tuple(s, *pi, "items", name, where);
+    if (const auto it = s.find("items"); it != s.end() && it->is_array())
+      return Tuple(s, *it, "additionalItems", name, where);
+    // (additionalItems without items as an array says nothing: every item is an "item".)
     std::string item = "value";
     if (const auto it = s.find("items"); it != s.end())
       item = Visit(*it, name + "-item", where + "/items");
