@@ -636,7 +636,7 @@ class StressRun {
       "{\"prompt\": \"x\", \"n\": 17}",
       "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 25}",
       "{\"prompt\": \"x\", \"grammar\": \"root ::= root \\\"a\\\"\"}",
-      "{\"prompt\": \"x\", \"json_schema\": {\"type\": \"string\", \"pattern\": \"a\"}}",
+      "{\"prompt\": \"x\", \"json_schema\": {\"type\": \"string\", \"pattern\": \"a(?=b)\"}}",
       "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\"}}",
       "\xff\xfe garbage"};
 
