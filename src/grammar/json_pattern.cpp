@@ -20,6 +20,7 @@ std::string PatternAlt(const std::string& re, size_t* i, const std::string& wher
 std::string PatternSeq(const std::string& re, size_t* i, const std::string& where, int depth);
 std::string PatternQuantifier(const std::string& re, size_t* i, const std::string& where);
 std::string PatternAtom(const std::string& re, size_t* i, const std::string& where, int depth);
+std::string PatternClass(const std::string& re, size_t* i, const std::string& where);
 
 std::string PatternAlt(const std::string& re, size_t* i, const std::string& where, int depth) {
   if (depth > 16) Bad(where, "pattern: groups nest too deeply");
@@ -90,11 +91,64 @@ std::string ClassChar(unsigned char c) {
     return std::string("\\") + static_cast<char>(c);
   return std::string(1, static_cast<char>(c));
 }
+// A JSON string's characters a pattern cannot name directly: they are written escaped.
+bool MustEscape(unsigned char ch) {
+  return ch == '"' || ch == '\\' || ch < 0x20 || ch == 0x7F;
+}
+
+// A class [...] (at *i): its members in GBNF's syntax, a negated one without the characters a
+// JSON string must escape.
+std::string PatternClass(const std::string& re, size_t* i, const std::string& where) {
+  auto bad_char = MustEscape;
+  ++*i;
+  bool negated = false;
+  if (*i < re.size() && re[*i] == '^') {
+    negated = true;
+    ++*i;
+  }
+  std::string members;
+  bool first = true;
+  while (*i < re.size() && (re[*i] != ']' || first)) {
+    first = false;
+    unsigned char m = static_cast<unsigned char>(re[*i]);
+    if (m == '\\') {
+      if (*i + 1 >= re.size()) Bad(where, "pattern: a trailing \\");
+      const char e = re[*i + 1];
+      const std::string cls = ClassEscape(e);
+      *i += 2;
+      if (!cls.empty()) {
+        members += cls;
+        continue;
+      }
+      if (std::isalnum(static_cast<unsigned char>(e)))
+        Bad(where, std::string("pattern: \\") + e + " is not supported");
+      m = static_cast<unsigned char>(e);
+    } else {
+      ++*i;
+    }
+    if (bad_char(m)) {
+      if (negated) continue;  // excluded below anyway
+      Bad(where, "pattern: a class with a character JSON must escape is not supported");
+    }
+    if (*i + 1 < re.size() && re[*i] == '-' && re[*i + 1] != ']') {
+      const unsigned char to = static_cast<unsigned char>(re[*i + 1]);
+      if (to == '\\' || to < m) Bad(where, "pattern: class range is not supported");
+      members += ClassChar(m) + "-" + ClassChar(to);
+      *i += 2;
+    } else {
+      members += ClassChar(m);
+    }
+  }
+  if (*i >= re.size()) Bad(where, "pattern: unclosed [");
+  ++*i;
+  if (negated) return "[^" + members + "\"\\\\\\x00-\\x1F\\x7F]";
+  if (members.empty()) Bad(where, "pattern: an empty class matches nothing");
+  return "[" + members + "]";
+}
+
 std::string PatternAtom(const std::string& re, size_t* i, const std::string& where, int depth) {
   const unsigned char c = static_cast<unsigned char>(re[*i]);
-  auto bad_char = [&](unsigned char ch) {
-    return ch == '"' || ch == '\\' || ch < 0x20 || ch == 0x7F;
-  };
+  auto bad_char = MustEscape;
   if (c == '(') {
     ++*i;
     if (re.compare(*i, 2, "?:") == 0) {
@@ -111,52 +165,7 @@ std::string PatternAtom(const std::string& re, size_t* i, const std::string& whe
     ++*i;
     return "[^\"\\\\\\x00-\\x1F\\x7F]";
   }
-  if (c == '[') {
-    ++*i;
-    bool negated = false;
-    if (*i < re.size() && re[*i] == '^') {
-      negated = true;
-      ++*i;
-    }
-    std::string members;
-    bool first = true;
-    while (*i < re.size() && (re[*i] != ']' || first)) {
-      first = false;
-      unsigned char m = static_cast<unsigned char>(re[*i]);
-      if (m == '\\') {
-        if (*i + 1 >= re.size()) Bad(where, "pattern: a trailing \\");
-        const char e = re[*i + 1];
-        const std::string cls = ClassEscape(e);
-        *i += 2;
-        if (!cls.empty()) {
-          members += cls;
-          continue;
-        }
-        if (std::isalnum(static_cast<unsigned char>(e)))
-          Bad(where, std::string("pattern: \\") + e + " is not supported");
-        m = static_cast<unsigned char>(e);
-      } else {
-        ++*i;
-      }
-      if (bad_char(m)) {
-        if (negated) continue;  // excluded below anyway
-        Bad(where, "pattern: a class with a character JSON must escape is not supported");
-      }
-      if (*i + 1 < re.size() && re[*i] == '-' && re[*i + 1] != ']') {
-        const unsigned char to = static_cast<unsigned char>(re[*i + 1]);
-        if (to == '\\' || to < m) Bad(where, "pattern: class range is not supported");
-        members += ClassChar(m) + "-" + ClassChar(to);
-        *i += 2;
-      } else {
-        members += ClassChar(m);
-      }
-    }
-    if (*i >= re.size()) Bad(where, "pattern: unclosed [");
-    ++*i;
-    if (negated) return "[^" + members + "\"\\\\\\x00-\\x1F\\x7F]";
-    if (members.empty()) Bad(where, "pattern: an empty class matches nothing");
-    return "[" + members + "]";
-  }
+  if (c == '[') return PatternClass(re, i, where);
   if (c == '\\') {
     if (*i + 1 >= re.size()) Bad(where, "pattern: a trailing \\");
     const char e = re[*i + 1];

@@ -280,6 +280,48 @@ class AnthropicStream : public ReplyTranslator {
   std::string stop_ = "end_turn";
 };
 
+// tools (name, description, input_schema) and tool_choice (auto, any, tool, none) as the
+// chat's function tools.
+void AnthropicTools(const json& j, json* out) {
+  json& o = *out;
+  if (const json* tools = Get(j, "tools")) {
+    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
+    json list = json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string tp = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) Refuse(tp, "a tool must be an object");
+      OnlyKeys(t, tp, {"name", "description", "input_schema", "type", "cache_control"});
+      if (Get(t, "type") && t["type"] != "custom")
+        Refuse(tp + ".type", "server tools ('" + t["type"].dump() + "') are not available here");
+      json fn = {{"name", t.value("name", "")}};
+      if (const json* d = Get(t, "description")) fn["description"] = *d;
+      fn["parameters"] = Get(t, "input_schema") ? t["input_schema"] : json{{"type", "object"}};
+      list.push_back({{"type", "function"}, {"function", fn}});
+    }
+    o["tools"] = list;
+  }
+  if (const json* tc = Get(j, "tool_choice")) {
+    if (!tc->is_object() || !Get(*tc, "type") || !(*tc)["type"].is_string())
+      Refuse("tool_choice", "tool_choice must be an object with a 'type'");
+    OnlyKeys(*tc, "tool_choice", {"type", "name", "disable_parallel_tool_use"});
+    const std::string type = (*tc)["type"];
+    if (type == "auto") {
+      o["tool_choice"] = "auto";
+    } else if (type == "any") {
+      o["tool_choice"] = "required";
+    } else if (type == "none") {
+      o["tool_choice"] = "none";
+    } else if (type == "tool") {
+      o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc->value("name", "")}}}};
+    } else {
+      Refuse("tool_choice.type", "tool_choice type must be auto, any, tool or none");
+    }
+    if (const json* d = Get(*tc, "disable_parallel_tool_use"); d != nullptr && d->is_boolean())
+      o["parallel_tool_calls"] = !d->get<bool>();
+  }
+}
+
 }  // namespace
 
 Translated AnthropicRequest(std::string_view body) {
@@ -322,42 +364,7 @@ Translated AnthropicRequest(std::string_view body) {
   Translated out;
   out.stream = Get(j, "stream") && j["stream"].is_boolean() && j["stream"].get<bool>();
   if (out.stream) o["stream_options"] = {{"include_usage", true}};
-  if (const json* tools = Get(j, "tools")) {
-    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
-    json list = json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const json& t = (*tools)[i];
-      const std::string tp = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object()) Refuse(tp, "a tool must be an object");
-      OnlyKeys(t, tp, {"name", "description", "input_schema", "type", "cache_control"});
-      if (Get(t, "type") && t["type"] != "custom")
-        Refuse(tp + ".type", "server tools ('" + t["type"].dump() + "') are not available here");
-      json fn = {{"name", t.value("name", "")}};
-      if (const json* d = Get(t, "description")) fn["description"] = *d;
-      fn["parameters"] = Get(t, "input_schema") ? t["input_schema"] : json{{"type", "object"}};
-      list.push_back({{"type", "function"}, {"function", fn}});
-    }
-    o["tools"] = list;
-  }
-  if (const json* tc = Get(j, "tool_choice")) {
-    if (!tc->is_object() || !Get(*tc, "type") || !(*tc)["type"].is_string())
-      Refuse("tool_choice", "tool_choice must be an object with a 'type'");
-    OnlyKeys(*tc, "tool_choice", {"type", "name", "disable_parallel_tool_use"});
-    const std::string type = (*tc)["type"];
-    if (type == "auto") {
-      o["tool_choice"] = "auto";
-    } else if (type == "any") {
-      o["tool_choice"] = "required";
-    } else if (type == "none") {
-      o["tool_choice"] = "none";
-    } else if (type == "tool") {
-      o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc->value("name", "")}}}};
-    } else {
-      Refuse("tool_choice.type", "tool_choice type must be auto, any, tool or none");
-    }
-    if (const json* d = Get(*tc, "disable_parallel_tool_use"); d != nullptr && d->is_boolean())
-      o["parallel_tool_calls"] = !d->get<bool>();
-  }
+  AnthropicTools(j, &o);
   if (const json* md = Get(j, "metadata")) {
     if (!md->is_object()) Refuse("metadata", "metadata must be an object");
     OnlyKeys(*md, "metadata", {"user_id"});

@@ -60,6 +60,9 @@ json ParseBody(std::string_view body, Endpoint endpoint);
 // throw.
 std::string Dump(const json& j);
 
+// The sampling fields (OpenAI's, vLLM's, llama-server's) into *sp (api_sampling.cpp).
+void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp);
+
 // Chat with tools: tools / tool_choice / parallel_tool_calls into r (api_tools.cpp).
 void ParseTools(const json& j, const ApiContext& ctx, ApiRequest* r);
 

@@ -338,6 +338,53 @@ class ResponsesStream : public ReplyTranslator {
 
 // Ollama: one object (stream: false) or one object per line.
 
+// tools (function tools, flat), tool_choice and text.format as the chat's fields.
+void ResponsesToolsAndFormat(const json& j, json* out) {
+  json& o = *out;
+  if (const json* tools = Get(j, "tools")) {
+    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
+    json list = json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string tp = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "") != "function")
+        Refuse(tp + ".type", "only function tools are available here (no hosted tools)");
+      OnlyKeys(t, tp, {"type", "name", "description", "parameters", "strict"});
+      json fn = {{"name", t.value("name", "")}};
+      if (const json* d = Get(t, "description")) fn["description"] = *d;
+      fn["parameters"] = Get(t, "parameters") ? t["parameters"] : json{{"type", "object"}};
+      list.push_back({{"type", "function"}, {"function", fn}});
+    }
+    o["tools"] = list;
+  }
+  if (const json* tc = Get(j, "tool_choice")) {
+    if (tc->is_string()) {
+      o["tool_choice"] = *tc;
+    } else if (tc->is_object() && tc->value("type", "") == "function") {
+      o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc->value("name", "")}}}};
+    } else {
+      Refuse("tool_choice", "tool_choice must be none, auto, required or {type: function, name}");
+    }
+  }
+  if (const json* text = Get(j, "text")) {
+    if (!text->is_object()) Refuse("text", "text must be an object");
+    OnlyKeys(*text, "text", {"format", "verbosity"});
+    if (const json* f = Get(*text, "format")) {
+      const std::string type = f->is_object() ? f->value("type", "") : "";
+      if (type == "json_schema") {
+        json js = {{"name", f->value("name", "output")},
+                   {"schema", Get(*f, "schema") ? (*f)["schema"] : json::object()}};
+        if (const json* st = Get(*f, "strict")) js["strict"] = *st;
+        o["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
+      } else if (type == "json_object" || type == "text") {
+        o["response_format"] = {{"type", type}};
+      } else {
+        Refuse("text.format.type", "text.format type must be text, json_object or json_schema");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Translated ResponsesRequest(std::string_view body) {
@@ -397,48 +444,7 @@ Translated ResponsesRequest(std::string_view body) {
   Translated out;
   out.stream = Get(j, "stream") && j["stream"].is_boolean() && j["stream"].get<bool>();
   if (out.stream) o["stream_options"] = {{"include_usage", true}};
-  if (const json* tools = Get(j, "tools")) {
-    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
-    json list = json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const json& t = (*tools)[i];
-      const std::string tp = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "") != "function")
-        Refuse(tp + ".type", "only function tools are available here (no hosted tools)");
-      OnlyKeys(t, tp, {"type", "name", "description", "parameters", "strict"});
-      json fn = {{"name", t.value("name", "")}};
-      if (const json* d = Get(t, "description")) fn["description"] = *d;
-      fn["parameters"] = Get(t, "parameters") ? t["parameters"] : json{{"type", "object"}};
-      list.push_back({{"type", "function"}, {"function", fn}});
-    }
-    o["tools"] = list;
-  }
-  if (const json* tc = Get(j, "tool_choice")) {
-    if (tc->is_string()) {
-      o["tool_choice"] = *tc;
-    } else if (tc->is_object() && tc->value("type", "") == "function") {
-      o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc->value("name", "")}}}};
-    } else {
-      Refuse("tool_choice", "tool_choice must be none, auto, required or {type: function, name}");
-    }
-  }
-  if (const json* text = Get(j, "text")) {
-    if (!text->is_object()) Refuse("text", "text must be an object");
-    OnlyKeys(*text, "text", {"format", "verbosity"});
-    if (const json* f = Get(*text, "format")) {
-      const std::string type = f->is_object() ? f->value("type", "") : "";
-      if (type == "json_schema") {
-        json js = {{"name", f->value("name", "output")},
-                   {"schema", Get(*f, "schema") ? (*f)["schema"] : json::object()}};
-        if (const json* st = Get(*f, "strict")) js["strict"] = *st;
-        o["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
-      } else if (type == "json_object" || type == "text") {
-        o["response_format"] = {{"type", type}};
-      } else {
-        Refuse("text.format.type", "text.format type must be text, json_object or json_schema");
-      }
-    }
-  }
+  ResponsesToolsAndFormat(j, &o);
   if (const json* r = Get(j, "reasoning")) {
     if (!r->is_object()) Refuse("reasoning", "reasoning must be an object");
     OnlyKeys(*r, "reasoning", {"effort", "summary", "generate_summary"});
