@@ -304,3 +304,39 @@ TEST(JsonSchema, UnsupportedAndInvalidSchemasAreNamed) {
 
 }  // namespace
 }  // namespace paddock::grammar
+
+namespace paddock::grammar {
+namespace {
+
+// A choice among tens of thousands of alternatives would make one mask walk long enough to stall
+// the streams beside it: at most 2048 alternatives a rule, 16384 a grammar.
+TEST(Gbnf, AlternativeCountsAreBounded) {
+  auto alts = [](int n, const char* prefix) {
+    std::string g;
+    for (int i = 0; i < n; ++i)
+      g += std::string(i ? " | " : "") + "\"" + prefix + std::to_string(i) + "\"";
+    return g;
+  };
+  EXPECT_NO_THROW(ParseGbnf("root ::= " + alts(2048, "v")));
+  try {
+    ParseGbnf("root ::= " + alts(30000, "v"));
+    ADD_FAILURE() << "30000 alternatives accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 2048 alternatives"), std::string::npos)
+        << e.what();
+  }
+  std::string many = "root ::= r0";
+  for (int r = 1; r < 10; ++r) many += " | r" + std::to_string(r);
+  for (int r = 0; r < 10; ++r)
+    many +=
+        "\nr" + std::to_string(r) + " ::= " + alts(2000, ("r" + std::to_string(r) + "v").c_str());
+  try {
+    ParseGbnf(many);
+    ADD_FAILURE() << "20000 alternatives in all accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("alternatives in all"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace paddock::grammar

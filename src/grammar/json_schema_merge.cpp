@@ -115,7 +115,8 @@ void CheckDisjoint(const std::vector<json>& branches, const std::string& where) 
   auto discriminated = [&](const json& a, const json& b) {
     if (!a.is_object() || !b.is_object() || !a.contains("properties") || !b.contains("properties"))
       return false;
-    for (const auto& [p, pa] : a["properties"].items()) {
+    for (const auto& [name, pa] : a["properties"].items()) {
+      const std::string p = name;  // (a lambda may not capture a structured binding)
       if (!b["properties"].contains(p)) continue;
       auto req = [&](const json& s) {
         return s.contains("required") && s["required"].is_array() &&
