@@ -97,35 +97,15 @@ std::string AnthropicStop(const json& finish) {
   return "end_turn";
 }
 
-class AnthropicWhole : public ReplyTranslator {
+class AnthropicWhole : public WholeReply {
  public:
   explicit AnthropicWhole(std::string model) : model_(std::move(model)) {}
-  void Feed(std::string_view b, std::string* out) override {
-    // Whitespace probes pass (valid before JSON); the body is kept until it ends.
-    for (char c : b) {
-      if (body_.empty() && (c == ' ' || c == '\n'))
-        out->push_back(c);
-      else
-        body_.push_back(c);
-    }
-  }
-  void End(std::string* out) override {
-    try {
-      Translate(out);
-    } catch (const json::exception&) {  // not an OpenAI body (an error): as it is
-      out->append(body_);
-    }
-  }
 
  private:
-  void Translate(std::string* out) {
-    const json r = JsonOrDiscarded<json>(body_);
-    if (r.is_discarded() || !r.contains("choices")) {
-      out->append(body_);
-      return;
-    }
-    const json& c = r.at("choices").at(0);
-    const json& msg = c.at("message");
+  bool Translate(json& r, std::string* out) override {
+    if (!r.contains("choices")) return false;
+    json& c = r.at("choices").at(0);
+    json& msg = c.at("message");
     json content = json::array();
     if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
       content.push_back(
@@ -133,7 +113,7 @@ class AnthropicWhole : public ReplyTranslator {
     if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
       content.push_back({{"type", "text"}, {"text", msg["content"]}});
     if (msg.contains("tool_calls")) {
-      for (const auto& tc : msg["tool_calls"])
+      for (auto& tc : msg["tool_calls"])
         content.push_back(
             {{"type", "tool_use"},
              {"id", tc["id"]},
@@ -151,9 +131,10 @@ class AnthropicWhole : public ReplyTranslator {
                {{"input_tokens", r["usage"]["prompt_tokens"]},
                 {"output_tokens", r["usage"]["completion_tokens"]}}}};
     out->append(api_detail::Dump(a));
+    return true;
   }
 
-  std::string model_, body_;
+  std::string model_;
 };
 
 class AnthropicStream : public ReplyTranslator {
@@ -176,7 +157,7 @@ class AnthropicStream : public ReplyTranslator {
         return;
       }
       if (data == "[DONE]") return;
-      const json ev = JsonOrDiscarded<json>(data);
+      json ev = JsonOrDiscarded<json>(data);
       if (ev.is_discarded()) return;
       if (ev.contains("error")) {
         out->append(SseEvent("error", {{"type", "error"},
@@ -190,14 +171,14 @@ class AnthropicStream : public ReplyTranslator {
       if (ev.contains("usage") && ev["usage"].is_object())
         output_tokens_ = ev["usage"].value("completion_tokens", output_tokens_);
       if (!ev.contains("choices") || ev["choices"].empty()) return;
-      const json& c = ev["choices"][0];
-      const json& d = c["delta"];
+      json& c = ev["choices"][0];
+      json& d = c["delta"];
       if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
         Delta("thinking", "thinking_delta", "thinking", d["reasoning_content"], out);
       if (d.contains("content") && d["content"].is_string() && d["content"] != "")
         Delta("text", "text_delta", "text", d["content"], out);
       if (d.contains("tool_calls")) {
-        for (const auto& tc : d["tool_calls"]) {
+        for (auto& tc : d["tool_calls"]) {
           Close(out);
           out->append(SseEvent("content_block_start", {{"type", "content_block_start"},
                                                        {"index", index_},

@@ -105,6 +105,41 @@ inline std::string NewItemId(const char* prefix) {
   return std::string(prefix) + std::to_string(std::time(nullptr)) + "_" + std::to_string(counter++);
 }
 
+// A reply that is one JSON body (not streamed): whitespace probes pass through (valid before
+// JSON), the body is kept and translated whole at its end; a body that is not the expected
+// OpenAI one (an error object) goes out as it is.
+class WholeReply : public ReplyTranslator {
+ public:
+  void Feed(std::string_view b, std::string* out) override {
+    for (char c : b) {
+      if (body_.empty() && (c == ' ' || c == '\n'))
+        out->push_back(c);
+      else
+        body_.push_back(c);
+    }
+  }
+  void End(std::string* out) override {
+    std::string translated;
+    try {
+      json r = JsonOrDiscarded<json>(body_);
+      if (!r.is_discarded() && Translate(r, &translated)) {
+        out->append(translated);
+        return;
+      }
+    } catch (const json::exception&) {
+    }
+    out->append(body_);
+  }
+
+ protected:
+  // The OpenAI body r in the dialect's shape into *out; false when r is not such a body.
+  // (r is not const: a missing member reads as null instead of undefined behaviour.)
+  virtual bool Translate(json& r, std::string* out) = 0;
+
+ private:
+  std::string body_;
+};
+
 // Anthropic's Messages API (api_anthropic.cpp).
 Translated AnthropicRequest(std::string_view body);
 std::unique_ptr<ReplyTranslator> AnthropicReply(bool stream, const std::string& model,

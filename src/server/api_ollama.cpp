@@ -97,7 +97,7 @@ class OllamaLines : public ReplyTranslator {
   void Event(std::string_view data, bool comment, std::string* out) {
     {
       if (comment || data == "[DONE]") return;
-      const json ev = JsonOrDiscarded<json>(data);
+      json ev = JsonOrDiscarded<json>(data);
       if (ev.is_discarded()) return;
       if (ev.contains("error")) {
         out->append(api_detail::Dump({{"error", ev["error"].value("message", "")}}) + "\n");
@@ -109,7 +109,7 @@ class OllamaLines : public ReplyTranslator {
         n_prompt_ = ev["usage"].value("prompt_tokens", n_prompt_);
       }
       if (!ev.contains("choices") || ev["choices"].empty()) return;
-      const json& c = ev["choices"][0];
+      json& c = ev["choices"][0];
       if (c.contains("finish_reason") && !c["finish_reason"].is_null())
         done_reason_ = c["finish_reason"] == "length" ? "length" : "stop";
       json line = Line();
@@ -128,7 +128,7 @@ class OllamaLines : public ReplyTranslator {
           any = true;
         }
       } else {
-        const json& d = c["delta"];
+        json& d = c["delta"];
         json msg = {{"role", "assistant"},
                     {"content",
                      d.contains("content") && d["content"].is_string() ? d["content"] : json("")}};
@@ -165,12 +165,12 @@ class OllamaLines : public ReplyTranslator {
       out->append(api_detail::Dump(line) + "\n");
       return;
     }
-    const json r = JsonOrDiscarded<json>(body_);
+    json r = JsonOrDiscarded<json>(body_);
     if (r.is_discarded() || !r.contains("choices")) {
       out->append(body_);
       return;
     }
-    const json& c = r["choices"][0];
+    json& c = r["choices"][0];
     done_reason_ = c["finish_reason"] == "length" ? "length" : "stop";
     eval_count_ = r["usage"].value("completion_tokens", 0);
     n_prompt_ = r["usage"].value("prompt_tokens", n_prompt_);
@@ -181,7 +181,7 @@ class OllamaLines : public ReplyTranslator {
           c["message"]["reasoning_content"].is_string())
         line["thinking"] = c["message"]["reasoning_content"];
     } else {
-      const json& m = c["message"];
+      json& m = c["message"];
       json msg = {{"role", "assistant"},
                   {"content", m["content"].is_string() ? m["content"] : json("")}};
       if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
@@ -200,9 +200,9 @@ class OllamaLines : public ReplyTranslator {
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
   }
   json Line() const { return {{"model", model_}, {"created_at", Iso8601Now()}, {"done", false}}; }
-  static json Calls(const json& openai_calls) {
+  static json Calls(json openai_calls) {
     json out = json::array();
-    for (const auto& tc : openai_calls) {
+    for (auto& tc : openai_calls) {
       const json args = JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>());
       out.push_back({{"function",
                       {{"name", tc["function"]["name"]},
@@ -233,32 +233,22 @@ class OllamaLines : public ReplyTranslator {
 };
 
 // Ollama's /api/embed: the OpenAI embeddings body re-shaped.
-class OllamaEmbedBody : public ReplyTranslator {
+class OllamaEmbedBody : public WholeReply {
  public:
   explicit OllamaEmbedBody(std::string model) : model_(std::move(model)) {}
-  void Feed(std::string_view b, std::string* out) override { body_.append(b); }
-  void End(std::string* out) override {
-    try {
-      Translate(out);
-    } catch (const json::exception&) {
-      out->append(body_);
-    }
-  }
-  void Translate(std::string* out) {
-    const json r = JsonOrDiscarded<json>(body_);
-    if (r.is_discarded() || !r.contains("data")) {
-      out->append(body_);
-      return;
-    }
+
+ private:
+  bool Translate(json& r, std::string* out) override {
+    if (!r.contains("data")) return false;
     json vectors = json::array();
-    for (const auto& d : r["data"]) vectors.push_back(d["embedding"]);
+    for (auto& d : r["data"]) vectors.push_back(d["embedding"]);
     out->append(api_detail::Dump({{"model", model_},
                                   {"embeddings", vectors},
                                   {"prompt_eval_count", r["usage"].value("prompt_tokens", 0)}}));
+    return true;
   }
 
- private:
-  std::string model_, body_;
+  std::string model_;
 };
 
 json OllamaModel(const ModelFacts& m) {

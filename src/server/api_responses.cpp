@@ -140,7 +140,7 @@ json ReasoningItem(const std::string& id, const std::string& text) {
           {"content", json::array({{{"type", "reasoning_text"}, {"text", text}}})}};
 }
 
-json CallItem(const std::string& id, const json& call, const char* status) {
+json CallItem(const std::string& id, json call, const char* status) {
   return {{"type", "function_call"},
           {"id", id},
           {"call_id", call["id"]},
@@ -149,45 +149,31 @@ json CallItem(const std::string& id, const json& call, const char* status) {
           {"status", status}};
 }
 
-class ResponsesWhole : public ReplyTranslator {
+class ResponsesWhole : public WholeReply {
  public:
   explicit ResponsesWhole(std::string model) : model_(std::move(model)) {}
-  void Feed(std::string_view b, std::string* out) override {
-    for (char c : b) {
-      if (body_.empty() && (c == ' ' || c == '\n'))
-        out->push_back(c);
-      else
-        body_.push_back(c);
-    }
-  }
-  void End(std::string* out) override {
-    try {
-      const json r = JsonOrDiscarded<json>(body_);
-      if (r.is_discarded() || !r.contains("choices")) {
-        out->append(body_);
-        return;
-      }
-      const json& c = r.at("choices").at(0);
-      const json& msg = c.at("message");
-      json output = json::array();
-      if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
-        output.push_back(ReasoningItem(NewItemId("rs_"), msg["reasoning_content"]));
-      if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
-        output.push_back(MessageItem(NewItemId("msg_"), msg["content"], "completed"));
-      if (msg.contains("tool_calls"))
-        for (const auto& tc : msg["tool_calls"])
-          output.push_back(CallItem(NewItemId("fc_"), tc, "completed"));
-      const json& u = r.at("usage");
-      out->append(api_detail::Dump(ResponseObject(
-          NewItemId("resp_"), model_, output, c.value("finish_reason", "stop"),
-          ResponsesUsage(u.value("prompt_tokens", 0), u.value("completion_tokens", 0)))));
-    } catch (const json::exception&) {
-      out->append(body_);
-    }
-  }
 
  private:
-  std::string model_, body_;
+  bool Translate(json& r, std::string* out) override {
+    if (!r.contains("choices")) return false;
+    json& c = r.at("choices").at(0);
+    json& msg = c.at("message");
+    json output = json::array();
+    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
+      output.push_back(ReasoningItem(NewItemId("rs_"), msg["reasoning_content"]));
+    if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
+      output.push_back(MessageItem(NewItemId("msg_"), msg["content"], "completed"));
+    if (msg.contains("tool_calls"))
+      for (auto& tc : msg["tool_calls"])
+        output.push_back(CallItem(NewItemId("fc_"), tc, "completed"));
+    json& u = r.at("usage");
+    out->append(api_detail::Dump(ResponseObject(
+        NewItemId("resp_"), model_, output, c.value("finish_reason", "stop"),
+        ResponsesUsage(u.value("prompt_tokens", 0), u.value("completion_tokens", 0)))));
+    return true;
+  }
+
+  std::string model_;
 };
 
 // The Responses API's streaming events: each output item added, its deltas, its done events;
@@ -217,7 +203,7 @@ class ResponsesStream : public ReplyTranslator {
  private:
   void Event(std::string_view data, bool comment, std::string* out) {
     if (comment || data == "[DONE]") return;
-    const json ev = JsonOrDiscarded<json>(data);
+    json ev = JsonOrDiscarded<json>(data);
     if (ev.is_discarded()) return;
     if (ev.contains("error")) {
       Emit("error",
@@ -230,14 +216,14 @@ class ResponsesStream : public ReplyTranslator {
     if (ev.contains("usage") && ev["usage"].is_object())
       output_tokens_ = ev["usage"].value("completion_tokens", output_tokens_);
     if (!ev.contains("choices") || ev["choices"].empty()) return;
-    const json& c = ev["choices"][0];
-    const json& d = c.at("delta");
+    json& c = ev["choices"][0];
+    json& d = c["delta"];
     if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
       Text("reasoning", d["reasoning_content"], out);
     if (d.contains("content") && d["content"].is_string() && d["content"] != "")
       Text("message", d["content"], out);
     if (d.contains("tool_calls")) {
-      for (const auto& tc : d["tool_calls"]) {
+      for (auto& tc : d["tool_calls"]) {
         CloseItem(out);
         const std::string item_id = NewItemId("fc_");
         json item = CallItem(item_id, tc, "in_progress");

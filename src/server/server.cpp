@@ -95,18 +95,11 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
   if (!Ready(res)) return;
   ApiRequest ar;
   std::vector<int32_t> prompt;
-  try {
-    ar = ParseRequest(req.body, chat, ctx_);
-    prompt = Prompt(ar, chat);
-  } catch (const ApiError& e) {
-    SendError(res, e);
+  if (!Answering(res, [&] {
+        ar = ParseRequest(req.body, chat, ctx_);
+        prompt = Prompt(ar, chat);
+      }))
     return;
-  } catch (const Error& ex) {
-    ApiError e;
-    e.message = ex.what();
-    SendError(res, e);
-    return;
-  }
   std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
   if (streams.empty()) return;
   if (!SubmitMorePrompts(ar, &streams, res)) return;
@@ -132,15 +125,7 @@ bool Server::SubmitMorePrompts(const ApiRequest& ar,
     one.prompt_text = ar.more_prompts[i].text;
     one.prompt_tokens = ar.more_prompts[i].tokens;
     std::vector<std::shared_ptr<RequestStream>> more;
-    try {
-      more = Submit(Prompt(one, false), one, res);
-    } catch (const ApiError& e) {
-      SendError(res, e);
-    } catch (const Error& ex) {
-      ApiError e;
-      e.message = ex.what();
-      SendError(res, e);
-    }
+    Answering(res, [&] { more = Submit(Prompt(one, false), one, res); });
     if (more.empty()) {
       for (auto& s : *streams) s->Cancel();
       return false;

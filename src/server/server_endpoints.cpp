@@ -13,24 +13,17 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
   ApiRequest ar;
   std::vector<int32_t> prompt;
   Translated t;
-  try {
-    t = ToOpenAiRequest(d, req.body);
-    ar = ParseRequest(t.body, t.chat, ctx_);
-    for (ChatVar& v : t.vars) {
-      bool given = false;
-      for (const ChatVar& w : ar.template_vars) given = given || w.name == v.name;
-      if (!given) ar.template_vars.push_back(std::move(v));
-    }
-    prompt = Prompt(ar, t.chat);
-  } catch (const ApiError& e) {
-    SendError(res, e);
+  if (!Answering(res, [&] {
+        t = ToOpenAiRequest(d, req.body);
+        ar = ParseRequest(t.body, t.chat, ctx_);
+        for (ChatVar& v : t.vars) {
+          bool given = false;
+          for (const ChatVar& w : ar.template_vars) given = given || w.name == v.name;
+          if (!given) ar.template_vars.push_back(std::move(v));
+        }
+        prompt = Prompt(ar, t.chat);
+      }))
     return;
-  } catch (const Error& ex) {
-    ApiError e;
-    e.message = ex.what();
-    SendError(res, e);
-    return;
-  }
   std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
   if (streams.empty()) return;
   const std::string model = ar.model.empty() ? ctx_.model_name : ar.model;

@@ -53,6 +53,22 @@ class Server {
   void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d);
   ModelFacts Facts() const;
   void Model(const std::string& raw_id, HttpResponse* res);
+  // Runs fn; an ApiError or Error it throws becomes the answer (400 unless the ApiError says
+  // otherwise). True when fn returned.
+  template <class F>
+  bool Answering(HttpResponse* res, F&& fn) {
+    try {
+      fn();
+      return true;
+    } catch (const ApiError& e) {
+      SendError(res, e);
+    } catch (const Error& ex) {
+      ApiError e;
+      e.message = ex.what();
+      SendError(res, e);
+    }
+    return false;
+  }
   void SendError(HttpResponse* res, const ApiError& e) {
     res->status = e.status;
     res->body = ErrorBody(e);
