@@ -131,7 +131,7 @@ void Server::Model(const std::string& raw_id, HttpResponse* res) {
 // shared forwards; the handler returns at once and the body follows when the vectors are done.
 void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
   if (!Ready(res)) return;
-  try {
+  Answering(res, [&] {
     EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
     const Engine& engine = service_->engine();
     std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
@@ -171,13 +171,7 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
                            }
                          });
     res->stream = body;
-  } catch (const ApiError& e) {
-    SendError(res, e);
-  } catch (const Error& ex) {
-    ApiError e;
-    e.message = ex.what();
-    SendError(res, e);
-  }
+  });
 }
 
 void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
