@@ -280,8 +280,8 @@ python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read()[len('Once upo
 grep -q "finish: eos" "$TMP/log" && ok || bad "--json-schema: grammar completion does not end the output"
 "$BIN" run -m "$M/stories260K.gguf" -p "x" --grammar-file "$G/list.gbnf" --temp 1 -n 120 2>/dev/null | tail -c +2 \
   | grep -qE '^- [a-z][a-z ]* \([1-9][0-9]?\)$' && ok || bad "--grammar-file output"
-echo '{"type": "object", "minProperties": 1}' >"$TMP/bad.json"
-expect_error "unsupported schema keyword" 2 "keyword 'minProperties' is not supported" -- run -m /nonexistent --json-schema "$TMP/bad.json"
+echo '{"type": "object", "not": {"required": ["a"]}}' >"$TMP/bad.json"
+expect_error "unsupported schema keyword" 2 "keyword 'not' is not supported" -- run -m /nonexistent --json-schema "$TMP/bad.json"
 printf 'root ::= item\n' >"$TMP/bad.gbnf"
 expect_error "undefined grammar rule" 2 "undefined rule 'item'" -- run -m /nonexistent --grammar-file "$TMP/bad.gbnf"
 expect_error "missing schema file" 2 "--json-schema /nonexistent.json" -- run -m /nonexistent --json-schema /nonexistent.json

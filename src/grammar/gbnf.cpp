@@ -214,10 +214,12 @@ class Parser {
     return {Elem::kBytes, SetId(b)};
   }
 
-  // A mask walk (matcher.h) tries the alternatives reachable at a point one by one: a grammar
-  // with tens of thousands of them (a 30,000-way choice took 0.25 s for one mask on Llama 2's
-  // vocabulary) would stall every stream sharing the engine step. Held to these.
-  static constexpr size_t kMaxAlternatives = 2048, kMaxTotalAlternatives = 16384;
+  // A mask walk (matcher.h) tries the alternatives open at a point one by one: a 30,000-way
+  // choice took 0.25 s for one mask on Llama 2's vocabulary, stalling every stream sharing the
+  // engine step. A rule's own are held to kMaxAlternatives here; the ones open at once through
+  // nested rules, to TokenGrammar::kMaxWidth; the total bounds the grammar's size (a JSON
+  // Schema's 100,000-value enum is a trie of about as many alternatives).
+  static constexpr size_t kMaxAlternatives = 2048, kMaxTotalAlternatives = 1 << 18;
 
   std::vector<Seq> Alternates(const std::string& name, bool nested) {
     std::vector<Seq> alts;
@@ -515,42 +517,57 @@ class Parser {
       }
     }
     // The root must match some finite string (else generation could never end).
-    std::vector<bool> productive(rules_.size(), false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < rules_.size(); ++r) {
-        if (productive[r]) continue;
-        for (const Seq& a : rules_[r]) {
-          bool ok = true;
-          for (const Elem& e : a) ok = ok && (e.kind != Elem::kRule || productive[e.arg]);
-          if (ok) {
-            productive[r] = changed = true;
-            break;
-          }
-        }
-      }
-    }
+    const std::vector<bool> productive = Closure(true);
     if (!productive[root]) Fail("grammar: 'root' matches no finite string");
     return g;
   }
 
-  void CheckLeftRecursion() {
+  // The rules with an alternative whose elements all hold: a rule element holds when its rule
+  // is in the set, a byte set when `bytes` (true: the rules matching some finite string;
+  // false: the rules matching the empty string). A worklist over the references, so linear in
+  // the grammar's size whatever the order of its rules (a fixpoint over passes was quadratic
+  // for a chain written leaves last).
+  std::vector<bool> Closure(bool bytes) const {
     const size_t n = rules_.size();
-    std::vector<bool> nullable(n, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (const Seq& a : rules_[r]) {
-          bool ok = true;
-          for (const Elem& e : a) ok = ok && e.kind == Elem::kRule && nullable[e.arg];
-          if (ok) {
-            nullable[r] = changed = true;
-            break;
+    std::vector<bool> in(n, false);
+    std::vector<uint32_t> owner, pending;         // per alternative
+    std::vector<std::vector<uint32_t>> users(n);  // per rule: its alternatives, per occurrence
+    std::vector<uint32_t> queue;
+    auto add = [&](uint32_t r) {
+      if (!in[r]) {
+        in[r] = true;
+        queue.push_back(r);
+      }
+    };
+    for (uint32_t r = 0; r < n; ++r) {
+      for (const Seq& a : rules_[r]) {
+        const uint32_t id = static_cast<uint32_t>(owner.size());
+        uint32_t count = 0;
+        bool blocked = false;
+        for (const Elem& e : a) {
+          if (e.kind == Elem::kRule) {
+            users[e.arg].push_back(id);
+            ++count;
+          } else if (!bytes) {
+            blocked = true;
           }
         }
+        owner.push_back(r);
+        pending.push_back(blocked ? UINT32_MAX : count);
+        if (!blocked && count == 0) add(r);
       }
     }
+    for (size_t q = 0; q < queue.size(); ++q) {
+      for (uint32_t alt : users[queue[q]]) {
+        if (pending[alt] != UINT32_MAX && --pending[alt] == 0) add(owner[alt]);
+      }
+    }
+    return in;
+  }
+
+  void CheckLeftRecursion() {
+    const size_t n = rules_.size();
+    const std::vector<bool> nullable = Closure(false);
     // Left corners: rules reachable at the start of an alternative (past nullable rules).
     std::vector<std::vector<uint32_t>> left(n);
     for (size_t r = 0; r < n; ++r) {

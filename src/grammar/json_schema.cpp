@@ -17,6 +17,7 @@
 #include "grammar/cfg.h"
 #include "grammar/json_pattern.h"
 #include "grammar/json_schema_merge.h"
+#include "grammar/json_schema_sets.h"
 
 namespace paddock::grammar {
 namespace {
@@ -24,6 +25,7 @@ namespace {
 using schema_detail::CheckDisjoint;
 using schema_detail::HasConstraints;
 using schema_detail::Merge;
+using schema_detail::RuleSink;
 
 using json = nlohmann::ordered_json;
 
@@ -52,11 +54,11 @@ urichar ::= [a-zA-Z0-9._~!$&'()*+,;=:@-]
 uri ::= [a-zA-Z] [a-zA-Z0-9+.-]{0,9} "://" hostname ( "/" urichar{0,30} ){0,6}
 )";
 
-// Limits on what a schema may ask for, so no schema makes a mask walk (grammar/matcher.h) long
-// enough to stall the streams beside it: OpenAI's structured outputs take at most 1000 enum
-// values across a schema; anyOf/oneOf branches are held to the same count. (A 30,000-value enum
-// made the first mask cost 0.25 s on Llama 2's vocabulary, inside an engine step.)
-constexpr int kMaxEnumValues = 1000;
+// Limits on what a schema may ask for, so no schema makes its compile or a mask walk
+// (grammar/matcher.h) costly: enum values are written as a trie (json_schema_sets.h), so a
+// mask costs what one value's does, but every value is a few rules: 100,000 in all.
+// anyOf/oneOf branches are whole schemas, each open at the choice: 1000 (OpenAI's limit).
+constexpr int kMaxEnumValues = 100000;
 constexpr int kMaxBranches = 1000;
 
 struct Budget {
@@ -141,7 +143,11 @@ class Converter {
                                                 "minimum",
                                                 "maximum",
                                                 "exclusiveMinimum",
-                                                "exclusiveMaximum"};
+                                                "exclusiveMaximum",
+                                                "multipleOf",
+                                                "minProperties",
+                                                "maxProperties",
+                                                "uniqueItems"};
     static const std::set<std::string> kAnnotations = {
         "title",   "description", "$schema",    "$id",      "$comment",
         "default", "examples",    "deprecated", "readOnly", "writeOnly"};
@@ -180,12 +186,11 @@ class Converter {
       if (!it->is_array() || it->empty()) Bad(where, "enum must be a non-empty array");
       budget_.enum_values += static_cast<int>(it->size());
       if (budget_.enum_values > kMaxEnumValues)
-        Bad(where, "the schema has more than " + std::to_string(kMaxEnumValues) +
-                       " enum values in all (OpenAI's limit too): a mask over that many "
-                       "alternatives would stall the other streams");
-      std::string alts;
-      for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
-      return Group(name, alts);
+        Bad(where,
+            "the schema has more than " + std::to_string(kMaxEnumValues) + " enum values in all");
+      std::vector<std::string> values;
+      for (const auto& v : *it) values.push_back(v.dump());
+      return schema_detail::LiteralSet(std::move(values), name, sink_);
     }
     if (s.contains("allOf")) return Visit(FoldAllOf(s, where), name, where);
     for (const char* key : {"anyOf", "oneOf"})
@@ -298,12 +303,16 @@ class Converter {
   std::string Typed(const json& s, const std::string& t, const std::string& name,
                     const std::string& where, bool strict = true) {
     if (strict && t != "number" && t != "integer") {
-      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      for (const char* k :
+           {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
         if (s.contains(k)) Bad(where, std::string(k) + " applies to numbers only");
     }
     if (t == "string") return String(s, name, where);
     if (t == "integer") return Integer(Draft4Bounds(s), name, where);
-    if (t == "number") return Number(Draft4Bounds(s), name, where);
+    // (Every multiple of p/q is a multiple of p/q: the integer ones are written.)
+    if (t == "number")
+      return s.contains("multipleOf") ? Integer(Draft4Bounds(s), name, where)
+                                      : Number(Draft4Bounds(s), name, where);
     if (t == "boolean") return "boolean";
     if (t == "null") return "null";
     if (t == "object") return Object(s, name, where);
@@ -558,9 +567,18 @@ class Converter {
     int64_t lo = 0, hi = 0;
     const bool has_lo = bound("minimum", "exclusiveMinimum", false, &lo);
     const bool has_hi = bound("maximum", "exclusiveMaximum", true, &hi);
-    if (!has_lo && !has_hi) return "integer";
+    int64_t k = 1;
+    if (const auto m = s.find("multipleOf"); m != s.end()) {
+      k = m->is_number() ? schema_detail::MultipleNumerator(m->dump()) : 0;
+      if (k <= 0)
+        Bad(where, "multipleOf must be a positive number of at most 15 significant digits");
+    }
+    if (!has_lo && !has_hi && k == 1) return "integer";
     if (has_lo && has_hi && hi < lo) Bad(where, "no integer lies within minimum and maximum");
     const int64_t kInf = 9999999999999999;  // 16 digits: the unbounded integer's length
+    if (k > 1)
+      return schema_detail::IntegerMultiples(has_lo ? lo : -kInf, has_hi ? hi : kInf, k, name,
+                                             sink_, where);
     // Non-negative part [a, b] and negative part [-b', -a'].
     std::string alts;
     auto add = [&](const std::string& x) { alts += (alts.empty() ? "" : " | ") + x; };
@@ -656,10 +674,25 @@ class Converter {
       pair.push_back(NewName(name + "-kv"));
       Rule(pair.back(), props[i].first + " ws \":\" ws " + props[i].second + " ws");
     }
+    std::string kv;
+    if (!extra.empty()) {
+      kv = NewName(name + "-extra-kv");
+      Rule(kv, "string ws \":\" ws " + extra + " ws");
+    }
+    if (s.contains("minProperties") || s.contains("maxProperties")) {
+      const int64_t lo = Count(s, "minProperties", 0, where);
+      const int64_t hi = Count(s, "maxProperties", -1, where);
+      if (hi >= 0 && hi < lo) Bad(where, "maxProperties is below minProperties");
+      if (lo > 1000 || hi > 1000) Bad(where, "property count bounds above 1000 are not supported");
+      if (kv.empty() && !s.contains("additionalProperties") &&
+          lo > static_cast<int64_t>(props.size())) {  // (JSON Schema allows others: needed)
+        kv = NewName(name + "-extra-kv");
+        Rule(kv, "string ws \":\" ws value ws");
+      }
+      return schema_detail::CountedObject(pair, req, kv, lo, hi, name, sink_, where);
+    }
     std::string tail_after = "\"\"", tail_first = "\"\"";
     if (!extra.empty()) {
-      const std::string kv = NewName(name + "-extra-kv");
-      Rule(kv, "string ws \":\" ws " + extra + " ws");
       tail_after = Group(name + "-extra-more", "( \",\" ws " + kv + " )*");
       tail_first = Group(name + "-extra-first", "( " + kv + " " + tail_after + " )?");
     }
@@ -717,7 +750,51 @@ class Converter {
     return Group(name, "\"[\" ws " + (tail.empty() ? "" : tail + " ") + "\"]\"");
   }
 
+  // The values a schema allows when they are few (enum, const, boolean, null): literals.
+  std::vector<std::string> FiniteValues(const json& item, const std::string& where) {
+    const json& s = Deref(item, where);
+    std::set<std::string> out;
+    bool finite = s.is_object();
+    if (finite && s.contains("const")) {
+      out.insert(s["const"].dump());
+    } else if (finite && s.contains("enum") && s["enum"].is_array()) {
+      for (const auto& v : s["enum"]) out.insert(v.dump());
+    } else if (finite && s.contains("type")) {
+      for (const auto& t : s["type"].is_array() ? s["type"] : json::array({s["type"]})) {
+        if (t == "boolean") {
+          out.insert({"true", "false"});
+        } else if (t == "null") {
+          out.insert("null");
+        } else {
+          finite = false;
+        }
+      }
+    }
+    if (!finite || out.empty() || out.size() > schema_detail::kMaxUniqueItems)
+      Bad(where,
+          "uniqueItems is supported where maxItems is at most 1 or the items are one of "
+          "at most " +
+              std::to_string(schema_detail::kMaxUniqueItems) +
+              " values (enum, const, boolean, null)");
+    std::vector<std::string> lits;
+    for (const std::string& v : out) lits.push_back(GbnfLiteral(v));
+    return lits;
+  }
+
   std::string Array(const json& s, const std::string& name, const std::string& where) {
+    if (const auto u = s.find("uniqueItems"); u != s.end()) {
+      if (!u->is_boolean()) Bad(where, "uniqueItems must be a boolean");
+      if (u->get<bool>() && Count(s, "maxItems", -1, where) != 0 &&
+          Count(s, "maxItems", -1, where) != 1) {
+        if (s.contains("prefixItems") || (s.contains("items") && s["items"].is_array()))
+          Bad(where, "uniqueItems with a tuple (prefixItems) is not supported");
+        const auto lits = FiniteValues(s.contains("items") ? s["items"] : json(true), where);
+        const int64_t lo = Count(s, "minItems", 0, where);
+        if (lo > static_cast<int64_t>(lits.size()))
+          Bad(where, "minItems asks for more distinct items than the items' values");
+        return schema_detail::UniqueArray(lits, lo, Count(s, "maxItems", -1, where), name, sink_);
+      }
+    }
     if (const auto pi = s.find("prefixItems"); pi != s.end())
       return Tuple(s, *pi, "items", name, where);
     if (const auto it = s.find("items"); it != s.end() && it->is_array())
@@ -742,6 +819,8 @@ class Converter {
 
   const json& root_;
   Out rules_;
+  RuleSink sink_{[this](const std::string& b) { return NewName(b); },
+                 [this](const std::string& n, const std::string& r) { Rule(n, r); }};
   std::map<std::string, int>& counter_;
   Budget& budget_;
   std::map<std::string, std::string> refs_;

@@ -2,6 +2,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <queue>
 
 #include "base/strings.h"
 
@@ -47,24 +48,47 @@ void TokenTrie::Build(uint32_t lo, uint32_t hi, size_t depth, uint8_t byte) {
 
 TokenGrammar::TokenGrammar(Cfg cfg, std::shared_ptr<const TokenTrie> trie, size_t cache_entries)
     : cfg_(std::move(cfg)), trie_(std::move(trie)), cache_entries_(cache_entries) {
-  // Shortest match of each rule (a fixpoint), then of each alternative's suffix.
+  // Shortest match of each rule (Knuth's generalization of Dijkstra's algorithm: an
+  // alternative's length is known once its rules' are; the shortest known one is final), then
+  // of each alternative's suffix. O(size log size) whatever the order of the rules.
   constexpr uint32_t kInf = 1u << 30;
-  std::vector<uint32_t> rule_min(cfg_.alts.size(), kInf);
-  auto suffix = [&](uint32_t pos) {
-    uint64_t n = 0;
-    for (; cfg_.elems[pos].kind != Elem::kEnd; ++pos)
-      n += cfg_.elems[pos].kind == Elem::kBytes ? 1 : rule_min[cfg_.elems[pos].arg];
-    return static_cast<uint32_t>(std::min<uint64_t>(n, kInf));
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < cfg_.alts.size(); ++r) {
+  const size_t n_rules = cfg_.alts.size();
+  std::vector<uint32_t> rule_min(n_rules, kInf);
+  {
+    std::vector<uint32_t> owner, pending;
+    std::vector<uint64_t> sum;
+    std::vector<std::vector<uint32_t>> users(n_rules);
+    using Item = std::pair<uint64_t, uint32_t>;  // (length, rule)
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+    for (uint32_t r = 0; r < n_rules; ++r) {
       for (uint32_t a : cfg_.alts[r]) {
-        const uint32_t n = suffix(a);
-        if (n < rule_min[r]) {
-          rule_min[r] = n;
-          changed = true;
+        const uint32_t id = static_cast<uint32_t>(owner.size());
+        uint32_t count = 0;
+        uint64_t bytes = 0;
+        for (uint32_t pos = a; cfg_.elems[pos].kind != Elem::kEnd; ++pos) {
+          if (cfg_.elems[pos].kind == Elem::kBytes) {
+            ++bytes;
+          } else {
+            users[cfg_.elems[pos].arg].push_back(id);
+            ++count;
+          }
         }
+        owner.push_back(r);
+        pending.push_back(count);
+        sum.push_back(bytes);
+        if (count == 0) heap.push({bytes, r});
+      }
+    }
+    std::vector<bool> final(n_rules, false);
+    while (!heap.empty()) {
+      const auto [len, r] = heap.top();
+      heap.pop();
+      if (final[r]) continue;
+      final[r] = true;
+      rule_min[r] = static_cast<uint32_t>(std::min<uint64_t>(len, kInf));
+      for (uint32_t alt : users[r]) {
+        sum[alt] += rule_min[r];
+        if (--pending[alt] == 0 && !final[owner[alt]]) heap.push({sum[alt], owner[alt]});
       }
     }
   }
@@ -88,9 +112,21 @@ void TokenGrammar::BuildExpansions() {
     bool done = false;
   };
   std::vector<Local> memo(n);
+  int depth = 0;
+  size_t total = 0;
+  auto rule_at = [&](uint32_t pos) {  // (for the error message)
+    size_t best = 0;
+    uint32_t best_start = 0;
+    for (size_t r = 0; r < cfg_.alts.size(); ++r)
+      for (uint32_t a : cfg_.alts[r])
+        if (a <= pos && a >= best_start) best = r, best_start = a;
+    return cfg_.names.empty() ? std::string("?") : cfg_.names[best];
+  };
   auto exp = [&](auto& self, uint32_t pos) -> const Local& {
     Local& m = memo[pos];
     if (m.done) return m;
+    if (++depth > kMaxNesting)
+      Fail("grammar: rules nest more than %d deep before their first byte", kMaxNesting);
     Local out;
     const Elem e = cfg_.elems[pos];
     if (e.kind == Elem::kBytes) {
@@ -119,6 +155,19 @@ void TokenGrammar::BuildExpansions() {
     }
     std::sort(out.entries.begin(), out.entries.end());
     out.entries.erase(std::unique(out.entries.begin(), out.entries.end()), out.entries.end());
+    // The walk tries these one by one wherever a match stands here: the cost of a mask.
+    if (out.entries.size() > kMaxWidth)
+      Fail(
+          "grammar: more than %zu alternatives are open at once (in rule '%s'): a mask over "
+          "them would stall the other streams",
+          kMaxWidth, rule_at(pos).c_str());
+    total += out.entries.size();
+    if (total > kMaxEntries)
+      Fail(
+          "grammar: more than %zu open alternatives over all its positions (a mask cost "
+          "bound)",
+          kMaxEntries);
+    --depth;
     out.done = true;
     memo[pos] = std::move(out);
     return memo[pos];
@@ -139,6 +188,14 @@ void TokenGrammar::BuildExpansions() {
     }
   }
   exp_begin_[n] = static_cast<uint32_t>(exp_.size());
+  // The start opens every alternative of the root rule at once.
+  size_t at_start = 0;
+  for (uint32_t a : cfg_.alts[cfg_.root]) at_start += exp_begin_[a + 1] - exp_begin_[a];
+  if (at_start > kMaxWidth)
+    Fail(
+        "grammar: more than %zu alternatives are open at once (at the start): a mask over "
+        "them would stall the other streams",
+        kMaxWidth);
 }
 
 std::shared_ptr<const Mask> TokenGrammar::Lookup(const std::string& key) const {

@@ -62,7 +62,12 @@ inline bool Allowed(const Mask& m, int id) {
 // every request using the same schema or grammar.
 class TokenGrammar {
  public:
+  // Throws Error for a grammar whose masks would cost too much: more than kMaxWidth
+  // alternatives open at one position (each is tried by the walk), kMaxEntries in all, or rules
+  // nested more than kMaxNesting deep before a byte.
   TokenGrammar(Cfg cfg, std::shared_ptr<const TokenTrie> trie, size_t cache_entries = 4096);
+  static constexpr size_t kMaxWidth = 8192, kMaxEntries = size_t{1} << 21;
+  static constexpr int kMaxNesting = 2000;
   const Cfg& cfg() const { return cfg_; }
   const TokenTrie& trie() const { return *trie_; }
 
