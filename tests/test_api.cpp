@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -14,6 +17,7 @@
 #include "grammar/cfg.h"
 #include "server/api.h"
 #include "server/api_dialects.h"
+#include "server/background.h"
 #include "server/request_schema.h"
 
 namespace paddock::server {
@@ -417,6 +421,52 @@ TEST(ClientFields, SeveralPromptsAreParsedInOrder) {
   std::string many = R"({"prompt": [)";
   for (int i = 0; i < 33; ++i) many += (i ? ",\"x\"" : "\"x\"");
   EXPECT_EQ(Refusal(many + "]}", false).param, "prompt");
+}
+
+}  // namespace
+}  // namespace paddock::server
+
+namespace paddock::server {
+namespace {
+
+// The background thread for large bodies: jobs run in order, a full queue is refused (the
+// caller answers 503), Stop drops what waits and lets the running job finish.
+TEST(Background, RunsInOrderRefusesWhenFullAndStops) {
+  Background bg(2, 10);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false, started = false;
+  std::vector<int> order;
+  ASSERT_TRUE(bg.Submit([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    started = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    order.push_back(0);  // (under the lock, as the others)
+  }));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return started; });  // the first job runs: two may wait
+  }
+  EXPECT_TRUE(bg.Submit([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(1);
+  }));
+  EXPECT_TRUE(bg.Submit([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(2);
+    cv.notify_all();
+  }));
+  EXPECT_FALSE(bg.Submit([] {}));  // full
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return order.size() == 3; });
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  bg.Stop();
+  EXPECT_FALSE(bg.Submit([] {}));  // stopped
 }
 
 }  // namespace

@@ -171,6 +171,7 @@ struct GenerateResult {
   double prompt_seconds = 0;  // time to first token
   double decode_seconds = 0;  // after the first token
   FinishReason finish = FinishReason::kLength;
+  std::string stop;         // finish kStop: the stop string that ended the text
   int draft_tokens = 0;     // speculative decoding: tokens drafted
   int accepted_tokens = 0;  // of which the target accepted
   // With GenerateOptions::logprobs: one per generated token (end-of-generation excluded). With

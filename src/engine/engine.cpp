@@ -606,6 +606,8 @@ class Generation {
       Emit();
     }
     r_.text = out_.text();
+    if (r_.finish == FinishReason::kStop && out_.matched_stop() != nullptr)
+      r_.stop = *out_.matched_stop();
     const double t_end = NowSeconds();
     r_.prompt_seconds = (t_first_ > 0 ? t_first_ : t_end) - t0_;
     r_.decode_seconds = t_first_ > 0 ? t_end - t_first_ : 0;

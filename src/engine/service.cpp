@@ -538,6 +538,8 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   res.prompt_seconds = (r.t_first > 0 ? r.t_first : now) - r.t_submit;
   res.decode_seconds = r.t_first > 0 ? now - r.t_first : 0;
   res.finish = why;
+  if (why == FinishReason::kStop && r.text.matched_stop() != nullptr)
+    res.stop = *r.text.matched_stop();
   res.logprobs = std::move(r.logprobs);
   res.prompt_logprobs = std::move(r.prompt_logprobs);
   if (r.choices_pending) {  // ended before its first token: the other choices end with it

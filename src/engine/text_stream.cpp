@@ -32,6 +32,7 @@ void TextAssembler::Reset(const std::vector<std::string>* stops, int prev_token,
   utf8_.Reset();
   stops_ = stops != nullptr && !stops->empty() ? stops : nullptr;
   longest_stop_ = 0;
+  matched_ = nullptr;
   if (stops_ != nullptr) {
     for (const auto& s : *stops_) longest_stop_ = std::max(longest_stop_, s.size());
   }
@@ -49,7 +50,13 @@ bool TextAssembler::Push(const Tokenizer& tok, int token) {
   // A stop string can only end inside the new bytes; it may start up to longest-1 before.
   const size_t from = std::max(final_, before >= longest_stop_ ? before - longest_stop_ + 1 : 0);
   size_t hit = std::string::npos;
-  for (const auto& st : *stops_) hit = std::min(hit, text_.find(st, from));
+  for (const auto& st : *stops_) {
+    const size_t at = text_.find(st, from);
+    if (at < hit) {
+      hit = at;
+      matched_ = &st;
+    }
+  }
   if (hit != std::string::npos) {
     text_.resize(hit);
     final_ = hit;

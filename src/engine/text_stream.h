@@ -29,6 +29,8 @@ class TextAssembler {
   // Text that became final since the last call (empty if none).
   std::string_view TakeReady();
   const std::string& text() const { return text_; }
+  // The stop string Push found (the earliest in the text), or null.
+  const std::string* matched_stop() const { return matched_; }
 
  private:
   std::string text_;
@@ -37,6 +39,7 @@ class TextAssembler {
   Utf8Stream utf8_;
   const std::vector<std::string>* stops_ = nullptr;
   size_t longest_stop_ = 0;
+  const std::string* matched_ = nullptr;
   int prev_ = -1;
 };
 

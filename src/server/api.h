@@ -103,6 +103,7 @@ struct ChunkPart {
   const std::vector<ChatToolCall>* tool_calls = nullptr;  // chat: delta.tool_calls (the end)
   std::vector<TokenLogprob> logprobs;
   const char* finish = nullptr;
+  const std::string* stop = nullptr;  // with finish: the stop string that ended it (stop_reason)
   bool first = false;
   bool echo = false;
   const std::vector<TokenLogprob>* prompt_logprobs = nullptr;

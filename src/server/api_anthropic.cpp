@@ -90,10 +90,19 @@ void AnthropicMessage(const json& m, size_t i, json* out) {
   out->push_back(msg);
 }
 
-std::string AnthropicStop(const json& finish) {
+// A choice's finish_reason and stop_reason (the stop string that ended it) as Anthropic's
+// stop_reason; *sequence gets that string (stop_sequence), null otherwise.
+std::string AnthropicStop(json& choice, json* sequence) {
+  const json& finish = choice["finish_reason"];
+  const json& stop = choice["stop_reason"];
+  *sequence = nullptr;
   const std::string f = finish.is_string() ? finish.get<std::string>() : "stop";
   if (f == "length") return "max_tokens";
   if (f == "tool_calls") return "tool_use";
+  if (stop.is_string()) {
+    *sequence = stop;
+    return "stop_sequence";
+  }
   return "end_turn";
 }
 
@@ -120,13 +129,15 @@ class AnthropicWhole : public WholeReply {
              {"name", tc["function"]["name"]},
              {"input", JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>())}});
     }
+    json sequence;
+    const std::string stop = AnthropicStop(c, &sequence);
     json a = {{"id", "msg_" + r.value("id", std::string("x"))},
               {"type", "message"},
               {"role", "assistant"},
               {"model", model_},
               {"content", content},
-              {"stop_reason", AnthropicStop(c["finish_reason"])},
-              {"stop_sequence", nullptr},
+              {"stop_reason", stop},
+              {"stop_sequence", sequence},
               {"usage",
                {{"input_tokens", r["usage"]["prompt_tokens"]},
                 {"output_tokens", r["usage"]["completion_tokens"]}}}};
@@ -197,17 +208,17 @@ class AnthropicStream : public ReplyTranslator {
         }
       }
       if (c.contains("finish_reason") && !c["finish_reason"].is_null())
-        stop_ = AnthropicStop(c["finish_reason"]);
+        stop_ = AnthropicStop(c, &sequence_);
     }
   }
   void End(std::string* out) override {
     if (errored_) return;
     Start(out);
     Close(out);
-    out->append(
-        SseEvent("message_delta", {{"type", "message_delta"},
-                                   {"delta", {{"stop_reason", stop_}, {"stop_sequence", nullptr}}},
-                                   {"usage", {{"output_tokens", output_tokens_}}}}));
+    out->append(SseEvent("message_delta",
+                         {{"type", "message_delta"},
+                          {"delta", {{"stop_reason", stop_}, {"stop_sequence", sequence_}}},
+                          {"usage", {{"output_tokens", output_tokens_}}}}));
     out->append(SseEvent("message_stop", {{"type", "message_stop"}}));
   }
 
@@ -259,6 +270,7 @@ class AnthropicStream : public ReplyTranslator {
   int index_ = 0;
   int output_tokens_ = 0;
   std::string stop_ = "end_turn";
+  json sequence_;  // stop_sequence
 };
 
 // tools (name, description, input_schema) and tool_choice (auto, any, tool, none) as the

@@ -161,8 +161,11 @@ std::string CompletionBody(const ApiRequest& r, const ResponseMeta& m,
   json choices = json::array();
   for (size_t i = 0; i < results.size(); ++i) {
     const GenerateResult& g = results[i];
-    json choice = {
-        {"index", i}, {"finish_reason", OpenAiFinishReason(g.finish)}, {"logprobs", nullptr}};
+    // stop_reason (vLLM's): the stop string that ended the choice, null otherwise.
+    json choice = {{"index", i},
+                   {"finish_reason", OpenAiFinishReason(g.finish)},
+                   {"stop_reason", g.stop.empty() ? json() : json(g.stop)},
+                   {"logprobs", nullptr}};
     const bool lp = r.options.generate.logprobs >= 0;
     if (r.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", g.text}};
@@ -220,6 +223,7 @@ std::string StreamChunk(const ApiRequest& r, const ResponseMeta& m, const ChunkP
   json choice = {{"index", p.index},
                  {"finish_reason", p.finish ? json(p.finish) : json()},
                  {"logprobs", nullptr}};
+  if (p.finish) choice["stop_reason"] = p.stop != nullptr ? json(*p.stop) : json();
   const bool lp = r.options.generate.logprobs >= 0 && (!p.logprobs.empty() || p.echo);
   if (r.chat) {
     json delta = json::object();

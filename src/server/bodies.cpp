@@ -103,6 +103,8 @@ class StreamSource : public BodySource {
       p.finish = !calls.empty() && (why == FinishReason::kEos || why == FinishReason::kStop)
                      ? "tool_calls"
                      : OpenAiFinishReason(why);
+      const std::string& stop = streams_[i]->result().stop;
+      if (!stop.empty()) p.stop = &stop;
       out->append(StreamChunk(ar_, meta_, p));
       sent = true;
     }

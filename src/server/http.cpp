@@ -53,7 +53,9 @@ struct Exchange {
   MHD_Connection* conn = nullptr;  // null once the exchange ended
   bool suspended = false;
   std::shared_ptr<BodySource> source;
-  std::string buf;  // pulled, not yet handed to the socket
+  bool deferred = false;                // waiting for a Reply (HttpResponse::later)
+  std::unique_ptr<HttpResponse> ready;  // the Reply's response, not yet answered
+  std::string buf;                      // pulled, not yet handed to the socket
   size_t off = 0;
   bool ended = false;
 };
@@ -85,7 +87,8 @@ struct HttpServer::Impl {
   std::mutex conns_mu;
   std::unordered_map<Connection*, bool> conns;  // every open connection
   std::mutex streams_mu;
-  std::unordered_map<Exchange*, std::weak_ptr<Exchange>> streams;  // answered with a stream
+  std::unordered_map<Exchange*, std::weak_ptr<Exchange>> streams;   // answered with a stream
+  std::unordered_map<Exchange*, std::weak_ptr<Exchange>> deferred;  // waiting for a Reply
 
   std::atomic<uint64_t> connections_open{0}, refused{0}, timeouts{0}, oversized{0};
   std::atomic<uint64_t> streams_open{0}, busy{0};
@@ -103,6 +106,9 @@ struct HttpServer::Impl {
                     HttpResponse& res);
   MHD_Result Refuse(MHD_Connection* c, Exchange& x, int status, const char* type,
                     const char* message);
+  MHD_Result Defer(MHD_Connection* c, Exchange& x, const std::shared_ptr<Exchange>& xp,
+                   HttpResponse& res);
+  MHD_Result Resumed(MHD_Connection* c, Exchange& x, const std::shared_ptr<Exchange>& xp);
   void Completed(void** con_cls, MHD_RequestTerminationCode code);
   void Notify(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code);
   static void Wake(const std::weak_ptr<Exchange>& w);
@@ -276,6 +282,7 @@ MHD_Result HttpServer::Impl::Access(MHD_Connection* c, const char* url, const ch
     *upload_size = 0;
     return MHD_YES;
   }
+  if (x.deferred) return Resumed(c, x, *holder);
   if (x.answered) return MHD_YES;
   {
     std::lock_guard<std::mutex> lock(conns_mu);
@@ -289,7 +296,60 @@ MHD_Result HttpServer::Impl::Access(MHD_Connection* c, const char* url, const ch
     res.status = 500;
     res.body = ErrorJson(500, "server_error", "internal error");
   }
+  if (res.later) return Defer(c, x, *holder, res);
   return Answer(c, x, *holder, res);
+}
+
+// The connection waits suspended for the Reply, which stores the response and resumes it;
+// libmicrohttpd then calls Access again, which answers (Resumed). Suspended under the
+// exchange's lock, so a Reply that comes at once still finds it suspended.
+MHD_Result HttpServer::Impl::Defer(MHD_Connection* c, Exchange& x,
+                                   const std::shared_ptr<Exchange>& xp, HttpResponse& res) {
+  {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    deferred[&x] = xp;
+  }
+  {
+    std::lock_guard<std::mutex> lock(x.mu);
+    x.conn = c;
+    x.deferred = true;
+    x.suspended = true;
+    MHD_suspend_connection(c);
+  }
+  auto later = std::move(res.later);
+  later([w = std::weak_ptr<Exchange>(xp)](HttpResponse r) {
+    std::shared_ptr<Exchange> e = w.lock();
+    if (!e) return;
+    std::lock_guard<std::mutex> lock(e->mu);
+    e->ready = std::make_unique<HttpResponse>(std::move(r));
+    if (e->suspended && e->conn != nullptr) {
+      e->suspended = false;
+      MHD_resume_connection(e->conn);
+    }
+  });
+  return MHD_YES;
+}
+
+MHD_Result HttpServer::Impl::Resumed(MHD_Connection* c, Exchange& x,
+                                     const std::shared_ptr<Exchange>& xp) {
+  std::unique_ptr<HttpResponse> ready;
+  {
+    std::lock_guard<std::mutex> lock(x.mu);
+    ready = std::move(x.ready);
+    if (!ready && !closing.load()) {  // (woken without a reply: wait on)
+      x.suspended = true;
+      MHD_suspend_connection(c);
+      return MHD_YES;
+    }
+    x.deferred = false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    deferred.erase(&x);
+  }
+  if (!ready) return Refuse(c, x, 503, "server_error", "the server is shutting down");
+  ready->later = nullptr;
+  return Answer(c, x, xp, *ready);
 }
 
 MHD_Result HttpServer::Impl::Answer(MHD_Connection* c, Exchange& x,
@@ -372,6 +432,10 @@ void HttpServer::Impl::Completed(void** con_cls, MHD_RequestTerminationCode code
     std::lock_guard<std::mutex> lock(x->mu);
     x->conn = nullptr;
     aborted = x->source && !x->ended;
+  }
+  {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    deferred.erase(x.get());
   }
   if (x->source) {
     if (aborted) x->source->Abort();
@@ -504,6 +568,7 @@ void HttpServer::Stop(double seconds) {
   {
     std::lock_guard<std::mutex> lock(s.streams_mu);
     for (const auto& [_, w] : s.streams) waiting.push_back(w);
+    for (const auto& [_, w] : s.deferred) waiting.push_back(w);  // (answered 503)
   }
   for (const auto& w : waiting) Impl::Wake(w);
   MHD_stop_daemon(s.daemon);

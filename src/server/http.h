@@ -44,6 +44,10 @@ struct HttpRequest {
 // Wakes a suspended response (any thread; after the exchange ended it does nothing).
 using Waker = std::function<void()>;
 
+struct HttpResponse;
+// Gives a deferred response (any thread, once; after the exchange ended it does nothing).
+using Reply = std::function<void(HttpResponse)>;
+
 // A response body produced over time. Next is called on an event thread whenever the
 // connection can take more bytes; Abort when the exchange ends before kEnd (the client left,
 // timed out or stopped reading).
@@ -66,6 +70,11 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::shared_ptr<BodySource> stream;  // set: the body is streamed (chunked on HTTP/1.1)
+  // Set: the answer comes later. The handler's work is costly (a large body to parse, a
+  // grammar to compile), so it is done elsewhere: `later` is called once with the Reply that
+  // gives the real response; meanwhile the connection waits suspended, holding no event thread.
+  // If the server stops first, the client gets a 503.
+  std::function<void(Reply)> later;
   // Sets a header, replacing one of the same name (case-insensitive): never sent twice.
   void SetHeader(std::string name, std::string value) {
     for (auto& [n, v] : headers) {

@@ -379,8 +379,43 @@ void Server::Metrics(HttpResponse* res) {
   res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
 }
 
-// Every answer passes here: CORS, keys, routing, and the count by status.
+// Bodies from this size on are parsed (and their grammars compiled) in the background: a
+// chat request with a few tools is a few KB; a 30,000-value enum schema is 330 KB.
+constexpr size_t kBackgroundBodyBytes = 64 * 1024;
+
 void Server::Handle(const HttpRequest& req, HttpResponse* res) {
+  if (req.method != "POST" || req.body.size() < kBackgroundBodyBytes) return Respond(req, res);
+  res->later = [this, req](Reply reply) {
+    auto job = [this, req, reply] {
+      HttpResponse r;
+      try {
+        Respond(req, &r);
+      } catch (const std::exception&) {
+        r = HttpResponse();
+        ApiError e;
+        e.status = 500;
+        e.type = "server_error";
+        e.message = "internal error";
+        SendError(&r, e);
+      }
+      reply(std::move(r));
+    };
+    if (background_.Submit(job)) return;
+    HttpResponse busy;
+    ApiError e;
+    e.status = 503;
+    e.type = "server_error";
+    e.message = "too many large requests are waiting to be parsed; retry later";
+    SendError(&busy, e);
+    busy.SetHeader("Retry-After", "1");
+    Cors(req, &busy);
+    Counted(req, &busy);
+    reply(std::move(busy));
+  };
+}
+
+// Every answer passes here: CORS, keys, routing, and the count by status.
+void Server::Respond(const HttpRequest& req, HttpResponse* res) {
   if (!opt_.replica_name.empty()) res->SetHeader("X-Paddock-Replica", opt_.replica_name);
   const bool cors = Cors(req, res);
   if (req.method == "OPTIONS") {
@@ -399,6 +434,11 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
   } else if (Authorized(req, res)) {
     Route(req, res);
   }
+  Counted(req, res);
+}
+
+// An answer's last step: an error in the shape of the request's API, and the count by status.
+void Server::Counted(const HttpRequest& req, HttpResponse* res) {
   if (const Dialect d = DialectOfPath(req.path);
       d != Dialect::kOpenAi && res->status >= 400 && !res->body.empty())
     res->body = DialectErrorBody(d, res->status, res->body);
@@ -568,6 +608,7 @@ int Server::Run() {
   if (agent.joinable()) agent.join();
   // Every stream has its end now: a few seconds for the last bytes to reach their clients.
   http_server_->Stop(5);
+  background_.Stop();  // (after the HTTP layer: a late reply finds its exchange ended)
   http_server_.reset();
   service_.reset();
   if (state_.load() == State::kFailed) return 1;

@@ -19,6 +19,7 @@
 #include "paddock/service.h"
 #include "server/api.h"
 #include "server/api_dialects.h"
+#include "server/background.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -46,7 +47,11 @@ class Server {
   int Run();
 
  private:
+  // Every request: a POST with a large body is answered later from background_ (its parse
+  // and grammar compile are the costly part), others at once by Respond.
   void Handle(const HttpRequest& req, HttpResponse* res);
+  void Respond(const HttpRequest& req, HttpResponse* res);
+  void Counted(const HttpRequest& req, HttpResponse* res);
   void Route(const HttpRequest& req, HttpResponse* res);
   // Anthropic's /v1/messages and Ollama's /api/* (server/api_dialects.h).
   void Dialects(const HttpRequest& req, HttpResponse* res);
@@ -104,6 +109,7 @@ class Server {
 
   ServerOptions opt_;
   std::unique_ptr<HttpServer> http_server_;
+  Background background_{64, 10};  // large bodies: 64 may wait, at nice +10
   enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<Service> service_;

@@ -129,7 +129,7 @@ async function expect400(name, body, param, fragment) {
   }
 }
 const rf = (schema) => ({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } });
-await expect400('unsupported keyword', rf({ type: 'object', minProperties: 1 }), 'response_format', "'minProperties'");
+await expect400('unsupported keyword', rf({ type: 'object', not: { required: ['a'] } }), 'response_format', "'not'");
 await expect400('unknown type', rf({ type: 'strnig' }), 'response_format', "unknown type 'strnig'");
 await expect400('dangling $ref', rf({ $ref: '#/$defs/nope' }), 'response_format', 'points nowhere');
 await expect400('unsatisfiable bounds', rf({ type: 'integer', minimum: 3, maximum: 2 }), 'response_format', 'no integer');

@@ -121,7 +121,7 @@ async function expect400(name, body, param) {
   }
 }
 await expect400('malformed parameter schema', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'strnig' } } } } }] }, 'tools[0].function.parameters');
-await expect400('unsupported schema keyword', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', minProperties: 1 } } }] }, 'tools[0].function.parameters');
+await expect400('unsupported schema keyword', { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', not: { required: ['a'] } } } }] }, 'tools[0].function.parameters');
 await expect400('bad function name', { tools: [{ type: 'function', function: { name: 'a b' } }] }, 'tools[0].function.name');
 await expect400('duplicate names', { tools: [tools[0], tools[0]] }, 'tools[1].function.name');
 await expect400('tool_choice naming no tool', { tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice');
