@@ -19,6 +19,7 @@
 #include "server/api_dialects.h"
 #include "server/background.h"
 #include "server/request_schema.h"
+#include "server/response_store.h"
 
 namespace paddock::server {
 namespace {
@@ -467,6 +468,28 @@ TEST(Background, RunsInOrderRefusesWhenFullAndStops) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
   bg.Stop();
   EXPECT_FALSE(bg.Submit([] {}));  // stopped
+}
+
+// Stored responses: by id, least recently used out past the count or the bytes.
+TEST(ResponseStore, KeepsTheRecentWithinItsBounds) {
+  ResponseStore st(3, 100);
+  std::string out;
+  st.Put("a", "ra", "ca");
+  st.Put("b", "rb", "cb");
+  st.Put("c", "rc", "cc");
+  ASSERT_TRUE(st.Response("a", &out));  // a is now the most recent
+  EXPECT_EQ(out, "ra");
+  st.Put("d", "rd", "cd");  // over the count: b (least recent) goes
+  EXPECT_FALSE(st.Response("b", &out));
+  ASSERT_TRUE(st.Conversation("c", &out));
+  EXPECT_EQ(out, "cc");
+  st.Put("e", std::string(90, 'x'), "");  // over the bytes: the others go
+  EXPECT_FALSE(st.Response("a", &out));
+  EXPECT_TRUE(st.Response("e", &out));
+  st.Put("f", std::string(101, 'x'), "");  // larger than the store: not kept
+  EXPECT_FALSE(st.Response("f", &out));
+  EXPECT_TRUE(st.Erase("e"));
+  EXPECT_FALSE(st.Erase("e"));
 }
 
 }  // namespace

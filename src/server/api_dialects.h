@@ -8,6 +8,7 @@
 // front-ends: what one API's clients can ask for the others get the same way.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,6 +40,11 @@ struct Translated {
   bool chat = true;
   bool stream = false;
   std::vector<ChatVar> vars;
+  // Responses API: the stored response whose conversation this one continues ("" none), and
+  // whether to store this one (OpenAI's default: yes).
+  std::string previous_response_id;
+  bool store = false;
+  bool instructions = false;  // the body's first message is the instructions' system message
 };
 Translated ToOpenAiRequest(Dialect d, std::string_view body);
 
@@ -56,7 +62,25 @@ class ReplyTranslator {
   virtual void Feed(std::string_view openai, std::string* out) = 0;
   // The OpenAI reply ended.
   virtual void End(std::string* out) = 0;
+  // Responses API: called once with the whole response object (JSON) when the reply completed.
+  void OnResponse(std::function<void(const std::string&)> fn) { on_response_ = std::move(fn); }
+
+ protected:
+  std::function<void(const std::string&)> on_response_;
 };
+
+// Responses API state. A request that continues a stored response: its body (the OpenAI chat
+// body of ToOpenAiRequest) with the stored conversation (`prior`, a JSON array of messages)
+// before its own messages (after the system message of its instructions, which are not carried
+// over, as OpenAI does).
+std::string ContinueConversation(std::string_view openai_body, std::string_view prior,
+                                 bool instructions);
+// The conversation to store for a response: the request's messages (its instructions' system
+// message left out) and the response's output as an assistant message; a JSON array.
+std::string StoredConversation(std::string_view openai_body, std::string_view response,
+                               bool instructions);
+std::string ResponseId(std::string_view response);
+std::string ResponseDeletedBody(const std::string& id);  // DELETE /v1/responses/{id}
 std::unique_ptr<ReplyTranslator> MakeReplyTranslator(Dialect d, bool stream,
                                                      const std::string& model, int n_prompt);
 

@@ -167,9 +167,11 @@ class ResponsesWhole : public WholeReply {
       for (auto& tc : msg["tool_calls"])
         output.push_back(CallItem(NewItemId("fc_"), tc, "completed"));
     json& u = r.at("usage");
-    out->append(api_detail::Dump(ResponseObject(
+    const std::string whole = api_detail::Dump(ResponseObject(
         NewItemId("resp_"), model_, output, c.value("finish_reason", "stop"),
-        ResponsesUsage(u.value("prompt_tokens", 0), u.value("completion_tokens", 0)))));
+        ResponsesUsage(u.value("prompt_tokens", 0), u.value("completion_tokens", 0))));
+    out->append(whole);
+    if (on_response_) on_response_(whole);
     return true;
   }
 
@@ -198,6 +200,7 @@ class ResponsesStream : public ReplyTranslator {
                                      ResponsesUsage(n_prompt_, output_tokens_));
     Emit(finish_ == "length" ? "response.incomplete" : "response.completed", {{"response", done}},
          out);
+    if (on_response_) on_response_(done.dump());
   }
 
  private:
@@ -403,10 +406,22 @@ Translated ResponsesRequest(std::string_view body) {
             "conversation",
             "max_tool_calls",
             "prompt"});
-  for (const char* k : {"previous_response_id", "conversation", "prompt"})
+  for (const char* k : {"conversation", "prompt"})
     if (Get(j, k))
-      Refuse(k,
-             std::string(k) + " needs state stored on the server; none is: send the whole input");
+      Refuse(k, std::string(k) +
+                    " needs state stored on the server that it does not keep (it keeps responses: "
+                    "use previous_response_id, or send the whole input)");
+  Translated out;
+  if (const json* p = Get(j, "previous_response_id")) {
+    if (!p->is_string() || p->get<std::string>().empty())
+      Refuse("previous_response_id", "previous_response_id must be a response id");
+    out.previous_response_id = p->get<std::string>();
+  }
+  out.store = true;
+  if (const json* st = Get(j, "store")) {
+    if (!st->is_boolean()) Refuse("store", "store must be a boolean");
+    out.store = st->get<bool>();
+  }
   if (const json* b = Get(j, "background"); b != nullptr && b->is_boolean() && b->get<bool>())
     Refuse("background", "background responses are not supported");
   json o = json::object();
@@ -415,6 +430,7 @@ Translated ResponsesRequest(std::string_view body) {
   if (const json* ins = Get(j, "instructions")) {
     if (!ins->is_string()) Refuse("instructions", "instructions must be a string");
     messages.push_back({{"role", "system"}, {"content", *ins}});
+    out.instructions = true;
   }
   const json* input = Get(j, "input");
   if (input == nullptr) Refuse("input", "'input' is required");
@@ -427,7 +443,6 @@ Translated ResponsesRequest(std::string_view body) {
   if (const json* md = Get(j, "metadata")) o["metadata"] = *md;
   if (const json* tl = Get(j, "top_logprobs"); tl != nullptr && !(tl->is_number() && *tl == 0))
     Refuse("top_logprobs", "log-probabilities are served by /v1/chat/completions");
-  Translated out;
   out.stream = Get(j, "stream") && j["stream"].is_boolean() && j["stream"].get<bool>();
   if (out.stream) o["stream_options"] = {{"include_usage", true}};
   ResponsesToolsAndFormat(j, &o);
@@ -447,3 +462,62 @@ std::unique_ptr<ReplyTranslator> ResponsesReply(bool stream, const std::string& 
 }
 
 }  // namespace paddock::server::dialect_detail
+
+namespace paddock::server {
+
+using dialect_detail::json;
+
+std::string ContinueConversation(std::string_view openai_body, std::string_view prior,
+                                 bool instructions) {
+  json body = json::parse(openai_body);
+  json msgs = json::parse(prior);
+  json& own = body["messages"];
+  const size_t skip = instructions ? 1 : 0;
+  json out = json::array();
+  for (size_t i = 0; i < skip && i < own.size(); ++i) out.push_back(own[i]);
+  for (auto& m : msgs) out.push_back(std::move(m));
+  for (size_t i = skip; i < own.size(); ++i) out.push_back(std::move(own[i]));
+  own = std::move(out);
+  return body.dump();
+}
+
+std::string ResponseDeletedBody(const std::string& id) {
+  return json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump();
+}
+
+std::string ResponseId(std::string_view response) {
+  return json::parse(response).value("id", "");
+}
+
+std::string StoredConversation(std::string_view openai_body, std::string_view response,
+                               bool instructions) {
+  json body = json::parse(openai_body);
+  json r = json::parse(response);
+  json out = json::array();
+  json& own = body["messages"];
+  for (size_t i = instructions ? 1 : 0; i < own.size(); ++i) out.push_back(std::move(own[i]));
+  // The output items as one assistant message: reasoning, text, calls.
+  json msg = {{"role", "assistant"}, {"content", ""}};
+  std::string text;
+  json calls = json::array();
+  for (json& item : r["output"]) {
+    const std::string type = item.value("type", "");
+    if (type == "reasoning") {
+      std::string reasoning;
+      for (json& part : item["content"]) reasoning += part.value("text", "");
+      msg["reasoning_content"] = reasoning;
+    } else if (type == "message") {
+      for (json& part : item["content"]) text += part.value("text", "");
+    } else if (type == "function_call") {
+      calls.push_back({{"id", item["call_id"]},
+                       {"type", "function"},
+                       {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+    }
+  }
+  msg["content"] = text;
+  if (!calls.empty()) msg["tool_calls"] = calls;
+  out.push_back(msg);
+  return out.dump();
+}
+
+}  // namespace paddock::server

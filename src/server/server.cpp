@@ -425,7 +425,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse* res) {
     res->status = 204;
     res->content_type = "text/plain";
     if (cors) {
-      res->SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res->SetHeader("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res->SetHeader("Access-Control-Allow-Headers",
                      PreflightHeaders(req.Header("Access-Control-Request-Headers")));
       res->SetHeader("Access-Control-Max-Age", "7200");
@@ -468,6 +468,17 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
   static const Endpoint kModel = {"/v1/models/{id}", "GET"};
   const bool model_path = req.path.rfind("/v1/models/", 0) == 0 && req.path.size() > 11;
   if (model_path) hit = &kModel;
+  // A stored response: GET or DELETE.
+  const bool response_path = req.path.rfind("/v1/responses/", 0) == 0 && req.path.size() > 14;
+  if (response_path) {
+    if (req.method == "GET" || req.method == "DELETE") return StoredResponse(req, res);
+    ApiError e;
+    e.status = 405;
+    e.message = "/v1/responses/{id} takes GET or DELETE";
+    res->SetHeader("Allow", "GET, DELETE, OPTIONS");
+    SendError(res, e);
+    return;
+  }
   const UiAsset* page = opt_.ui ? FindUiAsset(req.path) : nullptr;
   if (page != nullptr && (req.method == "GET" || req.method == "HEAD")) {
     // The page's own files only: no inline script may run, nothing loads from elsewhere, so

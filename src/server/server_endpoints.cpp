@@ -15,6 +15,19 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
   Translated t;
   if (!Answering(res, [&] {
         t = ToOpenAiRequest(d, req.body);
+        if (!t.previous_response_id.empty()) {
+          std::string prior;
+          if (!responses_.Conversation(t.previous_response_id, &prior)) {
+            ApiError e;
+            e.status = 404;
+            e.type = "invalid_request_error";
+            e.param = "previous_response_id";
+            e.message = "no stored response '" + t.previous_response_id +
+                        "' (responses are kept in memory, the last 1000 or 64 MB, until restart)";
+            throw e;
+          }
+          t.body = ContinueConversation(t.body, prior, t.instructions);
+        }
         ar = ParseRequest(t.body, t.chat, ctx_);
         for (ChatVar& v : t.vars) {
           bool given = false;
@@ -32,9 +45,32 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
   res->content_type = DialectContentType(d, t.stream);
   if (t.stream) res->SetHeader("Cache-Control", "no-cache");
   const int n_prompt = static_cast<int>(prompt.size());
+  auto translator = MakeReplyTranslator(d, t.stream, model, n_prompt);
+  if (t.store) {
+    translator->OnResponse(
+        [this, body = std::move(t.body), instr = t.instructions](const std::string& response) {
+          responses_.Put(ResponseId(response), response, StoredConversation(body, response, instr));
+        });
+  }
   res->stream = MakeTranslatedBody(
       MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt),
-      MakeReplyTranslator(d, t.stream, model, n_prompt));
+      std::move(translator));
+}
+
+// GET / DELETE /v1/responses/{id}: a stored response (server/response_store.h).
+void Server::StoredResponse(const HttpRequest& req, HttpResponse* res) {
+  const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
+  std::string body;
+  const bool found = req.method == "DELETE" ? responses_.Erase(id) : responses_.Response(id, &body);
+  if (!found) {
+    ApiError e;
+    e.status = 404;
+    e.type = "invalid_request_error";
+    e.message = "no stored response '" + id + "'";
+    SendError(res, e);
+    return;
+  }
+  res->body = req.method == "DELETE" ? ResponseDeletedBody(id) : body;
 }
 
 void Server::Dialects(const HttpRequest& req, HttpResponse* res) {

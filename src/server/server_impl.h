@@ -22,6 +22,7 @@
 #include "server/background.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/response_store.h"
 #include "server/server.h"
 
 namespace paddock::server::server_detail {
@@ -56,6 +57,7 @@ class Server {
   // Anthropic's /v1/messages and Ollama's /api/* (server/api_dialects.h).
   void Dialects(const HttpRequest& req, HttpResponse* res);
   void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d);
+  void StoredResponse(const HttpRequest& req, HttpResponse* res);
   ModelFacts Facts() const;
   void Model(const std::string& raw_id, HttpResponse* res);
   // Runs fn; an ApiError or Error it throws becomes the answer (400 unless the ApiError says
@@ -109,7 +111,8 @@ class Server {
 
   ServerOptions opt_;
   std::unique_ptr<HttpServer> http_server_;
-  Background background_{64, 10};  // large bodies: 64 may wait, at nice +10
+  Background background_{64, 10};                    // large bodies: 64 may wait, at nice +10
+  ResponseStore responses_{1000, size_t{64} << 20};  // the Responses API's, by id
   enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<Service> service_;

@@ -76,11 +76,25 @@ await section('openai-responses', async () => {
   let parsed = null;
   try { parsed = JSON.parse(s.output_text); } catch {}
   check('responses: structured output validates', parsed !== null && validPerson(parsed), s.output_text);
-  try {
-    await client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' });
-    check('responses: previous_response_id is refused by name', false, 'accepted');
-  } catch (e) {
-    check('responses: previous_response_id is refused by name', e.status === 400 && e.param === 'previous_response_id', `${e.status} ${e.param}`);
+  // Stored responses: previous_response_id continues the conversation (the same as sending its
+  // items back: r2 above), the response can be retrieved and deleted; a tool call continued by
+  // its output alone.
+  const c2 = await client.responses.create({ model, previous_response_id: r1.id, input: 'And then?', max_output_tokens: 8, temperature: 0 });
+  check('responses: previous_response_id continues the conversation (same prompt as the items sent back)', c2.usage.input_tokens === r2.usage.input_tokens && c2.output_text === r2.output_text, JSON.stringify({ c2: c2.usage, r2: r2.usage }));
+  const got = await client.responses.retrieve(r1.id);
+  check('responses: retrieve a stored response', got.id === r1.id && got.output_text === r1.output_text, JSON.stringify(got).slice(0, 300));
+  const tc = await client.responses.create({ model, tools, previous_response_id: t.id, max_output_tokens: 8, input: [{ type: 'function_call_output', call_id: call.call_id, output: '21 C, sunny' }] });
+  check('responses: a function call continued by previous_response_id and its output', tc.usage.input_tokens === t2.usage.input_tokens, JSON.stringify({ tc: tc.usage, t2: t2.usage }));
+  await client.responses.delete(r1.id);
+  for (const [what, fn] of [['retrieve after delete', () => client.responses.retrieve(r1.id)],
+    ['unknown previous_response_id', () => client.responses.create({ model, input: 'x', previous_response_id: 'resp_nope' })],
+    ['store: false is not kept', () => client.responses.retrieve(r2.id)]]) {
+    try {
+      await fn();
+      check(`responses: ${what} is a 404`, false, 'answered');
+    } catch (e) {
+      check(`responses: ${what} is a 404`, e.status === 404, `${e.status} ${e.message}`);
+    }
   }
 });
 
