@@ -265,6 +265,20 @@ expect_error "draft without model" 2 "needs --draft-model" -- run -m "$M/stories
 "$BIN" synth --shape tiny --type q4_0 -o "$TMP/tiny-draft.gguf" 2>/dev/null
 expect_error "draft of another vocabulary" 1 "vocabulary" -- run -m "$M/stories260K.gguf" --spec draft --draft-model "$TMP/tiny-draft.gguf"
 
+# 13b. LoRA adapters (llama.cpp's GGUF adapter layout): --lora FILE:0 is the base model; an
+# adapter changes the greedy text; one for another model is one error naming the tensor.
+"$BIN" synth --lora-for "$M/stories260K.gguf" --rank 8 -o "$TMP/lora.gguf" 2>/dev/null
+"$BIN" run -m "$M/stories260K.gguf" --temp 0 -n 64 >"$TMP/base.txt" 2>/dev/null
+"$BIN" run -m "$M/stories260K.gguf" --temp 0 -n 64 --lora "$TMP/lora.gguf:0" >"$TMP/lora0.txt" 2>/dev/null
+"$BIN" run -m "$M/stories260K.gguf" --temp 0 -n 64 --lora "$TMP/lora.gguf" >"$TMP/lora1.txt" 2>/dev/null
+cmp -s "$TMP/base.txt" "$TMP/lora0.txt" && [ -s "$TMP/lora1.txt" ] && ! cmp -s "$TMP/base.txt" "$TMP/lora1.txt" \
+  && ok || bad "--lora: scale 0 is the base model, scale 1 changes the text"
+"$BIN" synth --shape tiny --type f32 -o "$TMP/tiny-f32.gguf" 2>/dev/null
+"$BIN" synth --lora-for "$TMP/tiny-f32.gguf" -o "$TMP/lora-tiny.gguf" 2>/dev/null
+expect_error "adapter for another model" 1 "'blk.0.ffn_gate.weight' does not fit its base matrix" -- run -m "$M/stories260K.gguf" -p x -n 1 --lora "$TMP/lora-tiny.gguf"
+expect_error "a model as an adapter" 1 "not a LoRA adapter" -- run -m "$M/stories260K.gguf" -p x -n 1 --lora "$M/stories260K.gguf"
+expect_error "lora-for with a shape" 2 "does not apply to --lora-for" -- synth --lora-for "$M/stories260K.gguf" --type q4_0 -o "$TMP/x.gguf"
+
 # 14. --mlock: the weights locked in memory (CI runs as root; elsewhere `ulimit -l` may refuse).
 if "$BIN" run -m "$M/stories260K.gguf" -n 5 --temp 0 --mlock >"$TMP/out" 2>"$TMP/err"; then ok; else
   if [ "$(id -u)" -eq 0 ]; then bad "--mlock failed: $(cat "$TMP/err")"; else grep -q "ulimit -l" "$TMP/err" && ok || bad "--mlock: unclear error"; fi

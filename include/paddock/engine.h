@@ -77,6 +77,10 @@ struct EngineOptions {
   // is then reproducible run to run; the adaptive choice depends on measured timings).
   std::string spec = "off";
   std::string draft_model;
+  // A LoRA adapter (llama.cpp's GGUF adapter layout) applied to every sequence at run time,
+  // its product scaled by lora_scale (llama.cpp's --lora-scaled); "": none.
+  std::string lora_path;
+  float lora_scale = 1.0f;
   // Called while the weights are read and re-laid out at load (bytes done, bytes in all), on
   // the creating thread: for a progress bar. Null: nothing.
   std::function<void(double done, double total)> on_load_progress;

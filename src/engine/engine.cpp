@@ -237,6 +237,10 @@ void MakeTransformer(Engine::Impl* impl, const EngineOptions& o, Isa isa, int th
   t.SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
   t.SetPruneLast(o.prune_last);
   t.SetMatmulBlockBytes(o.matmul_block_bytes);
+  if (!o.lora_path.empty()) {
+    impl->lora = LoraAdapter::Load(o.lora_path, *impl->model, o.lora_scale);
+    t.SetDefaultLora(impl->lora.get());
+  }
 }
 
 // The paged KV cache: the options' types and budget; by default room for kv_sequences full

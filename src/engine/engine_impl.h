@@ -13,6 +13,7 @@
 #include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
+#include "model/lora.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "paddock/engine.h"
@@ -29,6 +30,8 @@ struct Engine::Impl {
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<LoraAdapter> lora;  // EngineOptions::lora_path (before the transformer: it
+                                      // points to it)
   std::unique_ptr<Transformer> transformer;
   std::unique_ptr<KvManager> kv;
   std::unique_ptr<Sampler> sampler;

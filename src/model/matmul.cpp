@@ -4,6 +4,7 @@
 // passes.
 #include <algorithm>
 
+#include "model/lora.h"
 #include "model/transformer.h"
 
 namespace paddock {
@@ -146,6 +147,18 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
   const int64_t u = RowUnit(w);
   pool_.ParallelFor(w.rows / u,
                     [&](int64_t b, int64_t e, int) { MatmulRows(w, x, xq, n, y, b * u, e * u); });
+  if (plan_.any_lora) AddLora(w, x, n, y);
+}
+
+// Each row's adapter, threads over rows (a row's product does not depend on the others).
+void Transformer::AddLora(const WeightTensor& w, const float* x, int n, float* y) {
+  pool_.ParallelFor(n, [&](int64_t b, int64_t e, int thread) {
+    float* tmp = lora_tmp_.data() + static_cast<size_t>(thread) * 4096;
+    for (int64_t j = b; j < e; ++j) {
+      const LoraAdapter* a = plan_.lora[static_cast<size_t>(j)];
+      if (a != nullptr) a->Apply(&w, x + j * w.cols, 1, y + j * w.rows, tmp, k_->dot);
+    }
+  });
 }
 
 bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
@@ -154,7 +167,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   const int hd = cfg_.head_dim;
   const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
   // Whole-row QK-norm (OLMoE) needs every head of a row before the epilogue: unfused.
-  if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full) {
+  if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full || plan_.any_lora) {
     Matmul(L.wq, x, xq, n, a_.q);
     Matmul(L.wk, x, xq, n, a_.kv_k);
     Matmul(L.wv, x, xq, n, a_.kv_v);
@@ -179,7 +192,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
 void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up, const float* x,
                                const ActQ8& xq, int n) {
   const int64_t ffn = gate.rows;
-  if (!fuse_ffn_) {
+  if (!fuse_ffn_ || plan_.any_lora) {  // (an adapter adds to gate and up before the GLU)
     Matmul(gate, x, xq, n, a_.hb);
     Matmul(up, x, xq, n, a_.hb2);
     glu_(a_.hb, a_.hb2, static_cast<int64_t>(n) * ffn);

@@ -549,4 +549,41 @@ void WriteSyntheticModel(const SynthSpec& spec, const std::string& path) {
   w.Write(path);
 }
 
+void WriteSyntheticLora(const std::string& base_path, int rank, uint64_t seed,
+                        const std::string& path) {
+  if (rank < 1 || rank > 4096) Fail("a LoRA rank must be within 1..4096 (got %d)", rank);
+  const GgufFile base = GgufFile::Open(base_path);
+  GgufWriter w;
+  w.SetString("general.type", "adapter");
+  w.SetString("general.architecture",
+              std::string(base.GetString("general.architecture").value_or("llama")));
+  w.SetString("adapter.type", "lora");
+  w.SetF32("adapter.lora.alpha", static_cast<float>(rank));
+  Rng rng(seed ^ 0x10aull);
+  int pairs = 0;
+  static const char* kTargets[] = {"attn_q.weight",      "attn_k.weight",   "attn_v.weight",
+                                   "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
+                                   "ffn_down.weight"};
+  for (const GgufTensor& t : base.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0 || t.n_dims != 2) continue;
+    const size_t dot = t.name.find('.', 4);
+    if (dot == std::string::npos) continue;
+    const std::string suffix = t.name.substr(dot + 1);
+    if (std::find(std::begin(kTargets), std::end(kTargets), suffix) == std::end(kTargets)) continue;
+    const int64_t in = t.ne[0], out = t.ne[1];
+    // A ~ 1/sqrt(in) and B ~ 0.5/sqrt(rank): the product moves a projection's output by a
+    // fraction of its own size, enough to change greedy text, never to swamp it.
+    std::vector<float> a(static_cast<size_t>(rank * in)), b(static_cast<size_t>(out * rank));
+    const float sa = 1.0f / std::sqrt(static_cast<float>(in));
+    const float sb = 0.5f / std::sqrt(static_cast<float>(rank));
+    for (float& v : a) v = sa * rng.Uniform();
+    for (float& v : b) v = sb * rng.Uniform();
+    w.AddTensor(t.name + ".lora_a", {in, rank}, GgmlType::kF32, a.data(), a.size() * 4);
+    w.AddTensor(t.name + ".lora_b", {rank, out}, GgmlType::kF32, b.data(), b.size() * 4);
+    ++pairs;
+  }
+  if (pairs == 0) Fail("%s: no attention or FFN matrices to adapt", base_path.c_str());
+  w.Write(path);
+}
+
 }  // namespace paddock

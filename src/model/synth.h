@@ -95,4 +95,10 @@ SynthSpec SynthPreset(const std::string& name);
 void BuildSyntheticModel(const SynthSpec& spec, GgufWriter* w);
 void WriteSyntheticModel(const SynthSpec& spec, const std::string& path);
 
+// A LoRA adapter for the GGUF model at base_path, in llama.cpp's adapter layout (model/lora.h):
+// F32 pairs of the given rank for every layer's q, k, v, o (and gate, up, down where the layer
+// has a dense FFN), random, alpha = rank (so the product's scale is the user's). Throws Error.
+void WriteSyntheticLora(const std::string& base_path, int rank, uint64_t seed,
+                        const std::string& path);
+
 }  // namespace paddock

@@ -156,6 +156,8 @@ void Transformer::AllocPlan() {
   plan_.bf_slot.assign(B, 0);
   plan_.bf_rows.assign(B, 0);
   plan_.view.assign(B, nullptr);
+  plan_.lora.assign(B, nullptr);
+  lora_tmp_.assign(static_cast<size_t>(pool_.size()) * 4096, 0.f);
   plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
 }
 
@@ -236,6 +238,7 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
       if (KernelsOf(items[i]) == k) plan_.order[static_cast<size_t>(no++)] = i;
   int n = 0, rows = 0;
   plan_.n_bf = 0;
+  plan_.any_lora = false;
   for (int oi = 0; oi < n_items; ++oi) {
     const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
     CheckItem(it, n, rows);
@@ -244,6 +247,8 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
       const auto t = static_cast<size_t>(n);
       plan_.pos[t] = it.pos + j;
       plan_.view[t] = it.kv;
+      plan_.lora[t] = it.lora != nullptr ? it.lora : default_lora_;
+      plan_.any_lora = plan_.any_lora || plan_.lora[t] != nullptr;
       // A prompt token of a long prompt: the bf16 prefill GEMM (by position, never by step).
       const bool bf = it.pos + j < bf_until;
       plan_.bf[t] = bf ? 1 : 0;
@@ -431,6 +436,7 @@ int Transformer::KeepLogitRows() {
       std::memcpy(a_.x + rr * dim, a_.x + j * dim, sizeof(float) * static_cast<size_t>(dim));
       plan_.pos[rr] = plan_.pos[j];
       plan_.view[rr] = plan_.view[j];
+      plan_.lora[rr] = plan_.lora[j];
       plan_.bf[rr] = plan_.bf[j];
     }
     plan_.logit_tok[rr] = r;

@@ -22,6 +22,8 @@
 
 namespace paddock {
 
+class LoraAdapter;
+
 // Where the forward pass shows its matrix inputs to an ActivationObserver.
 enum class ActSite { kAttnIn, kAttnOut, kFfnIn, kDownIn, kOutput };
 
@@ -76,8 +78,14 @@ class Transformer {
     // token by its position, never by the step: a token's result does not depend on the chunk
     // or the batch-mates it runs with. 0: no prompt tokens (scoring, verification, decode).
     int prompt_len = 0;
+    // A LoRA adapter for this sequence's tokens (model/lora.h), or null: the base model.
+    // Items with different adapters (and none) share a step: the base GEMMs are shared, each
+    // token's low-rank product is its own.
+    const LoraAdapter* lora = nullptr;
   };
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
+  // The adapter of the items that name none (the engine's --lora), or null.
+  void SetDefaultLora(const LoraAdapter* a) { default_lora_ = a; }
   // The same forward, returning instead of logits the final-normalized hidden state of each row
   // asked for (dim floats each, valid until the next call): embeddings.
   void ForwardHidden(const BatchItem* items, int n_items, const float** hidden) {
@@ -359,15 +367,21 @@ class Transformer {
   // kernels, or the bf16 prefill GEMM), and the rows whose logits it needs. Shapes: B tokens,
   // max_items items or logits rows.
   struct StepPlan {
-    std::vector<int> order;           // (max_items) the items in the order their tokens run
-    std::vector<int> pos;             // (B) each token's position
-    std::vector<const KvView*> view;  // (B) its sequence's KV cache
-    std::vector<uint8_t> bf;          // (B) 1: on the bf16 prefill GEMM
-    std::vector<int32_t> bf_slot;     // (B) its row among the bf16 tokens
-    std::vector<int32_t> bf_rows;     // (B) per bf16 row, its token
-    int n_bf = 0;                     // tokens on the bf16 GEMM
-    std::vector<int> logit_tok;       // (max_items) the token of each logits row
+    std::vector<int> order;                // (max_items) the items in the order their tokens run
+    std::vector<int> pos;                  // (B) each token's position
+    std::vector<const KvView*> view;       // (B) its sequence's KV cache
+    std::vector<uint8_t> bf;               // (B) 1: on the bf16 prefill GEMM
+    std::vector<int32_t> bf_slot;          // (B) its row among the bf16 tokens
+    std::vector<int32_t> bf_rows;          // (B) per bf16 row, its token
+    int n_bf = 0;                          // tokens on the bf16 GEMM
+    std::vector<int> logit_tok;            // (max_items) the token of each logits row
+    std::vector<const LoraAdapter*> lora;  // (B) its sequence's adapter, or null
+    bool any_lora = false;                 // some token has one: the projections run unfused
   } plan_;
+  std::vector<float> lora_tmp_;  // (threads, 4096) the low-rank products' rank vectors
+  const LoraAdapter* default_lora_ = nullptr;
+  // y += each row's adapter's product for w (rows of the step, x its input).
+  void AddLora(const WeightTensor& w, const float* x, int n, float* y);
   // Mixture of experts, planned for the worst routing (R = max_batch * n_experts_used rows).
   std::unique_ptr<int8_t[]> moe_qs_;  // (R, dim) gathered int8 inputs
   std::unique_ptr<float[]> moe_d_;    // (R, dim / 32)

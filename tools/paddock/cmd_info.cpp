@@ -69,6 +69,11 @@ const std::vector<OptionSpec> kSynthSpecs = {
      true,
      "only the first N layers act (the rest: zero output projections); with --layers N the same "
      "function: a draft for speculative decoding"},
+    {{"--lora-for"},
+     true,
+     "write a LoRA adapter (llama.cpp's GGUF adapter layout, random F32 pairs) for this GGUF "
+     "model instead of a model"},
+    {{"--rank"}, true, "the adapter's rank with --lora-for (default 16)"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
@@ -185,6 +190,21 @@ int CmdSynth(int argc, char** argv) {
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.Has("-o")) throw UsageError("synth needs an output path: -o FILE");
+  if (args.Has("--lora-for")) {
+    for (const char* f : {"--shape", "--type", "--layers", "--ctx", "--sliding-window",
+                          "--dense-type", "--active-layers"})
+      if (args.Has(f)) throw UsageError(std::string(f) + " does not apply to --lora-for");
+    const int rank = static_cast<int>(args.Int("--rank", 16, 1, 4096));
+    try {
+      WriteSyntheticLora(args.Str("--lora-for"), rank, args.U64("--seed", 1), args.Str("-o"));
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    std::fprintf(stderr, "paddock: wrote a rank-%d LoRA adapter for %s to %s\n", rank,
+                 args.Str("--lora-for").c_str(), args.Str("-o").c_str());
+    return 0;
+  }
+  if (args.Has("--rank")) throw UsageError("--rank applies to --lora-for");
   SynthSpec spec;
   try {
     spec = SynthPreset(args.Str("--shape", "tinyllama"));

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -36,6 +37,9 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--show-special"},
      false,
      "render generated control, unknown and unused tokens as their text (default: not rendered)"},
+    {{"--lora"},
+     true,
+     "a LoRA adapter (llama.cpp's GGUF adapter file) applied at run time: FILE or FILE:SCALE"},
 };
 
 // Speculative decoding (run, chat, bench).
@@ -285,6 +289,21 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   eo->kv_layer_types = args.Str("--kv-layer-types");
   eo->prefix_cache = !args.Has("--no-prefix-cache");
   eo->sliding_window = static_cast<int>(args.Int("--sliding-window", -1, 0, 1 << 24));
+  if (args.Has("--lora")) {  // FILE or FILE:SCALE (a path may hold ':'; the scale is a number)
+    const std::string v = args.Str("--lora");
+    eo->lora_path = v;
+    if (const size_t c = v.rfind(':'); c != std::string::npos && c + 1 < v.size()) {
+      char* end = nullptr;
+      const double sc = std::strtod(v.c_str() + c + 1, &end);
+      if (*end == '\0') {
+        if (!(std::fabs(sc) <= 1000))
+          throw UsageError("--lora " + v + ": the scale must be within -1000..1000");
+        eo->lora_path = v.substr(0, c);
+        eo->lora_scale = static_cast<float>(sc);
+      }
+    }
+    if (eo->lora_path.empty()) throw UsageError("--lora needs FILE or FILE:SCALE");
+  }
 }
 
 void PrintMemory(const Engine& e) {

@@ -1,0 +1,56 @@
+// model/lora.h: LoRA adapters in llama.cpp's GGUF adapter layout, applied at run time.
+//
+// An adapter file has general.type = "adapter", adapter.type = "lora", adapter.lora.alpha, and
+// for each adapted matrix W (a base tensor such as "blk.3.attn_q.weight") the pair
+// "<name>.lora_a" (ne = [in, rank]: rank rows of `in`) and "<name>.lora_b" (ne = [rank, out]:
+// `out` rows of rank). A token row x then gets y = W x + s * B (A x), with s = scale * alpha /
+// rank (alpha 0: scale), as llama.cpp computes it. Adapters are small (a few MB): their
+// matrices are held as floats. The dense attention and FFN projections (q, k, v, o, gate, up,
+// down) can be adapted; a pair for any other tensor, or one whose shape does not fit its base
+// tensor, is refused naming the tensor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/weights.h"
+
+namespace paddock {
+
+struct LoraPair {
+  std::vector<float> a;  // (rank, in) row-major
+  std::vector<float> b;  // (out, rank)
+  int rank = 0, in = 0, out = 0;
+  float s = 1;  // scale * alpha / rank (alpha 0: scale)
+};
+
+class LoraAdapter {
+ public:
+  // Reads `path` for the model `base`; scale: the user's factor (llama.cpp's --lora-scaled).
+  // Throws Error naming the file and what does not fit.
+  static std::unique_ptr<LoraAdapter> Load(const std::string& path, const LoadedModel& base,
+                                           float scale);
+  // The pair adapting a base matrix, or null.
+  const LoraPair* For(const WeightTensor* w) const {
+    const auto it = pairs_.find(w);
+    return it == pairs_.end() ? nullptr : &it->second;
+  }
+  float scale() const { return scale_; }  // the user's factor
+  size_t bytes() const;
+  int n_pairs() const { return static_cast<int>(pairs_.size()); }
+
+  // y[j] += s * B (A x[j]) for n rows (x: n x in, y: n x out), for the pair of w (no-op
+  // without one); tmp holds rank floats. dot: the kernel table's float dot product, or null
+  // for the scalar reference.
+  using Dot = float (*)(const float*, const float*, int64_t);
+  void Apply(const WeightTensor* w, const float* x, int n, float* y, float* tmp,
+             Dot dot = nullptr) const;
+
+ private:
+  std::unordered_map<const WeightTensor*, LoraPair> pairs_;
+  float scale_ = 1;
+};
+
+}  // namespace paddock
