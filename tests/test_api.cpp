@@ -77,7 +77,7 @@ TEST(RequestSchema, EveryRowIsWellFormed) {
     EXPECT_FALSE(f.effect.empty()) << f.name;
     EXPECT_FALSE(f.origin.empty()) << f.name;
     EXPECT_NE(f.endpoints, 0) << f.name;
-    for (int bit = 1; bit <= kDetokenize; bit <<= 1)
+    for (int bit = 1; bit <= kLoraUpdate; bit <<= 1)
       if ((f.endpoints & bit) != 0)
         EXPECT_TRUE(seen.insert({std::string(f.name), bit}).second) << "two rows " << f.name;
     if (f.use == FieldUse::kAlias) {

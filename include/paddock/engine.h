@@ -20,6 +20,8 @@
 
 namespace paddock {
 
+class LoraAdapter;  // model/lora.h
+
 struct EngineOptions {
   std::string model_path;      // GGUF or llama2.c checkpoint
   std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
@@ -352,6 +354,9 @@ class Engine {
   // kind and text, so a schema sent with every request is compiled once; thread-safe. Throws
   // Error naming what is invalid, unsupported or unsatisfiable.
   std::shared_ptr<const Grammar> CompileGrammar(GrammarKind kind, std::string_view text) const;
+  // A LoRA adapter for this engine's model (llama.cpp's GGUF adapter layout), its product
+  // scaled by `scale`; for RequestOptions::lora. Throws Error naming what does not fit.
+  std::shared_ptr<const LoraAdapter> LoadLora(const std::string& path, float scale) const;
 
   GenerateResult Generate(std::string_view prompt, const GenerateOptions& options,
                           const StreamCallback& on_text = nullptr);

@@ -22,6 +22,8 @@
 
 namespace paddock {
 
+class LoraAdapter;  // model/lora.h
+
 struct ServiceOptions {
   int max_batch_tokens = 0;      // tokens per step over all requests (0: the engine's max_batch)
   int max_running = 64;          // requests decoding together at most
@@ -42,6 +44,9 @@ struct RequestOptions {
   // alternatives, at least 0), computed while the request waits: one extra pass over the
   // prompt (for scoring: OpenAI's echo).
   bool prompt_logprobs = false;
+  // A LoRA adapter of the engine's model (Engine::LoadLora) for this request, or null: the
+  // base model. Requests with different adapters share steps; their cached prefixes do not mix.
+  std::shared_ptr<const LoraAdapter> lora;
 };
 constexpr int kMaxChoices = 16;
 

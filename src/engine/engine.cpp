@@ -422,6 +422,10 @@ const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
   return logits[0];  // the rows are consecutive
 }
 
+std::shared_ptr<const LoraAdapter> Engine::LoadLora(const std::string& path, float scale) const {
+  return LoraAdapter::Load(path, *impl_->model, scale);
+}
+
 std::shared_ptr<const Grammar> Engine::CompileGrammar(GrammarKind kind,
                                                       std::string_view text) const {
   return impl_->grammars->Compile(kind, text);

@@ -4,6 +4,7 @@
 
 #include "base/strings.h"
 #include "engine/stop_rule.h"
+#include "model/lora.h"
 
 namespace paddock {
 
@@ -91,6 +92,7 @@ bool Scheduler::Admit(Sequence& s, int* budget_left) {
   const int total = static_cast<int>(s.tokens.size());
   s.seq = kv_.Create(s.limit + 1);
   if (opt_.prefill_until) kv_.SetPrefillUntil(s.seq, opt_.prefill_until(s.n_prompt));
+  if (s.lora != nullptr) kv_.SetPrefixNamespace(s.seq, s.lora->id());
   const int cached = kv_.MatchPrefix(s.seq, s.tokens.data(), total);
   const int n = std::min(total - cached, *budget_left);
   if (!kv_.Reserve(s.seq, cached + n)) {

@@ -10,6 +10,8 @@
 
 namespace paddock {
 
+class LoraAdapter;
+
 // One request as the scheduler sees it. The Service derives its Request from it.
 struct Sequence {
   Sequence() = default;
@@ -36,6 +38,8 @@ struct Sequence {
   // them, and clears the drafts.
   std::vector<int32_t> draft;
   int accepted = 0;
+  // Its LoRA adapter (the request's RequestOptions::lora, which keeps it alive), or null.
+  const LoraAdapter* lora = nullptr;
   bool admitted_once() const { return admission != 0; }
   int to_compute() const { return static_cast<int>(tokens.size()) - computed; }
   // The tokens a scheduled chunk of n computes (the draft buffer when speculating).

@@ -131,6 +131,7 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
 
   auto r = std::make_unique<Request>();
   r->opt = o;
+  r->lora = o.lora.get();
   ResolveDryBreakers(*s.e->model->tokenizer, &r->opt.generate.sampling);
   r->priority = o.priority;
   r->max_tokens = o.generate.max_tokens;
@@ -321,6 +322,7 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
     // A decode with drafts asks for the logits of every position (verification).
     items.push_back({s.step_tokens(), batch.n[k], s.computed, &views[k],
                      s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
+    items.back().lora = s.lora;
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
   e->StepBatch(items.data(), static_cast<int>(n), logits.data());

@@ -51,8 +51,10 @@ void Service::Impl::PromptLogprobs(Request& r) {
     const int m = std::min(chunk, n - 1 - start);
     const KvView view = kv.View(seq);
     items.clear();
-    for (int i = 0; i < m; ++i)
+    for (int i = 0; i < m; ++i) {
       items.push_back({&r.tokens[static_cast<size_t>(start + i)], 1, start + i, &view});
+      items.back().lora = r.lora;
+    }
     e->StepBatch(items.data(), m, rows.data());
     kv.Commit(seq, r.tokens.data() + start, m);
     for (int i = 0; i < m; ++i) {

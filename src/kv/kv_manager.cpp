@@ -210,6 +210,14 @@ void KvManager::SetPrefillUntil(SeqId id, int until) {
   s.prefill_until = std::max(0, until);
 }
 
+void KvManager::SetPrefixNamespace(SeqId id, uint64_t ns) {
+  Sequence& s = Seq(id);
+  if (s.len != 0) Fail("KV: SetPrefixNamespace on a non-empty sequence");
+  if (ns != 0)
+    s.chain =
+        BlockPool::HashBlock(hash_seed_ ^ 0x6c6f7261ull, reinterpret_cast<const int32_t*>(&ns), 2);
+}
+
 uint64_t KvManager::BlockParent(const Sequence& s, int b) const {
   const int bs = block_size();
   const uint64_t lead = static_cast<uint64_t>(std::clamp(s.prefill_until - b * bs, 0, bs));

@@ -69,6 +69,10 @@ class KvManager {
   // computes each of its positions in the same class, so reuse never changes a result. Set
   // before MatchPrefix; 0 (the default): every position in the common class.
   void SetPrefillUntil(SeqId seq, int until);
+  // Cached blocks are shared only among sequences of the same namespace (a LoRA adapter's id:
+  // its K/V differ from the base model's for the same tokens). Set before MatchPrefix; 0 (the
+  // default): the base model's.
+  void SetPrefixNamespace(SeqId seq, uint64_t ns);
   // Makes room for positions [0, total_len). False if the pool ran out (nothing is lost:
   // blocks taken so far stay with the sequence).
   bool Reserve(SeqId seq, int total_len);

@@ -1,6 +1,7 @@
 // model/lora.cpp: reading LoRA adapters and the scalar low-rank product (model/lora.h).
 #include "model/lora.h"
 
+#include <atomic>
 #include <cstdlib>
 
 #include "base/strings.h"
@@ -100,6 +101,8 @@ std::unique_ptr<LoraAdapter> LoraAdapter::Load(const std::string& path, const Lo
   }
   if (ad->pairs_.empty()) Fail("%s: the adapter has no LoRA matrices", path.c_str());
   ad->scale_ = scale;
+  static std::atomic<uint64_t> next_id{1};
+  ad->id_ = next_id++;
   return ad;
 }
 

@@ -38,6 +38,8 @@ class LoraAdapter {
     return it == pairs_.end() ? nullptr : &it->second;
   }
   float scale() const { return scale_; }  // the user's factor
+  // Unique per load (never 0): the prefix cache's namespace for its sequences.
+  uint64_t id() const { return id_; }
   size_t bytes() const;
   int n_pairs() const { return static_cast<int>(pairs_.size()); }
 
@@ -51,6 +53,7 @@ class LoraAdapter {
  private:
   std::unordered_map<const WeightTensor*, LoraPair> pairs_;
   float scale_ = 1;
+  uint64_t id_ = 0;
 };
 
 }  // namespace paddock

@@ -17,6 +17,7 @@
 #include "paddock/chat.h"
 #include "paddock/paddock.h"
 #include "paddock/service.h"
+#include "server/lora_registry.h"
 
 namespace paddock::server {
 
@@ -39,6 +40,8 @@ struct ApiContext {
   std::function<std::shared_ptr<const Grammar>(GrammarKind, const std::string&)> compile;
   // How the served model writes tool calls (ChatFormatter::tool_format).
   ToolFormat tool_format = ToolFormat::kHermes;
+  // The served LoRA adapters (each a model id of its own), or null.
+  const LoraRegistry* loras = nullptr;
 };
 
 struct ApiRequest {
@@ -114,7 +117,16 @@ std::string StreamUsageChunk(const ApiRequest& r, const ResponseMeta& m,
                              const std::vector<GenerateResult>& results);
 std::string StreamErrorEvent(const ApiError& e);
 
+// POST /v1/load_lora_adapter (load) and /v1/unload_lora_adapter: vLLM's body.
+struct LoraUpdateRequest {
+  std::string name, path;
+  float scale = 1;
+};
+LoraUpdateRequest ParseLoraUpdate(std::string_view body, bool load);  // throws ApiError
+std::string LoraUpdatedBody(const std::string& name, bool loaded);
 std::string ModelsBody(const ApiContext& ctx, int64_t created);
+// The 404 for a model id this server does not serve, naming the ones it does.
+ApiError UnknownModel(const ApiContext& ctx, const std::string& id);
 // GET /v1/models/{id}: one served name (or alias); else ApiError 404 model_not_found.
 std::string ModelBody(const ApiContext& ctx, const std::string& id, int64_t created);
 

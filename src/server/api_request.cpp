@@ -289,14 +289,12 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   const bool alias =
       std::find(ctx.aliases.begin(), ctx.aliases.end(), r.model) != ctx.aliases.end();
   if (!r.model.empty() && r.model != ctx.model_name && !alias) {
-    ApiError e;
-    e.status = 400;
-    e.param = "model";
-    e.code = "model_not_found";
-    e.message =
-        "The model '" + r.model + "' does not exist; this server serves '" + ctx.model_name + "'";
-    for (const std::string& a : ctx.aliases) e.message += ", '" + a + "'";
-    throw e;
+    r.options.lora = ctx.loras != nullptr ? ctx.loras->Find(r.model) : nullptr;
+    if (r.options.lora == nullptr) {
+      ApiError e = UnknownModel(ctx, r.model);
+      e.status = 400;
+      throw e;
+    }
   }
   if (r.model.empty()) r.model = ctx.model_name;
   r.stream = Bool(j, "stream", false);
@@ -716,6 +714,26 @@ TokenizeRequest ParseTokenize(std::string_view body) {
   r.add_special = Bool(j, "add_special", kTokenize);
   r.parse_special = Bool(j, "parse_special", kTokenize);
   r.with_pieces = Bool(j, "with_pieces", kTokenize);
+  return r;
+}
+
+LoraUpdateRequest ParseLoraUpdate(std::string_view body, bool load) {
+  const json j = ParseBody(body, kLoraUpdate);
+  LoraUpdateRequest r;
+  const json* n = Field(j, "lora_name");
+  if (n == nullptr || !n->is_string() || n->get<std::string>().empty() ||
+      n->get<std::string>().size() > kMaxModelBytes)
+    Bad("lora_name",
+        "'lora_name' must be a name of 1.." + std::to_string(kMaxModelBytes) + " bytes");
+  r.name = n->get<std::string>();
+  const json* p = Field(j, "lora_path");
+  if (load && (p == nullptr || !p->is_string() || p->get<std::string>().empty()))
+    Bad("lora_path", "'lora_path' must name the adapter file");
+  if (!load && p != nullptr) Bad("lora_path", "'lora_path' is for /v1/load_lora_adapter");
+  if (p != nullptr) r.path = p->get<std::string>();
+  if (!load && Field(j, "lora_scale") != nullptr)
+    Bad("lora_scale", "'lora_scale' is for /v1/load_lora_adapter");
+  r.scale = static_cast<float>(Number(j, "lora_scale", kLoraUpdate));
   return r;
 }
 

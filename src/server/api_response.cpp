@@ -293,30 +293,52 @@ json ModelObject(const ApiContext& ctx, const std::string& name, int64_t created
           {"vocab_size", ctx.n_vocab}};
 }
 
+// A served adapter as vLLM lists one: its parent the base model, its root the file.
+json AdapterObject(const ApiContext& ctx, const LoraRegistry::Entry& a, int64_t created) {
+  json o = ModelObject(ctx, a.name, created);
+  o["root"] = a.path;
+  o["parent"] = ctx.model_name;
+  return o;
+}
+
 }  // namespace
+
+std::string LoraUpdatedBody(const std::string& name, bool loaded) {
+  return Dump(
+      json{{"object", "lora_adapter"}, {"id", name}, {loaded ? "loaded" : "unloaded", true}});
+}
+
+ApiError UnknownModel(const ApiContext& ctx, const std::string& id) {
+  ApiError e;
+  e.status = 404;
+  e.type = "invalid_request_error";
+  e.code = "model_not_found";
+  e.param = "model";
+  e.message = "The model '" + id.substr(0, kMaxModelBytes) +
+              "' does not exist; this server serves '" + ctx.model_name + "'";
+  for (const std::string& a : ctx.aliases) e.message += ", '" + a + "'";
+  if (ctx.loras != nullptr)
+    for (const auto& a : ctx.loras->List()) e.message += ", '" + a.name + "' (an adapter)";
+  return e;
+}
 
 std::string ModelsBody(const ApiContext& ctx, int64_t created) {
   json data = json::array();
   std::vector<std::string> names = {ctx.model_name};
   names.insert(names.end(), ctx.aliases.begin(), ctx.aliases.end());
   for (const std::string& name : names) data.push_back(ModelObject(ctx, name, created));
+  if (ctx.loras != nullptr)
+    for (const auto& a : ctx.loras->List()) data.push_back(AdapterObject(ctx, a, created));
   return Dump(json{{"object", "list"}, {"data", data}});
 }
 
 std::string ModelBody(const ApiContext& ctx, const std::string& id, int64_t created) {
   const bool served = id == ctx.model_name ||
                       std::find(ctx.aliases.begin(), ctx.aliases.end(), id) != ctx.aliases.end();
-  if (!served) {
-    ApiError e;
-    e.status = 404;
-    e.type = "invalid_request_error";
-    e.code = "model_not_found";
-    e.param = "model";
-    e.message = "The model '" + id.substr(0, kMaxModelBytes) +
-                "' does not exist; this server serves '" + ctx.model_name + "'";
-    for (const std::string& a : ctx.aliases) e.message += ", '" + a + "'";
-    throw e;
-  }
+  if (!served && ctx.loras != nullptr)
+    for (const auto& a : ctx.loras->List())
+      if (a.name == id) return Dump(AdapterObject(ctx, a, created));
+  if (!served) throw UnknownModel(ctx, id);
   return Dump(ModelObject(ctx, id, created));
 }
 

@@ -191,6 +191,12 @@ constexpr RequestField kFields[] = {
      "each token with its text (`piece`; bytes that are not UTF-8 as a byte array)"},
     {"tokens", kDetokenize, T::kArray, U::kUsed, 0, 0, 0, "required", "", "llama-server",
      "token ids to turn into text"},
+    {"lora_name", kLoraUpdate, T::kString, U::kUsed, 0, 0, 0, "required", "", "vLLM",
+     "the adapter's model id (load: a new one; unload: a served one)"},
+    {"lora_path", kLoraUpdate, T::kString, U::kUsed, 0, 0, 0, "required to load", "", "vLLM",
+     "the adapter file (llama.cpp's GGUF adapter layout), read by the server"},
+    {"lora_scale", kLoraUpdate, T::kNumber, U::kUsed, -1000, 1000, 1, "1", "", "Paddock",
+     "the product's scale (llama.cpp's --lora-scaled)"},
 };
 
 const char* TypeName(FieldType t) {
@@ -236,11 +242,10 @@ const RequestField* FindRequestField(std::string_view name, uint8_t endpoints) {
 }
 
 std::string EndpointNames(uint8_t endpoints) {
-  static constexpr std::pair<Endpoint, const char*> kNames[] = {{kCompletions, "completions"},
-                                                                {kChat, "chat"},
-                                                                {kEmbeddings, "embeddings"},
-                                                                {kTokenize, "tokenize"},
-                                                                {kDetokenize, "detokenize"}};
+  static constexpr std::pair<Endpoint, const char*> kNames[] = {
+      {kCompletions, "completions"}, {kChat, "chat"},
+      {kEmbeddings, "embeddings"},   {kTokenize, "tokenize"},
+      {kDetokenize, "detokenize"},   {kLoraUpdate, "lora update"}};
   std::string out;
   for (const auto& [bit, name] : kNames) {
     if ((endpoints & bit) == 0) continue;

@@ -34,6 +34,7 @@ enum Endpoint : uint8_t {
   kEmbeddings = 4,   // POST /v1/embeddings
   kTokenize = 8,     // POST /tokenize
   kDetokenize = 16,  // POST /detokenize
+  kLoraUpdate = 32,  // POST /v1/load_lora_adapter, /v1/unload_lora_adapter
 };
 inline constexpr uint8_t kGenerate = kCompletions | kChat;
 

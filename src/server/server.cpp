@@ -68,6 +68,7 @@ void Server::LoadModel() {
     };
     chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
     ctx_.tool_format = chat_->tool_format();
+    ctx_.loras = &loras_;
     reasoning_ = opt_.reasoning_format == "deepseek" ||
                  (opt_.reasoning_format == "auto" &&
                   info.chat_template.find("<think>") != std::string::npos);
@@ -75,6 +76,7 @@ void Server::LoadModel() {
     if (!chat_->warning().empty())
       std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
     service_ = Service::Create(std::move(engine), opt_.service);
+    LoadLoras();
     const MemoryReport m = service_->engine().Memory();
     std::fprintf(
         stderr,
@@ -384,7 +386,10 @@ void Server::Metrics(HttpResponse* res) {
 constexpr size_t kBackgroundBodyBytes = 64 * 1024;
 
 void Server::Handle(const HttpRequest& req, HttpResponse* res) {
-  if (req.method != "POST" || req.body.size() < kBackgroundBodyBytes) return Respond(req, res);
+  // (An adapter load reads a file: in the background too.)
+  if (req.method != "POST" ||
+      (req.body.size() < kBackgroundBodyBytes && req.path != "/v1/load_lora_adapter"))
+    return Respond(req, res);
   res->later = [this, req](Reply reply) {
     auto job = [this, req, reply] {
       HttpResponse r;
@@ -452,16 +457,26 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     const char* path;
     const char* method;
   };
-  static const Endpoint kEndpoints[] = {
-      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
-      {"/v1/models", "GET"},       {"/health", "GET"},
-      {"/metrics", "GET"},         {"/tokenize", "POST"},
-      {"/detokenize", "POST"},     {"/v1/embeddings", "POST"},
-      {"/v1/messages", "POST"},    {"/v1/responses", "POST"},
-      {"/api/chat", "POST"},       {"/api/generate", "POST"},
-      {"/api/embed", "POST"},      {"/api/embeddings", "POST"},
-      {"/api/tags", "GET"},        {"/api/ps", "GET"},
-      {"/api/show", "POST"},       {"/api/version", "GET"}};
+  static const Endpoint kEndpoints[] = {{"/v1/completions", "POST"},
+                                        {"/v1/chat/completions", "POST"},
+                                        {"/v1/models", "GET"},
+                                        {"/health", "GET"},
+                                        {"/metrics", "GET"},
+                                        {"/tokenize", "POST"},
+                                        {"/detokenize", "POST"},
+                                        {"/v1/embeddings", "POST"},
+                                        {"/v1/messages", "POST"},
+                                        {"/v1/responses", "POST"},
+                                        {"/api/chat", "POST"},
+                                        {"/api/generate", "POST"},
+                                        {"/api/embed", "POST"},
+                                        {"/api/embeddings", "POST"},
+                                        {"/api/tags", "GET"},
+                                        {"/api/ps", "GET"},
+                                        {"/api/show", "POST"},
+                                        {"/api/version", "GET"},
+                                        {"/v1/load_lora_adapter", "POST"},
+                                        {"/v1/unload_lora_adapter", "POST"}};
   const Endpoint* hit = nullptr;
   for (const Endpoint& e : kEndpoints)
     if (req.path == e.path) hit = &e;
@@ -533,6 +548,8 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     Detokenize(req, res);
   } else if (req.path == "/v1/embeddings") {
     Embeddings(req, res);
+  } else if (req.path == "/v1/load_lora_adapter" || req.path == "/v1/unload_lora_adapter") {
+    LoraUpdate(req, res);
   } else if (req.path.rfind("/api/", 0) == 0 || req.path == "/v1/messages" ||
              req.path == "/v1/responses") {
     Dialects(req, res);

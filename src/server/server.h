@@ -23,6 +23,11 @@ struct ServerOptions {
   int port = 8080;                         // 0: any free port (printed on stderr)
   std::string model_name;                  // served name (default: the file's stem)
   std::vector<std::string> model_aliases;  // more names requests may use (listed in /v1/models)
+  // LoRA adapters served as model ids of their own: NAME=FILE or NAME=FILE:SCALE.
+  std::vector<std::string> loras;
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter accepted (they read files named by
+  // the request: off unless the operator allows it, as vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING).
+  bool lora_updates = false;
   std::string chat_template;  // a built-in chat template family instead of the model's template
   std::string chat_template_file;  // a Jinja chat template file instead of the model's
   // Chat replies of reasoning models: "auto" (split <think>...</think> into reasoning_content

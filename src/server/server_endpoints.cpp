@@ -1,6 +1,10 @@
 // server/server_endpoints.cpp: the handlers besides the OpenAI completions (server_impl.h):
 // embeddings, tokenize / detokenize, a model by id, and the Anthropic, Responses and Ollama
 // front-ends (server/api_dialects.h), whose requests run as OpenAI ones.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include "server/bodies.h"
 #include "server/server_impl.h"
 
@@ -55,6 +59,67 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
   res->stream = MakeTranslatedBody(
       MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt),
       std::move(translator));
+}
+
+// NAME=FILE or NAME=FILE:SCALE (a path may hold ':'; the scale is a number after the last).
+void Server::LoadLoras() {
+  for (const std::string& spec : opt_.loras) {
+    const size_t eq = spec.find('=');
+    const std::string name = spec.substr(0, eq);
+    std::string file = spec.substr(eq + 1);
+    float scale = 1;
+    if (const size_t c = file.rfind(':'); c != std::string::npos && c + 1 < file.size()) {
+      char* end = nullptr;
+      const double v = std::strtod(file.c_str() + c + 1, &end);
+      if (*end == '\0' && std::fabs(v) <= 1000) {
+        scale = static_cast<float>(v);
+        file.resize(c);
+      }
+    }
+    if (name == ctx_.model_name ||
+        std::find(ctx_.aliases.begin(), ctx_.aliases.end(), name) != ctx_.aliases.end())
+      Fail("--lora %s: the name is the model's own", spec.c_str());
+    if (!loras_.Add({name, file, scale, service_->engine().LoadLora(file, scale)}))
+      Fail("--lora %s: another adapter has the name '%s'", spec.c_str(), name.c_str());
+    std::fprintf(stderr, "paddock: adapter '%s' from %s (scale %g)\n", name.c_str(), file.c_str(),
+                 scale);
+  }
+}
+
+// POST /v1/load_lora_adapter, /v1/unload_lora_adapter (vLLM's): off without --lora-updates.
+void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res) {
+  const bool load = req.path == "/v1/load_lora_adapter";
+  Answering(res, [&] {
+    if (!opt_.lora_updates) {
+      ApiError e;
+      e.status = 403;
+      e.type = "permission_error";
+      e.message =
+          "adapters are loaded and unloaded at run time only when the server runs with "
+          "--lora-updates";
+      throw e;
+    }
+    if (!Ready(res)) return;
+    const LoraUpdateRequest u = ParseLoraUpdate(req.body, load);
+    ApiError e;
+    e.param = "lora_name";
+    if (load) {
+      if (u.name == ctx_.model_name || loras_.Find(u.name) != nullptr ||
+          std::find(ctx_.aliases.begin(), ctx_.aliases.end(), u.name) != ctx_.aliases.end()) {
+        e.message = "the model id '" + u.name + "' is taken";
+        throw e;
+      }
+      if (!loras_.Add({u.name, u.path, u.scale, service_->engine().LoadLora(u.path, u.scale)})) {
+        e.message = "the model id '" + u.name + "' is taken";
+        throw e;
+      }
+    } else if (!loras_.Remove(u.name)) {
+      e.status = 404;
+      e.message = "no adapter '" + u.name + "' is served";
+      throw e;
+    }
+    res->body = LoraUpdatedBody(u.name, load);
+  });
 }
 
 // GET / DELETE /v1/responses/{id}: a stored response (server/response_store.h).

@@ -58,6 +58,10 @@ class Server {
   void Dialects(const HttpRequest& req, HttpResponse* res);
   void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d);
   void StoredResponse(const HttpRequest& req, HttpResponse* res);
+  // serve --lora NAME=FILE[:SCALE]: loaded with the model; POST /v1/load_lora_adapter and
+  // /v1/unload_lora_adapter at run time (with --lora-updates).
+  void LoadLoras();
+  void LoraUpdate(const HttpRequest& req, HttpResponse* res);
   ModelFacts Facts() const;
   void Model(const std::string& raw_id, HttpResponse* res);
   // Runs fn; an ApiError or Error it throws becomes the answer (400 unless the ApiError says
@@ -113,6 +117,7 @@ class Server {
   std::unique_ptr<HttpServer> http_server_;
   Background background_{64, 10};                    // large bodies: 64 may wait, at nice +10
   ResponseStore responses_{1000, size_t{64} << 20};  // the Responses API's, by id
+  LoraRegistry loras_;                               // adapters served as model ids
   enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<Service> service_;

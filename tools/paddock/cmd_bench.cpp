@@ -22,9 +22,11 @@
 namespace paddock::cli {
 
 void AddKvOptions(const Args& args, EngineOptions* eo);
+void AddLoraOption(const Args& args, EngineOptions* eo);   // cmd_run.cpp
 void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
 extern const std::vector<OptionSpec> kSpecSpecs;           // cmd_run.cpp
 extern const std::vector<OptionSpec> kKvSpecs;
+extern const OptionSpec kLoraSpec;  // cmd_run.cpp
 void AddTuningOptions(const Args& args, EngineOptions* eo);
 extern const std::vector<OptionSpec> kTuningSpecs;
 void AddTraceOption(const Args& args, EngineOptions* eo);  // cmd_run.cpp
@@ -62,6 +64,7 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.push_back(kLoraSpec);
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
   s.push_back(kTraceSpec);
@@ -386,6 +389,7 @@ void ReadBenchFlags(const Args& args, EngineOptions* eo, BenchOptions* bo) {
     eo->context = static_cast<int>(
         args.Int("-c", std::max(bo->prompt_tokens, bo->depth) + bo->gen_tokens + 16, 1, 1 << 24));
     AddKvOptions(args, eo);
+    AddLoraOption(args, eo);
     AddSpecOptions(args, eo);
     eo->kv_tokens = std::max(bo->prompt_tokens + 16, bo->batch * (bo->depth + bo->gen_tokens + 16));
   } catch (const Error& e) {

@@ -16,7 +16,9 @@
 namespace paddock::cli {
 
 extern const std::vector<OptionSpec> kKvSpecs;
+extern const OptionSpec kLoraSpec;  // cmd_run.cpp
 void AddKvOptions(const Args& args, EngineOptions* eo);
+void AddLoraOption(const Args& args, EngineOptions* eo);   // cmd_run.cpp
 void AddSpecOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
 extern const std::vector<OptionSpec> kSpecSpecs;
 extern const std::vector<OptionSpec> kGrammarSpecs;  // cmd_run.cpp
@@ -44,6 +46,7 @@ std::vector<OptionSpec> ChatSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.push_back(kLoraSpec);
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
   s.push_back(kNoTuneSpec);
@@ -61,6 +64,7 @@ void ReadChatFlags(const Args& args, EngineOptions* eo, GenerateOptions* go) {
     eo->threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
     eo->context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
     AddKvOptions(args, eo);
+    AddLoraOption(args, eo);
     AddSpecOptions(args, eo);
     go->max_tokens = static_cast<int>(args.Int("-n", 512, 1, 1 << 24));
     go->sampling.temperature = static_cast<float>(args.Float("--temp", 0.7, 0, 100));

@@ -37,10 +37,14 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--show-special"},
      false,
      "render generated control, unknown and unused tokens as their text (default: not rendered)"},
-    {{"--lora"},
-     true,
-     "a LoRA adapter (llama.cpp's GGUF adapter file) applied at run time: FILE or FILE:SCALE"},
 };
+
+// run, chat, bench: one adapter for every sequence (serve has its own --lora NAME=FILE).
+extern const OptionSpec kLoraSpec;
+const OptionSpec kLoraSpec = {
+    {"--lora"},
+    true,
+    "a LoRA adapter (llama.cpp's GGUF adapter file) applied at run time: FILE or FILE:SCALE"};
 
 // Speculative decoding (run, chat, bench).
 extern const std::vector<OptionSpec> kSpecSpecs;
@@ -236,6 +240,7 @@ std::vector<OptionSpec> RunSpecs() {
       {{"-h", "--help"}, false, "show this help"},
   };
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
+  s.push_back(kLoraSpec);
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
@@ -289,6 +294,10 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   eo->kv_layer_types = args.Str("--kv-layer-types");
   eo->prefix_cache = !args.Has("--no-prefix-cache");
   eo->sliding_window = static_cast<int>(args.Int("--sliding-window", -1, 0, 1 << 24));
+}
+
+// run, chat, bench: --lora FILE or FILE:SCALE (a path may hold ':'; the scale is a number).
+void AddLoraOption(const Args& args, EngineOptions* eo) {
   if (args.Has("--lora")) {  // FILE or FILE:SCALE (a path may hold ':'; the scale is a number)
     const std::string v = args.Str("--lora");
     eo->lora_path = v;
@@ -399,6 +408,7 @@ int CmdRun(int argc, char** argv) {
     eo.context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
     eo.isa = IsaArg(args);
     AddKvOptions(args, &eo);
+    AddLoraOption(args, &eo);
     AddSpecOptions(args, &eo);
     ReadGenerateFlags(args, &go);
   } catch (const UsageError&) {

@@ -38,6 +38,15 @@ const std::vector<OptionSpec>& ModelSpecs() {
        "a name the model answers to (repeatable: the first is the main one, the rest aliases "
        "that clients may hard-code; all listed in /v1/models)",
        true},
+      {{"--lora"},
+       true,
+       "a LoRA adapter served as a model id of its own on the base model: NAME=FILE or "
+       "NAME=FILE:SCALE (repeatable; llama.cpp's GGUF adapter layout)",
+       true},
+      {{"--lora-updates"},
+       false,
+       "accept POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's; they read the "
+       "file a request names, so off by default)"},
       {{"--chat-template"},
        true,
        "built-in chat template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr (default: the "
@@ -218,6 +227,11 @@ void ReadApi(const Args& args, server::ServerOptions* so) {
   for (const std::string& n : so->model_aliases)
     if (n.empty() || n.size() > 256)
       throw UsageError("serve: --served-model-name must be 1..256 characters");
+  so->loras = args.All("--lora");
+  for (const std::string& l : so->loras)
+    if (l.find('=') == std::string::npos || l.front() == '=' || l.back() == '=')
+      throw UsageError("serve: --lora takes NAME=FILE or NAME=FILE:SCALE, not '" + l + "'");
+  so->lora_updates = args.Has("--lora-updates");
   so->chat_template = args.Str("--chat-template");
   so->chat_template_file = args.Str("--chat-template-file");
   if (!so->chat_template.empty() && !so->chat_template_file.empty())
