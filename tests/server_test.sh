@@ -223,6 +223,54 @@ node "$HERE/server/tools.mjs" "$PORT" stories260K "$tool_samples"
 check "tool calls: required, named, streamed, round trip (openai client, ajv)" $?
 kill -9 "$SPID" 2>/dev/null
 
+# --- LoRA adapters (serve --lora NAME=FILE[:SCALE]): each a model id; its text that of
+# `paddock run --lora`, also right after the base model computed the same prompt (cached
+# prefixes are not shared across adapters); requests for the base and two adapters at once each
+# as alone; vLLM's load / unload at run time with --lora-updates, 403 without.
+"$BIN" synth --lora-for "$M/stories260K.gguf" --rank 8 -o "$TMP/lora.gguf" 2>/dev/null
+start_server lora -m "$M/stories260K.gguf" --lora tale="$TMP/lora.gguf" --lora half="$TMP/lora.gguf:0.5" --lora-updates || exit 1
+P="Once upon a time, in a land far away, there lived a little girl who loved to play in the garden with her dog"
+complete() {  # complete MODEL -> the greedy completion's text
+  curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$1\",\"prompt\":\"$P\",\"max_tokens\":32,\"temperature\":0}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+alone_base=$(complete stories260K)
+alone_tale=$(complete tale)
+alone_half=$(complete half)
+want=$("$BIN" run -m "$M/stories260K.gguf" -p "$P" -n 32 --temp 0 --lora "$TMP/lora.gguf" 2>/dev/null)
+[ "$P$alone_tale" = "$want" ] && [ "$alone_tale" != "$alone_base" ] && [ "$alone_half" != "$alone_tale" ]
+check "an adapter's text through the server equals paddock run --lora (after the base computed the same prompt)" $?
+mix_pids=()
+for m in stories260K tale half tale; do
+  complete "$m" >"$TMP/mix.$m.$RANDOM" &
+  mix_pids+=($!)
+done
+wait "${mix_pids[@]}"  # (not a bare wait: the server is a child of this shell too)
+ok_mix=0
+for f in "$TMP"/mix.*; do
+  m=$(basename "$f" | cut -d. -f2)
+  case $m in stories260K) w=$alone_base ;; tale) w=$alone_tale ;; half) w=$alone_half ;; esac
+  [ "$(cat "$f")" = "$w" ] || ok_mix=1
+done
+check "the base model and two adapters at once: each text as alone" $ok_mix
+curl -s "http://127.0.0.1:$PORT/v1/models" | json_get '[(m["id"], m.get("parent")) for m in d["data"]] == [("stories260K", None), ("tale", "stories260K"), ("half", "stories260K")]' | grep -q True
+check "/v1/models lists the adapters with their parent" $?
+r=$(post /v1/load_lora_adapter "{\"lora_name\":\"late\",\"lora_path\":\"$TMP/lora.gguf\"}")
+late=$(complete late)
+r2=$(post /v1/unload_lora_adapter '{"lora_name":"late"}')
+r3=$(post /v1/completions '{"model":"late","prompt":"x","max_tokens":1}')
+r4=$(post /v1/load_lora_adapter "{\"lora_name\":\"bad\",\"lora_path\":\"$M/stories260K.gguf\"}")
+[ "${r%% *}" = 200 ] && [ "$late" = "$alone_tale" ] && [ "${r2%% *}" = 200 ] && [ "${r3%% *}" = 400 ] &&
+  [ "${r4%% *}" = 400 ] && echo "${r4#* }" | grep -q "not a LoRA adapter"
+check "load_lora_adapter / unload_lora_adapter at run time; a file that is no adapter is a 400" $?
+kill -9 "$SPID" 2>/dev/null
+start_server lora-fixed -m "$M/stories260K.gguf" || exit 1
+r=$(post /v1/load_lora_adapter "{\"lora_name\":\"x\",\"lora_path\":\"$TMP/lora.gguf\"}")
+[ "${r%% *}" = 403 ] && echo "${r#* }" | grep -q -- "--lora-updates"
+check "run-time adapter loading is 403 without --lora-updates" $?
+kill -9 "$SPID" 2>/dev/null
+
 # --- the same through each tool-call convention: built-in Llama 3 (JSON calls) and Mistral
 # ([TOOL_CALLS]), and the real templates that write tools themselves (Jinja gets `tools`)
 # (Under a sanitizer these text conventions are left to the Release stage: time.)

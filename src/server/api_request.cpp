@@ -663,6 +663,9 @@ EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx) 
   ApiRequest m;
   ParseModelAndStream(j, ctx, &m);
   r.model = m.model;
+  if (m.options.lora != nullptr)  // (the embedding pass runs the base model)
+    Bad("model", "'" + m.model + "' is a LoRA adapter: embeddings come from the base model '" +
+                     ctx.model_name + "'");
   const std::string fmt = Text(j, "encoding_format");
   if (!fmt.empty() && fmt != "float" && fmt != "base64")
     Bad("encoding_format", "encoding_format must be float or base64");

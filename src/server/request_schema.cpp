@@ -17,8 +17,8 @@ constexpr RequestField kFields[] = {
     // name, endpoints, type, use, lo, hi, def, default_doc, alias_of, origin, effect
     {"model", kGenerate | kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "the served model", "",
      "OpenAI",
-     "the served name or one of its aliases (else `400 model_not_found` listing them); at most "
-     "256 bytes"},
+     "the served name, one of its aliases or a served LoRA adapter's id (completions and chat: "
+     "the adapter applies; else `400 model_not_found` listing them); at most 256 bytes"},
     {"prompt", kCompletions, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
      "a string, an array of token ids, or up to 32 of either (the choices of each prompt in turn: "
      "`index` = prompt x `n` + choice; not with `echo`). "
