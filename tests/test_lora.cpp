@@ -205,6 +205,14 @@ TEST(Lora, FastProductEqualsTheScalarReference) {
     fast = y0;
     a->Apply(w, x.data(), 3, fast.data(), tmp.data(), GetKernels(isa).dot);
     EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
+    // The forward pass's halves: rank vectors, then the outputs in blocks.
+    fast = y0;
+    for (int j = 0; j < 3; ++j) {
+      LoraAdapter::Down(p, x.data() + j * p.in, tmp.data(), GetKernels(isa).dot);
+      for (int o0 = 0; o0 < p.out; o0 += 48)
+        LoraAdapter::Up(p, tmp.data(), fast.data() + j * p.out, o0, std::min(p.out, o0 + 48));
+    }
+    EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
   }
 }
 

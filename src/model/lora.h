@@ -19,9 +19,14 @@
 
 namespace paddock {
 
+// The largest rank read (LoRA ranks are 4..256 in practice); the forward pass plans its
+// scratch for it.
+constexpr int kMaxLoraRank = 1024;
+
 struct LoraPair {
-  std::vector<float> a;  // (rank, in) row-major
-  std::vector<float> b;  // (out, rank)
+  std::vector<float> a;   // (rank, in) row-major
+  std::vector<float> b;   // (out, rank)
+  std::vector<float> bt;  // (rank, out): B transposed, for the fast product (axpys over out)
   int rank = 0, in = 0, out = 0;
   float s = 1;  // scale * alpha / rank (alpha 0: scale)
 };
@@ -49,6 +54,11 @@ class LoraAdapter {
   using Dot = float (*)(const float*, const float*, int64_t);
   void Apply(const WeightTensor* w, const float* x, int n, float* y, float* tmp,
              Dot dot = nullptr) const;
+  // The fast product in two halves, so threads can split either: t = s * A x (rank floats, with
+  // the kernel table's dot product), then y[o] += sum_r t[r] B[o][r] for o in [o0, o1) (axpys
+  // over B's transpose, vectorized by the compiler).
+  static void Down(const LoraPair& p, const float* x, float* t, Dot dot);
+  static void Up(const LoraPair& p, const float* t, float* y, int o0, int o1);
 
  private:
   std::unordered_map<const WeightTensor*, LoraPair> pairs_;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/strings.h"
+#include "model/lora.h"
 
 namespace paddock {
 
@@ -157,7 +158,8 @@ void Transformer::AllocPlan() {
   plan_.bf_rows.assign(B, 0);
   plan_.view.assign(B, nullptr);
   plan_.lora.assign(B, nullptr);
-  lora_tmp_.assign(static_cast<size_t>(pool_.size()) * 4096, 0.f);
+  lora_tmp_.assign(B * kMaxLoraRank, 0.f);
+  lora_pair_.assign(B, nullptr);
   plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
 }
 

@@ -23,6 +23,7 @@
 namespace paddock {
 
 class LoraAdapter;
+struct LoraPair;
 
 // Where the forward pass shows its matrix inputs to an ActivationObserver.
 enum class ActSite { kAttnIn, kAttnOut, kFfnIn, kDownIn, kOutput };
@@ -378,10 +379,13 @@ class Transformer {
     std::vector<const LoraAdapter*> lora;  // (B) its sequence's adapter, or null
     bool any_lora = false;                 // some token has one: the projections run unfused
   } plan_;
-  std::vector<float> lora_tmp_;  // (threads, 4096) the low-rank products' rank vectors
+  std::vector<float> lora_tmp_;             // (B, kMaxLoraRank) each row's rank vector
+  std::vector<const LoraPair*> lora_pair_;  // (B) each row's pair for the current matrix
   const LoraAdapter* default_lora_ = nullptr;
-  // y += each row's adapter's product for w (rows of the step, x its input).
-  void AddLora(const WeightTensor& w, const float* x, int n, float* y);
+  // LoRA in Matmul: each row's pair for w and rank vector (false: none), then the products
+  // added to outputs [o0, o1) of every row.
+  bool LoraDown(const WeightTensor& w, const float* x, int n);
+  void LoraUp(const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1);
   // Mixture of experts, planned for the worst routing (R = max_batch * n_experts_used rows).
   std::unique_ptr<int8_t[]> moe_qs_;  // (R, dim) gathered int8 inputs
   std::unique_ptr<float[]> moe_d_;    // (R, dim / 32)
