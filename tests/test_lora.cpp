@@ -124,14 +124,7 @@ struct Runner {
   }
 };
 
-double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
-    den = std::max(den, static_cast<double>(std::fabs(b[i])));
-  }
-  return num / (den + 1e-12);
-}
+using test::RelErr;
 
 std::vector<int32_t> Prompt(int n, int seed) {
   std::vector<int32_t> t = {1};

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "kv/kv_manager.h"
 #include "paddock/engine.h"
@@ -39,5 +40,8 @@ KvCacheOptions TinyKvOptions(int block_size, size_t blocks, const ModelConfig& c
 
 // Greedy generation of up to `max_tokens` tokens.
 GenerateOptions Greedy(int max_tokens, bool ignore_eos = false);
+
+// max |a - b| relative to max |b| (logits of two runs).
+double RelErr(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace paddock::test
