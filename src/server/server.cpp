@@ -451,12 +451,15 @@ void Server::Counted(const HttpRequest& req, HttpResponse* res) {
   http_.by_status[res->status]++;
 }
 
-// Known paths answer wrong methods with 405 and the methods they take; others 404.
-void Server::Route(const HttpRequest& req, HttpResponse* res) {
-  struct Endpoint {
-    const char* path;
-    const char* method;
-  };
+namespace {
+
+struct Endpoint {
+  const char* path;
+  const char* method;
+};
+
+// The endpoint of a path, or null; *model_path: /v1/models/{id}.
+const Endpoint* FindEndpoint(const std::string& path, bool* model_path) {
   static const Endpoint kEndpoints[] = {{"/v1/completions", "POST"},
                                         {"/v1/chat/completions", "POST"},
                                         {"/v1/models", "GET"},
@@ -477,65 +480,65 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
                                         {"/api/version", "GET"},
                                         {"/v1/load_lora_adapter", "POST"},
                                         {"/v1/unload_lora_adapter", "POST"}};
-  const Endpoint* hit = nullptr;
-  for (const Endpoint& e : kEndpoints)
-    if (req.path == e.path) hit = &e;
   static const Endpoint kModel = {"/v1/models/{id}", "GET"};
-  const bool model_path = req.path.rfind("/v1/models/", 0) == 0 && req.path.size() > 11;
-  if (model_path) hit = &kModel;
-  // A stored response: GET or DELETE.
-  const bool response_path = req.path.rfind("/v1/responses/", 0) == 0 && req.path.size() > 14;
-  if (response_path) {
+  *model_path = path.rfind("/v1/models/", 0) == 0 && path.size() > 11;
+  if (*model_path) return &kModel;
+  for (const Endpoint& e : kEndpoints)
+    if (path == e.path) return &e;
+  return nullptr;
+}
+
+// The page's own files only: no inline script may run, nothing loads from elsewhere, so model
+// output that is HTML stays text even if it ever reached the page as markup.
+void ServePage(const UiAsset& page, HttpResponse* res) {
+  res->content_type = page.content_type;
+  res->body.assign(reinterpret_cast<const char*>(page.data), page.size);
+  res->SetHeader("Content-Security-Policy",
+                 "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                 "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                 "frame-ancestors 'none'");
+  res->SetHeader("X-Content-Type-Options", "nosniff");
+  res->SetHeader("Cache-Control", "no-cache");
+}
+
+}  // namespace
+
+// Known paths answer wrong methods with 405 and the methods they take; others 404.
+void Server::Route(const HttpRequest& req, HttpResponse* res) {
+  ApiError e;
+  if (req.path.rfind("/v1/responses/", 0) == 0 && req.path.size() > 14) {  // a stored response
     if (req.method == "GET" || req.method == "DELETE") return StoredResponse(req, res);
-    ApiError e;
     e.status = 405;
     e.message = "/v1/responses/{id} takes GET or DELETE";
     res->SetHeader("Allow", "GET, DELETE, OPTIONS");
-    SendError(res, e);
-    return;
+    return SendError(res, e);
   }
+  bool model_path = false;
+  const Endpoint* hit = FindEndpoint(req.path, &model_path);
   const UiAsset* page = opt_.ui ? FindUiAsset(req.path) : nullptr;
-  if (page != nullptr && (req.method == "GET" || req.method == "HEAD")) {
-    // The page's own files only: no inline script may run, nothing loads from elsewhere, so
-    // model output that is HTML stays text even if it ever reached the page as markup.
-    res->content_type = page->content_type;
-    res->body.assign(reinterpret_cast<const char*>(page->data), page->size);
-    res->SetHeader("Content-Security-Policy",
-                   "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                   "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
-                   "frame-ancestors 'none'");
-    res->SetHeader("X-Content-Type-Options", "nosniff");
-    res->SetHeader("Cache-Control", "no-cache");
-    return;
-  }
-  ApiError e;
+  if (page != nullptr && (req.method == "GET" || req.method == "HEAD"))
+    return ServePage(*page, res);
   if (hit == nullptr && page != nullptr) {  // the page's files are GET only
     e.status = 405;
     e.message = StrFormat("%s takes GET", req.path.c_str());
     res->SetHeader("Allow", "GET, HEAD, OPTIONS");
-    SendError(res, e);
-    return;
+    return SendError(res, e);
   }
   if (hit == nullptr) {
     e.status = 404;
     e.type = "not_found";
     e.message = "no such endpoint";
-    SendError(res, e);
-    return;
+    return SendError(res, e);
   }
   const bool get = std::string_view(hit->method) == "GET";
   if (req.method != hit->method && !(get && req.method == "HEAD")) {
     e.status = 405;
-    e.type = "invalid_request_error";
     e.message = StrFormat("%s takes %s", hit->path, hit->method);
     res->SetHeader("Allow", get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
-    SendError(res, e);
-    return;
+    return SendError(res, e);
   }
-  if (req.path == "/v1/completions") {
-    Completion(req, res, false);
-  } else if (req.path == "/v1/chat/completions") {
-    Completion(req, res, true);
+  if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
+    Completion(req, res, req.path == "/v1/chat/completions");
   } else if (req.path == "/v1/models") {
     Models(res);
   } else if (model_path) {
