@@ -332,6 +332,10 @@ struct BenchReport {
 // Loads a model's metadata and weight views without building an engine (cheap: mmap only).
 ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path = "");
 
+// An adapter argument, FILE or FILE:SCALE (a path may hold ':'; the scale is the number after
+// the last one, within -1000..1000): *path and *scale (1 without one). Throws Error naming `v`.
+void ParseLoraArg(const std::string& v, std::string* path, float* scale);
+
 class Engine {
  public:
   static std::unique_ptr<Engine> Create(const EngineOptions& options);

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/cpu.h"
@@ -420,6 +422,21 @@ const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
   s.StepBatch(items.data(), n, logits.data());
   s.kv->Commit(s.eval_seq, tokens.data(), n);
   return logits[0];  // the rows are consecutive
+}
+
+void ParseLoraArg(const std::string& v, std::string* path, float* scale) {
+  *path = v;
+  *scale = 1;
+  if (const size_t c = v.rfind(':'); c != std::string::npos && c + 1 < v.size()) {
+    char* end = nullptr;
+    const double sc = std::strtod(v.c_str() + c + 1, &end);
+    if (*end == '\0') {
+      if (!(std::fabs(sc) <= 1000)) Fail("'%s': the scale must be within -1000..1000", v.c_str());
+      *path = v.substr(0, c);
+      *scale = static_cast<float>(sc);
+    }
+  }
+  if (path->empty()) Fail("'%s': an adapter is FILE or FILE:SCALE", v.c_str());
 }
 
 std::shared_ptr<const LoraAdapter> Engine::LoadLora(const std::string& path, float scale) const {

@@ -117,7 +117,8 @@ void LoraAdapter::Down(const LoraPair& p, const float* x, float* t, Dot dot) {
 
 void LoraAdapter::Up(const LoraPair& p, const float* t, float* y, int o0, int o1) {
   // 16 outputs at a time held in registers over the whole rank: y is read and written once.
-  // (Four rows at a time sharing each piece of B measured slower: the accumulators spill.)
+  // (Four rows at a time sharing each piece of B measured slower: 0.65x against 0.83x of the
+  // base model's speed for 16 sequences.)
   constexpr int kW = 16;
   const float* __restrict bt = p.bt.data();
   const size_t out = static_cast<size_t>(p.out);

@@ -277,23 +277,13 @@ class AnthropicStream : public ReplyTranslator {
 // chat's function tools.
 void AnthropicTools(const json& j, json* out) {
   json& o = *out;
-  if (const json* tools = Get(j, "tools")) {
-    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
-    json list = json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const json& t = (*tools)[i];
-      const std::string tp = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object()) Refuse(tp, "a tool must be an object");
-      OnlyKeys(t, tp, {"name", "description", "input_schema", "type", "cache_control"});
-      if (Get(t, "type") && t["type"] != "custom")
-        Refuse(tp + ".type", "server tools ('" + t["type"].dump() + "') are not available here");
-      json fn = {{"name", t.value("name", "")}};
-      if (const json* d = Get(t, "description")) fn["description"] = *d;
-      fn["parameters"] = Get(t, "input_schema") ? t["input_schema"] : json{{"type", "object"}};
-      list.push_back({{"type", "function"}, {"function", fn}});
-    }
-    o["tools"] = list;
-  }
+  json tools = FunctionTools(j, "input_schema", [](const json& t, const std::string& tp) {
+    if (!t.is_object()) Refuse(tp, "a tool must be an object");
+    OnlyKeys(t, tp, {"name", "description", "input_schema", "type", "cache_control"});
+    if (Get(t, "type") && t["type"] != "custom")
+      Refuse(tp + ".type", "server tools ('" + t["type"].dump() + "') are not available here");
+  });
+  if (!tools.is_null()) o["tools"] = std::move(tools);
   if (const json* tc = Get(j, "tool_choice")) {
     if (!tc->is_object() || !Get(*tc, "type") || !(*tc)["type"].is_string())
       Refuse("tool_choice", "tool_choice must be an object with a 'type'");

@@ -57,6 +57,27 @@ inline const json* Get(const json& j, const char* k) {
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
+// The request's `tools` array (absent: null) as OpenAI function tools: `check` refuses what the
+// dialect does not take in a tool (given the tool and its path "tools[i]", before anything is
+// read of it); the rest is its name, description and parameters (from `params_key`; absent: any
+// object).
+template <class Check>
+json FunctionTools(const json& j, const char* params_key, Check&& check) {
+  const json* tools = Get(j, "tools");
+  if (tools == nullptr) return json();
+  if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
+  json list = json::array();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    check(t, "tools[" + std::to_string(i) + "]");
+    json fn = {{"name", t.value("name", "")}};
+    if (const json* d = Get(t, "description")) fn["description"] = *d;
+    fn["parameters"] = Get(t, params_key) ? t[params_key] : json{{"type", "object"}};
+    list.push_back({{"type", "function"}, {"function", fn}});
+  }
+  return list;
+}
+
 inline ChatVar OptionalBool(const char* name, bool v) {
   ChatVar var;
   var.name = name;

@@ -325,27 +325,15 @@ class ResponsesStream : public ReplyTranslator {
   int output_tokens_ = 0;
 };
 
-// Ollama: one object (stream: false) or one object per line.
-
 // tools (function tools, flat), tool_choice and text.format as the chat's fields.
 void ResponsesToolsAndFormat(const json& j, json* out) {
   json& o = *out;
-  if (const json* tools = Get(j, "tools")) {
-    if (!tools->is_array()) Refuse("tools", "'tools' must be an array");
-    json list = json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const json& t = (*tools)[i];
-      const std::string tp = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "") != "function")
-        Refuse(tp + ".type", "only function tools are available here (no hosted tools)");
-      OnlyKeys(t, tp, {"type", "name", "description", "parameters", "strict"});
-      json fn = {{"name", t.value("name", "")}};
-      if (const json* d = Get(t, "description")) fn["description"] = *d;
-      fn["parameters"] = Get(t, "parameters") ? t["parameters"] : json{{"type", "object"}};
-      list.push_back({{"type", "function"}, {"function", fn}});
-    }
-    o["tools"] = list;
-  }
+  json tools = FunctionTools(j, "parameters", [](const json& t, const std::string& tp) {
+    if (!t.is_object() || t.value("type", "") != "function")
+      Refuse(tp + ".type", "only function tools are available here (no hosted tools)");
+    OnlyKeys(t, tp, {"type", "name", "description", "parameters", "strict"});
+  });
+  if (!tools.is_null()) o["tools"] = std::move(tools);
   if (const json* tc = Get(j, "tool_choice")) {
     if (tc->is_string()) {
       o["tool_choice"] = *tc;

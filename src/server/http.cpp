@@ -348,7 +348,6 @@ MHD_Result HttpServer::Impl::Resumed(MHD_Connection* c, Exchange& x,
     deferred.erase(&x);
   }
   if (!ready) return Refuse(c, x, 503, "server_error", "the server is shutting down");
-  ready->later = nullptr;
   return Answer(c, x, xp, *ready);
 }
 

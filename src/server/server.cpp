@@ -390,11 +390,13 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
   if (req.method != "POST" ||
       (req.body.size() < kBackgroundBodyBytes && req.path != "/v1/load_lora_adapter"))
     return Respond(req, res);
-  res->later = [this, req](Reply reply) {
-    auto job = [this, req, reply] {
+  // One copy of the request (its body may be megabytes), shared by the job and the refusal.
+  auto copy = std::make_shared<const HttpRequest>(req);
+  res->later = [this, copy](Reply reply) {
+    auto job = [this, copy, reply] {
       HttpResponse r;
       try {
-        Respond(req, &r);
+        Respond(*copy, &r);
       } catch (const std::exception&) {
         r = HttpResponse();
         ApiError e;
@@ -405,7 +407,7 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
       }
       reply(std::move(r));
     };
-    if (background_.Submit(job)) return;
+    if (background_.Submit(std::move(job))) return;
     HttpResponse busy;
     ApiError e;
     e.status = 503;
@@ -413,8 +415,8 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
     e.message = "too many large requests are waiting to be parsed; retry later";
     SendError(&busy, e);
     busy.SetHeader("Retry-After", "1");
-    Cors(req, &busy);
-    Counted(req, &busy);
+    Cors(*copy, &busy);
+    Counted(*copy, &busy);
     reply(std::move(busy));
   };
 }

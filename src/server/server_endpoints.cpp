@@ -2,8 +2,6 @@
 // embeddings, tokenize / detokenize, a model by id, and the Anthropic, Responses and Ollama
 // front-ends (server/api_dialects.h), whose requests run as OpenAI ones.
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 
 #include "server/bodies.h"
 #include "server/server_impl.h"
@@ -66,16 +64,9 @@ void Server::LoadLoras() {
   for (const std::string& spec : opt_.loras) {
     const size_t eq = spec.find('=');
     const std::string name = spec.substr(0, eq);
-    std::string file = spec.substr(eq + 1);
+    std::string file;
     float scale = 1;
-    if (const size_t c = file.rfind(':'); c != std::string::npos && c + 1 < file.size()) {
-      char* end = nullptr;
-      const double v = std::strtod(file.c_str() + c + 1, &end);
-      if (*end == '\0' && std::fabs(v) <= 1000) {
-        scale = static_cast<float>(v);
-        file.resize(c);
-      }
-    }
+    ParseLoraArg(spec.substr(eq + 1), &file, &scale);
     if (name == ctx_.model_name ||
         std::find(ctx_.aliases.begin(), ctx_.aliases.end(), name) != ctx_.aliases.end())
       Fail("--lora %s: the name is the model's own", spec.c_str());

@@ -1,4 +1,3 @@
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -298,20 +297,11 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
 
 // run, chat, bench: --lora FILE or FILE:SCALE (a path may hold ':'; the scale is a number).
 void AddLoraOption(const Args& args, EngineOptions* eo) {
-  if (args.Has("--lora")) {  // FILE or FILE:SCALE (a path may hold ':'; the scale is a number)
-    const std::string v = args.Str("--lora");
-    eo->lora_path = v;
-    if (const size_t c = v.rfind(':'); c != std::string::npos && c + 1 < v.size()) {
-      char* end = nullptr;
-      const double sc = std::strtod(v.c_str() + c + 1, &end);
-      if (*end == '\0') {
-        if (!(std::fabs(sc) <= 1000))
-          throw UsageError("--lora " + v + ": the scale must be within -1000..1000");
-        eo->lora_path = v.substr(0, c);
-        eo->lora_scale = static_cast<float>(sc);
-      }
-    }
-    if (eo->lora_path.empty()) throw UsageError("--lora needs FILE or FILE:SCALE");
+  if (!args.Has("--lora")) return;
+  try {
+    ParseLoraArg(args.Str("--lora"), &eo->lora_path, &eo->lora_scale);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--lora ") + e.what());
   }
 }
 
