@@ -111,7 +111,7 @@ bad "temperature out of range" /v1/completions '{"prompt":"x","temperature":5}' 
 bad "top_p out of range" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_p":1.5}' 400 '"param":"top_p"'
 bad "negative max_tokens" /v1/completions '{"prompt":"x","max_tokens":-1}' 400 '"param":"max_tokens"'
 bad "oversized max_tokens" /v1/completions '{"prompt":"x","max_tokens":100000}' 400 "max_tokens"
-bad "unknown model" /v1/completions '{"model":"gpt-9","prompt":"x"}' 400 "model_not_found"
+bad "unknown model" /v1/completions '{"model":"gpt-9","prompt":"x"}' 404 "model_not_found"
 long=$(python3 -c "print(' '.join(['story'] * 700))")
 bad "prompt longer than the context" /v1/completions "{\"prompt\":\"$long\"}" 400 "context_length_exceeded"
 bad "max_tokens past the context" /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":510}" 400 "maximum context length"
@@ -261,7 +261,7 @@ late=$(complete late)
 r2=$(post /v1/unload_lora_adapter '{"lora_name":"late"}')
 r3=$(post /v1/completions '{"model":"late","prompt":"x","max_tokens":1}')
 r4=$(post /v1/load_lora_adapter "{\"lora_name\":\"bad\",\"lora_path\":\"$M/stories260K.gguf\"}")
-[ "${r%% *}" = 200 ] && [ "$late" = "$alone_tale" ] && [ "${r2%% *}" = 200 ] && [ "${r3%% *}" = 400 ] &&
+[ "${r%% *}" = 200 ] && [ "$late" = "$alone_tale" ] && [ "${r2%% *}" = 200 ] && [ "${r3%% *}" = 404 ] &&
   [ "${r4%% *}" = 400 ] && echo "${r4#* }" | grep -q "not a LoRA adapter"
 check "load_lora_adapter / unload_lora_adapter at run time; a file that is no adapter is a 400" $?
 kill -9 "$SPID" 2>/dev/null
@@ -357,8 +357,8 @@ a=$(post /v1/completions '{"model":"gpt-4o-mini","prompt":"Once","max_tokens":4,
 b=$(post /v1/completions '{"model":"stories","prompt":"Once","max_tokens":4,"temperature":0}')
 [ "${a%% *}" = 200 ] && [ "$(echo "${a#* }" | json_get 'd["model"]')" = gpt-4o-mini ] &&
   [ "$(echo "${a#* }" | json_get 'd["choices"][0]["text"]')" = "$(echo "${b#* }" | json_get 'd["choices"][0]["text"]')" ] &&
-  [ "$(post /v1/completions '{"model":"gpt-4","prompt":"Once"}' | cut -d' ' -f1)" = 400 ]
-check "--served-model-name: an alias is served (and echoed), another name is 400" $?
+  [ "$(post /v1/completions '{"model":"gpt-4","prompt":"Once"}' | cut -d' ' -f1)" = 404 ]
+check "--served-model-name: an alias is served (and echoed), another name is 404" $?
 g=$(post /v1/completions '{"prompt":"Once","max_tokens":8,"temperature":0}')
 upon=$(post /tokenize '{"content":"Once upon","add_special":false}' | cut -d' ' -f2- | json_get 'd["tokens"][1]')
 a_id=$(post /tokenize '{"content":"Once a","add_special":false}' | cut -d' ' -f2- | json_get 'd["tokens"][1]')

@@ -22,6 +22,22 @@ namespace paddock {
 
 class LoraAdapter;  // model/lora.h
 
+// Several engines on one set of cores (a server holding several models): one thread pool for
+// all of them, and their steps taken in turn, one at a time, first come first served (a ticket
+// per step), so no model starves another and the cores are never oversubscribed.
+class ComputeShare {
+ public:
+  static std::shared_ptr<ComputeShare> Create(int threads);  // 0: one per physical core
+  ~ComputeShare();
+  int threads() const;
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  explicit ComputeShare(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 struct EngineOptions {
   std::string model_path;      // GGUF or llama2.c checkpoint
   std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
@@ -86,6 +102,9 @@ struct EngineOptions {
   // Called while the weights are read and re-laid out at load (bytes done, bytes in all), on
   // the creating thread: for a progress bar. Null: nothing.
   std::function<void(double done, double total)> on_load_progress;
+  // Run on this shared pool, taking turns with the other engines on it (threads is then the
+  // share's); null: a pool of the engine's own.
+  std::shared_ptr<ComputeShare> compute;
   // Chrome trace-event JSON written here when the engine is destroyed (Perfetto opens it):
   // operators per thread, forward steps, and with a Service its steps, scheduling decisions
   // and request spans. Opened at Create (Error if it cannot be written). Empty: off.
@@ -331,6 +350,11 @@ struct BenchReport {
 
 // Loads a model's metadata and weight views without building an engine (cheap: mmap only).
 ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path = "");
+
+// What Engine::Create(options) would hold, without building it (a memory map only): the
+// weights, the KV pool as it would be sized, and the activation scratch (an upper bound: the
+// engine's own figure after Create is exact). For admission against a memory budget.
+MemoryReport EstimateMemory(const EngineOptions& options);
 
 // An adapter argument, FILE or FILE:SCALE (a path may hold ':'; the scale is the number after
 // the last one, within -1000..1000): *path and *scale (1 without one). Throws Error naming `v`.

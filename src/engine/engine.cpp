@@ -125,6 +125,7 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
   impl->draft_q.resize(static_cast<size_t>(k_max) + 1);
   impl->rows.resize(static_cast<size_t>(k_max) + 1);
   double target_step = 0;
+  ComputeTurn turn(impl->compute ? impl->compute->impl() : nullptr);
   std::vector<double> cost = impl->MeasureVerifyCost(k_max, 3, &target_step);
   double draft_cost = 0;
   if (impl->draft != nullptr) {
@@ -202,6 +203,8 @@ void CheckOptions(const EngineOptions& o) {
          static_cast<unsigned long long>(o.matmul_block_bytes));
   if (o.kv_sequences < 1 || o.kv_sequences > 4096)
     Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
+  if (!o.trace_path.empty() && o.compute)
+    Fail("a trace records one engine's threads: not with engines sharing a pool (several models)");
 }
 
 // Weights larger than the available memory (avail) still run from the memory map, but every
@@ -228,7 +231,8 @@ std::vector<std::string> MemoryWarnings(const LoadedModel& m, const EngineOption
 
 // The forward pass on `threads` threads with the options' kernels, fusions and limits.
 void MakeTransformer(Engine::Impl* impl, const EngineOptions& o, Isa isa, int threads, int ctx) {
-  impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->compute = o.compute;
+  impl->pool = o.compute ? o.compute->impl()->pool : std::make_shared<ThreadPool>(threads);
   impl->prefetch = PrefetchOf(o);
   impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, impl->prefetch),
                                                     *impl->pool, o.max_batch, o.int8_activations);
@@ -247,8 +251,7 @@ void MakeTransformer(Engine::Impl* impl, const EngineOptions& o, Isa isa, int th
 
 // The paged KV cache: the options' types and budget; by default room for kv_sequences full
 // contexts, within 30% of the available memory when there are several (never below one).
-void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
-  const ModelConfig& c = impl->model->config;
+KvCacheOptions KvPlan(const ModelConfig& c, const EngineOptions& o, int ctx, int64_t* tokens) {
   KvCacheOptions ko;
   ko.memory_bytes = o.kv_memory;
   ko.block_size = o.kv_block_size;
@@ -266,7 +269,21 @@ void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
           std::max<uint64_t>(cap, static_cast<uint64_t>(ctx) * KvBytesPerToken(c, ko));
   }
   if (kv_tokens > INT32_MAX) kv_tokens = INT32_MAX;
-  impl->kv = std::make_unique<KvManager>(c, ko, static_cast<int>(kv_tokens));
+  *tokens = kv_tokens;
+  return ko;
+}
+
+void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
+  int64_t kv_tokens = 0;
+  const KvCacheOptions ko = KvPlan(impl->model->config, o, ctx, &kv_tokens);
+  impl->kv = std::make_unique<KvManager>(impl->model->config, ko, static_cast<int>(kv_tokens));
+}
+
+int ContextOf(const ModelConfig& c, const EngineOptions& o) {
+  const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
+  if (ctx > c.context_length)
+    Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
+  return ctx;
 }
 
 }  // namespace
@@ -291,10 +308,9 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   if (o.relayout_weights && o.int8_activations && fits)
     RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress);
   const ModelConfig& c = impl->model->config;
-  const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
-  if (ctx > c.context_length)
-    Fail("context %d exceeds the model's trained context %d", ctx, c.context_length);
-  const int threads = o.threads > 0 ? o.threads : PhysicalCores();
+  const int ctx = ContextOf(c, o);
+  const int threads =
+      o.compute ? o.compute->threads() : (o.threads > 0 ? o.threads : PhysicalCores());
   MakeTransformer(impl.get(), o, isa, threads, ctx);
   if (tracer) {
     tracer->Span("load", "engine", t0, NowSeconds(), "");
@@ -664,6 +680,46 @@ GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const 
 ModelInfo InspectModel(const std::string& model_path, const std::string& tokenizer_path) {
   auto m = LoadModel(model_path, tokenizer_path);
   return MakeInfo(*m);
+}
+
+MemoryReport EstimateMemory(const EngineOptions& o) {
+  CheckOptions(o);
+  auto m = LoadModel(o.model_path, o.tokenizer_path);
+  const ModelConfig& c = m->config;
+  const int ctx = ContextOf(c, o);
+  int64_t kv_tokens = 0;
+  const KvCacheOptions ko = KvPlan(c, o, ctx, &kv_tokens);
+  MemoryReport r;
+  r.weight_bytes = m->weight_bytes;
+  r.kv_bytes_per_token = KvBytesPerToken(c, ko);
+  r.kv_block_size = ko.block_size;
+  r.kv_total_blocks = KvPoolBlocks(c, ko, static_cast<int>(kv_tokens));
+  r.kv_allocated_bytes = static_cast<uint64_t>(r.kv_total_blocks) * r.kv_bytes_per_token *
+                         static_cast<uint64_t>(ko.block_size);
+  // The activation arena (Activations::Plan) and the quantized inputs, for max_batch tokens,
+  // rounded up: every buffer as if it were the widest.
+  const uint64_t B = static_cast<uint64_t>(std::max(1, o.max_batch));
+  const uint64_t T = static_cast<uint64_t>(
+      o.compute ? o.compute->threads() : (o.threads > 0 ? o.threads : PhysicalCores()));
+  const uint64_t cols = static_cast<uint64_t>(std::max({c.dim, c.q_dim(), c.max_ffn_dim()}));
+  const uint64_t moe = B * static_cast<uint64_t>(std::max(1, c.n_experts_used)) *
+                       static_cast<uint64_t>(std::max(c.expert_ffn_dim, c.dim));
+  const uint64_t items = std::min<uint64_t>(B, 256);
+  r.scratch_bytes = 4 * (8 * B * cols + 2 * moe + items * static_cast<uint64_t>(c.n_vocab) +
+                         T * (static_cast<uint64_t>(ctx) + 64 * static_cast<uint64_t>(c.q_dim()))) +
+                    4 * (B * cols + moe) + (uint64_t{4} << 20);
+  return r;
+}
+
+ComputeShare::ComputeShare(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ComputeShare::~ComputeShare() = default;
+std::shared_ptr<ComputeShare> ComputeShare::Create(int threads) {
+  auto impl = std::make_unique<Impl>();
+  impl->pool = std::make_shared<ThreadPool>(threads > 0 ? threads : PhysicalCores());
+  return std::shared_ptr<ComputeShare>(new ComputeShare(std::move(impl)));
+}
+int ComputeShare::threads() const {
+  return impl_->pool->size();
 }
 
 struct Vocabulary::Impl {

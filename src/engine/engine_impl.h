@@ -1,7 +1,9 @@
 // engine/engine_impl.h: the state behind paddock::Engine (private to the engine layer).
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "base/strings.h"
@@ -25,13 +27,50 @@ inline Prefetch PrefetchOf(const EngineOptions& o) {
   return !o.prefetch ? Prefetch::kOff : (o.prefetch_all ? Prefetch::kAll : Prefetch::kAuto);
 }
 
+// ComputeShare's state: the shared pool and the turn (a ticket lock: FIFO, so fair).
+struct ComputeShare::Impl {
+  std::shared_ptr<ThreadPool> pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t next = 0, serving = 0;
+  void Acquire() {
+    std::unique_lock<std::mutex> lock(mu);
+    const uint64_t ticket = next++;
+    cv.wait(lock, [&] { return serving == ticket; });
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++serving;
+    }
+    cv.notify_all();
+  }
+};
+
+// Holds the shared pool for one engine step (nothing without a share).
+class ComputeTurn {
+ public:
+  explicit ComputeTurn(ComputeShare::Impl* share) : share_(share) {
+    if (share_ != nullptr) share_->Acquire();
+  }
+  ~ComputeTurn() {
+    if (share_ != nullptr) share_->Release();
+  }
+  ComputeTurn(const ComputeTurn&) = delete;
+  ComputeTurn& operator=(const ComputeTurn&) = delete;
+
+ private:
+  ComputeShare::Impl* share_;
+};
+
 struct Engine::Impl {
   // --trace: first, so that it is destroyed (and written) after the threads that record.
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<LoadedModel> model;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<LoraAdapter> lora;  // EngineOptions::lora_path (before the transformer: it
-                                      // points to it)
+  std::shared_ptr<ThreadPool> pool;
+  std::shared_ptr<ComputeShare> compute;  // EngineOptions::compute (the pool is its pool)
+  std::unique_ptr<LoraAdapter> lora;      // EngineOptions::lora_path (before the transformer: it
+                                          // points to it)
   std::unique_ptr<Transformer> transformer;
   std::unique_ptr<KvManager> kv;
   std::unique_ptr<Sampler> sampler;

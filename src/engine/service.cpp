@@ -219,38 +219,42 @@ void Service::Impl::Loop() {
         cv.wait(lock);
       }
     }
-    if (cancel_all) {
-      scheduler->Clear(&finished);
-      FinishAll();
-      RunJobs();  // (no caller is left waiting)
-      UpdateGauges();
-      std::lock_guard<std::mutex> lock(mu);
-      if (inbox.empty()) return;
-      continue;
-    }
     bool progressed = false;
-    try {
-      TraceScope ts(e->tracer.get(), "step", "engine");
-      const uint64_t preempted = scheduler->preemptions();
-      progressed = Step();
-      if (Tracer* t = e->tracer.get()) {
-        const double now = NowSeconds();
-        if (scheduler->preemptions() > preempted)
-          t->Instant("preempt", "schedule", now,
-                     StrFormat("\"requests\": %llu",
-                               (unsigned long long)(scheduler->preemptions() - preempted)));
-        t->Counter("running", now, static_cast<double>(scheduler->running().size()));
-        t->Counter("waiting", now, static_cast<double>(scheduler->waiting().size()));
+    {
+      // Engines sharing the cores (EngineOptions::compute) take turns, one step each.
+      ComputeTurn turn(e->compute ? e->compute->impl() : nullptr);
+      if (cancel_all) {
+        scheduler->Clear(&finished);
+        FinishAll();
+        RunJobs();  // (no caller is left waiting)
+        UpdateGauges();
+        std::lock_guard<std::mutex> lock(mu);
+        if (inbox.empty()) return;
+        continue;
       }
-    } catch (const std::exception& ex) {
-      // A failed step must not take the server down or leave callers waiting: fail every
-      // running request (their text so far stays delivered) and go on.
-      std::fprintf(stderr, "paddock: engine step failed: %s\n", ex.what());
-      scheduler->Clear(&finished, /*running_only=*/true);
-      FinishAll();
-      progressed = true;
+      try {
+        TraceScope ts(e->tracer.get(), "step", "engine");
+        const uint64_t preempted = scheduler->preemptions();
+        progressed = Step();
+        if (Tracer* t = e->tracer.get()) {
+          const double now = NowSeconds();
+          if (scheduler->preemptions() > preempted)
+            t->Instant("preempt", "schedule", now,
+                       StrFormat("\"requests\": %llu",
+                                 (unsigned long long)(scheduler->preemptions() - preempted)));
+          t->Counter("running", now, static_cast<double>(scheduler->running().size()));
+          t->Counter("waiting", now, static_cast<double>(scheduler->waiting().size()));
+        }
+      } catch (const std::exception& ex) {
+        // A failed step must not take the server down or leave callers waiting: fail every
+        // running request (their text so far stays delivered) and go on.
+        std::fprintf(stderr, "paddock: engine step failed: %s\n", ex.what());
+        scheduler->Clear(&finished, /*running_only=*/true);
+        FinishAll();
+        progressed = true;
+      }
+      UpdateGauges();
     }
-    UpdateGauges();
     if (!progressed) {
       // Nothing could run (e.g. every request waits for blocks held by the prefix cache or a
       // deadline); wait briefly for a change instead of spinning.

@@ -124,11 +124,25 @@ struct LoraUpdateRequest {
 };
 LoraUpdateRequest ParseLoraUpdate(std::string_view body, bool load);  // throws ApiError
 std::string LoraUpdatedBody(const std::string& name, bool loaded);
-std::string ModelsBody(const ApiContext& ctx, int64_t created);
+// A served model as /v1/models lists it (each name, and each adapter as a model of its own).
+struct ServedModel {
+  std::string id;
+  std::vector<std::string> aliases;
+  int context = 0, n_vocab = 0;
+  const char* status = nullptr;  // several models: "loaded", "loading" or "unloaded"
+  std::vector<LoraRegistry::Entry> loras;
+};
+ServedModel ServedOf(const ApiContext& ctx);
+std::string ModelsBody(const std::vector<ServedModel>& models, int64_t created);
 // The 404 for a model id this server does not serve, naming the ones it does.
+ApiError UnknownModel(const std::vector<ServedModel>& models, const std::string& id);
 ApiError UnknownModel(const ApiContext& ctx, const std::string& id);
 // GET /v1/models/{id}: one served name (or alias); else ApiError 404 model_not_found.
-std::string ModelBody(const ApiContext& ctx, const std::string& id, int64_t created);
+std::string ModelBody(const std::vector<ServedModel>& models, const std::string& id,
+                      int64_t created);
+// A top-level string member of a JSON object body (e.g. "model"), or "" (absent, not a
+// string, or the body is not an object: the full parse reports that). Linear in the body.
+std::string PeekString(std::string_view body, std::string_view key);
 
 // POST /v1/embeddings (OpenAI): input a string, strings, token ids or arrays of them (at most
 // 256 inputs); encoding_format float or base64 (little-endian float32).

@@ -45,6 +45,11 @@ struct Translated {
   std::string previous_response_id;
   bool store = false;
   bool instructions = false;  // the body's first message is the instructions' system message
+  // Ollama: keep_alive in seconds (< 0: forever) when given; no prompt (/api/generate) or no
+  // messages (/api/chat): load the model (unload it with keep_alive 0) and generate nothing.
+  bool keep_alive_given = false;
+  double keep_alive = 0;
+  bool load_only = false;
 };
 Translated ToOpenAiRequest(Dialect d, std::string_view body);
 
@@ -99,8 +104,12 @@ struct ModelFacts {
   int context = 0;
   bool tools = false;  // the template writes tools
   bool embeddings = true;
+  uint64_t loaded_bytes = 0;  // /api/ps: what it holds in memory
+  double expires = 0;         // /api/ps: when keep_alive unloads it (unix seconds; 0: never)
 };
-std::string OllamaTagsBody(const ModelFacts& m, bool running);
+std::string OllamaTagsBody(const std::vector<ModelFacts>& models, bool running);
+// Ollama's answer to a request without a prompt: the model loaded (or unloaded).
+std::string OllamaLoadBody(Dialect d, const std::string& model, bool unloaded);
 std::string OllamaShowBody(const ModelFacts& m, std::string_view request_body,
                            const std::vector<std::string>& names);  // throws ApiError (404)
 std::string OllamaVersionBody();

@@ -87,6 +87,15 @@ inline ChatVar OptionalBool(const char* name, bool v) {
   return var;
 }
 
+inline std::string Iso8601(double unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 inline std::string Iso8601Now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};

@@ -2,6 +2,7 @@
 // /api/show, /api/version) over the OpenAI one: options, format and think as the OpenAI and
 // llama-server fields, replies as one object or one object per line.
 #include "server/api_dialects_internal.h"
+#include "server/model_host.h"
 
 namespace paddock::server::dialect_detail {
 namespace {
@@ -68,8 +69,20 @@ void OllamaCommon(const json& j, json* o, Translated* out) {
   if (out->stream) (*o)["stream_options"] = {{"include_usage", true}};
   if (const json* opts = Get(j, "options")) OllamaOptions(*opts, o);
   if (const json* f = Get(j, "format")) OllamaFormat(*f, o);
-  if (const json* ka = Get(j, "keep_alive"); ka != nullptr && !ka->is_string() && !ka->is_number())
-    Refuse("keep_alive", "keep_alive must be a duration string or a number of seconds");
+  if (const json* ka = Get(j, "keep_alive")) {
+    if (!ka->is_string() && !ka->is_number())
+      Refuse("keep_alive", "keep_alive must be a duration string or a number of seconds");
+    out->keep_alive_given = true;
+    if (ka->is_number()) {
+      out->keep_alive = ka->get<double>();
+    } else {
+      try {
+        out->keep_alive = ParseKeepAlive(ka->get<std::string>());
+      } catch (const Error& e) {
+        Refuse("keep_alive", e.what());
+      }
+    }
+  }
   if (const json* think = Get(j, "think")) {
     if (!think->is_boolean() && !think->is_string())
       Refuse("think", "think must be a boolean (or low, medium, high)");
@@ -307,7 +320,10 @@ Translated OllamaChatRequest(std::string_view body) {
     }
     messages.push_back(msg);
   }
-  if (messages.empty()) Refuse("messages", "'messages' must not be empty");
+  if (messages.empty()) {  // Ollama: loads the model (with keep_alive 0: unloads it)
+    out.load_only = true;
+    messages.push_back({{"role", "user"}, {"content", ""}});
+  }
   o["messages"] = messages;
   if (const json* t = Get(j, "tools")) o["tools"] = *t;
   out.body = o.dump();
@@ -335,6 +351,7 @@ Translated OllamaGenerateRequest(std::string_view body) {
   const std::string text = prompt && prompt->is_string() ? prompt->get<std::string>() : "";
   if (prompt != nullptr && !prompt->is_string()) Refuse("prompt", "prompt must be a string");
   const bool raw = Get(j, "raw") && j["raw"].is_boolean() && j["raw"].get<bool>();
+  out.load_only = text.empty() && !Get(j, "system");
   if (raw) {
     if (Get(j, "system")) Refuse("system", "system does not apply to a raw prompt");
     o["prompt"] = text;
@@ -389,14 +406,33 @@ using dialect_detail::OnlyKeys;
 using dialect_detail::ParseObject;
 using dialect_detail::Refuse;
 
-std::string OllamaTagsBody(const ModelFacts& m, bool running) {
-  json model = OllamaModel(m);
-  if (running) {
-    model["expires_at"] = "2999-12-31T23:59:59Z";  // loaded for the server's lifetime
-    model["size_vram"] = 0;
-    model["context_length"] = m.context;
+std::string OllamaTagsBody(const std::vector<ModelFacts>& models, bool running) {
+  json list = json::array();
+  for (const ModelFacts& m : models) {
+    json model = OllamaModel(m);
+    if (running) {
+      // (no keep_alive: loaded for the server's lifetime)
+      model["expires_at"] =
+          m.expires > 0 ? dialect_detail::Iso8601(m.expires) : "2999-12-31T23:59:59Z";
+      model["size"] = m.loaded_bytes;
+      model["size_vram"] = 0;
+      model["context_length"] = m.context;
+    }
+    list.push_back(std::move(model));
   }
-  return api_detail::Dump({{"models", json::array({model})}});
+  return api_detail::Dump({{"models", list}});
+}
+
+std::string OllamaLoadBody(Dialect d, const std::string& model, bool unloaded) {
+  json o = {{"model", model}, {"created_at", Iso8601Now()}};
+  if (d == Dialect::kOllamaChat) {
+    o["message"] = {{"role", "assistant"}, {"content", ""}};
+  } else {
+    o["response"] = "";
+  }
+  o["done_reason"] = unloaded ? "unload" : "load";
+  o["done"] = true;
+  return api_detail::Dump(o);
 }
 
 std::string OllamaShowBody(const ModelFacts& m, std::string_view request_body,

@@ -291,9 +291,7 @@ void ParseModelAndStream(const json& j, const ApiContext& ctx, ApiRequest* rp) {
   if (!r.model.empty() && r.model != ctx.model_name && !alias) {
     r.options.lora = ctx.loras != nullptr ? ctx.loras->Find(r.model) : nullptr;
     if (r.options.lora == nullptr) {
-      ApiError e = UnknownModel(ctx, r.model);
-      e.status = 400;
-      throw e;
+      throw UnknownModel(ctx, r.model);
     }
   }
   if (r.model.empty()) r.model = ctx.model_name;

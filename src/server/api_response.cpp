@@ -283,21 +283,23 @@ std::string StreamErrorEvent(const ApiError& e) {
 
 namespace {
 
-json ModelObject(const ApiContext& ctx, const std::string& name, int64_t created) {
-  return {{"id", name},
-          {"object", "model"},
-          {"created", created},
-          {"owned_by", "paddock"},
-          {"root", ctx.model_name},
-          {"max_model_len", ctx.context},
-          {"vocab_size", ctx.n_vocab}};
+json ModelObject(const ServedModel& m, const std::string& name, int64_t created) {
+  json o = {{"id", name},
+            {"object", "model"},
+            {"created", created},
+            {"owned_by", "paddock"},
+            {"root", m.id},
+            {"max_model_len", m.context},
+            {"vocab_size", m.n_vocab}};
+  if (m.status != nullptr) o["status"] = {{"value", m.status}};
+  return o;
 }
 
 // A served adapter as vLLM lists one: its parent the base model, its root the file.
-json AdapterObject(const ApiContext& ctx, const LoraRegistry::Entry& a, int64_t created) {
-  json o = ModelObject(ctx, a.name, created);
+json AdapterObject(const ServedModel& m, const LoraRegistry::Entry& a, int64_t created) {
+  json o = ModelObject(m, a.name, created);
   o["root"] = a.path;
-  o["parent"] = ctx.model_name;
+  o["parent"] = m.id;
   return o;
 }
 
@@ -308,38 +310,141 @@ std::string LoraUpdatedBody(const std::string& name, bool loaded) {
       json{{"object", "lora_adapter"}, {"id", name}, {loaded ? "loaded" : "unloaded", true}});
 }
 
-ApiError UnknownModel(const ApiContext& ctx, const std::string& id) {
+ServedModel ServedOf(const ApiContext& ctx) {
+  ServedModel m;
+  m.id = ctx.model_name;
+  m.aliases = ctx.aliases;
+  m.context = ctx.context;
+  m.n_vocab = ctx.n_vocab;
+  if (ctx.loras != nullptr) m.loras = ctx.loras->List();
+  return m;
+}
+
+ApiError UnknownModel(const std::vector<ServedModel>& models, const std::string& id) {
   ApiError e;
   e.status = 404;
   e.type = "invalid_request_error";
   e.code = "model_not_found";
   e.param = "model";
-  e.message = "The model '" + id.substr(0, kMaxModelBytes) +
-              "' does not exist; this server serves '" + ctx.model_name + "'";
-  for (const std::string& a : ctx.aliases) e.message += ", '" + a + "'";
-  if (ctx.loras != nullptr)
-    for (const auto& a : ctx.loras->List()) e.message += ", '" + a.name + "' (an adapter)";
+  e.message =
+      "The model '" + id.substr(0, kMaxModelBytes) + "' does not exist; this server serves ";
+  bool first = true;
+  auto name = [&](const std::string& n, const char* what) {
+    e.message += (first ? "'" : ", '") + n + "'" + what;
+    first = false;
+  };
+  for (const ServedModel& m : models) {
+    name(m.id, "");
+    for (const std::string& a : m.aliases) name(a, "");
+    for (const auto& a : m.loras) name(a.name, " (an adapter)");
+  }
   return e;
 }
 
-std::string ModelsBody(const ApiContext& ctx, int64_t created) {
+ApiError UnknownModel(const ApiContext& ctx, const std::string& id) {
+  return UnknownModel(std::vector<ServedModel>{ServedOf(ctx)}, id);
+}
+
+std::string ModelsBody(const std::vector<ServedModel>& models, int64_t created) {
   json data = json::array();
-  std::vector<std::string> names = {ctx.model_name};
-  names.insert(names.end(), ctx.aliases.begin(), ctx.aliases.end());
-  for (const std::string& name : names) data.push_back(ModelObject(ctx, name, created));
-  if (ctx.loras != nullptr)
-    for (const auto& a : ctx.loras->List()) data.push_back(AdapterObject(ctx, a, created));
+  for (const ServedModel& m : models) {
+    data.push_back(ModelObject(m, m.id, created));
+    for (const std::string& a : m.aliases) data.push_back(ModelObject(m, a, created));
+    for (const auto& a : m.loras) data.push_back(AdapterObject(m, a, created));
+  }
   return Dump(json{{"object", "list"}, {"data", data}});
 }
 
-std::string ModelBody(const ApiContext& ctx, const std::string& id, int64_t created) {
-  const bool served = id == ctx.model_name ||
-                      std::find(ctx.aliases.begin(), ctx.aliases.end(), id) != ctx.aliases.end();
-  if (!served && ctx.loras != nullptr)
-    for (const auto& a : ctx.loras->List())
-      if (a.name == id) return Dump(AdapterObject(ctx, a, created));
-  if (!served) throw UnknownModel(ctx, id);
-  return Dump(ModelObject(ctx, id, created));
+std::string ModelBody(const std::vector<ServedModel>& models, const std::string& id,
+                      int64_t created) {
+  for (const ServedModel& m : models) {
+    if (id == m.id || std::find(m.aliases.begin(), m.aliases.end(), id) != m.aliases.end())
+      return Dump(ModelObject(m, id, created));
+    for (const auto& a : m.loras)
+      if (a.name == id) return Dump(AdapterObject(m, a, created));
+  }
+  throw UnknownModel(models, id);
+}
+
+// ---- a top-level member without the full parse ------------------------------------------
+
+namespace {
+
+size_t SkipWs(std::string_view b, size_t i) {
+  while (i < b.size() && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) ++i;
+  return i;
+}
+
+// The end of the string token starting at b[i] == '"', or npos.
+size_t StringEnd(std::string_view b, size_t i) {
+  for (++i; i < b.size(); ++i) {
+    if (b[i] == '\\') {
+      ++i;
+    } else if (b[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The end of the value starting at b[i], or npos.
+size_t ValueEnd(std::string_view b, size_t i) {
+  if (i >= b.size()) return std::string_view::npos;
+  if (b[i] == '"') return StringEnd(b, i);
+  if (b[i] != '{' && b[i] != '[') {
+    while (i < b.size() && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' &&
+           b[i] != '\n' && b[i] != '\t' && b[i] != '\r')
+      ++i;
+    return i;
+  }
+  int depth = 0;
+  for (; i < b.size(); ++i) {
+    if (b[i] == '"') {
+      i = StringEnd(b, i);
+      if (i == std::string_view::npos) return i;
+      --i;
+    } else if (b[i] == '{' || b[i] == '[') {
+      ++depth;
+    } else if (b[i] == '}' || b[i] == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string Decoded(std::string_view token) {
+  try {
+    const json v = json::parse(token);
+    return v.is_string() ? v.get<std::string>() : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+std::string PeekString(std::string_view b, std::string_view key) {
+  size_t i = SkipWs(b, 0);
+  if (i >= b.size() || b[i] != '{') return "";
+  i = SkipWs(b, i + 1);
+  while (i < b.size() && b[i] == '"') {
+    const size_t kend = StringEnd(b, i);
+    if (kend == std::string_view::npos) return "";
+    const std::string_view raw = b.substr(i + 1, kend - i - 2);
+    const std::string name = raw.find('\\') == std::string_view::npos
+                                 ? std::string(raw)
+                                 : Decoded(b.substr(i, kend - i));
+    i = SkipWs(b, kend);
+    if (i >= b.size() || b[i] != ':') return "";
+    i = SkipWs(b, i + 1);
+    const size_t vend = ValueEnd(b, i);
+    if (vend == std::string_view::npos) return "";
+    if (name == key) return b[i] == '"' ? Decoded(b.substr(i, vend - i)) : "";
+    i = SkipWs(b, vend);
+    if (i >= b.size() || b[i] != ',') return "";
+    i = SkipWs(b, i + 1);
+  }
+  return "";
 }
 
 std::string TokenizeBody(const std::vector<int32_t>& tokens,

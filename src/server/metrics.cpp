@@ -15,38 +15,6 @@ void Header(std::string* out, const char* name, const char* type, const char* he
   *out += StrFormat("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void Gauge(std::string* out, const char* name, const std::string& labels, double v,
-           const char* help) {
-  Header(out, name, "gauge", help);
-  *out += StrFormat("%s{%s} %.17g\n", name, labels.c_str(), v);
-}
-
-void Counter(std::string* out, const char* name, const std::string& labels, uint64_t v,
-             const char* help) {
-  Header(out, name, "counter", help);
-  *out += StrFormat("%s{%s} %" PRIu64 "\n", name, labels.c_str(), v);
-}
-
-void CounterSeconds(std::string* out, const char* name, const std::string& labels, double v,
-                    const char* help) {
-  Header(out, name, "counter", help);
-  *out += StrFormat("%s{%s} %.17g\n", name, labels.c_str(), v);
-}
-
-void Hist(std::string* out, const char* name, const std::string& labels, const Histogram& h,
-          const char* help) {
-  Header(out, name, "histogram", help);
-  uint64_t acc = 0;
-  for (size_t i = 0; i < h.counts.size(); ++i) {
-    acc += h.counts[i];
-    const std::string le = i < h.bounds.size() ? StrFormat("%g", h.bounds[i]) : "+Inf";
-    *out +=
-        StrFormat("%s_bucket{%s,le=\"%s\"} %" PRIu64 "\n", name, labels.c_str(), le.c_str(), acc);
-  }
-  *out += StrFormat("%s_sum{%s} %.17g\n", name, labels.c_str(), h.sum);
-  *out += StrFormat("%s_count{%s} %" PRIu64 "\n", name, labels.c_str(), h.count);
-}
-
 std::string Escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -62,86 +30,148 @@ std::string Escape(const std::string& s) {
 
 }  // namespace
 
-std::string PrometheusText(const std::string& model_name, const ServiceStats& s,
-                           const HttpCounters& http) {
-  const std::string L = "model_name=\"" + Escape(model_name) + "\"";
+namespace {
+
+using Get = double (*)(const ServiceStats&);
+
+// One family: its header once, a sample per loaded model.
+void Family(std::string* o, const std::vector<ModelMetrics>& ms, const char* name, const char* type,
+            Get get, const char* help) {
+  Header(o, name, type, help);
+  for (const ModelMetrics& m : ms)
+    if (m.loaded)
+      *o += StrFormat("%s{model_name=\"%s\"} %.17g\n", name, Escape(m.name).c_str(), get(m.stats));
+}
+
+void Hists(std::string* o, const std::vector<ModelMetrics>& ms, const char* name,
+           const Histogram ServiceStats::*h, const char* help) {
+  Header(o, name, "histogram", help);
+  for (const ModelMetrics& m : ms) {
+    if (!m.loaded) continue;
+    const Histogram& x = m.stats.*h;
+    const std::string L = "model_name=\"" + Escape(m.name) + "\"";
+    uint64_t acc = 0;
+    for (size_t i = 0; i < x.counts.size(); ++i) {
+      acc += x.counts[i];
+      const std::string le = i < x.bounds.size() ? StrFormat("%g", x.bounds[i]) : "+Inf";
+      *o += StrFormat("%s_bucket{%s,le=\"%s\"} %" PRIu64 "\n", name, L.c_str(), le.c_str(), acc);
+    }
+    *o += StrFormat("%s_sum{%s} %.17g\n", name, L.c_str(), x.sum);
+    *o += StrFormat("%s_count{%s} %" PRIu64 "\n", name, L.c_str(), x.count);
+  }
+}
+
+}  // namespace
+
+std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounters& http,
+                           uint64_t budget, uint64_t committed, const std::string& L) {
   std::string o;
-  o.reserve(16384);
-  Gauge(&o, "vllm:num_requests_running", L, s.running, "Requests in the running batch.");
-  Gauge(&o, "vllm:num_requests_waiting", L, s.waiting, "Requests waiting for admission.");
-  Gauge(&o, "vllm:kv_cache_usage_perc", L, s.kv_usage, "KV-cache usage (1 = full).");
-  Counter(&o, "vllm:prompt_tokens_total", L, s.prompt_tokens,
-          "Prompt tokens of admitted requests.");
-  Counter(&o, "vllm:generation_tokens_total", L, s.generation_tokens, "Generated tokens.");
-  Counter(&o, "vllm:prefix_cache_queries_total", L, s.prefix_queries,
-          "Prompt tokens looked up in the prefix cache.");
-  Counter(&o, "vllm:prefix_cache_hits_total", L, s.prefix_hits,
-          "Prompt tokens found in the prefix cache.");
-  Counter(&o, "vllm:num_preemptions_total", L, s.preemptions,
-          "Requests preempted (blocks freed, recomputed later).");
+  o.reserve(16384 * (ms.size() + 1));
+  // clang-format off
+  Family(&o, ms, "vllm:num_requests_running", "gauge", [](const ServiceStats& s) { return double(s.running); }, "Requests in the running batch.");
+  Family(&o, ms, "vllm:num_requests_waiting", "gauge", [](const ServiceStats& s) { return double(s.waiting); }, "Requests waiting for admission.");
+  Family(&o, ms, "vllm:kv_cache_usage_perc", "gauge", [](const ServiceStats& s) { return s.kv_usage; }, "KV-cache usage (1 = full).");
+  Family(&o, ms, "vllm:prompt_tokens_total", "counter", [](const ServiceStats& s) { return double(s.prompt_tokens); }, "Prompt tokens of admitted requests.");
+  Family(&o, ms, "vllm:generation_tokens_total", "counter", [](const ServiceStats& s) { return double(s.generation_tokens); }, "Generated tokens.");
+  Family(&o, ms, "vllm:prefix_cache_queries_total", "counter", [](const ServiceStats& s) { return double(s.prefix_queries); }, "Prompt tokens looked up in the prefix cache.");
+  Family(&o, ms, "vllm:prefix_cache_hits_total", "counter", [](const ServiceStats& s) { return double(s.prefix_hits); }, "Prompt tokens found in the prefix cache.");
+  Family(&o, ms, "vllm:num_preemptions_total", "counter", [](const ServiceStats& s) { return double(s.preemptions); }, "Requests preempted (blocks freed, recomputed later).");
+  // clang-format on
   Header(&o, "vllm:request_success_total", "counter", "Finished requests by finish reason.");
   const char* reasons[kFinishReasons] = {"length",  "eos",   "stop",
                                          "context", "abort", "timeout"};  // FinishReason order
-  for (int i = 0; i < kFinishReasons; ++i) {
-    o += StrFormat("vllm:request_success_total{%s,finished_reason=\"%s\"} %" PRIu64 "\n", L.c_str(),
-                   reasons[i], s.finished[i]);
+  for (const ModelMetrics& m : ms) {
+    if (!m.loaded) continue;
+    for (int i = 0; i < kFinishReasons; ++i)
+      o += StrFormat("vllm:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %" PRIu64
+                     "\n",
+                     Escape(m.name).c_str(), reasons[i], m.stats.finished[i]);
   }
-  Hist(&o, "vllm:time_to_first_token_seconds", L, s.ttft, "Time to first token (from arrival).");
-  Hist(&o, "vllm:inter_token_latency_seconds", L, s.itl,
-       "Time between consecutive generated tokens.");
-  Hist(&o, "vllm:e2e_request_latency_seconds", L, s.e2e, "Arrival to finish.");
-  Hist(&o, "vllm:request_queue_time_seconds", L, s.queue_time, "Arrival to first admission.");
-  Hist(&o, "vllm:request_prompt_tokens", L, s.prompt_len, "Prompt length of finished requests.");
-  Hist(&o, "vllm:request_generation_tokens", L, s.generation_len,
-       "Generated length of finished requests.");
-  Counter(&o, "paddock_requests_rejected_total", L, s.rejected,
-          "Requests refused because the queue was full (HTTP 429).");
-  Counter(&o, "paddock_requests_cancelled_total", L, s.cancelled,
-          "Requests cancelled (client gone or shutdown).");
-  Counter(&o, "paddock_requests_timed_out_total", L, s.timeouts,
-          "Requests stopped at their deadline.");
-  Counter(&o, "vllm:spec_decode_num_drafts_total", L, s.spec_drafts,
-          "Speculative decoding: verification steps (each checks one request's drafts).");
-  Counter(&o, "vllm:spec_decode_num_draft_tokens_total", L, s.spec_draft_tokens,
-          "Speculative decoding: tokens drafted.");
-  Counter(&o, "vllm:spec_decode_num_accepted_tokens_total", L, s.spec_accepted_tokens,
-          "Speculative decoding: drafted tokens the target accepted.");
-  Counter(&o, "paddock_grammar_masks_total", L, s.grammar_masks,
-          "Constrained decoding: token masks computed (one per constrained token).");
-  CounterSeconds(&o, "paddock_grammar_mask_seconds_total", L, s.grammar_mask_seconds,
-                 "Constrained decoding: seconds spent computing token masks.");
-  Counter(&o, "paddock_forked_choices_total", L, s.forked_choices,
-          "Choices of n > 1 requests started by forking their prompt's KV blocks.");
-  Counter(&o, "paddock_engine_steps_total", L, s.steps, "Batched forward steps.");
-  Counter(&o, "paddock_engine_step_tokens_total", L, s.step_tokens,
-          "Tokens computed in forward steps (prompt and generated).");
+  Hists(&o, ms, "vllm:time_to_first_token_seconds", &ServiceStats::ttft,
+        "Time to first token (from arrival).");
+  Hists(&o, ms, "vllm:inter_token_latency_seconds", &ServiceStats::itl,
+        "Time between consecutive generated tokens.");
+  Hists(&o, ms, "vllm:e2e_request_latency_seconds", &ServiceStats::e2e, "Arrival to finish.");
+  Hists(&o, ms, "vllm:request_queue_time_seconds", &ServiceStats::queue_time,
+        "Arrival to first admission.");
+  Hists(&o, ms, "vllm:request_prompt_tokens", &ServiceStats::prompt_len,
+        "Prompt length of finished requests.");
+  Hists(&o, ms, "vllm:request_generation_tokens", &ServiceStats::generation_len,
+        "Generated length of finished requests.");
+  // clang-format off
+  Family(&o, ms, "paddock_requests_rejected_total", "counter", [](const ServiceStats& s) { return double(s.rejected); }, "Requests refused because the queue was full (HTTP 429).");
+  Family(&o, ms, "paddock_requests_cancelled_total", "counter", [](const ServiceStats& s) { return double(s.cancelled); }, "Requests cancelled (client gone or shutdown).");
+  Family(&o, ms, "paddock_requests_timed_out_total", "counter", [](const ServiceStats& s) { return double(s.timeouts); }, "Requests stopped at their deadline.");
+  Family(&o, ms, "vllm:spec_decode_num_drafts_total", "counter", [](const ServiceStats& s) { return double(s.spec_drafts); }, "Speculative decoding: verification steps (each checks one request's drafts).");
+  Family(&o, ms, "vllm:spec_decode_num_draft_tokens_total", "counter", [](const ServiceStats& s) { return double(s.spec_draft_tokens); }, "Speculative decoding: tokens drafted.");
+  Family(&o, ms, "vllm:spec_decode_num_accepted_tokens_total", "counter", [](const ServiceStats& s) { return double(s.spec_accepted_tokens); }, "Speculative decoding: drafted tokens the target accepted.");
+  Family(&o, ms, "paddock_grammar_masks_total", "counter", [](const ServiceStats& s) { return double(s.grammar_masks); }, "Constrained decoding: token masks computed (one per constrained token).");
+  Family(&o, ms, "paddock_grammar_mask_seconds_total", "counter", [](const ServiceStats& s) { return s.grammar_mask_seconds; }, "Constrained decoding: seconds spent computing token masks.");
+  Family(&o, ms, "paddock_forked_choices_total", "counter", [](const ServiceStats& s) { return double(s.forked_choices); }, "Choices of n > 1 requests started by forking their prompt's KV blocks.");
+  Family(&o, ms, "paddock_engine_steps_total", "counter", [](const ServiceStats& s) { return double(s.steps); }, "Batched forward steps.");
+  Family(&o, ms, "paddock_engine_step_tokens_total", "counter", [](const ServiceStats& s) { return double(s.step_tokens); }, "Tokens computed in forward steps (prompt and generated).");
+  // clang-format on
   Header(&o, "paddock_memory_bytes", "gauge",
          "Memory by kind: weights, KV pool, KV in use, scratch.");
-  o += StrFormat("paddock_memory_bytes{%s,kind=\"weights\"} %" PRIu64 "\n", L.c_str(),
-                 s.memory.weight_bytes);
-  o += StrFormat("paddock_memory_bytes{%s,kind=\"kv_pool\"} %" PRIu64 "\n", L.c_str(),
-                 s.memory.kv_allocated_bytes);
-  o += StrFormat("paddock_memory_bytes{%s,kind=\"kv_used\"} %" PRIu64 "\n", L.c_str(),
-                 s.memory.kv_used_bytes);
-  o += StrFormat("paddock_memory_bytes{%s,kind=\"scratch\"} %" PRIu64 "\n", L.c_str(),
-                 s.memory.scratch_bytes);
-  Header(&o, "paddock_http_responses_total", "counter", "HTTP responses by status code.");
-  for (const auto& [code, n] : http.by_status) {
-    o +=
-        StrFormat("paddock_http_responses_total{%s,code=\"%d\"} %" PRIu64 "\n", L.c_str(), code, n);
+  for (const ModelMetrics& m : ms) {
+    if (!m.loaded) continue;
+    const std::string ML = "model_name=\"" + Escape(m.name) + "\"";
+    const MemoryReport& r = m.stats.memory;
+    for (const auto& [kind, v] : {std::pair<const char*, uint64_t>{"weights", r.weight_bytes},
+                                  {"kv_pool", r.kv_allocated_bytes},
+                                  {"kv_used", r.kv_used_bytes},
+                                  {"scratch", r.scratch_bytes}})
+      o += StrFormat("paddock_memory_bytes{%s,kind=\"%s\"} %" PRIu64 "\n", ML.c_str(), kind, v);
   }
+  // What the host did with each model (loaded or not).
+  auto each = [&](const char* name, const char* type, const char* help, auto get) {
+    Header(&o, name, type, help);
+    for (const ModelMetrics& m : ms)
+      o += StrFormat("%s{model_name=\"%s\"} %.17g\n", name, Escape(m.name).c_str(),
+                     static_cast<double>(get(m)));
+  };
+  each("paddock_model_loaded", "gauge", "1 while the model is loaded.",
+       [](const ModelMetrics& m) { return m.loaded ? 1 : 0; });
+  each("paddock_model_footprint_bytes", "gauge",
+       "Weights + KV pool + scratch the model holds (loaded) or would hold (an estimate).",
+       [](const ModelMetrics& m) { return m.footprint; });
+  each("paddock_model_loads_total", "counter", "Loads of the model (the first and reloads).",
+       [](const ModelMetrics& m) { return m.loads; });
+  each("paddock_model_evictions_total", "counter",
+       "Unloads to make room for another model (least recently used, idle).",
+       [](const ModelMetrics& m) { return m.evictions; });
+  each("paddock_model_expiries_total", "counter", "Unloads when keep_alive ran out.",
+       [](const ModelMetrics& m) { return m.expiries; });
+  each("paddock_model_load_failures_total", "counter",
+       "Loads that failed or were refused (larger than the memory budget).",
+       [](const ModelMetrics& m) { return m.load_failures; });
+  each("paddock_model_load_seconds_total", "counter", "Seconds spent loading the model.",
+       [](const ModelMetrics& m) { return m.load_seconds_total; });
+  each("paddock_model_last_load_seconds", "gauge", "Seconds the model's last load took.",
+       [](const ModelMetrics& m) { return m.last_load_seconds; });
+  const std::string SL = L.empty() ? "" : "{" + L + "}";
+  Header(&o, "paddock_memory_budget_bytes", "gauge",
+         "The memory budget of all loaded models (weights + KV + scratch).");
+  o += StrFormat("paddock_memory_budget_bytes%s %" PRIu64 "\n", SL.c_str(), budget);
+  Header(&o, "paddock_memory_committed_bytes", "gauge",
+         "Weights + KV + scratch of the loaded (and loading) models.");
+  o += StrFormat("paddock_memory_committed_bytes%s %" PRIu64 "\n", SL.c_str(), committed);
+  const std::string C = L.empty() ? "" : L + ",";
+  Header(&o, "paddock_http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [code, n] : http.by_status)
+    o += StrFormat("paddock_http_responses_total{%scode=\"%d\"} %" PRIu64 "\n", C.c_str(), code, n);
   Header(&o, "paddock_http_connections", "gauge", "Open HTTP connections.");
-  o += StrFormat("paddock_http_connections{%s} %" PRIu64 "\n", L.c_str(), http.connections_open);
+  o += StrFormat("paddock_http_connections%s %" PRIu64 "\n", SL.c_str(), http.connections_open);
   Header(&o, "paddock_http_connections_refused_total", "counter",
          "Connections closed at once because the connection cap was reached.");
-  o += StrFormat("paddock_http_connections_refused_total{%s} %" PRIu64 "\n", L.c_str(),
-                 http.refused);
+  o +=
+      StrFormat("paddock_http_connections_refused_total%s %" PRIu64 "\n", SL.c_str(), http.refused);
   Header(&o, "paddock_http_timeouts_total", "counter",
          "Connections closed for a header, body or idle deadline.");
-  o += StrFormat("paddock_http_timeouts_total{%s} %" PRIu64 "\n", L.c_str(), http.timeouts);
+  o += StrFormat("paddock_http_timeouts_total%s %" PRIu64 "\n", SL.c_str(), http.timeouts);
   Header(&o, "paddock_http_oversized_total", "counter",
          "Requests refused or cut for headers or bodies past their limits.");
-  o += StrFormat("paddock_http_oversized_total{%s} %" PRIu64 "\n", L.c_str(), http.oversized);
+  o += StrFormat("paddock_http_oversized_total%s %" PRIu64 "\n", SL.c_str(), http.oversized);
   return o;
 }
 

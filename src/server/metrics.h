@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "paddock/service.h"
 
@@ -17,7 +18,19 @@ struct HttpCounters {
   uint64_t oversized = 0;  // bodies or headers past their limits
 };
 
-std::string PrometheusText(const std::string& model_name, const ServiceStats& stats,
-                           const HttpCounters& http);
+// One served model: its service's figures while loaded, and what the host did with it.
+struct ModelMetrics {
+  std::string name;
+  bool loaded = false;
+  ServiceStats stats;      // (loaded only)
+  uint64_t footprint = 0;  // bytes it holds (loaded) or would (estimate)
+  uint64_t loads = 0, evictions = 0, expiries = 0, load_failures = 0;
+  double load_seconds_total = 0, last_load_seconds = 0;
+};
+
+// Every model's series carry model_name; the server-wide ones (HTTP, the memory budget) carry
+// server_labels (e.g. model_name="x" with one model, or nothing).
+std::string PrometheusText(const std::vector<ModelMetrics>& models, const HttpCounters& http,
+                           uint64_t budget, uint64_t committed, const std::string& server_labels);
 
 }  // namespace paddock::server

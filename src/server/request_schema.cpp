@@ -15,10 +15,11 @@ constexpr double kN = static_cast<double>(kMaxChoices);
 // Order: as docs/api.md lists them (the request's subject, then sampling, limits, output shape).
 constexpr RequestField kFields[] = {
     // name, endpoints, type, use, lo, hi, def, default_doc, alias_of, origin, effect
-    {"model", kGenerate | kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "the served model", "",
-     "OpenAI",
+    {"model", kGenerate | kEmbeddings | kTokenize | kDetokenize, T::kString, U::kUsed, 0, 0, 0,
+     "the served model", "", "OpenAI",
      "the served name, one of its aliases or a served LoRA adapter's id (completions and chat: "
-     "the adapter applies; else `400 model_not_found` listing them); at most 256 bytes"},
+     "the adapter applies); with several models (`--models-dir`) it selects one, loaded on "
+     "demand; else `404 model_not_found` listing them; at most 256 bytes"},
     {"prompt", kCompletions, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
      "a string, an array of token ids, or up to 32 of either (the choices of each prompt in turn: "
      "`index` = prompt x `n` + choice; not with `echo`). "
@@ -197,6 +198,8 @@ constexpr RequestField kFields[] = {
      "the adapter file (llama.cpp's GGUF adapter layout), read by the server"},
     {"lora_scale", kLoraUpdate, T::kNumber, U::kUsed, -1000, 1000, 1, "1", "", "Paddock",
      "the product's scale (llama.cpp's --lora-scaled)"},
+    {"base_model_name", kLoraUpdate, T::kString, U::kUsed, 0, 0, 0, "the served model", "", "vLLM",
+     "the model the adapter applies to (with several models, `--models-dir`)"},
 };
 
 const char* TypeName(FieldType t) {

@@ -24,6 +24,7 @@
 #include <random>
 #include <thread>
 
+#include "base/cpu.h"
 #include "base/strings.h"
 #include "base/timer.h"
 #include "base/utf8.h"
@@ -32,6 +33,7 @@
 #include "server/bodies.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/model_registry.h"
 #include "server/server_impl.h"
 #include "server/ui.h"
 
@@ -47,8 +49,10 @@ void Server::AgentLoop(int fd) {
     if (c < 0) continue;
     const char* line = "drain\n";
     if (state_.load() == State::kReady) {
-      const ServiceStats st = service_->Stats();
-      if (st.waiting < service_->options().max_queue) line = "ready up 100%\n";
+      bool full = false;
+      for (const ModelLease& m : host_->Loaded())
+        full |= m->service->Stats().waiting >= m->service->options().max_queue;
+      if (!full) line = "ready up 100%\n";
     }
     send(c, line, std::strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT);
     close(c);
@@ -56,35 +60,108 @@ void Server::AgentLoop(int fd) {
   close(fd);
 }
 
-void Server::LoadModel() {
+// The served models' specs: `-m` as one pinned model, or every model of --models-dir.
+std::vector<ModelSpec> Server::Specs() {
+  if (!multi_) {
+    ModelSpec spec;
+    spec.id = opt_.model_name.empty() ? FileStem(opt_.engine.model_path) : opt_.model_name;
+    for (const std::string& a : opt_.model_aliases)
+      if (a != spec.id) spec.aliases.push_back(a);
+    spec.engine = opt_.engine;
+    spec.chat_template = opt_.chat_template;
+    spec.chat_template_file = opt_.chat_template_file;
+    spec.loras = opt_.loras;
+    spec.pinned = true;
+    if (opt_.memory_budget > 0) InspectSpec(&spec);
+    return {spec};
+  }
+  EngineOptions base = opt_.engine;
+  // Each model's KV pool: 4 full contexts unless sized (--kv-memory, models.json kv_memory);
+  // made smaller at load when the budget cannot hold it beside the weights.
+  base.kv_sequences = std::min(base.kv_sequences, 4);
+  base.compute = compute_;
+  base.on_load_progress = nullptr;
+  std::vector<std::string> skipped;
+  std::vector<ModelSpec> specs = ScanModelsDir(opt_.models_dir, base, &skipped);
+  for (const std::string& why : skipped)
+    std::fprintf(stderr, "paddock: --models-dir: left out %s\n", why.c_str());
+  if (specs.empty())
+    Fail("--models-dir '%s' holds no model (no .gguf file that loads as one)",
+         opt_.models_dir.c_str());
+  for (ModelSpec& spec : specs) {
+    if (spec.chat_template.empty() && spec.chat_template_file.empty()) {
+      spec.chat_template = opt_.chat_template;
+      spec.chat_template_file = opt_.chat_template_file;
+    }
+    const MemoryReport& e = spec.estimate;
+    std::fprintf(stderr, "paddock: model '%s': %s (weights %s, KV %s, scratch %s)\n",
+                 spec.id.c_str(), spec.engine.model_path.c_str(),
+                 FormatBytes(e.weight_bytes).c_str(), FormatBytes(e.kv_allocated_bytes).c_str(),
+                 FormatBytes(e.scratch_bytes).c_str());
+  }
+  return specs;
+}
+
+// A model as the handlers use it: its engine on the shared pool, service, chat template,
+// adapters and request context.
+std::unique_ptr<LoadedModel> Server::MakeLoaded(const ModelSpec& spec, uint64_t kv_bytes) {
+  EngineOptions eo = spec.engine;
+  if (kv_bytes > 0) eo.kv_memory = kv_bytes;
+  auto engine = Engine::Create(eo);
+  const ModelInfo& info = engine->info();
+  for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
+  auto m = std::make_unique<LoadedModel>();
+  LoadedModel* raw = m.get();
+  m->id = spec.id;
+  ApiContext& ctx = m->ctx;
+  ctx.model_name = spec.id;
+  ctx.aliases = spec.aliases;
+  ctx.default_timeout = opt_.request_timeout;
+  ctx.context = info.context;
+  ctx.n_vocab = info.n_vocab;
+  ctx.compile = [raw](GrammarKind kind, const std::string& text) {
+    return raw->service->engine().CompileGrammar(kind, text);
+  };
+  m->chat = ChatFormatter::Create(info, spec.chat_template, spec.chat_template_file);
+  ctx.tool_format = m->chat->tool_format();
+  ctx.loras = &m->loras;
+  m->reasoning =
+      opt_.reasoning_format == "deepseek" ||
+      (opt_.reasoning_format == "auto" && info.chat_template.find("<think>") != std::string::npos);
+  m->harmony = ctx.tool_format == ToolFormat::kHarmony && opt_.reasoning_format != "none";
+  if (!m->chat->warning().empty())
+    std::fprintf(stderr, "paddock: warning: %s\n", m->chat->warning().c_str());
+  m->service = Service::Create(std::move(engine), opt_.service);
+  LoadLoras(spec, m.get());
+  const MemoryReport mem = m->service->engine().Memory();
+  m->footprint = mem.weight_bytes + mem.kv_allocated_bytes + mem.scratch_bytes;
+  std::fprintf(
+      stderr,
+      "paddock: serving '%s' (%s, context %d, chat: %s, tool calls: %s); weights %s, KV cache "
+      "%s, scratch %s\n",
+      spec.id.c_str(), info.arch.c_str(), info.context, m->chat->description().c_str(),
+      ToolFormatName(m->chat->tool_format()), FormatBytes(mem.weight_bytes).c_str(),
+      FormatBytes(mem.kv_allocated_bytes).c_str(), FormatBytes(mem.scratch_bytes).c_str());
+  return m;
+}
+
+void Server::LoadModels() {
   try {
-    auto engine = Engine::Create(opt_.engine);
-    const ModelInfo& info = engine->info();
-    for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
-    ctx_.context = info.context;
-    ctx_.n_vocab = info.n_vocab;
-    ctx_.compile = [this](GrammarKind kind, const std::string& text) {
-      return service_->engine().CompileGrammar(kind, text);
-    };
-    chat_ = ChatFormatter::Create(info, opt_.chat_template, opt_.chat_template_file);
-    ctx_.tool_format = chat_->tool_format();
-    ctx_.loras = &loras_;
-    reasoning_ = opt_.reasoning_format == "deepseek" ||
-                 (opt_.reasoning_format == "auto" &&
-                  info.chat_template.find("<think>") != std::string::npos);
-    harmony_ = ctx_.tool_format == ToolFormat::kHarmony && opt_.reasoning_format != "none";
-    if (!chat_->warning().empty())
-      std::fprintf(stderr, "paddock: warning: %s\n", chat_->warning().c_str());
-    service_ = Service::Create(std::move(engine), opt_.service);
-    LoadLoras();
-    const MemoryReport m = service_->engine().Memory();
-    std::fprintf(
-        stderr,
-        "paddock: serving '%s' (%s, context %d, chat: %s, tool calls: %s); weights %s, KV cache "
-        "%s, scratch %s\n",
-        ctx_.model_name.c_str(), info.arch.c_str(), info.context, chat_->description().c_str(),
-        ToolFormatName(chat_->tool_format()), FormatBytes(m.weight_bytes).c_str(),
-        FormatBytes(m.kv_allocated_bytes).c_str(), FormatBytes(m.scratch_bytes).c_str());
+    ModelHost::Options ho;
+    ho.keep_alive = multi_ ? opt_.keep_alive : -1;
+    ho.max_waiting = std::max(1, opt_.service.max_queue);
+    const uint64_t avail = AvailableMemoryBytes();
+    ho.budget = opt_.memory_budget > 0 ? opt_.memory_budget
+                : multi_ && avail > 0  ? avail / 4 * 3
+                                       : UINT64_MAX;
+    if (multi_)
+      std::fprintf(stderr, "paddock: memory budget %s for all loaded models%s\n",
+                   FormatBytes(ho.budget).c_str(),
+                   opt_.memory_budget > 0 ? "" : " (75% of the available memory; --memory-budget)");
+    host_ = std::make_unique<ModelHost>(
+        ho, Specs(), [this](const ModelSpec& spec, uint64_t kv) { return MakeLoaded(spec, kv); });
+    host_->LoadPinned();
+    host_->Start();
     state_.store(State::kReady);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paddock: error: %s\n", e.what());
@@ -93,18 +170,126 @@ void Server::LoadModel() {
   }
 }
 
-void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
+// The spec a request's model name selects.
+const ModelSpec& Server::Resolve(const std::string& name) const {
+  const std::vector<ModelSpec>& specs = host_->specs();
+  if (name.empty()) {
+    if (specs.size() == 1) return specs[0];
+    ApiError e;
+    e.param = "model";
+    e.message =
+        StrFormat("'model' is required: this server serves %zu models (GET /v1/models lists them)",
+                  specs.size());
+    throw e;
+  }
+  if (const ModelSpec* s = host_->Find(name)) return *s;
+  for (const ModelSpec& s : specs)
+    for (const std::string& l : s.loras)
+      if (l.compare(0, l.find('='), name) == 0 && l.find('=') == name.size()) return s;
+  for (const ModelLease& m : host_->Loaded())
+    if (m->loras.Find(name) != nullptr) return *host_->Find(m->id);
+  throw UnknownModel(Served(), name);
+}
+
+std::vector<ServedModel> Server::Served() const {
+  std::vector<ServedModel> out;
+  const std::vector<ModelHost::Status> st = host_->Statuses();
+  std::vector<ModelLease> loaded = host_->Loaded();
+  for (size_t i = 0; i < host_->specs().size(); ++i) {
+    const ModelSpec& spec = host_->specs()[i];
+    ServedModel m;
+    m.id = spec.id;
+    m.aliases = spec.aliases;
+    m.context = spec.context;
+    m.n_vocab = spec.info.n_vocab;
+    bool live = false;
+    for (const ModelLease& l : loaded) {
+      if (l->id != spec.id) continue;
+      m = ServedOf(l->ctx);
+      live = true;
+    }
+    if (!live) {
+      for (const std::string& l : spec.loras) {
+        LoraRegistry::Entry a;
+        a.name = l.substr(0, l.find('='));
+        ParseLoraArg(l.substr(l.find('=') + 1), &a.path, &a.scale);
+        m.loras.push_back(a);
+      }
+    }
+    if (multi_)
+      m.status = st[i].state == ModelHost::State::kLoaded    ? "loaded"
+                 : st[i].state == ModelHost::State::kLoading ? "loading"
+                                                             : "unloaded";
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void Server::WithModel(const HttpRequest& req, HttpResponse* res, const std::string& name,
+                       LoadedFn fn) {
   if (!Ready(res)) return;
+  const ModelSpec* spec = nullptr;
+  if (!Answering(res, [&] { spec = &Resolve(name); })) return;
+  static const auto hold = [](HttpResponse* r, const ModelLease& m) {
+    if (r->stream) r->stream = std::make_shared<LeasedBody>(std::move(r->stream), m);
+  };
+  if (ModelLease m = host_->TryAcquire(spec->id)) {
+    fn(req, res, *m);
+    hold(res, m);
+    return;
+  }
+  // Not loaded: the answer comes once the host has loaded it (other models serve meanwhile).
+  auto copy = std::make_shared<const HttpRequest>(req);
+  res->later = [this, copy, id = spec->id, fn](Reply reply) {
+    auto ready = [this, copy, fn, reply](ModelLease m, const ApiError* e) {
+      HttpResponse r;
+      Decorate(*copy, &r);
+      if (e != nullptr) {
+        SendError(&r, *e);
+        if (e->status == 503) r.SetHeader("Retry-After", "1");
+      } else {
+        try {
+          fn(*copy, &r, *m);
+        } catch (const std::exception&) {
+          r = HttpResponse();
+          Decorate(*copy, &r);
+          ApiError err;
+          err.status = 500;
+          err.type = "server_error";
+          err.message = "internal error";
+          SendError(&r, err);
+        }
+        hold(&r, m);
+      }
+      Counted(*copy, &r);
+      reply(std::move(r));
+    };
+    if (host_->AcquireLater(id, ready)) return;
+    HttpResponse busy;
+    Decorate(*copy, &busy);
+    ApiError e;
+    e.status = opt_.busy_status;
+    e.type = "rate_limit_exceeded";
+    e.message = "model '" + id + "' is loading and its queue is full; retry later";
+    busy.SetHeader("Retry-After", "1");
+    busy.SetHeader("X-Paddock-Overloaded", "queue-full");
+    SendError(&busy, e);
+    Counted(*copy, &busy);
+    reply(std::move(busy));
+  };
+}
+
+void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat, LoadedModel& m) {
   ApiRequest ar;
   std::vector<int32_t> prompt;
   if (!Answering(res, [&] {
-        ar = ParseRequest(req.body, chat, ctx_);
-        prompt = Prompt(ar, chat);
+        ar = ParseRequest(req.body, chat, m.ctx);
+        prompt = Prompt(m, ar, chat);
       }))
     return;
-  std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
+  std::vector<std::shared_ptr<RequestStream>> streams = Submit(m, prompt, ar, res);
   if (streams.empty()) return;
-  if (!SubmitMorePrompts(ar, &streams, res)) return;
+  if (!SubmitMorePrompts(m, ar, &streams, res)) return;
   ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
   res->status = 200;
   if (ar.stream) {
@@ -118,7 +303,7 @@ void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat) {
 // Completions with several prompts: the second and later ones submitted after the first, their
 // choices appended in order. A prompt refused (400, 429) ends the request: the choices already
 // submitted are cancelled and the refusal is the answer.
-bool Server::SubmitMorePrompts(const ApiRequest& ar,
+bool Server::SubmitMorePrompts(LoadedModel& m, const ApiRequest& ar,
                                std::vector<std::shared_ptr<RequestStream>>* streams,
                                HttpResponse* res) {
   for (size_t i = 1; i < ar.more_prompts.size(); ++i) {
@@ -127,7 +312,7 @@ bool Server::SubmitMorePrompts(const ApiRequest& ar,
     one.prompt_text = ar.more_prompts[i].text;
     one.prompt_tokens = ar.more_prompts[i].tokens;
     std::vector<std::shared_ptr<RequestStream>> more;
-    Answering(res, [&] { more = Submit(Prompt(one, false), one, res); });
+    Answering(res, [&] { more = Submit(m, Prompt(m, one, false), one, res); });
     if (more.empty()) {
       for (auto& s : *streams) s->Cancel();
       return false;
@@ -175,21 +360,22 @@ std::vector<std::pair<size_t, size_t>> ContentSpans(const std::string& text, con
 
 // The request's prompt tokens: the chat rendered by the template, token ids as given, or text
 // tokenized; checked against the vocabulary and the context (max_tokens clamped to fit).
-std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
-  const Engine& engine = service_->engine();
+std::vector<int32_t> Server::Prompt(const LoadedModel& m, ApiRequest& ar, bool chat) const {
+  const Engine& engine = m.service->engine();
+  const ApiContext& ctx_ = m.ctx;
   std::vector<int32_t> prompt;
   if (chat) {
     std::string text;
     try {
-      text = chat_->Render(ChatInput{ar.messages, true, ar.template_vars, ar.tools});
+      text = m.chat->Render(ChatInput{ar.messages, true, ar.template_vars, ar.tools});
     } catch (const Error& ex) {
       ApiError e;
       e.param = ar.template_vars.empty() ? "messages" : "chat_template_kwargs";
       e.message = ex.what();
       throw e;
     }
-    ar.harmony = harmony_;
-    ar.reasoning = reasoning_ && !harmony_;
+    ar.harmony = m.harmony;
+    ar.reasoning = m.reasoning && !m.harmony;
     ar.reasoning_open = ar.reasoning && ChatFormatter::OpensReasoning(text);
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string& bos = engine.info().bos_token;
@@ -239,13 +425,14 @@ std::vector<int32_t> Server::Prompt(ApiRequest& ar, bool chat) const {
 
 // Queues the request; on refusal answers 400 (invalid), 429 (queue full) or 503 (stopping)
 // and returns null.
-std::vector<std::shared_ptr<RequestStream>> Server::Submit(const std::vector<int32_t>& prompt,
+std::vector<std::shared_ptr<RequestStream>> Server::Submit(LoadedModel& m,
+                                                           const std::vector<int32_t>& prompt,
                                                            const ApiRequest& ar,
                                                            HttpResponse* res) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   SubmitStatus ss;
   try {
-    ss = service_->Submit(prompt, ar.options, &streams);
+    ss = m.service->Submit(prompt, ar.options, &streams);
   } catch (const Error& ex) {
     ApiError e;
     e.message = ex.what();
@@ -353,7 +540,7 @@ void Server::Models(HttpResponse* res) {
     SendError(res, e);
     return;
   }
-  res->body = ModelsBody(ctx_, created_);
+  res->body = ModelsBody(Served(), created_);
 }
 
 void Server::Health(HttpResponse* res) {
@@ -367,7 +554,7 @@ void Server::Health(HttpResponse* res) {
 
 void Server::Metrics(HttpResponse* res) {
   res->content_type = "text/plain; version=0.0.4";
-  if (state_.load() == State::kLoading || !service_) return;
+  if (state_.load() == State::kLoading || state_.load() == State::kFailed) return;
   HttpCounters http;
   {
     std::lock_guard<std::mutex> lock(http_mu_);
@@ -378,7 +565,30 @@ void Server::Metrics(HttpResponse* res) {
   http.refused = hs.refused;
   http.timeouts = hs.timeouts;
   http.oversized = hs.oversized;
-  res->body = PrometheusText(ctx_.model_name, service_->Stats(), http);
+  std::vector<ModelMetrics> ms;
+  const std::vector<ModelHost::Status> st = host_->Statuses();
+  const std::vector<ModelLease> loaded = host_->Loaded();
+  for (const ModelHost::Status& s : st) {
+    ModelMetrics m;
+    m.name = s.id;
+    m.footprint = s.footprint;
+    m.loads = s.loads;
+    m.evictions = s.evictions;
+    m.expiries = s.expiries;
+    m.load_failures = s.load_failures;
+    m.load_seconds_total = s.load_seconds_total;
+    m.last_load_seconds = s.last_load_seconds;
+    for (const ModelLease& l : loaded) {
+      if (l->id != s.id) continue;
+      m.loaded = true;
+      m.stats = l->service->Stats();
+    }
+    ms.push_back(std::move(m));
+  }
+  const std::string labels =
+      multi_ ? "" : "model_name=\"" + (st.empty() ? std::string() : st[0].id) + "\"";
+  res->body = PrometheusText(ms, http, host_->budget() == UINT64_MAX ? 0 : host_->budget(),
+                             host_->committed(), labels);
 }
 
 // Bodies from this size on are parsed (and their grammars compiled) in the background: a
@@ -397,6 +607,11 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
       HttpResponse r;
       try {
         Respond(*copy, &r);
+        if (r.later) {  // (its model is loading: the answer comes from the host)
+          auto later = std::move(r.later);
+          later(reply);
+          return;
+        }
       } catch (const std::exception&) {
         r = HttpResponse();
         ApiError e;
@@ -415,16 +630,20 @@ void Server::Handle(const HttpRequest& req, HttpResponse* res) {
     e.message = "too many large requests are waiting to be parsed; retry later";
     SendError(&busy, e);
     busy.SetHeader("Retry-After", "1");
-    Cors(*copy, &busy);
+    Decorate(*copy, &busy);
     Counted(*copy, &busy);
     reply(std::move(busy));
   };
 }
 
 // Every answer passes here: CORS, keys, routing, and the count by status.
-void Server::Respond(const HttpRequest& req, HttpResponse* res) {
+bool Server::Decorate(const HttpRequest& req, HttpResponse* res) const {
   if (!opt_.replica_name.empty()) res->SetHeader("X-Paddock-Replica", opt_.replica_name);
-  const bool cors = Cors(req, res);
+  return Cors(req, res);
+}
+
+void Server::Respond(const HttpRequest& req, HttpResponse* res) {
+  const bool cors = Decorate(req, res);
   if (req.method == "OPTIONS") {
     // CORS preflight, on any path: what a browser may send (no key: preflights carry none).
     // The headers it asks for are echoed (the official SDKs send x-stainless-*, x-api-key,
@@ -441,7 +660,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse* res) {
   } else if (Authorized(req, res)) {
     Route(req, res);
   }
-  Counted(req, res);
+  if (!res->later) Counted(req, res);  // (a later answer is counted when it is given)
 }
 
 // An answer's last step: an error in the shape of the request's API, and the count by status.
@@ -480,6 +699,11 @@ const Endpoint* FindEndpoint(const std::string& path, bool* model_path) {
                                         {"/api/ps", "GET"},
                                         {"/api/show", "POST"},
                                         {"/api/version", "GET"},
+                                        {"/api/pull", "POST"},
+                                        {"/api/push", "POST"},
+                                        {"/api/create", "POST"},
+                                        {"/api/copy", "POST"},
+                                        {"/api/delete", "DELETE"},
                                         {"/v1/load_lora_adapter", "POST"},
                                         {"/v1/unload_lora_adapter", "POST"}};
   static const Endpoint kModel = {"/v1/models/{id}", "GET"};
@@ -536,25 +760,36 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
   if (req.method != hit->method && !(get && req.method == "HEAD")) {
     e.status = 405;
     e.message = StrFormat("%s takes %s", hit->path, hit->method);
-    res->SetHeader("Allow", get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+    res->SetHeader(
+        "Allow", get ? std::string("GET, HEAD, OPTIONS") : std::string(hit->method) + ", OPTIONS");
     return SendError(res, e);
   }
+  const std::string model = req.method == "POST" ? PeekString(req.body, "model") : "";
   if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
-    Completion(req, res, req.path == "/v1/chat/completions");
+    const bool chat = req.path == "/v1/chat/completions";
+    WithModel(req, res, model, [this, chat](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+      Completion(q, r, chat, m);
+    });
   } else if (req.path == "/v1/models") {
     Models(res);
   } else if (model_path) {
     Model(req.path.substr(11), res);
   } else if (req.path == "/health") {
     Health(res);
-  } else if (req.path == "/tokenize") {
-    Tokenize(req, res);
-  } else if (req.path == "/detokenize") {
-    Detokenize(req, res);
+  } else if (req.path == "/tokenize" || req.path == "/detokenize") {
+    const bool detok = req.path == "/detokenize";
+    WithModel(req, res, model,
+              [this, detok](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+                detok ? Detokenize(q, r, m) : Tokenize(q, r, m);
+              });
   } else if (req.path == "/v1/embeddings") {
-    Embeddings(req, res);
+    WithModel(req, res, model, [this](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+      Embeddings(q, r, m);
+    });
   } else if (req.path == "/v1/load_lora_adapter" || req.path == "/v1/unload_lora_adapter") {
-    LoraUpdate(req, res);
+    WithModel(
+        req, res, PeekString(req.body, "base_model_name"),
+        [this](const HttpRequest& q, HttpResponse* r, LoadedModel& m) { LoraUpdate(q, r, m); });
   } else if (req.path.rfind("/api/", 0) == 0 || req.path == "/v1/messages" ||
              req.path == "/v1/responses") {
     Dialects(req, res);
@@ -575,10 +810,8 @@ HttpLimits Limits(const ServerOptions& o) {
 }
 
 int Server::Run() {
-  ctx_.model_name = opt_.model_name.empty() ? FileStem(opt_.engine.model_path) : opt_.model_name;
-  for (const std::string& a : opt_.model_aliases)
-    if (a != ctx_.model_name) ctx_.aliases.push_back(a);
-  ctx_.default_timeout = opt_.request_timeout;
+  multi_ = !opt_.models_dir.empty();
+  if (multi_) compute_ = ComputeShare::Create(opt_.engine.threads);
   const sigset_t sigs = StopSignals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   // A closed socket is an error on the write, not a signal. SIGHUP (a closed terminal, or a
@@ -601,7 +834,7 @@ int Server::Run() {
     const int fd = ListenTcp(opt_.host, opt_.agent_port);
     agent = std::thread([this, fd] { AgentLoop(fd); });
   }
-  std::thread loader([this] { LoadModel(); });
+  std::thread loader([this] { LoadModels(); });
   std::atomic<bool> exiting{false};
   int signal_number = 0;
   std::thread waiter([&] {
@@ -635,7 +868,7 @@ int Server::Run() {
   }
   if (state_.load() == State::kReady || state_.load() == State::kDraining) {
     state_.store(State::kStopping);
-    service_->Shutdown(opt_.grace_seconds);
+    host_->Shutdown(opt_.grace_seconds);
   }
   agent_stop_ = true;
   if (agent.joinable()) agent.join();
@@ -643,7 +876,7 @@ int Server::Run() {
   http_server_->Stop(5);
   background_.Stop();  // (after the HTTP layer: a late reply finds its exchange ended)
   http_server_.reset();
-  service_.reset();
+  host_.reset();
   if (state_.load() == State::kFailed) return 1;
   std::fprintf(stderr, "paddock: stopped\n");
   return 0;

@@ -23,6 +23,15 @@ struct ServerOptions {
   int port = 8080;                         // 0: any free port (printed on stderr)
   std::string model_name;                  // served name (default: the file's stem)
   std::vector<std::string> model_aliases;  // more names requests may use (listed in /v1/models)
+  // Several models: every GGUF file under this directory (server/model_registry.h), instead
+  // of engine.model_path, each loaded when a request names it and unloaded (least recently
+  // used, idle) to keep memory_budget.
+  std::string models_dir;
+  // Bytes for weights + KV + scratch of all loaded models; 0: with models_dir, 75% of the
+  // memory available at start; with one model, no limit (a model over a given budget fails).
+  uint64_t memory_budget = 0;
+  // With models_dir: seconds an idle model stays loaded (Ollama's keep_alive; < 0: forever).
+  double keep_alive = 300;
   // LoRA adapters served as model ids of their own: NAME=FILE or NAME=FILE:SCALE.
   std::vector<std::string> loras;
   // POST /v1/load_lora_adapter and /v1/unload_lora_adapter accepted (they read files named by

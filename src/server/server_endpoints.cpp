@@ -10,13 +10,14 @@ namespace paddock::server::server_detail {
 
 // A request in Anthropic's or Ollama's shape: translated into the OpenAI body, parsed and run
 // as one, its reply translated back (server/api_dialects.h).
-void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d) {
-  if (!Ready(res)) return;
+void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d,
+                               LoadedModel& m) {
   ApiRequest ar;
   std::vector<int32_t> prompt;
   Translated t;
   if (!Answering(res, [&] {
         t = ToOpenAiRequest(d, req.body);
+        if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
         if (!t.previous_response_id.empty()) {
           std::string prior;
           if (!responses_.Conversation(t.previous_response_id, &prior)) {
@@ -30,18 +31,24 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
           }
           t.body = ContinueConversation(t.body, prior, t.instructions);
         }
-        ar = ParseRequest(t.body, t.chat, ctx_);
+        if (t.load_only) return;
+        ar = ParseRequest(t.body, t.chat, m.ctx);
         for (ChatVar& v : t.vars) {
           bool given = false;
           for (const ChatVar& w : ar.template_vars) given = given || w.name == v.name;
           if (!given) ar.template_vars.push_back(std::move(v));
         }
-        prompt = Prompt(ar, t.chat);
+        prompt = Prompt(m, ar, t.chat);
       }))
     return;
-  std::vector<std::shared_ptr<RequestStream>> streams = Submit(prompt, ar, res);
+  if (t.load_only) {  // Ollama: no prompt loads the model (keep_alive 0: unloads it)
+    res->body =
+        OllamaLoadBody(d, PeekString(req.body, "model"), t.keep_alive_given && t.keep_alive == 0);
+    return;
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams = Submit(m, prompt, ar, res);
   if (streams.empty()) return;
-  const std::string model = ar.model.empty() ? ctx_.model_name : ar.model;
+  const std::string model = ar.model.empty() ? m.ctx.model_name : ar.model;
   ResponseMeta meta{NewId(t.chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
   res->status = 200;
   res->content_type = DialectContentType(d, t.stream);
@@ -60,25 +67,27 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
 }
 
 // NAME=FILE or NAME=FILE:SCALE (a path may hold ':'; the scale is a number after the last).
-void Server::LoadLoras() {
-  for (const std::string& spec : opt_.loras) {
-    const size_t eq = spec.find('=');
-    const std::string name = spec.substr(0, eq);
+void Server::LoadLoras(const ModelSpec& spec, LoadedModel* m) {
+  for (const std::string& entry : spec.loras) {
+    const size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
     std::string file;
     float scale = 1;
-    ParseLoraArg(spec.substr(eq + 1), &file, &scale);
-    if (name == ctx_.model_name ||
-        std::find(ctx_.aliases.begin(), ctx_.aliases.end(), name) != ctx_.aliases.end())
-      Fail("--lora %s: the name is the model's own", spec.c_str());
-    if (!loras_.Add({name, file, scale, service_->engine().LoadLora(file, scale)}))
-      Fail("--lora %s: another adapter has the name '%s'", spec.c_str(), name.c_str());
-    std::fprintf(stderr, "paddock: adapter '%s' from %s (scale %g)\n", name.c_str(), file.c_str(),
-                 scale);
+    ParseLoraArg(entry.substr(eq + 1), &file, &scale);
+    if (name == spec.id ||
+        std::find(spec.aliases.begin(), spec.aliases.end(), name) != spec.aliases.end())
+      Fail("--lora %s: the name is the model's own", entry.c_str());
+    if (!m->loras.Add({name, file, scale, m->service->engine().LoadLora(file, scale)}))
+      Fail("--lora %s: another adapter has the name '%s'", entry.c_str(), name.c_str());
+    std::fprintf(stderr, "paddock: adapter '%s' on '%s' from %s (scale %g)\n", name.c_str(),
+                 spec.id.c_str(), file.c_str(), scale);
   }
 }
 
 // POST /v1/load_lora_adapter, /v1/unload_lora_adapter (vLLM's): off without --lora-updates.
-void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res) {
+// With several models, base_model_name names the model (an adapter loaded at run time lasts
+// while its model stays loaded).
+void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res, LoadedModel& m) {
   const bool load = req.path == "/v1/load_lora_adapter";
   Answering(res, [&] {
     if (!opt_.lora_updates) {
@@ -90,23 +99,24 @@ void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res) {
           "--lora-updates";
       throw e;
     }
-    if (!Ready(res)) return;
     const LoraUpdateRequest u = ParseLoraUpdate(req.body, load);
     ApiError e;
     e.param = "lora_name";
     if (load) {
-      if (u.name == ctx_.model_name || loras_.Find(u.name) != nullptr ||
-          std::find(ctx_.aliases.begin(), ctx_.aliases.end(), u.name) != ctx_.aliases.end()) {
+      bool taken = false;
+      try {
+        (void)Resolve(u.name);
+        taken = true;
+      } catch (const ApiError&) {
+      }
+      if (taken ||
+          !m.loras.Add({u.name, u.path, u.scale, m.service->engine().LoadLora(u.path, u.scale)})) {
         e.message = "the model id '" + u.name + "' is taken";
         throw e;
       }
-      if (!loras_.Add({u.name, u.path, u.scale, service_->engine().LoadLora(u.path, u.scale)})) {
-        e.message = "the model id '" + u.name + "' is taken";
-        throw e;
-      }
-    } else if (!loras_.Remove(u.name)) {
+    } else if (!m.loras.Remove(u.name)) {
       e.status = 404;
-      e.message = "no adapter '" + u.name + "' is served";
+      e.message = "no adapter '" + u.name + "' is served on '" + m.id + "'";
       throw e;
     }
     res->body = LoraUpdatedBody(u.name, load);
@@ -131,31 +141,84 @@ void Server::StoredResponse(const HttpRequest& req, HttpResponse* res) {
 
 void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
   const Dialect d = DialectOfPath(req.path);
+  if (!Ready(res)) return;
+  const std::string model = req.method == "POST" ? PeekString(req.body, "model") : "";
+  if (d == Dialect::kOllamaChat || d == Dialect::kOllamaGenerate) {
+    // keep_alive 0 without a prompt for a model that is not loaded: nothing to load or unload.
+    Translated t;
+    try {
+      t = ToOpenAiRequest(d, req.body);
+    } catch (const ApiError& e) {
+      return SendError(res, e);
+    }
+    if (t.load_only && t.keep_alive_given && t.keep_alive == 0) {
+      const ModelSpec* spec = nullptr;
+      if (!Answering(res, [&] { spec = &Resolve(model); })) return;
+      if (!host_->TryAcquire(spec->id)) {
+        res->body = OllamaLoadBody(d, model, true);
+        return;
+      }
+    }
+  }
   if (d == Dialect::kAnthropic || d == Dialect::kResponses || d == Dialect::kOllamaChat ||
       d == Dialect::kOllamaGenerate) {
-    DialectCompletion(req, res, d);
+    WithModel(req, res, model, [this, d](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+      DialectCompletion(q, r, d, m);
+    });
+    return;
+  }
+  if (d == Dialect::kOllamaEmbed) {
+    WithModel(req, res, model, [this, d](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+      HttpRequest as_openai = q;
+      try {
+        const Translated t = ToOpenAiRequest(d, q.body);
+        if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
+        as_openai.body = t.body;
+      } catch (const ApiError& e) {
+        return SendError(r, e);
+      }
+      Embeddings(as_openai, r, m);
+      if (r->status == 200 && r->stream)
+        r->stream =
+            MakeTranslatedBody(std::move(r->stream), MakeReplyTranslator(d, false, m.id, 0));
+    });
     return;
   }
   try {
-    if (d == Dialect::kOllamaEmbed) {
-      HttpRequest as_openai = req;
-      const Translated t = ToOpenAiRequest(d, req.body);
-      as_openai.body = t.body;
-      Embeddings(as_openai, res);
-      if (res->status == 200 && res->stream) {
-        const std::string model = ctx_.model_name;
-        res->stream =
-            MakeTranslatedBody(std::move(res->stream), MakeReplyTranslator(d, false, model, 0));
-      }
-      return;
-    }
-    if (!Ready(res)) return;
-    std::vector<std::string> names = {ctx_.model_name};
-    names.insert(names.end(), ctx_.aliases.begin(), ctx_.aliases.end());
     if (req.path == "/api/tags" || req.path == "/api/ps") {
-      res->body = OllamaTagsBody(Facts(), req.path == "/api/ps");
+      const bool ps = req.path == "/api/ps";
+      std::vector<ModelFacts> facts;
+      const std::vector<ModelHost::Status> st = host_->Statuses();
+      for (size_t i = 0; i < host_->specs().size(); ++i) {
+        if (ps && st[i].state != ModelHost::State::kLoaded) continue;
+        ModelFacts f = Facts(host_->specs()[i]);
+        f.loaded_bytes = st[i].footprint;
+        f.expires = st[i].expires;
+        facts.push_back(std::move(f));
+      }
+      res->body = OllamaTagsBody(facts, ps);
     } else if (req.path == "/api/show") {
-      res->body = OllamaShowBody(Facts(), req.body, names);
+      std::string name = model.empty() ? PeekString(req.body, "name") : model;
+      const ModelSpec* spec = host_->Find(name);
+      if (spec == nullptr && host_->specs().size() == 1 && !multi_) spec = &host_->specs()[0];
+      std::vector<std::string> names;
+      if (spec != nullptr) {
+        names = spec->aliases;
+        names.insert(names.begin(), spec->id);
+      }
+      res->body = OllamaShowBody(spec != nullptr ? Facts(*spec) : ModelFacts(), req.body, names);
+    } else if (req.path == "/api/pull" || req.path == "/api/push" || req.path == "/api/create" ||
+               req.path == "/api/copy" || req.path == "/api/delete") {
+      ApiError e;
+      e.status = 501;
+      e.type = "not_implemented";
+      e.message = req.path == "/api/pull"
+                      ? "downloading models is not available: this server reads GGUF files from "
+                        "its --models-dir (copy a file there; GET /api/tags lists them)"
+                      : req.path +
+                            " is not available: models are the GGUF files of the "
+                            "server's --models-dir, managed on disk";
+      throw e;
     } else {
       res->body = OllamaVersionBody();
     }
@@ -164,13 +227,13 @@ void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
   }
 }
 
-// What Ollama's listings say about the served model.
-ModelFacts Server::Facts() const {
-  const ModelInfo& info = service_->engine().info();
+// What Ollama's listings say about a served model.
+ModelFacts Server::Facts(const ModelSpec& spec) const {
+  const ModelInfo& info = spec.info;
   ModelFacts f;
-  f.name = ctx_.model_name;
+  f.name = spec.id;
   f.family = info.arch;
-  f.context = ctx_.context;
+  f.context = spec.context;
   f.size_bytes = info.weight_bytes;
   // The type holding the most bytes (Ollama's quantization_level).
   uint64_t most = 0;
@@ -185,7 +248,13 @@ ModelFacts Server::Facts() const {
                      : params >= 1e6 ? StrFormat("%.1fM", params / 1e6)
                                      : StrFormat("%.0fK", params / 1e3);
   f.chat_template = info.chat_template;
-  f.tools = chat_ != nullptr && chat_->tool_format() != ToolFormat::kHermes;
+  try {
+    f.tools =
+        ChatFormatter::Create(info, spec.chat_template, spec.chat_template_file)->tool_format() !=
+        ToolFormat::kHermes;
+  } catch (const Error&) {
+    f.tools = false;
+  }
   return f;
 }
 
@@ -213,7 +282,7 @@ void Server::Model(const std::string& raw_id, HttpResponse* res) {
     }
   }
   try {
-    res->body = ModelBody(ctx_, id, created_);
+    res->body = ModelBody(Served(), id, created_);
   } catch (const ApiError& e) {
     SendError(res, e);
   }
@@ -221,11 +290,11 @@ void Server::Model(const std::string& raw_id, HttpResponse* res) {
 
 // POST /v1/embeddings: computed on the engine thread between steps, all inputs of a request in
 // shared forwards; the handler returns at once and the body follows when the vectors are done.
-void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
-  if (!Ready(res)) return;
+void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& m) {
+  const ApiContext& ctx_ = m.ctx;
   Answering(res, [&] {
     EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
-    const Engine& engine = service_->engine();
+    const Engine& engine = m.service->engine();
     std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
     for (const auto& t : er.texts) inputs.push_back(engine.Tokenize(t, engine.AddsBos()));
     int tokens = 0;
@@ -249,28 +318,27 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res) {
     // The vectors come later, from the engine thread: the response waits as a body source, so
     // the event thread goes on serving other connections meanwhile.
     auto body = std::make_shared<DeferredBody>();
-    service_->EmbedAsync(std::move(inputs), pooling,
-                         [body, model = er.model, tokens, base64 = er.base64](
-                             std::vector<std::vector<float>> v, const std::string& error) {
-                           if (!error.empty()) {
-                             ApiError e;
-                             e.status = 500;
-                             e.type = "server_error";
-                             e.message = error;
-                             body->Set(ErrorBody(e));
-                           } else {
-                             body->Set(EmbeddingsBody(v, model, tokens, base64));
-                           }
-                         });
+    m.service->EmbedAsync(std::move(inputs), pooling,
+                          [body, model = er.model, tokens, base64 = er.base64](
+                              std::vector<std::vector<float>> v, const std::string& error) {
+                            if (!error.empty()) {
+                              ApiError e;
+                              e.status = 500;
+                              e.type = "server_error";
+                              e.message = error;
+                              body->Set(ErrorBody(e));
+                            } else {
+                              body->Set(EmbeddingsBody(v, model, tokens, base64));
+                            }
+                          });
     res->stream = body;
   });
 }
 
-void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
-  if (!Ready(res)) return;
+void Server::Tokenize(const HttpRequest& req, HttpResponse* res, LoadedModel& m) {
   try {
     const TokenizeRequest t = ParseTokenize(req.body);
-    const Engine& engine = service_->engine();
+    const Engine& engine = m.service->engine();
     const std::vector<int32_t> ids =
         engine.Tokenize(t.content, t.add_special && engine.AddsBos(), t.parse_special);
     std::vector<std::string> pieces;
@@ -292,11 +360,10 @@ void Server::Tokenize(const HttpRequest& req, HttpResponse* res) {
   }
 }
 
-void Server::Detokenize(const HttpRequest& req, HttpResponse* res) {
-  if (!Ready(res)) return;
+void Server::Detokenize(const HttpRequest& req, HttpResponse* res, LoadedModel& m) {
   try {
     res->body =
-        DetokenizeBody(service_->engine().Detokenize(ParseDetokenize(req.body, ctx_.n_vocab)));
+        DetokenizeBody(m.service->engine().Detokenize(ParseDetokenize(req.body, m.ctx.n_vocab)));
   } catch (const ApiError& e) {
     SendError(res, e);
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "base/timer.h"
 #include "paddock/chat.h"
 #include "paddock/service.h"
 #include "server/api.h"
@@ -22,6 +23,7 @@
 #include "server/background.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/model_host.h"
 #include "server/response_store.h"
 #include "server/server.h"
 
@@ -41,6 +43,22 @@ inline std::string NewId(const char* prefix) {
                    static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
 }
 
+// A response body that holds its model while it is sent (no eviction mid-answer); the model
+// counts as used until the body ends.
+class LeasedBody : public BodySource {
+ public:
+  LeasedBody(std::shared_ptr<BodySource> inner, ModelLease m)
+      : inner_(std::move(inner)), m_(std::move(m)) {}
+  ~LeasedBody() override { m_->last_used = NowSeconds(); }
+  Pull Next(std::string* out) override { return inner_->Next(out); }
+  void Abort() override { inner_->Abort(); }
+  void SetWaker(Waker w) override { inner_->SetWaker(std::move(w)); }
+
+ private:
+  std::shared_ptr<BodySource> inner_;
+  ModelLease m_;
+};
+
 class Server {
  public:
   explicit Server(const ServerOptions& o) : opt_(o) {}
@@ -48,21 +66,35 @@ class Server {
   int Run();
 
  private:
+  using LoadedFn = std::function<void(const HttpRequest&, HttpResponse*, LoadedModel&)>;
+
   // Every request: a POST with a large body is answered later from background_ (its parse
   // and grammar compile are the costly part), others at once by Respond.
   void Handle(const HttpRequest& req, HttpResponse* res);
   void Respond(const HttpRequest& req, HttpResponse* res);
+  // The headers every answer gets (replica name, CORS); true if CORS allowed the origin.
+  bool Decorate(const HttpRequest& req, HttpResponse* res) const;
   void Counted(const HttpRequest& req, HttpResponse* res);
   void Route(const HttpRequest& req, HttpResponse* res);
+  // The model a request names (its "model", or `name`): fn runs with it now if it is loaded,
+  // else later (res->later) once the host has loaded it; its body holds the model.
+  void WithModel(const HttpRequest& req, HttpResponse* res, const std::string& name, LoadedFn fn);
+  // The spec a model name selects (an id, alias or adapter name; "" the only model). Throws
+  // ApiError: 400 without a name among several models, 404 for an unknown one.
+  const ModelSpec& Resolve(const std::string& name) const;
+  std::vector<ServedModel> Served() const;
+  std::unique_ptr<LoadedModel> MakeLoaded(const ModelSpec& spec, uint64_t kv_bytes);
+  std::vector<ModelSpec> Specs();
   // Anthropic's /v1/messages and Ollama's /api/* (server/api_dialects.h).
   void Dialects(const HttpRequest& req, HttpResponse* res);
-  void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d);
+  void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d, LoadedModel& m);
+  void OllamaKeepAlive(const HttpRequest& req, HttpResponse* res, Dialect d);
   void StoredResponse(const HttpRequest& req, HttpResponse* res);
   // serve --lora NAME=FILE[:SCALE]: loaded with the model; POST /v1/load_lora_adapter and
   // /v1/unload_lora_adapter at run time (with --lora-updates).
-  void LoadLoras();
-  void LoraUpdate(const HttpRequest& req, HttpResponse* res);
-  ModelFacts Facts() const;
+  void LoadLoras(const ModelSpec& spec, LoadedModel* m);
+  void LoraUpdate(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
+  ModelFacts Facts(const ModelSpec& spec) const;
   void Model(const std::string& raw_id, HttpResponse* res);
   // Runs fn; an ApiError or Error it throws becomes the answer (400 unless the ApiError says
   // otherwise). True when fn returned.
@@ -90,20 +122,22 @@ class Server {
   // CORS: the allow-origin headers when the request's Origin is allowed; true if it is.
   bool Cors(const HttpRequest& req, HttpResponse* res) const;
   // POST /v1/completions and /v1/chat/completions: the named steps below.
-  void Completion(const HttpRequest& req, HttpResponse* res, bool chat);
-  bool SubmitMorePrompts(const ApiRequest& ar, std::vector<std::shared_ptr<RequestStream>>* streams,
-                         HttpResponse* res);
+  void Completion(const HttpRequest& req, HttpResponse* res, bool chat, LoadedModel& m);
+  bool SubmitMorePrompts(LoadedModel& m, const ApiRequest& ar,
+                         std::vector<std::shared_ptr<RequestStream>>* streams, HttpResponse* res);
   bool Ready(HttpResponse* res);
-  std::vector<int32_t> Prompt(ApiRequest& ar, bool chat) const;  // throws ApiError / Error
-  std::vector<std::shared_ptr<RequestStream>> Submit(const std::vector<int32_t>& prompt,
+  // throws ApiError / Error
+  std::vector<int32_t> Prompt(const LoadedModel& m, ApiRequest& ar, bool chat) const;
+  std::vector<std::shared_ptr<RequestStream>> Submit(LoadedModel& m,
+                                                     const std::vector<int32_t>& prompt,
                                                      const ApiRequest& ar, HttpResponse* res);
   void Models(HttpResponse* res);
   void Health(HttpResponse* res);
   void Metrics(HttpResponse* res);
-  void Tokenize(const HttpRequest& req, HttpResponse* res);
-  void Detokenize(const HttpRequest& req, HttpResponse* res);
-  void Embeddings(const HttpRequest& req, HttpResponse* res);
-  void LoadModel();
+  void Tokenize(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
+  void Detokenize(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
+  void Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
+  void LoadModels();
   void AgentLoop(int fd);
   void RequestStop() {
     {
@@ -117,14 +151,11 @@ class Server {
   std::unique_ptr<HttpServer> http_server_;
   Background background_{64, 10};                    // large bodies: 64 may wait, at nice +10
   ResponseStore responses_{1000, size_t{64} << 20};  // the Responses API's, by id
-  LoraRegistry loras_;                               // adapters served as model ids
+  std::unique_ptr<ModelHost> host_;                  // the served models
+  bool multi_ = false;                               // --models-dir
+  std::shared_ptr<ComputeShare> compute_;            // the models' shared pool (--models-dir)
   enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
-  std::unique_ptr<Service> service_;
-  ApiContext ctx_;
-  std::unique_ptr<ChatFormatter> chat_;
-  bool reasoning_ = false;  // split chat replies' <think> sections (--reasoning-format)
-  bool harmony_ = false;    // parse chat replies' harmony channels (gpt-oss; not with none)
   int64_t created_ = UnixNow();
   std::mutex http_mu_;
   HttpCounters http_;

@@ -73,7 +73,7 @@ try {
   await client.completions.create({ model: 'no-such-model', prompt, max_tokens: 5 });
   check('unknown model is refused', false, 'no error');
 } catch (e) {
-  check('unknown model is refused', e.status === 400 && e.code === 'model_not_found', `${e.status} ${e.code}`);
+  check('unknown model is refused', e.status === 404 && e.code === 'model_not_found', `${e.status} ${e.code}`);
 }
 try {
   await client.chat.completions.create({ model, messages, temperature: 9 });

@@ -526,7 +526,9 @@ class StressRun {
   void Malformed(httplib::Client& c, std::mt19937_64& rng) {
     const std::string& b = kMalformed[rng() % std::size(kMalformed)];
     auto r = c.Post(rng() & 1 ? "/v1/completions" : "/v1/chat/completions", b, "application/json");
-    if (r && r->status == 400) {
+    // (an unknown model is a 404, as OpenAI answers it)
+    const bool unknown_model = b.find("\"nope\"") != std::string::npos;
+    if (r && r->status == (unknown_model ? 404 : 400)) {
       n_bad_++;
       return;
     }

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "paddock/service.h"
 #include "progress.h"
+#include "server/model_host.h"
 #include "server/server.h"
 
 namespace paddock::cli {
@@ -26,7 +27,20 @@ namespace {
 // The model and how its answers are shaped.
 const std::vector<OptionSpec>& ModelSpecs() {
   static const std::vector<OptionSpec> s = {
-      {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (required)"},
+      {{"-m", "--model"}, true, "model file: GGUF or llama2.c checkpoint (or --models-dir)"},
+      {{"--models-dir"},
+       true,
+       "serve every GGUF file under DIR (ids: file stems, or names and options from DIR/"
+       "models.json), each loaded when a request names it, within --memory-budget"},
+      {{"--memory-budget"},
+       true,
+       "bytes for weights + KV + scratch of all loaded models, e.g. 6G or 60% of the "
+       "available memory (default with --models-dir: 75%); least recently used idle models "
+       "are unloaded to keep it"},
+      {{"--keep-alive"},
+       true,
+       "with --models-dir: how long an idle model stays loaded (Ollama's keep_alive: 300, 5m, "
+       "1h; -1 forever, 0 unload when idle; default 5m); requests may set their own"},
       {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
       {{"--host"}, true, "address to listen on (default 127.0.0.1)"},
       {{"--port"}, true, "port (default 8080; 0 picks a free one)"},
@@ -180,7 +194,23 @@ namespace {
 // The engine and the scheduler: model, threads, kernels, KV, speculation, batching.
 void ReadEngineAndService(const Args& args, server::ServerOptions* so) {
   so->engine.model_path = args.Str("-m");
-  if (so->engine.model_path.empty()) throw UsageError("serve: no model given (-m MODEL)");
+  so->models_dir = args.Str("--models-dir");
+  if (so->engine.model_path.empty() && so->models_dir.empty())
+    throw UsageError("serve: no model given (-m MODEL, or --models-dir DIR)");
+  if (!so->engine.model_path.empty() && !so->models_dir.empty())
+    throw UsageError("serve: give -m MODEL or --models-dir DIR, not both");
+  for (const char* flag :
+       {"-z", "--lora", "--model-name", "--served-model-name", "--trace", "--draft-model"})
+    if (!so->models_dir.empty() && args.Has(flag))
+      throw UsageError(std::string("serve: ") + flag +
+                       " is per model: with --models-dir, set it in DIR/models.json");
+  if (args.Has("--memory-budget"))
+    so->memory_budget = ParseBytes("--memory-budget", args.Str("--memory-budget"));
+  if (args.Has("--keep-alive")) {
+    if (so->models_dir.empty())
+      throw UsageError("serve: --keep-alive is for --models-dir (one model stays loaded)");
+    so->keep_alive = server::ParseKeepAlive(args.Str("--keep-alive"));
+  }
   so->engine.tokenizer_path = args.Str("-z");
   so->engine.threads = static_cast<int>(args.Int("-t", 0, 0, 1024));
   so->engine.context = static_cast<int>(args.Int("-c", 0, 0, 1 << 24));
@@ -295,7 +325,7 @@ int CmdServe(int argc, char** argv) {
   const std::vector<OptionSpec> specs = ServeSpecs();
   Args args("serve", specs, argc, argv);
   if (args.Has("-h")) {
-    std::fputs(Usage("serve", "-m MODEL [options]", specs).c_str(), stdout);
+    std::fputs(Usage("serve", "-m MODEL | --models-dir DIR [options]", specs).c_str(), stdout);
     return 0;
   }
   if (!args.positional().empty())
