@@ -357,5 +357,67 @@ TEST(Service, ConstrainedBatchEqualsAlone) {
   EXPECT_GT(svc->Stats().grammar_masks, 0u);
 }
 
+// Two models on one ComputeShare (serve --models-dir): one thread pool, steps in turn. Each
+// model's requests, run while the other's run, give what they give alone.
+TEST(Service, ModelsSharingAPoolGiveTheirOwnOutputs) {
+  const std::string a_path = test::ModelPath("stories260K.bin"),
+                    a_tok = test::ModelPath("tok512.bin");
+  const std::string b_path = SynthModel(GgmlType::kQ8_0);
+  auto run = [&](Service& s, int n, bool tokens_from_b) {
+    std::vector<std::shared_ptr<RequestStream>> st;
+    const std::vector<std::vector<int32_t>> ps = Prompts(s.engine(), n);
+    for (const auto& p : ps) {
+      std::vector<int32_t> q = p;
+      if (tokens_from_b)
+        for (int32_t& t : q) t %= s.engine().info().n_vocab;
+      st.push_back(SubmitOk(s, q, Greedy(24, true)));
+    }
+    return st;
+  };
+  std::vector<std::string> alone_a, alone_b;
+  {
+    auto a = MakeService(a_path, a_tok);
+    for (auto& st : run(*a, 4, false)) alone_a.push_back(Drain(*st).text);
+    auto b = MakeService(b_path, "");
+    for (auto& st : run(*b, 4, true)) alone_b.push_back(Drain(*st).text);
+  }
+  auto share = ComputeShare::Create(2);
+  auto make = [&](const std::string& m, const std::string& t) {
+    EngineOptions eo;
+    eo.model_path = m;
+    eo.tokenizer_path = t;
+    eo.max_batch = 64;
+    eo.compute = share;
+    return Service::Create(Engine::Create(eo), ServiceOptions());
+  };
+  auto a = make(a_path, a_tok);
+  auto b = make(b_path, "");
+  EXPECT_EQ(a->engine().info().threads, 2);
+  auto sa = run(*a, 4, false);
+  auto sb = run(*b, 4, true);
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_EQ(Drain(*sa[i]).text, alone_a[i]);
+  for (size_t i = 0; i < sb.size(); ++i) EXPECT_EQ(Drain(*sb[i]).text, alone_b[i]);
+  EXPECT_GT(a->Stats().steps, 0u);
+  EXPECT_GT(b->Stats().steps, 0u);
+}
+
+// The estimate a memory budget admits models by: weights and KV exactly, scratch an upper bound
+// within a quarter of the engine's own figure.
+TEST(Service, EstimateMemoryBoundsWhatTheEngineHolds) {
+  for (const std::string& path :
+       {test::ModelPath("stories260K.gguf"), SynthModel(GgmlType::kQ4_0)}) {
+    EngineOptions eo;
+    eo.model_path = path;
+    eo.threads = 2;
+    eo.kv_sequences = 3;
+    const MemoryReport est = EstimateMemory(eo);
+    const MemoryReport got = Engine::Create(eo)->Memory();
+    EXPECT_EQ(est.weight_bytes, got.weight_bytes) << path;
+    EXPECT_EQ(est.kv_allocated_bytes, got.kv_allocated_bytes) << path;
+    EXPECT_GE(est.scratch_bytes, got.scratch_bytes) << path;
+    EXPECT_LE(est.scratch_bytes, got.scratch_bytes + got.scratch_bytes / 4 + 65536) << path;
+  }
+}
+
 }  // namespace
 }  // namespace paddock

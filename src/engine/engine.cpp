@@ -696,18 +696,30 @@ MemoryReport EstimateMemory(const EngineOptions& o) {
   r.kv_total_blocks = KvPoolBlocks(c, ko, static_cast<int>(kv_tokens));
   r.kv_allocated_bytes = static_cast<uint64_t>(r.kv_total_blocks) * r.kv_bytes_per_token *
                          static_cast<uint64_t>(ko.block_size);
-  // The activation arena (Activations::Plan) and the quantized inputs, for max_batch tokens,
-  // rounded up: every buffer as if it were the widest.
+  // The activation arena as Activations::Plan lays it out, and the matmul inputs' int8, bf16
+  // and tile copies (Transformer::AllocQuantized), for max_batch tokens: each at its largest.
   const uint64_t B = static_cast<uint64_t>(std::max(1, o.max_batch));
   const uint64_t T = static_cast<uint64_t>(
       o.compute ? o.compute->threads() : (o.threads > 0 ? o.threads : PhysicalCores()));
+  const uint64_t hd = static_cast<uint64_t>(c.head_dim), q = static_cast<uint64_t>(c.q_dim());
   const uint64_t cols = static_cast<uint64_t>(std::max({c.dim, c.q_dim(), c.max_ffn_dim()}));
-  const uint64_t moe = B * static_cast<uint64_t>(std::max(1, c.n_experts_used)) *
-                       static_cast<uint64_t>(std::max(c.expert_ffn_dim, c.dim));
+  const uint64_t moe_rows = B * static_cast<uint64_t>(c.n_experts_used);
+  const uint64_t hidden = std::max(B * static_cast<uint64_t>(c.max_ffn_dim()),
+                                   moe_rows * static_cast<uint64_t>(c.expert_ffn_dim));
   const uint64_t items = std::min<uint64_t>(B, 256);
-  r.scratch_bytes = 4 * (8 * B * cols + 2 * moe + items * static_cast<uint64_t>(c.n_vocab) +
-                         T * (static_cast<uint64_t>(ctx) + 64 * static_cast<uint64_t>(c.q_dim()))) +
-                    4 * (B * cols + moe) + (uint64_t{4} << 20);
+  const uint64_t rows = static_cast<uint64_t>(kAttnMaxRows);
+  const uint64_t floats =
+      B * (2 * static_cast<uint64_t>(c.dim) + 2 * q + 2 * static_cast<uint64_t>(c.kv_dim())) +
+      2 * hidden + items * static_cast<uint64_t>(c.n_vocab) +
+      4 * B * static_cast<uint64_t>(c.rope_dim / 2) +
+      T * (std::max<uint64_t>(static_cast<uint64_t>(ctx), 2 * static_cast<uint64_t>(c.n_heads)) +
+           q + AttendScratchFloats(c.head_dim) + rows * hd + 2 * rows * (hd + 2)) +
+      B * static_cast<uint64_t>(c.n_experts) + 2 * moe_rows * static_cast<uint64_t>(c.dim) +
+      (c.shared_ffn_dim > 0 ? B * static_cast<uint64_t>(c.dim) : 0) + 32 * 16;
+  const uint64_t act = std::max(B * cols, moe_rows * static_cast<uint64_t>(c.expert_ffn_dim));
+  // int8 inputs with their scales and sums, the tile packing, the bf16 copy.
+  r.scratch_bytes = 4 * floats + act + act / 4 + act + act / 4 + 2 * (B + 16) * cols +
+                    (c.is_moe() ? moe_rows * static_cast<uint64_t>(c.dim) * 5 / 4 : 0);
   return r;
 }
 
