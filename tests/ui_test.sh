@@ -37,6 +37,16 @@ kill -9 "$SPID" 2>/dev/null
 node "$HERE/ui/cors.mjs" "$BIN" "$M/stories260K.gguf"
 check "a page from another origin calls the API in headless Chromium (CORS)" $?
 
+# Several models (--models-dir): the picker lists them, a chat goes to the one picked (it loads
+# first), the dashboard shows memory per loaded model.
+mkdir -p "$TMP/models"
+cp "$M/stories260K.gguf" "$TMP/models/stories.gguf"
+"$BIN" synth --shape tiny --type q8_0 -o "$TMP/models/tiny.gguf" >/dev/null 2>&1
+start_server models --models-dir "$TMP/models" || exit 1
+node "$HERE/ui/models.mjs" "$PORT"
+check "the page picks a model among several and shows memory per model (headless Chromium)" $?
+kill -9 "$SPID" 2>/dev/null
+
 start_server noui -m "$M/stories260K.gguf" --no-ui || exit 1
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/")" = 404 ] &&
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ui/app.js")" = 404 ]

@@ -142,7 +142,7 @@ function requestBody() {
   const system = $('system').value.trim();
   if (system) messages.push({ role: 'system', content: system });
   for (const m of state.history) messages.push({ role: m.role, content: m.content });
-  const body = { model: state.model ?? 'default', messages, stream: true, stream_options: { include_usage: true } };
+  const body = { ...(state.model ? { model: state.model } : {}), messages, stream: true, stream_options: { include_usage: true } };
   const num = (id, parse) => { const v = $(id).value.trim(); return v === '' ? undefined : parse(v); };
   body.temperature = num('temperature', parseFloat);
   body.top_p = num('top_p', parseFloat);
@@ -244,6 +244,7 @@ async function generate() {
   } finally {
     state.controller = null;
     setBusy(false);
+    loadModels();  // (whether the model is loaded now)
   }
 }
 function send(ev) {
@@ -404,23 +405,39 @@ async function pollMetrics() {
     charts.kv.push([kv]);
     charts.latency.push([ms(ttft95), ms(itl95)]);
   }
-  const mem = {};
-  for (const x of s.paddock_memory_bytes ?? []) mem[x.labels.kind] = x.value;
+  // Memory per loaded model (one bar each: weights, KV in use, KV free, scratch), against the
+  // budget of all of them when the server has several.
+  const byModel = new Map();
+  for (const x of s.paddock_memory_bytes ?? []) {
+    const m = byModel.get(x.labels.model_name) ?? {};
+    m[x.labels.kind] = x.value;
+    byModel.set(x.labels.model_name, m);
+  }
+  const budget = sum(s, 'paddock_memory_budget_bytes'), committed = sum(s, 'paddock_memory_committed_bytes');
+  $('budget').textContent = budget > 0 ? 'In use: ' + bytes(committed) + ' of a ' + bytes(budget) + ' budget; ' +
+    byModel.size + ' of ' + (s.paddock_model_loaded ?? []).length + ' models loaded' : '';
   const parts = [['weights', '#2f6f5e'], ['kv_used', '#d08a2f'], ['kv_free', '#f0d7ad'], ['scratch', '#8a8fa0']];
-  mem.kv_free = Math.max(0, (mem.kv_pool ?? 0) - (mem.kv_used ?? 0));
-  const total = parts.reduce((a, [k]) => a + (mem[k] ?? 0), 0);
   const box = $('memory');
   box.replaceChildren();
-  const bar = box.appendChild(el('div', 'bar'));
-  const legend = box.appendChild(el('div', 'legend'));
-  for (const [k, color] of parts) {
-    const seg = bar.appendChild(el('span'));
-    seg.style.width = (total > 0 ? 100 * (mem[k] ?? 0) / total : 0) + '%';
-    seg.style.background = color;
-    const item = legend.appendChild(el('span', '', k.replace('_', ' ') + ': ' + bytes(mem[k] ?? 0)));
-    const sw = el('span', 'swatch');
-    sw.style.background = color;
-    item.prepend(sw);
+  const scale = Math.max(budget, ...[...byModel.values()].map((m) => (m.weights ?? 0) + (m.kv_pool ?? 0) + (m.scratch ?? 0)));
+  for (const [name, mem] of byModel) {
+    mem.kv_free = Math.max(0, (mem.kv_pool ?? 0) - (mem.kv_used ?? 0));
+    const total = parts.reduce((a, [k]) => a + (mem[k] ?? 0), 0);
+    const row = box.appendChild(el('div', 'model-memory'));
+    row.dataset.model = name;
+    row.appendChild(el('div', 'model-name', name + ': ' + bytes(total)));
+    const bar = row.appendChild(el('div', 'bar'));
+    bar.style.width = (budget > 0 && scale > 0 ? Math.max(2, 100 * total / scale) : 100) + '%';
+    const legend = row.appendChild(el('div', 'legend'));
+    for (const [k, color] of parts) {
+      const seg = bar.appendChild(el('span'));
+      seg.style.width = (total > 0 ? 100 * (mem[k] ?? 0) / total : 0) + '%';
+      seg.style.background = color;
+      const item = legend.appendChild(el('span', '', k.replace('_', ' ') + ': ' + bytes(mem[k] ?? 0)));
+      const sw = el('span', 'swatch');
+      sw.style.background = color;
+      item.prepend(sw);
+    }
   }
 }
 function showView(view) {
@@ -451,14 +468,41 @@ async function init() {
   charts.kv = new Chart($('c-kv'), [{ name: 'KV %', color: '#2f6f5e' }]);
   charts.latency = new Chart($('c-latency'), [{ name: 'TTFT', color: '#2f6f5e' }, { name: 'ITL', color: '#d08a2f' }]);
   showView(location.hash === '#dash' ? 'dash' : 'chat');
+  $('model').addEventListener('change', () => {
+    state.model = $('model').value;
+    localStorage.setItem('paddock.model', state.model);
+    showModelStatus();
+  });
+  await loadModels();
+  document.body.dataset.ready = 'true';
+}
+
+// The model picker: every served model and adapter (/v1/models); with several models, whether
+// each is loaded (a request for an unloaded one loads it first).
+let models = [];
+function showModelStatus() {
+  const m = models.find((x) => x.id === state.model);
+  $('model-status').textContent = m?.status ? m.status.value : '';
+}
+async function loadModels() {
+  const pick = $('model');
   try {
     const res = await fetch('/v1/models', { headers: headers() });
     const j = await res.json();
-    state.model = j.data?.[0]?.id ?? null;
-    $('model').textContent = state.model ?? (j.error?.message ?? 'no model');
+    models = j.data ?? [];
+    pick.replaceChildren();
+    for (const m of models) {
+      const o = pick.appendChild(el('option', '', m.id));
+      o.value = m.id;
+      if (m.parent) o.textContent = m.id + ' (adapter on ' + m.parent + ')';
+    }
+    if (models.length === 0) pick.appendChild(el('option', '', j.error?.message ?? 'no model'));
+    const saved = state.model ?? localStorage.getItem('paddock.model');
+    state.model = models.some((m) => m.id === saved) ? saved : (models[0]?.id ?? null);
+    if (state.model) pick.value = state.model;
+    showModelStatus();
   } catch (e) {
-    $('model').textContent = 'server unreachable';
+    pick.replaceChildren(el('option', '', 'server unreachable'));
   }
-  document.body.dataset.ready = 'true';
 }
 init();
