@@ -1,9 +1,16 @@
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <new>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "base/strings.h"
@@ -460,6 +467,7 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   // and a tied output matrix (the embedding lookup reads its rows one at a time), get the
   // row-split layout (kQ4_0R / kQ8_0R).
   using Repack = void (*)(const void*, void*, int64_t, int64_t);
+  std::mutex mu;  // m->relaid, m->relaid_bytes, the progress count
   auto relayout = [&](WeightTensor* t, bool row_access) {
     const bool x16 = !row_access && t->rows % kX16Rows == 0;
     Repack repack = nullptr;
@@ -489,6 +497,7 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
     ReleasePages(t->data, bytes);
     t->data = buf.get();
     t->type = to;
+    std::lock_guard<std::mutex> lock(mu);
     m->relaid_bytes += bytes;
     m->relaid.push_back(std::move(buf));
   };
@@ -500,17 +509,39 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
     for (ExpertWeights& e : L.experts) v.insert(v.end(), {&e.gate, &e.up, &e.down});
     return v;
   };
-  double total = size(&w.output), done = 0;
+  std::vector<std::pair<WeightTensor*, bool>> work;  // (matrix, read by rows)
   for (LayerWeights& L : w.layers)
-    for (WeightTensor* t : matrices(L)) total += size(t);
-  for (LayerWeights& L : w.layers) {
-    for (WeightTensor* t : matrices(L)) {
-      done += size(t);
-      relayout(t, false);
+    for (WeightTensor* t : matrices(L)) work.emplace_back(t, false);
+  work.emplace_back(&w.output, tied);
+  double total = 0, done = 0;
+  for (const auto& x : work) total += size(x.first);
+  // The matrices are independent: the cores take them in turn (a reload after an eviction
+  // waits on this copy; memory bandwidth, not one core, is then the limit).
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  auto worker = [&](bool report) {
+    for (size_t i; (i = next.fetch_add(1)) < work.size();) {
+      try {
+        relayout(work[i].first, work[i].second);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failure) failure = std::current_exception();
+        next = work.size();
+      }
+      double d;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        d = done += size(work[i].first);
+      }
+      if (report && progress) progress(d, total);
     }
-    if (progress) progress(done, total);
-  }
-  relayout(&w.output, tied);
+  };
+  const unsigned helpers = std::min(std::max(std::thread::hardware_concurrency(), 1u), 4u) - 1;
+  std::vector<std::thread> threads;
+  for (unsigned h = 0; h < helpers; ++h) threads.emplace_back(worker, false);
+  worker(true);
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
   if (progress) progress(total, total);
   if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
 }
