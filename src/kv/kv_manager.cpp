@@ -1,7 +1,10 @@
 #include "kv/kv_manager.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "base/strings.h"
 
@@ -134,7 +137,15 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
     hash_seed_ = BlockPool::HashBlock(hash_seed_, types, 2);  // KV dtypes change block content
   }
   storage_bytes_ = offset;
-  storage_.reset(new uint8_t[storage_bytes_ + 64]);
+  // On transparent huge pages where the kernel grants them: touching a pool of hundreds of
+  // MiB once (outside the hot loop) then takes a fault per 2 MiB, not per 4 KiB (190 MiB:
+  // 0.4 s -> a few ms), and attention's reads miss the TLB less.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t size = (storage_bytes_ + 64 + kHuge - 1) / kHuge * kHuge;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHuge, size) != 0) throw std::bad_alloc();
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: no error if the kernel declines
+  storage_.reset(static_cast<uint8_t*>(p));
   std::memset(storage_.get(), 0, storage_bytes_ + 64);  // touch once, outside the hot loop
   uint8_t* base = storage_.get() + (64 - reinterpret_cast<uintptr_t>(storage_.get()) % 64) % 64;
   for (size_t l = 0; l < layers_.size(); ++l) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -127,7 +128,10 @@ class KvManager {
   int window_ = 0;
   uint64_t hash_seed_ = 0;
   std::vector<KvLayerView> layers_;
-  std::unique_ptr<uint8_t[]> storage_;
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, FreeDeleter> storage_;  // 2 MiB aligned, on huge pages (advice)
   size_t storage_bytes_ = 0;
   size_t bytes_per_token_ = 0;
   std::vector<Sequence> seqs_;
