@@ -182,30 +182,48 @@ TEST(Lora, DifferentAdaptersInOneStepEqualEachAlone) {
 TEST(Lora, FastProductEqualsTheScalarReference) {
   Runner r(BaseModel());
   const auto a = LoraAdapter::Load(Adapter(16, 7), *r.model, 1.0f);
-  const WeightTensor* w = &r.model->weights.layers[0].w_down;
-  ASSERT_NE(a->For(w), nullptr);
-  const LoraPair& p = *a->For(w);
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> x(static_cast<size_t>(3 * p.in)), y0(static_cast<size_t>(3 * p.out)),
-      tmp(static_cast<size_t>(p.rank));
-  for (float& v : x) v = u(rng);
-  for (float& v : y0) v = u(rng);
-  std::vector<float> ref = y0, fast = y0;
-  a->Apply(w, x.data(), 3, ref.data(), tmp.data());
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) continue;
-    fast = y0;
-    a->Apply(w, x.data(), 3, fast.data(), tmp.data(), GetKernels(isa).dot);
-    EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
-    // The forward pass's halves: rank vectors, then the outputs in blocks.
-    fast = y0;
-    for (int j = 0; j < 3; ++j) {
-      LoraAdapter::Down(p, x.data() + j * p.in, tmp.data(), GetKernels(isa).dot);
-      for (int o0 = 0; o0 < p.out; o0 += 48)
-        LoraAdapter::Up(p, tmp.data(), fast.data() + j * p.out, o0, std::min(p.out, o0 + 48));
+  // (down: 172 inputs, 64 outputs; up: 64 inputs, 172 outputs: every vector path and tail)
+  for (const WeightTensor* w :
+       {&r.model->weights.layers[0].w_down, &r.model->weights.layers[0].w_up}) {
+    ASSERT_NE(a->For(w), nullptr);
+    const LoraPair& p = *a->For(w);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> x(static_cast<size_t>(3 * p.in)), y0(static_cast<size_t>(3 * p.out)),
+        tmp(static_cast<size_t>(p.rank));
+    for (float& v : x) v = u(rng);
+    for (float& v : y0) v = u(rng);
+    std::vector<float> ref = y0, fast = y0;
+    a->Apply(w, x.data(), 3, ref.data(), tmp.data());
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) continue;
+      fast = y0;
+      a->Apply(w, x.data(), 3, fast.data(), tmp.data(), GetKernels(isa).dot);
+      EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
+      // The forward pass's halves: rank vectors, then the outputs in blocks.
+      fast = y0;
+      for (int j = 0; j < 3; ++j) {
+        LoraAdapter::Down(p, x.data() + j * p.in, tmp.data(), GetKernels(isa).dot);
+        for (int o0 = 0; o0 < p.out; o0 += 48)
+          LoraAdapter::Up(p, tmp.data(), fast.data() + j * p.out, o0, std::min(p.out, o0 + 48));
+      }
+      EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
+      // The kernel table's halves (what the forward pass runs): 3 rows at once down (the 4-row
+      // block and the tail), outputs in blocks of 80 (the 64-wide, 16-wide and scalar paths).
+      const KernelTable& kt = GetKernels(isa);
+      std::vector<float> t3(static_cast<size_t>(3 * kMaxLoraRank));
+      for (int rows : {3, 1}) {
+        fast = y0;
+        for (int j0 = 0; j0 < 3; j0 += rows)
+          kt.lora_down(p.a.data(), p.rank, p.in, p.s, x.data() + j0 * p.in, rows,
+                       t3.data() + j0 * kMaxLoraRank, kMaxLoraRank);
+        for (int j = 0; j < 3; ++j)
+          for (int o0 = 0; o0 < p.out; o0 += 80)
+            kt.lora_up(p.bt.data(), p.rank, p.out, t3.data() + j * kMaxLoraRank,
+                       fast.data() + j * p.out, o0, std::min(p.out, o0 + 80));
+        EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa) << " rows " << rows;
+      }
     }
-    EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
   }
 }
 

@@ -222,6 +222,14 @@ struct KernelTable {
   void (*add)(float* y, const float* x, int64_t n);
   // y += a * x
   void (*axpy)(float* y, float a, const float* x, int64_t n);
+  // LoRA's two halves (model/lora.h) for n rows sharing one adapter pair. Down: t[j][r] =
+  // s * dot(a[r], x[j]) for r < rank (a: rank x in; x rows `in` apart; t rows t_stride apart).
+  // Up, one row: y[o] += sum_r t[r] * bt[r][o] for o in [o0, o1) (bt: rank x out), y read and
+  // written once.
+  void (*lora_down)(const float* a, int rank, int64_t in, float s, const float* x, int n, float* t,
+                    int t_stride);
+  void (*lora_up)(const float* bt, int rank, int64_t out, const float* t, float* y, int64_t o0,
+                  int64_t o1);
   // Rotates the first rope_dim dims of each of n_heads heads (stride head_dim) by the angles
   // whose cos/sin are given per pair (rope_dim / 2 entries). half_split: pairs (i, i+rope_dim/2)
   // (NeoX style); otherwise adjacent pairs (2i, 2i+1) (GGUF llama, llama2.c).

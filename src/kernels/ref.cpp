@@ -349,6 +349,27 @@ void RefAxpy(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void RefLoraDown(const float* a, int rank, int64_t in, float s, const float* x, int n, float* t,
+                 int t_stride) {
+  for (int j = 0; j < n; ++j) {
+    for (int r = 0; r < rank; ++r) {
+      double acc = 0;
+      for (int64_t i = 0; i < in; ++i)
+        acc += static_cast<double>(a[r * in + i]) * x[static_cast<int64_t>(j) * in + i];
+      t[j * t_stride + r] = static_cast<float>(acc) * s;
+    }
+  }
+}
+
+void RefLoraUp(const float* bt, int rank, int64_t out, const float* t, float* y, int64_t o0,
+               int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
+    float acc = y[o];
+    for (int r = 0; r < rank; ++r) acc += t[r] * bt[r * out + o];
+    y[o] = acc;
+  }
+}
+
 void RefRope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
              bool half_split) {
   const int half = rope_dim / 2;
@@ -438,6 +459,8 @@ KernelTable MakeScalarTable() {
   t.layernorm = RefLayerNorm;
   t.add = RefAdd;
   t.axpy = RefAxpy;
+  t.lora_down = RefLoraDown;
+  t.lora_up = RefLoraUp;
   t.rope = RefRope;
   SetReferenceKvKernels(&t);
   return t;

@@ -55,8 +55,9 @@ class LoraAdapter {
   void Apply(const WeightTensor* w, const float* x, int n, float* y, float* tmp,
              Dot dot = nullptr) const;
   // The fast product in two halves, so threads can split either: t = s * A x (rank floats, with
-  // the kernel table's dot product), then y[o] += sum_r t[r] B[o][r] for o in [o0, o1) (axpys
-  // over B's transpose, vectorized by the compiler).
+  // the kernel table's dot product), then y[o] += sum_r t[r] B[o][r] for o in [o0, o1) (over
+  // B's transpose, 16 outputs at a time). The forward pass uses the kernel table's lora_down and
+  // lora_up on the same pairs (several rows at once, vectorized per ISA).
   static void Down(const LoraPair& p, const float* x, float* t, Dot dot);
   static void Up(const LoraPair& p, const float* t, float* y, int o0, int o1);
 

@@ -147,47 +147,70 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
   const int64_t u = RowUnit(w);
   // LoRA: the rank vectors first, then each thread adds the products to the outputs it just
   // computed (no pass of its own: a fork/join per matrix cost a quarter of decode's time).
-  const bool lora = plan_.any_lora && LoraDown(w, x, n);
+  const WeightTensor* ws[1] = {&w};
+  const bool lora = plan_.any_lora && LoraDown(ws, 1, x, n);
   pool_.ParallelFor(w.rows / u, [&](int64_t b, int64_t e, int) {
     MatmulRows(w, x, xq, n, y, b * u, e * u);
-    if (lora) LoraUp(w, n, y, b * u, e * u);
+    if (lora) LoraUp(0, w, n, y, b * u, e * u);
   });
 }
 
-// Each row's pair for w and its rank vector (rows are independent: a row's product never
-// depends on its batch-mates); threads over rows when there are many. False: no row has one.
-bool Transformer::LoraDown(const WeightTensor& w, const float* x, int n) {
-  const LoraAdapter* last = nullptr;
-  const LoraPair* pair = nullptr;
+// Each row's pair for each of the m matrices (m <= kLoraSlots, one slot each) and its rank
+// vector (rows are independent: a row's product never depends on its batch-mates); one pass over
+// threads for all of them when there are many. False: no row has one.
+bool Transformer::LoraDown(const WeightTensor* const* ws, int m, const float* x, int n) {
+  const size_t B = static_cast<size_t>(max_batch_);
   bool any = false;
-  for (int j = 0; j < n; ++j) {  // (few adapters: each looked up once)
-    const LoraAdapter* a = plan_.lora[static_cast<size_t>(j)];
-    if (a != last) {
-      last = a;
-      pair = a != nullptr ? a->For(&w) : nullptr;
+  for (int k = 0; k < m; ++k) {
+    const LoraAdapter* last = nullptr;
+    const LoraPair* pair = nullptr;
+    for (int j = 0; j < n; ++j) {  // (few adapters: each looked up once)
+      const LoraAdapter* a = plan_.lora[static_cast<size_t>(j)];
+      if (a != last) {
+        last = a;
+        pair = a != nullptr ? a->For(ws[k]) : nullptr;
+      }
+      lora_pair_[static_cast<size_t>(k) * B + static_cast<size_t>(j)] = pair;
+      any = any || pair != nullptr;
     }
-    lora_pair_[static_cast<size_t>(j)] = pair;
-    any = any || pair != nullptr;
   }
   if (!any) return false;
+  const int64_t cols = ws[0]->cols;  // (the matrices of one call share their input)
+  // Tasks of up to 4 rows of one matrix; rows with the same pair go to the kernel together.
+  const int64_t per = (n + 3) / 4;
   auto down = [&](int64_t b, int64_t e, int) {
-    for (int64_t j = b; j < e; ++j)
-      if (const LoraPair* p = lora_pair_[static_cast<size_t>(j)])
-        LoraAdapter::Down(*p, x + j * w.cols, lora_tmp_.data() + j * kMaxLoraRank, k_->dot);
+    for (int64_t i = b; i < e; ++i) {
+      const size_t k = static_cast<size_t>(i / per);
+      const int j0 = static_cast<int>(i % per) * 4, j1 = std::min(n, j0 + 4);
+      for (int j = j0; j < j1;) {
+        const LoraPair* p = lora_pair_[k * B + static_cast<size_t>(j)];
+        int run = 1;
+        while (j + run < j1 && lora_pair_[k * B + static_cast<size_t>(j + run)] == p) ++run;
+        if (p != nullptr)
+          k_->lora_down(p->a.data(), p->rank, p->in, p->s, x + j * cols, run,
+                        lora_tmp_.data() + (k * B + static_cast<size_t>(j)) * kMaxLoraRank,
+                        kMaxLoraRank);
+        j += run;
+      }
+    }
   };
-  if (n >= 8) {
-    pool_.ParallelFor(n, down);
+  const int64_t tasks = per * m;
+  if (static_cast<int64_t>(n) * m >= 8) {
+    pool_.ParallelFor(tasks, down);
   } else {
-    down(0, n, 0);
+    down(0, tasks, 0);
   }
   return true;
 }
 
-void Transformer::LoraUp(const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1) {
-  for (int64_t j = 0; j < n; ++j)
-    if (const LoraPair* p = lora_pair_[static_cast<size_t>(j)])
-      LoraAdapter::Up(*p, lora_tmp_.data() + j * kMaxLoraRank, y + j * w.rows, static_cast<int>(o0),
-                      static_cast<int>(o1));
+void Transformer::LoraUp(int k, const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1) {
+  const size_t B = static_cast<size_t>(max_batch_);
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t slot = static_cast<size_t>(k) * B + static_cast<size_t>(j);
+    if (const LoraPair* p = lora_pair_[slot])
+      k_->lora_up(p->bt.data(), p->rank, p->out, lora_tmp_.data() + slot * kMaxLoraRank,
+                  y + j * w.rows, o0, o1);
+  }
 }
 
 bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
@@ -196,7 +219,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   const int hd = cfg_.head_dim;
   const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
   // Whole-row QK-norm (OLMoE) needs every head of a row before the epilogue: unfused.
-  if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full || plan_.any_lora) {
+  if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full) {
     Matmul(L.wq, x, xq, n, a_.q);
     Matmul(L.wk, x, xq, n, a_.kv_k);
     Matmul(L.wv, x, xq, n, a_.kv_v);
@@ -204,13 +227,18 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   }
   const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
   float* ys[3] = {a_.q, a_.kv_k, a_.kv_v};
+  // LoRA: each projection's product added to the rows just computed, before the epilogue.
+  const bool lora = plan_.any_lora && LoraDown(ws, 3, x, n);
   const int heads = cfg_.n_heads + 2 * cfg_.n_kv_heads;
   pool_.ParallelFor(heads, [&](int64_t hb, int64_t he, int) {
     const int64_t b = hb * hd, e = he * hd;
     int64_t base = 0;
     for (int m = 0; m < 3; ++m) {
       const int64_t lo = std::max(b, base), hi = std::min(e, base + ws[m]->rows);
-      if (lo < hi) MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
+      if (lo < hi) {
+        MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
+        if (lora) LoraUp(m, *ws[m], n, ys[m], lo - base, hi - base);
+      }
       base += ws[m]->rows;
     }
     for (int j = 0; j < n; ++j) QkvEpilogue(l, L, j, static_cast<int>(hb), static_cast<int>(he));
@@ -221,7 +249,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
 void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up, const float* x,
                                const ActQ8& xq, int n) {
   const int64_t ffn = gate.rows;
-  if (!fuse_ffn_ || plan_.any_lora) {  // (an adapter adds to gate and up before the GLU)
+  if (!fuse_ffn_) {
     Matmul(gate, x, xq, n, a_.hb);
     Matmul(up, x, xq, n, a_.hb2);
     glu_(a_.hb, a_.hb2, static_cast<int64_t>(n) * ffn);
@@ -230,11 +258,18 @@ void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up,
   // Each thread computes the same row slice of gate and up, then SwiGLU on that slice while it
   // is still in cache: one fork/join, no separate pass over the hidden activations.
   const int64_t u = std::max(RowUnit(gate), RowUnit(up));  // ffn % u == 0 (layout rule)
+  // LoRA: gate's and up's products added to the slice before the GLU.
+  const WeightTensor* ws[2] = {&gate, &up};
+  const bool lora = plan_.any_lora && LoraDown(ws, 2, x, n);
   pool_.ParallelFor(ffn / u, [&](int64_t b, int64_t e, int) {
     b *= u;
     e *= u;
     MatmulRows(gate, x, xq, n, a_.hb, b, e);
     MatmulRows(up, x, xq, n, a_.hb2, b, e);
+    if (lora) {
+      LoraUp(0, gate, n, a_.hb, b, e);
+      LoraUp(1, up, n, a_.hb2, b, e);
+    }
     for (int j = 0; j < n; ++j) glu_(a_.hb + j * ffn + b, a_.hb2 + j * ffn + b, e - b);
   });
 }

@@ -158,8 +158,8 @@ void Transformer::AllocPlan() {
   plan_.bf_rows.assign(B, 0);
   plan_.view.assign(B, nullptr);
   plan_.lora.assign(B, nullptr);
-  lora_tmp_.assign(B * kMaxLoraRank, 0.f);
-  lora_pair_.assign(B, nullptr);
+  lora_tmp_.assign(kLoraSlots * B * kMaxLoraRank, 0.f);
+  lora_pair_.assign(kLoraSlots * B, nullptr);
   plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
 }
 

@@ -377,15 +377,18 @@ class Transformer {
     int n_bf = 0;                          // tokens on the bf16 GEMM
     std::vector<int> logit_tok;            // (max_items) the token of each logits row
     std::vector<const LoraAdapter*> lora;  // (B) its sequence's adapter, or null
-    bool any_lora = false;                 // some token has one: the projections run unfused
+    bool any_lora = false;                 // some token has one
   } plan_;
-  std::vector<float> lora_tmp_;             // (B, kMaxLoraRank) each row's rank vector
-  std::vector<const LoraPair*> lora_pair_;  // (B) each row's pair for the current matrix
+  std::vector<float> lora_tmp_;             // (slots, B, kMaxLoraRank) each row's rank vector
+  std::vector<const LoraPair*> lora_pair_;  // (slots, B) each row's pair per matrix
   const LoraAdapter* default_lora_ = nullptr;
   // LoRA in Matmul: each row's pair for w and rank vector (false: none), then the products
   // added to outputs [o0, o1) of every row.
-  bool LoraDown(const WeightTensor& w, const float* x, int n);
-  void LoraUp(const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1);
+  // The rank vectors of m matrices sharing the input x (slots 0..m-1), and one slot's products
+  // added to outputs [o0, o1) of y.
+  static constexpr int kLoraSlots = 3;
+  bool LoraDown(const WeightTensor* const* ws, int m, const float* x, int n);
+  void LoraUp(int slot, const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1);
   // Mixture of experts, planned for the worst routing (R = max_batch * n_experts_used rows).
   std::unique_ptr<int8_t[]> moe_qs_;  // (R, dim) gathered int8 inputs
   std::unique_ptr<float[]> moe_d_;    // (R, dim / 32)

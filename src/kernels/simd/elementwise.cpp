@@ -128,9 +128,72 @@ void Rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, c
   }
 }
 
+// LoRA's rank vectors: four rows of x against each row of a at once (a's row is loaded once
+// per four dot products).
+void LoraDown(const float* a, int rank, int64_t in, float s, const float* x, int n, float* t,
+              int t_stride) {
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* x0 = x + static_cast<int64_t>(j) * in;
+    for (int r = 0; r < rank; ++r) {
+      const float* ar = a + r * in;
+      VecF c0 = Zero(), c1 = Zero(), c2 = Zero(), c3 = Zero();
+      int64_t i = 0;
+      for (; i + kLanes <= in; i += kLanes) {
+        const VecF av = Load(ar + i);
+        c0 = Fma(av, Load(x0 + i), c0);
+        c1 = Fma(av, Load(x0 + in + i), c1);
+        c2 = Fma(av, Load(x0 + 2 * in + i), c2);
+        c3 = Fma(av, Load(x0 + 3 * in + i), c3);
+      }
+      float d[4] = {ReduceAdd(c0), ReduceAdd(c1), ReduceAdd(c2), ReduceAdd(c3)};
+      for (; i < in; ++i)
+        for (int k = 0; k < 4; ++k) d[k] += ar[i] * x0[k * in + i];
+      for (int k = 0; k < 4; ++k) t[(j + k) * t_stride + r] = d[k] * s;
+    }
+  }
+  for (; j < n; ++j)
+    for (int r = 0; r < rank; ++r)
+      t[j * t_stride + r] = Dot(a + r * in, x + static_cast<int64_t>(j) * in, in) * s;
+}
+
+// LoRA's products added to one row's outputs: four vectors of outputs held over the whole rank.
+void LoraUp(const float* bt, int rank, int64_t out, const float* t, float* y, int64_t o0,
+            int64_t o1) {
+  int64_t o = o0;
+  for (; o + 4 * kLanes <= o1; o += 4 * kLanes) {
+    VecF c0 = Load(y + o), c1 = Load(y + o + kLanes), c2 = Load(y + o + 2 * kLanes),
+         c3 = Load(y + o + 3 * kLanes);
+    for (int r = 0; r < rank; ++r) {
+      const VecF tr = Set1(t[r]);
+      const float* row = bt + r * out + o;
+      c0 = Fma(tr, Load(row), c0);
+      c1 = Fma(tr, Load(row + kLanes), c1);
+      c2 = Fma(tr, Load(row + 2 * kLanes), c2);
+      c3 = Fma(tr, Load(row + 3 * kLanes), c3);
+    }
+    Store(y + o, c0);
+    Store(y + o + kLanes, c1);
+    Store(y + o + 2 * kLanes, c2);
+    Store(y + o + 3 * kLanes, c3);
+  }
+  for (; o + kLanes <= o1; o += kLanes) {
+    VecF c = Load(y + o);
+    for (int r = 0; r < rank; ++r) c = Fma(Set1(t[r]), Load(bt + r * out + o), c);
+    Store(y + o, c);
+  }
+  for (; o < o1; ++o) {
+    float acc = y[o];
+    for (int r = 0; r < rank; ++r) acc += t[r] * bt[r * out + o];
+    y[o] = acc;
+  }
+}
+
 }  // namespace
 
 void SetElementwiseKernels(KernelTable* t) {
+  t->lora_down = LoraDown;
+  t->lora_up = LoraUp;
   t->dot = Dot;
   t->rmsnorm = RmsNorm;
   t->softmax = Softmax;
