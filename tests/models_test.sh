@@ -25,6 +25,12 @@ complete() {  # complete MODEL PROMPT N -> the greedy text
     "{\"model\":\"$1\",\"prompt\":\"$2\",\"max_tokens\":$3,\"temperature\":0}" \
     "http://127.0.0.1:$PORT/v1/completions" | json_get 'd["choices"][0]["text"]'
 }
+expect() {  # expect NAME PATH BODY STATUS TEXT: the answer's status, and TEXT in its body
+  local r
+  r=$(post "$2" "$3")
+  [ "${r%% *}" = "$4" ] && echo "${r#* }" | grep -q -- "$5"
+  check "$1" $?
+}
 metric() {  # metric NAME MODEL -> value
   curl -s "http://127.0.0.1:$PORT/metrics" | sed -n "s/^$1{model_name=\"$2\"} //p"
 }
@@ -68,12 +74,9 @@ PORT=$MANY_PORT
   [ "$many_tiny" = "$one_tiny" ] && [ "Once upon a time$many_tale" = "$want_tale" ] &&
   [ "$many_tale" != "$many_story" ]
 check "each model's greedy text equals its single-model server's (alias and models.json adapter too)" $?
-r=$(post /v1/completions '{"model":"gpt-9","prompt":"x"}')
-[ "${r%% *}" = 404 ] && echo "${r#* }" | grep -q "'storyteller', 'gpt-4o-mini', 'tale' (an adapter), 'tiny'"
-check "an unknown model is a 404 naming the served ones" $?
-r=$(post /v1/completions '{"prompt":"x"}')
-[ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "'model' is required"
-check "no model among several is a 400" $?
+expect "an unknown model is a 404 naming the served ones" /v1/completions '{"model":"gpt-9","prompt":"x"}' \
+  404 "'storyteller', 'gpt-4o-mini', 'tale' (an adapter), 'tiny'"
+expect "no model among several is a 400" /v1/completions '{"prompt":"x"}' 400 "'model' is required"
 
 # --- two models decoding at once: each text as alone
 a_pid=() ; for i in 1 2 3; do complete storyteller "Once upon a time" 24 >"$TMP/both.s$i" & a_pid+=($!); complete tiny "hello" 12 >"$TMP/both.t$i" & a_pid+=($!); done
@@ -83,8 +86,10 @@ for i in 1 2 3; do
   [ "$(cat "$TMP/both.s$i")" = "$one_story" ] && [ "$(cat "$TMP/both.t$i")" = "$one_tiny" ] || ok=1
 done
 check "two models decoding at once: each text as alone" $ok
-curl -s "http://127.0.0.1:$PORT/metrics" | grep -q '^vllm:generation_tokens_total{model_name="tiny"} ' &&
-  curl -s "http://127.0.0.1:$PORT/metrics" | grep -q '^vllm:generation_tokens_total{model_name="storyteller"} '
+# (the page read whole first: grep -q would close the pipe early, failing curl under pipefail)
+m=$(curl -s "http://127.0.0.1:$PORT/metrics")
+grep -q '^vllm:generation_tokens_total{model_name="tiny"} ' <<<"$m" &&
+  grep -q '^vllm:generation_tokens_total{model_name="storyteller"} ' <<<"$m"
 check "per-model metrics carry model_name" $?
 
 # --- Ollama's model management
@@ -113,12 +118,10 @@ for _ in $(seq 1 100); do
 done
 [ "${r%% *}" = 200 ] && [ $expired = 0 ]
 check "a request's keep_alive (300ms) unloads the idle model when it runs out" $?
-r=$(post /api/generate '{"model":"tiny","prompt":"x","keep_alive":"5 minutes"}')
-[ "${r%% *}" = 400 ] && echo "${r#* }" | grep -q "keep_alive"
-check "a keep_alive that is not a duration is a 400" $?
-r=$(post /api/pull '{"model":"llama3"}')
-[ "${r%% *}" = 501 ] && echo "${r#* }" | grep -q "downloading models is not available"
-check "/api/pull answers that downloading is not available" $?
+expect "a keep_alive that is not a duration is a 400" /api/generate \
+  '{"model":"tiny","prompt":"x","keep_alive":"5 minutes"}' 400 keep_alive
+expect "/api/pull answers that downloading is not available" /api/pull '{"model":"llama3"}' 501 \
+  "downloading models is not available"
 kill "$SPID" 2>/dev/null
 
 # --- memory: three models whose sum exceeds the budget, requests alternating
