@@ -93,8 +93,9 @@ void AnthropicMessage(const json& m, size_t i, json* out) {
 // A choice's finish_reason and stop_reason (the stop string that ended it) as Anthropic's
 // stop_reason; *sequence gets that string (stop_sequence), null otherwise.
 std::string AnthropicStop(json& choice, json* sequence) {
-  const json& finish = choice["finish_reason"];
-  const json& stop = choice["stop_reason"];
+  // (copies: a second operator[] may insert into the object and move the first one's member)
+  const json finish = choice["finish_reason"];
+  const json stop = choice["stop_reason"];
   *sequence = nullptr;
   const std::string f = finish.is_string() ? finish.get<std::string>() : "stop";
   if (f == "length") return "max_tokens";
@@ -122,12 +123,13 @@ class AnthropicWhole : public WholeReply {
     if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
       content.push_back({{"type", "text"}, {"text", msg["content"]}});
     if (msg.contains("tool_calls")) {
-      for (auto& tc : msg["tool_calls"])
-        content.push_back(
-            {{"type", "tool_use"},
-             {"id", tc["id"]},
-             {"name", tc["function"]["name"]},
-             {"input", JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>())}});
+      for (auto& tc : msg["tool_calls"]) {
+        // (copied one at a time: operator[] may insert a member and move the others)
+        const json id = tc["id"];
+        const json name = tc["function"]["name"];
+        const json input = JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>());
+        content.push_back({{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", input}});
+      }
     }
     json sequence;
     const std::string stop = AnthropicStop(c, &sequence);
@@ -191,19 +193,21 @@ class AnthropicStream : public ReplyTranslator {
       if (d.contains("tool_calls")) {
         for (auto& tc : d["tool_calls"]) {
           Close(out);
-          out->append(SseEvent("content_block_start", {{"type", "content_block_start"},
-                                                       {"index", index_},
-                                                       {"content_block",
-                                                        {{"type", "tool_use"},
-                                                         {"id", tc["id"]},
-                                                         {"name", tc["function"]["name"]},
-                                                         {"input", json::object()}}}}));
+          // (copied one at a time: operator[] may insert a member and move the others)
+          const json id = tc["id"];
+          const json name = tc["function"]["name"];
+          const json arguments = tc["function"]["arguments"];
           out->append(SseEvent(
-              "content_block_delta",
-              {{"type", "content_block_delta"},
+              "content_block_start",
+              {{"type", "content_block_start"},
                {"index", index_},
-               {"delta",
-                {{"type", "input_json_delta"}, {"partial_json", tc["function"]["arguments"]}}}}));
+               {"content_block",
+                {{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", json::object()}}}}));
+          out->append(
+              SseEvent("content_block_delta",
+                       {{"type", "content_block_delta"},
+                        {"index", index_},
+                        {"delta", {{"type", "input_json_delta"}, {"partial_json", arguments}}}}));
           open_ = "tool_use";
         }
       }

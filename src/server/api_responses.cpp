@@ -141,12 +141,13 @@ json ReasoningItem(const std::string& id, const std::string& text) {
 }
 
 json CallItem(const std::string& id, json call, const char* status) {
-  return {{"type", "function_call"},
-          {"id", id},
-          {"call_id", call["id"]},
-          {"name", call["function"]["name"]},
-          {"arguments", call["function"]["arguments"]},
-          {"status", status}};
+  // (copied one at a time: operator[] may insert a member and move the others, so references
+  // into `call` must not wait in an initializer list)
+  const json call_id = call["id"];
+  const json name = call["function"]["name"];
+  const json arguments = call["function"]["arguments"];
+  return {{"type", "function_call"}, {"id", id},        {"call_id", call_id}, {"name", name},
+          {"arguments", arguments},  {"status", status}};
 }
 
 class ResponsesWhole : public WholeReply {
@@ -497,9 +498,12 @@ std::string StoredConversation(std::string_view openai_body, std::string_view re
     } else if (type == "message") {
       for (json& part : item["content"]) text += part.value("text", "");
     } else if (type == "function_call") {
-      calls.push_back({{"id", item["call_id"]},
+      const json id = item["call_id"];  // (one at a time: operator[] may insert and move)
+      const json name = item["name"];
+      const json arguments = item["arguments"];
+      calls.push_back({{"id", id},
                        {"type", "function"},
-                       {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+                       {"function", {{"name", name}, {"arguments", arguments}}}});
     }
   }
   msg["content"] = text;
