@@ -22,6 +22,7 @@
 #include "model/synth.h"
 #include "model/transformer.h"
 #include "paddock/error.h"
+#include "test_forward.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -102,15 +103,7 @@ struct Runner {
   // The logits after `toks`, fed in one step (batched) or token by token.
   std::vector<float> Logits(const std::vector<int32_t>& toks, bool batched) {
     const KvManager::SeqId seq = kv->Create(model->config.context_length);
-    const float* l = nullptr;
-    const int n = static_cast<int>(toks.size());
-    for (int i = 0; i < n;) {
-      const int step = batched ? n : 1;
-      EXPECT_TRUE(kv->Reserve(seq, i + step));
-      l = tf->Forward(&toks[static_cast<size_t>(i)], step, i, kv->View(seq));
-      kv->Commit(seq, &toks[static_cast<size_t>(i)], step);
-      i += step;
-    }
+    const float* l = test::FeedTokens(*tf, *kv, seq, toks, batched);
     std::vector<float> out(l, l + model->config.n_vocab);
     kv->Free(seq);
     return out;
@@ -200,17 +193,19 @@ TEST(Lora, FastProductEqualsTheScalarReference) {
       fast = y0;
       a->Apply(w, x.data(), 3, fast.data(), tmp.data(), GetKernels(isa).dot);
       EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
-      // The forward pass's halves: rank vectors, then the outputs in blocks.
+      // The kernel table's halves (what the forward pass runs), a row at a time: rank vectors,
+      // then the outputs in blocks of 48.
+      const KernelTable& kt = GetKernels(isa);
       fast = y0;
       for (int j = 0; j < 3; ++j) {
-        LoraAdapter::Down(p, x.data() + j * p.in, tmp.data(), GetKernels(isa).dot);
+        kt.lora_down(p.a.data(), p.rank, p.in, p.s, x.data() + j * p.in, 1, tmp.data(), p.rank);
         for (int o0 = 0; o0 < p.out; o0 += 48)
-          LoraAdapter::Up(p, tmp.data(), fast.data() + j * p.out, o0, std::min(p.out, o0 + 48));
+          kt.lora_up(p.bt.data(), p.rank, p.out, tmp.data(), fast.data() + j * p.out, o0,
+                     std::min(p.out, o0 + 48));
       }
       EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);
-      // The kernel table's halves (what the forward pass runs): 3 rows at once down (the 4-row
-      // block and the tail), outputs in blocks of 80 (the 64-wide, 16-wide and scalar paths).
-      const KernelTable& kt = GetKernels(isa);
+      // 3 rows at once down (the 4-row block and the tail), outputs in blocks of 80 (the
+      // 64-wide, 16-wide and scalar paths).
       std::vector<float> t3(static_cast<size_t>(3 * kMaxLoraRank));
       for (int rows : {3, 1}) {
         fast = y0;

@@ -19,6 +19,7 @@
 #include "model/weights.h"
 #include "paddock/error.h"
 #include "paddock/paddock.h"
+#include "test_forward.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -117,15 +118,7 @@ struct Runner {
     const int V = model->config.n_vocab;
     if (seq >= 0) kv->Free(seq);
     seq = kv->Create(model->config.context_length);
-    const float* l = nullptr;
-    const int n = static_cast<int>(toks.size());
-    for (int i = 0; i < n;) {
-      const int step = batched ? n : 1;
-      EXPECT_TRUE(kv->Reserve(seq, i + step));
-      l = tf->Forward(&toks[static_cast<size_t>(i)], step, i, kv->View(seq));
-      kv->Commit(seq, &toks[static_cast<size_t>(i)], step);
-      i += step;
-    }
+    const float* l = test::FeedTokens(*tf, *kv, seq, toks, batched);
     return std::vector<float>(l, l + V);
   }
 };

@@ -279,6 +279,11 @@ void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
   impl->kv = std::make_unique<KvManager>(impl->model->config, ko, static_cast<int>(kv_tokens));
 }
 
+// The threads an engine runs on: its share's pool, the option, or one per physical core.
+int ThreadsOf(const EngineOptions& o) {
+  return o.compute ? o.compute->threads() : (o.threads > 0 ? o.threads : PhysicalCores());
+}
+
 int ContextOf(const ModelConfig& c, const EngineOptions& o) {
   const int ctx = o.context > 0 ? o.context : std::min(c.context_length, kDefaultMaxContext);
   if (ctx > c.context_length)
@@ -309,8 +314,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
     RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress);
   const ModelConfig& c = impl->model->config;
   const int ctx = ContextOf(c, o);
-  const int threads =
-      o.compute ? o.compute->threads() : (o.threads > 0 ? o.threads : PhysicalCores());
+  const int threads = ThreadsOf(o);
   MakeTransformer(impl.get(), o, isa, threads, ctx);
   if (tracer) {
     tracer->Span("load", "engine", t0, NowSeconds(), "");
@@ -699,8 +703,7 @@ MemoryReport EstimateMemory(const EngineOptions& o) {
   // The activation arena as Activations::Plan lays it out, and the matmul inputs' int8, bf16
   // and tile copies (Transformer::AllocQuantized), for max_batch tokens: each at its largest.
   const uint64_t B = static_cast<uint64_t>(std::max(1, o.max_batch));
-  const uint64_t T = static_cast<uint64_t>(
-      o.compute ? o.compute->threads() : (o.threads > 0 ? o.threads : PhysicalCores()));
+  const uint64_t T = static_cast<uint64_t>(ThreadsOf(o));
   const uint64_t hd = static_cast<uint64_t>(c.head_dim), q = static_cast<uint64_t>(c.q_dim());
   const uint64_t cols = static_cast<uint64_t>(std::max({c.dim, c.q_dim(), c.max_ffn_dim()}));
   const uint64_t moe_rows = B * static_cast<uint64_t>(c.n_experts_used);

@@ -26,7 +26,7 @@ constexpr int kMaxLoraRank = 1024;
 struct LoraPair {
   std::vector<float> a;   // (rank, in) row-major
   std::vector<float> b;   // (out, rank)
-  std::vector<float> bt;  // (rank, out): B transposed, for the fast product (axpys over out)
+  std::vector<float> bt;  // (rank, out): B transposed, for the kernels (lora_up)
   int rank = 0, in = 0, out = 0;
   float s = 1;  // scale * alpha / rank (alpha 0: scale)
 };
@@ -54,12 +54,8 @@ class LoraAdapter {
   using Dot = float (*)(const float*, const float*, int64_t);
   void Apply(const WeightTensor* w, const float* x, int n, float* y, float* tmp,
              Dot dot = nullptr) const;
-  // The fast product in two halves, so threads can split either: t = s * A x (rank floats, with
-  // the kernel table's dot product), then y[o] += sum_r t[r] B[o][r] for o in [o0, o1) (over
-  // B's transpose, 16 outputs at a time). The forward pass uses the kernel table's lora_down and
-  // lora_up on the same pairs (several rows at once, vectorized per ISA).
-  static void Down(const LoraPair& p, const float* x, float* t, Dot dot);
-  static void Up(const LoraPair& p, const float* t, float* y, int o0, int o1);
+  // (The forward pass runs the product in two halves, the kernel table's lora_down over a and
+  // lora_up over bt, so threads can split either.)
 
  private:
   std::unordered_map<const WeightTensor*, LoraPair> pairs_;

@@ -136,19 +136,19 @@ std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounte
        "Weights + KV pool + scratch the model holds (loaded) or would hold (an estimate).",
        [](const ModelMetrics& m) { return m.footprint; });
   each("paddock_model_loads_total", "counter", "Loads of the model (the first and reloads).",
-       [](const ModelMetrics& m) { return m.loads; });
+       [](const ModelMetrics& m) { return m.host.loads; });
   each("paddock_model_evictions_total", "counter",
        "Unloads to make room for another model (least recently used, idle).",
-       [](const ModelMetrics& m) { return m.evictions; });
+       [](const ModelMetrics& m) { return m.host.evictions; });
   each("paddock_model_expiries_total", "counter", "Unloads when keep_alive ran out.",
-       [](const ModelMetrics& m) { return m.expiries; });
+       [](const ModelMetrics& m) { return m.host.expiries; });
   each("paddock_model_load_failures_total", "counter",
        "Loads that failed or were refused (larger than the memory budget).",
-       [](const ModelMetrics& m) { return m.load_failures; });
+       [](const ModelMetrics& m) { return m.host.load_failures; });
   each("paddock_model_load_seconds_total", "counter", "Seconds spent loading the model.",
-       [](const ModelMetrics& m) { return m.load_seconds_total; });
+       [](const ModelMetrics& m) { return m.host.load_seconds_total; });
   each("paddock_model_last_load_seconds", "gauge", "Seconds the model's last load took.",
-       [](const ModelMetrics& m) { return m.last_load_seconds; });
+       [](const ModelMetrics& m) { return m.host.last_load_seconds; });
   const std::string SL = L.empty() ? "" : "{" + L + "}";
   Header(&o, "paddock_memory_budget_bytes", "gauge",
          "The memory budget of all loaded models (weights + KV + scratch).");

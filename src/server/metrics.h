@@ -18,14 +18,19 @@ struct HttpCounters {
   uint64_t oversized = 0;  // bodies or headers past their limits
 };
 
+// What the model host (server/model_host.h) did with one model.
+struct ModelCounters {
+  uint64_t loads = 0, evictions = 0, expiries = 0, load_failures = 0;
+  double load_seconds_total = 0, last_load_seconds = 0;
+};
+
 // One served model: its service's figures while loaded, and what the host did with it.
 struct ModelMetrics {
   std::string name;
   bool loaded = false;
   ServiceStats stats;      // (loaded only)
   uint64_t footprint = 0;  // bytes it holds (loaded) or would (estimate)
-  uint64_t loads = 0, evictions = 0, expiries = 0, load_failures = 0;
-  double load_seconds_total = 0, last_load_seconds = 0;
+  ModelCounters host;
 };
 
 // Every model's series carry model_name; the server-wide ones (HTTP, the memory budget) carry

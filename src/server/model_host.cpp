@@ -21,8 +21,7 @@ struct ModelHost::Slot {
   uint64_t known = 0;     // the footprint of its last load (0: never loaded)
   std::vector<Ready> waiting;
   bool queued = false;  // in load_queue_
-  uint64_t loads = 0, evictions = 0, expiries = 0, load_failures = 0;
-  double load_seconds_total = 0, last_load_seconds = 0;
+  ModelCounters counters;
 };
 
 namespace {
@@ -81,15 +80,13 @@ bool ModelHost::AcquireLater(const std::string& id, Ready ready) {
   const ModelSpec* spec = Find(id);
   if (spec == nullptr) return false;
   ModelLease now;
+  bool stopping = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Slot& s = *slots_[static_cast<size_t>(spec - specs_.data())];
     if (stop_) {
-      const ApiError e = HostError(503, "service_unavailable", "the server is shutting down");
-      ready(nullptr, &e);
-      return true;
-    }
-    if (s.state == State::kLoaded) {
+      stopping = true;
+    } else if (s.state == State::kLoaded) {
       s.loaded->last_used = NowSeconds();
       now = s.loaded;
     } else {
@@ -101,7 +98,11 @@ bool ModelHost::AcquireLater(const std::string& id, Ready ready) {
       }
     }
   }
-  if (now) {
+  // (The answer is given outside the lock: it runs the request's handler.)
+  if (stopping) {
+    const ApiError e = HostError(503, "service_unavailable", "the server is shutting down");
+    ready(nullptr, &e);
+  } else if (now) {
     ready(now, nullptr);
   } else {
     cv_.notify_all();
@@ -136,7 +137,7 @@ bool ModelHost::Idle(const Slot& s) const {
 void ModelHost::Unload(Slot& s, std::unique_lock<std::mutex>& lock, bool expired) {
   ModelLease m = std::move(s.loaded);
   s.state = State::kUnloaded;
-  (expired ? s.expiries : s.evictions)++;
+  (expired ? s.counters.expiries : s.counters.evictions)++;
   const std::string& id = specs_[s.index].id;
   std::fprintf(stderr, "paddock: unloading '%s' (%s; %s)\n", id.c_str(),
                expired ? "keep_alive expired" : "room for another model",
@@ -193,7 +194,7 @@ void ModelHost::LoadOne(Slot& s, std::unique_lock<std::mutex>& lock) {
                     FormatBytes(one_context).c_str(), FormatBytes(est.scratch_bytes).c_str(),
                     FormatBytes(fixed + one_context - o_.budget).c_str(),
                     FormatBytes(o_.budget).c_str()));
-      s.load_failures++;
+      s.counters.load_failures++;
       return deliver(nullptr, &e);
     }
     kv_bytes = o_.budget - fixed;
@@ -222,7 +223,7 @@ void ModelHost::LoadOne(Slot& s, std::unique_lock<std::mutex>& lock) {
   const double seconds = NowSeconds() - t0;
   if (!made) {
     s.state = State::kUnloaded;
-    s.load_failures++;
+    s.counters.load_failures++;
     std::fprintf(stderr, "paddock: loading '%s' failed: %s\n", spec.id.c_str(), error.c_str());
     const ApiError e =
         HostError(500, "server_error",
@@ -235,9 +236,9 @@ void ModelHost::LoadOne(Slot& s, std::unique_lock<std::mutex>& lock) {
   s.loaded = ModelLease(made.release());
   s.state = State::kLoaded;
   s.known = s.loaded->footprint;
-  s.loads++;
-  s.load_seconds_total += seconds;
-  s.last_load_seconds = seconds;
+  s.counters.loads++;
+  s.counters.load_seconds_total += seconds;
+  s.counters.last_load_seconds = seconds;
   std::fprintf(stderr, "paddock: loaded '%s' in %.2f s (%s; %s of %s budget in use)\n",
                spec.id.c_str(), seconds, FormatBytes(s.loaded->footprint).c_str(),
                FormatBytes(committed()).c_str(), FormatBytes(o_.budget).c_str());
@@ -334,12 +335,7 @@ std::vector<ModelHost::Status> ModelHost::Statuses() const {
                    : s->known > 0                ? s->known
                                   : spec.estimate.weight_bytes + spec.estimate.kv_allocated_bytes +
                                         spec.estimate.scratch_bytes;
-    st.loads = s->loads;
-    st.evictions = s->evictions;
-    st.expiries = s->expiries;
-    st.load_failures = s->load_failures;
-    st.load_seconds_total = s->load_seconds_total;
-    st.last_load_seconds = s->last_load_seconds;
+    st.counters = s->counters;
     if (s->state == State::kLoaded && s->loaded->keep_alive >= 0)
       st.expires = wall + (s->loaded->last_used + s->loaded->keep_alive - now);
     out.push_back(st);

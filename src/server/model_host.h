@@ -26,6 +26,7 @@
 #include "paddock/service.h"
 #include "server/api.h"
 #include "server/lora_registry.h"
+#include "server/metrics.h"
 
 namespace paddock::server {
 
@@ -34,12 +35,12 @@ struct ModelSpec {
   std::vector<std::string> aliases;  // further names it answers to
   EngineOptions engine;              // model_path and the options it loads with
   std::string chat_template, chat_template_file;
-  std::vector<std::string> loras;  // NAME=FILE[:SCALE], loaded with the model
-  double keep_alive = -2;          // seconds (< 0: forever); -2: the server's default
-  bool pinned = false;             // loaded at start, never unloaded (`-m`)
-  ModelInfo info;                  // InspectModel's (metadata only)
-  int context = 0;                 // tokens per sequence it loads with
-  MemoryReport estimate;           // what it would hold (EstimateMemory)
+  std::vector<LoraRegistry::Entry> loras;  // adapters loaded with the model (adapter null here)
+  double keep_alive = -2;                  // seconds (< 0: forever); -2: the server's default
+  bool pinned = false;                     // loaded at start, never unloaded (`-m`)
+  ModelInfo info;                          // InspectModel's (metadata only)
+  int context = 0;                         // tokens per sequence it loads with
+  MemoryReport estimate;                   // what it would hold (EstimateMemory)
 };
 
 // One loaded model: what the handlers use. Lives while a lease holds it.
@@ -54,7 +55,6 @@ struct LoadedModel {
   double load_seconds = 0;
   std::atomic<double> last_used{0};    // monotonic seconds
   std::atomic<double> keep_alive{-1};  // seconds after last_used (< 0: forever)
-  std::atomic<double> expires{0};      // for listings: wall-clock seconds (0: never)
 };
 using ModelLease = std::shared_ptr<LoadedModel>;
 
@@ -64,7 +64,6 @@ class ModelHost {
     uint64_t budget = 0;      // bytes for all loaded models (weights + KV + scratch)
     double keep_alive = 300;  // default seconds an idle model stays (< 0: forever)
     int max_waiting = 256;    // requests waiting for one model's load, at most
-    std::string pooling;      // (passed through to the loaded models' contexts)
   };
   // Builds a loaded model from its spec on the loader thread (throws Error).
   using Loader = std::function<std::unique_ptr<LoadedModel>(const ModelSpec&, uint64_t kv_bytes)>;
@@ -74,8 +73,7 @@ class ModelHost {
   ModelHost(Options o, std::vector<ModelSpec> specs, Loader loader);
   ~ModelHost();  // stops the loader thread (Shutdown first)
 
-  // The spec a name selects: an id or alias; null if none. With adapter != null, an adapter
-  // name of a loaded model also selects its base (*adapter set to the adapter's name).
+  // The spec a name selects: an id or alias; null if none.
   const ModelSpec* Find(const std::string& name) const;
   const std::vector<ModelSpec>& specs() const { return specs_; }
   // Loaded now: its lease (last_used refreshed). Else null.
@@ -99,8 +97,7 @@ class ModelHost {
     std::string id;
     State state = State::kUnloaded;
     uint64_t footprint = 0;  // loaded: the engine's; else the estimate
-    uint64_t loads = 0, evictions = 0, expiries = 0, load_failures = 0;
-    double load_seconds_total = 0, last_load_seconds = 0;
+    ModelCounters counters;
     double expires = 0;  // loaded: wall-clock seconds (0: never)
   };
   std::vector<Status> Statuses() const;

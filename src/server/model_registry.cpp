@@ -79,9 +79,11 @@ void ApplyEntry(const std::string& dir, const std::string& id, const json& e, Mo
     } else if (key == "loras") {
       if (!v.is_object()) Fail("%s: expected {\"name\": \"FILE[:SCALE]\"}", where.c_str());
       for (const auto& [name, file] : v.items()) {
-        const std::string f = Str(file, where + " adapter '" + name + "'");
-        spec->loras.push_back(name + "=" +
-                              (fs::path(f).is_absolute() ? f : (fs::path(dir) / f).string()));
+        LoraRegistry::Entry a;
+        a.name = name;
+        ParseLoraArg(Str(file, where + " adapter '" + name + "'"), &a.path, &a.scale);
+        if (!fs::path(a.path).is_absolute()) a.path = (fs::path(dir) / a.path).string();
+        spec->loras.push_back(std::move(a));
       }
     } else {
       Fail(
@@ -151,8 +153,8 @@ std::vector<ModelSpec> ScanModelsDir(const std::string& dir, const EngineOptions
   for (const ModelSpec& s : specs) {
     if (!s.engine.draft_model.empty())
       draft_files[fs::weakly_canonical(s.engine.draft_model, ec).string()] = s.id;
-    for (const std::string& l : s.loras)
-      draft_files[fs::weakly_canonical(l.substr(l.find('=') + 1), ec).string()] = s.id;
+    for (const LoraRegistry::Entry& a : s.loras)
+      draft_files[fs::weakly_canonical(a.path, ec).string()] = s.id;
   }
   for (const fs::path& f : files) {
     const std::string name = f.filename().string();

@@ -70,7 +70,12 @@ std::vector<ModelSpec> Server::Specs() {
     spec.engine = opt_.engine;
     spec.chat_template = opt_.chat_template;
     spec.chat_template_file = opt_.chat_template_file;
-    spec.loras = opt_.loras;
+    for (const std::string& l : opt_.loras) {  // NAME=FILE or NAME=FILE:SCALE (checked by serve)
+      LoraRegistry::Entry a;
+      a.name = l.substr(0, l.find('='));
+      ParseLoraArg(l.substr(l.find('=') + 1), &a.path, &a.scale);
+      spec.loras.push_back(std::move(a));
+    }
     spec.pinned = true;
     if (opt_.memory_budget > 0) InspectSpec(&spec);
     return {spec};
@@ -184,8 +189,8 @@ const ModelSpec& Server::Resolve(const std::string& name) const {
   }
   if (const ModelSpec* s = host_->Find(name)) return *s;
   for (const ModelSpec& s : specs)
-    for (const std::string& l : s.loras)
-      if (l.compare(0, l.find('='), name) == 0 && l.find('=') == name.size()) return s;
+    for (const LoraRegistry::Entry& a : s.loras)
+      if (a.name == name) return s;
   for (const ModelLease& m : host_->Loaded())
     if (m->loras.Find(name) != nullptr) return *host_->Find(m->id);
   throw UnknownModel(Served(), name);
@@ -208,14 +213,7 @@ std::vector<ServedModel> Server::Served() const {
       m = ServedOf(l->ctx);
       live = true;
     }
-    if (!live) {
-      for (const std::string& l : spec.loras) {
-        LoraRegistry::Entry a;
-        a.name = l.substr(0, l.find('='));
-        ParseLoraArg(l.substr(l.find('=') + 1), &a.path, &a.scale);
-        m.loras.push_back(a);
-      }
-    }
+    if (!live) m.loras = spec.loras;
     if (multi_)
       m.status = st[i].state == ModelHost::State::kLoaded    ? "loaded"
                  : st[i].state == ModelHost::State::kLoading ? "loading"
@@ -572,12 +570,7 @@ void Server::Metrics(HttpResponse* res) {
     ModelMetrics m;
     m.name = s.id;
     m.footprint = s.footprint;
-    m.loads = s.loads;
-    m.evictions = s.evictions;
-    m.expiries = s.expiries;
-    m.load_failures = s.load_failures;
-    m.load_seconds_total = s.load_seconds_total;
-    m.last_load_seconds = s.last_load_seconds;
+    m.host = s.counters;
     for (const ModelLease& l : loaded) {
       if (l->id != s.id) continue;
       m.loaded = true;

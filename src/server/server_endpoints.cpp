@@ -66,21 +66,19 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
       std::move(translator));
 }
 
-// NAME=FILE or NAME=FILE:SCALE (a path may hold ':'; the scale is a number after the last).
+// The spec's adapters (serve --lora, models.json), each served as a model id of its own.
 void Server::LoadLoras(const ModelSpec& spec, LoadedModel* m) {
-  for (const std::string& entry : spec.loras) {
-    const size_t eq = entry.find('=');
-    const std::string name = entry.substr(0, eq);
-    std::string file;
-    float scale = 1;
-    ParseLoraArg(entry.substr(eq + 1), &file, &scale);
-    if (name == spec.id ||
-        std::find(spec.aliases.begin(), spec.aliases.end(), name) != spec.aliases.end())
-      Fail("--lora %s: the name is the model's own", entry.c_str());
-    if (!m->loras.Add({name, file, scale, m->service->engine().LoadLora(file, scale)}))
-      Fail("--lora %s: another adapter has the name '%s'", entry.c_str(), name.c_str());
+  for (LoraRegistry::Entry a : spec.loras) {
+    if (a.name == spec.id ||
+        std::find(spec.aliases.begin(), spec.aliases.end(), a.name) != spec.aliases.end())
+      Fail("adapter '%s': the name is the model's own", a.name.c_str());
+    a.adapter = m->service->engine().LoadLora(a.path, a.scale);
+    const std::string name = a.name, path = a.path;
+    const float scale = a.scale;
+    if (!m->loras.Add(std::move(a)))
+      Fail("adapter '%s': another adapter has the name", name.c_str());
     std::fprintf(stderr, "paddock: adapter '%s' on '%s' from %s (scale %g)\n", name.c_str(),
-                 spec.id.c_str(), file.c_str(), scale);
+                 spec.id.c_str(), path.c_str(), scale);
   }
 }
 
@@ -145,16 +143,13 @@ void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
   const std::string model = req.method == "POST" ? PeekString(req.body, "model") : "";
   if (d == Dialect::kOllamaChat || d == Dialect::kOllamaGenerate) {
     // keep_alive 0 without a prompt for a model that is not loaded: nothing to load or unload.
-    Translated t;
-    try {
-      t = ToOpenAiRequest(d, req.body);
-    } catch (const ApiError& e) {
-      return SendError(res, e);
-    }
-    if (t.load_only && t.keep_alive_given && t.keep_alive == 0) {
-      const ModelSpec* spec = nullptr;
-      if (!Answering(res, [&] { spec = &Resolve(model); })) return;
-      if (!host_->TryAcquire(spec->id)) {
+    // (A loaded model's request is translated once, by DialectCompletion.)
+    const ModelSpec* spec = nullptr;
+    if (!Answering(res, [&] { spec = &Resolve(model); })) return;
+    if (!host_->TryAcquire(spec->id)) {
+      Translated t;
+      if (!Answering(res, [&] { t = ToOpenAiRequest(d, req.body); })) return;
+      if (t.load_only && t.keep_alive_given && t.keep_alive == 0) {
         res->body = OllamaLoadBody(d, model, true);
         return;
       }
