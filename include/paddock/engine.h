@@ -21,6 +21,7 @@
 namespace paddock {
 
 class LoraAdapter;  // model/lora.h
+class StageLink;    // model/stage_link.h
 
 // Several engines on one set of cores (a server holding several models): one thread pool for
 // all of them, and their steps taken in turn, one at a time, first come first served (a ticket
@@ -105,6 +106,9 @@ struct EngineOptions {
   // Run on this shared pool, taking turns with the other engines on it (threads is then the
   // share's); null: a pool of the engine's own.
   std::shared_ptr<ComputeShare> compute;
+  // A pipeline's head (dist/pipeline.h): this process runs the embeddings and layers
+  // [0, stages->head_layers()), the link's stages the rest; null: the whole model here.
+  std::shared_ptr<StageLink> stages;
   // Chrome trace-event JSON written here when the engine is destroyed (Perfetto opens it):
   // operators per thread, forward steps, and with a Service its steps, scheduling decisions
   // and request spans. Opened at Create (Error if it cannot be written). Empty: off.

@@ -25,6 +25,7 @@
 #include "engine/text_stream.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
+#include "model/stage_link.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 
@@ -243,6 +244,14 @@ void MakeTransformer(Engine::Impl* impl, const EngineOptions& o, Isa isa, int th
   t.SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
   t.SetPruneLast(o.prune_last);
   t.SetMatmulBlockBytes(o.matmul_block_bytes);
+  if (o.stages) {
+    if (!o.lora_path.empty())
+      Fail(
+          "--lora: adapters are not split across pipeline stages (serve one process per adapter "
+          "base instead)");
+    impl->stages = o.stages;
+    t.SetStageLink(o.stages.get());
+  }
   if (!o.lora_path.empty()) {
     impl->lora = LoraAdapter::Load(o.lora_path, *impl->model, o.lora_scale);
     t.SetDefaultLora(impl->lora.get());
@@ -275,8 +284,15 @@ KvCacheOptions KvPlan(const ModelConfig& c, const EngineOptions& o, int ctx, int
 
 void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
   int64_t kv_tokens = 0;
-  const KvCacheOptions ko = KvPlan(impl->model->config, o, ctx, &kv_tokens);
+  KvCacheOptions ko = KvPlan(impl->model->config, o, ctx, &kv_tokens);
+  if (o.stages) {  // the head's layers only; the stages replay its copy-on-write copies
+    ko.layer_end = o.stages->head_layers();
+  }
   impl->kv = std::make_unique<KvManager>(impl->model->config, ko, static_cast<int>(kv_tokens));
+  if (o.stages) {
+    StageLink* link = o.stages.get();
+    impl->kv->SetCopyListener([link](int32_t from, int32_t to) { link->CopyBlock(from, to); });
+  }
 }
 
 // The threads an engine runs on: its share's pool, the option, or one per physical core.
@@ -310,8 +326,10 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->model->tokenizer->RenderSpecial(o.render_special);
   // Re-laying out copies the weights into memory: only when they fit.
   const bool fits = avail == 0 || impl->model->weight_bytes <= avail;
+  WeightRange range;  // a pipeline's head: its layers, not the output head
+  if (o.stages) range = {0, o.stages->head_layers(), false};
   if (o.relayout_weights && o.int8_activations && fits)
-    RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress);
+    RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress, range);
   const ModelConfig& c = impl->model->config;
   const int ctx = ContextOf(c, o);
   const int threads = ThreadsOf(o);
@@ -700,6 +718,13 @@ MemoryReport EstimateMemory(const EngineOptions& o) {
   r.kv_total_blocks = KvPoolBlocks(c, ko, static_cast<int>(kv_tokens));
   r.kv_allocated_bytes = static_cast<uint64_t>(r.kv_total_blocks) * r.kv_bytes_per_token *
                          static_cast<uint64_t>(ko.block_size);
+  if (o.stages) {  // a pipeline's head: the embeddings and its layers, its layers' KV
+    const int head = o.stages->head_layers();
+    r.weight_bytes = EmbeddingBytes(*m);
+    for (int l = 0; l < head; ++l) r.weight_bytes += LayerWeightBytes(*m, l);
+    r.kv_allocated_bytes =
+        r.kv_allocated_bytes * static_cast<uint64_t>(head) / static_cast<uint64_t>(c.n_layers);
+  }
   // The activation arena as Activations::Plan lays it out, and the matmul inputs' int8, bf16
   // and tile copies (Transformer::AllocQuantized), for max_batch tokens: each at its largest.
   const uint64_t B = static_cast<uint64_t>(std::max(1, o.max_batch));

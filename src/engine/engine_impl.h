@@ -69,6 +69,7 @@ struct Engine::Impl {
   std::unique_ptr<LoadedModel> model;
   std::shared_ptr<ThreadPool> pool;
   std::shared_ptr<ComputeShare> compute;  // EngineOptions::compute (the pool is its pool)
+  std::shared_ptr<StageLink> stages;      // EngineOptions::stages (the transformer uses it)
   std::unique_ptr<LoraAdapter> lora;      // EngineOptions::lora_path (before the transformer: it
                                           // points to it)
   std::unique_ptr<Transformer> transformer;

@@ -92,6 +92,7 @@ size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
 int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens) {
   if (o.block_size < 1 || o.block_size > 4096)
     Fail("KV block size %d is out of range [1, 4096]", o.block_size);
+  if (o.num_blocks > 0) return o.num_blocks;
   const size_t per_block = KvBytesPerToken(cfg, o) * static_cast<size_t>(o.block_size);
   size_t blocks;
   if (o.memory_bytes > 0) {
@@ -122,12 +123,17 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
   size_t offset = 0;
   std::vector<size_t> offs;
   hash_seed_ = BlockPool::HashBlock(0x5eedull, &o.block_size, 1);
+  const int own_end = o.layer_end > 0 ? o.layer_end : cfg.n_layers;
+  if (o.layer_begin < 0 || own_end > cfg.n_layers || o.layer_begin >= own_end)
+    Fail("KV layers [%d, %d) are not a range of the model's %d", o.layer_begin, own_end,
+         cfg.n_layers);
   for (int l = 0; l < cfg.n_layers; ++l) {
     KvLayerView& L = layers_[static_cast<size_t>(l)];
     L.k_type = kt[static_cast<size_t>(l)];
     L.v_type = vt[static_cast<size_t>(l)];
-    L.k_row_bytes = KvRowBytes(L.k_type, cfg.n_kv_heads, cfg.head_dim);
-    L.v_row_bytes = KvRowBytes(L.v_type, cfg.n_kv_heads, cfg.head_dim);
+    const bool own = l >= o.layer_begin && l < own_end;  // another stage's layer: no storage
+    L.k_row_bytes = own ? KvRowBytes(L.k_type, cfg.n_kv_heads, cfg.head_dim) : 0;
+    L.v_row_bytes = own ? KvRowBytes(L.v_type, cfg.n_kv_heads, cfg.head_dim) : 0;
     bytes_per_token_ += L.k_row_bytes + L.v_row_bytes;
     offs.push_back(offset);
     offset += (slots * L.k_row_bytes + 63) / 64 * 64;
@@ -259,6 +265,7 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
 }
 
 void KvManager::CopyBlock(int32_t from, int32_t to) {
+  if (on_copy_) on_copy_(from, to);
   const size_t bs = static_cast<size_t>(block_size());
   for (const KvLayerView& L : layers_) {
     std::memcpy(L.k + static_cast<size_t>(to) * bs * L.k_row_bytes,

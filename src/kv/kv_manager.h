@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ struct KvCacheOptions {
   std::string layer_types;  // per-layer overrides, see ParseKvLayerTypes
   bool prefix_cache = true;
   int sliding_window = -1;  // -1: the model's; 0: off; N: force a window of N tokens
+  // Pipeline stages (dist/pipeline.h): storage for layers [layer_begin, layer_end) only (0, 0:
+  // every layer). The block count is the whole model's, so that every stage's block ids mean
+  // the same slots; each stage holds its layers' share of the bytes.
+  int layer_begin = 0, layer_end = 0;
+  int32_t num_blocks = 0;  // a pipeline stage: exactly its head's block count (0: from the budget)
 };
 
 // Per-layer K/V types from a spec like "*=int4,first=int8,last=int8" or "0-3=int8/int4":
@@ -85,6 +91,14 @@ class KvManager {
   // back, so `len` must not cut into them (Error). Speculative decoding rolls back with it.
   void Truncate(SeqId seq, int len);
   int Length(SeqId seq) const;
+  // Block `to` = block `from` in every layer held (copy-on-write; a pipeline stage replays its
+  // head's copies with it).
+  void CopyBlock(int32_t from, int32_t to);
+  // Every layer's storage (a pipeline stage's own view of the blocks its head allocates).
+  const KvLayerView* layer_views() const { return layers_.data(); }
+  // Called with (from, to) for every block copied (copy-on-write): a pipeline's head forwards
+  // the copies to the stages holding the other layers (dist/pipeline.h).
+  void SetCopyListener(std::function<void(int32_t from, int32_t to)> f) { on_copy_ = std::move(f); }
   KvView View(SeqId seq) const;
 
   void BeginStep() { pool_.BeginStep(); }
@@ -120,7 +134,7 @@ class KvManager {
   uint64_t BlockParent(const Sequence& s, int b) const;
   Sequence& Seq(SeqId id);
   const Sequence& Seq(SeqId id) const;
-  void CopyBlock(int32_t from, int32_t to);
+  std::function<void(int32_t, int32_t)> on_copy_;
 
   const ModelConfig& cfg_;
   KvCacheOptions opt_;

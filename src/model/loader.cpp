@@ -458,7 +458,8 @@ std::unique_ptr<uint8_t, LoadedModel::FreeDeleter> WeightBuffer(size_t bytes, bo
 }  // namespace
 
 void RelayoutWeights(LoadedModel* m, bool huge_pages,
-                     const std::function<void(double done, double total)>& progress) {
+                     const std::function<void(double done, double total)>& progress,
+                     const WeightRange& range) {
   ModelWeights& w = m->weights;
   const bool tied = w.output.data == w.tok_embd.data;
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
@@ -510,9 +511,10 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
     return v;
   };
   std::vector<std::pair<WeightTensor*, bool>> work;  // (matrix, read by rows)
-  for (LayerWeights& L : w.layers)
-    for (WeightTensor* t : matrices(L)) work.emplace_back(t, false);
-  work.emplace_back(&w.output, tied);
+  const int end = range.end < 0 ? static_cast<int>(w.layers.size()) : range.end;
+  for (int l = range.begin; l < end; ++l)
+    for (WeightTensor* t : matrices(w.layers[static_cast<size_t>(l)])) work.emplace_back(t, false);
+  if (range.output) work.emplace_back(&w.output, tied);
   double total = 0, done = 0;
   for (const auto& x : work) total += size(x.first);
   // The matrices are independent: the cores take them in turn (a reload after an eviction
@@ -544,6 +546,31 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   if (failure) std::rethrow_exception(failure);
   if (progress) progress(total, total);
   if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
+}
+
+namespace {
+uint64_t TensorBytes(const WeightTensor& t) {
+  return t ? static_cast<uint64_t>(t.rows) * t.row_bytes : 0;
+}
+}  // namespace
+
+uint64_t LayerWeightBytes(const LoadedModel& m, int layer) {
+  const LayerWeights& L = m.weights.layers[static_cast<size_t>(layer)];
+  uint64_t b = 0;
+  for (const WeightTensor* t :
+       {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router})
+    b += TensorBytes(*t);
+  for (const ExpertWeights& e : L.experts)
+    b += TensorBytes(e.gate) + TensorBytes(e.up) + TensorBytes(e.down);
+  return b + 4u * 4u * static_cast<uint64_t>(m.config.dim);  // the norms, roughly
+}
+
+uint64_t EmbeddingBytes(const LoadedModel& m) {
+  return TensorBytes(m.weights.tok_embd);
+}
+
+uint64_t OutputHeadBytes(const LoadedModel& m) {
+  return m.weights.output.data == m.weights.tok_embd.data ? 0 : TensorBytes(m.weights.output);
 }
 
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include "base/strings.h"
 #include "model/lora.h"
+#include "model/stage_link.h"
 
 namespace paddock {
 
@@ -37,7 +38,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       step_tokens_(max_batch_),
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
-      int8_(int8_activations) {
+      int8_(int8_activations),
+      layer_end_(model.config.n_layers) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
   glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_->gelu_mul
          : cfg_.ffn_act == FfnAct::kSwigluOai ? SwigluOai
@@ -237,7 +239,8 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
   int no = 0;
   for (ItemKernels k : {ItemKernels::kInteger, ItemKernels::kMixed, ItemKernels::kBf16})
     for (int i = 0; i < n_items; ++i)
-      if (KernelsOf(items[i]) == k) plan_.order[static_cast<size_t>(no++)] = i;
+      if (keep_order_ ? k == ItemKernels::kInteger : KernelsOf(items[i]) == k)
+        plan_.order[static_cast<size_t>(no++)] = i;
   int n = 0, rows = 0;
   plan_.n_bf = 0;
   plan_.any_lora = false;
@@ -348,22 +351,120 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
   }
 }
 
-// One step: plan, embed, layers, logits.
+// One step: plan, embed, layers, logits (a pipeline's head: its layers, then the stages').
 void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
+  if (link_ != nullptr) {
+    ForwardPipelined(items, n_items, logits);
+    return;
+  }
   int rows = 0;
   const int n = PlanStep(items, n_items, &rows);
+  const int carried = RunLayers(items, n_items, n, rows, nullptr);
+  if (pending_residual_) AddResidual(carried);  // the last layer's FFN output
+  Logits(items, n_items, n, rows, logits);
+}
+
+// The planned step's tokens through this process's layers: embedded (the first stage) or the
+// residual stream x_in from the stage before.
+int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
+                           const float* x_in) {
   SetStepRows(n);
-  EmbedTokens(items, n_items, n);
+  if (x_in == nullptr) {
+    EmbedTokens(items, n_items, n);
+  } else {
+    std::memcpy(a_.x, x_in, sizeof(float) * static_cast<size_t>(n) * cfg_.dim);
+    RopeTables(n);
+  }
   pending_residual_ = false;
   // The last layer's attention, FFN and residual serve only the logits rows (each item's last
   // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
   // is its own (batch invariance), so the rows kept are what they would be in the full step.
   n_logit_rows_ = rows;
-  prune_last_ = prune_last_on_ && rows < n && observer_ == nullptr;
+  prune_last_ = prune_last_on_ && rows < n && observer_ == nullptr && layer_end_ == cfg_.n_layers;
   int carried = n;
-  for (int l = 0; l < cfg_.n_layers; ++l) carried = Layer(l, carried);
-  if (pending_residual_) AddResidual(carried);  // the last layer's FFN output
-  Logits(items, n_items, n, rows, logits);
+  for (int l = layer_begin_; l < layer_end_; ++l) carried = Layer(l, carried);
+  return carried;
+}
+
+void Transformer::SetStageLink(StageLink* link) {
+  link_ = link;
+  SetLayers(0, link != nullptr ? link->head_layers() : cfg_.n_layers);
+  keep_order_ = false;
+  mb_items_.resize(static_cast<size_t>(max_items_));
+  mb_row_.assign(static_cast<size_t>(max_items_), 0);
+}
+
+void Transformer::SetLayers(int begin, int end) {
+  if (begin < 0 || end > cfg_.n_layers || begin >= end)
+    Fail("layers [%d, %d) are not a range of the model's %d", begin, end, cfg_.n_layers);
+  layer_begin_ = begin;
+  layer_end_ = end;
+  keep_order_ = begin > 0;  // a later stage runs the items in its head's order
+}
+
+// A pipeline's head: the items split into micro-batches of about equal tokens (whole items,
+// in order); each runs the head's layers and goes to the link while the next one runs here, so
+// the stages work on micro-batch i while the head works on i + 1. The result rows come back
+// per micro-batch and are laid out in a_.logits (or, for hidden states, rows of dim floats).
+void Transformer::ForwardPipelined(const BatchItem* items, int n_items, const float** logits) {
+  if (n_items < 1 || n_items > max_items_)
+    Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
+  int total = 0;
+  for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);
+  const int mbs = std::max(1, std::min(link_->micro_batches(), n_items));
+  const size_t row_floats =
+      hidden_out_ ? static_cast<size_t>(cfg_.dim) : static_cast<size_t>(cfg_.n_vocab);
+  struct Sent {
+    int rows, first_row;
+  };
+  Sent sent[kMaxItems];
+  int n_sent = 0, next_row = 0;
+  for (int i0 = 0, done = 0; i0 < n_items; ++n_sent) {
+    // Whole items, until the tokens so far reach this micro-batch's share of the step's.
+    const int64_t until = static_cast<int64_t>(total) * (n_sent + 1) / mbs;
+    int i1 = i0, tokens = 0;
+    while (i1 < n_items && (i1 == i0 || done + tokens < until)) tokens += items[i1++].n;
+    int rows = 0;
+    const int n = PlanStep(items + i0, i1 - i0, &rows);
+    RunLayers(items + i0, i1 - i0, n, rows, nullptr);
+    if (pending_residual_) AddResidual(n);
+    for (int oi = 0, r = next_row; oi < i1 - i0; ++oi) {
+      const int i = i0 + plan_.order[static_cast<size_t>(oi)];
+      mb_items_[static_cast<size_t>(oi)] = items[i];
+      mb_row_[static_cast<size_t>(i)] = r;
+      r += items[i].n_logits;
+    }
+    link_->Send(n_sent, mb_items_.data(), i1 - i0, a_.x, n, rows, hidden_out_);
+    sent[n_sent] = {rows, next_row};
+    next_row += rows;
+    done += tokens;
+    i0 = i1;
+  }
+  float* out = hidden_out_ ? a_.xb : a_.logits;
+  for (int m = 0; m < n_sent; ++m)
+    link_->Receive(m, out + static_cast<size_t>(sent[m].first_row) * row_floats, sent[m].rows,
+                   row_floats);
+  for (int i = 0; i < n_items; ++i)
+    logits[i] = out + static_cast<size_t>(mb_row_[static_cast<size_t>(i)]) * row_floats;
+}
+
+// A later stage of a pipeline: its layers on a micro-batch from the stage before.
+const float* Transformer::ForwardStage(const BatchItem* items, int n_items, const float* x,
+                                       bool hidden_out, int* rows_out) {
+  int rows = 0;
+  const int n = PlanStep(items, n_items, &rows);
+  const int carried = RunLayers(items, n_items, n, rows, x);
+  if (pending_residual_) AddResidual(carried);
+  if (layer_end_ < cfg_.n_layers) {
+    *rows_out = n;
+    return a_.x;
+  }
+  hidden_out_ = hidden_out;
+  const float* first[kMaxItems];
+  Logits(items, n_items, n, rows, first);
+  hidden_out_ = false;
+  *rows_out = rows;
+  return hidden_out ? a_.xb : a_.logits;
 }
 
 void Transformer::RopeTables(int n) {

@@ -24,6 +24,7 @@ namespace paddock {
 
 class LoraAdapter;
 struct LoraPair;
+class StageLink;
 
 // Where the forward pass shows its matrix inputs to an ActivationObserver.
 enum class ActSite { kAttnIn, kAttnOut, kFfnIn, kDownIn, kOutput };
@@ -97,6 +98,21 @@ class Transformer {
     } reset{&hidden_out_};
     ForwardBatch(items, n_items, hidden);
   }
+
+  // Pipeline parallelism (model/stage_link.h). A head runs layers [0, link->head_layers())
+  // and the link the rest: ForwardBatch and ForwardHidden then split the step into the link's
+  // micro-batches and return what the last stage computed. Null: every layer here.
+  void SetStageLink(StageLink* link);
+  // A later stage: layers [begin, end) of the model (end = n_layers: the last, with the output
+  // head). ForwardStage runs them on a micro-batch whose residual stream x (n x dim floats, the
+  // items' tokens in the order given, which is kept) comes from the stage before; it returns
+  // the residual stream after `end` (n rows), or for the last stage the rows asked for:
+  // logits, or hidden_out the final-normalized hidden states (*rows of them).
+  void SetLayers(int begin, int end);
+  const float* ForwardStage(const BatchItem* items, int n_items, const float* x, bool hidden_out,
+                            int* rows);
+  int layer_begin() const { return layer_begin_; }
+  int layer_end() const { return layer_end_; }
 
   const ModelConfig& config() const { return cfg_; }
   // The context the engine runs with: RoPE factors that depend on it (Phi-3 longrope: the long
@@ -172,6 +188,9 @@ class Transformer {
   enum class ItemKernels { kInteger, kMixed, kBf16 };
   ItemKernels KernelsOf(const BatchItem& it) const;
   int PlanStep(const BatchItem* items, int n_items, int* rows);
+  // Plan, embed (or take x), run this process's layers; returns the rows carried.
+  int RunLayers(const BatchItem* items, int n_items, int n, int rows, const float* x_in);
+  void ForwardPipelined(const BatchItem* items, int n_items, const float** logits);
   void CheckItem(const BatchItem& it, int n, int rows) const;
   void EmbedTokens(const BatchItem* items, int n_items, int n);
   void Logits(const BatchItem* items, int n_items, int n, int rows, const float** logits);
@@ -273,6 +292,11 @@ class Transformer {
   bool prune_last_on_ = true;
   int ctx_;
   bool int8_;
+  int layer_begin_ = 0, layer_end_ = 0;  // this process's layers (SetLayers)
+  bool keep_order_ = false;              // a stage: items run in the order given
+  StageLink* link_ = nullptr;            // a pipeline head: the stages after it
+  std::vector<BatchItem> mb_items_;      // (max_items) a micro-batch's items, in plan order
+  std::vector<int> mb_row_;              // (max_items) each item's first result row
   Profiler* prof_ = nullptr;
   ActivationObserver* observer_ = nullptr;
   void Observe(ActSite site, int l, const float* x, int n, int cols) {

@@ -121,8 +121,20 @@ struct LoadedModel {
 // (measured: steadier and faster decode of large models), and large Paddock-type matrices
 // (already in the kernels' layout) are copied into such buffers too.
 // progress(done, total): bytes of weight matrices gone through (for a progress bar), or null.
+// range: the part of the model this process runs (a pipeline stage): only its layers' matrices
+// (and the output head when it holds it) are re-laid, the others' pages never touched.
+struct WeightRange {
+  int begin = 0, end = -1;  // layers [begin, end); -1: to the last
+  bool output = true;       // the output head
+};
 void RelayoutWeights(LoadedModel* model, bool huge_pages = true,
-                     const std::function<void(double done, double total)>& progress = nullptr);
+                     const std::function<void(double done, double total)>& progress = nullptr,
+                     const WeightRange& range = {});
+// Bytes of layer l's matrices and vectors as stored (a pipeline's split by memory).
+uint64_t LayerWeightBytes(const LoadedModel& model, int layer);
+// Bytes of the token embeddings and of the output head (0 when tied to the embeddings).
+uint64_t EmbeddingBytes(const LoadedModel& model);
+uint64_t OutputHeadBytes(const LoadedModel& model);
 
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
 // overrides the vocabulary: a llama2.c tokenizer.bin or a GGUF holding a vocabulary. Throws

@@ -67,6 +67,7 @@ std::vector<OptionSpec> BenchSpecs() {
   s.push_back(kLoraSpec);
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
+  s.insert(s.end(), PipelineSpecs().begin(), PipelineSpecs().end());
   s.push_back(kTraceSpec);
   return s;
 }
@@ -461,6 +462,7 @@ int CmdBench(int argc, char** argv) {
     eo.max_batch = std::max({eo.max_batch, 256, bo.batch});
     bo.compare_defaults = true;
   }
+  if (!JoinPipelineIfLaunched(args, &eo, 0)) return 0;  // a stage under mpirun: done
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
   auto engine = Engine::Create(eo);

@@ -243,6 +243,7 @@ std::vector<OptionSpec> RunSpecs() {
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
   s.insert(s.end(), kGrammarSpecs.begin(), kGrammarSpecs.end());
   s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
+  s.insert(s.end(), PipelineSpecs().begin(), PipelineSpecs().end());
   s.push_back(kTraceSpec);
   return s;
 }
@@ -419,6 +420,7 @@ int CmdRun(int argc, char** argv) {
     return 0;
   }
   const std::string prompt = ReadPrompt(args);
+  if (!JoinPipelineIfLaunched(args, &eo, 0)) return 0;  // a stage under mpirun: done
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
   ApplyTuneCache(args, "", &eo);

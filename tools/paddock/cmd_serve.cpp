@@ -160,6 +160,7 @@ std::vector<OptionSpec> ServeSpecs() {
     s.insert(s.end(), group->begin(), group->end());
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
+  s.insert(s.end(), PipelineSpecs().begin(), PipelineSpecs().end());
   return s;
 }
 
@@ -334,6 +335,9 @@ int CmdServe(int argc, char** argv) {
   ReadEngineAndService(args, &so);
   ReadTransport(args, &so);
   ReadApi(args, &so);
+  if (!so.models_dir.empty() && JoinPipelineLaunched())
+    throw UsageError("serve: --models-dir under mpirun: a pipeline serves one model (-m)");
+  if (!JoinPipelineIfLaunched(args, &so.engine, so.memory_budget)) return 0;  // a stage: done
   return server::RunServer(so);
 }
 

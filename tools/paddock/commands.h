@@ -15,6 +15,7 @@ class UsageError : public Error {
 };
 
 class Args;
+struct OptionSpec;
 // --json-schema FILE / --grammar-file FILE / --json (run and chat): read and checked before the
 // model loads; Engine::CompileGrammar binds it to the vocabulary.
 struct GrammarOption {
@@ -70,6 +71,12 @@ void AddPrefetchOption(const Args& args, EngineOptions* eo);
 int CmdTune(int argc, char** argv);
 
 int CmdRun(int argc, char** argv);
+
+// Pipeline parallelism under mpirun (pipeline_cli.cpp): the flags, and the call that makes this
+// process the head (true: go on, eo->stages set) or a stage (false: it ran; return from main).
+const std::vector<OptionSpec>& PipelineSpecs();
+bool JoinPipelineIfLaunched(const Args& args, EngineOptions* eo, uint64_t memory_budget);
+bool JoinPipelineLaunched();  // started by an MPI launcher
 int CmdInfo(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdSynth(int argc, char** argv);
