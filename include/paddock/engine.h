@@ -201,6 +201,7 @@ struct GenerateResult {
   double decode_seconds = 0;  // after the first token
   FinishReason finish = FinishReason::kLength;
   std::string stop;         // finish kStop: the stop string that ended the text
+  std::string error;        // the engine failed the request (finish kCancelled): why
   int draft_tokens = 0;     // speculative decoding: tokens drafted
   int accepted_tokens = 0;  // of which the target accepted
   // With GenerateOptions::logprobs: one per generated token (end-of-generation excluded). With

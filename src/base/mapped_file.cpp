@@ -5,12 +5,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "base/strings.h"
 
 namespace paddock {
+
+namespace {
+std::atomic<bool> g_populate{true};
+}  // namespace
+
+void MappedFile::SetPopulate(bool on) {
+  g_populate.store(on);
+}
 
 std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -31,7 +40,8 @@ std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
   if (f->size_ > 0) {
     // MAP_POPULATE pre-faults the page tables at load: otherwise the first forward pass pays
     // one page fault per 4 KiB of weights.
-    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void* p = ::mmap(nullptr, f->size_, PROT_READ,
+                     MAP_PRIVATE | (g_populate.load() ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
       ::close(fd);

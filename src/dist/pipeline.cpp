@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/cpu.h"
+#include "base/mapped_file.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
@@ -352,16 +353,19 @@ uint64_t BudgetOf(const PipelineOptions& po) {
   return po.memory_budget > 0 ? po.memory_budget : AvailableMemoryBytes() / 10 * 9;
 }
 
-// Resident memory of this process (VmRSS), in bytes.
-uint64_t ResidentBytes() {
+// Resident memory of this process: its own (anonymous) pages and the model file's pages
+// mapped in (RssAnon, RssFile), in bytes.
+void ResidentBytes(uint64_t* anon, uint64_t* file) {
+  *anon = *file = 0;
   FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return 0;
+  if (f == nullptr) return;
   char line[256];
-  uint64_t kb = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "VmRSS: %lu kB", &kb) == 1) break;
+  unsigned long kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "RssAnon: %lu kB", &kb) == 1) *anon = kb * 1024ull;
+    if (std::sscanf(line, "RssFile: %lu kB", &kb) == 1) *file = kb * 1024ull;
+  }
   std::fclose(f);
-  return kb * 1024;
 }
 
 // The split: explicit counts, or by memory in proportion to the ranks' budgets (weights of the
@@ -503,7 +507,10 @@ void RunStage(int rank, int size, const LoadedModel& head_shape, std::unique_ptr
   KvManager kv(model->config, ko, 0);
   {
     Writer w;
-    w.Int(static_cast<int64_t>(ResidentBytes()));
+    uint64_t anon = 0, file = 0;
+    ResidentBytes(&anon, &file);
+    w.Int(static_cast<int64_t>(anon));
+    w.Int(static_cast<int64_t>(file));
     w.Int(static_cast<int64_t>(model->relaid_bytes));
     w.Int(static_cast<int64_t>(kv.Memory().allocated_bytes));
     MPI_Send(w.bytes().data(), static_cast<int>(w.bytes().size()), MPI_BYTE, 0, kReady,
@@ -718,6 +725,7 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
     return true;
   }
   auto hb = std::make_unique<Heartbeats>(rank, size, po.stage_timeout);
+  MappedFile::SetPopulate(false);  // each rank touches only the layers it runs
   // Every rank maps its own file (nothing read yet) and says who it is.
   std::unique_ptr<LoadedModel> model;
   Hello me;
@@ -818,13 +826,15 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
   for (int i = 1; i < size; ++i) {
     int from = 0;
     Reader r(ReceiveBytes(MPI_ANY_SOURCE, kReady, *hb, &from));
-    const int64_t rss = r.Int(), relaid = r.Int(), kv = r.Int();
+    const int64_t anon = r.Int(), file = r.Int(), relaid = r.Int(), kv = r.Int();
     std::fprintf(stderr,
-                 "paddock: pipeline %s: layers %d-%d%s, resident %s (weights re-laid %s, KV %s)\n",
+                 "paddock: pipeline %s: layers %d-%d%s, resident %s own + %s of the file mapped "
+                 "(weights re-laid %s, KV %s)\n",
                  who[static_cast<size_t>(from)].c_str(), plan.begin[static_cast<size_t>(from)],
                  plan.begin[static_cast<size_t>(from) + 1] - 1,
                  from == size - 1 ? " and the output head" : "",
-                 FormatBytes(static_cast<uint64_t>(rss)).c_str(),
+                 FormatBytes(static_cast<uint64_t>(anon)).c_str(),
+                 FormatBytes(static_cast<uint64_t>(file)).c_str(),
                  FormatBytes(static_cast<uint64_t>(relaid)).c_str(),
                  FormatBytes(static_cast<uint64_t>(kv)).c_str());
   }

@@ -401,6 +401,11 @@ MemoryReport Engine::Memory() const {
   const PrefixCacheStats& p = impl_->kv->pool().stats();
   MemoryReport r;
   r.weight_bytes = impl_->model->weight_bytes;
+  if (impl_->stages) {  // a pipeline's head: the embeddings and its layers
+    r.weight_bytes = EmbeddingBytes(*impl_->model);
+    for (int l = 0; l < impl_->stages->head_layers(); ++l)
+      r.weight_bytes += LayerWeightBytes(*impl_->model, l);
+  }
   r.kv_allocated_bytes = m.allocated_bytes;
   r.kv_used_bytes = m.used_bytes;
   r.kv_bytes_per_token = m.bytes_per_token;

@@ -250,7 +250,9 @@ void Service::Impl::Loop() {
         // running request (their text so far stays delivered) and go on.
         std::fprintf(stderr, "paddock: engine step failed: %s\n", ex.what());
         scheduler->Clear(&finished, /*running_only=*/true);
+        step_error = ex.what();
         FinishAll();
+        step_error.clear();
         progressed = true;
       }
       UpdateGauges();
@@ -544,6 +546,7 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   res.prompt_seconds = (r.t_first > 0 ? r.t_first : now) - r.t_submit;
   res.decode_seconds = r.t_first > 0 ? now - r.t_first : 0;
   res.finish = why;
+  res.error = step_error;
   if (why == FinishReason::kStop && r.text.matched_stop() != nullptr)
     res.stop = *r.text.matched_stop();
   res.logprobs = std::move(r.logprobs);
@@ -553,6 +556,7 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
       GenerateResult c;
       c.prompt_tokens = res.prompt_tokens;
       c.finish = why;
+      c.error = step_error;
       cs->state_->Complete(std::move(c), 0);
     }
     r.choices_pending = false;

@@ -95,6 +95,7 @@ struct Service::Impl {
   // Engine thread only.
   std::unique_ptr<Scheduler> scheduler;
   std::vector<Scheduler::Finished> finished;
+  std::string step_error;  // a failed step: what the requests it ends are told
   std::vector<Transformer::BatchItem> items;
   std::vector<const float*> logits;
   std::vector<int32_t> sampled;

@@ -7,6 +7,7 @@
 #include "base/timer.h"
 #include "base/utf8.h"
 #include "server/api_dialects.h"
+#include "server/api_json.h"
 
 namespace paddock::server {
 namespace {
@@ -147,13 +148,26 @@ class StreamSource : public BodySource {
   void Finish(std::string* out) {
     std::vector<GenerateResult> results;
     for (auto& s : streams_) results.push_back(s->result());
+    finished_ = true;
+    for (const GenerateResult& r : results) {
+      if (r.error.empty()) continue;
+      // The engine failed the request (a pipeline stage lost): an error, not a short answer.
+      // The status line went out with the first bytes, so the body says it (OpenAI's error
+      // object; in a stream, the event its SDKs raise on).
+      const std::string err =
+          nlohmann::json{
+              {"error",
+               {{"message", r.error}, {"type", "server_error"}, {"code", "engine_failure"}}}}
+              .dump();
+      out->append(ar_.stream ? "data: " + err + "\n\n" : err);
+      return;
+    }
     if (!ar_.stream) {
       out->append(CompletionBody(ar_, meta_, results));
     } else {
       if (ar_.include_usage) out->append(StreamUsageChunk(ar_, meta_, results));
       out->append("data: [DONE]\n\n");
     }
-    finished_ = true;
   }
 
   // The next chunk of choice i: the echo (prompt text and entries) goes with its first.

@@ -28,8 +28,10 @@
 #include "base/strings.h"
 #include "base/timer.h"
 #include "base/utf8.h"
+#include "model/stage_link.h"
 #include "server/api.h"
 #include "server/api_dialects.h"
+#include "server/api_json.h"
 #include "server/bodies.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -543,6 +545,13 @@ void Server::Models(HttpResponse* res) {
 
 void Server::Health(HttpResponse* res) {
   const State st = state_.load();
+  if (opt_.engine.stages && st == State::kReady) {  // a pipeline: is every stage answering?
+    if (const std::string lost = opt_.engine.stages->Lost(); !lost.empty()) {
+      res->status = 503;
+      res->body = nlohmann::json{{"status", "error"}, {"error", lost}}.dump();
+      return;
+    }
+  }
   res->status = st == State::kReady ? 200 : 503;
   res->body = st == State::kReady      ? "{\"status\":\"ok\"}"
               : st == State::kLoading  ? "{\"status\":\"loading\"}"
@@ -756,6 +765,16 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
     res->SetHeader(
         "Allow", get ? std::string("GET, HEAD, OPTIONS") : std::string(hit->method) + ", OPTIONS");
     return SendError(res, e);
+  }
+  if (req.method == "POST" && opt_.engine.stages && req.path != "/tokenize" &&
+      req.path != "/detokenize") {  // a pipeline with a stage lost runs nothing until restarted
+    if (std::string lost = opt_.engine.stages->Lost(); !lost.empty()) {
+      e.status = 503;
+      e.type = "server_error";
+      e.code = "pipeline_stage_lost";
+      e.message = std::move(lost);
+      return SendError(res, e);
+    }
   }
   const std::string model = req.method == "POST" ? PeekString(req.body, "model") : "";
   if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {

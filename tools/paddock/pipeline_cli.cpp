@@ -21,7 +21,7 @@ const std::vector<OptionSpec>& PipelineSpecs() {
        "rank)"},
       {{"--stage-timeout"},
        true,
-       "under mpirun: seconds without a heartbeat before a stage counts as lost (default 5)"},
+       "under mpirun: seconds without a heartbeat before a stage counts as lost (default 3)"},
   };
   return specs;
 }
@@ -41,7 +41,7 @@ bool JoinPipelineIfLaunched(const Args& args, EngineOptions* eo, uint64_t memory
   dist::PipelineOptions po;
   po.layers = args.Str("--layers");
   po.micro_batches = static_cast<int>(args.Int("--micro-batches", 0, 1, 256));
-  po.stage_timeout = args.Float("--stage-timeout", 5, 0.5, 3600);
+  po.stage_timeout = args.Float("--stage-timeout", 3, 0.5, 3600);
   po.memory_budget = memory_budget;
   return dist::JoinPipeline(eo, po);
 }
