@@ -586,6 +586,17 @@ class MpiLink final : public StageLink {
         dim_(dim),
         hb_(std::move(hb)) {}
   ~MpiLink() override {
+    if (tokens_ > 0) {
+      const double t = static_cast<double>(tokens_);
+      std::fprintf(stderr,
+                   "paddock: pipeline link: %llu micro-batches, %llu tokens; to stage 1 %.0f "
+                   "bytes per token, back from the last %.0f bytes per token (%.1f messages per "
+                   "token); the head waited %.3f s for the stages (%.0f%% of %.3f s in steps)\n",
+                   static_cast<unsigned long long>(micro_batches_sent_),
+                   static_cast<unsigned long long>(tokens_), bytes_sent_ / t, bytes_back_ / t,
+                   2.0 * static_cast<double>(micro_batches_sent_) / t, wait_seconds_,
+                   100.0 * wait_seconds_ / std::max(1e-9, step_seconds_), step_seconds_);
+    }
     if (Lost().empty()) {
       std::vector<char> stop(kHeader * 4, 0);
       reinterpret_cast<int32_t*>(stop.data())[0] = kStop;
@@ -640,19 +651,28 @@ class MpiLink final : public StageLink {
     for (int i = 0; i < n_items; ++i)
       for (int t = 0; t < tables[static_cast<size_t>(i)]; ++t) *w++ = items[i].kv->table[t];
     std::memcpy(msg.data() + ints * 4, x, static_cast<size_t>(n) * dim_ * 4);
-    bytes_sent_ += msg.size();
+    if (mb == 0) step_start_ = NowSeconds();
+    last_mb_ = mb + 1;
+    bytes_sent_ += static_cast<double>(msg.size());
+    tokens_ += static_cast<uint64_t>(n);
+    ++micro_batches_sent_;
     out_.Send(std::move(msg), 1, kData);
   }
 
   void Receive(int mb, float* out, int rows, size_t row_floats) override {
     Check();
     std::string b;
+    const double t0 = NowSeconds();
     try {
       b = ReceiveBytes(size_ - 1, kResult, *hb_);
     } catch (const Error&) {
       Check();
       throw;
     }
+    const double t1 = NowSeconds();
+    wait_seconds_ += t1 - t0;
+    bytes_back_ += static_cast<double>(b.size());
+    if (mb + 1 == last_mb_) step_seconds_ += t1 - step_start_;
     const auto* h = reinterpret_cast<const int32_t*>(b.data());
     if (b.size() < 16 || h[0] != mb || h[1] != rows || static_cast<size_t>(h[2]) != row_floats ||
         b.size() != 16 + static_cast<size_t>(rows) * row_floats * 4)
@@ -688,7 +708,11 @@ class MpiLink final : public StageLink {
   std::unique_ptr<Heartbeats> hb_;
   Outbox out_;
   std::vector<int32_t> copies_;
-  uint64_t bytes_sent_ = 0;
+  // The link's figures (printed when the head ends): what crossed, and how long the head
+  // waited for the stages' results (their compute and the link) within its steps.
+  double bytes_sent_ = 0, bytes_back_ = 0, wait_seconds_ = 0, step_seconds_ = 0, step_start_ = 0;
+  uint64_t tokens_ = 0, micro_batches_sent_ = 0;
+  int last_mb_ = 0;  // micro-batches of the step in flight
   mutable std::mutex mu_;
   mutable std::string lost_;
 };
@@ -838,10 +862,10 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
                  FormatBytes(static_cast<uint64_t>(relaid)).c_str(),
                  FormatBytes(static_cast<uint64_t>(kv)).c_str());
   }
-  std::fprintf(
-      stderr, "paddock: pipeline %s: embeddings and layers 0-%d; %d micro-batches a step\n",
-      who[0].c_str(), plan.begin[1] - 1, po.micro_batches > 0 ? po.micro_batches : 2 * size);
-  const int mbs = po.micro_batches > 0 ? po.micro_batches : 2 * size;
+  std::fprintf(stderr,
+               "paddock: pipeline %s: embeddings and layers 0-%d; %d micro-batches a step\n",
+               who[0].c_str(), plan.begin[1] - 1, po.micro_batches > 0 ? po.micro_batches : size);
+  const int mbs = po.micro_batches > 0 ? po.micro_batches : size;
   eo->stages =
       std::make_shared<MpiLink>(size, plan.begin, who, mbs, model->config.dim, std::move(hb));
   return true;

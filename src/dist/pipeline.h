@@ -35,8 +35,8 @@ struct PipelineOptions {
   // Layers per rank, e.g. "11,11" (as many counts as ranks, summing to the model's layers);
   // empty: split by memory, each rank's share in proportion to its budget.
   std::string layers;
-  int micro_batches = 0;       // a step of several sequences is cut into this many (0: 2 per rank)
-  double stage_timeout = 5;    // seconds without a heartbeat before a process counts as lost
+  int micro_batches = 0;     // a step of several sequences is cut into this many (0: one per rank)
+  double stage_timeout = 5;  // seconds without a heartbeat before a process counts as lost
   uint64_t memory_budget = 0;  // per process, weights + KV (0: 90% of the memory available)
 };
 

@@ -17,8 +17,8 @@ const std::vector<OptionSpec>& PipelineSpecs() {
        "under mpirun: layers per rank, e.g. 11,11 (default: split by each rank's memory budget)"},
       {{"--micro-batches"},
        true,
-       "under mpirun: micro-batches a step is cut into, to keep the stages busy (default 2 per "
-       "rank)"},
+       "under mpirun: micro-batches a step is cut into, to keep the stages busy (default: one "
+       "per rank)"},
       {{"--stage-timeout"},
        true,
        "under mpirun: seconds without a heartbeat before a stage counts as lost (default 3)"},
