@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -13,15 +12,7 @@
 
 namespace paddock {
 
-namespace {
-std::atomic<bool> g_populate{true};
-}  // namespace
-
-void MappedFile::SetPopulate(bool on) {
-  g_populate.store(on);
-}
-
-std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
+std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path, bool populate) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) Fail("cannot open '%s': %s", path.c_str(), std::strerror(errno));
   struct stat st {};
@@ -40,8 +31,8 @@ std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
   if (f->size_ > 0) {
     // MAP_POPULATE pre-faults the page tables at load: otherwise the first forward pass pays
     // one page fault per 4 KiB of weights.
-    void* p = ::mmap(nullptr, f->size_, PROT_READ,
-                     MAP_PRIVATE | (g_populate.load() ? MAP_POPULATE : 0), fd, 0);
+    void* p =
+        ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
       ::close(fd);

@@ -14,11 +14,9 @@ namespace paddock {
 class MappedFile {
  public:
   // Maps `path` read-only. Throws Error naming the path and the OS reason on failure.
-  static std::shared_ptr<const MappedFile> Open(const std::string& path);
-  // Whether Open pre-faults the whole mapping (the default: the first forward pass then pays no
-  // page faults). Off in a pipeline's processes (dist/pipeline.h): each touches only the
-  // layers it runs, so a stage's resident share of the file is its layers'. Process-wide.
-  static void SetPopulate(bool on);
+  // populate: pre-fault the whole mapping (the first forward pass then pays no page faults);
+  // off where only part of the file will be read (a pipeline stage's layers, dist/pipeline.h).
+  static std::shared_ptr<const MappedFile> Open(const std::string& path, bool populate = true);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

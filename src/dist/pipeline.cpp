@@ -4,12 +4,14 @@
 
 #define OMPI_SKIP_MPICXX 1  // the C API only (no libmpi_cxx)
 #include <mpi.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "base/cpu.h"
-#include "base/mapped_file.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
@@ -733,6 +734,18 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
   // computes the next one); the launcher's settings win.
   setenv("OMPI_MCA_btl_tcp_eager_limit", "1048576", 0);
   setenv("OMPI_MCA_btl_tcp_rndv_eager_limit", "1048576", 0);
+  // The threads MPI and the heartbeats start keep SIGTERM and SIGINT blocked, so that the
+  // signals reach the threads that handle them (the server's waiter; for run, the main one)
+  // instead of ending the process from a thread that does not.
+  sigset_t stop, old;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  struct Restore {
+    sigset_t* old;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, old, nullptr); }
+  } restore{&old};
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (provided < MPI_THREAD_MULTIPLE)
@@ -749,7 +762,6 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
     return true;
   }
   auto hb = std::make_unique<Heartbeats>(rank, size, po.stage_timeout);
-  MappedFile::SetPopulate(false);  // each rank touches only the layers it runs
   // Every rank maps its own file (nothing read yet) and says who it is.
   std::unique_ptr<LoadedModel> model;
   Hello me;
@@ -758,12 +770,16 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
   me.pid = getpid();
   me.budget = BudgetOf(po);
   try {
-    model = LoadModel(eo->model_path, eo->tokenizer_path);
+    model = LoadModel(eo->model_path, eo->tokenizer_path, false);  // only its layers are read
     me.fingerprint = Fingerprint(*model);
   } catch (const std::exception& e) {
     me.error = e.what();
   }
   if (rank > 0) {
+    // A stage ends when its head says so (or goes silent): the launcher's SIGTERM (mpirun sends
+    // it to every rank) must not take the layers away from a head still draining its requests.
+    std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGINT, SIG_IGN);
     const std::string hello = Encode(me);
     MPI_Send(hello.data(), static_cast<int>(hello.size()), MPI_BYTE, 0, kHello, MPI_COMM_WORLD);
     const Plan plan = DecodePlan(ReceiveBytes(0, kPlan, *hb));

@@ -320,7 +320,8 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   }
   const Isa isa = ParseIsa(o.isa);
   auto impl = std::make_unique<Impl>();
-  impl->model = LoadModel(o.model_path, o.tokenizer_path);  // (a memory map: nothing read yet)
+  // (A memory map; a pipeline's head touches only its layers' pages.)
+  impl->model = LoadModel(o.model_path, o.tokenizer_path, !o.stages);
   const uint64_t avail = AvailableMemoryBytes();
   std::vector<std::string> warnings = MemoryWarnings(*impl->model, o, avail);
   impl->model->tokenizer->RenderSpecial(o.render_special);

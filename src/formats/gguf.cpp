@@ -228,8 +228,8 @@ void ReadValue(Cursor& c, std::string_view key, GgufValue* v) {
 
 }  // namespace
 
-GgufFile GgufFile::Open(const std::string& path) {
-  auto file = MappedFile::Open(path);
+GgufFile GgufFile::Open(const std::string& path, bool populate) {
+  auto file = MappedFile::Open(path, populate);
   try {
     GgufFile g = Parse(file->data(), file->size());
     g.file_ = std::move(file);

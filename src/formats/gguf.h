@@ -77,7 +77,8 @@ struct GgufTensor {
 class GgufFile {
  public:
   // Maps and parses `path`. Throws Error.
-  static GgufFile Open(const std::string& path);
+  // populate: as MappedFile::Open's.
+  static GgufFile Open(const std::string& path, bool populate = true);
   // Parses a buffer the caller keeps alive (tests, fuzzing). Throws Error.
   static GgufFile Parse(const uint8_t* data, size_t size);
 

@@ -92,8 +92,8 @@ Llama2cCheckpoint ParseLlama2c(const uint8_t* data, size_t size) {
   return ck;
 }
 
-Llama2cCheckpoint OpenLlama2c(const std::string& path) {
-  auto f = MappedFile::Open(path);
+Llama2cCheckpoint OpenLlama2c(const std::string& path, bool populate) {
+  auto f = MappedFile::Open(path, populate);
   try {
     Llama2cCheckpoint ck = ParseLlama2c(f->data(), f->size());
     ck.file = std::move(f);

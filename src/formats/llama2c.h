@@ -34,7 +34,7 @@ struct Llama2cCheckpoint {
 };
 
 // Throws Error naming the problem (bad header values, truncated file, ...).
-Llama2cCheckpoint OpenLlama2c(const std::string& path);
+Llama2cCheckpoint OpenLlama2c(const std::string& path, bool populate = true);
 // Same, over a buffer the caller keeps alive.
 Llama2cCheckpoint ParseLlama2c(const uint8_t* data, size_t size);
 

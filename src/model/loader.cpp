@@ -376,12 +376,12 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
 }
 
 bool IsGguf(const std::string& path) {
-  auto f = MappedFile::Open(path);
+  auto f = MappedFile::Open(path, false);  // (4 bytes read)
   return f->size() >= 4 && std::memcmp(f->data(), "GGUF", 4) == 0;
 }
 
-std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokenizer) {
-  auto g = std::make_shared<GgufFile>(GgufFile::Open(path));
+std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokenizer, bool populate) {
+  auto g = std::make_shared<GgufFile>(GgufFile::Open(path, populate));
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
   m->format = StrFormat("GGUF v%u", g->version());
@@ -413,8 +413,8 @@ std::unique_ptr<LoadedModel> LoadGguf(const std::string& path, bool need_tokeniz
   return m;
 }
 
-std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path) {
-  auto ck = std::make_shared<Llama2cCheckpoint>(OpenLlama2c(path));
+std::unique_ptr<LoadedModel> LoadLlama2c(const std::string& path, bool populate) {
+  auto ck = std::make_shared<Llama2cCheckpoint>(OpenLlama2c(path, populate));
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
   m->format = "llama2.c";
@@ -585,9 +585,10 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
   return std::make_unique<Tokenizer>(Tokenizer::FromLlama2c(ReadLlama2cTokenizer(path)));
 }
 
-std::unique_ptr<LoadedModel> LoadModel(const std::string& path, const std::string& tokenizer_path) {
+std::unique_ptr<LoadedModel> LoadModel(const std::string& path, const std::string& tokenizer_path,
+                                       bool populate) {
   std::unique_ptr<LoadedModel> m =
-      IsGguf(path) ? LoadGguf(path, tokenizer_path.empty()) : LoadLlama2c(path);
+      IsGguf(path) ? LoadGguf(path, tokenizer_path.empty(), populate) : LoadLlama2c(path, populate);
   if (!tokenizer_path.empty()) {
     m->tokenizer = LoadTokenizer(tokenizer_path);
   }

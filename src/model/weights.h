@@ -139,8 +139,11 @@ uint64_t OutputHeadBytes(const LoadedModel& model);
 // Loads `path` (GGUF or llama2.c, told apart by content). `tokenizer_path` (optional)
 // overrides the vocabulary: a llama2.c tokenizer.bin or a GGUF holding a vocabulary. Throws
 // Error with a one-line reason.
+// populate: pre-fault the file's pages at load (false: a pipeline's process, which reads only
+// its layers).
 std::unique_ptr<LoadedModel> LoadModel(const std::string& path,
-                                       const std::string& tokenizer_path = "");
+                                       const std::string& tokenizer_path = "",
+                                       bool populate = true);
 
 // Loads only a vocabulary (GGUF with tokenizer metadata, or tokenizer.bin).
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path);
