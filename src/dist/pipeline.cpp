@@ -522,14 +522,26 @@ void RunStage(int rank, int size, const LoadedModel& head_shape, std::unique_ptr
   Outbox out;
   std::vector<Transformer::BatchItem> items(static_cast<size_t>(tf.max_items()));
   std::vector<KvView> views(items.size());
+  double waited = 0, computed = 0;
+  uint64_t steps = 0;
   for (;;) {
+    const double t0 = NowSeconds();
     const std::string msg = ReceiveBytes(rank - 1, kData, hb);
     const StepView v = ViewStep(msg, dim);
+    const double t1 = NowSeconds();
+    waited += t1 - t0;
     if (v.h[0] == kStop) {
       if (!last) out.Send(std::vector<char>(msg.begin(), msg.end()), rank + 1, kData);
       out.Drain(hb);
+      if (steps > 0)
+        std::fprintf(
+            stderr,
+            "paddock: pipeline stage %d: %llu micro-batches, computing %.3f s, waiting for "
+            "the stage before %.3f s\n",
+            rank, static_cast<unsigned long long>(steps), computed, waited);
       return;
     }
+    ++steps;
     const int n_items = v.h[2], n_tokens = v.h[3];
     if (n_items < 1 || n_items > tf.max_items() || n_tokens > tf.max_batch())
       Fail("pipeline: a step of %d sequences and %d tokens exceeds this stage's limits", n_items,
@@ -557,6 +569,7 @@ void RunStage(int rank, int size, const LoadedModel& head_shape, std::unique_ptr
     }
     int rows = 0;
     const float* y = tf.ForwardStage(items.data(), n_items, v.x, v.h[5] != 0, &rows);
+    computed += NowSeconds() - t1;
     if (!last) {
       std::vector<char> next(v.ints * 4 + static_cast<size_t>(rows) * dim * 4);
       std::memcpy(next.data(), msg.data(), v.ints * 4);
@@ -652,7 +665,6 @@ class MpiLink final : public StageLink {
     for (int i = 0; i < n_items; ++i)
       for (int t = 0; t < tables[static_cast<size_t>(i)]; ++t) *w++ = items[i].kv->table[t];
     std::memcpy(msg.data() + ints * 4, x, static_cast<size_t>(n) * dim_ * 4);
-    if (mb == 0) step_start_ = NowSeconds();
     last_mb_ = mb + 1;
     bytes_sent_ += static_cast<double>(msg.size());
     tokens_ += static_cast<uint64_t>(n);
@@ -680,6 +692,8 @@ class MpiLink final : public StageLink {
       Fail("pipeline: the last stage answered micro-batch %d with a malformed result", mb);
     std::memcpy(out, b.data() + 16, static_cast<size_t>(rows) * row_floats * 4);
   }
+
+  void StepBegins() override { step_start_ = NowSeconds(); }
 
   void CopyBlock(int32_t from, int32_t to) override {
     copies_.push_back(from);

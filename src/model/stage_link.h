@@ -23,6 +23,8 @@ class StageLink {
   virtual int head_layers() const = 0;
   // Micro-batches a step of several sequences is split into (1: none).
   virtual int micro_batches() const = 0;
+  // A step begins (its micro-batches follow): for the link's own accounting.
+  virtual void StepBegins() {}
   // Micro-batch `mb` of the step: its items in the order their tokens run, x (n x dim floats)
   // the residual stream after the head's layers, `rows` result rows asked for (the items'
   // n_logits); hidden_out: the final-normalized hidden states instead of logits.

@@ -412,6 +412,7 @@ void Transformer::ForwardPipelined(const BatchItem* items, int n_items, const fl
   int total = 0;
   for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);
   const int mbs = std::max(1, std::min(link_->micro_batches(), n_items));
+  link_->StepBegins();
   const size_t row_floats =
       hidden_out_ ? static_cast<size_t>(cfg_.dim) : static_cast<size_t>(cfg_.n_vocab);
   struct Sent {
