@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -49,6 +50,7 @@ class LocalLink : public StageLink {
   }
   int head_layers() const override { return begin_[1]; }
   int micro_batches() const override { return mbs_; }
+  int lanes() const override { return static_cast<int>(begin_.size()) - 1; }
   void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
             int rows, bool hidden_out) override {
     std::vector<float> cur(x, x + static_cast<size_t>(n) * stages_[0]->config().dim);
@@ -72,11 +74,13 @@ class LocalLink : public StageLink {
       cur.assign(y, y + static_cast<size_t>(out_rows) * width);
     }
     copies_.clear();
-    results_.resize(static_cast<size_t>(std::max(mb + 1, static_cast<int>(results_.size()))));
-    results_[static_cast<size_t>(mb)] = std::move(cur);
+    results_.emplace_back(mb, std::move(cur));
   }
   void Receive(int mb, float* out, int rows, size_t row_floats) override {
-    const std::vector<float>& r = results_.at(static_cast<size_t>(mb));
+    ASSERT_FALSE(results_.empty());
+    const auto [id, r] = std::move(results_.front());  // in the order sent
+    results_.pop_front();
+    ASSERT_EQ(id, mb);
     ASSERT_EQ(r.size(), static_cast<size_t>(rows) * row_floats);
     std::memcpy(out, r.data(), r.size() * sizeof(float));
   }
@@ -89,7 +93,7 @@ class LocalLink : public StageLink {
   std::vector<std::unique_ptr<Transformer>> stages_;
   std::vector<std::unique_ptr<KvManager>> kv_;
   std::vector<std::pair<int32_t, int32_t>> copies_;
-  std::vector<std::vector<float>> results_;
+  std::deque<std::pair<int, std::vector<float>>> results_;
 };
 
 // A model run whole, or as a head and stages split at `begin`: the same calls either way.

@@ -605,11 +605,13 @@ class MpiLink final : public StageLink {
       std::fprintf(stderr,
                    "paddock: pipeline link: %llu micro-batches, %llu tokens; to stage 1 %.0f "
                    "bytes per token, back from the last %.0f bytes per token (%.1f messages per "
-                   "token); the head waited %.3f s for the stages (%.0f%% of %.3f s in steps)\n",
+                   "token); the head waited %.3f s for the stages' results (%.0f%% of the %.3f s "
+                   "from its first micro-batch to its last result)\n",
                    static_cast<unsigned long long>(micro_batches_sent_),
                    static_cast<unsigned long long>(tokens_), bytes_sent_ / t, bytes_back_ / t,
                    2.0 * static_cast<double>(micro_batches_sent_) / t, wait_seconds_,
-                   100.0 * wait_seconds_ / std::max(1e-9, step_seconds_), step_seconds_);
+                   100.0 * wait_seconds_ / std::max(1e-9, last_receive_ - first_send_),
+                   last_receive_ - first_send_);
     }
     if (Lost().empty()) {
       std::vector<char> stop(kHeader * 4, 0);
@@ -629,6 +631,7 @@ class MpiLink final : public StageLink {
   }
   int head_layers() const override { return begin_[1]; }
   int micro_batches() const override { return micro_batches_; }
+  int lanes() const override { return size_; }
 
   void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
             int rows, bool hidden_out) override {
@@ -665,7 +668,7 @@ class MpiLink final : public StageLink {
     for (int i = 0; i < n_items; ++i)
       for (int t = 0; t < tables[static_cast<size_t>(i)]; ++t) *w++ = items[i].kv->table[t];
     std::memcpy(msg.data() + ints * 4, x, static_cast<size_t>(n) * dim_ * 4);
-    last_mb_ = mb + 1;
+    if (first_send_ == 0) first_send_ = NowSeconds();
     bytes_sent_ += static_cast<double>(msg.size());
     tokens_ += static_cast<uint64_t>(n);
     ++micro_batches_sent_;
@@ -685,15 +688,13 @@ class MpiLink final : public StageLink {
     const double t1 = NowSeconds();
     wait_seconds_ += t1 - t0;
     bytes_back_ += static_cast<double>(b.size());
-    if (mb + 1 == last_mb_) step_seconds_ += t1 - step_start_;
+    last_receive_ = t1;
     const auto* h = reinterpret_cast<const int32_t*>(b.data());
     if (b.size() < 16 || h[0] != mb || h[1] != rows || static_cast<size_t>(h[2]) != row_floats ||
         b.size() != 16 + static_cast<size_t>(rows) * row_floats * 4)
       Fail("pipeline: the last stage answered micro-batch %d with a malformed result", mb);
     std::memcpy(out, b.data() + 16, static_cast<size_t>(rows) * row_floats * 4);
   }
-
-  void StepBegins() override { step_start_ = NowSeconds(); }
 
   void CopyBlock(int32_t from, int32_t to) override {
     copies_.push_back(from);
@@ -725,9 +726,8 @@ class MpiLink final : public StageLink {
   std::vector<int32_t> copies_;
   // The link's figures (printed when the head ends): what crossed, and how long the head
   // waited for the stages' results (their compute and the link) within its steps.
-  double bytes_sent_ = 0, bytes_back_ = 0, wait_seconds_ = 0, step_seconds_ = 0, step_start_ = 0;
+  double bytes_sent_ = 0, bytes_back_ = 0, wait_seconds_ = 0, first_send_ = 0, last_receive_ = 0;
   uint64_t tokens_ = 0, micro_batches_sent_ = 0;
-  int last_mb_ = 0;  // micro-batches of the step in flight
   mutable std::mutex mu_;
   mutable std::string lost_;
 };

@@ -16,6 +16,7 @@
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
 #include "model/lora.h"
+#include "model/stage_link.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "paddock/engine.h"
@@ -110,6 +111,22 @@ struct Engine::Impl {
         tracer ? StrFormat("\"sequences\": %d, \"tokens\": %d", n, Tokens(items, n)) : "");
     StepGuard g(*kv);
     transformer->ForwardBatch(items, n, logits);
+  }
+
+  // A pipeline's head (EngineOptions::stages): steps it may keep in flight, one per lane (1
+  // without a pipeline); a lane's step launched (the head's layers) and later completed.
+  int Lanes() const { return stages ? std::max(1, stages->lanes()) : 1; }
+  void LaunchBatch(const Transformer::BatchItem* items, int n, int lane) {
+    TraceScope ts(tracer.get(), "launch", "engine",
+                  tracer ? StrFormat("\"sequences\": %d, \"tokens\": %d, \"lane\": %d", n,
+                                     Tokens(items, n), lane)
+                         : "");
+    StepGuard g(*kv);
+    transformer->Launch(items, n, lane);
+  }
+  void CompleteBatch(int lane, const float** logits) {
+    TraceScope ts(tracer.get(), "complete", "engine", "");
+    transformer->Complete(lane, logits);
   }
 
   // Runs tokens at positions [pos, pos + n) of `seq` inside one engine step.

@@ -75,7 +75,13 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   so.prefill_until = [t = impl->e->transformer.get()](int n_prompt) {
     return t->Bf16PromptTokens(n_prompt);
   };
-  impl->scheduler = std::make_unique<Scheduler>(*impl->e->kv, so);
+  const int n_lanes = impl->e->Lanes();
+  if (n_lanes > 1)  // the running limit is the service's: shared by the lanes
+    so.max_running = std::max(1, (so.max_running + n_lanes - 1) / n_lanes);
+  for (int l = 0; l < n_lanes; ++l)
+    impl->lanes.push_back(std::make_unique<Scheduler>(*impl->e->kv, so));
+  impl->in_flight.assign(static_cast<size_t>(n_lanes), 0);
+  impl->scheduler = impl->lanes[0].get();
   impl->engine = std::move(engine);
   impl->kv_total_blocks = impl->e->kv->Memory().total_blocks;
   impl->kv_block_size = impl->e->kv->block_size();
@@ -211,10 +217,10 @@ void Service::Impl::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu);
       for (;;) {
-        for (auto& r : inbox) scheduler->Add(std::move(r));
+        for (auto& r : inbox) LeastBusyLane().Add(std::move(r));
         inbox.clear();
         if (stop && NowSeconds() >= grace_deadline) cancel_all = true;
-        if (!scheduler->idle() || cancel_all || !jobs.empty()) break;
+        if (!Idle() || cancel_all || !jobs.empty()) break;
         if (stop) return;
         cv.wait(lock);
       }
@@ -224,7 +230,11 @@ void Service::Impl::Loop() {
       // Engines sharing the cores (EngineOptions::compute) take turns, one step each.
       ComputeTurn turn(e->compute ? e->compute->impl() : nullptr);
       if (cancel_all) {
-        scheduler->Clear(&finished);
+        try {
+          DrainLanes();
+        } catch (const std::exception&) {  // (a lost stage: nothing to wait for)
+        }
+        for (auto& l : lanes) l->Clear(&finished);
         FinishAll();
         RunJobs();  // (no caller is left waiting)
         UpdateGauges();
@@ -250,6 +260,7 @@ void Service::Impl::Loop() {
         // running request (their text so far stays delivered) and go on.
         std::fprintf(stderr, "paddock: engine step failed: %s\n", ex.what());
         scheduler->Clear(&finished, /*running_only=*/true);
+        in_flight[lane] = 0;
         step_error = ex.what();
         FinishAll();
         step_error.clear();
@@ -280,7 +291,101 @@ void Service::Impl::RunJobs() {
   for (auto& j : again) jobs.push_back(std::move(j));
 }
 
+bool Service::Impl::Idle() const {
+  for (const auto& l : lanes)
+    if (!l->idle()) return false;
+  return !AnyInFlight();
+}
+
+bool Service::Impl::AnyInFlight() const {
+  for (uint8_t f : in_flight)
+    if (f) return true;
+  return false;
+}
+
+Scheduler& Service::Impl::LeastBusyLane() {
+  Scheduler* best = lanes[0].get();
+  auto load = [](const Scheduler& s) { return s.running().size() + s.waiting().size(); };
+  for (auto& l : lanes)
+    if (load(*l) < load(*best)) best = l.get();
+  return *best;
+}
+
+// Completes lane l's step in flight: its logits, then sampling and the per-token rule.
+void Service::Impl::CompleteLane(size_t l) {
+  lane = l;
+  scheduler = lanes[l].get();
+  in_flight[l] = 0;
+  e->CompleteBatch(static_cast<int>(l), logits.data());
+  Finalize(scheduler->batch());
+}
+
+void Service::Impl::DrainLanes() {
+  if (!AnyInFlight()) return;
+  // In the order they were launched: the lanes after the current one, then it.
+  for (size_t k = 1; k <= lanes.size(); ++k) {
+    const size_t l = (lane + k) % lanes.size();
+    if (in_flight[l]) CompleteLane(l);
+  }
+}
+
+// One lane of a pipelined head: the step it launched a round ago completes (the stages had the
+// other lanes' launches to work on meanwhile), then its next step launches.
+bool Service::Impl::StepLane() {
+  bool progressed = false;
+  lane = (lane + 1) % lanes.size();
+  if (in_flight[lane]) {
+    CompleteLane(lane);
+    progressed = true;
+  }
+  scheduler = lanes[lane].get();
+  const double now = NowSeconds();
+  auto expired = [now](const Sequence& s) {
+    const auto& r = static_cast<const Request&>(s);
+    return r.deadline > 0 && now >= r.deadline;
+  };
+  scheduler->RemoveIf(
+      [&](const Sequence& s) { return static_cast<const Request&>(s).Cancelled() || expired(s); },
+      [&](const Sequence& s) {
+        const bool timeout = expired(s) && !static_cast<const Request&>(s).Cancelled();
+        return timeout ? FinishReason::kTimeout : FinishReason::kCancelled;
+      },
+      &finished);
+  Propose();
+  const Scheduler::Batch& batch =
+      scheduler->Schedule(&finished, [this](Sequence& s) { OnAdmit(AsRequest(s)); });
+  FinishAll();
+  if (!batch.empty()) {
+    Launch(batch);
+    in_flight[lane] = 1;
+    progressed = true;
+  }
+  return progressed || AnyInFlight();
+}
+
 bool Service::Impl::Step() {
+  if (lanes.size() > 1) {
+    // A synchronous forward (a job: embeddings; prompt log-probabilities) needs no step in
+    // flight: the lanes drain first.
+    bool sync = !jobs.empty();
+    for (const auto& l : lanes)
+      for (const auto& w : l->waiting()) {
+        const Request& r = AsRequest(*w);
+        sync = sync || (r.opt.prompt_logprobs && !r.prompt_logprobs_done);
+      }
+    if (!sync) return StepLane();
+    DrainLanes();
+    for (const auto& l : lanes) {
+      scheduler = l.get();
+      for (const auto& w : scheduler->waiting()) {
+        Request& r = AsRequest(*w);
+        if (r.opt.prompt_logprobs && !r.prompt_logprobs_done) PromptLogprobs(r);
+      }
+    }
+    RunJobs();
+    StepLane();
+    return true;
+  }
   RunJobs();
   // 1. Cancelled and expired requests leave first (their blocks free up for this step).
   const double now = NowSeconds();
@@ -308,13 +413,17 @@ bool Service::Impl::Step() {
   if (batch.empty()) return false;
   // 3. One batched forward; 4. sample; 5. the stop rule.
   Forward(batch);
+  Finalize(batch);
+  return true;
+}
+
+void Service::Impl::Finalize(const Scheduler::Batch& batch) {
   Sample(batch);  // (verification first: Commit records only the accepted drafts)
   scheduler->Commit();
   StartChoices();
   scheduler->Postprocess(
       sampled.data(), [this](Sequence& s, int32_t t) { return Apply(AsRequest(s), t); }, &finished);
   FinishAll();
-  return true;
 }
 
 void Service::Impl::Forward(const Scheduler::Batch& batch) {
@@ -332,6 +441,26 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
   e->StepBatch(items.data(), static_cast<int>(n), logits.data());
+  stats.steps++;
+  stats.step_tokens += step_tokens;
+}
+
+// A pipelined head: the batch's items to the head's layers and on to the stages (the logits
+// come with CompleteLane).
+void Service::Impl::Launch(const Scheduler::Batch& batch) {
+  const size_t n = batch.seqs.size();
+  items.clear();
+  views.resize(n);
+  uint64_t step_tokens = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const Sequence& s = *batch.seqs[k];
+    views[k] = e->kv->View(s.seq);
+    items.push_back({s.step_tokens(), batch.n[k], s.computed, &views[k],
+                     s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
+    items.back().lora = s.lora;
+    step_tokens += static_cast<uint64_t>(batch.n[k]);
+  }
+  e->LaunchBatch(items.data(), static_cast<int>(n), static_cast<int>(lane));
   stats.steps++;
   stats.step_tokens += step_tokens;
 }
@@ -582,12 +711,17 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
 
 void Service::Impl::UpdateGauges() {
   const MemoryReport m = engine->Memory();
-  stats.running = static_cast<int>(scheduler->running().size());
-  stats.waiting = static_cast<int>(scheduler->waiting().size());
+  stats.running = 0;
+  stats.waiting = 0;
+  stats.preemptions = 0;
+  for (const auto& l : lanes) {
+    stats.running += static_cast<int>(l->running().size());
+    stats.waiting += static_cast<int>(l->waiting().size());
+    stats.preemptions += l->preemptions();
+  }
   stats.kv_usage = m.kv_total_blocks > 0 ? static_cast<double>(m.kv_used_blocks) /
                                                static_cast<double>(m.kv_total_blocks)
                                          : 0;
-  stats.preemptions = scheduler->preemptions();
   stats.memory = m;
   Publish();
 }

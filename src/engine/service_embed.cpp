@@ -142,7 +142,7 @@ void Service::EmbedAsync(std::vector<std::vector<int32_t>> inputs, Pooling pooli
   auto run = [job, impl]() -> bool {
     std::string error;
     try {
-      if (!job->Run(!impl->scheduler->idle())) return false;
+      if (!job->Run(!impl->Idle())) return false;
     } catch (const std::exception& ex) {
       error = ex.what();
     }

@@ -93,7 +93,16 @@ struct Service::Impl {
   ServiceStats stats;  // engine thread only
 
   // Engine thread only.
-  std::unique_ptr<Scheduler> scheduler;
+  // A scheduler per lane: one, or for a pipeline's head one per process, each lane's step in
+  // flight through the stages while the head runs the next lane's (vLLM's virtual engines).
+  // Requests join the lane with the fewest; `scheduler` is the lane being stepped.
+  std::vector<std::unique_ptr<Scheduler>> lanes;
+  std::vector<uint8_t> in_flight;  // per lane: its step launched, not yet completed
+  size_t lane = 0;
+  Scheduler* scheduler = nullptr;
+  bool Idle() const;
+  Scheduler& LeastBusyLane();
+  bool AnyInFlight() const;
   std::vector<Scheduler::Finished> finished;
   std::string step_error;  // a failed step: what the requests it ends are told
   std::vector<Transformer::BatchItem> items;
@@ -109,8 +118,13 @@ struct Service::Impl {
 
   void Loop();
   bool Step();
+  bool StepLane();    // one lane of a pipelined head: complete its step, launch the next
+  void DrainLanes();  // completes every step in flight (before a synchronous forward)
+  void CompleteLane(size_t l);
   void Propose();
   void Forward(const Scheduler::Batch& batch);
+  void Launch(const Scheduler::Batch& batch);
+  void Finalize(const Scheduler::Batch& batch);  // sample, commit, the per-token rule
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
   bool OnToken(Request& r, int32_t token);

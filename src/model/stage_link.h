@@ -23,6 +23,9 @@ class StageLink {
   virtual int head_layers() const = 0;
   // Micro-batches a step of several sequences is split into (1: none).
   virtual int micro_batches() const = 0;
+  // Steps a scheduler may keep in flight at once to keep every stage busy (Transformer::Launch):
+  // one per process in the pipeline.
+  virtual int lanes() const = 0;
   // A step begins (its micro-batches follow): for the link's own accounting.
   virtual void StepBegins() {}
   // Micro-batch `mb` of the step: its items in the order their tokens run, x (n x dim floats)
@@ -30,8 +33,9 @@ class StageLink {
   // n_logits); hidden_out: the final-normalized hidden states instead of logits.
   virtual void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
                     int rows, bool hidden_out) = 0;
-  // Micro-batch mb's result rows (rows x row_floats) into out, in the order sent. Throws Error
-  // naming the stage when one is lost (died or stopped answering).
+  // Micro-batch mb's result rows (rows x row_floats) into out; results come back in the order
+  // sent (mb: the sender's count of micro-batches, checked). Throws Error naming the stage when
+  // one is lost (died or stopped answering).
   virtual void Receive(int mb, float* out, int rows, size_t row_floats) = 0;
   // The head's KV manager copied block `from` to `to` (copy-on-write): every stage does the
   // same in its layers before the next micro-batch.

@@ -391,7 +391,14 @@ void Transformer::SetStageLink(StageLink* link) {
   SetLayers(0, link != nullptr ? link->head_layers() : cfg_.n_layers);
   keep_order_ = false;
   mb_items_.resize(static_cast<size_t>(max_items_));
-  mb_row_.assign(static_cast<size_t>(max_items_), 0);
+  lanes_.clear();
+  if (link == nullptr) return;
+  lanes_.resize(static_cast<size_t>(std::max(1, link->lanes())) + 1);
+  for (Lane& l : lanes_) {
+    l.item_row.assign(static_cast<size_t>(max_items_), 0);
+    l.out.assign(static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab), 0.0f);
+    arena_bytes_ += l.out.size() * sizeof(float);
+  }
 }
 
 void Transformer::SetLayers(int begin, int end) {
@@ -402,27 +409,48 @@ void Transformer::SetLayers(int begin, int end) {
   keep_order_ = begin > 0;  // a later stage runs the items in its head's order
 }
 
-// A pipeline's head: the items split into micro-batches of about equal tokens (whole items,
-// in order); each runs the head's layers and goes to the link while the next one runs here, so
-// the stages work on micro-batch i while the head works on i + 1. The result rows come back
-// per micro-batch and are laid out in a_.logits (or, for hidden states, rows of dim floats).
+// A pipeline's head, one step at once: launched on its own lane, then completed.
 void Transformer::ForwardPipelined(const BatchItem* items, int n_items, const float** logits) {
+  Lane& lane = lanes_.back();
+  for (const Lane& l : lanes_)
+    if (l.in_flight) Fail("Forward: a pipeline step is in flight (complete it first)");
+  LaunchLane(items, n_items, lane, link_->micro_batches());
+  CompleteLane(lane, logits);
+}
+
+void Transformer::Launch(const BatchItem* items, int n_items, int lane) {
+  if (lane < 0 || lane >= lanes()) Fail("Launch: no lane %d (the pipeline has %d)", lane, lanes());
+  Lane& l = lanes_[static_cast<size_t>(lane)];
+  if (l.in_flight) Fail("Launch: lane %d has a step in flight", lane);
+  LaunchLane(items, n_items, l, 1);  // the other lanes keep the stages busy: no bubble to fill
+}
+
+void Transformer::Complete(int lane, const float** logits) {
+  if (lane < 0 || lane >= lanes() || !lanes_[static_cast<size_t>(lane)].in_flight)
+    Fail("Complete: lane %d has no step in flight", lane);
+  CompleteLane(lanes_[static_cast<size_t>(lane)], logits);
+}
+
+// The items split into micro-batches of about equal tokens (whole items, in order); each runs
+// the head's layers and goes to the link while the next one runs here, so the stages work on
+// micro-batch i while the head works on i + 1.
+void Transformer::LaunchLane(const BatchItem* items, int n_items, Lane& lane, int mbs) {
   if (n_items < 1 || n_items > max_items_)
     Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
   int total = 0;
   for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);
-  const int mbs = std::max(1, std::min(link_->micro_batches(), n_items));
+  mbs = std::max(1, std::min(mbs, n_items));
   link_->StepBegins();
-  const size_t row_floats =
-      hidden_out_ ? static_cast<size_t>(cfg_.dim) : static_cast<size_t>(cfg_.n_vocab);
-  struct Sent {
-    int rows, first_row;
-  };
-  Sent sent[kMaxItems];
-  int n_sent = 0, next_row = 0;
-  for (int i0 = 0, done = 0; i0 < n_items; ++n_sent) {
+  lane.rows.clear();
+  lane.first_row.clear();
+  lane.ids.clear();
+  lane.n_items = n_items;
+  lane.hidden = hidden_out_;
+  int next_row = 0;
+  for (int i0 = 0, done = 0; i0 < n_items;) {
     // Whole items, until the tokens so far reach this micro-batch's share of the step's.
-    const int64_t until = static_cast<int64_t>(total) * (n_sent + 1) / mbs;
+    const int64_t until =
+        static_cast<int64_t>(total) * (static_cast<int>(lane.rows.size()) + 1) / mbs;
     int i1 = i0, tokens = 0;
     while (i1 < n_items && (i1 == i0 || done + tokens < until)) tokens += items[i1++].n;
     int rows = 0;
@@ -432,21 +460,32 @@ void Transformer::ForwardPipelined(const BatchItem* items, int n_items, const fl
     for (int oi = 0, r = next_row; oi < i1 - i0; ++oi) {
       const int i = i0 + plan_.order[static_cast<size_t>(oi)];
       mb_items_[static_cast<size_t>(oi)] = items[i];
-      mb_row_[static_cast<size_t>(i)] = r;
+      lane.item_row[static_cast<size_t>(i)] = r;
       r += items[i].n_logits;
     }
-    link_->Send(n_sent, mb_items_.data(), i1 - i0, a_.x, n, rows, hidden_out_);
-    sent[n_sent] = {rows, next_row};
+    link_->Send(next_mb_, mb_items_.data(), i1 - i0, a_.x, n, rows, hidden_out_);
+    lane.ids.push_back(next_mb_);
+    next_mb_ = (next_mb_ + 1) & 0x3fffffff;
+    lane.rows.push_back(rows);
+    lane.first_row.push_back(next_row);
     next_row += rows;
     done += tokens;
     i0 = i1;
   }
-  float* out = hidden_out_ ? a_.xb : a_.logits;
-  for (int m = 0; m < n_sent; ++m)
-    link_->Receive(m, out + static_cast<size_t>(sent[m].first_row) * row_floats, sent[m].rows,
-                   row_floats);
-  for (int i = 0; i < n_items; ++i)
-    logits[i] = out + static_cast<size_t>(mb_row_[static_cast<size_t>(i)]) * row_floats;
+  lane.in_flight = true;
+}
+
+// The lane's result rows as they come back, laid out in its buffer.
+void Transformer::CompleteLane(Lane& lane, const float** logits) {
+  lane.in_flight = false;  // (whatever happens: a lost stage fails every later step anyway)
+  const size_t row_floats =
+      lane.hidden ? static_cast<size_t>(cfg_.dim) : static_cast<size_t>(cfg_.n_vocab);
+  float* out = lane.out.data();
+  for (size_t m = 0; m < lane.rows.size(); ++m)
+    link_->Receive(lane.ids[m], out + static_cast<size_t>(lane.first_row[m]) * row_floats,
+                   lane.rows[m], row_floats);
+  for (int i = 0; i < lane.n_items; ++i)
+    logits[i] = out + static_cast<size_t>(lane.item_row[static_cast<size_t>(i)]) * row_floats;
 }
 
 // A later stage of a pipeline: its layers on a micro-batch from the stage before.
