@@ -19,7 +19,9 @@
 #include "model/stage_link.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "paddock/engine.h"
 #include "paddock/error.h"
+#include "paddock/service.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -184,6 +186,74 @@ TEST(Pipeline, StagesGiveTheWholeModelsLogits) {
       EXPECT_LT(MaxRelErr(got[i], ref[i]), 1e-5)
           << "stages " << c.begin.size() - 1 << ", micro-batches " << c.mbs << ", row " << i;
   }
+}
+
+// A LocalLink with its own copy of the model and threads (an engine's EngineOptions::stages).
+class OwnedLocalLink : public StageLink {
+ public:
+  OwnedLocalLink(const std::string& path, const std::vector<int>& begin, int mbs)
+      : model_(LoadModel(path)), link_(*model_, pool_, begin, mbs) {}
+  int head_layers() const override { return link_.head_layers(); }
+  int micro_batches() const override { return link_.micro_batches(); }
+  int lanes() const override { return link_.lanes(); }
+  void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
+            int rows, bool hidden_out) override {
+    link_.Send(mb, items, n_items, x, n, rows, hidden_out);
+  }
+  void Receive(int mb, float* out, int rows, size_t row_floats) override {
+    link_.Receive(mb, out, rows, row_floats);
+  }
+  void CopyBlock(int32_t from, int32_t to) override { link_.CopyBlock(from, to); }
+  std::string Lost() const override { return ""; }
+
+ private:
+  std::unique_ptr<LoadedModel> model_;
+  ThreadPool pool_{1};
+  LocalLink link_;
+};
+
+// A service over a pipelined head keeps a step in flight per lane (here 3, one per process):
+// each request's greedy text is the one it gets from a whole-model service, whichever lane it
+// joined and whatever ran beside it.
+TEST(Pipeline, ServiceWithStepsInFlightGivesEachRequestsText) {
+  const std::string path = test::ModelPath("stories260K.gguf");
+  auto make = [&](bool split) {
+    EngineOptions eo;
+    eo.model_path = path;
+    eo.threads = 1;
+    eo.max_batch = 64;
+    if (split) eo.stages = std::make_shared<OwnedLocalLink>(path, std::vector<int>{0, 2, 4, 5}, 1);
+    return Service::Create(Engine::Create(eo), ServiceOptions{});
+  };
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 9; ++i) {
+    std::vector<int32_t> p = {1};
+    for (int t = 0; t < 3 + 7 * i; ++t) p.push_back((29 * t + 53 * i) % 500 + 5);
+    prompts.push_back(p);
+  }
+  RequestOptions o;
+  o.generate.sampling.temperature = 0;
+  o.generate.ignore_eos = true;
+  auto texts = [&](Service& svc) {
+    std::vector<std::shared_ptr<RequestStream>> streams(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      o.generate.max_tokens = 12 + 5 * static_cast<int>(i);
+      EXPECT_EQ(svc.Submit(prompts[i], o, &streams[i]), SubmitStatus::kAccepted);
+    }
+    std::vector<std::string> out;
+    for (auto& st : streams) {
+      std::string text;
+      while (st->Wait(&text, 60) != RequestStream::Status::kDone) {
+      }
+      EXPECT_TRUE(st->result().error.empty()) << st->result().error;
+      out.push_back(st->result().text);
+    }
+    return out;
+  };
+  const std::vector<std::string> whole = texts(*make(false));
+  auto svc = make(true);
+  EXPECT_EQ(texts(*svc), whole);
+  EXPECT_EQ(texts(*svc), whole);  // (again, with the prefix cache warm)
 }
 
 TEST(Pipeline, ALayerRangeOutsideTheModelIsRefused) {
