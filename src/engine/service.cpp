@@ -291,6 +291,22 @@ void Service::Impl::RunJobs() {
   for (auto& j : again) jobs.push_back(std::move(j));
 }
 
+// The current lane's cancelled and expired requests leave (their blocks free up for the step).
+void Service::Impl::RemoveEnded() {
+  const double now = NowSeconds();
+  auto expired = [now](const Sequence& s) {
+    const auto& r = static_cast<const Request&>(s);
+    return r.deadline > 0 && now >= r.deadline;
+  };
+  scheduler->RemoveIf(
+      [&](const Sequence& s) { return static_cast<const Request&>(s).Cancelled() || expired(s); },
+      [&](const Sequence& s) {
+        const bool timeout = expired(s) && !static_cast<const Request&>(s).Cancelled();
+        return timeout ? FinishReason::kTimeout : FinishReason::kCancelled;
+      },
+      &finished);
+}
+
 bool Service::Impl::Idle() const {
   for (const auto& l : lanes)
     if (!l->idle()) return false;
@@ -339,18 +355,7 @@ bool Service::Impl::StepLane() {
     progressed = true;
   }
   scheduler = lanes[lane].get();
-  const double now = NowSeconds();
-  auto expired = [now](const Sequence& s) {
-    const auto& r = static_cast<const Request&>(s);
-    return r.deadline > 0 && now >= r.deadline;
-  };
-  scheduler->RemoveIf(
-      [&](const Sequence& s) { return static_cast<const Request&>(s).Cancelled() || expired(s); },
-      [&](const Sequence& s) {
-        const bool timeout = expired(s) && !static_cast<const Request&>(s).Cancelled();
-        return timeout ? FinishReason::kTimeout : FinishReason::kCancelled;
-      },
-      &finished);
+  RemoveEnded();
   Propose();
   const Scheduler::Batch& batch =
       scheduler->Schedule(&finished, [this](Sequence& s) { OnAdmit(AsRequest(s)); });
@@ -388,18 +393,7 @@ bool Service::Impl::Step() {
   }
   RunJobs();
   // 1. Cancelled and expired requests leave first (their blocks free up for this step).
-  const double now = NowSeconds();
-  auto expired = [now](const Sequence& s) {
-    const auto& r = static_cast<const Request&>(s);
-    return r.deadline > 0 && now >= r.deadline;
-  };
-  scheduler->RemoveIf(
-      [&](const Sequence& s) { return static_cast<const Request&>(s).Cancelled() || expired(s); },
-      [&](const Sequence& s) {
-        const bool timeout = expired(s) && !static_cast<const Request&>(s).Cancelled();
-        return timeout ? FinishReason::kTimeout : FinishReason::kCancelled;
-      },
-      &finished);
+  RemoveEnded();
   // 2. Drafts for decoding requests (speculation), then the policy: who runs this step, with
   // how many tokens.
   Propose();
@@ -427,6 +421,12 @@ void Service::Impl::Finalize(const Scheduler::Batch& batch) {
 }
 
 void Service::Impl::Forward(const Scheduler::Batch& batch) {
+  const int n = Items(batch);
+  e->StepBatch(items.data(), n, logits.data());
+}
+
+// The batch as the forward pass's items (items, views); counts the step.
+int Service::Impl::Items(const Scheduler::Batch& batch) {
   const size_t n = batch.seqs.size();
   items.clear();
   views.resize(n);
@@ -440,29 +440,16 @@ void Service::Impl::Forward(const Scheduler::Batch& batch) {
     items.back().lora = s.lora;
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
-  e->StepBatch(items.data(), static_cast<int>(n), logits.data());
   stats.steps++;
   stats.step_tokens += step_tokens;
+  return static_cast<int>(n);
 }
 
 // A pipelined head: the batch's items to the head's layers and on to the stages (the logits
 // come with CompleteLane).
 void Service::Impl::Launch(const Scheduler::Batch& batch) {
-  const size_t n = batch.seqs.size();
-  items.clear();
-  views.resize(n);
-  uint64_t step_tokens = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const Sequence& s = *batch.seqs[k];
-    views[k] = e->kv->View(s.seq);
-    items.push_back({s.step_tokens(), batch.n[k], s.computed, &views[k],
-                     s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
-    items.back().lora = s.lora;
-    step_tokens += static_cast<uint64_t>(batch.n[k]);
-  }
-  e->LaunchBatch(items.data(), static_cast<int>(n), static_cast<int>(lane));
-  stats.steps++;
-  stats.step_tokens += step_tokens;
+  const int n = Items(batch);
+  e->LaunchBatch(items.data(), n, static_cast<int>(lane));
 }
 
 // The masks of the constrained requests that sample in this step: each request's own matcher,

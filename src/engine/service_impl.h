@@ -124,6 +124,8 @@ struct Service::Impl {
   void Propose();
   void Forward(const Scheduler::Batch& batch);
   void Launch(const Scheduler::Batch& batch);
+  int Items(const Scheduler::Batch& batch);
+  void RemoveEnded();
   void Finalize(const Scheduler::Batch& batch);  // sample, commit, the per-token rule
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
