@@ -86,6 +86,11 @@ complete_to() {  # complete_to PORT PROMPT N -> the greedy text
 start_server single -m "$S" -t 1 || exit 1
 SINGLE=$PORT
 for i in "${!prompts[@]}"; do complete_to "$SINGLE" "${prompts[$i]}" 48 >"$TMP/alone.$i"; done
+embed() {  # embed PORT -> the embedding of a fixed text, as JSON
+  curl -s -H 'Content-Type: application/json' --data-binary '{"input":"The little dog ran home."}' \
+    "http://127.0.0.1:$1/v1/embeddings" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["data"][0]["embedding"]))'
+}
+embed "$SINGLE" >"$TMP/embed.alone"
 kill "$SPID"
 
 # start_mpi NAME NP ARGS...: paddock serve under mpirun; sets PORT, SPID (mpirun) and RANKS.
@@ -122,6 +127,13 @@ for job in $(jobs -p); do [ "$job" = "$SPID" ] || wait "$job"; done
 ok=0
 for i in "${!prompts[@]}"; do cmp -s "$TMP/alone.$i" "$TMP/two.$i" || ok=1; done
 check "6 concurrent requests through 2 stages (a step in flight per stage): each prompt's text alone" $ok
+embed "$PORT" >"$TMP/embed.two"
+python3 - "$TMP/embed.alone" "$TMP/embed.two" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+sys.exit(0 if len(a) == len(b) > 0 and max(abs(x - y) for x, y in zip(a, b)) < 1e-5 else 1)
+PY
+check "/v1/embeddings through 2 stages (the last returns final hidden states): the single process's" $?
 
 stop_mpi
 

@@ -619,14 +619,17 @@ class MpiLink final : public StageLink {
       out_.Send(std::move(stop), 1, kData);
       out_.Drain(*hb_);
     }
-    const bool clean = Lost().empty();
+    const std::string lost = Lost();
     hb_->Stop();
-    if (clean) {
+    if (lost.empty()) {
       MPI_Finalize();
     } else {
+      // MPI cannot finalize with a rank gone: the process ends here, saying why (this runs as
+      // an error unwinds from a command, before its own report would).
       std::fflush(stdout);
+      std::fprintf(stderr, "paddock: error: %s\n", lost.c_str());
       std::fflush(stderr);
-      _exit(0);  // MPI cannot finalize with a rank gone; the launcher ends the job
+      _exit(1);
     }
   }
   int head_layers() const override { return begin_[1]; }
