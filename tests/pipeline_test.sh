@@ -21,10 +21,11 @@ if ! command -v mpirun >/dev/null; then
   exit 1
 fi
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Loopback TCP between the ranks (what a LAN link is), any number of ranks on 2 cores; for a
-# server, the launcher leaves the head running when a stage dies (it reports the loss; mpirun
-# then exits 0 whatever the ranks' codes, so commands whose exit code is checked run without).
-MPI=(mpirun --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo)
+# One host (`plm isolated`: no ssh needed), loopback TCP between the ranks (what a LAN link
+# is), any number of ranks on 2 cores; for a server, the launcher leaves the head running when
+# a stage dies (it reports the loss; mpirun then exits 0 whatever the ranks' codes, so commands
+# whose exit code is checked run without it).
+MPI=(mpirun --mca plm isolated --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo)
 MPI_SERVE=("${MPI[@]}" --enable-recovery)
 S=$M/stories260K.gguf
 TL=$TMP/tl4.gguf
