@@ -161,15 +161,6 @@ std::vector<std::vector<float>> Conversation(Runner& r) {
   return all;
 }
 
-double MaxRelErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
-    den = std::max(den, static_cast<double>(std::fabs(b[i])));
-  }
-  return num / std::max(den, 1e-9);
-}
-
 TEST(Pipeline, StagesGiveTheWholeModelsLogits) {
   Runner whole;
   const std::vector<std::vector<float>> ref = Conversation(whole);
@@ -183,7 +174,7 @@ TEST(Pipeline, StagesGiveTheWholeModelsLogits) {
     const std::vector<std::vector<float>> got = Conversation(split);
     ASSERT_EQ(got.size(), ref.size());
     for (size_t i = 0; i < ref.size(); ++i)
-      EXPECT_LT(MaxRelErr(got[i], ref[i]), 1e-5)
+      EXPECT_LT(test::RelErr(got[i], ref[i]), 1e-5)
           << "stages " << c.begin.size() - 1 << ", micro-batches " << c.mbs << ", row " << i;
   }
 }

@@ -91,8 +91,15 @@ std::string HostName() {
 
 class Heartbeats;
 
-// Waits for a message (source, tag) while `alive` says the peers are there; returns its bytes.
-std::string ReceiveBytes(int source, int tag, const Heartbeats& hb, int* from = nullptr);
+// Waits for a message (source, tag) while `hb` says the peers are there; its bytes into *into
+// (whose capacity is reused: no allocation per step once it has grown).
+void ReceiveBytes(int source, int tag, const Heartbeats& hb, std::string* into,
+                  int* from = nullptr);
+std::string ReceiveBytes(int source, int tag, const Heartbeats& hb, int* from = nullptr) {
+  std::string b;
+  ReceiveBytes(source, tag, hb, &b, from);
+  return b;
+}
 
 // Every process: a thread that sends a heartbeat every kBeatSeconds to its peers (the head to
 // every stage, a stage to the head) and reads theirs; it also drives MPI's progress for the
@@ -181,7 +188,7 @@ class Backoff {
   int spins_ = 0;
 };
 
-std::string ReceiveBytes(int source, int tag, const Heartbeats& hb, int* from) {
+void ReceiveBytes(int source, int tag, const Heartbeats& hb, std::string* into, int* from) {
   Backoff wait;
   for (;;) {
     int flag = 0;
@@ -190,10 +197,11 @@ std::string ReceiveBytes(int source, int tag, const Heartbeats& hb, int* from) {
     if (flag) {
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
-      std::string b(static_cast<size_t>(count), '\0');
-      MPI_Recv(b.data(), count, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      into->resize(static_cast<size_t>(count));
+      MPI_Recv(into->data(), count, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
       if (from != nullptr) *from = st.MPI_SOURCE;
-      return b;
+      return;
     }
     if (const int r = hb.Silent(); r >= 0)
       Fail("pipeline: rank %d stopped answering (no heartbeat for %.1f s)", r, hb.SilentFor(r));
@@ -201,9 +209,21 @@ std::string ReceiveBytes(int source, int tag, const Heartbeats& hb, int* from) {
   }
 }
 
-// Sends in flight, each with its buffer (kept until MPI is done with it).
+// Sends in flight, each with its buffer (kept until MPI is done with it, then reused: a step
+// allocates nothing once the buffers have grown).
 class Outbox {
  public:
+  // A buffer of n bytes for the next Send (contents unspecified).
+  std::vector<char> Buffer(size_t n) {
+    Reap();
+    std::vector<char> b;
+    if (!free_.empty()) {
+      b = std::move(free_.back());
+      free_.pop_back();
+    }
+    b.resize(n);
+    return b;
+  }
   void Send(std::vector<char>&& bytes, int dest, int tag) {
     Reap();
     slots_.push_back({std::move(bytes), MPI_REQUEST_NULL});
@@ -231,10 +251,12 @@ class Outbox {
       int done = 0;
       MPI_Test(&slots_.front().req, &done, MPI_STATUS_IGNORE);
       if (!done) break;
+      if (free_.size() < 8) free_.push_back(std::move(slots_.front().bytes));
       slots_.erase(slots_.begin());
     }
   }
   std::vector<Slot> slots_;
+  std::vector<std::vector<char>> free_;
 };
 
 // ---- what every rank agrees on at start ----------------------------------------------------
@@ -476,12 +498,11 @@ StepView ViewStep(const std::string& b, int dim) {
   return v;
 }
 
-void RunStage(int rank, int size, const LoadedModel& head_shape, std::unique_ptr<LoadedModel> model,
-              const EngineOptions& eo, const Plan& plan, Heartbeats& hb) {
+void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const EngineOptions& eo,
+              const Plan& plan, Heartbeats& hb) {
   const int begin = plan.begin[static_cast<size_t>(rank)];
   const int end = plan.begin[static_cast<size_t>(rank) + 1];
   const bool last = rank == size - 1;
-  (void)head_shape;
   if (eo.relayout_weights && plan.int8)
     RelayoutWeights(model.get(), eo.huge_pages, nullptr, {begin, end, last});
   const int threads = eo.threads > 0 ? eo.threads : PhysicalCores();
@@ -524,14 +545,19 @@ void RunStage(int rank, int size, const LoadedModel& head_shape, std::unique_ptr
   std::vector<KvView> views(items.size());
   double waited = 0, computed = 0;
   uint64_t steps = 0;
+  std::string msg;
   for (;;) {
     const double t0 = NowSeconds();
-    const std::string msg = ReceiveBytes(rank - 1, kData, hb);
+    ReceiveBytes(rank - 1, kData, hb, &msg);
     const StepView v = ViewStep(msg, dim);
     const double t1 = NowSeconds();
     waited += t1 - t0;
     if (v.h[0] == kStop) {
-      if (!last) out.Send(std::vector<char>(msg.begin(), msg.end()), rank + 1, kData);
+      if (!last) {
+        std::vector<char> stop = out.Buffer(msg.size());
+        std::memcpy(stop.data(), msg.data(), msg.size());
+        out.Send(std::move(stop), rank + 1, kData);
+      }
       out.Drain(hb);
       if (steps > 0)
         std::fprintf(
@@ -571,14 +597,14 @@ void RunStage(int rank, int size, const LoadedModel& head_shape, std::unique_ptr
     const float* y = tf.ForwardStage(items.data(), n_items, v.x, v.h[5] != 0, &rows);
     computed += NowSeconds() - t1;
     if (!last) {
-      std::vector<char> next(v.ints * 4 + static_cast<size_t>(rows) * dim * 4);
+      std::vector<char> next = out.Buffer(v.ints * 4 + static_cast<size_t>(rows) * dim * 4);
       std::memcpy(next.data(), msg.data(), v.ints * 4);
       std::memcpy(next.data() + v.ints * 4, y, static_cast<size_t>(rows) * dim * 4);
       out.Send(std::move(next), rank + 1, kData);
     } else {
       const size_t row_floats =
           v.h[5] != 0 ? static_cast<size_t>(dim) : static_cast<size_t>(n_vocab);
-      std::vector<char> res(16 + static_cast<size_t>(rows) * row_floats * 4);
+      std::vector<char> res = out.Buffer(16 + static_cast<size_t>(rows) * row_floats * 4);
       const int32_t head[4] = {v.h[1], rows, static_cast<int32_t>(row_floats), 0};
       std::memcpy(res.data(), head, 16);
       std::memcpy(res.data() + 16, y, static_cast<size_t>(rows) * row_floats * 4);
@@ -614,7 +640,8 @@ class MpiLink final : public StageLink {
                    last_receive_ - first_send_);
     }
     if (Lost().empty()) {
-      std::vector<char> stop(kHeader * 4, 0);
+      std::vector<char> stop = out_.Buffer(kHeader * 4);
+      std::fill(stop.begin(), stop.end(), 0);
       reinterpret_cast<int32_t*>(stop.data())[0] = kStop;
       out_.Send(std::move(stop), 1, kData);
       out_.Drain(*hb_);
@@ -641,7 +668,8 @@ class MpiLink final : public StageLink {
     Check();
     size_t ints = kHeader + copies_.size() + kItemInts * static_cast<size_t>(n_items) +
                   static_cast<size_t>(n);
-    std::vector<int> tables(static_cast<size_t>(n_items));
+    std::vector<int>& tables = tables_;
+    tables.resize(static_cast<size_t>(n_items));
     for (int i = 0; i < n_items; ++i) {
       const KvView& kv = *items[i].kv;
       tables[static_cast<size_t>(i)] =
@@ -649,8 +677,9 @@ class MpiLink final : public StageLink {
       ints += static_cast<size_t>(tables[static_cast<size_t>(i)]);
     }
     ints = (ints + 3) / 4 * 4;
-    std::vector<char> msg(ints * 4 + static_cast<size_t>(n) * dim_ * 4, 0);
+    std::vector<char> msg = out_.Buffer(ints * 4 + static_cast<size_t>(n) * dim_ * 4);
     auto* w = reinterpret_cast<int32_t*>(msg.data());
+    int32_t* const floats = w + ints;
     *w++ = kStep;
     *w++ = mb;
     *w++ = n_items;
@@ -670,6 +699,7 @@ class MpiLink final : public StageLink {
       for (int t = 0; t < items[i].n; ++t) *w++ = items[i].tokens[t];
     for (int i = 0; i < n_items; ++i)
       for (int t = 0; t < tables[static_cast<size_t>(i)]; ++t) *w++ = items[i].kv->table[t];
+    while (w < floats) *w++ = 0;  // the padding before the floats
     std::memcpy(msg.data() + ints * 4, x, static_cast<size_t>(n) * dim_ * 4);
     if (first_send_ == 0) first_send_ = NowSeconds();
     bytes_sent_ += static_cast<double>(msg.size());
@@ -680,10 +710,10 @@ class MpiLink final : public StageLink {
 
   void Receive(int mb, float* out, int rows, size_t row_floats) override {
     Check();
-    std::string b;
+    std::string& b = in_;
     const double t0 = NowSeconds();
     try {
-      b = ReceiveBytes(size_ - 1, kResult, *hb_);
+      ReceiveBytes(size_ - 1, kResult, *hb_, &b);
     } catch (const Error&) {
       Check();
       throw;
@@ -727,6 +757,8 @@ class MpiLink final : public StageLink {
   std::unique_ptr<Heartbeats> hb_;
   Outbox out_;
   std::vector<int32_t> copies_;
+  std::vector<int> tables_;  // Send's block-table lengths per item
+  std::string in_;           // Receive's message
   // The link's figures (printed when the head ends): what crossed, and how long the head
   // waited for the stages' results (their compute and the link) within its steps.
   double bytes_sent_ = 0, bytes_back_ = 0, wait_seconds_ = 0, first_send_ = 0, last_receive_ = 0;
@@ -806,7 +838,7 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
       return false;  // the head reports it
     }
     try {
-      RunStage(rank, size, *model, std::move(model), *eo, plan, *hb);
+      RunStage(rank, size, std::move(model), *eo, plan, *hb);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "paddock: pipeline stage %d: %s\n", rank, e.what());
       std::fflush(stderr);

@@ -368,28 +368,31 @@ bool Service::Impl::StepLane() {
   return progressed || AnyInFlight();
 }
 
+// Waiting requests of `l` that asked for their prompt's log-probabilities and have not had them
+// (a synchronous forward of their prompt, before admission): run them if `run`; whether any.
+bool Service::Impl::PromptLogprobsOf(Scheduler& l, bool run) {
+  bool any = false;
+  for (const auto& w : l.waiting()) {
+    Request& r = AsRequest(*w);
+    if (!r.opt.prompt_logprobs || r.prompt_logprobs_done) continue;
+    any = true;
+    if (run) PromptLogprobs(r);
+  }
+  return any;
+}
+
 bool Service::Impl::Step() {
   if (lanes.size() > 1) {
     // A synchronous forward (a job: embeddings; prompt log-probabilities) needs no step in
     // flight: the lanes drain first.
     bool sync = !jobs.empty();
-    for (const auto& l : lanes)
-      for (const auto& w : l->waiting()) {
-        const Request& r = AsRequest(*w);
-        sync = sync || (r.opt.prompt_logprobs && !r.prompt_logprobs_done);
-      }
-    if (!sync) return StepLane();
-    DrainLanes();
-    for (const auto& l : lanes) {
-      scheduler = l.get();
-      for (const auto& w : scheduler->waiting()) {
-        Request& r = AsRequest(*w);
-        if (r.opt.prompt_logprobs && !r.prompt_logprobs_done) PromptLogprobs(r);
-      }
+    for (const auto& l : lanes) sync = sync || PromptLogprobsOf(*l, false);
+    if (sync) {
+      DrainLanes();
+      for (const auto& l : lanes) PromptLogprobsOf(*l, true);
+      RunJobs();
     }
-    RunJobs();
-    StepLane();
-    return true;
+    return StepLane() || sync;
   }
   RunJobs();
   // 1. Cancelled and expired requests leave first (their blocks free up for this step).
@@ -397,10 +400,7 @@ bool Service::Impl::Step() {
   // 2. Drafts for decoding requests (speculation), then the policy: who runs this step, with
   // how many tokens.
   Propose();
-  for (const auto& w : scheduler->waiting()) {
-    Request& r = AsRequest(*w);
-    if (r.opt.prompt_logprobs && !r.prompt_logprobs_done) PromptLogprobs(r);
-  }
+  PromptLogprobsOf(*scheduler, true);
   const Scheduler::Batch& batch =
       scheduler->Schedule(&finished, [this](Sequence& s) { OnAdmit(AsRequest(s)); });
   FinishAll();

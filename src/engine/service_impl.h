@@ -126,6 +126,7 @@ struct Service::Impl {
   void Launch(const Scheduler::Batch& batch);
   int Items(const Scheduler::Batch& batch);
   void RemoveEnded();
+  bool PromptLogprobsOf(Scheduler& l, bool run);
   void Finalize(const Scheduler::Batch& batch);  // sample, commit, the per-token rule
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);

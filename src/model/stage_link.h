@@ -26,8 +26,6 @@ class StageLink {
   // Steps a scheduler may keep in flight at once to keep every stage busy (Transformer::Launch):
   // one per process in the pipeline.
   virtual int lanes() const = 0;
-  // A step begins (its micro-batches follow): for the link's own accounting.
-  virtual void StepBegins() {}
   // Micro-batch `mb` of the step: its items in the order their tokens run, x (n x dim floats)
   // the residual stream after the head's layers, `rows` result rows asked for (the items'
   // n_logits); hidden_out: the final-normalized hidden states instead of logits.

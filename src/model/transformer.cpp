@@ -393,9 +393,12 @@ void Transformer::SetStageLink(StageLink* link) {
   mb_items_.resize(static_cast<size_t>(max_items_));
   lanes_.clear();
   if (link == nullptr) return;
+  // The link's lanes, each with its own result rows, then ForwardBatch's (which fills a_.logits,
+  // or a_.xb with hidden states, as the whole model's step does).
   lanes_.resize(static_cast<size_t>(std::max(1, link->lanes())) + 1);
   for (Lane& l : lanes_) {
     l.item_row.assign(static_cast<size_t>(max_items_), 0);
+    if (&l == &lanes_.back()) break;
     l.out.assign(static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab), 0.0f);
     arena_bytes_ += l.out.size() * sizeof(float);
   }
@@ -440,7 +443,6 @@ void Transformer::LaunchLane(const BatchItem* items, int n_items, Lane& lane, in
   int total = 0;
   for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);
   mbs = std::max(1, std::min(mbs, n_items));
-  link_->StepBegins();
   lane.rows.clear();
   lane.first_row.clear();
   lane.ids.clear();
@@ -480,7 +482,7 @@ void Transformer::CompleteLane(Lane& lane, const float** logits) {
   lane.in_flight = false;  // (whatever happens: a lost stage fails every later step anyway)
   const size_t row_floats =
       lane.hidden ? static_cast<size_t>(cfg_.dim) : static_cast<size_t>(cfg_.n_vocab);
-  float* out = lane.out.data();
+  float* out = !lane.out.empty() ? lane.out.data() : lane.hidden ? a_.xb : a_.logits;
   for (size_t m = 0; m < lane.rows.size(); ++m)
     link_->Receive(lane.ids[m], out + static_cast<size_t>(lane.first_row[m]) * row_floats,
                    lane.rows[m], row_floats);

@@ -201,7 +201,8 @@ class Transformer {
   int RunLayers(const BatchItem* items, int n_items, int n, int rows, const float* x_in);
   void ForwardPipelined(const BatchItem* items, int n_items, const float** logits);
   // A head's step in flight: its micro-batches' result rows, where each item's rows begin, and
-  // the buffer they arrive in (planned once per lane: max_items rows of n_vocab floats).
+  // the buffer they arrive in (planned once per lane: max_items rows of n_vocab floats; empty
+  // for ForwardBatch's own, which uses the activations').
   struct Lane {
     std::vector<int> rows, first_row, ids;  // per micro-batch sent
     std::vector<int> item_row;              // per item: its first result row
