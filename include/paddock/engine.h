@@ -39,8 +39,16 @@ class ComputeShare {
   std::unique_ptr<Impl> impl_;
 };
 
+// Images in prompts (EngineOptions::mmproj): each occurrence of this text in a prompt given
+// to Engine::TokenizeImages stands for the next image.
+inline constexpr std::string_view kImageMarker = "<__paddock_image__>";
+struct PromptImages;  // engine/images.h: a tokenized prompt's images and where they go
+
 struct EngineOptions {
-  std::string model_path;      // GGUF or llama2.c checkpoint
+  std::string model_path;  // GGUF or llama2.c checkpoint
+  // A vision projector (llama.cpp's mmproj GGUF: LLaVA, Gemma 3, SmolVLM): images in prompts.
+  std::string mmproj;
+  size_t image_cache_bytes = 256u << 20;  // encoded tiles kept by pixel hash (LRU)
   std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
   int threads = 0;             // 0: one per physical core
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
@@ -171,6 +179,8 @@ struct GenerateOptions {
   // end-of-generation token only where the grammar is complete, and generation ends when
   // nothing can follow. Speculative decoding is not used for such requests.
   std::shared_ptr<const Grammar> grammar;
+  // The prompt's images (from Engine::TokenizeImages with the same prompt), or null.
+  std::shared_ptr<const PromptImages> images;
 };
 
 // A token's log-probability under the model's own distribution: the log-softmax of its logits,
@@ -382,6 +392,24 @@ class Engine {
                                     const std::vector<std::pair<size_t, size_t>>& text_only) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
   bool AddsBos() const;  // the vocabulary's add-BOS default
+  // Images (EngineOptions::mmproj): whether this engine takes them, and what its projector is
+  // ("" without one).
+  bool has_vision() const;
+  std::string vision_info() const;
+  // A prompt with images: `text` holds kImageMarker once per image (in order), `images` the
+  // encoded files (PNG, JPEG, WebP, GIF), decoded and preprocessed here; text_only as
+  // TokenizeChat's (null: control tokens parsed everywhere). *out receives the images for
+  // GenerateOptions::images. Throws Error: no projector (the model reads text only), an image
+  // it cannot decode or over the limits, markers and images differing in number.
+  std::vector<int32_t> TokenizeImages(std::string_view text, bool add_bos,
+                                      const std::vector<std::pair<size_t, size_t>>* text_only,
+                                      const std::vector<std::string>& images,
+                                      std::shared_ptr<const PromptImages>* out) const;
+  // Encodes the prompt's images now, on the calling thread (what the service does in steps):
+  // seconds spent, 0 when every tile was cached. For benchmarks and tests.
+  double EncodeImages(const PromptImages& images);
+  // Each tile's embeddings (tokens x model dim floats) in prompt order: tests and dumps.
+  std::vector<std::vector<float>> ImageEmbeddings(const PromptImages& images);
 
   // Compiles a grammar for this engine's vocabulary (kJsonObject ignores `text`). Cached by
   // kind and text, so a schema sent with every request is compiled once; thread-safe. Throws

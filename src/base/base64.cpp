@@ -22,4 +22,39 @@ std::string Base64Encode(std::string_view data) {
   return s;
 }
 
+bool Base64Decode(std::string_view text, std::string* out) {
+  out->clear();
+  out->reserve(text.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0, pad = 0;
+  for (const char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+' || c == '-')
+      v = 62;  // '-', '_': the URL-safe alphabet
+    else if (c == '/' || c == '_')
+      v = 63;
+    else if (c == '=') {
+      ++pad;
+      continue;
+    } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+      continue;
+    else
+      return false;
+    if (pad > 0) return false;  // data after padding
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return bits < 6 && pad <= 2;  // a lone 6-bit group is a truncated one
+}
+
 }  // namespace paddock

@@ -28,6 +28,8 @@
 #include "model/stage_link.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "vision/clip.h"
+#include "vision/image.h"
 
 namespace paddock {
 
@@ -325,6 +327,20 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const uint64_t avail = AvailableMemoryBytes();
   std::vector<std::string> warnings = MemoryWarnings(*impl->model, o, avail);
   impl->model->tokenizer->RenderSpecial(o.render_special);
+  if (!o.mmproj.empty()) {
+    if (o.stages) Fail("images (--mmproj) are not supported with pipeline stages");
+    auto vm = VisionModel::Load(o.mmproj);
+    const VisionConfig& vc = vm->config();
+    if (vc.text_dim != impl->model->config.dim)
+      Fail(
+          "the projector %s gives %d-wide embeddings, the model %s takes %d: a projector for "
+          "another model",
+          o.mmproj.c_str(), vc.text_dim, o.model_path.c_str(), impl->model->config.dim);
+    if (vc.TokensPerTile() > o.max_batch)
+      Fail("an image's %d tokens exceed the batch limit %d (raise --batch)", vc.TokensPerTile(),
+           o.max_batch);
+    impl->images = std::make_unique<ImageEncoder>(std::move(vm), o.image_cache_bytes);
+  }
   // Re-laying out copies the weights into memory: only when they fit.
   const bool fits = avail == 0 || impl->model->weight_bytes <= avail;
   WeightRange range;  // a pipeline's head: its layers, not the output head
@@ -378,6 +394,60 @@ std::vector<int32_t> Engine::TokenizeChat(
     std::string_view text, bool add_bos,
     const std::vector<std::pair<size_t, size_t>>& text_only) const {
   return impl_->model->tokenizer->Encode(text, add_bos, true, &text_only);
+}
+
+bool Engine::has_vision() const {
+  return impl_->images != nullptr;
+}
+
+std::string Engine::vision_info() const {
+  if (!impl_->images) return "";
+  const VisionModel& m = impl_->images->model();
+  const VisionConfig& c = m.config();
+  return StrFormat(
+      "%s projector (%s): ViT %d layers, dim %d, %dx%d input, patch %d, %d tokens a tile",
+      ProjectorName(c.projector), FileStem(m.path()).c_str(), c.n_layers, c.dim, c.image_size,
+      c.image_size, c.patch_size, c.TokensPerTile());
+}
+
+std::vector<int32_t> Engine::TokenizeImages(std::string_view text, bool add_bos,
+                                            const std::vector<std::pair<size_t, size_t>>* text_only,
+                                            const std::vector<std::string>& images,
+                                            std::shared_ptr<const PromptImages>* out) const {
+  if (!impl_->images)
+    Fail(
+        "the model %s reads text only: it takes no images (start it with --mmproj FILE, a "
+        "vision projector for it)",
+        FileStem(info().path).c_str());
+  std::vector<std::shared_ptr<const PixelTiles>> px;
+  for (const std::string& bytes : images)
+    px.push_back(
+        std::make_shared<const PixelTiles>(impl_->images->model().Preprocess(DecodeImage(bytes))));
+  return impl_->images->Tokenize(*impl_->model->tokenizer, text, add_bos, text_only, std::move(px),
+                                 out);
+}
+
+double Engine::EncodeImages(const PromptImages& images) {
+  if (!impl_->images) Fail("no vision projector");
+  const double t0 = NowSeconds();
+  bool any = false;
+  for (const auto& s : images.spans) {
+    if (impl_->images->Cached(images, s)) continue;
+    impl_->images->EncodeNow(images, s, impl_->transformer->kernels(), *impl_->pool);
+    any = true;
+  }
+  return any ? NowSeconds() - t0 : 0;
+}
+
+std::vector<std::vector<float>> Engine::ImageEmbeddings(const PromptImages& images) {
+  if (!impl_->images) Fail("no vision projector");
+  std::vector<std::vector<float>> out;
+  for (const auto& s : images.spans) {
+    auto v = impl_->images->Cached(images, s);
+    if (!v) v = impl_->images->EncodeNow(images, s, impl_->transformer->kernels(), *impl_->pool);
+    out.push_back(*v);
+  }
+  return out;
 }
 
 std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
@@ -561,6 +631,14 @@ class Generation {
           "--kv-memory)",
           pos_, s_.kv->Memory().total_blocks, s_.kv->block_size());
     }
+    if (o_.images != nullptr) {
+      if (!s_.images) Fail("this engine takes no images");
+      if (o_.images->n_prompt != pos_) Fail("the images belong to another prompt");
+      rows_ = s_.images->RowsNow(*o_.images, s_.transformer->kernels(), *s_.pool);
+      const int c = r_.cached_tokens;
+      return s_.Step(seq_, prompt + c, pos_ - c, c, pos_, rows_.rows.data() + c,
+                     rows_.attend_end.empty() ? nullptr : rows_.attend_end.data() + c);
+    }
     return s_.Step(seq_, prompt + r_.cached_tokens, pos_ - r_.cached_tokens, r_.cached_tokens,
                    pos_);
   }
@@ -691,6 +769,7 @@ class Generation {
   TextAssembler& out_;
   std::unique_ptr<Constraint> constraint_;
   GenerateResult r_;
+  ImageRows rows_;  // the prompt's images, encoded (kept for the prefill)
   KvManager::SeqId seq_ = -1;
   int pos_ = 0;  // tokens whose K/V are in the cache
   bool cancelled_ = false;

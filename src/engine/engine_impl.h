@@ -10,6 +10,7 @@
 #include "base/thread_pool.h"
 #include "base/trace.h"
 #include "engine/constrained.h"
+#include "engine/images.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "engine/speculative.h"
@@ -68,6 +69,7 @@ struct Engine::Impl {
   // --trace: first, so that it is destroyed (and written) after the threads that record.
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<ImageEncoder> images;  // EngineOptions::mmproj, else null
   std::shared_ptr<ThreadPool> pool;
   std::shared_ptr<ComputeShare> compute;  // EngineOptions::compute (the pool is its pool)
   std::shared_ptr<StageLink> stages;      // EngineOptions::stages (the transformer uses it)
@@ -136,14 +138,14 @@ struct Engine::Impl {
     return t;
   }
   // prompt_len: Transformer::BatchItem::prompt_len (0 when scoring).
-  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos,
-                    int prompt_len = 0) {
+  const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos, int prompt_len = 0,
+                    const float* const* embeds = nullptr, const int32_t* attend_end = nullptr) {
     TraceScope ts(tracer.get(), "forward", "engine",
                   tracer ? StrFormat("\"sequences\": 1, \"tokens\": %d, \"pos\": %d", n, pos) : "");
     const float* logits;
     {
       StepGuard g(*kv);
-      logits = transformer->Forward(tokens, n, pos, kv->View(seq), prompt_len);
+      logits = transformer->Forward(tokens, n, pos, kv->View(seq), prompt_len, embeds, attend_end);
     }
     kv->Commit(seq, tokens, n);
     return logits;

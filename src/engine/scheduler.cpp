@@ -94,7 +94,8 @@ bool Scheduler::Admit(Sequence& s, int* budget_left) {
   if (opt_.prefill_until) kv_.SetPrefillUntil(s.seq, opt_.prefill_until(s.n_prompt));
   if (s.lora != nullptr) kv_.SetPrefixNamespace(s.seq, s.lora->id());
   const int cached = kv_.MatchPrefix(s.seq, s.tokens.data(), total);
-  const int n = std::min(total - cached, *budget_left);
+  s.computed = cached;
+  const int n = s.WholeSpans(std::min(total - cached, *budget_left), *budget_left);
   if (!kv_.Reserve(s.seq, cached + n)) {
     Release(s);
     return false;
@@ -113,7 +114,9 @@ void Scheduler::ScheduleRunning(int* left, std::vector<Finished>* finished) {
       const int need = s->to_compute();
       if ((pass == 0) != (need == 1)) continue;
       // A decode with drafts computes them too, as far as the budget goes.
-      const int n = std::min(s->draft.empty() ? need : static_cast<int>(s->draft.size()), *left);
+      int n = std::min(s->draft.empty() ? need : static_cast<int>(s->draft.size()), *left);
+      if (s->draft.empty() && need > 1) n = s->WholeSpans(n, *left);
+      if (n == 0) continue;
       if (!s->draft.empty()) s->draft.resize(n > 1 ? static_cast<size_t>(n) : 0);
       bool ok = kv_.Reserve(s->seq, s->computed + n);
       while (!ok) {
@@ -169,10 +172,12 @@ void Scheduler::AdmitWaiting(int* left, const std::function<void(Sequence&)>& on
       s.cached_tokens = s.computed;
       if (on_admit) on_admit(s);
     }
-    const int n = std::min(s.to_compute(), *left);
-    batch_.seqs.push_back(&s);
-    batch_.n.push_back(n);
-    *left -= n;
+    const int n = s.WholeSpans(std::min(s.to_compute(), *left), *left);
+    if (n > 0) {
+      batch_.seqs.push_back(&s);
+      batch_.n.push_back(n);
+      *left -= n;
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.erase(waiting_.begin());
   }

@@ -40,6 +40,21 @@ struct Sequence {
   int accepted = 0;
   // Its LoRA adapter (the request's RequestOptions::lora, which keeps it alive), or null.
   const LoraAdapter* lora = nullptr;
+  // Images in the prompt: per prompt token, the position its attention ends at (0: causal), or
+  // null. A bidirectional image span (Gemma 3) must run whole in one step.
+  const int32_t* attend_end = nullptr;
+  // A prompt chunk of n tokens from `computed`, cut before a bidirectional span it would split,
+  // or (starting at one) the whole span if `budget` holds it; 0: nothing fits this step.
+  int WholeSpans(int n, int budget) const {
+    const int b = computed, e = computed + n;
+    if (attend_end == nullptr || n <= 0 || e > n_prompt) return n;
+    const int end = attend_end[e - 1];
+    if (end <= e) return n;
+    int st = e - 1;
+    while (st > b && attend_end[st - 1] == end) --st;
+    if (st > b) return st - b;
+    return end - b <= budget ? end - b : 0;
+  }
   bool admitted_once() const { return admission != 0; }
   int to_compute() const { return static_cast<int>(tokens.size()) - computed; }
   // The tokens a scheduled chunk of n computes (the draft buffer when speculating).

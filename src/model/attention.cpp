@@ -167,7 +167,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     const int p = tk.first + r;
     const int j = tk.j0 + p / group, h = tk.g * group + p % group;
     const int pos = plan_.pos[static_cast<size_t>(j)];
-    hi[r] = pos + 1;
+    hi[r] = std::max(pos + 1, plan_.attend_end[static_cast<size_t>(j)]);
     lo[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     const float* q = a_.q + j * qd + h * hd;
     if (rot_k) {  // keys are stored rotated: (Hq).(Hk) = q.k

@@ -83,7 +83,34 @@ struct SynthSpec {
   // <|message|>, <|channel|>, <|constrain|>, <|return|>, <|call|>), so chat replies are parsed
   // by channel (the gpt-oss presets).
   bool harmony = false;
+  // Control tokens written over the synthetic vocabulary's last entries (before harmony's):
+  // the image markers of vision models (<start_of_image>, <fake_token_around_image>, ...).
+  std::vector<std::string> control_tokens;
 };
+
+// A vision projector (mmproj) in llama.cpp's layout (vision/clip.h) with random weights.
+struct SynthVisionSpec {
+  std::string projector = "mlp";  // mlp (LLaVA), gemma3, idefics3 (SmolVLM)
+  int image_size = 32;
+  int patch_size = 8;
+  int dim = 32;
+  int ffn_dim = 64;
+  int n_layers = 2;
+  int n_heads = 4;
+  int merge = 2;                   // gemma3 pooling / idefics3 pixel shuffle
+  int longest_edge = 0;            // idefics3 preproc_image_size (0: 2 x image_size)
+  int mlp_hidden = 0;              // mlp: the projector's hidden width (0: the text dim)
+  int text_dim = 64;               // the text model's dim
+  GgmlType type = GgmlType::kF16;  // the encoder's matrices (patch embedding stays F16)
+  uint64_t seed = 7;
+};
+
+// A vision-language preset: the text model and its projector. Names: "tiny-llava",
+// "tiny-gemma3", "tiny-smolvlm" (tests) and the real shapes "llava-1.5-7b", "gemma3-4b",
+// "smolvlm-256m". False for a name that is not one.
+bool SynthVisionPreset(const std::string& name, SynthSpec* text, SynthVisionSpec* vision);
+std::vector<std::string> SynthVisionPresetNames();
+void WriteSyntheticMmproj(const SynthVisionSpec& spec, const std::string& path);
 
 // Named shapes: "tiny" and "tiny-moe" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
 // "qwen2-0.5b", "mistral-7b", and the mixtures of experts "olmoe-1b-7b", "qwen3-30b-a3b",

@@ -154,6 +154,7 @@ void Transformer::AllocPlan() {
   // At most one task per (token, head), or 2 per thread when positions are split.
   attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   plan_.pos.assign(B, 0);
+  plan_.attend_end.assign(B, 0);
   plan_.bf.assign(B, 0);
   plan_.order.assign(static_cast<size_t>(max_items_), 0);
   plan_.bf_slot.assign(B, 0);
@@ -210,13 +211,28 @@ void Transformer::SetContext(int n_ctx) {
 }
 
 const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv,
-                                  int prompt_len) {
+                                  int prompt_len, const float* const* embeds,
+                                  const int32_t* attend_end) {
   if (n <= 0) Fail("Forward: no tokens");
   const float* logits = nullptr;
-  for (int done = 0; done < n; done += step_tokens_) {
-    BatchItem item{tokens + done, std::min(step_tokens_, n - done), pos + done, &kv};
+  for (int done = 0; done < n;) {
+    int m = std::min(step_tokens_, n - done);
+    if (attend_end != nullptr && done + m < n) {  // keep a bidirectional span whole
+      const int end = attend_end[done + m - 1] - pos;
+      if (end > done + m) {
+        int st = done + m - 1;
+        while (st > done && attend_end[st - 1] == attend_end[done + m - 1]) --st;
+        m = st > done ? st - done : end - done;
+        if (m > max_batch_)
+          Fail("an image span of %d tokens exceeds the batch limit %d", m, max_batch_);
+      }
+    }
+    BatchItem item{tokens + done, m, pos + done, &kv};
     item.prompt_len = prompt_len;
+    if (embeds != nullptr) item.embeds = embeds + done;
+    if (attend_end != nullptr) item.attend_end = attend_end + done;
     ForwardBatch(&item, 1, &logits);
+    done += m;
   }
   return logits;
 }
@@ -251,6 +267,7 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
     for (int j = 0; j < it.n; ++j, ++n) {
       const auto t = static_cast<size_t>(n);
       plan_.pos[t] = it.pos + j;
+      plan_.attend_end[t] = it.attend_end != nullptr ? it.attend_end[j] : 0;
       plan_.view[t] = it.kv;
       plan_.lora[t] = it.lora != nullptr ? it.lora : default_lora_;
       plan_.any_lora = plan_.any_lora || plan_.lora[t] != nullptr;
@@ -299,6 +316,10 @@ void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
     const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
     for (int t = 0; t < it.n; ++t, ++j) {
       float* xr = a_.x + static_cast<size_t>(j) * dim;
+      if (it.embeds != nullptr && it.embeds[t] != nullptr) {  // an image's embedding
+        std::memcpy(xr, it.embeds[t], sizeof(float) * static_cast<size_t>(dim));
+        continue;
+      }
       to_float(emb.data + static_cast<size_t>(it.tokens[t]) * emb.row_bytes, xr, dim);
       if (cfg_.embed_scale != 1.0f) {
         for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
@@ -580,6 +601,7 @@ int Transformer::KeepLogitRows() {
       std::memcpy(a_.q + rr * qd, a_.q + j * qd, sizeof(float) * static_cast<size_t>(qd));
       std::memcpy(a_.x + rr * dim, a_.x + j * dim, sizeof(float) * static_cast<size_t>(dim));
       plan_.pos[rr] = plan_.pos[j];
+      plan_.attend_end[rr] = plan_.attend_end[j];
       plan_.view[rr] = plan_.view[j];
       plan_.lora[rr] = plan_.lora[j];
       plan_.bf[rr] = plan_.bf[j];

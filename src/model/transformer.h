@@ -60,7 +60,10 @@ class Transformer {
   // (config().n_vocab floats, valid until the next call). Throws Error on an invalid token id
   // or a position past the KV capacity.
   // prompt_len: as BatchItem::prompt_len.
-  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv, int prompt_len = 0);
+  // embeds, attend_end: as BatchItem's, for tokens[0..n) (a bidirectional span is never split
+  // across the steps Forward cuts the run into).
+  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv, int prompt_len = 0,
+                       const float* const* embeds = nullptr, const int32_t* attend_end = nullptr);
 
   // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
   // positions pos..pos+n-1 of its own KV view. The total token count must not exceed
@@ -84,6 +87,14 @@ class Transformer {
     // Items with different adapters (and none) share a step: the base GEMMs are shared, each
     // token's low-rank product is its own.
     const LoraAdapter* lora = nullptr;
+    // Images in the prompt (vision/clip.h): per token of this item (n entries), its input
+    // embedding row (dim floats, used as is: no embedding scale) or null for a token; null: all
+    // tokens. The token id at such a position only keys the prefix cache.
+    const float* const* embeds = nullptr;
+    // Per token (n entries): attend to positions below this one instead of up to itself, 0
+    // for causal; null: all causal. Gemma 3's image tokens see their whole image (its tokens
+    // must then run in one step, after the tokens before them).
+    const int32_t* attend_end = nullptr;
   };
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
   // The adapter of the items that name none (the engine's --lora), or null.
@@ -416,6 +427,7 @@ class Transformer {
   struct StepPlan {
     std::vector<int> order;                // (max_items) the items in the order their tokens run
     std::vector<int> pos;                  // (B) each token's position
+    std::vector<int> attend_end;           // (B) past its position: attends below this
     std::vector<const KvView*> view;       // (B) its sequence's KV cache
     std::vector<uint8_t> bf;               // (B) 1: on the bf16 prefill GEMM
     std::vector<int32_t> bf_slot;          // (B) its row among the bf16 tokens

@@ -48,7 +48,13 @@ const std::vector<OptionSpec> kSynthSpecs = {
      true,
      "tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b; "
      "mixtures of experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
-     "mixtral-8x7b, gpt-oss-20b (default tinyllama)"},
+     "mixtral-8x7b, gpt-oss-20b; vision-language (with --mmproj): tiny-llava, tiny-gemma3, "
+     "tiny-smolvlm, llava-1.5-7b, gemma3-4b, smolvlm-256m (default tinyllama)"},
+    {{"--mmproj"},
+     true,
+     "a vision-language shape: where to write its projector (mmproj) GGUF; --type applies to "
+     "the text model, --mmproj-type (default f16) to the encoder's matrices"},
+    {{"--mmproj-type"}, true, "the projector's matrix type: f32, f16, bf16, q8_0"},
     {{"--type"},
      true,
      "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
@@ -206,8 +212,25 @@ int CmdSynth(int argc, char** argv) {
   }
   if (args.Has("--rank")) throw UsageError("--rank applies to --lora-for");
   SynthSpec spec;
+  SynthVisionSpec vision;
+  const bool vlm = SynthVisionPreset(args.Str("--shape", "tinyllama"), &spec, &vision);
+  if (vlm != args.Has("--mmproj"))
+    throw UsageError(vlm ? "shape '" + args.Str("--shape") +
+                               "' is a vision-language model: name its projector's file with "
+                               "--mmproj FILE"
+                         : std::string("--mmproj applies to the vision-language shapes (") +
+                               Join(SynthVisionPresetNames(), ", ") + ")");
+  if (args.Has("--mmproj-type") && !vlm) throw UsageError("--mmproj-type applies with --mmproj");
   try {
-    spec = SynthPreset(args.Str("--shape", "tinyllama"));
+    if (!vlm) spec = SynthPreset(args.Str("--shape", "tinyllama"));
+    if (vlm && args.Has("--mmproj-type")) {
+      const std::string mt = args.Str("--mmproj-type");
+      const TypeTraits* t = FindTypeTraitsByName(mt.c_str());
+      if (t == nullptr || (t->type != GgmlType::kF32 && t->type != GgmlType::kF16 &&
+                           t->type != GgmlType::kBF16 && t->type != GgmlType::kQ8_0))
+        throw Error("--mmproj-type '" + mt + "': one of f32, f16, bf16, q8_0");
+      vision.type = t->type;
+    }
     const std::string type = args.Str("--type", "q4_0");
     spec.q4_k_m = type == "q4_k_m" || type == "Q4_K_M";
     spec.q3_k_m = type == "q3_k_m" || type == "Q3_K_M";
@@ -248,6 +271,12 @@ int CmdSynth(int argc, char** argv) {
                              : TypeName(spec.type),
                args.Str("-o").c_str());
   WriteSyntheticModel(spec, args.Str("-o"));
+  if (vlm) {
+    vision.seed = spec.seed + 6;
+    WriteSyntheticMmproj(vision, args.Str("--mmproj"));
+    std::fprintf(stderr, "paddock: wrote its %s projector (%s) to %s\n", vision.projector.c_str(),
+                 TypeName(vision.type), args.Str("--mmproj").c_str());
+  }
   return 0;
 }
 

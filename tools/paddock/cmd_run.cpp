@@ -218,6 +218,11 @@ std::vector<OptionSpec> RunSpecs() {
       {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
       {{"-p", "--prompt"}, true, "prompt text (default: empty, generation starts from BOS)"},
       {{"-f", "--file"}, true, "read the prompt from a file"},
+      {{"--mmproj"}, true, "a vision projector (llama.cpp's mmproj GGUF) for the model: images in"},
+      {{"--image"},
+       true,
+       "an image (PNG, JPEG, WebP, GIF) for the prompt, at <__media__> in it or else before it; "
+       "needs --mmproj"},
       {{"-n", "--n-predict"}, true, "tokens to generate (default 256)"},
       {{"--temp"}, true, "temperature, 0 = greedy (default 0.8)"},
       {{"--top-k"}, true, "top-k, 0 = off (default 40)"},
@@ -341,17 +346,30 @@ void ReadGenerateFlags(const Args& args, GenerateOptions* go) {
   go->parse_special = args.Has("--special");
 }
 
+std::string ReadWholeFile(const std::string& path, const char* what) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw Error(std::string("cannot open ") + what + " '" + path + "'");
+  std::string bytes;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+  std::fclose(f);
+  return bytes;
+}
+
 // The prompt: -f FILE's bytes, or -p's text.
 std::string ReadPrompt(const Args& args) {
   if (!args.Has("-f")) return args.Str("-p");
-  FILE* f = std::fopen(args.Str("-f").c_str(), "rb");
-  if (f == nullptr) throw Error("cannot open prompt file '" + args.Str("-f") + "'");
-  std::string prompt;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) prompt.append(buf, n);
-  std::fclose(f);
-  return prompt;
+  return ReadWholeFile(args.Str("-f"), "prompt file");
+}
+
+// --image: the prompt's text with the image's marker where llama.cpp's mtmd tools take it
+// (<__media__>), or first.
+std::string ImagePrompt(const std::string& prompt) {
+  static constexpr std::string_view kMedia = "<__media__>";
+  const size_t at = prompt.find(kMedia);
+  if (at == std::string::npos) return std::string(kImageMarker) + prompt;
+  return prompt.substr(0, at) + std::string(kImageMarker) + prompt.substr(at + kMedia.size());
 }
 
 void PrintRunFigures(const GenerateResult& r, const std::string& spec) {
@@ -420,6 +438,11 @@ int CmdRun(int argc, char** argv) {
     return 0;
   }
   const std::string prompt = ReadPrompt(args);
+  if (args.Has("--image") && !args.Has("--mmproj"))
+    throw UsageError("--image needs --mmproj FILE: the model's vision projector");
+  eo.mmproj = args.Str("--mmproj");
+  const std::string image =
+      args.Has("--image") ? ReadWholeFile(args.Str("--image"), "image") : std::string();
   if (!JoinPipelineIfLaunched(args, &eo, 0)) return 0;  // a stage under mpirun: done
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
@@ -433,13 +456,28 @@ int CmdRun(int argc, char** argv) {
       info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
       engine->load_seconds(), info.threads, info.isa.c_str(), info.context);
   if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
+  if (engine->has_vision()) std::fprintf(stderr, "paddock: %s\n", engine->vision_info().c_str());
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
-  GenerateResult r = engine->Generate(prompt, go, [](std::string_view text) {
+  const auto print = [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
-  });
+  };
+  GenerateResult r;
+  if (!image.empty()) {
+    const std::string text = ImagePrompt(prompt);
+    std::vector<std::pair<size_t, size_t>> plain;  // without --special: text stays text
+    if (!go.parse_special) plain.emplace_back(0, text.size());
+    const std::vector<int32_t> ids =
+        engine->TokenizeImages(text, go.add_bos, &plain, {image}, &go.images);
+    const double enc = engine->EncodeImages(*go.images);
+    std::fprintf(stderr, "paddock: image %s encoded in %.3f s; the prompt is %zu tokens\n",
+                 args.Str("--image").c_str(), enc, ids.size());
+    r = engine->GenerateTokens(ids, go, print);
+  } else {
+    r = engine->Generate(prompt, go, print);
+  }
   std::fputc('\n', stdout);
   std::fflush(stdout);
   PrintMemory(*engine);
