@@ -76,6 +76,8 @@ struct ServiceStats {
   // Constrained decoding: masks computed and the time spent on them.
   uint64_t grammar_masks = 0;
   double grammar_mask_seconds = 0;
+  uint64_t image_tiles = 0;     // image tiles encoded (cache hits excluded)
+  uint64_t image_steps = 0;     // encoder steps run between engine steps
   uint64_t forked_choices = 0;  // choices of n > 1 requests that forked their prompt's KV
   Histogram ttft, itl, e2e, queue_time, prompt_len, generation_len;
   MemoryReport memory;

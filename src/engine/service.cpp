@@ -135,6 +135,11 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
          prompt.size(), s.kv_total_blocks, s.kv_block_size);
   }
 
+  if (o.generate.images != nullptr) {
+    if (!s.e->images) Fail("this model takes no images");
+    if (o.generate.images->n_prompt != static_cast<int>(prompt.size()))
+      Fail("the images belong to another prompt");
+  }
   auto r = std::make_unique<Request>();
   r->opt = o;
   r->lora = o.lora.get();
@@ -178,7 +183,11 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
       t->AsyncBegin("queued", "request", r->id, r->t_submit);
     }
     s.queued++;
-    s.inbox.push_back(std::move(r));
+    if (r->opt.generate.images != nullptr) {
+      s.jobs.push_back(s.ImageJob(std::move(r)));
+    } else {
+      s.inbox.push_back(std::move(r));
+    }
   }
   s.cv.notify_all();
   return SubmitStatus::kAccepted;
@@ -275,6 +284,50 @@ void Service::Impl::Loop() {
       cv.wait_for(lock, std::chrono::milliseconds(5));
     }
   }
+}
+
+// A request's images, encoded between steps (an image step: a few ViT layers at a time, so
+// decoding streams wait no longer than for a prefill chunk); then the request joins a lane.
+// One encode runs at a time (the encoder's scratch); tiles already cached cost nothing.
+std::function<bool()> Service::Impl::ImageJob(std::unique_ptr<Request> req) {
+  auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
+  auto done = std::make_shared<std::vector<std::shared_ptr<const std::vector<float>>>>();
+  const uint64_t id = (*holder)->id;
+  return [this, holder, done, id]() -> bool {
+    Request& r = **holder;
+    const PromptImages& p = *r.opt.generate.images;
+    ImageEncoder& enc = *e->images;
+    const KernelTable& k = e->transformer->kernels();
+    while (done->size() < p.spans.size()) {
+      const auto& span = p.spans[done->size()];
+      if (encoder_owner != id) {
+        if (auto v = enc.Cached(p, span)) {
+          done->push_back(std::move(v));
+          continue;
+        }
+        if (encoder_owner != 0) return false;  // another request's tile is encoding
+        encoder_owner = id;
+        enc.Start(p, span, k, *e->pool);
+      }
+      // ViT layers per image step: about a prefill chunk's work (2 x params x tokens).
+      const double chunk = 2.0 * static_cast<double>(e->model->n_params) *
+                           std::max(1, opt.max_batch_tokens > 0 ? opt.max_batch_tokens
+                                                                : e->transformer->max_batch());
+      const int layers = std::max(1, static_cast<int>(chunk / (2 * enc.model().LayerFlops())));
+      auto v = enc.Continue(layers);
+      stats.image_steps++;
+      if (v == nullptr) return false;
+      encoder_owner = 0;
+      stats.image_tiles++;
+      done->push_back(std::move(v));
+      return false;  // the next tile after the next step
+    }
+    r.image_rows = ImageEncoder::Rows(p, std::move(*done));
+    r.attend_end = r.image_rows.attend_end.empty() ? nullptr : r.image_rows.attend_end.data();
+    std::lock_guard<std::mutex> lock(mu);
+    inbox.push_back(std::move(*holder));
+    return true;
+  };
 }
 
 void Service::Impl::RunJobs() {
@@ -438,6 +491,12 @@ int Service::Impl::Items(const Scheduler::Batch& batch) {
     items.push_back({s.step_tokens(), batch.n[k], s.computed, &views[k],
                      s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
     items.back().lora = s.lora;
+    const Request& r = static_cast<const Request&>(s);
+    if (!r.image_rows.rows.empty() && s.draft.empty() && s.computed + batch.n[k] <= s.n_prompt) {
+      items.back().embeds = r.image_rows.rows.data() + s.computed;
+      if (!r.image_rows.attend_end.empty())
+        items.back().attend_end = r.image_rows.attend_end.data() + s.computed;
+    }
     step_tokens += static_cast<uint64_t>(batch.n[k]);
   }
   stats.steps++;

@@ -28,7 +28,8 @@ namespace service_detail {
 // A request: the scheduler's Sequence plus what the service keeps for it.
 struct Request : Sequence {
   uint64_t id = 0;
-  bool traced = false;  // --trace: its spans were opened at Submit
+  ImageRows image_rows;  // the prompt's images, once encoded (Sequence::attend_end points in)
+  bool traced = false;   // --trace: its spans were opened at Submit
   std::shared_ptr<RequestStream> stream;
   RequestStream::State* state = nullptr;  // stream's shared state
   RequestOptions opt;
@@ -146,7 +147,9 @@ struct Service::Impl {
   // A job returns false to run again after the next step.
   std::vector<std::function<bool()>> jobs;
   void RunJobs();
-  void FinishAll();  // everything in `finished`
+  std::function<bool()> ImageJob(std::unique_ptr<Request> r);
+  uint64_t encoder_owner = 0;  // the request whose tile the encoder holds (0: none)
+  void FinishAll();            // everything in `finished`
   void Finish(Request& r, FinishReason why);
   void UpdateGauges();  // and Publish
   void Publish() {

@@ -55,6 +55,9 @@ struct ApiRequest {
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;
+  // Chat: the images of image_url parts (their bytes), in order; each part left kImageMarker
+  // in its message's content.
+  std::vector<std::string> images;
   // Completions with several prompts: all of them (prompt_text / prompt_tokens hold the first).
   struct Prompt {
     std::string text;

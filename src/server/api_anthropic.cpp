@@ -31,6 +31,7 @@ void AnthropicMessage(const json& m, size_t i, json* out) {
   if (!content->is_array()) Refuse(p + ".content", "content must be a string or content blocks");
   std::string text, thinking;
   json calls = json::array();
+  json parts = json::array();  // with images: the content as OpenAI parts
   for (size_t b = 0; b < content->size(); ++b) {
     const json& block = (*content)[b];
     const std::string bp = p + ".content[" + std::to_string(b) + "]";
@@ -75,16 +76,47 @@ void AnthropicMessage(const json& m, size_t i, json* out) {
     } else if ((type == "thinking" || type == "redacted_thinking") && assistant) {
       if (type == "thinking" && Get(block, "thinking") && block["thinking"].is_string())
         thinking += block["thinking"].get<std::string>();
+    } else if (type == "image" && !assistant) {
+      // {"source": {"type": "base64", "media_type": ..., "data": ...}} (or "url", which the
+      // chat parser refuses: nothing is fetched) as an OpenAI image_url part.
+      OnlyKeys(block, bp, {"type", "source", "cache_control"});
+      const json* src = Get(block, "source");
+      if (src == nullptr || !src->is_object() || !Get(*src, "type") || !(*src)["type"].is_string())
+        Refuse(bp + ".source", "an image block needs a 'source' object with a 'type'");
+      const std::string st = (*src)["type"].get<std::string>();
+      std::string url;
+      if (st == "base64") {
+        if (!Get(*src, "data") || !(*src)["data"].is_string())
+          Refuse(bp + ".source.data", "a base64 image source needs a string 'data'");
+        const std::string mt = Get(*src, "media_type") && (*src)["media_type"].is_string()
+                                   ? (*src)["media_type"].get<std::string>()
+                                   : "";
+        url = "data:" + mt + ";base64," + (*src)["data"].get<std::string>();
+      } else if (st == "url" && Get(*src, "url") && (*src)["url"].is_string()) {
+        url = (*src)["url"].get<std::string>();
+      } else {
+        Refuse(bp + ".source.type", "image source type '" + st + "' is not supported (base64)");
+      }
+      if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
+      text.clear();
+      parts.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});
     } else if (type == "image" || type == "document") {
-      Refuse(bp + ".type",
-             "content blocks of type '" + type + "' are not supported: this model reads text");
+      Refuse(bp + ".type", "content blocks of type '" + type + "' are not supported in a" +
+                               (assistant ? "n assistant message"
+                                          : " request: this model reads text and images"));
     } else {
       Refuse(bp + ".type", "content block type '" + type + "' is not supported in a" +
                                (assistant ? "n assistant" : " user") + " message");
     }
   }
-  if (text.empty() && calls.empty() && thinking.empty() && !assistant) return;  // tool results only
-  msg["content"] = text;
+  if (text.empty() && parts.empty() && calls.empty() && thinking.empty() && !assistant)
+    return;  // tool results only
+  if (!parts.empty()) {
+    if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
+    msg["content"] = parts;
+  } else {
+    msg["content"] = text;
+  }
   if (!calls.empty()) msg["tool_calls"] = calls;
   if (!thinking.empty()) msg["reasoning_content"] = thinking;
   out->push_back(msg);

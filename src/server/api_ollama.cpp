@@ -296,10 +296,25 @@ Translated OllamaChatRequest(std::string_view body) {
     const std::string p = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) Refuse(p, "'" + p + "' must be an object");
     OnlyKeys(m, p, {"role", "content", "images", "tool_calls", "thinking", "tool_name"});
-    if (const json* im = Get(m, "images"); im != nullptr && !(im->is_array() && im->empty()))
-      Refuse(p + ".images", "images are not supported: this model reads text");
     json msg = {{"role", m.value("role", "")},
                 {"content", Get(m, "content") ? m["content"] : json("")}};
+    if (const json* im = Get(m, "images"); im != nullptr && !(im->is_array() && im->empty())) {
+      // Base64 images after the message's text, as OpenAI image_url parts.
+      if (!im->is_array()) Refuse(p + ".images", "images must be an array of base64 strings");
+      if (!msg["content"].is_string()) Refuse(p + ".content", "content must be a string");
+      json parts = json::array();
+      if (!msg["content"].get<std::string>().empty())
+        parts.push_back({{"type", "text"}, {"text", msg["content"]}});
+      for (size_t k = 0; k < im->size(); ++k) {
+        if (!(*im)[k].is_string())
+          Refuse(p + ".images[" + std::to_string(k) + "]", "an image must be a base64 string");
+        const std::string b = (*im)[k].get<std::string>();
+        parts.push_back(
+            {{"type", "image_url"},
+             {"image_url", {{"url", b.rfind("data:", 0) == 0 ? b : "data:;base64," + b}}}});
+      }
+      msg["content"] = parts;
+    }
     if (const json* th = Get(m, "thinking")) msg["reasoning_content"] = *th;
     if (const json* calls = Get(m, "tool_calls")) {
       if (!calls->is_array()) Refuse(p + ".tool_calls", "tool_calls must be an array");
@@ -346,7 +361,7 @@ Translated OllamaGenerateRequest(std::string_view body) {
     Refuse("context",
            "context (token ids of an earlier reply) is deprecated: send messages to /api/chat");
   if (const json* im = Get(j, "images"); im != nullptr && !(im->is_array() && im->empty()))
-    Refuse("images", "images are not supported: this model reads text");
+    Refuse("images", "images are taken by /api/chat (a message's images), not /api/generate");
   const json* prompt = Get(j, "prompt");
   const std::string text = prompt && prompt->is_string() ? prompt->get<std::string>() : "";
   if (prompt != nullptr && !prompt->is_string()) Refuse("prompt", "prompt must be a string");

@@ -11,6 +11,7 @@
 #include "base/utf8.h"
 #include "server/api.h"
 #include "server/api_json.h"
+#include "vision/image.h"
 
 namespace paddock::server {
 namespace api_detail {
@@ -227,7 +228,7 @@ using namespace api_detail;
 // A message's content: a string, null, or content parts. Text parts are joined; an assistant's
 // refusal parts are what it said; other part types (images, audio, files) need a model that
 // takes them: 400 naming the type.
-std::string MessageContent(const json& c, size_t i) {
+std::string MessageContent(const json& c, size_t i, std::vector<std::string>* images) {
   const std::string param = "messages[" + std::to_string(i) + "].content";
   if (c.is_null()) return "";
   if (c.is_string()) return c.get<std::string>();
@@ -239,11 +240,30 @@ std::string MessageContent(const json& c, size_t i) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       Bad(pp, "each content part needs a string 'type'");
     const std::string type = part["type"].get<std::string>();
+    if (type == "image_url") {  // {"image_url": {"url": "data:...", "detail": ...}} or a string
+      for (const auto& [key, v] : part.items())
+        if (key != "type" && key != "image_url")
+          Bad(pp + "." + key, "unknown field '" + pp + "." + key + "'");
+      const json* iu = Field(part, "image_url");
+      const json* url = iu != nullptr && iu->is_object() ? Field(*iu, "url") : iu;
+      if (url == nullptr || !url->is_string())
+        Bad(pp + ".image_url", "an image_url content part needs 'image_url': {\"url\": ...}");
+      if (iu->is_object())
+        for (const auto& [key, v] : iu->items())
+          if (key != "url" && key != "detail")
+            Bad(pp + ".image_url." + key, "unknown field '" + pp + ".image_url." + key + "'");
+      try {
+        images->push_back(ImageBytesFromUrl(url->get<std::string>(), ImageLimits().max_bytes));
+      } catch (const Error& e) {
+        Bad(pp + ".image_url.url", e.what());
+      }
+      out += kImageMarker;
+      continue;
+    }
     const char* field = type == "text" ? "text" : type == "refusal" ? "refusal" : nullptr;
     if (field == nullptr)
       Bad(pp + ".type", "content parts of type '" + type +
-                            "' are not supported: this model reads text (parts 'text' and "
-                            "'refusal')");
+                            "' are not supported (parts 'text', 'image_url' and 'refusal')");
     for (const auto& [key, v] : part.items())
       if (key != "type" && key != field && !(key == "annotations" && v.is_array()))
         Bad(pp + "." + key, "unknown field '" + pp + "." + key + "'");
@@ -466,7 +486,8 @@ void ParseMessages(const json& j, ApiRequest* rp) {
     if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
       Bad(param + ".role", "role '" + rs + "' is not supported (system, user, assistant, tool)");
     CheckMessageFields(msg, rs, param);
-    ChatMessage out{rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i)};
+    ChatMessage out{
+        rs, MessageContent(msg.contains("content") ? msg["content"] : json(), i, &r.images)};
     // A prior turn's reasoning goes to the template, which keeps or drops it as the model was
     // trained (Qwen3 keeps the last turn's, DeepSeek-R1 none); a refusal is what was said.
     for (const char* k : {"reasoning_content", "reasoning"})

@@ -108,6 +108,8 @@ std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounte
   Family(&o, ms, "paddock_grammar_masks_total", "counter", [](const ServiceStats& s) { return double(s.grammar_masks); }, "Constrained decoding: token masks computed (one per constrained token).");
   Family(&o, ms, "paddock_grammar_mask_seconds_total", "counter", [](const ServiceStats& s) { return s.grammar_mask_seconds; }, "Constrained decoding: seconds spent computing token masks.");
   Family(&o, ms, "paddock_forked_choices_total", "counter", [](const ServiceStats& s) { return double(s.forked_choices); }, "Choices of n > 1 requests started by forking their prompt's KV blocks.");
+  Family(&o, ms, "paddock_image_tiles_encoded_total", "counter", [](const ServiceStats& s) { return double(s.image_tiles); }, "Image tiles run through the vision encoder (tiles found in its cache excluded).");
+  Family(&o, ms, "paddock_image_steps_total", "counter", [](const ServiceStats& s) { return double(s.image_steps); }, "Vision encoder steps run between engine steps.");
   Family(&o, ms, "paddock_engine_steps_total", "counter", [](const ServiceStats& s) { return double(s.steps); }, "Batched forward steps.");
   Family(&o, ms, "paddock_engine_step_tokens_total", "counter", [](const ServiceStats& s) { return double(s.step_tokens); }, "Tokens computed in forward steps (prompt and generated).");
   // clang-format on

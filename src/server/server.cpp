@@ -380,7 +380,27 @@ std::vector<int32_t> Server::Prompt(const LoadedModel& m, ApiRequest& ar, bool c
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string& bos = engine.info().bos_token;
     const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
-    prompt = engine.TokenizeChat(text, engine.AddsBos() && !has_bos, ContentSpans(text, ar));
+    if (!ar.images.empty()) {
+      if (!engine.has_vision()) {
+        ApiError e;
+        e.param = "messages";
+        e.code = "model_not_multimodal";
+        e.message = "the model '" + m.id + "' reads text only: it takes no images";
+        throw e;
+      }
+      const auto spans = ContentSpans(text, ar);
+      try {
+        prompt = engine.TokenizeImages(text, engine.AddsBos() && !has_bos, &spans, ar.images,
+                                       &ar.options.generate.images);
+      } catch (const Error& ex) {
+        ApiError e;
+        e.param = "messages";
+        e.message = ex.what();
+        throw e;
+      }
+    } else {
+      prompt = engine.TokenizeChat(text, engine.AddsBos() && !has_bos, ContentSpans(text, ar));
+    }
   } else if (ar.prompt_is_tokens) {
     prompt = ar.prompt_tokens;
     for (int32_t t : prompt) {

@@ -52,6 +52,10 @@ const std::vector<OptionSpec>& ModelSpecs() {
        "a name the model answers to (repeatable: the first is the main one, the rest aliases "
        "that clients may hard-code; all listed in /v1/models)",
        true},
+      {{"--mmproj"},
+       true,
+       "the model's vision projector (llama.cpp's mmproj GGUF: LLaVA, Gemma 3, SmolVLM): "
+       "image_url parts, Anthropic image blocks and Ollama images in requests"},
       {{"--lora"},
        true,
        "a LoRA adapter served as a model id of its own on the base model: NAME=FILE or "
@@ -195,6 +199,9 @@ namespace {
 // The engine and the scheduler: model, threads, kernels, KV, speculation, batching.
 void ReadEngineAndService(const Args& args, server::ServerOptions* so) {
   so->engine.model_path = args.Str("-m");
+  so->engine.mmproj = args.Str("--mmproj");
+  if (args.Has("--mmproj") && !args.Has("-m"))
+    throw UsageError("--mmproj goes with -m (a directory's models name theirs in models.json)");
   so->models_dir = args.Str("--models-dir");
   if (so->engine.model_path.empty() && so->models_dir.empty())
     throw UsageError("serve: no model given (-m MODEL, or --models-dir DIR)");
