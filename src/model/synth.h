@@ -96,7 +96,7 @@ struct SynthVisionSpec {
   int dim = 32;
   int ffn_dim = 64;
   int n_layers = 2;
-  int n_heads = 4;
+  int n_heads = 2;                 // head dim 16 at the tiny width (llama.cpp's peer mishandles 8)
   int merge = 2;                   // gemma3 pooling / idefics3 pixel shuffle
   int longest_edge = 0;            // idefics3 preproc_image_size (0: 2 x image_size)
   int mlp_hidden = 0;              // mlp: the projector's hidden width (0: the text dim)

@@ -223,6 +223,10 @@ std::vector<OptionSpec> RunSpecs() {
        true,
        "an image (PNG, JPEG, WebP, GIF) for the prompt, at <__media__> in it or else before it; "
        "needs --mmproj"},
+      {{"--image-embeddings"},
+       true,
+       "with --image: also write the image's embeddings (float32, tiles in prompt order, tokens x "
+       "model dim) to this file"},
       {{"-n", "--n-predict"}, true, "tokens to generate (default 256)"},
       {{"--temp"}, true, "temperature, 0 = greedy (default 0.8)"},
       {{"--top-k"}, true, "top-k, 0 = off (default 40)"},
@@ -438,6 +442,8 @@ int CmdRun(int argc, char** argv) {
     return 0;
   }
   const std::string prompt = ReadPrompt(args);
+  if (args.Has("--image-embeddings") && !args.Has("--image"))
+    throw UsageError("--image-embeddings goes with --image");
   if (args.Has("--image") && !args.Has("--mmproj"))
     throw UsageError("--image needs --mmproj FILE: the model's vision projector");
   eo.mmproj = args.Str("--mmproj");
@@ -472,6 +478,19 @@ int CmdRun(int argc, char** argv) {
     const std::vector<int32_t> ids =
         engine->TokenizeImages(text, go.add_bos, &plain, {image}, &go.images);
     const double enc = engine->EncodeImages(*go.images);
+    if (args.Has("--image-embeddings")) {
+      const std::string path = args.Str("--image-embeddings");
+      FILE* f = std::fopen(path.c_str(), "wb");
+      if (f == nullptr) throw Error("cannot write '" + path + "'");
+      size_t floats = 0;
+      for (const auto& t : engine->ImageEmbeddings(*go.images)) {
+        std::fwrite(t.data(), sizeof(float), t.size(), f);
+        floats += t.size();
+      }
+      if (std::fclose(f) != 0) throw Error("cannot write '" + path + "'");
+      std::fprintf(stderr, "paddock: wrote %zu image embeddings of %d floats to %s\n",
+                   floats / static_cast<size_t>(info.dim), info.dim, path.c_str());
+    }
     std::fprintf(stderr, "paddock: image %s encoded in %.3f s; the prompt is %zu tokens\n",
                  args.Str("--image").c_str(), enc, ids.size());
     r = engine->GenerateTokens(ids, go, print);
