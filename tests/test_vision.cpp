@@ -275,6 +275,22 @@ TEST_P(Families, EveryIsaMatchesTheScalarTableAndStepsMatchOneCall) {
       EXPECT_LT(test::RelErr(got, ref), type == GgmlType::kQ8_0 ? 2e-2 : 1e-4)
           << GetParam() << " isa " << i;
     }
+    // Re-laid for the integer GEMMs (Q8_0) or as BF16 (F16): each table against the scalar one.
+    auto relaid = VisionModel::Load(Projector(GetParam(), type));
+    if (type == GgmlType::kQ8_0) {
+      relaid->RelayoutQuantized();
+    } else {
+      relaid->SetBf16Weights();
+    }
+    std::vector<float> rref(n);
+    relaid->Encode(px.tiles[0].data(), GetKernels(Isa::kScalar), pool, rref.data());
+    EXPECT_LT(test::RelErr(rref, ref), 2e-2) << GetParam();
+    for (int i = 1; i <= static_cast<int>(DetectIsa()); ++i) {
+      std::vector<float> got(n);
+      relaid->Encode(px.tiles[0].data(), GetKernels(static_cast<Isa>(i)), pool, got.data());
+      EXPECT_LT(test::RelErr(got, rref), type == GgmlType::kQ8_0 ? 1e-3 : 2e-2)
+          << GetParam() << " relaid isa " << i;
+    }
     // Stepped one layer at a time (the service's image steps): the same floats.
     const KernelTable& k = GetKernels(DetectIsa());
     std::vector<float> one(n), stepped(n);

@@ -49,6 +49,9 @@ struct EngineOptions {
   // A vision projector (llama.cpp's mmproj GGUF: LLaVA, Gemma 3, SmolVLM): images in prompts.
   std::string mmproj;
   size_t image_cache_bytes = 256u << 20;  // encoded tiles kept by pixel hash (LRU)
+  // The projector's F16/F32 matrices as BF16 on the BF16 dot product, where the CPU has it
+  // (VisionModel::SetBf16Weights; a switch, to measure it).
+  bool image_bf16 = false;
   std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
   int threads = 0;             // 0: one per physical core
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512

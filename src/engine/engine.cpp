@@ -354,6 +354,8 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
     if (vc.TokensPerTile() > o.max_batch)
       Fail("an image's %d tokens exceed the batch limit %d (raise --batch)", vc.TokensPerTile(),
            o.max_batch);
+    if (o.relayout_weights) vm->RelayoutQuantized();
+    if (o.image_bf16 && GetKernels(isa).gemm_bf16_dot != nullptr) vm->SetBf16Weights();
     impl->images = std::make_unique<ImageEncoder>(std::move(vm), o.image_cache_bytes);
   }
   // Re-laying out copies the weights into memory: only when they fit.

@@ -52,8 +52,35 @@ struct Mat {
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
   std::vector<float> owned;
+  std::vector<uint16_t> owned16;  // re-encoded as BF16 (SetBf16Weights)
   explicit operator bool() const { return data != nullptr; }
 };
+
+// The matrix as BF16 (from F32 or F16; others unchanged): what the BF16 dot product reads.
+void ToBf16(Mat* m) {
+  if (!*m || (m->type != GgmlType::kF32 && m->type != GgmlType::kF16)) return;
+  std::vector<uint16_t> b(static_cast<size_t>(m->rows * m->cols));
+  for (int64_t r = 0; r < m->rows; ++r) {
+    const uint8_t* row = m->data + static_cast<size_t>(r) * m->row_bytes;
+    for (int64_t c = 0; c < m->cols; ++c) {
+      float v;
+      if (m->type == GgmlType::kF32) {
+        std::memcpy(&v, row + c * 4, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, row + c * 2, 2);
+        v = Fp16ToFp32(h);
+      }
+      b[static_cast<size_t>(r * m->cols + c)] = Fp32ToBf16(v);
+    }
+  }
+  m->owned.clear();
+  m->owned.shrink_to_fit();
+  m->owned16 = std::move(b);
+  m->type = GgmlType::kBF16;
+  m->data = reinterpret_cast<const uint8_t*>(m->owned16.data());
+  m->row_bytes = static_cast<size_t>(m->cols) * 2;
+}
 
 constexpr int kRowBlock = 64;   // weight rows per matmul task
 constexpr int kTokBlock = 256;  // tokens per matmul task
@@ -357,7 +384,9 @@ void VisionModel::Impl::MatMul(const Mat& w, const float* in, int n, float* out,
   const GemmQ8Fn q8 = K.gemm_q8[ti];
   const bool int8 = q8 != nullptr && w.cols % 32 == 0 && w.type != GgmlType::kF32 &&
                     w.type != GgmlType::kF16 && w.type != GgmlType::kBF16;
-  const GemmFn gemm = K.gemm[ti];
+  // BF16 weights: the BF16 dot product where the CPU has it (activations rounded to bf16).
+  const GemmFn gemm =
+      w.type == GgmlType::kBF16 && K.gemm_bf16_dot != nullptr ? K.gemm_bf16_dot : K.gemm[ti];
   const GemvFn gemv = K.gemv[ti];
   const GemvQ8Fn gemv_q8 = K.gemv_q8[ti];
   if (!int8 && gemm == nullptr && gemv == nullptr && gemv_q8 == nullptr)
@@ -573,6 +602,31 @@ const std::string& VisionModel::path() const {
 }
 size_t VisionModel::weight_bytes() const {
   return impl_->bytes;
+}
+
+void VisionModel::RelayoutQuantized() {
+  Impl& s = *impl_;
+  const auto relay = [](Mat* m) {
+    GgmlType to;
+    X16RepackFn repack = nullptr;
+    if (!*m || m->rows % kX16Rows != 0 || !X16RelayoutOf(m->type, &to, &repack)) return;
+    std::vector<float> buf(m->row_bytes * static_cast<size_t>(m->rows) / sizeof(float) + 1);
+    repack(m->data, buf.data(), m->rows, m->cols);
+    m->owned = std::move(buf);
+    m->data = reinterpret_cast<const uint8_t*>(m->owned.data());
+    m->type = to;
+  };
+  for (auto& L : s.layers)
+    for (Mat* m : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down, &L.gate}) relay(m);
+  for (Mat* m : {&s.mm0, &s.mm2, &s.proj}) relay(m);
+}
+
+void VisionModel::SetBf16Weights() {
+  Impl& s = *impl_;
+  ToBf16(&s.patch);
+  for (auto& L : s.layers)
+    for (Mat* m : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down, &L.gate}) ToBf16(m);
+  for (Mat* m : {&s.mm0, &s.mm2, &s.proj}) ToBf16(m);
 }
 
 double VisionModel::LayerFlops() const {

@@ -223,6 +223,10 @@ std::vector<OptionSpec> RunSpecs() {
        true,
        "an image (PNG, JPEG, WebP, GIF) for the prompt, at <__media__> in it or else before it; "
        "needs --mmproj"},
+      {{"--image-bf16"},
+       false,
+       "the projector's F16/F32 matrices as BF16 on the BF16 dot product (AVX-512 BF16 CPUs; "
+       "faster, results within ~6e-3 of the F16 GEMM's)"},
       {{"--image-embeddings"},
        true,
        "with --image: also write the image's embeddings (float32, tiles in prompt order, tokens x "
@@ -447,6 +451,7 @@ int CmdRun(int argc, char** argv) {
   if (args.Has("--image") && !args.Has("--mmproj"))
     throw UsageError("--image needs --mmproj FILE: the model's vision projector");
   eo.mmproj = args.Str("--mmproj");
+  eo.image_bf16 = args.Has("--image-bf16");
   const std::string image =
       args.Has("--image") ? ReadWholeFile(args.Str("--image"), "image") : std::string();
   if (!JoinPipelineIfLaunched(args, &eo, 0)) return 0;  // a stage under mpirun: done

@@ -56,6 +56,10 @@ const std::vector<OptionSpec>& ModelSpecs() {
        true,
        "the model's vision projector (llama.cpp's mmproj GGUF: LLaVA, Gemma 3, SmolVLM): "
        "image_url parts, Anthropic image blocks and Ollama images in requests"},
+      {{"--image-bf16"},
+       false,
+       "the projector's F16/F32 matrices as BF16 on the BF16 dot product (AVX-512 BF16 CPUs; "
+       "faster, results within ~6e-3 of the F16 GEMM's)"},
       {{"--lora"},
        true,
        "a LoRA adapter served as a model id of its own on the base model: NAME=FILE or "
@@ -200,6 +204,7 @@ namespace {
 void ReadEngineAndService(const Args& args, server::ServerOptions* so) {
   so->engine.model_path = args.Str("-m");
   so->engine.mmproj = args.Str("--mmproj");
+  so->engine.image_bf16 = args.Has("--image-bf16");
   if (args.Has("--mmproj") && !args.Has("-m"))
     throw UsageError("--mmproj goes with -m (a directory's models name theirs in models.json)");
   so->models_dir = args.Str("--models-dir");
