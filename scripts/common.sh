@@ -47,7 +47,7 @@ configure_asan() {
     -DPADDOCK_SANITIZE=address,undefined -DPADDOCK_FUZZ=ON -DPADDOCK_TESTS=ON -DPADDOCK_TOOLS=ON \
     -DPADDOCK_STRESS_SECONDS=6 >/dev/null
 }
-FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_jinja fuzz_http fuzz_api fuzz_grammar)
+FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_jinja fuzz_http fuzz_api fuzz_grammar fuzz_image)
 
 # run_ctest DIR LOG [CTEST_ARGS...] : runs CTest in DIR, appends its output to LOG, and fails
 # unless at least one test ran and none failed. (CTest itself exits 0 when it finds no test

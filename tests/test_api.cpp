@@ -211,11 +211,20 @@ TEST(ClientRoundTrip, WhatCannotBeReadIsRefusedByName) {
   EXPECT_EQ(
       Refusal(msg(R"({"role": "assistant", "content": "a", "reasoning_content": 3})"), true).param,
       "messages[1].reasoning_content");
+  // Image parts are read (the image's data: URL checked here; a model without a projector
+  // refuses them later, naming itself); other part types are refused naming the type.
   const ApiError img = Refusal(
       msg(R"({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]})"),
       true);
-  EXPECT_EQ(img.param, "messages[1].content[0].type");
-  EXPECT_NE(img.message.find("image_url"), std::string::npos);
+  EXPECT_EQ(img.param, "messages[1].content[0].image_url.url");
+  const ApiError remote = Refusal(
+      msg(R"({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://a/b.png"}}]})"),
+      true);
+  EXPECT_NE(remote.message.find("not fetched"), std::string::npos) << remote.message;
+  const ApiError audio = Refusal(
+      msg(R"({"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]})"), true);
+  EXPECT_EQ(audio.param, "messages[1].content[0].type");
+  EXPECT_NE(audio.message.find("input_audio"), std::string::npos);
   EXPECT_EQ(Refusal(msg(R"({"role": "assistant", "content": "a", "colour": "red"})"), true).param,
             "messages[1].colour");
 }
@@ -342,6 +351,22 @@ TEST(Dialects, AnthropicRequestsBecomeTheOpenAiChatTheyMean) {
   EXPECT_TRUE(r.tool_calls);
   ASSERT_EQ(t.vars.size(), 1u);
   EXPECT_TRUE(t.vars[0].optional);
+  // Images: Anthropic's base64 image block and Ollama's images become image_url parts, each
+  // leaving the image marker in the message's text where it stood.
+  const Translated ti = ToOpenAiRequest(Dialect::kAnthropic, R"({"model": "m", "max_tokens": 2,
+      "messages": [{"role": "user", "content": [{"type": "text", "text": "see "},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+         "data": "aGVsbG8="}}, {"type": "text", "text": " now"}]}]})");
+  const ApiRequest ri = ParseRequest(ti.body, true, Context());
+  ASSERT_EQ(ri.images.size(), 1u);
+  EXPECT_EQ(ri.images[0], "hello");
+  EXPECT_EQ(ri.messages[0].content, "see " + std::string(kImageMarker) + " now");
+  const Translated to = ToOpenAiRequest(Dialect::kOllamaChat, R"({"model": "m",
+      "messages": [{"role": "user", "content": "what", "images": ["aGVsbG8=", "aGk="]}]})");
+  const ApiRequest ro = ParseRequest(to.body, true, Context());
+  ASSERT_EQ(ro.images.size(), 2u);
+  EXPECT_EQ(ro.images[1], "hi");
+  EXPECT_EQ(ro.messages[0].content, "what" + std::string(kImageMarker) + std::string(kImageMarker));
   auto refused = [](Dialect d, const std::string& body) {
     try {
       ToOpenAiRequest(d, body);
@@ -354,6 +379,9 @@ TEST(Dialects, AnthropicRequestsBecomeTheOpenAiChatTheyMean) {
             "max_tokens");
   EXPECT_EQ(refused(Dialect::kAnthropic, R"({"max_tokens": 1, "messages": [{"role": "user",
             "content": [{"type": "image", "source": {}}]}]})"),
+            "messages[0].content[0].source");
+  EXPECT_EQ(refused(Dialect::kAnthropic, R"({"max_tokens": 1, "messages": [{"role": "user",
+            "content": [{"type": "document", "source": {}}]}]})"),
             "messages[0].content[0].type");
   EXPECT_EQ(refused(Dialect::kAnthropic, R"({"max_tokens": 1, "colour": 1, "messages": []})"),
             "colour");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The web page of `paddock serve` in a real browser: headless Chromium (Debian's chromium)
 # driven by puppeteer-core (tests/ui/ui.mjs): chat streaming, stop, regenerate, HTML answers
-# shown as text, the dashboard moving under the load generator. Also: the page's files and
+# shown as text, the dashboard moving under the load generator, images attached. Also: the page's files and
 # headers over curl, --no-ui. Screenshots go to $PADDOCK_UI_SHOTS (default: a temporary dir).
 # usage: ui_test.sh PADDOCK_BIN LOADGEN_BIN
 set -uo pipefail
@@ -45,6 +45,20 @@ cp "$M/stories260K.gguf" "$TMP/models/stories.gguf"
 start_server models --models-dir "$TMP/models" || exit 1
 node "$HERE/ui/models.mjs" "$PORT"
 check "the page picks a model among several and shows memory per model (headless Chromium)" $?
+kill -9 "$SPID" 2>/dev/null
+
+# A vision model: images attached by the file picker and by paste go with the message.
+"$BIN" synth --shape tiny-gemma3 --type q8_0 -o "$TMP/vlm.gguf" --mmproj "$TMP/vlm-mm.gguf" >/dev/null 2>&1
+python3 - "$TMP/pic.png" <<'PY'
+import struct, sys, zlib
+w = h = 48
+raw = b''.join(b'\0' + bytes((x * 5 + y * 3 + c * 80) % 256 for x in range(w) for c in range(3)) for y in range(h))
+ch = lambda t, b: struct.pack('>I', len(b)) + t + b + struct.pack('>I', zlib.crc32(t + b) & 0xffffffff)
+open(sys.argv[1], 'wb').write(b'\x89PNG\r\n\x1a\n' + ch(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0)) + ch(b'IDAT', zlib.compress(raw)) + ch(b'IEND', b''))
+PY
+start_server vlm -m "$TMP/vlm.gguf" --mmproj "$TMP/vlm-mm.gguf" || exit 1
+node "$HERE/ui/images.mjs" "$PORT" "$TMP/pic.png"
+check "the page attaches images (file picker, paste) and sends them (headless Chromium)" $?
 kill -9 "$SPID" 2>/dev/null
 
 start_server noui -m "$M/stories260K.gguf" --no-ui || exit 1

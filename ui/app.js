@@ -117,10 +117,29 @@ function renderMarkdown(container, text) {
 }
 
 // ---- chat -----------------------------------------------------------------------------------
-function addMessage(role, text) {
+// Images for the next message (data: URLs), from the file picker or a paste.
+const pending = [];
+function showAttached() {
+  $('attached').replaceChildren(...pending.map((u) => { const i = el('img', 'thumb'); i.src = u; i.alt = 'attached image'; return i; }));
+}
+function attach(file) {
+  if (!file || !file.type.startsWith('image/')) return;
+  const r = new FileReader();
+  r.onload = () => { pending.push(r.result); showAttached(); };
+  r.readAsDataURL(file);
+}
+// A message's content for the API: the text alone, or OpenAI content parts with its images.
+function contentOf(text, images) {
+  if (!images || images.length === 0) return text;
+  return [{ type: 'text', text }, ...images.map((url) => ({ type: 'image_url', image_url: { url } }))];
+}
+function addMessage(role, text, images) {
   const div = el('div', 'msg ' + role);
   div.dataset.role = role;
-  if (role === 'user') div.textContent = text;
+  if (role === 'user') {
+    div.textContent = text;
+    for (const u of images || []) { const i = div.appendChild(el('img', 'thumb')); i.src = u; i.alt = 'image'; }
+  }
   else {
     div.appendChild(el('div', 'reasoning')).hidden = true;
     div.appendChild(el('div', 'body'));
@@ -141,7 +160,7 @@ function requestBody() {
   const messages = [];
   const system = $('system').value.trim();
   if (system) messages.push({ role: 'system', content: system });
-  for (const m of state.history) messages.push({ role: m.role, content: m.content });
+  for (const m of state.history) messages.push({ role: m.role, content: contentOf(m.content, m.images) });
   const body = { ...(state.model ? { model: state.model } : {}), messages, stream: true, stream_options: { include_usage: true } };
   const num = (id, parse) => { const v = $(id).value.trim(); return v === '' ? undefined : parse(v); };
   body.temperature = num('temperature', parseFloat);
@@ -251,10 +270,12 @@ function send(ev) {
   ev?.preventDefault();
   if (state.busy) return;
   const text = $('input').value;
-  if (!text.trim()) return;
+  if (!text.trim() && pending.length === 0) return;
   $('input').value = '';
-  state.history.push({ role: 'user', content: text });
-  addMessage('user', text);
+  const images = pending.splice(0);
+  showAttached();
+  state.history.push({ role: 'user', content: text, images });
+  addMessage('user', text, images);
   generate();
 }
 function regenerate() {
@@ -458,6 +479,10 @@ async function init() {
   loadSettings();
   for (const id of [...SETTINGS, 'json_mode']) $(id).addEventListener('change', saveSettings);
   $('composer').addEventListener('submit', send);
+  $('image').addEventListener('change', (e) => { for (const f of e.target.files) attach(f); e.target.value = ''; });
+  $('input').addEventListener('paste', (e) => {
+    for (const item of e.clipboardData?.items || []) if (item.kind === 'file') attach(item.getAsFile());
+  });
   $('input').addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.shiftKey) send(e); });
   $('stop').addEventListener('click', () => state.controller?.abort());
   $('regen').addEventListener('click', regenerate);

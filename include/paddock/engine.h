@@ -410,7 +410,8 @@ class Engine {
                                       std::shared_ptr<const PromptImages>* out) const;
   // Encodes the prompt's images now, on the calling thread (what the service does in steps):
   // seconds spent, 0 when every tile was cached. For benchmarks and tests.
-  double EncodeImages(const PromptImages& images);
+  // fresh: encode every tile even when cached (benchmarks).
+  double EncodeImages(const PromptImages& images, bool fresh = false);
   // Each tile's embeddings (tokens x model dim floats) in prompt order: tests and dumps.
   std::vector<std::vector<float>> ImageEmbeddings(const PromptImages& images);
 

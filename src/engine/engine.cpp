@@ -444,12 +444,12 @@ std::vector<int32_t> Engine::TokenizeImages(std::string_view text, bool add_bos,
                                  out);
 }
 
-double Engine::EncodeImages(const PromptImages& images) {
+double Engine::EncodeImages(const PromptImages& images, bool fresh) {
   if (!impl_->images) Fail("no vision projector");
   const double t0 = NowSeconds();
   bool any = false;
   for (const auto& s : images.spans) {
-    if (impl_->images->Cached(images, s)) continue;
+    if (!fresh && impl_->images->Cached(images, s)) continue;
     impl_->images->EncodeNow(images, s, impl_->transformer->kernels(), *impl_->pool);
     any = true;
   }

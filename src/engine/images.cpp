@@ -177,8 +177,8 @@ void ImageEncoder::Start(const PromptImages& p, const PromptImages::Span& s, con
   model_->Begin(px.tiles[static_cast<size_t>(s.tile)].data(), k, pool);
 }
 
-std::shared_ptr<const std::vector<float>> ImageEncoder::Continue(int layers) {
-  if (!model_->Step(layers, job_out_->data())) return nullptr;
+std::shared_ptr<const std::vector<float>> ImageEncoder::Continue(int units) {
+  if (!model_->Step(units, job_out_->data())) return nullptr;
   encode_seconds_ += NowSeconds() - job_start_;
   ++encoded_;
   std::shared_ptr<const std::vector<float>> v = std::move(job_out_);

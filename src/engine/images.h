@@ -69,10 +69,10 @@ class ImageEncoder {
                                                       const PromptImages::Span& s,
                                                       const KernelTable& k, ThreadPool& pool);
   // A stepped encode of one tile (the service's image steps): Start, then Continue until it
-  // returns the embeddings (each call runs `layers` ViT layers).
+  // returns the embeddings (each call runs `units` quarter layers: VisionModel::Step).
   void Start(const PromptImages& p, const PromptImages::Span& s, const KernelTable& k,
              ThreadPool& pool);
-  std::shared_ptr<const std::vector<float>> Continue(int layers);
+  std::shared_ptr<const std::vector<float>> Continue(int units);
   // Every span's rows, encoding what the cache lacks now.
   ImageRows RowsNow(const PromptImages& p, const KernelTable& k, ThreadPool& pool);
   // The rows once every span is in `embeds` (one per span).

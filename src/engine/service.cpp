@@ -254,7 +254,12 @@ void Service::Impl::Loop() {
       try {
         TraceScope ts(e->tracer.get(), "step", "engine");
         const uint64_t preempted = scheduler->preemptions();
+        const double t_step = NowSeconds();
+        image_in_step = 0;
         progressed = Step();
+        // The decoding step's own time (image work excluded): what an image step may add.
+        const double dt = NowSeconds() - t_step - image_in_step;
+        if (progressed && dt > 0) step_ema = step_ema > 0 ? 0.8 * step_ema + 0.2 * dt : dt;
         if (Tracer* t = e->tracer.get()) {
           const double now = NowSeconds();
           if (scheduler->preemptions() > preempted)
@@ -286,9 +291,11 @@ void Service::Impl::Loop() {
   }
 }
 
-// A request's images, encoded between steps (an image step: a few ViT layers at a time, so
-// decoding streams wait no longer than for a prefill chunk); then the request joins a lane.
-// One encode runs at a time (the encoder's scratch); tiles already cached cost nothing.
+// A request's images, encoded between steps; then the request joins a lane. An image step
+// runs quarter layers of one tile for at most half the time a decoding step takes (measured:
+// step_ema), so streams decoding meanwhile see their inter-token time grow by half at most;
+// with nothing decoding it runs up to 0.25 s. One encode runs at a time (the encoder's
+// scratch); tiles already cached cost nothing.
 std::function<bool()> Service::Impl::ImageJob(std::unique_ptr<Request> req) {
   auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
   auto done = std::make_shared<std::vector<std::shared_ptr<const std::vector<float>>>>();
@@ -309,12 +316,15 @@ std::function<bool()> Service::Impl::ImageJob(std::unique_ptr<Request> req) {
         encoder_owner = id;
         enc.Start(p, span, k, *e->pool);
       }
-      // ViT layers per image step: about a prefill chunk's work (2 x params x tokens).
-      const double chunk = 2.0 * static_cast<double>(e->model->n_params) *
-                           std::max(1, opt.max_batch_tokens > 0 ? opt.max_batch_tokens
-                                                                : e->transformer->max_batch());
-      const int layers = std::max(1, static_cast<int>(chunk / (2 * enc.model().LayerFlops())));
-      auto v = enc.Continue(layers);
+      bool decoding = false;
+      for (const auto& l : lanes) decoding = decoding || !l->running().empty();
+      const double budget = decoding && step_ema > 0 ? 0.5 * step_ema : 0.25;
+      const double t0 = NowSeconds();
+      std::shared_ptr<const std::vector<float>> v;
+      do {
+        v = enc.Continue(1);
+      } while (v == nullptr && NowSeconds() - t0 < budget);
+      image_in_step += NowSeconds() - t0;
       stats.image_steps++;
       if (v == nullptr) return false;
       encoder_owner = 0;

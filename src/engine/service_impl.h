@@ -149,6 +149,8 @@ struct Service::Impl {
   void RunJobs();
   std::function<bool()> ImageJob(std::unique_ptr<Request> r);
   uint64_t encoder_owner = 0;  // the request whose tile the encoder holds (0: none)
+  double step_ema = 0;         // seconds of a step's forward (image steps excluded), averaged
+  double image_in_step = 0;    // seconds of image work in the current step
   void FinishAll();            // everything in `finished`
   void Finish(Request& r, FinishReason why);
   void UpdateGauges();  // and Publish

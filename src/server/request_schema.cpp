@@ -26,7 +26,10 @@ constexpr RequestField kFields[] = {
      "Control tokens spelled in the text stay text unless `serve --special-in-prompts`"},
     {"messages", kChat, T::kArray, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
      "`role` system / developer (as system) / user / assistant / tool, `content` a string, null or "
-     "`text` parts (an assistant's `refusal` parts too; image, audio and file parts: `400`), "
+     "`text` parts (an assistant's `refusal` parts too), `image_url` parts (`{\"url\": "
+     "\"data:image/...;base64,...\"}`, `detail` accepted; PNG, JPEG, WebP, GIF; a model served "
+     "with `--mmproj`, else `400` naming it; remote URLs: `400`, nothing is fetched) (audio and "
+     "file parts: `400`), "
      "`name` accepted (not passed to the template), an assistant's `tool_calls`, "
      "`reasoning_content` (or `reasoning`: handed to the template, which keeps or drops it), "
      "`refusal` (the content when there is none), `annotations` and null `audio` / "

@@ -115,14 +115,14 @@ struct VisionModel::Impl {
   // A stepped encode.
   const KernelTable* kt = nullptr;
   ThreadPool* pool = nullptr;
-  int next_layer = 0;
+  int next_unit = 0;  // the next phase to run: layer * 4 + phase
 
   void Load();
   Mat GetMat(const std::string& name, bool required, int64_t cols = -1);
   std::vector<float> GetVec(const std::string& name, bool required, int64_t n);
   void MatMul(const Mat& w, const float* in, int n, float* out, const std::vector<float>* bias);
   void LayerNorm(float* rows, int n, const std::vector<float>& w, const std::vector<float>& b);
-  void RunLayer(int l);
+  void RunPhase(int l, int phase);
   void Embed(const float* tile);
   void Project(float* out);
 };
@@ -464,54 +464,69 @@ void VisionModel::Impl::Embed(const float* tile) {
   if (!pre_w.empty()) LayerNorm(x.data(), n_pos, pre_w, pre_b);
 }
 
-void VisionModel::Impl::RunLayer(int l) {
+// Phase `phase` (0..3) of layer l: 0 the attention's input norm and Q/K/V, 1 attention, 2 its
+// output projection and residual, the FFN's norm and up projection (and activation), 3 the down
+// projection and residual. About a quarter of the layer's work each: the service's unit.
+void VisionModel::Impl::RunPhase(int l, int phase) {
   const Layer& L = layers[static_cast<size_t>(l)];
   const int D = cfg.dim, n = n_pos, H = cfg.n_heads, hd = D / H;
-  std::memcpy(h.data(), x.data(), sizeof(float) * n * D);
-  LayerNorm(h.data(), n, L.ln1_w, L.ln1_b);
-  MatMul(L.q, h.data(), n, q.data(), &L.q_b);
-  MatMul(L.k, h.data(), n, k.data(), &L.k_b);
-  MatMul(L.v, h.data(), n, v.data(), &L.v_b);
-  // Every position attends to every position (no mask): tasks over heads x row blocks.
-  static const int32_t kTable[1] = {0};
-  KvRowsRef kr, vr;
-  kr.base = reinterpret_cast<const uint8_t*>(k.data());
-  vr.base = reinterpret_cast<const uint8_t*>(v.data());
-  kr.row_bytes = vr.row_bytes = sizeof(float) * D;
-  kr.table = vr.table = kTable;
-  kr.block_size = vr.block_size = n;
-  kr.type = vr.type = KvDtype::kF32;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int blocks = (n + kAttnMaxRows - 1) / kAttnMaxRows;
-  const size_t per_thread = AttendScratchFloats(hd);
-  if (attn_scratch.size() < per_thread * pool->size())
-    attn_scratch.assign(per_thread * pool->size(), 0);
-  pool->ParallelFor(static_cast<int64_t>(H) * blocks, [&](int64_t b, int64_t e, int th) {
-    const float* qr[kAttnMaxRows];
-    float* orow[kAttnMaxRows];
-    int lo[kAttnMaxRows], hi[kAttnMaxRows];
-    for (int64_t task = b; task < e; ++task) {
-      const int head = static_cast<int>(task % H), r0 = static_cast<int>(task / H) * kAttnMaxRows;
-      const int cnt = std::min(kAttnMaxRows, n - r0);
-      for (int r = 0; r < cnt; ++r) {
-        qr[r] = q.data() + static_cast<size_t>(r0 + r) * D + head * hd;
-        orow[r] = att.data() + static_cast<size_t>(r0 + r) * D + head * hd;
-        lo[r] = 0;
-        hi[r] = n;
+  if (phase == 0) {
+    std::memcpy(h.data(), x.data(), sizeof(float) * n * D);
+    LayerNorm(h.data(), n, L.ln1_w, L.ln1_b);
+    MatMul(L.q, h.data(), n, q.data(), &L.q_b);
+    MatMul(L.k, h.data(), n, k.data(), &L.k_b);
+    MatMul(L.v, h.data(), n, v.data(), &L.v_b);
+    return;
+  }
+  if (phase == 1) {
+    // Every position attends to every position (no mask): tasks over heads x row blocks.
+    static const int32_t kTable[1] = {0};
+    KvRowsRef kr, vr;
+    kr.base = reinterpret_cast<const uint8_t*>(k.data());
+    vr.base = reinterpret_cast<const uint8_t*>(v.data());
+    kr.row_bytes = vr.row_bytes = sizeof(float) * D;
+    kr.table = vr.table = kTable;
+    kr.block_size = vr.block_size = n;
+    kr.type = vr.type = KvDtype::kF32;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int blocks = (n + kAttnMaxRows - 1) / kAttnMaxRows;
+    const size_t per_thread = AttendScratchFloats(hd);
+    if (attn_scratch.size() < per_thread * pool->size())
+      attn_scratch.assign(per_thread * pool->size(), 0);
+    pool->ParallelFor(static_cast<int64_t>(H) * blocks, [&](int64_t b, int64_t e, int th) {
+      const float* qr[kAttnMaxRows];
+      float* orow[kAttnMaxRows];
+      int lo[kAttnMaxRows], hi[kAttnMaxRows];
+      for (int64_t task = b; task < e; ++task) {
+        const int head = static_cast<int>(task % H), r0 = static_cast<int>(task / H) * kAttnMaxRows;
+        const int cnt = std::min(kAttnMaxRows, n - r0);
+        for (int r = 0; r < cnt; ++r) {
+          qr[r] = q.data() + static_cast<size_t>(r0 + r) * D + head * hd;
+          orow[r] = att.data() + static_cast<size_t>(r0 + r) * D + head * hd;
+          lo[r] = 0;
+          hi[r] = n;
+        }
+        kt->attend_rows(qr, orow, cnt, lo, hi, kr, vr, head, H, hd, scale, 0.0f,
+                        attn_scratch.data() + per_thread * th, nullptr);
       }
-      kt->attend_rows(qr, orow, cnt, lo, hi, kr, vr, head, H, hd, scale, 0.0f,
-                      attn_scratch.data() + per_thread * th, nullptr);
-    }
-  });
+    });
+    return;
+  }
+  const int F = cfg.ffn_dim;
+  float* act = L.gate ? g.data() : u.data();  // the activation's input (gated: the gate)
+  if (phase == 3) {
+    MatMul(L.down, act, n, h.data(), &L.down_b);
+    for (int t = 0; t < n; ++t)
+      kt->add(x.data() + static_cast<size_t>(t) * D, h.data() + static_cast<size_t>(t) * D, D);
+    return;
+  }
   MatMul(L.o, att.data(), n, h.data(), &L.o_b);
   for (int t = 0; t < n; ++t)
     kt->add(x.data() + static_cast<size_t>(t) * D, h.data() + static_cast<size_t>(t) * D, D);
   std::memcpy(h.data(), x.data(), sizeof(float) * n * D);
   LayerNorm(h.data(), n, L.ln2_w, L.ln2_b);
-  const int F = cfg.ffn_dim;
   MatMul(L.up, h.data(), n, u.data(), &L.up_b);
   if (L.gate) MatMul(L.gate, h.data(), n, g.data(), &L.gate_b);
-  float* act = L.gate ? g.data() : u.data();  // the activation's input (gated: the gate)
   const VisionConfig::Act kind = cfg.act;
   pool->ParallelFor(n, [&](int64_t s, int64_t e, int) {
     for (int64_t t = s; t < e; ++t) {
@@ -527,9 +542,6 @@ void VisionModel::Impl::RunLayer(int l) {
         for (int i = 0; i < F; ++i) a[i] *= u[static_cast<size_t>(t * F + i)];
     }
   });
-  MatMul(L.down, act, n, h.data(), &L.down_b);
-  for (int t = 0; t < n; ++t)
-    kt->add(x.data() + static_cast<size_t>(t) * D, h.data() + static_cast<size_t>(t) * D, D);
 }
 
 void VisionModel::Impl::Project(float* out) {
@@ -682,21 +694,22 @@ void VisionModel::Begin(const float* tile, const KernelTable& k, ThreadPool& poo
   impl_->kt = &k;
   impl_->pool = &pool;
   impl_->Embed(tile);
-  impl_->next_layer = 0;
+  impl_->next_unit = 0;
 }
 
-bool VisionModel::Step(int layers, float* out) {
+bool VisionModel::Step(int units, float* out) {
   Impl& s = *impl_;
-  for (int i = 0; i < std::max(1, layers) && s.next_layer < s.cfg.n_layers; ++i)
-    s.RunLayer(s.next_layer++);
-  if (s.next_layer < s.cfg.n_layers) return false;
+  const int total = 4 * s.cfg.n_layers;
+  for (int i = 0; i < std::max(1, units) && s.next_unit < total; ++i, ++s.next_unit)
+    s.RunPhase(s.next_unit / 4, s.next_unit % 4);
+  if (s.next_unit < total) return false;
   s.Project(out);
   return true;
 }
 
 void VisionModel::Encode(const float* tile, const KernelTable& k, ThreadPool& pool, float* out) {
   Begin(tile, k, pool);
-  while (!Step(impl_->cfg.n_layers, out)) {
+  while (!Step(4 * impl_->cfg.n_layers, out)) {
   }
 }
 

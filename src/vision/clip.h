@@ -92,11 +92,12 @@ class VisionModel {
   void Encode(const float* tile, const KernelTable& k, ThreadPool& pool, float* out);
 
   // The same encode cut into steps (the service interleaves them with decoding): Begin, then
-  // Step until it returns true (each runs at most `layers` ViT layers; the projector is the
-  // last step), the result in out (as Encode's).
+  // Step until it returns true, each running `units` quarter layers (a layer's four phases:
+  // norm and Q/K/V, attention, output projection and the FFN's up projection, the down
+  // projection; the projector runs with the last), the result in out (as Encode's).
   void Begin(const float* tile, const KernelTable& k, ThreadPool& pool);
-  bool Step(int layers, float* out);
-  // The work of one ViT layer in multiply-adds (to size steps against a prefill chunk).
+  bool Step(int units, float* out);
+  // The work of one ViT layer in multiply-adds.
   double LayerFlops() const;
 
   struct Impl;

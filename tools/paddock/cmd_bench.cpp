@@ -13,6 +13,7 @@
 #include "args.h"
 #include "base/cpu.h"
 #include "base/strings.h"
+#include "base/timer.h"
 #include "commands.h"
 #include "kernel_bench.h"
 #include "paddock/paddock.h"
@@ -47,6 +48,14 @@ std::vector<OptionSpec> BenchSpecs() {
        "context each decoding sequence holds before the decode steps, its own prefilled tokens "
        "(default 8): decode at a long context"},
       {{"-r", "--reps"}, true, "repetitions; medians are reported (default 3)"},
+      {{"--mmproj"}, true, "a vision projector (mmproj GGUF) for the model: with --image"},
+      {{"--image"},
+       true,
+       "measure the vision encoder instead: this image's preprocessing and encode time (every "
+       "tile encoded afresh each repetition), tokens per image and per second"},
+      {{"--image-bf16"},
+       false,
+       "with --image: the projector's F16 matrices on the BF16 dot product"},
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
       kIsaSpec,
@@ -429,6 +438,47 @@ int KernelBench(const Args& args) {
 
 }  // namespace
 
+// bench --image: the vision encoder alone, repetitions of one image's encode (medians).
+int ImageBench(const Args& args, EngineOptions eo, int reps) {
+  eo.mmproj = args.Str("--mmproj");
+  eo.image_bf16 = args.Has("--image-bf16");
+  auto engine = Engine::Create(eo);
+  std::string bytes;
+  {
+    FILE* f = std::fopen(args.Str("--image").c_str(), "rb");
+    if (f == nullptr) throw Error("cannot open image '" + args.Str("--image") + "'");
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  std::shared_ptr<const PromptImages> images;
+  const double t0 = NowSeconds();
+  const std::vector<int32_t> ids =
+      engine->TokenizeImages(kImageMarker, false, nullptr, {bytes}, &images);
+  const double prep = NowSeconds() - t0;
+  std::vector<double> secs;
+  for (int r = 0; r < reps; ++r) secs.push_back(engine->EncodeImages(*images, true));
+  std::sort(secs.begin(), secs.end());
+  const double med = secs[secs.size() / 2];
+  size_t tiles = 0, image_tokens = 0;
+  for (const auto& t : engine->ImageEmbeddings(*images)) {
+    ++tiles;
+    image_tokens += t.size() / static_cast<size_t>(engine->info().dim);
+  }
+  std::printf("paddock bench --image: %s\n", engine->vision_info().c_str());
+  std::printf(
+      "image %s: decode + preprocess %.3f s; %zu tiles, %zu image tokens (%zu with "
+      "the markers)\n",
+      args.Str("--image").c_str(), prep, tiles, image_tokens, ids.size());
+  std::printf(
+      "encode: median %.3f s (min %.3f, max %.3f, %d reps, %d threads), %.1f image "
+      "tokens/s\n",
+      med, secs.front(), secs.back(), reps, engine->info().threads,
+      med > 0 ? static_cast<double>(image_tokens) / med : 0.0);
+  return 0;
+}
+
 int CmdBench(int argc, char** argv) {
   const auto specs = BenchSpecs();
   Args args = [&] {
@@ -462,6 +512,9 @@ int CmdBench(int argc, char** argv) {
     eo.max_batch = std::max({eo.max_batch, 256, bo.batch});
     bo.compare_defaults = true;
   }
+  if (args.Has("--image") != args.Has("--mmproj"))
+    throw UsageError("bench --image and --mmproj go together");
+  if (args.Has("--image")) return ImageBench(args, eo, bo.reps);
   if (!JoinPipelineIfLaunched(args, &eo, 0)) return 0;  // a stage under mpirun: done
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
