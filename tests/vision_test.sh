@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Images in, text out (vision/clip.h, engine/images.h) on the synthetic vision presets:
-#   - each family (LLaVA MLP, Gemma 3, SmolVLM / Idefics3) runs `paddock run --image` on PNG,
-#     JPEG (a PNG re-encoded is not needed: the test writes each format's bytes itself), GIF;
-#     the same image gives the same text, another image another text;
+#   - each family (LLaVA MLP, Gemma 3, SmolVLM / Idefics3) runs `paddock run --image` (PNG and
+#     GIF written byte by byte here); the same image gives the same text, another image another
+#     text; `paddock chat` with /image;
 #   - the server: OpenAI image_url parts (data: URLs), Anthropic image blocks and Ollama's
 #     images give the same greedy text for the same image and prompt; the second turn about
 #     an image finds its prompt in the prefix cache; concurrent image + text requests give each
@@ -98,6 +98,15 @@ check "a text model given as --mmproj: named" $?
 "$BIN" run -m "$TMP/x.gguf" --image "$TMP/a.png" -p x -n 2 2>"$TMP/mis3.err" >/dev/null
 grep -q "needs --mmproj" "$TMP/mis3.err"
 check "--image without --mmproj: usage error" $?
+
+# paddock chat: /image FILE goes with the next message; a bad one drops that message only.
+printf '/image %s\nWhat is it?\n/image %s\nAnd this?\nStill here?\n' "$TMP/a.png" "$TMP/text.bin" |
+  "$BIN" chat -m "$TMP/tiny-gemma3.gguf" --mmproj "$TMP/tiny-gemma3-mm.gguf" --temp 0 -n 6 -t 2 \
+    >"$TMP/chat.out" 2>"$TMP/chat.err"
+[ $? = 0 ] && grep -q "attached to your next message" "$TMP/chat.err" &&
+  grep -q "not an image Paddock can read.*the message is dropped" "$TMP/chat.err" &&
+  [ "$(grep -c . "$TMP/chat.out")" -ge 2 ]
+check "chat: /image attaches an image; a bad one drops its message, the session goes on" $?
 
 # ---- the server ----
 start_server gemma -m "$TMP/tiny-gemma3.gguf" --mmproj "$TMP/tiny-gemma3-mm.gguf" -t 2 || exit 1

@@ -2,13 +2,15 @@
 //
 // Each line on standard input is a user turn; the reply streams to standard output. The whole
 // conversation is re-rendered with the model's chat template every turn, and the KV prefix
-// cache makes the earlier turns free to re-read. Commands: /reset (forget the conversation),
-// /exit (or end of input). Works with a pipe as well as a terminal, so it can be scripted.
+// cache makes the earlier turns free to re-read. Commands: /image FILE (with --mmproj: the image
+// goes with the next message), /reset (forget the conversation), /exit (or end of input). Works
+// with a pipe as well as a terminal, so it can be scripted.
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "args.h"
+#include "base/strings.h"
 #include "commands.h"
 #include "paddock/paddock.h"
 #include "progress.h"
@@ -30,6 +32,10 @@ std::vector<OptionSpec> ChatSpecs() {
       {{"-m", "--model"}, true, "model file (required)"},
       {{"-z", "--tokenizer"}, true, "tokenizer file (llama2.c tokenizer.bin or vocabulary GGUF)"},
       {{"--system"}, true, "system prompt"},
+      {{"--mmproj"},
+       true,
+       "a vision projector (llama.cpp's mmproj GGUF) for the model: `/image FILE` attaches an "
+       "image to the next message"},
       {{"-n", "--n-predict"}, true, "most tokens per reply (default 512)"},
       {{"--temp"}, true, "temperature, 0 = greedy (default 0.7)"},
       {{"--top-k"}, true, "top-k, 0 = off (default 40)"},
@@ -60,6 +66,7 @@ namespace {
 void ReadChatFlags(const Args& args, EngineOptions* eo, GenerateOptions* go) {
   try {
     eo->model_path = args.Str("-m");
+    eo->mmproj = args.Str("--mmproj");
     eo->tokenizer_path = args.Str("-z");
     eo->threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
     eo->context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
@@ -83,7 +90,7 @@ void ReadChatFlags(const Args& args, EngineOptions* eo, GenerateOptions* go) {
 // standard error, its answer to standard output and into the result (the template takes no
 // markup back); any other model's text to standard output.
 GenerateResult Reply(Engine& engine, const ChatFormatter& chat, const std::string& text,
-                     const GenerateOptions& go) {
+                     const std::vector<int32_t>* ids, const GenerateOptions& go) {
   const bool harmony = chat.tool_format() == ToolFormat::kHarmony;
   HarmonyParser parse;
   std::string reasoning, answer, content;
@@ -95,7 +102,7 @@ GenerateResult Reply(Engine& engine, const ChatFormatter& chat, const std::strin
     reasoning.clear();
     answer.clear();
   };
-  GenerateResult r = engine.Generate(text, go, [&](std::string_view piece) {
+  const auto on_text = [&](std::string_view piece) {
     if (harmony) {
       parse.Feed(piece, &reasoning, &answer);
       emit();
@@ -104,7 +111,9 @@ GenerateResult Reply(Engine& engine, const ChatFormatter& chat, const std::strin
       std::fflush(stdout);
     }
     return true;
-  });
+  };
+  GenerateResult r = ids != nullptr ? engine.GenerateTokens(*ids, go, on_text)
+                                    : engine.Generate(text, go, on_text);
   if (harmony) {
     parse.Finish(&reasoning, &answer);
     emit();
@@ -122,6 +131,8 @@ void Converse(Engine& engine, const ChatFormatter& chat, const std::string& syst
   if (!system.empty()) messages.push_back({"system", system});
   const size_t base = messages.size();
   go.parse_special = true;
+  // The conversation's images in the order of their markers, and those for the next message.
+  std::vector<std::string> images, pending;
   std::string line;
   for (;;) {
     std::fputs("> ", stderr);
@@ -129,21 +140,62 @@ void Converse(Engine& engine, const ChatFormatter& chat, const std::string& syst
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
       messages.resize(base);
+      images.clear();
+      pending.clear();
       continue;
     }
-    if (line.empty()) continue;
-    messages.push_back({"user", line});
+    if (line.rfind("/image", 0) == 0) {
+      const std::string path(TrimSpace(std::string_view(line).substr(6)));
+      if (!engine.has_vision()) {
+        std::fprintf(stderr,
+                     "paddock: this model takes no images (start chat with --mmproj FILE)\n");
+        continue;
+      }
+      std::FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
+      if (f == nullptr) {
+        std::fprintf(stderr, "paddock: /image FILE: cannot open '%s'\n", path.c_str());
+        continue;
+      }
+      std::string bytes;
+      char buf[65536];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+      std::fclose(f);
+      pending.push_back(std::move(bytes));
+      std::fprintf(stderr, "paddock: %s attached to your next message\n", path.c_str());
+      continue;
+    }
+    if (line.empty() && pending.empty()) continue;
+    std::string content;
+    for (size_t k = 0; k < pending.size(); ++k) content += kImageMarker;
+    messages.push_back({"user", content + line});
+    const size_t had_images = images.size();
+    images.insert(images.end(), pending.begin(), pending.end());
+    pending.clear();
     const std::string text = chat.Render(messages, true);
     const bool has_bos =
         !info.bos_token.empty() && text.compare(0, info.bos_token.size(), info.bos_token) == 0;
     go.add_bos = engine.AddsBos() && !has_bos;
     GenerateResult r;
     try {
-      r = Reply(engine, chat, text, go);
+      std::vector<int32_t> ids;
+      if (!images.empty())
+        ids = engine.TokenizeImages(text, go.add_bos, nullptr, images, &go.images);
+      r = Reply(engine, chat, text, images.empty() ? nullptr : &ids, go);
+      go.images.reset();
     } catch (const Error& e) {
-      // E.g. the conversation outgrew the context: say so, forget it, keep the session.
+      // E.g. the conversation outgrew the context, or an image could not be read: say so,
+      // forget the turn's image or the conversation, keep the session.
+      go.images.reset();
+      if (images.size() > had_images) {
+        std::fprintf(stderr, "\npaddock: %s; the message is dropped\n", e.what());
+        images.resize(had_images);
+        messages.pop_back();
+        continue;
+      }
       std::fprintf(stderr, "\npaddock: %s; conversation reset\n", e.what());
       messages.resize(base);
+      images.clear();
       continue;
     }
     std::fputc('\n', stdout);
@@ -152,6 +204,7 @@ void Converse(Engine& engine, const ChatFormatter& chat, const std::string& syst
     if (r.finish == FinishReason::kContext) {
       std::fprintf(stderr, "paddock: the context is full; conversation reset\n");
       messages.resize(base);
+      images.clear();
     }
   }
 }
@@ -162,7 +215,8 @@ int CmdChat(int argc, char** argv) {
   const std::vector<OptionSpec> specs = ChatSpecs();
   Args args("chat", specs, argc, argv);
   if (args.Has("-h")) {
-    std::fputs(Usage("chat", "-m MODEL [options]   (then type; /reset, /exit)", specs).c_str(),
+    std::fputs(Usage("chat", "-m MODEL [options]   (then type; /image FILE, /reset, /exit)", specs)
+                   .c_str(),
                stdout);
     return 0;
   }
@@ -187,8 +241,9 @@ int CmdChat(int argc, char** argv) {
       ChatFormatter::Create(info, args.Str("--chat-template"), args.Str("--chat-template-file"));
   if (!chat->warning().empty())
     std::fprintf(stderr, "paddock: warning: %s\n", chat->warning().c_str());
-  std::fprintf(stderr, "paddock: %s (%s, context %d), chat: %s. /reset forgets, /exit quits.\n",
-               info.path.c_str(), info.arch.c_str(), info.context, chat->description().c_str());
+  std::fprintf(stderr, "paddock: %s (%s, context %d), chat: %s.%s /reset forgets, /exit quits.\n",
+               info.path.c_str(), info.arch.c_str(), info.context, chat->description().c_str(),
+               engine->has_vision() ? " /image FILE attaches an image." : "");
   Converse(*engine, *chat, args.Str("--system"), go);
   return 0;
 }
