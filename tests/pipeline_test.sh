@@ -33,17 +33,23 @@ TL=$TMP/tl4.gguf
 P="Once upon a time"
 
 run1() { "$BIN" run -m "$@" -t 1 2>/dev/null; }
+# (A stage-timeout well above the default: these check results, not fault detection, and a
+# loaded 2-core machine must not turn a slow heartbeat into a lost stage.)
 runp() {  # runp NP MODEL ARGS...
   local np=$1
   shift
-  timeout 120 "${MPI[@]}" -np "$np" "$BIN" run -m "$@" 2>"$TMP/runp.log"
+  timeout 120 "${MPI[@]}" -np "$np" "$BIN" run --stage-timeout 30 -m "$@" 2>"$TMP/runp.log"
 }
 
 # --- correctness: 1, 2 and 3 stages
 ref=$(run1 "$S" -p "$P" -n 40 --temp 0)
 [ -n "$ref" ] && [ "$(runp 1 "$S" -p "$P" -n 40 --temp 0)" = "$ref" ]
 check "stories260K: mpirun -np 1 gives the single process's greedy text" $?
-[ "$(runp 2 "$S" -p "$P" -n 40 --temp 0)" = "$ref" ] && grep -q "stage 1 (rank 1 .*layers 3-4 and the output head" "$TMP/runp.log"
+out=$(runp 2 "$S" -p "$P" -n 40 --temp 0)
+# (the ranks' stderr lines reach the log through mpirun and may interleave: the split is
+# looked for in parts)
+[ "$out" = "$ref" ] && grep -q "stage 1 (rank 1" "$TMP/runp.log" && grep -q "layers 3-4 and the output head" "$TMP/runp.log" ||
+  { echo "     got [$out]"; echo "     want [$ref]"; tail -n 5 "$TMP/runp.log" | sed 's/^/     /'; false; }
 check "stories260K: 2 stages give the same greedy text (layers 0-2 | 3-4)" $?
 [ "$(runp 3 "$S" -p "$P" -n 40 --temp 0)" = "$ref" ]
 check "stories260K: 3 stages give the same greedy text" $?
