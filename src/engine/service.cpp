@@ -305,6 +305,20 @@ std::function<bool()> Service::Impl::ImageJob(std::unique_ptr<Request> req) {
     const PromptImages& p = *r.opt.generate.images;
     ImageEncoder& enc = *e->images;
     const KernelTable& k = e->transformer->kernels();
+    // Cancelled, past its deadline, or the service stopping for good: no more encoding; it
+    // joins a lane, where it ends the way every such request does (before any step runs it).
+    const double now = NowSeconds();
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = stop && now >= grace_deadline;
+    }
+    if (r.Cancelled() || (r.deadline > 0 && now >= r.deadline) || stopping) {
+      if (encoder_owner == id) encoder_owner = 0;
+      std::lock_guard<std::mutex> lock(mu);
+      inbox.push_back(std::move(*holder));
+      return true;
+    }
     while (done->size() < p.spans.size()) {
       const auto& span = p.spans[done->size()];
       if (encoder_owner != id) {
