@@ -157,6 +157,10 @@ for i in 1 2 3; do
 done
 for i in 1 2; do [ "$(cat "$TMP/c$i.t")" = "$tt" ] || ok=1; done
 check "batch invariance: concurrent image and text requests each give their text alone" $ok
+# n = 2 on an image prompt: the choices fork the prompt's KV (and keep its image rows).
+printf '{"model":"tiny-gemma3","n":2,"messages":[{"role":"user","content":[{"type":"text","text":"What is in the picture?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}}]}],"max_tokens":10,"temperature":0}' "$B64" >"$TMP/n2.json"
+n2=$(curl -s "$U/v1/chat/completions" -d @"$TMP/n2.json" | python3 -c 'import json,sys; print("|".join(c["message"]["content"] for c in json.load(sys.stdin)["choices"]))')
+check "n = 2 on an image prompt: both choices give the greedy text" $([ "$n2" = "$t1|$t1" ] && echo 0 || echo 1)
 code() { curl -s -o "$TMP/err.json" -w '%{http_code}' "$U/v1/chat/completions" -d "$1"; }
 c=$(code '{"model":"tiny-gemma3","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}')
 check "remote image URL: 400 (nothing fetched)" $([ "$c" = 400 ] && grep -q "not fetched" "$TMP/err.json" && echo 0 || echo 1)

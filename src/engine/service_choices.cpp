@@ -30,6 +30,10 @@ std::unique_ptr<Request> Service::Impl::ForkFrom(const Request& parent, size_t i
   c->deadline = parent.deadline;
   if (parent.constraint) c->constraint = std::make_unique<Constraint>(*parent.constraint);
   c->fork_from = parent.seq;
+  // Its own copy of the prompt's image rows (a preempted fork recomputes its prompt after the
+  // parent may be gone): the rows point into embeddings the copy keeps alive.
+  c->image_rows = parent.image_rows;
+  c->attend_end = c->image_rows.attend_end.empty() ? nullptr : c->image_rows.attend_end.data();
   return c;
 }
 
