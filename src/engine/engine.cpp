@@ -336,27 +336,13 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
           "the projector %s gives %d-wide embeddings, the model %s takes %d: a projector for "
           "another model",
           o.mmproj.c_str(), vc.text_dim, o.model_path.c_str(), impl->model->config.dim);
-    // The family's marker tokens must be in the text model's vocabulary.
-    const Tokenizer& tok = *impl->model->tokenizer;
-    std::vector<const char*> markers;
-    if (vc.projector == Projector::kGemma3) markers = {"<start_of_image>", "<end_of_image>"};
-    if (vc.projector == Projector::kIdefics3)
-      markers = {"<fake_token_around_image>", "<global-img>", "<row_1_col_1>"};
-    for (const char* mk : markers) {
-      bool found = false;
-      for (int id = 0; id < tok.vocab_size() && !found; ++id) found = tok.Piece(id) == mk;
-      if (!found)
-        Fail(
-            "the projector %s (%s) marks images with '%s', which the model %s's vocabulary "
-            "lacks: a projector for another model",
-            o.mmproj.c_str(), ProjectorName(vc.projector), mk, o.model_path.c_str());
-    }
     if (vc.TokensPerTile() > o.max_batch)
       Fail("an image's %d tokens exceed the batch limit %d (raise --batch)", vc.TokensPerTile(),
            o.max_batch);
     if (o.relayout_weights) vm->RelayoutQuantized();
     if (o.image_bf16 && GetKernels(isa).gemm_bf16_dot != nullptr) vm->SetBf16Weights();
-    impl->images = std::make_unique<ImageEncoder>(std::move(vm), o.image_cache_bytes);
+    impl->images =
+        std::make_unique<ImageEncoder>(std::move(vm), *impl->model->tokenizer, o.image_cache_bytes);
   }
   // Re-laying out copies the weights into memory: only when they fit.
   const bool fits = avail == 0 || impl->model->weight_bytes <= avail;

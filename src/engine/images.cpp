@@ -20,24 +20,45 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
   return x ^ (x >> 31);
 }
 
-// The id whose text is exactly `s` (as llama.cpp's mtmd looks its markers up), or Error.
-int32_t LookupToken(const Tokenizer& tok, std::string_view s, const char* family) {
+// The image's tile `tile`: its identity in the encoder's cache and the seed of its
+// placeholder ids.
+uint64_t TileKey(const PixelTiles& px, int tile) {
+  return Mix(px.hash ^ (static_cast<uint64_t>(tile) << 48));
+}
+
+// The id whose text is exactly `s` (as llama.cpp's mtmd looks its markers up; a newline: the
+// SentencePiece byte token or byte-level BPE's), or -1.
+int32_t FindPiece(const Tokenizer& tok, std::string_view s) {
   for (int id = 0; id < tok.vocab_size(); ++id)
     if (tok.Piece(id) == s) return id;
-  if (s == "\n") {  // SentencePiece: the byte token
+  if (s == "\n") {
     for (int id = 0; id < tok.vocab_size(); ++id)
       if (tok.Piece(id) == "<0x0A>" || tok.Piece(id) == "\xc4\x8a") return id;
   }
-  Fail(
-      "the text model's vocabulary lacks '%.*s', which %s images need: is the projector for "
-      "this model?",
-      static_cast<int>(s.size()), s.data(), family);
+  return -1;
 }
 
 }  // namespace
 
-ImageEncoder::ImageEncoder(std::unique_ptr<VisionModel> model, size_t cache_bytes)
-    : model_(std::move(model)), cache_cap_(cache_bytes) {}
+ImageEncoder::ImageEncoder(std::unique_ptr<VisionModel> model, const Tokenizer& tok,
+                           size_t cache_bytes)
+    : model_(std::move(model)), cache_cap_(cache_bytes) {
+  // The family's marker tokens must be in the text model's vocabulary (once, here).
+  const Projector proj = model_->config().projector;
+  std::vector<std::string_view> markers;
+  if (proj == Projector::kGemma3) markers = {"<start_of_image>", "<end_of_image>"};
+  if (proj == Projector::kIdefics3)
+    markers = {"<fake_token_around_image>", "<global-img>", "<row_1_col_1>", "\n"};
+  for (const std::string_view mk : markers) {
+    const int32_t id = FindPiece(tok, mk);
+    if (id < 0)
+      Fail(
+          "the projector %s (%s) marks images with '%.*s', which the model's vocabulary lacks: "
+          "a projector for another model",
+          model_->path().c_str(), ProjectorName(proj), static_cast<int>(mk.size()), mk.data());
+    if (mk == "\n") newline_ = id;
+  }
+}
 
 std::vector<int32_t> ImageEncoder::Tokenize(const Tokenizer& tok, std::string_view text,
                                             bool add_bos,
@@ -72,8 +93,7 @@ std::vector<int32_t> ImageEncoder::Tokenize(const Tokenizer& tok, std::string_vi
     s.image = image;
     s.tile = tile;
     s.bidirectional = c.projector == Projector::kGemma3;
-    const uint64_t h =
-        Mix(p->images[static_cast<size_t>(image)]->hash ^ (static_cast<uint64_t>(tile) << 48));
+    const uint64_t h = TileKey(*p->images[static_cast<size_t>(image)], tile);
     for (int i = 0; i < per_tile; ++i)
       ids.push_back(static_cast<int32_t>(Mix(h + static_cast<uint64_t>(i)) %
                                          static_cast<uint64_t>(tok.vocab_size())));
@@ -101,8 +121,7 @@ std::vector<int32_t> ImageEncoder::Tokenize(const Tokenizer& tok, std::string_vi
         // llama.cpp's mtmd layout (after transformers' Idefics3 processor): the tiles row by
         // row, each after <fake_token_around_image><row_Y_col_X>, a newline between rows, then
         // the overview after "\n<fake_token_around_image><global-img>".
-        const int32_t nl = LookupToken(tok, "\n", "SmolVLM");
-        LookupToken(tok, "<global-img>", "SmolVLM");
+        const int32_t nl = newline_;
         special("<fake_token_around_image>");
         int tile = 0;
         for (int y = 0; y < px.grid_y; ++y) {
@@ -125,17 +144,13 @@ std::vector<int32_t> ImageEncoder::Tokenize(const Tokenizer& tok, std::string_vi
   if (image != static_cast<int>(p->images.size()))
     Fail("the prompt has %d image markers for %zu images", image, p->images.size());
   text_piece(at, text.size());
-  if (c.projector == Projector::kGemma3) {  // the markers must be real control tokens
-    LookupToken(tok, "<start_of_image>", "Gemma 3");
-    LookupToken(tok, "<end_of_image>", "Gemma 3");
-  }
   p->n_prompt = static_cast<int>(ids.size());
   *out = std::move(p);
   return ids;
 }
 
 uint64_t ImageEncoder::Key(const PromptImages& p, const PromptImages::Span& s) {
-  return Mix(p.images[static_cast<size_t>(s.image)]->hash ^ (static_cast<uint64_t>(s.tile) << 48));
+  return TileKey(*p.images[static_cast<size_t>(s.image)], s.tile);
 }
 
 std::shared_ptr<const std::vector<float>> ImageEncoder::Cached(const PromptImages& p,

@@ -49,7 +49,8 @@ struct ImageRows {
 
 class ImageEncoder {
  public:
-  ImageEncoder(std::unique_ptr<VisionModel> model, size_t cache_bytes);
+  // Throws Error if the text model's vocabulary (tok) lacks the family's marker tokens.
+  ImageEncoder(std::unique_ptr<VisionModel> model, const Tokenizer& tok, size_t cache_bytes);
   const VisionModel& model() const { return *model_; }
 
   // Splits `text` at kImageMarker: text pieces tokenized one by one (as llama.cpp's mtmd does,
@@ -86,6 +87,7 @@ class ImageEncoder {
   static uint64_t Key(const PromptImages& p, const PromptImages::Span& s);
   void Put(uint64_t key, std::shared_ptr<const std::vector<float>> v);
   std::unique_ptr<VisionModel> model_;
+  int32_t newline_ = -1;  // SmolVLM's row separator
   size_t cache_cap_, cache_bytes_ = 0;
   std::list<std::pair<uint64_t, std::shared_ptr<const std::vector<float>>>> lru_;
   std::unordered_map<uint64_t, decltype(lru_)::iterator> index_;

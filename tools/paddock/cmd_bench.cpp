@@ -443,15 +443,7 @@ int ImageBench(const Args& args, EngineOptions eo, int reps) {
   eo.mmproj = args.Str("--mmproj");
   eo.image_bf16 = args.Has("--image-bf16");
   auto engine = Engine::Create(eo);
-  std::string bytes;
-  {
-    FILE* f = std::fopen(args.Str("--image").c_str(), "rb");
-    if (f == nullptr) throw Error("cannot open image '" + args.Str("--image") + "'");
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-    std::fclose(f);
-  }
+  const std::string bytes = ReadWholeFile(args.Str("--image"), "image");
   std::shared_ptr<const PromptImages> images;
   const double t0 = NowSeconds();
   const std::vector<int32_t> ids =

@@ -151,17 +151,12 @@ void Converse(Engine& engine, const ChatFormatter& chat, const std::string& syst
                      "paddock: this model takes no images (start chat with --mmproj FILE)\n");
         continue;
       }
-      std::FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
-      if (f == nullptr) {
-        std::fprintf(stderr, "paddock: /image FILE: cannot open '%s'\n", path.c_str());
+      try {
+        pending.push_back(ReadWholeFile(path, "image"));
+      } catch (const Error& e) {
+        std::fprintf(stderr, "paddock: /image FILE: %s\n", e.what());
         continue;
       }
-      std::string bytes;
-      char buf[65536];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-      std::fclose(f);
-      pending.push_back(std::move(bytes));
       std::fprintf(stderr, "paddock: %s attached to your next message\n", path.c_str());
       continue;
     }

@@ -354,6 +354,8 @@ void ReadGenerateFlags(const Args& args, GenerateOptions* go) {
   go->parse_special = args.Has("--special");
 }
 
+}  // namespace
+
 std::string ReadWholeFile(const std::string& path, const char* what) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw Error(std::string("cannot open ") + what + " '" + path + "'");
@@ -364,6 +366,8 @@ std::string ReadWholeFile(const std::string& path, const char* what) {
   std::fclose(f);
   return bytes;
 }
+
+namespace {
 
 // The prompt: -f FILE's bytes, or -p's text.
 std::string ReadPrompt(const Args& args) {

@@ -71,6 +71,8 @@ void AddPrefetchOption(const Args& args, EngineOptions* eo);
 int CmdTune(int argc, char** argv);
 
 int CmdRun(int argc, char** argv);
+// A file's bytes (a prompt, an image); throws Error "cannot open WHAT 'PATH'".
+std::string ReadWholeFile(const std::string& path, const char* what);  // cmd_run.cpp
 
 // Pipeline parallelism under mpirun (pipeline_cli.cpp): the flags, and the call that makes this
 // process the head (true: go on, eo->stages set) or a stage (false: it ran; return from main).
