@@ -27,4 +27,12 @@ inline const float* FeedTokens(Transformer& tf, KvManager& kv, KvManager::SeqId 
   return l;
 }
 
+// One or more of tf's switches changed (ForwardOptions), the rest kept.
+template <class F>
+void Reconfigure(Transformer& tf, F&& change) {
+  ForwardOptions o = tf.options();
+  change(o);
+  tf.Configure(o);
+}
+
 }  // namespace paddock::test

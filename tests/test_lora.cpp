@@ -97,7 +97,8 @@ struct Runner {
   std::unique_ptr<Transformer> tf;
   std::unique_ptr<KvManager> kv;
   explicit Runner(const std::string& path) : model(LoadModel(path)) {
-    tf = std::make_unique<Transformer>(*model, GetKernels(DetectIsa()), pool, 64, false);
+    tf = std::make_unique<Transformer>(*model, GetKernels(DetectIsa()), pool, 64,
+                                       ForwardOptions{.int8_activations = false});
     kv = std::make_unique<KvManager>(model->config, F32Kv(), model->config.context_length);
   }
   // The logits after `toks`, fed in one step (batched) or token by token.

@@ -104,12 +104,14 @@ struct Runner {
   Runner(const std::string& path, Isa isa, int threads, int max_batch, KvCacheOptions ko = F32Kv(),
          bool int8_activations = false)
       : model(LoadModel(path)), pool(threads), max_batch_(max_batch), int8_(int8_activations) {
-    tf = std::make_unique<Transformer>(*model, GetKernels(isa), pool, max_batch, int8_activations);
+    tf = std::make_unique<Transformer>(*model, GetKernels(isa), pool, max_batch,
+                                       ForwardOptions{.int8_activations = int8_activations});
     kv = std::make_unique<KvManager>(model->config, ko, model->config.context_length);
   }
   // The same model on another kernel table (e.g. another prefetch mode).
   void UseKernels(const KernelTable& k) {
-    tf = std::make_unique<Transformer>(*model, k, pool, max_batch_, int8_);
+    tf = std::make_unique<Transformer>(*model, k, pool, max_batch_,
+                                       ForwardOptions{.int8_activations = int8_});
   }
   int max_batch_;
   bool int8_;
@@ -307,8 +309,8 @@ TEST(Model, EveryVariantMatchesTheScalarReference) {
     EXPECT_LT(RelErr(fast.Run(toks, true), lr), tol) << v.name << " prefill (batched)";
     EXPECT_LT(RelErr(ref.Run(toks, true), lr), kLogitTol) << v.name << " reference batched";
     if (bf16) {  // against fp32 activations: the activations' bf16 rounding only
-      ref.tf->SetBf16Dot(false);
-      fast.tf->SetBf16Dot(false);
+      test::Reconfigure(*ref.tf, [](ForwardOptions& o) { o.bf16_dot = false; });
+      test::Reconfigure(*fast.tf, [](ForwardOptions& o) { o.bf16_dot = false; });
       const auto lf = ref.Run(toks, false);
       EXPECT_LT(RelErr(fast.Run(toks, false), lf), kLogitTol) << v.name << " fp32 activations";
       EXPECT_LT(RelErr(fast.Run(toks, true), lf), kLogitTol)
@@ -518,8 +520,8 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-3) << "expert biases ignored";
     Runner silu(WriteVariant(find("gpt_oss")), DetectIsa(), 1, 4);
     silu.model->config.ffn_act = FfnAct::kSilu;
-    silu.tf =
-        std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
+    silu.tf = std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4,
+                                            ForwardOptions{.int8_activations = false});
     EXPECT_GT(RelErr(silu.Run(toks, false), g_with), 1e-3) << "clamped SwiGLU ignored";
     Runner x(WriteVariant(find("mixtral_moe")), DetectIsa(), 1, 4);
     EXPECT_TRUE(x.model->config.expert_norm);  // llama's (Mixtral's) default
@@ -558,8 +560,8 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     r.model->config.embed_scale = 8.0f;
     Runner silu(WriteVariant(find("gemma_geglu")), DetectIsa(), 1, 4);
     silu.model->config.ffn_act = FfnAct::kSilu;
-    silu.tf =
-        std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4, false);
+    silu.tf = std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4,
+                                            ForwardOptions{.int8_activations = false});
     EXPECT_GT(RelErr(silu.Run(toks, false), with), 1e-3) << "GELU ignored";
   }
   {
@@ -578,8 +580,8 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     // The local layers' RoPE base matters (a transformer built with it changed).
     Runner other(WriteVariant(find("gemma3_local_global")), DetectIsa(), 1, 4);
     other.model->config.rope_base_local = 500.0f;
-    other.tf =
-        std::make_unique<Transformer>(*other.model, GetKernels(DetectIsa()), other.pool, 4, false);
+    other.tf = std::make_unique<Transformer>(*other.model, GetKernels(DetectIsa()), other.pool, 4,
+                                             ForwardOptions{.int8_activations = false});
     EXPECT_GT(RelErr(other.Run(toks, false), with), 1e-4) << "local RoPE base ignored";
   }
   {
@@ -1019,7 +1021,8 @@ TEST(Fusion, FusedAndSeparatePassesGiveTheSameLogits) {
           RelayoutWeights(fused.model.get());
           RelayoutWeights(separate.model.get());
         }
-        separate.tf->SetFusion(false, false, true, false);
+        test::Reconfigure(*separate.tf,
+                          [](ForwardOptions& o) { o.fuse_qkv = o.fuse_ffn = o.fuse_norm = false; });
         EXPECT_LT(RelErr(fused.Run(toks, batched), separate.Run(toks, batched)), 1e-6)
             << arch << (relaid ? " relaid" : "");
       }
@@ -1172,7 +1175,7 @@ TEST(Fusion, SplitPositionAttentionEqualsTwoPass) {
       o.k_type = o.v_type = t;
       Runner fused(path, isa, 2, 32, o);
       Runner two_pass(path, isa, 2, 32, o);
-      two_pass.tf->SetFusion(true, true, false);
+      test::Reconfigure(*two_pass.tf, [](ForwardOptions& o) { o.fuse_attn = false; });
       EXPECT_LT(RelErr(fused.Run(toks, false), two_pass.Run(toks, false)), 2e-5)
           << IsaName(isa) << " " << KvDtypeName(t);
     }
@@ -1189,7 +1192,7 @@ TEST(Fusion, SplitPositionAttentionEqualsTwoPass) {
   for (Isa isa : {Isa::kScalar, DetectIsa()}) {
     Runner fused(spath, isa, 2, 32);
     Runner two_pass(spath, isa, 2, 32);
-    two_pass.tf->SetFusion(true, true, false);
+    test::Reconfigure(*two_pass.tf, [](ForwardOptions& o) { o.fuse_attn = false; });
     EXPECT_LT(RelErr(fused.Run(toks, false), two_pass.Run(toks, false)), 2e-5)
         << IsaName(isa) << " sinks, split positions";
     EXPECT_LT(RelErr(fused.Run(toks, true), two_pass.Run(toks, true)), 2e-5)
@@ -1215,7 +1218,7 @@ TEST(Fusion, FusedAttentionEqualsTwoPassAttention) {
         o.block_size = 4;
         Runner fused(path, isa, 2, 32, o);
         Runner two_pass(path, isa, 2, 32, o);
-        two_pass.tf->SetFusion(true, true, false);
+        test::Reconfigure(*two_pass.tf, [](ForwardOptions& o) { o.fuse_attn = false; });
         for (bool batched : {false, true}) {
           EXPECT_LT(RelErr(fused.Run(toks, batched), two_pass.Run(toks, batched)), 2e-5)
               << IsaName(isa) << " " << KvDtypeName(t) << " window " << window << " batched "
@@ -1263,7 +1266,8 @@ TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
     const auto prompt = SomeTokens(n, spec.n_vocab);
     Runner r(path, Isa::kAmx, 2, 96, KvCacheOptions(), true);
     RelayoutWeights(r.model.get());
-    r.tf = std::make_unique<Transformer>(*r.model, GetKernels(Isa::kAmx), r.pool, 96, true);
+    r.tf = std::make_unique<Transformer>(*r.model, GetKernels(Isa::kAmx), r.pool, 96,
+                                         ForwardOptions{.int8_activations = true});
     ASSERT_TRUE(r.tf->HasBf16Prefill());
     ASSERT_EQ(r.tf->Bf16PromptTokens(n), n);
     ASSERT_EQ(r.tf->Bf16PromptTokens(kBf16PrefillMinPrompt - 1), 0);
@@ -1316,10 +1320,13 @@ TEST(Bf16Prefill, PromptTokensTakeItWhateverTheirChunksAndBatchMates) {
     EXPECT_EQ(std::vector<float>(logits[1], logits[1] + V), b_alone) << "the decode token";
     kv.Free(a);
     kv.Free(b);
-    r.tf->SetFusion(false, false, true, false);  // the separate norm and quantize passes
+    test::Reconfigure(*r.tf, [](ForwardOptions& o) {
+      o.fuse_qkv = o.fuse_ffn = o.fuse_norm = false;
+    });  // the separate norm and quantize passes
     EXPECT_LT(RelErr(prefill(n, n), whole), 1e-5) << TypeName(type) << " unfused";
-    r.tf->SetFusion(true, true, true, true);
-    r.tf->SetBf16Prefill(0);
+    test::Reconfigure(*r.tf,
+                      [](ForwardOptions& o) { o.fuse_qkv = o.fuse_ffn = o.fuse_norm = true; });
+    test::Reconfigure(*r.tf, [](ForwardOptions& o) { o.bf16_prefill = false; });
     EXPECT_EQ(prefill(n, n), int8) << "switched off";
     std::remove(path.c_str());
   }

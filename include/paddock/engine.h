@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "paddock/error.h"
+#include "paddock/forward_options.h"
 
 namespace paddock {
 
@@ -57,14 +58,8 @@ struct EngineOptions {
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
   int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
-  // Weight bytes per row block of the batched int8 matmuls (cache blocking; 0: 64 KiB).
-  // `paddock tune` measures it with max_batch and threads for a machine and model shape.
-  uint64_t matmul_block_bytes = 0;
-  bool int8_activations = true;  // integer dot products for Q8_0/Q4_0/Q4_K/Q6_K (switch to measure)
-  bool fuse_qkv = true;          // Q/K/V projections in one parallel pass
-  bool fuse_ffn = true;          // gate/up projections + SwiGLU in one parallel pass
-  bool fuse_norm = true;         // residual add + norm + int8 quantization in one pass per token
-  bool fuse_attn = true;         // attention in one online-softmax pass per KV-head group
+  // The forward pass's switches (fusions, integer and bf16 paths, cache blocking).
+  ForwardOptions forward;
   bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load
   bool huge_pages = true;        // re-laid weights on transparent huge pages (madvise)
   // Software prefetch of the weight stream in the integer kernels: for the kinds where it was
@@ -72,15 +67,6 @@ struct EngineOptions {
   // Which is fastest depends on the machine; `paddock tune` measures it.
   bool prefetch = true;
   bool prefetch_all = false;
-  bool bf16_dot = true;  // BF16 weights: bf16 activations, AVX-512 BF16 dot products
-  // The prompt tokens of prompts of 64 tokens or more on the bf16 tile GEMM (AMX-BF16, where
-  // the CPU has it; the types with an integer tile GEMM): weights and activations rounded to
-  // bf16 and summed in fp32, 1.3-1.6x the integer tile GEMM's rate. Generated tokens, short
-  // prompts and scoring (perplexity, prompt logprobs) stay on the integer kernels.
-  bool bf16_prefill = true;
-  // The last layer past its K/V computes only the rows whose logits a step needs (a prompt
-  // chunk's last token): the other prompt tokens' last attention and FFN are skipped.
-  bool prune_last = true;
   // KV cache (paged): memory budget (0: the context plus 25%), tokens per block, element types
   // of K and V (f32, f16, bf16, int8, int4), per-layer overrides ("*=int4,first=int8,..."),
   // prefix reuse across requests, attention window (-1: the model's, 0: off, N: forced).

@@ -299,9 +299,8 @@ struct Plan {              // the head to every stage
   int block_size = 16;
   std::string k_type, v_type, layer_types;
   int context = 0, max_batch = 0;
-  bool int8 = true, bf16_prefill = true, bf16_dot = true, prune_last = true;
-  bool fuse_qkv = true, fuse_ffn = true, fuse_attn = true, fuse_norm = true;
-  std::string error;  // non-empty: start-up failed (every rank exits with it)
+  ForwardOptions forward;  // the head's switches, whole
+  std::string error;       // non-empty: start-up failed (every rank exits with it)
 };
 
 std::string Encode(const Hello& h) {
@@ -346,9 +345,9 @@ std::string Encode(const Plan& p) {
   w.Str(p.k_type);
   w.Str(p.v_type);
   w.Str(p.layer_types);
-  for (bool f : {p.int8, p.bf16_prefill, p.bf16_dot, p.prune_last, p.fuse_qkv, p.fuse_ffn,
-                 p.fuse_attn, p.fuse_norm})
-    w.Int(f ? 1 : 0);
+  ForwardOptions f = p.forward;
+  f.ForEachSwitch([&](const char*, bool on) { w.Int(on ? 1 : 0); });
+  w.Int(static_cast<int64_t>(f.matmul_block_bytes));
   return w.bytes();
 }
 
@@ -366,9 +365,8 @@ Plan DecodePlan(std::string b) {
   p.k_type = r.Str();
   p.v_type = r.Str();
   p.layer_types = r.Str();
-  for (bool* f : {&p.int8, &p.bf16_prefill, &p.bf16_dot, &p.prune_last, &p.fuse_qkv, &p.fuse_ffn,
-                  &p.fuse_attn, &p.fuse_norm})
-    *f = r.Int() != 0;
+  p.forward.ForEachSwitch([&](const char*, bool& on) { on = r.Int() != 0; });
+  p.forward.matmul_block_bytes = static_cast<uint64_t>(std::max<int64_t>(0, r.Int()));
   return p;
 }
 
@@ -503,20 +501,15 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
   const int begin = plan.begin[static_cast<size_t>(rank)];
   const int end = plan.begin[static_cast<size_t>(rank) + 1];
   const bool last = rank == size - 1;
-  if (eo.relayout_weights && plan.int8)
+  if (eo.relayout_weights && plan.forward.int8_activations)
     RelayoutWeights(model.get(), eo.huge_pages, nullptr, {begin, end, last});
   const int threads = eo.threads > 0 ? eo.threads : PhysicalCores();
   ThreadPool pool(threads);
   const Prefetch pf =
       !eo.prefetch ? Prefetch::kOff : (eo.prefetch_all ? Prefetch::kAll : Prefetch::kAuto);
-  Transformer tf(*model, GetKernels(ParseIsa(eo.isa), pf), pool, plan.max_batch, plan.int8);
+  Transformer tf(*model, GetKernels(ParseIsa(eo.isa), pf), pool, plan.max_batch, plan.forward);
   tf.SetLayers(begin, end);
   tf.SetContext(plan.context);
-  tf.SetBf16Dot(plan.bf16_dot);
-  tf.SetBf16Prefill(plan.bf16_prefill ? kBf16PrefillMinPrompt : 0);
-  tf.SetFusion(plan.fuse_qkv, plan.fuse_ffn, plan.fuse_attn, plan.fuse_norm);
-  tf.SetPruneLast(plan.prune_last);
-  tf.SetMatmulBlockBytes(eo.matmul_block_bytes);
   KvCacheOptions ko;
   ko.block_size = plan.block_size;
   ko.k_type = ParseKvDtype(plan.k_type);
@@ -526,7 +519,7 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
   ko.layer_begin = begin;
   ko.layer_end = end;
   ko.num_blocks = plan.num_blocks;
-  KvManager kv(model->config, ko, 0);
+  KvManager kv(model->config, ko, 0, &tf);
   {
     Writer w;
     uint64_t anon = 0, file = 0;
@@ -541,7 +534,7 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
   const int dim = model->config.dim;
   const int n_vocab = model->config.n_vocab;
   Outbox out;
-  std::vector<Transformer::BatchItem> items(static_cast<size_t>(tf.max_items()));
+  std::vector<StepItem> items(static_cast<size_t>(tf.max_items()));
   std::vector<KvView> views(items.size());
   double waited = 0, computed = 0;
   uint64_t steps = 0;
@@ -587,8 +580,8 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
           Fail("pipeline: a block id is out of range");
       views[static_cast<size_t>(i)] =
           KvView{kv.layer_views(), table, it[4], plan.block_size, it[5]};
-      Transformer::BatchItem& b = items[static_cast<size_t>(i)];
-      b = Transformer::BatchItem{tok, it[0], it[1], &views[static_cast<size_t>(i)], it[2]};
+      StepItem& b = items[static_cast<size_t>(i)];
+      b = StepItem{tok, it[0], it[1], &views[static_cast<size_t>(i)], it[2]};
       b.prompt_len = it[3];
       tok += std::max(0, it[0]);
       table += std::max(0, it[4]);
@@ -663,8 +656,8 @@ class MpiLink final : public StageLink {
   int micro_batches() const override { return micro_batches_; }
   int lanes() const override { return size_; }
 
-  void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
-            int rows, bool hidden_out) override {
+  void Send(int mb, const StepItem* items, int n_items, const float* x, int n, int rows,
+            bool hidden_out) override {
     Check();
     size_t ints = kHeader + copies_.size() + kItemInts * static_cast<size_t>(n_items) +
                   static_cast<size_t>(n);
@@ -690,7 +683,7 @@ class MpiLink final : public StageLink {
     for (int32_t c : copies_) *w++ = c;
     copies_.clear();
     for (int i = 0; i < n_items; ++i) {
-      const Transformer::BatchItem& it = items[i];
+      const StepItem& it = items[i];
       for (int32_t v : {it.n, it.pos, it.n_logits, it.prompt_len, tables[static_cast<size_t>(i)],
                         it.kv->window})
         *w++ = v;
@@ -896,14 +889,7 @@ bool JoinPipeline(EngineOptions* eo, const PipelineOptions& po) {
   plan.context =
       eo->context > 0 ? eo->context : std::min(model ? model->config.context_length : 0, 4096);
   plan.max_batch = eo->max_batch;
-  plan.int8 = eo->int8_activations;
-  plan.bf16_prefill = eo->bf16_prefill;
-  plan.bf16_dot = eo->bf16_dot;
-  plan.prune_last = eo->prune_last;
-  plan.fuse_qkv = eo->fuse_qkv;
-  plan.fuse_ffn = eo->fuse_ffn;
-  plan.fuse_attn = eo->fuse_attn;
-  plan.fuse_norm = eo->fuse_norm;
+  plan.forward = eo->forward;
   const std::string bytes = Encode(plan);
   for (int r = 1; r < size; ++r)
     MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, r, kPlan, MPI_COMM_WORLD);

@@ -170,11 +170,11 @@ class BenchRun {
   double Prefill(Profiler* prof, double* seconds) {
     const auto toks = RandomTokens(o_.prompt_tokens);
     const KvManager::SeqId seq = NewSequence(o_.prompt_tokens);
-    s_.transformer->set_profiler(prof);
+    s_.backend->SetProfiler(prof);
     const double t0 = NowSeconds();
     s_.Step(seq, toks.data(), o_.prompt_tokens, 0, o_.prompt_tokens);
     *seconds = NowSeconds() - t0;
-    s_.transformer->set_profiler(nullptr);
+    s_.backend->SetProfiler(nullptr);
     s_.kv->Free(seq);
     return o_.prompt_tokens / *seconds;
   }
@@ -185,7 +185,7 @@ class BenchRun {
     const auto prompt = RandomTokens(depth);
     const KvManager::SeqId seq = NewSequence(depth);
     const float* logits = s_.Step(seq, prompt.data(), depth, 0, depth);
-    s_.transformer->set_profiler(prof);
+    s_.backend->SetProfiler(prof);
     const double t0 = NowSeconds();
     for (int i = 0; i < o_.gen_tokens; ++i) {
       int32_t next;
@@ -197,7 +197,7 @@ class BenchRun {
       logits = s_.Step(seq, &next, 1, depth + i);
     }
     *seconds = NowSeconds() - t0;
-    s_.transformer->set_profiler(nullptr);
+    s_.backend->SetProfiler(nullptr);
     s_.kv->Free(seq);
     return o_.gen_tokens / *seconds;
   }
@@ -208,7 +208,7 @@ class BenchRun {
     const size_t nb = static_cast<size_t>(B);
     std::vector<KvManager::SeqId> ids(nb);
     std::vector<KvView> views(nb);
-    std::vector<Transformer::BatchItem> items(nb);
+    std::vector<StepItem> items(nb);
     std::vector<const float*> logits(nb);
     std::vector<int32_t> next(nb);
     const int depth = o_.depth;
@@ -263,9 +263,9 @@ void Sweep(Engine::Impl& s, BenchRun& run, const BenchOptions& o, BenchReport* r
   int prev = 0;
   for (int b : o.sweep_batch) {
     if (b <= prev) Fail("bench: sweep batch sizes must be positive and ascending");
-    if (b > s.transformer->max_batch() || b > s.transformer->max_items())
+    if (b > s.backend->max_batch() || b > s.backend->max_items())
       Fail("bench: batch %d exceeds the engine's limit of %d sequences per step", b,
-           std::min(s.transformer->max_batch(), s.transformer->max_items()));
+           std::min(s.backend->max_batch(), s.backend->max_items()));
     prev = b;
   }
   const size_t n = o.sweep_batch.size();
@@ -316,7 +316,7 @@ void CheckBench(const Engine::Impl& s, const BenchOptions& o) {
   if (o.depth + o.gen_tokens + 1 > s.context)
     Fail("bench: depth %d + %d tokens exceed the context of %d (raise -c)", o.depth, o.gen_tokens,
          s.context);
-  const int max_batch = s.transformer->max_batch();
+  const int max_batch = s.backend->max_batch();
   if (o.batch > max_batch)
     Fail("bench: batch %d exceeds the engine's batch limit %d", o.batch, max_batch);
   if (o.step_tokens < 0 || o.step_tokens > max_batch)
@@ -332,9 +332,9 @@ void CheckBench(const Engine::Impl& s, const BenchOptions& o) {
 class KernelChoice {
  public:
   KernelChoice(const Engine::Impl& s, const BenchOptions& o)
-      : tf_(*s.transformer),
+      : tf_(CpuOf(s)),
         saved_step_(tf_.step_tokens()),
-        saved_block_(tf_.matmul_block_bytes()),
+        saved_block_(tf_.options().matmul_block_bytes),
         saved_kernels_(tf_.kernels()),
         step_(o.step_tokens > 0 ? o.step_tokens : tf_.step_tokens()),
         block_(o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf_.matmul_block_bytes()),
@@ -345,12 +345,12 @@ class KernelChoice {
   }
   ~KernelChoice() {
     tf_.SetStepTokens(saved_step_);
-    tf_.SetMatmulBlockBytes(saved_block_);
+    SetBlock(saved_block_);
     tf_.SetKernels(saved_kernels_);
   }
   void Use(bool defaults) {
     tf_.SetStepTokens(defaults ? std::min(256, tf_.max_batch()) : step_);
-    tf_.SetMatmulBlockBytes(defaults ? 0 : block_);
+    SetBlock(defaults ? 0 : block_);
     tf_.SetKernels(defaults ? dflt_k_ : call_k_);
   }
   int step() const { return step_; }
@@ -358,6 +358,17 @@ class KernelChoice {
   Prefetch prefetch() const { return prefetch_; }
 
  private:
+  static Transformer& CpuOf(const Engine::Impl& s) {
+    if (s.cpu == nullptr)
+      Fail("bench: step, block and kernel choices are the CPU backend's (not %s)",
+           s.backend->name().c_str());
+    return *s.cpu;
+  }
+  void SetBlock(size_t bytes) {
+    ForwardOptions f = tf_.options();
+    f.matmul_block_bytes = bytes;
+    tf_.Configure(f);
+  }
   Transformer& tf_;
   const int saved_step_;
   const size_t saved_block_;
@@ -481,7 +492,7 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   }
   BenchReport r;
   r.isa = s.info.isa;
-  r.bf16_prefill = s.transformer->Bf16PromptTokens(o.prompt_tokens) > 0;
+  r.bf16_prefill = s.backend->AltPromptTokens(o.prompt_tokens) > 0;
   r.threads = s.pool->size();
   r.batch = o.batch;
   r.prompt_tokens = o.prompt_tokens;
@@ -533,7 +544,7 @@ BenchReport Engine::Bench(const BenchOptions& o) {
 
 void Engine::BenchSpeculation(const BenchOptions& o, BenchReport* r) {
   Impl& s = *impl_;
-  r->verify_cost = s.MeasureVerifyCost(std::min(8, s.transformer->max_items() - 1), o.reps + 2);
+  r->verify_cost = s.MeasureVerifyCost(std::min(8, s.backend->max_items() - 1), o.reps + 2);
   std::mt19937 rng(4321);
   const int V = s.model->config.n_vocab;
   auto random = [&](int n) {

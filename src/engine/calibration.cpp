@@ -84,11 +84,10 @@ Calibration::Calibration(const std::string& path, const std::string& text, int c
   s.ctx = std::min(ctx, c.context_length);
   // int8 activations where the weights have integer kernels (both the reference and each
   // trial run the same way, so the KL isolates the one swapped matrix).
-  s.tf = std::make_unique<Transformer>(*s.model, GetKernels(DetectIsa()), s.pool, 256,
-                                       /*int8_activations=*/true);
+  s.tf = std::make_unique<Transformer>(*s.model, GetKernels(DetectIsa()), s.pool, 256);
   KvCacheOptions ko;
   ko.k_type = ko.v_type = KvDtype::kF32;
-  s.kv = std::make_unique<KvManager>(c, ko, s.ctx);
+  s.kv = std::make_unique<KvManager>(c, ko, s.ctx, s.tf.get());
   const auto toks = s.model->tokenizer->Encode(text, false);
   const size_t span = static_cast<size_t>(s.ctx - 1);
   for (size_t w = 0; w < static_cast<size_t>(max_windows); ++w) {
@@ -182,7 +181,7 @@ std::vector<double> Calibration::Impl::LogProbs() {
     const int n = static_cast<int>(win.size());
     if (!kv->Reserve(seq, n)) Fail("calibration: the KV cache cannot hold %d tokens", n);
     const KvView view = kv->View(seq);
-    std::vector<Transformer::BatchItem> items;
+    std::vector<StepItem> items;
     for (int i = 0; i < n; ++i) items.push_back({&win[static_cast<size_t>(i)], 1, i, &view});
     std::vector<const float*> logits(static_cast<size_t>(n));
     for (int b = 0; b < n; b += tf->max_items()) {

@@ -123,7 +123,7 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
   } else {
     impl->proposer = std::make_unique<NgramProposer>();
   }
-  const int k_max = std::min(o.spec_max, impl->transformer->max_items() - 1);
+  const int k_max = std::min(o.spec_max, impl->backend->max_items() - 1);
   impl->drafts.resize(static_cast<size_t>(k_max) + 1);
   impl->draft_q.resize(static_cast<size_t>(k_max) + 1);
   impl->rows.resize(static_cast<size_t>(k_max) + 1);
@@ -170,7 +170,7 @@ std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double*
   const KvView view = kv->View(seq);
   for (int rep = 0; rep < reps + 1; ++rep) {
     for (int k = 0; k <= k_max; ++k) {
-      Transformer::BatchItem item{toks.data() + base, 1 + k, base, &view, 1 + k};
+      StepItem item{toks.data() + base, 1 + k, base, &view, 1 + k};
       const float* logits;
       const double t0 = NowSeconds();
       StepBatch(&item, 1, &logits);
@@ -201,9 +201,9 @@ void CheckOptions(const EngineOptions& o) {
   if (o.max_batch < 1 || o.max_batch > 4096)
     Fail("max batch %d is out of range [1, 4096]", o.max_batch);
   if (o.kv_tokens < 0) Fail("kv_tokens %d must not be negative", o.kv_tokens);
-  if (o.matmul_block_bytes > (uint64_t{1} << 30))
+  if (o.forward.matmul_block_bytes > (uint64_t{1} << 30))
     Fail("matmul block of %llu bytes is out of range (at most 1 GiB)",
-         static_cast<unsigned long long>(o.matmul_block_bytes));
+         static_cast<unsigned long long>(o.forward.matmul_block_bytes));
   if (o.kv_sequences < 1 || o.kv_sequences > 4096)
     Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
   if (!o.trace_path.empty() && o.compute)
@@ -232,31 +232,29 @@ std::vector<std::string> MemoryWarnings(const LoadedModel& m, const EngineOption
       FormatBytes(m.weight_bytes).c_str(), FormatBytes(avail).c_str(), per_token.c_str())};
 }
 
-// The forward pass on `threads` threads with the options' kernels, fusions and limits.
-void MakeTransformer(Engine::Impl* impl, const EngineOptions& o, Isa isa, int threads, int ctx) {
+// The forward pass: the CPU backend on `threads` threads with the options' kernels and
+// switches, limits and context; the pipeline's stages and the default adapter attached.
+void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int threads, int ctx) {
   impl->compute = o.compute;
   impl->pool = o.compute ? o.compute->impl()->pool : std::make_shared<ThreadPool>(threads);
   impl->prefetch = PrefetchOf(o);
-  impl->transformer = std::make_unique<Transformer>(*impl->model, GetKernels(isa, impl->prefetch),
-                                                    *impl->pool, o.max_batch, o.int8_activations);
-  Transformer& t = *impl->transformer;
-  t.SetBf16Dot(o.bf16_dot);
-  t.SetBf16Prefill(o.bf16_prefill ? kBf16PrefillMinPrompt : 0);
-  t.SetContext(ctx);
-  t.SetFusion(o.fuse_qkv, o.fuse_ffn, o.fuse_attn, o.fuse_norm);
-  t.SetPruneLast(o.prune_last);
-  t.SetMatmulBlockBytes(o.matmul_block_bytes);
+  impl->kernels = &GetKernels(isa, impl->prefetch);
+  auto cpu = std::make_unique<Transformer>(*impl->model, *impl->kernels, *impl->pool, o.max_batch,
+                                           o.forward);
+  cpu->SetContext(ctx);
   if (o.stages) {
     if (!o.lora_path.empty())
       Fail(
           "--lora: adapters are not split across pipeline stages (serve one process per adapter "
           "base instead)");
     impl->stages = o.stages;
-    t.SetStageLink(o.stages.get());
+    cpu->SetStageLink(o.stages.get());
   }
+  impl->cpu = cpu.get();
+  impl->backend = std::move(cpu);
   if (!o.lora_path.empty()) {
     impl->lora = LoraAdapter::Load(o.lora_path, *impl->model, o.lora_scale);
-    t.SetDefaultLora(impl->lora.get());
+    impl->backend->SetDefaultLora(impl->lora.get());
   }
 }
 
@@ -290,7 +288,8 @@ void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
   if (o.stages) {  // the head's layers only; the stages replay its copy-on-write copies
     ko.layer_end = o.stages->head_layers();
   }
-  impl->kv = std::make_unique<KvManager>(impl->model->config, ko, static_cast<int>(kv_tokens));
+  impl->kv = std::make_unique<KvManager>(impl->model->config, ko, static_cast<int>(kv_tokens),
+                                         impl->backend.get());
   if (o.stages) {
     StageLink* link = o.stages.get();
     impl->kv->SetCopyListener([link](int32_t from, int32_t to) { link->CopyBlock(from, to); });
@@ -348,15 +347,15 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   const bool fits = avail == 0 || impl->model->weight_bytes <= avail;
   WeightRange range;  // a pipeline's head: its layers, not the output head
   if (o.stages) range = {0, o.stages->head_layers(), false};
-  if (o.relayout_weights && o.int8_activations && fits)
+  if (o.relayout_weights && o.forward.int8_activations && fits)
     RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress, range);
   const ModelConfig& c = impl->model->config;
   const int ctx = ContextOf(c, o);
   const int threads = ThreadsOf(o);
-  MakeTransformer(impl.get(), o, isa, threads, ctx);
+  MakeBackend(impl.get(), o, isa, threads, ctx);
   if (tracer) {
     tracer->Span("load", "engine", t0, NowSeconds(), "");
-    impl->transformer->set_tracer(tracer.get());
+    impl->backend->SetTracer(tracer.get());
     impl->tracer = std::move(tracer);
   }
   MakeKv(impl.get(), o, ctx);
@@ -368,7 +367,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   impl->info.context = ctx;
   impl->info.kv_bytes = impl->kv->Memory().allocated_bytes;
   impl->info.kv_bytes_per_1k_tokens = impl->kv->Memory().bytes_per_token * 1000u;
-  impl->info.scratch_bytes = impl->transformer->scratch_bytes();
+  impl->info.scratch_bytes = impl->backend->scratch_bytes();
   impl->info.isa = IsaName(isa);
   impl->info.threads = threads;
   SetUpSpeculation(impl.get(), o);
@@ -436,7 +435,7 @@ double Engine::EncodeImages(const PromptImages& images, bool fresh) {
   bool any = false;
   for (const auto& s : images.spans) {
     if (!fresh && impl_->images->Cached(images, s)) continue;
-    impl_->images->EncodeNow(images, s, impl_->transformer->kernels(), *impl_->pool);
+    impl_->images->EncodeNow(images, s, *impl_->kernels, *impl_->pool);
     any = true;
   }
   return any ? NowSeconds() - t0 : 0;
@@ -447,7 +446,7 @@ std::vector<std::vector<float>> Engine::ImageEmbeddings(const PromptImages& imag
   std::vector<std::vector<float>> out;
   for (const auto& s : images.spans) {
     auto v = impl_->images->Cached(images, s);
-    if (!v) v = impl_->images->EncodeNow(images, s, impl_->transformer->kernels(), *impl_->pool);
+    if (!v) v = impl_->images->EncodeNow(images, s, *impl_->kernels, *impl_->pool);
     out.push_back(*v);
   }
   return out;
@@ -483,7 +482,7 @@ MemoryReport Engine::Memory() const {
   r.kv_allocated_bytes = m.allocated_bytes;
   r.kv_used_bytes = m.used_bytes;
   r.kv_bytes_per_token = m.bytes_per_token;
-  r.scratch_bytes = impl_->transformer->scratch_bytes();
+  r.scratch_bytes = impl_->backend->scratch_bytes();
   r.kv_block_size = impl_->kv->block_size();
   r.kv_total_blocks = m.total_blocks;
   r.kv_used_blocks = m.used_blocks;
@@ -511,7 +510,7 @@ const float* Engine::Evaluate(const std::vector<int32_t>& tokens, int pos) {
 }
 
 int Engine::max_eval_tokens() const {
-  return impl_->transformer->max_items();
+  return impl_->backend->max_items();
 }
 
 const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
@@ -532,7 +531,7 @@ const float* Engine::EvaluateAll(const std::vector<int32_t>& tokens, int pos) {
   // One batch item per token of the same sequence: every position gets its logits (the step
   // stores all keys and values before any token attends, so each sees the ones before it).
   const KvView view = s.kv->View(s.eval_seq);
-  std::vector<Transformer::BatchItem> items(static_cast<size_t>(n));
+  std::vector<StepItem> items(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     items[static_cast<size_t>(i)] = {&tokens[static_cast<size_t>(i)], 1, pos + i, &view};
   std::vector<const float*> logits(static_cast<size_t>(n));
@@ -626,7 +625,7 @@ class Generation {
     seq_ = s_.kv->Create(s_.context);
     pos_ = g_.n_prompt;
     const int32_t* prompt = g_.tokens.data();
-    s_.kv->SetPrefillUntil(seq_, s_.transformer->Bf16PromptTokens(pos_));
+    s_.kv->SetPrefillUntil(seq_, s_.backend->AltPromptTokens(pos_));
     r_.cached_tokens = s_.kv->MatchPrefix(seq_, prompt, pos_);
     if (!s_.kv->Reserve(seq_, pos_)) {
       Fail(
@@ -637,7 +636,7 @@ class Generation {
     if (o_.images != nullptr) {
       if (!s_.images) Fail("this engine takes no images");
       if (o_.images->n_prompt != pos_) Fail("the images belong to another prompt");
-      rows_ = s_.images->RowsNow(*o_.images, s_.transformer->kernels(), *s_.pool);
+      rows_ = s_.images->RowsNow(*o_.images, *s_.kernels, *s_.pool);
       const int c = r_.cached_tokens;
       return s_.Step(seq_, prompt + c, pos_ - c, c, pos_, rows_.rows.data() + c,
                      rows_.attend_end.empty() ? nullptr : rows_.attend_end.data() + c);
@@ -684,7 +683,7 @@ class Generation {
     }
     s_.drafts[0] = t;
     const KvView view = s_.kv->View(seq_);
-    Transformer::BatchItem item{s_.drafts.data(), 1 + k, pos_, &view, 1 + k};
+    StepItem item{s_.drafts.data(), 1 + k, pos_, &view, 1 + k};
     const float* rows0;
     s_.StepBatch(&item, 1, &rows0);
     float* base = const_cast<float*>(rows0);

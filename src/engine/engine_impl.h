@@ -75,13 +75,17 @@ struct Engine::Impl {
   std::shared_ptr<StageLink> stages;      // EngineOptions::stages (the transformer uses it)
   std::unique_ptr<LoraAdapter> lora;      // EngineOptions::lora_path (before the transformer: it
                                           // points to it)
-  std::unique_ptr<Transformer> transformer;
+  // The forward pass (model/backend.h): the CPU's (cpu points to it: the kernel table, tuning,
+  // calibration) or a device's.
+  std::unique_ptr<Backend> backend;
+  Transformer* cpu = nullptr;
+  const KernelTable* kernels = nullptr;  // the host's kernels (image encoding)
   std::unique_ptr<KvManager> kv;
   std::unique_ptr<Sampler> sampler;
   ModelInfo info;
   double load_seconds = 0;
   int context = 0;
-  Prefetch prefetch = Prefetch::kAuto;  // the transformer's kernel table's (PrefetchOf)
+  Prefetch prefetch = Prefetch::kAuto;  // the kernel table's (PrefetchOf)
   Sequence gen;  // the sequence GenerateTokens runs (tokens: prompt + generated)
   TextAssembler text;
   KvManager::SeqId eval_seq = -1;
@@ -107,37 +111,37 @@ struct Engine::Impl {
   };
 
   // Several sequences in one step; the caller reserves before and commits after.
-  void StepBatch(const Transformer::BatchItem* items, int n, const float** logits) {
+  void StepBatch(const StepItem* items, int n, const float** logits) {
     TraceScope ts(
         tracer.get(), "forward", "engine",
         tracer ? StrFormat("\"sequences\": %d, \"tokens\": %d", n, Tokens(items, n)) : "");
     StepGuard g(*kv);
-    transformer->ForwardBatch(items, n, logits);
+    backend->Step(items, n, StepOutput::kLogits, logits);
   }
 
   // A pipeline's head (EngineOptions::stages): steps it may keep in flight, one per lane (1
   // without a pipeline); a lane's step launched (the head's layers) and later completed.
   int Lanes() const { return stages ? std::max(1, stages->lanes()) : 1; }
-  void LaunchBatch(const Transformer::BatchItem* items, int n, int lane) {
+  void LaunchBatch(const StepItem* items, int n, int lane) {
     TraceScope ts(tracer.get(), "launch", "engine",
                   tracer ? StrFormat("\"sequences\": %d, \"tokens\": %d, \"lane\": %d", n,
                                      Tokens(items, n), lane)
                          : "");
     StepGuard g(*kv);
-    transformer->Launch(items, n, lane);
+    backend->Launch(items, n, lane);
   }
   void CompleteBatch(int lane, const float** logits) {
     TraceScope ts(tracer.get(), "complete", "engine", "");
-    transformer->Complete(lane, logits);
+    backend->Complete(lane, logits);
   }
 
   // Runs tokens at positions [pos, pos + n) of `seq` inside one engine step.
-  static int Tokens(const Transformer::BatchItem* items, int n) {
+  static int Tokens(const StepItem* items, int n) {
     int t = 0;
     for (int i = 0; i < n; ++i) t += items[i].n;
     return t;
   }
-  // prompt_len: Transformer::BatchItem::prompt_len (0 when scoring).
+  // prompt_len: StepItem::prompt_len (0 when scoring).
   const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos, int prompt_len = 0,
                     const float* const* embeds = nullptr, const int32_t* attend_end = nullptr) {
     TraceScope ts(tracer.get(), "forward", "engine",
@@ -145,7 +149,7 @@ struct Engine::Impl {
     const float* logits;
     {
       StepGuard g(*kv);
-      logits = transformer->Forward(tokens, n, pos, kv->View(seq), prompt_len, embeds, attend_end);
+      logits = backend->Forward(tokens, n, pos, kv->View(seq), prompt_len, embeds, attend_end);
     }
     kv->Commit(seq, tokens, n);
     return logits;

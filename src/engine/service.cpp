@@ -56,7 +56,7 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   if (!engine) Fail("service: no engine");
   auto impl = std::make_unique<Impl>();
   impl->e = engine->impl_.get();
-  const int engine_batch = impl->e->transformer->max_batch();
+  const int engine_batch = impl->e->backend->max_batch();
   if (o.max_batch_tokens < 0 || o.max_batch_tokens > engine_batch)
     Fail("max batch tokens %d is out of range [1, %d] (the engine's batch limit)",
          o.max_batch_tokens, engine_batch);
@@ -72,8 +72,8 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   so.max_running = std::min({o.max_running, so.token_budget, engine_batch});
   so.kv_watermark = o.kv_watermark;
   so.static_batching = o.static_batching;
-  so.prefill_until = [t = impl->e->transformer.get()](int n_prompt) {
-    return t->Bf16PromptTokens(n_prompt);
+  so.prefill_until = [t = impl->e->backend.get()](int n_prompt) {
+    return t->AltPromptTokens(n_prompt);
   };
   const int n_lanes = impl->e->Lanes();
   if (n_lanes > 1)  // the running limit is the service's: shared by the lanes
@@ -304,7 +304,7 @@ std::function<bool()> Service::Impl::ImageJob(std::unique_ptr<Request> req) {
     Request& r = **holder;
     const PromptImages& p = *r.opt.generate.images;
     ImageEncoder& enc = *e->images;
-    const KernelTable& k = e->transformer->kernels();
+    const KernelTable& k = *e->kernels;
     // Cancelled, past its deadline, or the service stopping for good: no more encoding; it
     // joins a lane, where it ends the way every such request does (before any step runs it).
     const double now = NowSeconds();

@@ -36,8 +36,8 @@ struct EmbedJob {
   bool Run(bool busy) {
     KvManager& kv = *e->kv;
     const int dim = e->model->config.dim;
-    const size_t chunk = static_cast<size_t>(e->transformer->max_items());
-    std::vector<Transformer::BatchItem> items;
+    const size_t chunk = static_cast<size_t>(e->backend->max_items());
+    std::vector<StepItem> items;
     std::vector<const float*> rows(chunk);
     struct Span {
       size_t r;
@@ -88,7 +88,8 @@ struct EmbedJob {
         }
         {
           Engine::Impl::StepGuard g(kv);
-          e->transformer->ForwardHidden(items.data(), static_cast<int>(items.size()), rows.data());
+          e->backend->Step(items.data(), static_cast<int>(items.size()), StepOutput::kHidden,
+                           rows.data());
         }
         size_t row = 0;
         for (const Span& sp : spans) {

@@ -106,7 +106,7 @@ struct Service::Impl {
   bool AnyInFlight() const;
   std::vector<Scheduler::Finished> finished;
   std::string step_error;  // a failed step: what the requests it ends are told
-  std::vector<Transformer::BatchItem> items;
+  std::vector<StepItem> items;
   std::vector<const float*> logits;
   std::vector<int32_t> sampled;
   // Grammar masks of a step, computed before sampling, in parallel across requests.

@@ -42,9 +42,9 @@ void Service::Impl::PromptLogprobs(Request& r) {
     return;
   }
   const Tokenizer& tok = *e->model->tokenizer;
-  const int chunk = e->transformer->max_items();
+  const int chunk = e->backend->max_items();
   const int k = std::max(0, r.opt.generate.logprobs);
-  std::vector<Transformer::BatchItem> items;
+  std::vector<StepItem> items;
   std::vector<const float*> rows(static_cast<size_t>(chunk));
   r.prompt_logprobs.resize(static_cast<size_t>(n - 1));
   for (int start = 0; start < n - 1; start += chunk) {

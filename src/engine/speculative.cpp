@@ -136,14 +136,15 @@ DraftProposer::DraftProposer(const std::string& path, const LoadedModel& target,
         path.c_str(), FormatBytes(s.model->weight_bytes).c_str(),
         FormatBytes(target.weight_bytes).c_str());
   }
-  if (o.relayout_weights && o.int8_activations) RelayoutWeights(s.model.get(), o.huge_pages);
+  if (o.relayout_weights && o.forward.int8_activations)
+    RelayoutWeights(s.model.get(), o.huge_pages);
   s.context = std::min(context, s.model->config.context_length);
   s.tf = std::make_unique<Transformer>(*s.model, GetKernels(ParseIsa(o.isa), PrefetchOf(o)), pool,
-                                       std::min(o.max_batch, 64), o.int8_activations);
+                                       std::min(o.max_batch, 64), o.forward);
   KvCacheOptions ko;
   ko.prefix_cache = false;  // drafts are rolled back by truncation
   ko.k_type = ko.v_type = KvDtype::kF16;
-  s.kv = std::make_unique<KvManager>(s.model->config, ko, s.context * kSlots);
+  s.kv = std::make_unique<KvManager>(s.model->config, ko, s.context * kSlots, s.tf.get());
   for (auto& slot : s.slots) slot.seq = s.kv->Create(s.context);
   s.hist.reserve(static_cast<size_t>(s.context) + kSpecMaxDraft);
 }

@@ -1,7 +1,5 @@
 #include "kv/kv_manager.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -112,52 +110,37 @@ int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
   return static_cast<int32_t>(blocks);
 }
 
-KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens)
+KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens,
+                     Backend* backend)
     : cfg_(cfg), opt_(o), pool_(KvPoolBlocks(cfg, o, default_tokens), o.block_size) {
   if (o.sliding_window < -1) Fail("sliding window %d must not be negative", o.sliding_window);
   window_ = o.sliding_window >= 0 ? o.sliding_window : cfg.sliding_window;
   std::vector<KvDtype> kt, vt;
   LayerTypes(cfg, o, &kt, &vt);
-  const size_t slots = static_cast<size_t>(pool_.num_blocks()) * static_cast<size_t>(o.block_size);
-  layers_.resize(static_cast<size_t>(cfg.n_layers));
-  size_t offset = 0;
-  std::vector<size_t> offs;
+  KvLayout layout;
+  layout.layers.resize(static_cast<size_t>(cfg.n_layers));
+  layout.num_blocks = pool_.num_blocks();
+  layout.block_size = o.block_size;
   hash_seed_ = BlockPool::HashBlock(0x5eedull, &o.block_size, 1);
   const int own_end = o.layer_end > 0 ? o.layer_end : cfg.n_layers;
   if (o.layer_begin < 0 || own_end > cfg.n_layers || o.layer_begin >= own_end)
     Fail("KV layers [%d, %d) are not a range of the model's %d", o.layer_begin, own_end,
          cfg.n_layers);
+  layout.layer_begin = o.layer_begin;
+  layout.layer_end = own_end;
   for (int l = 0; l < cfg.n_layers; ++l) {
-    KvLayerView& L = layers_[static_cast<size_t>(l)];
+    KvLayerView& L = layout.layers[static_cast<size_t>(l)];
     L.k_type = kt[static_cast<size_t>(l)];
     L.v_type = vt[static_cast<size_t>(l)];
     const bool own = l >= o.layer_begin && l < own_end;  // another stage's layer: no storage
     L.k_row_bytes = own ? KvRowBytes(L.k_type, cfg.n_kv_heads, cfg.head_dim) : 0;
     L.v_row_bytes = own ? KvRowBytes(L.v_type, cfg.n_kv_heads, cfg.head_dim) : 0;
     bytes_per_token_ += L.k_row_bytes + L.v_row_bytes;
-    offs.push_back(offset);
-    offset += (slots * L.k_row_bytes + 63) / 64 * 64;
-    offs.push_back(offset);
-    offset += (slots * L.v_row_bytes + 63) / 64 * 64;
     const int32_t types[2] = {static_cast<int32_t>(L.k_type), static_cast<int32_t>(L.v_type)};
     hash_seed_ = BlockPool::HashBlock(hash_seed_, types, 2);  // KV dtypes change block content
   }
-  storage_bytes_ = offset;
-  // On transparent huge pages where the kernel grants them: touching a pool of hundreds of
-  // MiB once (outside the hot loop) then takes a fault per 2 MiB, not per 4 KiB (190 MiB:
-  // 0.4 s -> a few ms), and attention's reads miss the TLB less.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t size = (storage_bytes_ + 64 + kHuge - 1) / kHuge * kHuge;
-  void* p = nullptr;
-  if (posix_memalign(&p, kHuge, size) != 0) throw std::bad_alloc();
-  madvise(p, size, MADV_HUGEPAGE);  // advice only: no error if the kernel declines
-  storage_.reset(static_cast<uint8_t*>(p));
-  std::memset(storage_.get(), 0, storage_bytes_ + 64);  // touch once, outside the hot loop
-  uint8_t* base = storage_.get() + (64 - reinterpret_cast<uintptr_t>(storage_.get()) % 64) % 64;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    layers_[l].k = base + offs[2 * l];
-    layers_[l].v = base + offs[2 * l + 1];
-  }
+  // The block memory is the backend's (in its own memory); without one, host memory.
+  store_ = backend != nullptr ? backend->AllocKv(layout) : NewHostKvStore(layout);
 }
 
 KvManager::~KvManager() = default;
@@ -266,13 +249,7 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
 
 void KvManager::CopyBlock(int32_t from, int32_t to) {
   if (on_copy_) on_copy_(from, to);
-  const size_t bs = static_cast<size_t>(block_size());
-  for (const KvLayerView& L : layers_) {
-    std::memcpy(L.k + static_cast<size_t>(to) * bs * L.k_row_bytes,
-                L.k + static_cast<size_t>(from) * bs * L.k_row_bytes, bs * L.k_row_bytes);
-    std::memcpy(L.v + static_cast<size_t>(to) * bs * L.v_row_bytes,
-                L.v + static_cast<size_t>(from) * bs * L.v_row_bytes, bs * L.v_row_bytes);
-  }
+  store_->CopyBlock(from, to);
 }
 
 bool KvManager::Reserve(SeqId id, int total_len) {
@@ -351,7 +328,7 @@ int KvManager::Length(SeqId id) const {
 KvView KvManager::View(SeqId id) const {
   const Sequence& s = Seq(id);
   KvView v;
-  v.layers = layers_.data();
+  v.layers = store_->layers();
   v.table = s.table.data();
   v.n_table = static_cast<int>(s.table.size());
   v.block_size = block_size();
@@ -379,7 +356,7 @@ int64_t KvManager::LiveTokens() const {
 KvMemoryStats KvManager::Memory() const {
   KvMemoryStats m;
   m.bytes_per_token = bytes_per_token_;
-  m.allocated_bytes = storage_bytes_;
+  m.allocated_bytes = store_->bytes();
   m.total_blocks = pool_.num_blocks() - 1;
   m.used_blocks = pool_.num_used();
   m.used_bytes =

@@ -1,12 +1,14 @@
 // kv/kv_manager.h: the paged KV cache: block storage for every layer, per-sequence block
 // tables, prefix reuse, sliding-window release, copy-on-write forks, memory accounting.
 //
-// Storage is allocated once from a byte budget and divided into blocks of `block_size` token
-// slots across all layers. A sequence owns an append-only table of block ids. Reserve() makes
-// room before a step, Commit() records what the step computed (registering full blocks in the
-// prefix cache and releasing blocks that fell out of the attention window). Knows nothing of
-// scheduling policy; the caller decides who runs and who is preempted. Not thread-safe: one
-// owner thread calls it, between steps (BeginStep/EndStep mark the steps).
+// Storage is allocated once from a byte budget, by the backend that runs the steps (its
+// KvStore, in its own memory), and divided into blocks of `block_size` token slots across all
+// layers; this class keeps the bookkeeping and never touches the bytes but to copy a block. A
+// sequence owns an append-only table of block ids. Reserve() makes room before a step, Commit()
+// records what the step computed (registering full blocks in the prefix cache and releasing blocks
+// that fell out of the attention window). Knows nothing of scheduling policy; the caller decides
+// who runs and who is preempted. Not thread-safe: one owner thread calls it, between steps
+// (BeginStep/EndStep mark the steps).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 
 #include "kernels/kv_format.h"
 #include "kv/block_pool.h"
+#include "model/backend.h"
 #include "model/config.h"
 #include "model/kv_view.h"
 
@@ -57,8 +60,10 @@ class KvManager {
  public:
   using SeqId = int32_t;
 
-  // `default_tokens` sizes the pool when options.memory_bytes is 0.
-  KvManager(const ModelConfig& cfg, const KvCacheOptions& options, int default_tokens);
+  // `default_tokens` sizes the pool when options.memory_bytes is 0. The blocks' bytes are
+  // `backend`'s (Backend::AllocKv: in its memory), or in host memory when it is null.
+  KvManager(const ModelConfig& cfg, const KvCacheOptions& options, int default_tokens,
+            Backend* backend = nullptr);
   ~KvManager();
 
   // A new empty sequence able to grow to `max_tokens` (its table is reserved now).
@@ -95,7 +100,7 @@ class KvManager {
   // head's copies with it).
   void CopyBlock(int32_t from, int32_t to);
   // Every layer's storage (a pipeline stage's own view of the blocks its head allocates).
-  const KvLayerView* layer_views() const { return layers_.data(); }
+  const KvLayerView* layer_views() const { return store_->layers(); }
   // Called with (from, to) for every block copied (copy-on-write): a pipeline's head forwards
   // the copies to the stages holding the other layers (dist/pipeline.h).
   void SetCopyListener(std::function<void(int32_t from, int32_t to)> f) { on_copy_ = std::move(f); }
@@ -108,8 +113,8 @@ class KvManager {
   int block_size() const { return pool_.block_size(); }
   const BlockPool& pool() const { return pool_; }
   KvMemoryStats Memory() const;
-  KvDtype k_type(int layer) const { return layers_[static_cast<size_t>(layer)].k_type; }
-  KvDtype v_type(int layer) const { return layers_[static_cast<size_t>(layer)].v_type; }
+  KvDtype k_type(int layer) const { return store_->layers()[layer].k_type; }
+  KvDtype v_type(int layer) const { return store_->layers()[layer].v_type; }
   // Token slots of live sequences that hold tokens / that are allocated to them.
   int64_t LiveTokens() const;
   std::vector<int32_t> Table(SeqId seq) const;
@@ -141,12 +146,7 @@ class KvManager {
   BlockPool pool_;
   int window_ = 0;
   uint64_t hash_seed_ = 0;
-  std::vector<KvLayerView> layers_;
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, FreeDeleter> storage_;  // 2 MiB aligned, on huge pages (advice)
-  size_t storage_bytes_ = 0;
+  std::unique_ptr<KvStore> store_;  // the blocks' bytes: the backend's (model/backend.h)
   size_t bytes_per_token_ = 0;
   std::vector<Sequence> seqs_;
   std::vector<SeqId> free_ids_;

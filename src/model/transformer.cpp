@@ -29,7 +29,7 @@ void SwigluOai(float* g, const float* u, int64_t n) {
 }  // namespace
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
-                         int max_batch, bool int8_activations)
+                         int max_batch, const ForwardOptions& options)
     : model_(model),
       cfg_(model.config),
       k_(&kernels),
@@ -38,7 +38,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       step_tokens_(max_batch_),
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
-      int8_(int8_activations),
+      int8_(options.int8_activations),
       layer_end_(model.config.n_layers) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
   glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_->gelu_mul
@@ -60,6 +60,20 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   if (cfg_.is_moe()) AllocMoe(moe_rows);
   AllocPlan();
   SetContext(ctx_);
+  Configure(options);
+}
+
+void Transformer::Configure(const ForwardOptions& o) {
+  opt_ = o;
+  int8_ = o.int8_activations;
+  fuse_qkv_ = o.fuse_qkv;
+  fuse_ffn_ = o.fuse_ffn;
+  fuse_attn_ = o.fuse_attn;
+  fuse_norm_ = o.fuse_norm;
+  bf16_dot_ = o.bf16_dot;
+  bf16_prefill_min_ = o.bf16_prefill ? kBf16PrefillMinPrompt : 0;
+  prune_last_on_ = o.prune_last;
+  block_bytes_ = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : kMatmulBlockBytes;
 }
 
 // The matmul inputs as the integer kernels take them: int8 blocks with their scales and sums,
@@ -208,33 +222,6 @@ void Transformer::SetContext(int n_ctx) {
     rope_pos_scale_ = 1.0f / cfg_.rope_scaling_factor;
     rope_mscale_ *= 1.0f + 0.1f * std::log(cfg_.rope_scaling_factor);
   }
-}
-
-const float* Transformer::Forward(const int32_t* tokens, int n, int pos, const KvView& kv,
-                                  int prompt_len, const float* const* embeds,
-                                  const int32_t* attend_end) {
-  if (n <= 0) Fail("Forward: no tokens");
-  const float* logits = nullptr;
-  for (int done = 0; done < n;) {
-    int m = std::min(step_tokens_, n - done);
-    if (attend_end != nullptr && done + m < n) {  // keep a bidirectional span whole
-      const int end = attend_end[done + m - 1] - pos;
-      if (end > done + m) {
-        int st = done + m - 1;
-        while (st > done && attend_end[st - 1] == attend_end[done + m - 1]) --st;
-        m = st > done ? st - done : end - done;
-        if (m > max_batch_)
-          Fail("an image span of %d tokens exceeds the batch limit %d", m, max_batch_);
-      }
-    }
-    BatchItem item{tokens + done, m, pos + done, &kv};
-    item.prompt_len = prompt_len;
-    if (embeds != nullptr) item.embeds = embeds + done;
-    if (attend_end != nullptr) item.attend_end = attend_end + done;
-    ForwardBatch(&item, 1, &logits);
-    done += m;
-  }
-  return logits;
 }
 
 // Which kernels an item's tokens take: all the integer kernels, all the bf16 prefill GEMM (a

@@ -1,4 +1,5 @@
-// model/transformer.h: one forward step of a decoder-only Transformer.
+// model/transformer.h: the CPU backend: one forward step of a decoder-only Transformer on
+// the kernel table (model/backend.h is the seam it implements).
 //
 // Forward() takes a run of tokens at consecutive positions (a prompt chunk or one decode
 // token), writes their keys/values into the KV view and returns the next-token logits of the
@@ -16,6 +17,7 @@
 #include "base/trace.h"
 #include "kernels/kernels.h"
 #include "model/activations.h"
+#include "model/backend.h"
 #include "model/kv_view.h"
 #include "model/profile.h"
 #include "model/weights.h"
@@ -48,22 +50,28 @@ constexpr size_t kMatmulBlockBytes = 64 * 1024;
 // Prompts of at least this many tokens take the bf16 tile GEMM by default (SetBf16Prefill).
 constexpr int kBf16PrefillMinPrompt = 64;
 
-class Transformer {
+class Transformer final : public Backend {
  public:
-  // int8_activations: for weight types with an integer kernel (Q8_0, Q4_0, Q4_K, Q6_K), quantize
-  // each matmul input to int8 blocks once and use integer dot products (a switch, so its effect on
-  // speed and accuracy can be measured alone).
+  // Buffers for max_batch tokens per step, planned now; the switches as `options` says
+  // (Configure changes them later).
   Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
-              int max_batch = 32, bool int8_activations = true);
+              int max_batch = 32, const ForwardOptions& options = {});
 
-  // Runs tokens[0..n) at positions pos..pos+n-1 and returns the logits after the last one
-  // (config().n_vocab floats, valid until the next call). Throws Error on an invalid token id
-  // or a position past the KV capacity.
-  // prompt_len: as BatchItem::prompt_len.
-  // embeds, attend_end: as BatchItem's, for tokens[0..n) (a bidirectional span is never split
-  // across the steps Forward cuts the run into).
-  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv, int prompt_len = 0,
-                       const float* const* embeds = nullptr, const int32_t* attend_end = nullptr);
+  // Backend (model/backend.h).
+  std::string name() const override { return "cpu"; }
+  void Configure(const ForwardOptions& o) override;
+  const ForwardOptions& options() const override { return opt_; }
+  std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override {
+    return NewHostKvStore(layout);
+  }
+  void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) override {
+    if (out == StepOutput::kHidden) {
+      ForwardHidden(items, n_items, rows);
+    } else {
+      ForwardBatch(items, n_items, rows);
+    }
+  }
+  int AltPromptTokens(int prompt_len) const override { return Bf16PromptTokens(prompt_len); }
 
   // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
   // positions pos..pos+n-1 of its own KV view. The total token count must not exceed
@@ -71,34 +79,10 @@ class Transformer {
   // of n_vocab floats, for its last n_logits tokens (1: the last token; speculative
   // verification asks for every drafted position). The rows of all items together must not
   // exceed max_items().
-  struct BatchItem {
-    const int32_t* tokens;
-    int n;
-    int pos;
-    const KvView* kv;
-    int n_logits = 1;
-    // The length of the sequence's prompt: its tokens at positions below it are prompt tokens.
-    // Those of a prompt of at least bf16_prefill_min() tokens take the bf16 tile GEMM where the
-    // kernel table has one (SetBf16Prefill); every other token the integer kernels. Decided per
-    // token by its position, never by the step: a token's result does not depend on the chunk
-    // or the batch-mates it runs with. 0: no prompt tokens (scoring, verification, decode).
-    int prompt_len = 0;
-    // A LoRA adapter for this sequence's tokens (model/lora.h), or null: the base model.
-    // Items with different adapters (and none) share a step: the base GEMMs are shared, each
-    // token's low-rank product is its own.
-    const LoraAdapter* lora = nullptr;
-    // Images in the prompt (vision/clip.h): per token of this item (n entries), its input
-    // embedding row (dim floats, used as is: no embedding scale) or null for a token; null: all
-    // tokens. The token id at such a position only keys the prefix cache.
-    const float* const* embeds = nullptr;
-    // Per token (n entries): attend to positions below this one instead of up to itself, 0
-    // for causal; null: all causal. Gemma 3's image tokens see their whole image (its tokens
-    // must then run in one step, after the tokens before them).
-    const int32_t* attend_end = nullptr;
-  };
+  using BatchItem = StepItem;
   void ForwardBatch(const BatchItem* items, int n_items, const float** logits);
   // The adapter of the items that name none (the engine's --lora), or null.
-  void SetDefaultLora(const LoraAdapter* a) { default_lora_ = a; }
+  void SetDefaultLora(const LoraAdapter* a) override { default_lora_ = a; }
   // The same forward, returning instead of logits the final-normalized hidden state of each row
   // asked for (dim floats each, valid until the next call): embeddings.
   void ForwardHidden(const BatchItem* items, int n_items, const float** hidden) {
@@ -120,9 +104,9 @@ class Transformer {
   // waits for that step's results (lanes complete in the order they were launched): logits as
   // ForwardBatch's, valid until the lane's next Launch. ForwardBatch and ForwardHidden need no
   // step in flight.
-  void Launch(const BatchItem* items, int n_items, int lane);
-  void Complete(int lane, const float** logits);
-  int lanes() const { return static_cast<int>(lanes_.size()) - 1; }
+  void Launch(const BatchItem* items, int n_items, int lane) override;
+  void Complete(int lane, const float** logits) override;
+  int lanes() const override { return static_cast<int>(lanes_.size()) - 1; }
   // A later stage: layers [begin, end) of the model (end = n_layers: the last, with the output
   // head). ForwardStage runs them on a micro-batch whose residual stream x (n x dim floats, the
   // items' tokens in the order given, which is kept) comes from the stage before; it returns
@@ -134,47 +118,39 @@ class Transformer {
   int layer_begin() const { return layer_begin_; }
   int layer_end() const { return layer_end_; }
 
-  const ModelConfig& config() const { return cfg_; }
+  const ModelConfig& config() const override { return cfg_; }
   // The context the engine runs with: RoPE factors that depend on it (Phi-3 longrope: the long
   // factors past the original context) are chosen for it. The constructor assumes the trained
   // context.
-  void SetContext(int n_ctx);
+  void SetContext(int n_ctx) override;
   // Per-operator timing (null: off).
-  void set_profiler(Profiler* p) { prof_ = p; }
+  void SetProfiler(Profiler* p) override { prof_ = p; }
   // --trace: every operator as a span on the calling thread, the workers' shares on theirs.
-  void set_tracer(Tracer* t) {
+  void SetTracer(Tracer* t) override {
     tracer_ = t;
     pool_.SetTrace(t);
   }
   // Calibration: every matrix input shown to `o` (null: off).
   void set_observer(ActivationObserver* o);
-  // Operator fusions (on by default; switches so each gain can be measured alone):
-  // qkv: Q, K and V projections in one parallel pass; ffn: gate and up projections and SwiGLU
-  // in one parallel pass.
-  // attn: attention as one tiled pass per KV head with an online softmax, the group's query
-  // rows (heads x tokens) as SIMD lanes (K/V decoded once per tile for all of them), instead of
-  // two passes per head.
-  // norm: residual add + normalization + int8 quantization of the normalized row in one pass
-  // per token (threads over tokens), the residual of a layer's FFN carried into the next
+  // The switches (ForwardOptions), as this backend reads them:
+  // fuse_qkv: Q, K and V projections in one parallel pass; fuse_ffn: gate and up projections
+  // and SwiGLU in one parallel pass.
+  // fuse_attn: attention as one tiled pass per KV head with an online softmax, the group's
+  // query rows (heads x tokens) as SIMD lanes (K/V decoded once per tile for all of them),
+  // instead of two passes per head.
+  // fuse_norm: residual add + normalization + int8 quantization of the normalized row in one
+  // pass per token (threads over tokens), the residual of a layer's FFN carried into the next
   // layer's pass.
-  void SetFusion(bool qkv, bool ffn, bool attn = true, bool norm = true) {
-    fuse_qkv_ = qkv;
-    fuse_ffn_ = ffn;
-    fuse_attn_ = attn;
-    fuse_norm_ = norm;
-  }
-  // BF16 weights: activations rounded to bf16 for the AVX-512 BF16 dot product (where the
-  // CPU has it), instead of fp32 FMAs on converted weights.
-  void SetBf16Dot(bool on) { bf16_dot_ = on; }
-  // Prompt tokens of prompts of at least `min_prompt` tokens (0: none) take the bf16 tile GEMM
-  // (KernelTable::gemm_bf16_tiles: AMX-BF16) instead of the integer one: no per-block float
-  // epilogue, 1.3-1.6x the integer tile GEMM's rate; weights and activations rounded to bf16
-  // instead of activations to int8 blocks. Short prompts stay on the integer GEMM (the weights'
-  // conversion to bf16 pays over many tokens only). Not while a step runs.
-  void SetBf16Prefill(int min_prompt) { bf16_prefill_min_ = std::max(0, min_prompt); }
-  // Whether the last layer computes past its K/V only the rows whose logits are asked for (on
-  // by default; off to measure it).
-  void SetPruneLast(bool on) { prune_last_on_ = on; }
+  // bf16_dot: BF16 weights: activations rounded to bf16 for the AVX-512 BF16 dot product
+  // (where the CPU has it), instead of fp32 FMAs on converted weights.
+  // bf16_prefill: prompt tokens of prompts of at least kBf16PrefillMinPrompt tokens take the
+  // bf16 tile GEMM (KernelTable::gemm_bf16_tiles: AMX-BF16) instead of the integer one: no
+  // per-block float epilogue, 1.3-1.6x the integer tile GEMM's rate; weights and activations
+  // rounded to bf16 instead of activations to int8 blocks. Short prompts stay on the integer
+  // GEMM (the weights' conversion to bf16 pays over many tokens only).
+  // prune_last: the last layer computes past its K/V only the rows whose logits are asked for.
+  // matmul_block_bytes: cache blocking of the batched int8 matmuls, weight bytes per row block
+  // (0: kMatmulBlockBytes); what `paddock tune` measures, with step tokens; changes no result.
   int bf16_prefill_min() const { return bf16_prefill_min_; }
   // Whether this table and model can take the bf16 prefill at all.
   bool HasBf16Prefill() const { return act_bf_ != nullptr && int8_; }
@@ -184,20 +160,17 @@ class Transformer {
     return bf16_prefill_min_ > 0 && HasBf16Prefill() && prompt_len >= bf16_prefill_min_ ? prompt_len
                                                                                         : 0;
   }
-  // Cache blocking of the batched int8 matmuls: weight bytes per row block (0: the default,
-  // kMatmulBlockBytes). Tokens per step of Forward: 1..max_batch() (0: max_batch()). Both are
-  // what `paddock tune` measures; neither changes a result.
-  void SetMatmulBlockBytes(size_t bytes) { block_bytes_ = bytes > 0 ? bytes : kMatmulBlockBytes; }
+  // Tokens per step of Forward: 1..max_batch() (0: max_batch()); what `paddock tune` measures.
   void SetStepTokens(int n) { step_tokens_ = n > 0 && n < max_batch_ ? n : max_batch_; }
   size_t matmul_block_bytes() const { return block_bytes_; }
   // The kernel table: another of the same ISA (e.g. another prefetch choice) gives the same
   // results at another speed. Not while a step runs.
   void SetKernels(const KernelTable& k) { k_ = &k; }
   const KernelTable& kernels() const { return *k_; }
-  int step_tokens() const { return step_tokens_; }
-  int max_batch() const { return max_batch_; }
-  int max_items() const { return max_items_; }
-  size_t scratch_bytes() const { return arena_bytes_; }
+  int step_tokens() const override { return step_tokens_; }
+  int max_batch() const override { return max_batch_; }
+  int max_items() const override { return max_items_; }
+  size_t scratch_bytes() const override { return arena_bytes_; }
 
  private:
   // Buffers, planned once (the constructor).
@@ -321,7 +294,6 @@ class Transformer {
   bool hidden_out_ = false;  // ForwardHidden: the rows' hidden states, no logits
   int n_logit_rows_ = 0;     // the step's logits rows: the last layer computes those alone
   bool prune_last_ = false;  // (when fewer than the step's tokens and nothing observes them)
-  bool prune_last_on_ = true;
   int ctx_;
   bool int8_;
   int layer_begin_ = 0, layer_end_ = 0;  // this process's layers (SetLayers)
@@ -358,8 +330,10 @@ class Transformer {
     ThreadPool* pool;
   };
   Tracer* tracer_ = nullptr;
+  ForwardOptions opt_;  // the switches (Configure)
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool bf16_dot_ = true;
+  bool prune_last_on_ = true;
   bool pending_residual_ = false;  // a_.xb holds the last FFN output, not yet added to a_.x
   // Runs fn(j) for every token j, over the threads when there are enough tokens.
   template <class F>

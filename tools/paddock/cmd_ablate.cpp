@@ -29,7 +29,7 @@ namespace {
 struct Switch {
   const char* name;
   const char* what;
-  bool EngineOptions::*field;
+  bool* (*field)(EngineOptions&);
   bool (*applies)(const ModelInfo&);
 };
 
@@ -63,23 +63,30 @@ bool Bf16Prefill(const ModelInfo& m) {  // the types with the bf16 tile GEMM (ke
 }
 
 const Switch kSwitches[] = {
-    {"fuse-qkv", "Q/K/V in one pass with its epilogue", &EngineOptions::fuse_qkv, Always},
-    {"fuse-ffn", "gate/up + SwiGLU in one pass", &EngineOptions::fuse_ffn, Always},
-    {"fuse-norm", "residual + norm + int8 quantization in one pass", &EngineOptions::fuse_norm,
-     Always},
-    {"fuse-attn", "tiled online-softmax attention", &EngineOptions::fuse_attn, Always},
-    {"int8-act", "integer dot products (int8 activations)", &EngineOptions::int8_activations,
-     Integer},
+    {"fuse-qkv", "Q/K/V in one pass with its epilogue",
+     [](EngineOptions& o) { return &o.forward.fuse_qkv; }, Always},
+    {"fuse-ffn", "gate/up + SwiGLU in one pass",
+     [](EngineOptions& o) { return &o.forward.fuse_ffn; }, Always},
+    {"fuse-norm", "residual + norm + int8 quantization in one pass",
+     [](EngineOptions& o) { return &o.forward.fuse_norm; }, Always},
+    {"fuse-attn", "tiled online-softmax attention",
+     [](EngineOptions& o) { return &o.forward.fuse_attn; }, Always},
+    {"int8-act", "integer dot products (int8 activations)",
+     [](EngineOptions& o) { return &o.forward.int8_activations; }, Integer},
     {"relayout", "weights re-laid out for the 16-row kernels at load",
-     &EngineOptions::relayout_weights, Relaid},
-    {"hugepages", "re-laid weights on 2 MiB pages", &EngineOptions::huge_pages, Relaid},
-    {"prefetch", "software prefetch of the weight stream", &EngineOptions::prefetch, Prefetched},
-    {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights", &EngineOptions::bf16_dot, Bf16},
-    {"bf16-prefill", "long prompts on the AMX-BF16 tile GEMM", &EngineOptions::bf16_prefill,
-     Bf16Prefill},
-    {"prune-last", "the last layer on the logits rows only", &EngineOptions::prune_last, Always},
+     [](EngineOptions& o) { return &o.relayout_weights; }, Relaid},
+    {"hugepages", "re-laid weights on 2 MiB pages", [](EngineOptions& o) { return &o.huge_pages; },
+     Relaid},
+    {"prefetch", "software prefetch of the weight stream",
+     [](EngineOptions& o) { return &o.prefetch; }, Prefetched},
+    {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights",
+     [](EngineOptions& o) { return &o.forward.bf16_dot; }, Bf16},
+    {"bf16-prefill", "long prompts on the AMX-BF16 tile GEMM",
+     [](EngineOptions& o) { return &o.forward.bf16_prefill; }, Bf16Prefill},
+    {"prune-last", "the last layer on the logits rows only",
+     [](EngineOptions& o) { return &o.forward.prune_last; }, Always},
     {"prefix-cache", "KV prefix reuse across requests (serve workload)",
-     &EngineOptions::prefix_cache, nullptr},
+     [](EngineOptions& o) { return &o.prefix_cache; }, nullptr},
 };
 
 const Switch* FindSwitch(const std::string& name) {
@@ -335,7 +342,7 @@ std::vector<Row> Run(const Plan& p) {
   const size_t n = p.names.size();
   auto options = [&](const std::vector<bool>& on) {
     EngineOptions eo = p.base;
-    for (size_t i = 0; i < p.chosen.size(); ++i) eo.*(p.chosen[i]->field) = on[i];
+    for (size_t i = 0; i < p.chosen.size(); ++i) *p.chosen[i]->field(eo) = on[i];
     if (p.spec_switch) eo.spec = on[n - 1] ? "ngram" : "off";
     return eo;
   };

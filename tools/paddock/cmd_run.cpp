@@ -192,20 +192,15 @@ const char* PrefetchName(const EngineOptions& eo) {
 }
 
 void AddTuningOptions(const Args& args, EngineOptions* eo) {
-  eo->int8_activations = !args.Has("--no-int8-act");
-  eo->fuse_qkv = !args.Has("--no-fuse-qkv");
-  eo->fuse_ffn = !args.Has("--no-fuse-ffn");
-  eo->fuse_attn = !args.Has("--no-fuse-attn");
-  eo->fuse_norm = !args.Has("--no-fuse-norm");
+  // --no-fuse-qkv, --no-int8-act, ...: each switch of the forward pass by its name.
+  eo->forward.ForEachSwitch(
+      [&](const char* name, bool& on) { on = !args.Has(std::string("--no-") + name); });
   eo->relayout_weights = !args.Has("--no-relayout");
   eo->huge_pages = !args.Has("--no-hugepages");
   if (args.Has("--prefetch") && args.Has("--no-prefetch"))
     throw UsageError("--prefetch and --no-prefetch: give one");
   if (args.Has("--no-prefetch")) SetPrefetch("off", eo);
   AddPrefetchOption(args, eo);
-  eo->bf16_dot = !args.Has("--no-bf16-dot");
-  eo->bf16_prefill = !args.Has("--no-bf16-prefill");
-  eo->prune_last = !args.Has("--no-prune-last");
 }
 
 namespace {

@@ -261,7 +261,7 @@ void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptio
   if (!LookupTune(*eo, &c)) return;
   if (!args.Has("-t")) eo->threads = c.threads;
   if (batch_flag.empty() || !args.Has(batch_flag)) eo->max_batch = c.step_tokens;
-  eo->matmul_block_bytes = c.block_kib * 1024;
+  eo->forward.matmul_block_bytes = c.block_kib * 1024;
   if (!args.Has("--prefetch") && !args.Has("--no-prefetch")) {
     eo->prefetch = c.prefetch != 0;
     eo->prefetch_all = c.prefetch == 2;

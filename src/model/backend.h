@@ -1,0 +1,149 @@
+// model/backend.h: the seam between the engine and what runs the forward pass.
+//
+// A backend owns everything a step touches: the weights as its kernels read them, the KV
+// cache's block memory (AllocKv) and its activations. The engine hands it a step, one StepItem
+// per sequence (tokens, positions, the sequence's block table), and gets back in host memory
+// only the rows it asked for: logits, or final hidden states. Tokenizing, scheduling,
+// sampling, grammars and the KV cache's bookkeeping (which blocks a sequence holds, prefix
+// reuse, copy-on-write) stay above it, the same for every backend.
+//
+// What a step computes is stated once, per architecture, by the model's LayerPlan
+// (model/layer_plan.h); a backend runs it. The CPU backend (model/transformer.h) runs it on the
+// kernel table over a thread pool. A device backend uploads the weights once, keeps the KV
+// blocks in device memory (its KvStore: the views it hands out are its own handles, read by
+// nothing but its own step), records a step as one submitted stream of work and reads back
+// only the rows asked for. Not here: sampling, the pipeline's stages (a head is a backend that
+// runs its layers and sends the rest on: dist/), anything that knows of requests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/kv_view.h"
+#include "paddock/forward_options.h"
+
+namespace paddock {
+
+class LoraAdapter;
+class Profiler;
+class Tracer;
+struct ModelConfig;
+
+// One sequence's share of a step: tokens[0..n) at positions pos..pos+n-1 of its own KV view.
+struct StepItem {
+  const int32_t* tokens;
+  int n;
+  int pos;
+  const KvView* kv;
+  // Rows wanted back: the last n_logits tokens' (1: the last token; speculative verification
+  // asks for every drafted position).
+  int n_logits = 1;
+  // The length of the sequence's prompt: its tokens at positions below it are prompt tokens.
+  // A backend may run those of a long prompt on another path (the CPU's bf16 prefill GEMM:
+  // Backend::AltPromptTokens), decided per token by its position, never by the step: a
+  // token's result does not depend on the chunk or the batch-mates it runs with. 0: no prompt
+  // tokens (scoring, verification, decode).
+  int prompt_len = 0;
+  // A LoRA adapter for this sequence's tokens (model/lora.h), or null: the backend's default.
+  // Items with different adapters (and none) share a step.
+  const LoraAdapter* lora = nullptr;
+  // Images in the prompt (vision/clip.h): per token (n entries), its input embedding row (dim
+  // floats, used as is: no embedding scale) or null for a token; null: all tokens. The token id
+  // at such a position only keys the prefix cache.
+  const float* const* embeds = nullptr;
+  // Per token (n entries): attend to positions below this one instead of up to itself, 0 for
+  // causal; null: all causal. Gemma 3's image tokens see their whole image (its tokens must
+  // then run in one step, after the tokens before them).
+  const int32_t* attend_end = nullptr;
+};
+
+// What a step returns per row asked for.
+enum class StepOutput {
+  kLogits,  // n_vocab floats
+  kHidden,  // the final-normalized hidden state, dim floats (embeddings)
+};
+
+// The KV cache's memory as the KV manager lays it out: per layer (of [layer_begin, layer_end))
+// the row bytes and element types of K and V; num_blocks blocks of block_size positions each.
+struct KvLayout {
+  std::vector<KvLayerView> layers;  // (n_layers) row bytes and types; pointers unset
+  int32_t num_blocks = 0;
+  int block_size = 16;
+  int layer_begin = 0, layer_end = 0;
+};
+
+// A backend's KV block memory. The KV manager decides which blocks a sequence holds; the
+// store holds their bytes, where the backend's step reads them.
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  // Per layer, the views a step of this backend reads (KvView::layers).
+  virtual const KvLayerView* layers() const = 0;
+  // Copy-on-write: block `from`'s rows of every layer into block `to`.
+  virtual void CopyBlock(int32_t from, int32_t to) = 0;
+  virtual size_t bytes() const = 0;
+  // The bytes are in host memory, at the views' pointers (a pipeline's stages and the tests
+  // read them there).
+  virtual bool host() const = 0;
+};
+
+// The KV store in host memory: one allocation, 2 MiB aligned on huge pages (advice), zeroed
+// once (outside the hot loop).
+std::unique_ptr<KvStore> NewHostKvStore(const KvLayout& layout);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu", "vulkan:0", ...
+  virtual std::string name() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  // Limits planned at creation: tokens per step, sequences (and logits rows) per step.
+  virtual int max_batch() const = 0;
+  virtual int max_items() const = 0;
+  // The activations' planned bytes (the backend's own memory).
+  virtual size_t scratch_bytes() const = 0;
+
+  // The switches (copied whole; not while a step runs).
+  virtual void Configure(const ForwardOptions& o) = 0;
+  virtual const ForwardOptions& options() const = 0;
+  // The context the engine runs with: RoPE factors that depend on it are chosen for it.
+  virtual void SetContext(int n_ctx) = 0;
+  // The adapter of items that name none (the engine's --lora), or null.
+  virtual void SetDefaultLora(const LoraAdapter* a) = 0;
+
+  // The KV cache's block memory, owned by the backend (in its memory).
+  virtual std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) = 0;
+
+  // One step over several sequences (continuous batching); the items' tokens together at most
+  // max_batch(), their rows at most max_items(). rows[i] receives item i's n_logits rows
+  // (host memory, valid until the next step).
+  virtual void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) = 0;
+  // One sequence's tokens[0..n) at positions pos..pos+n-1, cut into steps of step_tokens()
+  // (an image's bidirectional span never split): the logits after the last one (n_vocab
+  // floats, valid until the next step). Throws Error on an invalid token id or a position past
+  // the view's capacity. prompt_len, embeds, attend_end: as StepItem's.
+  const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv, int prompt_len = 0,
+                       const float* const* embeds = nullptr, const int32_t* attend_end = nullptr);
+  // Tokens per step of Forward (at most max_batch()).
+  virtual int step_tokens() const { return max_batch(); }
+  // Steps in flight (a pipeline's head: one per lane); 0: Step only.
+  virtual int lanes() const { return 0; }
+  // Launch starts a step of `lane` and returns; Complete(lane) waits for its rows (logits),
+  // valid until the lane's next Launch. Lanes complete in the order they were launched.
+  virtual void Launch(const StepItem* items, int n_items, int lane);
+  virtual void Complete(int lane, const float** rows);
+
+  // The leading positions of a prompt of prompt_len tokens that take another path than the
+  // rest (0 or prompt_len): the KV prefix cache keys blocks by it
+  // (KvManager::SetPrefillUntil).
+  virtual int AltPromptTokens(int prompt_len) const { return 0; }
+
+  // Per-operator timing and tracing (null: off; nothing when off).
+  virtual void SetProfiler(Profiler* p) {}
+  virtual void SetTracer(Tracer* t) {}
+};
+
+}  // namespace paddock
