@@ -599,10 +599,13 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     double mx = 0;
     for (float x : with) mx = std::max(mx, static_cast<double>(std::fabs(x)));
     EXPECT_LE(mx, 3.0) << "final soft-cap not applied";
+    // (The forward pass reads a layer's ops from the weights once: made anew after a change.)
     auto differs = [&](const char* what, auto&& change, auto&& undo) {
       change(r.model->config, r.model->weights);
+      r.UseKernels(GetKernels(DetectIsa()));
       EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-4) << what << " ignored";
       undo(r.model->config, r.model->weights);
+      r.UseKernels(GetKernels(DetectIsa()));
     };
     differs(
         "attention soft-cap", [](ModelConfig& m, ModelWeights&) { m.attn_softcap = 0; },
@@ -645,8 +648,10 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     auto& L = r.model->weights.layers;
     const float* nb = L[0].attn_norm_b;
     L[0].attn_norm_b = nullptr;
+    r.UseKernels(GetKernels(DetectIsa()));  // the layers' ops made anew
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "LayerNorm bias ignored";
     L[0].attn_norm_b = nb;
+    r.UseKernels(GetKernels(DetectIsa()));
     r.model->config.layer_norm = false;
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "LayerNorm treated as RMSNorm";
     r.model->config.layer_norm = true;

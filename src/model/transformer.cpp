@@ -59,6 +59,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   arena_bytes_ = a_.Plan(cfg_, shape) + act + (act / kQK + 1) * 8 + arena_bytes_bf_;
   if (cfg_.is_moe()) AllocMoe(moe_rows);
   AllocPlan();
+  ops_ = LayerOps(cfg_, model_.weights);
   SetContext(ctx_);
   Configure(options);
 }
@@ -546,25 +547,65 @@ void Transformer::set_observer(ActivationObserver* o) {
   if (o != nullptr) o->Start(cfg_);
 }
 
-// One decoder layer over the step's n tokens, as the math reads (gemma.cpp's
-// TransformerLayer). a_.x: (n, dim) the residual stream; a_.xb: (n, dim) a block's input, then its
-// output. Whether a step runs fused is decided inside it, never here.
+// One decoder layer over the step's n tokens: its ops (model/layer_ops.h) in order. a_.x:
+// (n, dim) the residual stream; a_.xb: (n, dim) a block's input, then its output. Whether an
+// op runs fused is decided inside it, never here.
 int Transformer::Layer(int l, int n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
-  // xb = norm(x) (x += the previous layer's FFN output first, where it was carried over)
-  const ActQ8 xq =
-      ResidualNorm(pending_residual_, w.attn_norm, w.attn_norm_b, n, w.wq, true, &w.wk, &w.wv);
-  // xb = post_norm(attention(xb) Wo)
-  n = AttentionBlock(l, w, xq, n);
-  // x += xb; xb = norm(x)
-  const WeightTensor& ffn_in =
-      !w.experts.empty() ? w.experts[0].gate : (w.w_gate ? w.w_gate : w.w_up);
-  const ActQ8 fq = ResidualNorm(true, w.ffn_norm, w.ffn_norm_b, n, ffn_in, w.experts.empty(),
-                                w.w_gate ? &w.w_up : nullptr);
-  // xb = post_norm(glu(xb Wgate, xb Wup) Wdown)
-  FfnBlock(l, w, fq, n);
-  // x += xb
-  CarryResidual(n);
+  for (const LayerOp& op : ops_[static_cast<size_t>(l)]) n = RunOp(l, w, op, n);
+  return n;
+}
+
+// One op; returns the rows the step carries on: n, or past the last layer's K/V (prune_last)
+// only the rows whose logits were asked for.
+int Transformer::RunOp(int l, const LayerWeights& w, const LayerOp& op, int n) {
+  switch (op.kind) {
+    case OpKind::kNorm:
+      xq_ = ResidualNorm(op.residual || pending_residual_, op.w, op.b, n, *op.next, op.token_rows,
+                         op.also, op.also2);
+      break;
+    case OpKind::kQkv:
+      Qkv(l, w, n);
+      break;
+    case OpKind::kStoreKv:
+      Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
+      if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows();
+      break;
+    case OpKind::kAttention:
+      Timed(ProfOp::kAttention, [&] { Attention(l, n); });
+      Observe(ActSite::kAttnOut, l, a_.att, n, cfg_.q_dim());
+      break;
+    case OpKind::kOutProj: {
+      const ActQ8 aq = QuantizeInput(a_.att, n, cfg_.q_dim(), w.wo);
+      Timed(ProfOp::kMatmulOut, [&] {
+        Matmul(w.wo, a_.att, aq, n, a_.xb);
+        AddBias(a_.xb, w.bo, n, cfg_.dim);
+      });
+      break;
+    }
+    case OpKind::kPostNorm:
+      PostNorm(op.w, n);
+      break;
+    case OpKind::kFfnUp:
+      FfnUp(l, w, n);
+      break;
+    case OpKind::kFfnDown: {
+      Observe(ActSite::kDownIn, l, a_.hb, n, cfg_.ffn_dim);
+      const ActQ8 hq = QuantizeInput(a_.hb, n, cfg_.ffn_dim, w.w_down);
+      Timed(ProfOp::kMatmulDown, [&] {
+        Matmul(w.w_down, a_.hb, hq, n, a_.xb);
+        AddBias(a_.xb, w.b_down, n, cfg_.dim);
+      });
+      break;
+    }
+    case OpKind::kMoe:
+      Observe(ActSite::kFfnIn, l, a_.xb, n, cfg_.dim);
+      MoeBlock(l, w, xq_, n);
+      break;
+    case OpKind::kResidual:
+      CarryResidual(n);
+      break;
+  }
   return n;
 }
 
@@ -662,64 +703,38 @@ void Transformer::PostNorm(const float* w, int n) {
   });
 }
 
-// xb (n, dim) -> q (n, q_dim), k, v (n, kv_dim) with bias, QK-norm and RoPE; K/V into the
-// cache; att (n, q_dim) = softmax(q k^T * scale) v per head; xb = att Wo (+ bias), post-norm.
-int Transformer::AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
+// xb (n, dim) -> q (n, q_dim), k, v (n, kv_dim) with bias, QK-norm and RoPE.
+void Transformer::Qkv(int l, const LayerWeights& w, int n) {
   Observe(ActSite::kAttnIn, l, a_.xb, n, cfg_.dim);
   bool epilogue_done = false;
-  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, a_.xb, xq, n); });
-  if (!epilogue_done) {
-    Timed(ProfOp::kBiasNormRope, [&] {
-      for (int j = 0; j < n; ++j) {
-        if (cfg_.qk_norm_full) {  // OLMoE: RMSNorm over the whole Q and K rows, then RoPE
-          float* q = a_.q + static_cast<size_t>(j) * cfg_.q_dim();
-          float* k = a_.kv_k + static_cast<size_t>(j) * cfg_.kv_dim();
-          k_->rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
-          k_->rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
-        }
-        QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
+  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, a_.xb, xq_, n); });
+  if (epilogue_done) return;
+  Timed(ProfOp::kBiasNormRope, [&] {
+    for (int j = 0; j < n; ++j) {
+      if (cfg_.qk_norm_full) {  // OLMoE: RMSNorm over the whole Q and K rows, then RoPE
+        float* q = a_.q + static_cast<size_t>(j) * cfg_.q_dim();
+        float* k = a_.kv_k + static_cast<size_t>(j) * cfg_.kv_dim();
+        k_->rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
+        k_->rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
       }
-    });
-  }
-  Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
-  if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows();
-  Timed(ProfOp::kAttention, [&] { Attention(l, n); });
-  Observe(ActSite::kAttnOut, l, a_.att, n, cfg_.q_dim());
-  const ActQ8 aq = QuantizeInput(a_.att, n, cfg_.q_dim(), w.wo);
-  Timed(ProfOp::kMatmulOut, [&] {
-    Matmul(w.wo, a_.att, aq, n, a_.xb);
-    AddBias(a_.xb, w.bo, n, cfg_.dim);
+      QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
+    }
   });
-  PostNorm(w.post_attn_norm, n);
-  return n;
 }
 
-// xb (n, dim) -> hb (n, ffn_dim) = glu(xb Wgate, xb Wup) (GPT-2: gelu(xb Wup + b));
-// xb = hb Wdown (+ bias), post-norm.
-void Transformer::FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n) {
+// xb (n, dim) -> hb (n, ffn_dim) = glu(xb Wgate, xb Wup) (GPT-2: gelu(xb Wup + b)).
+void Transformer::FfnUp(int l, const LayerWeights& w, int n) {
   Observe(ActSite::kFfnIn, l, a_.xb, n, cfg_.dim);
-  if (!w.experts.empty()) {
-    MoeBlock(l, w, xq, n);
-    PostNorm(w.post_ffn_norm, n);
-    return;
-  }
   const int64_t ffn = cfg_.ffn_dim;
   Timed(ProfOp::kMatmulGateUp, [&] {
     if (w.w_gate) {
-      MatmulGateUp(w.w_gate, w.w_up, a_.xb, xq, n);
+      MatmulGateUp(w.w_gate, w.w_up, a_.xb, xq_, n);
     } else {
-      Matmul(w.w_up, a_.xb, xq, n, a_.hb);
+      Matmul(w.w_up, a_.xb, xq_, n, a_.hb);
       AddBias(a_.hb, w.b_up, n, ffn);
       k_->gelu_mul(a_.hb, nullptr, n * ffn);
     }
   });
-  Observe(ActSite::kDownIn, l, a_.hb, n, cfg_.ffn_dim);
-  const ActQ8 hq = QuantizeInput(a_.hb, n, cfg_.ffn_dim, w.w_down);
-  Timed(ProfOp::kMatmulDown, [&] {
-    Matmul(w.w_down, a_.hb, hq, n, a_.xb);
-    AddBias(a_.xb, w.b_down, n, cfg_.dim);
-  });
-  PostNorm(w.post_ffn_norm, n);
 }
 
 }  // namespace paddock

@@ -19,6 +19,7 @@
 #include "model/activations.h"
 #include "model/backend.h"
 #include "model/kv_view.h"
+#include "model/layer_ops.h"
 #include "model/profile.h"
 #include "model/weights.h"
 
@@ -217,8 +218,9 @@ class Transformer final : public Backend {
                      const WeightTensor* also = nullptr, const WeightTensor* also2 = nullptr);
   void AddResidual(int n);
   void PostNorm(const float* w, int n);
-  int AttentionBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
-  void FfnBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
+  int RunOp(int l, const LayerWeights& w, const LayerOp& op, int n);
+  void Qkv(int l, const LayerWeights& w, int n);
+  void FfnUp(int l, const LayerWeights& w, int n);
   // Mixture of experts (moe.cpp): route, gather per expert, expert GEMMs, weighted scatter.
   void MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   int MoeRoute(const LayerWeights& w, const ActQ8& xq, int n);
@@ -334,7 +336,9 @@ class Transformer final : public Backend {
   bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
   bool bf16_dot_ = true;
   bool prune_last_on_ = true;
-  bool pending_residual_ = false;  // a_.xb holds the last FFN output, not yet added to a_.x
+  bool pending_residual_ = false;          // a_.xb holds the last FFN output, not yet added to a_.x
+  std::vector<std::vector<LayerOp>> ops_;  // (n_layers) each layer's ops (layer_ops.h)
+  ActQ8 xq_;                               // the last kNorm's output as the integer kernels read it
   // Runs fn(j) for every token j, over the threads when there are enough tokens.
   template <class F>
   void ForTokens(int n, F&& fn) {
