@@ -16,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
+#include "model/pipeline_head.h"
 #include "model/stage_link.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -53,14 +54,14 @@ class LocalLink : public StageLink {
   int head_layers() const override { return begin_[1]; }
   int micro_batches() const override { return mbs_; }
   int lanes() const override { return static_cast<int>(begin_.size()) - 1; }
-  void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
-            int rows, bool hidden_out) override {
+  void Send(int mb, const StepItem* items, int n_items, const float* x, int n, int rows,
+            bool hidden_out) override {
     std::vector<float> cur(x, x + static_cast<size_t>(n) * stages_[0]->config().dim);
     for (size_t s = 0; s < stages_.size(); ++s) {
       for (auto [from, to] : copies_) kv_[s]->CopyBlock(from, to);
       // The same items over this stage's KV storage (the head's block tables).
       std::vector<KvView> views(static_cast<size_t>(n_items));
-      std::vector<Transformer::BatchItem> its(items, items + n_items);
+      std::vector<StepItem> its(items, items + n_items);
       for (int i = 0; i < n_items; ++i) {
         views[static_cast<size_t>(i)] = *items[i].kv;
         views[static_cast<size_t>(i)].layers = kv_[s]->layer_views();
@@ -102,16 +103,22 @@ class LocalLink : public StageLink {
 struct Runner {
   std::unique_ptr<LoadedModel> model = LoadModel(test::ModelPath("stories260K.gguf"));
   ThreadPool pool{2};
-  std::unique_ptr<Transformer> tf;
-  std::unique_ptr<KvManager> kv;
   std::unique_ptr<LocalLink> link;
+  Transformer* tf = nullptr;    // the whole model, or the head's layers
+  std::unique_ptr<Backend> be;  // tf, or a pipeline head over it
+  std::unique_ptr<KvManager> kv;
   explicit Runner(const std::vector<int>& begin = {}, int mbs = 1) {
-    tf = std::make_unique<Transformer>(*model, GetKernels(DetectIsa()), pool, 64);
+    auto cpu = std::make_unique<Transformer>(*model, GetKernels(DetectIsa()), pool, 64);
+    tf = cpu.get();
     const int head = begin.empty() ? model->config.n_layers : begin[1];
-    kv = std::make_unique<KvManager>(model->config, KvOptions(0, head), 0);
-    if (!begin.empty()) {
+    if (begin.empty()) {
+      be = std::move(cpu);
+    } else {
       link = std::make_unique<LocalLink>(*model, pool, begin, mbs);
-      tf->SetStageLink(link.get());
+      be = std::make_unique<PipelineHead>(std::move(cpu), link.get());
+    }
+    kv = std::make_unique<KvManager>(model->config, KvOptions(0, head), 0, be.get());
+    if (!begin.empty()) {
       LocalLink* l = link.get();
       kv->SetCopyListener([l](int32_t from, int32_t to) { l->CopyBlock(from, to); });
     }
@@ -121,7 +128,7 @@ struct Runner {
                                        const std::vector<std::vector<int32_t>>& toks) {
     const size_t n = seqs.size();
     std::vector<KvView> views(n);
-    std::vector<Transformer::BatchItem> items(n);
+    std::vector<StepItem> items(n);
     for (size_t i = 0; i < n; ++i) {
       const int len = kv->Length(seqs[i]);
       EXPECT_TRUE(kv->Reserve(seqs[i], len + static_cast<int>(toks[i].size())));
@@ -129,7 +136,7 @@ struct Runner {
       items[i] = {toks[i].data(), static_cast<int>(toks[i].size()), len, &views[i]};
     }
     std::vector<const float*> logits(n);
-    tf->ForwardBatch(items.data(), static_cast<int>(n), logits.data());
+    be->Step(items.data(), static_cast<int>(n), StepOutput::kLogits, logits.data());
     std::vector<std::vector<float>> out(n);
     const int V = model->config.n_vocab;
     for (size_t i = 0; i < n; ++i) {
@@ -187,8 +194,8 @@ class OwnedLocalLink : public StageLink {
   int head_layers() const override { return link_.head_layers(); }
   int micro_batches() const override { return link_.micro_batches(); }
   int lanes() const override { return link_.lanes(); }
-  void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
-            int rows, bool hidden_out) override {
+  void Send(int mb, const StepItem* items, int n_items, const float* x, int n, int rows,
+            bool hidden_out) override {
     link_.Send(mb, items, n_items, x, n, rows, hidden_out);
   }
   void Receive(int mb, float* out, int rows, size_t row_floats) override {

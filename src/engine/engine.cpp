@@ -25,6 +25,7 @@
 #include "engine/text_stream.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
+#include "model/pipeline_head.h"
 #include "model/stage_link.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -242,16 +243,13 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
   auto cpu = std::make_unique<Transformer>(*impl->model, *impl->kernels, *impl->pool, o.max_batch,
                                            o.forward);
   cpu->SetContext(ctx);
-  if (o.stages) {
-    if (!o.lora_path.empty())
-      Fail(
-          "--lora: adapters are not split across pipeline stages (serve one process per adapter "
-          "base instead)");
-    impl->stages = o.stages;
-    cpu->SetStageLink(o.stages.get());
-  }
   impl->cpu = cpu.get();
-  impl->backend = std::move(cpu);
+  if (o.stages) {  // the head's layers here, the rest through the link
+    impl->stages = o.stages;
+    impl->backend = std::make_unique<PipelineHead>(std::move(cpu), o.stages.get());
+  } else {
+    impl->backend = std::move(cpu);
+  }
   if (!o.lora_path.empty()) {
     impl->lora = LoraAdapter::Load(o.lora_path, *impl->model, o.lora_scale);
     impl->backend->SetDefaultLora(impl->lora.get());

@@ -2,7 +2,7 @@
 //
 // A model split across processes runs layers [0, head_layers()) in the head (the serving
 // process: embeddings, scheduler, sampling) and the rest in stages after it, each a contiguous
-// range; the last one holds the output head. The head's Transformer splits a step into
+// range; the last one holds the output head. The head (model/pipeline_head.h) splits a step into
 // micro-batches, runs its layers on each and hands the residual stream to the link; the link
 // brings back each micro-batch's logits rows (or final hidden states). dist/pipeline.h
 // implements it over MPI; the model layer knows only this interface.
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/transformer.h"
+#include "model/backend.h"
 
 namespace paddock {
 
@@ -23,14 +23,14 @@ class StageLink {
   virtual int head_layers() const = 0;
   // Micro-batches a step of several sequences is split into (1: none).
   virtual int micro_batches() const = 0;
-  // Steps a scheduler may keep in flight at once to keep every stage busy (Transformer::Launch):
+  // Steps a scheduler may keep in flight at once to keep every stage busy (Backend::Launch):
   // one per process in the pipeline.
   virtual int lanes() const = 0;
   // Micro-batch `mb` of the step: its items in the order their tokens run, x (n x dim floats)
   // the residual stream after the head's layers, `rows` result rows asked for (the items'
   // n_logits); hidden_out: the final-normalized hidden states instead of logits.
-  virtual void Send(int mb, const Transformer::BatchItem* items, int n_items, const float* x, int n,
-                    int rows, bool hidden_out) = 0;
+  virtual void Send(int mb, const StepItem* items, int n_items, const float* x, int n, int rows,
+                    bool hidden_out) = 0;
   // Micro-batch mb's result rows (rows x row_floats) into out; results come back in the order
   // sent (mb: the sender's count of micro-batches, checked). Throws Error naming the stage when
   // one is lost (died or stopped answering).

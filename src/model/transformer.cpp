@@ -9,7 +9,6 @@
 
 #include "base/strings.h"
 #include "model/lora.h"
-#include "model/stage_link.h"
 
 namespace paddock {
 
@@ -360,12 +359,8 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
   }
 }
 
-// One step: plan, embed, layers, logits (a pipeline's head: its layers, then the stages').
+// One step: plan, embed, layers, logits.
 void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
-  if (link_ != nullptr) {
-    ForwardPipelined(items, n_items, logits);
-    return;
-  }
   int rows = 0;
   const int n = PlanStep(items, n_items, &rows);
   const int carried = RunLayers(items, n_items, n, rows, nullptr);
@@ -395,24 +390,6 @@ int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
   return carried;
 }
 
-void Transformer::SetStageLink(StageLink* link) {
-  link_ = link;
-  SetLayers(0, link != nullptr ? link->head_layers() : cfg_.n_layers);
-  keep_order_ = false;
-  mb_items_.resize(static_cast<size_t>(max_items_));
-  lanes_.clear();
-  if (link == nullptr) return;
-  // The link's lanes, each with its own result rows, then ForwardBatch's (which fills a_.logits,
-  // or a_.xb with hidden states, as the whole model's step does).
-  lanes_.resize(static_cast<size_t>(std::max(1, link->lanes())) + 1);
-  for (Lane& l : lanes_) {
-    l.item_row.assign(static_cast<size_t>(max_items_), 0);
-    if (&l == &lanes_.back()) break;
-    l.out.assign(static_cast<size_t>(max_items_) * static_cast<size_t>(cfg_.n_vocab), 0.0f);
-    arena_bytes_ += l.out.size() * sizeof(float);
-  }
-}
-
 void Transformer::SetLayers(int begin, int end) {
   if (begin < 0 || end > cfg_.n_layers || begin >= end)
     Fail("layers [%d, %d) are not a range of the model's %d", begin, end, cfg_.n_layers);
@@ -421,82 +398,15 @@ void Transformer::SetLayers(int begin, int end) {
   keep_order_ = begin > 0;  // a later stage runs the items in its head's order
 }
 
-// A pipeline's head, one step at once: launched on its own lane, then completed.
-void Transformer::ForwardPipelined(const BatchItem* items, int n_items, const float** logits) {
-  Lane& lane = lanes_.back();
-  for (const Lane& l : lanes_)
-    if (l.in_flight) Fail("Forward: a pipeline step is in flight (complete it first)");
-  LaunchLane(items, n_items, lane, link_->micro_batches());
-  CompleteLane(lane, logits);
-}
-
-void Transformer::Launch(const BatchItem* items, int n_items, int lane) {
-  if (lane < 0 || lane >= lanes()) Fail("Launch: no lane %d (the pipeline has %d)", lane, lanes());
-  Lane& l = lanes_[static_cast<size_t>(lane)];
-  if (l.in_flight) Fail("Launch: lane %d has a step in flight", lane);
-  LaunchLane(items, n_items, l, 1);  // the other lanes keep the stages busy: no bubble to fill
-}
-
-void Transformer::Complete(int lane, const float** logits) {
-  if (lane < 0 || lane >= lanes() || !lanes_[static_cast<size_t>(lane)].in_flight)
-    Fail("Complete: lane %d has no step in flight", lane);
-  CompleteLane(lanes_[static_cast<size_t>(lane)], logits);
-}
-
-// The items split into micro-batches of about equal tokens (whole items, in order); each runs
-// the head's layers and goes to the link while the next one runs here, so the stages work on
-// micro-batch i while the head works on i + 1.
-void Transformer::LaunchLane(const BatchItem* items, int n_items, Lane& lane, int mbs) {
-  if (n_items < 1 || n_items > max_items_)
-    Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
-  int total = 0;
-  for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);
-  mbs = std::max(1, std::min(mbs, n_items));
-  lane.rows.clear();
-  lane.first_row.clear();
-  lane.ids.clear();
-  lane.n_items = n_items;
-  lane.hidden = hidden_out_;
-  int next_row = 0;
-  for (int i0 = 0, done = 0; i0 < n_items;) {
-    // Whole items, until the tokens so far reach this micro-batch's share of the step's.
-    const int64_t until =
-        static_cast<int64_t>(total) * (static_cast<int>(lane.rows.size()) + 1) / mbs;
-    int i1 = i0, tokens = 0;
-    while (i1 < n_items && (i1 == i0 || done + tokens < until)) tokens += items[i1++].n;
-    int rows = 0;
-    const int n = PlanStep(items + i0, i1 - i0, &rows);
-    RunLayers(items + i0, i1 - i0, n, rows, nullptr);
-    if (pending_residual_) AddResidual(n);
-    for (int oi = 0, r = next_row; oi < i1 - i0; ++oi) {
-      const int i = i0 + plan_.order[static_cast<size_t>(oi)];
-      mb_items_[static_cast<size_t>(oi)] = items[i];
-      lane.item_row[static_cast<size_t>(i)] = r;
-      r += items[i].n_logits;
-    }
-    link_->Send(next_mb_, mb_items_.data(), i1 - i0, a_.x, n, rows, hidden_out_);
-    lane.ids.push_back(next_mb_);
-    next_mb_ = (next_mb_ + 1) & 0x3fffffff;
-    lane.rows.push_back(rows);
-    lane.first_row.push_back(next_row);
-    next_row += rows;
-    done += tokens;
-    i0 = i1;
-  }
-  lane.in_flight = true;
-}
-
-// The lane's result rows as they come back, laid out in its buffer.
-void Transformer::CompleteLane(Lane& lane, const float** logits) {
-  lane.in_flight = false;  // (whatever happens: a lost stage fails every later step anyway)
-  const size_t row_floats =
-      lane.hidden ? static_cast<size_t>(cfg_.dim) : static_cast<size_t>(cfg_.n_vocab);
-  float* out = !lane.out.empty() ? lane.out.data() : lane.hidden ? a_.xb : a_.logits;
-  for (size_t m = 0; m < lane.rows.size(); ++m)
-    link_->Receive(lane.ids[m], out + static_cast<size_t>(lane.first_row[m]) * row_floats,
-                   lane.rows[m], row_floats);
-  for (int i = 0; i < lane.n_items; ++i)
-    logits[i] = out + static_cast<size_t>(lane.item_row[static_cast<size_t>(i)]) * row_floats;
+// A pipeline's part of a step (model/pipeline_head.h): the items through this process's
+// layers, embedded here; the residual stream after them.
+const float* Transformer::RunPart(const BatchItem* items, int n_items, int* n, int* rows,
+                                  const int** order) {
+  *n = PlanStep(items, n_items, rows);
+  RunLayers(items, n_items, *n, *rows, nullptr);
+  if (pending_residual_) AddResidual(*n);
+  *order = plan_.order.data();
+  return a_.x;
 }
 
 // A later stage of a pipeline: its layers on a micro-batch from the stage before.

@@ -27,7 +27,6 @@ namespace paddock {
 
 class LoraAdapter;
 struct LoraPair;
-class StageLink;
 
 // Where the forward pass shows its matrix inputs to an ActivationObserver.
 enum class ActSite { kAttnIn, kAttnOut, kFfnIn, kDownIn, kOutput };
@@ -95,19 +94,13 @@ class Transformer final : public Backend {
     ForwardBatch(items, n_items, hidden);
   }
 
-  // Pipeline parallelism (model/stage_link.h). A head runs layers [0, link->head_layers())
-  // and the link the rest: ForwardBatch and ForwardHidden then split the step into the link's
-  // micro-batches and return what the last stage computed. Null: every layer here.
-  void SetStageLink(StageLink* link);
-  // A pipeline's head with steps in flight (vLLM's virtual engines): Launch runs this process's
-  // layers on a step of `lane` (0 .. link->lanes() - 1) and hands it to the stages; the head is
-  // then free to launch another lane's step while the stages work on this one. Complete(lane)
-  // waits for that step's results (lanes complete in the order they were launched): logits as
-  // ForwardBatch's, valid until the lane's next Launch. ForwardBatch and ForwardHidden need no
-  // step in flight.
-  void Launch(const BatchItem* items, int n_items, int lane) override;
-  void Complete(int lane, const float** logits) override;
-  int lanes() const override { return static_cast<int>(lanes_.size()) - 1; }
+  // Pipeline parallelism (model/pipeline_head.h, dist/). RunPart runs a step's items through
+  // this process's layers only, embedded here (a head): the residual stream after them (*n
+  // rows of dim floats, valid until the next step), the items in the order their tokens ran
+  // (*order: indices into items) and the result rows they ask for (*rows).
+  const float* RunPart(const BatchItem* items, int n_items, int* n, int* rows, const int** order);
+  // Where a step's result rows are (what a head receives its stages' rows into).
+  float* ResultRows(StepOutput out) { return out == StepOutput::kHidden ? a_.xb : a_.logits; }
   // A later stage: layers [begin, end) of the model (end = n_layers: the last, with the output
   // head). ForwardStage runs them on a micro-batch whose residual stream x (n x dim floats, the
   // items' tokens in the order given, which is kept) comes from the stage before; it returns
@@ -184,19 +177,6 @@ class Transformer final : public Backend {
   int PlanStep(const BatchItem* items, int n_items, int* rows);
   // Plan, embed (or take x), run this process's layers; returns the rows carried.
   int RunLayers(const BatchItem* items, int n_items, int n, int rows, const float* x_in);
-  void ForwardPipelined(const BatchItem* items, int n_items, const float** logits);
-  // A head's step in flight: its micro-batches' result rows, where each item's rows begin, and
-  // the buffer they arrive in (planned once per lane: max_items rows of n_vocab floats; empty
-  // for ForwardBatch's own, which uses the activations').
-  struct Lane {
-    std::vector<int> rows, first_row, ids;  // per micro-batch sent
-    std::vector<int> item_row;              // per item: its first result row
-    int n_items = 0;
-    bool hidden = false, in_flight = false;
-    std::vector<float> out;
-  };
-  void LaunchLane(const BatchItem* items, int n_items, Lane& lane, int mbs);
-  void CompleteLane(Lane& lane, const float** logits);
   void CheckItem(const BatchItem& it, int n, int rows) const;
   void EmbedTokens(const BatchItem* items, int n_items, int n);
   void Logits(const BatchItem* items, int n_items, int n, int rows, const float** logits);
@@ -300,10 +280,6 @@ class Transformer final : public Backend {
   bool int8_;
   int layer_begin_ = 0, layer_end_ = 0;  // this process's layers (SetLayers)
   bool keep_order_ = false;              // a stage: items run in the order given
-  StageLink* link_ = nullptr;            // a pipeline head: the stages after it
-  std::vector<BatchItem> mb_items_;      // (max_items) a micro-batch's items, in plan order
-  std::vector<Lane> lanes_;              // the link's lanes, then ForwardBatch's own
-  int next_mb_ = 0;                      // micro-batches sent so far (their ids)
   Profiler* prof_ = nullptr;
   ActivationObserver* observer_ = nullptr;
   void Observe(ActSite site, int l, const float* x, int n, int cols) {
