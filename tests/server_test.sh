@@ -124,6 +124,20 @@ bad "token id outside the vocabulary" /v1/completions '{"prompt":[1, 9999]}' 400
 big=$(python3 -c "print('{\"prompt\":\"' + 'a' * 70000 + '\"}')")
 bad "body over --max-body" /v1/completions "$big" 413 "too large"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/nothing")" = 404 ]; check "unknown path -> 404" $?
+# A path in no route is a 404 in the caller's API's error shape: OpenAI's error object, Anthropic's
+# typed error (under /v1/messages, or any path with its version header), Ollama's string.
+shape() {  # shape NAME EXPR CURL_ARGS... : the answer is a 404 whose body satisfies EXPR
+  local name=$1 expr=$2 code
+  shift 2
+  code=$(curl -s -o "$TMP/nf" -w '%{http_code}' "$@")
+  [ "$code" = 404 ] && json_get "$expr" <"$TMP/nf" | grep -qx True
+  check "$name" $?
+}
+shape "unknown path: OpenAI's error shape" "d['error']['type'] == 'not_found' and 'GET /v1/nothing' in d['error']['message']" "$U/v1/nothing"
+shape "unknown path under /v1/messages: Anthropic's error shape" "d['type'] == 'error' and d['error']['type'] == 'not_found_error'" -X POST -d '{}' "$U/v1/messages/count_tokens"
+shape "unknown path with anthropic-version: Anthropic's error shape" "d['type'] == 'error' and d['error']['type'] == 'not_found_error'" -H 'anthropic-version: 2023-06-01' "$U/v1/nothing"
+shape "unknown path under /api/: Ollama's error shape" "isinstance(d['error'], str) and 'no such endpoint' in d['error']" "$U/api/nothing"
+shape "unknown path under /api/ (POST): Ollama's error shape" "isinstance(d['error'], str)" -X POST -d '{}' "$U/api/chats"
 
 # --- metrics
 curl -s "$U/metrics" >"$TMP/metrics"

@@ -9,16 +9,6 @@ namespace paddock::server {
 
 using dialect_detail::json;
 
-Dialect DialectOfPath(std::string_view path) {
-  if (path == "/v1/messages") return Dialect::kAnthropic;
-  if (path == "/v1/responses") return Dialect::kResponses;
-  if (path == "/api/chat") return Dialect::kOllamaChat;
-  if (path == "/api/generate") return Dialect::kOllamaGenerate;
-  if (path == "/api/embed" || path == "/api/embeddings") return Dialect::kOllamaEmbed;
-  if (path.rfind("/api/", 0) == 0) return Dialect::kOllama;
-  return Dialect::kOpenAi;
-}
-
 Translated ToOpenAiRequest(Dialect d, std::string_view body) {
   switch (d) {
     case Dialect::kAnthropic:

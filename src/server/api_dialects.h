@@ -19,7 +19,7 @@
 namespace paddock::server {
 
 enum class Dialect {
-  kOpenAi,
+  kOpenAi,          // POST /v1/completions, /v1/chat/completions, /v1/embeddings, ...
   kAnthropic,       // POST /v1/messages
   kResponses,       // POST /v1/responses (OpenAI's Responses API)
   kOllamaChat,      // POST /api/chat
@@ -27,9 +27,6 @@ enum class Dialect {
   kOllamaEmbed,     // POST /api/embed, /api/embeddings
   kOllama,          // Ollama's other endpoints (errors in its shape)
 };
-
-// The dialect of a path (kOpenAi for everything else).
-Dialect DialectOfPath(std::string_view path);
 
 // A request body in `d`'s shape as the OpenAI body it means (chat: *chat = true; completions:
 // false); *stream: whether the reply streams. Extra: template variables the request implies

@@ -37,7 +37,6 @@
 #include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/server_impl.h"
-#include "server/ui.h"
 
 namespace paddock::server::server_detail {
 
@@ -277,27 +276,6 @@ void Server::WithModel(const HttpRequest& req, HttpResponse* res, const std::str
     Counted(*copy, &busy);
     reply(std::move(busy));
   };
-}
-
-void Server::Completion(const HttpRequest& req, HttpResponse* res, bool chat, LoadedModel& m) {
-  ApiRequest ar;
-  std::vector<int32_t> prompt;
-  if (!Answering(res, [&] {
-        ar = ParseRequest(req.body, chat, m.ctx);
-        prompt = Prompt(m, ar, chat);
-      }))
-    return;
-  std::vector<std::shared_ptr<RequestStream>> streams = Submit(m, prompt, ar, res);
-  if (streams.empty()) return;
-  if (!SubmitMorePrompts(m, ar, &streams, res)) return;
-  ResponseMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
-  res->status = 200;
-  if (ar.stream) {
-    res->content_type = "text/event-stream";
-    res->SetHeader("Cache-Control", "no-cache");
-  }
-  const int n_prompt = static_cast<int>(prompt.size());
-  res->stream = MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt);
 }
 
 // Completions with several prompts: the second and later ones submitted after the first, their
@@ -619,8 +597,7 @@ constexpr size_t kBackgroundBodyBytes = 64 * 1024;
 
 void Server::Handle(const HttpRequest& req, HttpResponse* res) {
   // (An adapter load reads a file: in the background too.)
-  if (req.method != "POST" ||
-      (req.body.size() < kBackgroundBodyBytes && req.path != "/v1/load_lora_adapter"))
+  if (req.method != "POST" || (req.body.size() < kBackgroundBodyBytes && !InBackground(req)))
     return Respond(req, res);
   // One copy of the request (its body may be megabytes), shared by the job and the refusal.
   auto copy = std::make_shared<const HttpRequest>(req);
@@ -687,147 +664,11 @@ void Server::Respond(const HttpRequest& req, HttpResponse* res) {
 
 // An answer's last step: an error in the shape of the request's API, and the count by status.
 void Server::Counted(const HttpRequest& req, HttpResponse* res) {
-  if (const Dialect d = DialectOfPath(req.path);
+  if (const Dialect d = ApiOf(req);
       d != Dialect::kOpenAi && res->status >= 400 && !res->body.empty())
     res->body = DialectErrorBody(d, res->status, res->body);
   std::lock_guard<std::mutex> lock(http_mu_);
   http_.by_status[res->status]++;
-}
-
-namespace {
-
-struct Endpoint {
-  const char* path;
-  const char* method;
-};
-
-// The endpoint of a path, or null; *model_path: /v1/models/{id}.
-const Endpoint* FindEndpoint(const std::string& path, bool* model_path) {
-  static const Endpoint kEndpoints[] = {{"/v1/completions", "POST"},
-                                        {"/v1/chat/completions", "POST"},
-                                        {"/v1/models", "GET"},
-                                        {"/health", "GET"},
-                                        {"/metrics", "GET"},
-                                        {"/tokenize", "POST"},
-                                        {"/detokenize", "POST"},
-                                        {"/v1/embeddings", "POST"},
-                                        {"/v1/messages", "POST"},
-                                        {"/v1/responses", "POST"},
-                                        {"/api/chat", "POST"},
-                                        {"/api/generate", "POST"},
-                                        {"/api/embed", "POST"},
-                                        {"/api/embeddings", "POST"},
-                                        {"/api/tags", "GET"},
-                                        {"/api/ps", "GET"},
-                                        {"/api/show", "POST"},
-                                        {"/api/version", "GET"},
-                                        {"/api/pull", "POST"},
-                                        {"/api/push", "POST"},
-                                        {"/api/create", "POST"},
-                                        {"/api/copy", "POST"},
-                                        {"/api/delete", "DELETE"},
-                                        {"/v1/load_lora_adapter", "POST"},
-                                        {"/v1/unload_lora_adapter", "POST"}};
-  static const Endpoint kModel = {"/v1/models/{id}", "GET"};
-  *model_path = path.rfind("/v1/models/", 0) == 0 && path.size() > 11;
-  if (*model_path) return &kModel;
-  for (const Endpoint& e : kEndpoints)
-    if (path == e.path) return &e;
-  return nullptr;
-}
-
-// The page's own files only: no inline script may run, nothing loads from elsewhere, so model
-// output that is HTML stays text even if it ever reached the page as markup.
-void ServePage(const UiAsset& page, HttpResponse* res) {
-  res->content_type = page.content_type;
-  res->body.assign(reinterpret_cast<const char*>(page.data), page.size);
-  res->SetHeader("Content-Security-Policy",
-                 "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                 "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
-                 "frame-ancestors 'none'");
-  res->SetHeader("X-Content-Type-Options", "nosniff");
-  res->SetHeader("Cache-Control", "no-cache");
-}
-
-}  // namespace
-
-// Known paths answer wrong methods with 405 and the methods they take; others 404.
-void Server::Route(const HttpRequest& req, HttpResponse* res) {
-  ApiError e;
-  if (req.path.rfind("/v1/responses/", 0) == 0 && req.path.size() > 14) {  // a stored response
-    if (req.method == "GET" || req.method == "DELETE") return StoredResponse(req, res);
-    e.status = 405;
-    e.message = "/v1/responses/{id} takes GET or DELETE";
-    res->SetHeader("Allow", "GET, DELETE, OPTIONS");
-    return SendError(res, e);
-  }
-  bool model_path = false;
-  const Endpoint* hit = FindEndpoint(req.path, &model_path);
-  const UiAsset* page = opt_.ui ? FindUiAsset(req.path) : nullptr;
-  if (page != nullptr && (req.method == "GET" || req.method == "HEAD"))
-    return ServePage(*page, res);
-  if (hit == nullptr && page != nullptr) {  // the page's files are GET only
-    e.status = 405;
-    e.message = StrFormat("%s takes GET", req.path.c_str());
-    res->SetHeader("Allow", "GET, HEAD, OPTIONS");
-    return SendError(res, e);
-  }
-  if (hit == nullptr) {
-    e.status = 404;
-    e.type = "not_found";
-    e.message = "no such endpoint";
-    return SendError(res, e);
-  }
-  const bool get = std::string_view(hit->method) == "GET";
-  if (req.method != hit->method && !(get && req.method == "HEAD")) {
-    e.status = 405;
-    e.message = StrFormat("%s takes %s", hit->path, hit->method);
-    res->SetHeader(
-        "Allow", get ? std::string("GET, HEAD, OPTIONS") : std::string(hit->method) + ", OPTIONS");
-    return SendError(res, e);
-  }
-  if (req.method == "POST" && opt_.engine.stages && req.path != "/tokenize" &&
-      req.path != "/detokenize") {  // a pipeline with a stage lost runs nothing until restarted
-    if (std::string lost = opt_.engine.stages->Lost(); !lost.empty()) {
-      e.status = 503;
-      e.type = "server_error";
-      e.code = "pipeline_stage_lost";
-      e.message = std::move(lost);
-      return SendError(res, e);
-    }
-  }
-  const std::string model = req.method == "POST" ? PeekString(req.body, "model") : "";
-  if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
-    const bool chat = req.path == "/v1/chat/completions";
-    WithModel(req, res, model, [this, chat](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
-      Completion(q, r, chat, m);
-    });
-  } else if (req.path == "/v1/models") {
-    Models(res);
-  } else if (model_path) {
-    Model(req.path.substr(11), res);
-  } else if (req.path == "/health") {
-    Health(res);
-  } else if (req.path == "/tokenize" || req.path == "/detokenize") {
-    const bool detok = req.path == "/detokenize";
-    WithModel(req, res, model,
-              [this, detok](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
-                detok ? Detokenize(q, r, m) : Tokenize(q, r, m);
-              });
-  } else if (req.path == "/v1/embeddings") {
-    WithModel(req, res, model, [this](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
-      Embeddings(q, r, m);
-    });
-  } else if (req.path == "/v1/load_lora_adapter" || req.path == "/v1/unload_lora_adapter") {
-    WithModel(
-        req, res, PeekString(req.body, "base_model_name"),
-        [this](const HttpRequest& q, HttpResponse* r, LoadedModel& m) { LoraUpdate(q, r, m); });
-  } else if (req.path.rfind("/api/", 0) == 0 || req.path == "/v1/messages" ||
-             req.path == "/v1/responses") {
-    Dialects(req, res);
-  } else {
-    Metrics(res);
-  }
 }
 
 HttpLimits Limits(const ServerOptions& o) {

@@ -8,29 +8,16 @@
 
 namespace paddock::server::server_detail {
 
-// A request in Anthropic's or Ollama's shape: translated into the OpenAI body, parsed and run
-// as one, its reply translated back (server/api_dialects.h).
-void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d,
-                               LoadedModel& m) {
+// Every API's generation (server_impl.h: the one completion path): a request in another API's
+// shape is translated into the OpenAI body first; parsed, prompted and submitted alike; its
+// reply translated back (server/api_dialects.h).
+void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat,
+                      LoadedModel& m) {
   ApiRequest ar;
   std::vector<int32_t> prompt;
   Translated t;
   if (!Answering(res, [&] {
-        t = ToOpenAiRequest(d, req.body);
-        if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
-        if (!t.previous_response_id.empty()) {
-          std::string prior;
-          if (!responses_.Conversation(t.previous_response_id, &prior)) {
-            ApiError e;
-            e.status = 404;
-            e.type = "invalid_request_error";
-            e.param = "previous_response_id";
-            e.message = "no stored response '" + t.previous_response_id +
-                        "' (responses are kept in memory, the last 1000 or 64 MB, until restart)";
-            throw e;
-          }
-          t.body = ContinueConversation(t.body, prior, t.instructions);
-        }
+        t = Translate(d, req.body, chat, m);
         if (t.load_only) return;
         ar = ParseRequest(t.body, t.chat, m.ctx);
         for (ChatVar& v : t.vars) {
@@ -47,23 +34,51 @@ void Server::DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialec
     return;
   }
   std::vector<std::shared_ptr<RequestStream>> streams = Submit(m, prompt, ar, res);
-  if (streams.empty()) return;
+  if (streams.empty() || !SubmitMorePrompts(m, ar, &streams, res)) return;
+  const bool stream = d == Dialect::kOpenAi ? ar.stream : t.stream;
   const std::string model = ar.model.empty() ? m.ctx.model_name : ar.model;
   ResponseMeta meta{NewId(t.chat ? "chatcmpl-" : "cmpl-"), UnixNow(), ar.model};
   res->status = 200;
-  res->content_type = DialectContentType(d, t.stream);
-  if (t.stream) res->SetHeader("Cache-Control", "no-cache");
+  res->content_type = DialectContentType(d, stream);
+  if (stream) res->SetHeader("Cache-Control", "no-cache");
   const int n_prompt = static_cast<int>(prompt.size());
-  auto translator = MakeReplyTranslator(d, t.stream, model, n_prompt);
+  res->stream = MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt);
+  if (d == Dialect::kOpenAi) return;
+  auto translator = MakeReplyTranslator(d, stream, model, n_prompt);
   if (t.store) {
     translator->OnResponse(
         [this, body = std::move(t.body), instr = t.instructions](const std::string& response) {
           responses_.Put(ResponseId(response), response, StoredConversation(body, response, instr));
         });
   }
-  res->stream = MakeTranslatedBody(
-      MakeStreamBody(std::move(streams), std::move(ar), std::move(meta), n_prompt),
-      std::move(translator));
+  res->stream = MakeTranslatedBody(std::move(res->stream), std::move(translator));
+}
+
+// The request as the OpenAI body it means (OpenAI's own: as sent); a Responses request that
+// continues a stored one gets that conversation first; Ollama's keep_alive is applied.
+Translated Server::Translate(Dialect d, const std::string& body, bool chat, LoadedModel& m) {
+  Translated t;
+  if (d == Dialect::kOpenAi) {
+    t.body = body;
+    t.chat = chat;
+    return t;
+  }
+  t = ToOpenAiRequest(d, body);
+  if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
+  if (!t.previous_response_id.empty()) {
+    std::string prior;
+    if (!responses_.Conversation(t.previous_response_id, &prior)) {
+      ApiError e;
+      e.status = 404;
+      e.type = "invalid_request_error";
+      e.param = "previous_response_id";
+      e.message = "no stored response '" + t.previous_response_id +
+                  "' (responses are kept in memory, the last 1000 or 64 MB, until restart)";
+      throw e;
+    }
+    t.body = ContinueConversation(t.body, prior, t.instructions);
+  }
+  return t;
 }
 
 // The spec's adapters (serve --lora, models.json), each served as a model id of its own.
@@ -137,13 +152,13 @@ void Server::StoredResponse(const HttpRequest& req, HttpResponse* res) {
   res->body = req.method == "DELETE" ? ResponseDeletedBody(id) : body;
 }
 
-void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
-  const Dialect d = DialectOfPath(req.path);
+// POST of a generation in any API: its model, loaded if need be (Ollama: keep_alive 0 without a
+// prompt for a model that is not loaded has nothing to load or unload).
+void Server::OnGenerate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat) {
   if (!Ready(res)) return;
-  const std::string model = req.method == "POST" ? PeekString(req.body, "model") : "";
+  const std::string model = PeekString(req.body, "model");
   if (d == Dialect::kOllamaChat || d == Dialect::kOllamaGenerate) {
-    // keep_alive 0 without a prompt for a model that is not loaded: nothing to load or unload.
-    // (A loaded model's request is translated once, by DialectCompletion.)
+    // (A loaded model's request is translated once, by Generate.)
     const ModelSpec* spec = nullptr;
     if (!Answering(res, [&] { spec = &Resolve(model); })) return;
     if (!host_->TryAcquire(spec->id)) {
@@ -155,71 +170,91 @@ void Server::Dialects(const HttpRequest& req, HttpResponse* res) {
       }
     }
   }
-  if (d == Dialect::kAnthropic || d == Dialect::kResponses || d == Dialect::kOllamaChat ||
-      d == Dialect::kOllamaGenerate) {
-    WithModel(req, res, model, [this, d](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
-      DialectCompletion(q, r, d, m);
-    });
-    return;
-  }
-  if (d == Dialect::kOllamaEmbed) {
-    WithModel(req, res, model, [this, d](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
-      HttpRequest as_openai = q;
-      try {
-        const Translated t = ToOpenAiRequest(d, q.body);
-        if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
-        as_openai.body = t.body;
-      } catch (const ApiError& e) {
-        return SendError(r, e);
-      }
-      Embeddings(as_openai, r, m);
-      if (r->status == 200 && r->stream)
-        r->stream =
-            MakeTranslatedBody(std::move(r->stream), MakeReplyTranslator(d, false, m.id, 0));
-    });
-    return;
-  }
-  try {
-    if (req.path == "/api/tags" || req.path == "/api/ps") {
-      const bool ps = req.path == "/api/ps";
-      std::vector<ModelFacts> facts;
-      const std::vector<ModelHost::Status> st = host_->Statuses();
-      for (size_t i = 0; i < host_->specs().size(); ++i) {
-        if (ps && st[i].state != ModelHost::State::kLoaded) continue;
-        ModelFacts f = Facts(host_->specs()[i]);
-        f.loaded_bytes = st[i].footprint;
-        f.expires = st[i].expires;
-        facts.push_back(std::move(f));
-      }
-      res->body = OllamaTagsBody(facts, ps);
-    } else if (req.path == "/api/show") {
-      std::string name = model.empty() ? PeekString(req.body, "name") : model;
-      const ModelSpec* spec = host_->Find(name);
-      if (spec == nullptr && host_->specs().size() == 1 && !multi_) spec = &host_->specs()[0];
-      std::vector<std::string> names;
-      if (spec != nullptr) {
-        names = spec->aliases;
-        names.insert(names.begin(), spec->id);
-      }
-      res->body = OllamaShowBody(spec != nullptr ? Facts(*spec) : ModelFacts(), req.body, names);
-    } else if (req.path == "/api/pull" || req.path == "/api/push" || req.path == "/api/create" ||
-               req.path == "/api/copy" || req.path == "/api/delete") {
-      ApiError e;
-      e.status = 501;
-      e.type = "not_implemented";
-      e.message = req.path == "/api/pull"
-                      ? "downloading models is not available: this server reads GGUF files from "
-                        "its --models-dir (copy a file there; GET /api/tags lists them)"
-                      : req.path +
-                            " is not available: models are the GGUF files of the "
-                            "server's --models-dir, managed on disk";
-      throw e;
-    } else {
-      res->body = OllamaVersionBody();
+  WithModel(req, res, model,
+            [this, d, chat](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+              Generate(q, r, d, chat, m);
+            });
+}
+
+// OpenAI's /v1/embeddings, and Ollama's /api/embed(dings) run as it.
+void Server::OnEmbeddings(const HttpRequest& req, HttpResponse* res, Dialect d) {
+  const std::string model = PeekString(req.body, "model");
+  WithModel(req, res, model, [this, d](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+    if (d == Dialect::kOpenAi) return Embeddings(q, r, m);
+    HttpRequest as_openai = q;
+    try {
+      const Translated t = ToOpenAiRequest(d, q.body);
+      if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
+      as_openai.body = t.body;
+    } catch (const ApiError& e) {
+      return SendError(r, e);
     }
-  } catch (const ApiError& e) {
-    SendError(res, e);
+    Embeddings(as_openai, r, m);
+    if (r->status == 200 && r->stream)
+      r->stream = MakeTranslatedBody(std::move(r->stream), MakeReplyTranslator(d, false, m.id, 0));
+  });
+}
+
+void Server::OnTokenize(const HttpRequest& req, HttpResponse* res, bool detokenize) {
+  WithModel(req, res, PeekString(req.body, "model"),
+            [this, detokenize](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+              detokenize ? Detokenize(q, r, m) : Tokenize(q, r, m);
+            });
+}
+
+void Server::OnLora(const HttpRequest& req, HttpResponse* res) {
+  WithModel(req, res, PeekString(req.body, "base_model_name"),
+            [this](const HttpRequest& q, HttpResponse* r, LoadedModel& m) { LoraUpdate(q, r, m); });
+}
+
+// GET /api/tags (every model) and /api/ps (the loaded ones).
+void Server::OllamaTags(HttpResponse* res, bool ps) {
+  if (!Ready(res)) return;
+  std::vector<ModelFacts> facts;
+  const std::vector<ModelHost::Status> st = host_->Statuses();
+  for (size_t i = 0; i < host_->specs().size(); ++i) {
+    if (ps && st[i].state != ModelHost::State::kLoaded) continue;
+    ModelFacts f = Facts(host_->specs()[i]);
+    f.loaded_bytes = st[i].footprint;
+    f.expires = st[i].expires;
+    facts.push_back(std::move(f));
   }
+  res->body = OllamaTagsBody(facts, ps);
+}
+
+void Server::OllamaShow(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  const std::string model = PeekString(req.body, "model");
+  const std::string name = model.empty() ? PeekString(req.body, "name") : model;
+  const ModelSpec* spec = host_->Find(name);
+  if (spec == nullptr && host_->specs().size() == 1 && !multi_) spec = &host_->specs()[0];
+  std::vector<std::string> names;
+  if (spec != nullptr) {
+    names = spec->aliases;
+    names.insert(names.begin(), spec->id);
+  }
+  Answering(res, [&] {
+    res->body = OllamaShowBody(spec != nullptr ? Facts(*spec) : ModelFacts(), req.body, names);
+  });
+}
+
+void Server::OllamaVersion(HttpResponse* res) {
+  if (Ready(res)) res->body = OllamaVersionBody();
+}
+
+// Ollama's model management: models are files here.
+void Server::OllamaUnavailable(const HttpRequest& req, HttpResponse* res) {
+  if (!Ready(res)) return;
+  ApiError e;
+  e.status = 501;
+  e.type = "not_implemented";
+  e.message = req.path == "/api/pull"
+                  ? "downloading models is not available: this server reads GGUF files from "
+                    "its --models-dir (copy a file there; GET /api/tags lists them)"
+                  : req.path +
+                        " is not available: models are the GGUF files of the "
+                        "server's --models-dir, managed on disk";
+  SendError(res, e);
 }
 
 // What Ollama's listings say about a served model.

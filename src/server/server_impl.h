@@ -1,7 +1,7 @@
 // server/server_impl.h: the server's state and handlers (internal to server/): the endpoints
-// over the HTTP layer are split between server.cpp (lifecycle, routing, keys, CORS, the OpenAI
-// completions) and server_endpoints.cpp (embeddings, tokenize, models, the other APIs'
-// front-ends).
+// over the HTTP layer are split between routes.cpp (the one route table), server.cpp
+// (lifecycle, keys, CORS, prompts and submission) and server_endpoints.cpp (the handlers: the
+// one completion path of every API, embeddings, tokenize, models, Ollama's listings).
 #pragma once
 
 #include <atomic>
@@ -59,6 +59,22 @@ class LeasedBody : public BodySource {
   ModelLease m_;
 };
 
+class Server;
+
+// One row of the route table (routes.cpp): a path (exact, or ending in "/{id}"), a method, the
+// API whose shape its errors take, and its handler.
+struct RouteEntry {
+  enum Flags : unsigned {
+    kComputes = 1,    // runs the model: refused while a pipeline stage is lost
+    kBackground = 2,  // answered from the background pool whatever its size (reads a file)
+  };
+  const char* path;
+  const char* method;
+  Dialect api;
+  unsigned flags;
+  void (*fn)(Server& s, const HttpRequest& req, HttpResponse* res);
+};
+
 class Server {
  public:
   explicit Server(const ServerOptions& o) : opt_(o) {}
@@ -75,7 +91,22 @@ class Server {
   // The headers every answer gets (replica name, CORS); true if CORS allowed the origin.
   bool Decorate(const HttpRequest& req, HttpResponse* res) const;
   void Counted(const HttpRequest& req, HttpResponse* res);
+  // Routing (routes.cpp): the table, a request's row (null: none; *allow: the methods its
+  // path takes), the API it speaks (its row's, or by its path for an unknown one).
   void Route(const HttpRequest& req, HttpResponse* res);
+  static const std::vector<RouteEntry>& Routes();
+  static const RouteEntry* FindRoute(const HttpRequest& req, std::string* allow);
+  static Dialect ApiOf(const HttpRequest& req);
+  static bool InBackground(const HttpRequest& req);
+  // The table's handlers that pick the model (WithModel) and run the named steps below.
+  void OnGenerate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat);
+  void OnEmbeddings(const HttpRequest& req, HttpResponse* res, Dialect d);
+  void OnTokenize(const HttpRequest& req, HttpResponse* res, bool detokenize);
+  void OnLora(const HttpRequest& req, HttpResponse* res);
+  void OllamaTags(HttpResponse* res, bool ps);
+  void OllamaShow(const HttpRequest& req, HttpResponse* res);
+  void OllamaVersion(HttpResponse* res);
+  void OllamaUnavailable(const HttpRequest& req, HttpResponse* res);
   // The model a request names (its "model", or `name`): fn runs with it now if it is loaded,
   // else later (res->later) once the host has loaded it; its body holds the model.
   void WithModel(const HttpRequest& req, HttpResponse* res, const std::string& name, LoadedFn fn);
@@ -85,10 +116,6 @@ class Server {
   std::vector<ServedModel> Served() const;
   std::unique_ptr<LoadedModel> MakeLoaded(const ModelSpec& spec, uint64_t kv_bytes);
   std::vector<ModelSpec> Specs();
-  // Anthropic's /v1/messages and Ollama's /api/* (server/api_dialects.h).
-  void Dialects(const HttpRequest& req, HttpResponse* res);
-  void DialectCompletion(const HttpRequest& req, HttpResponse* res, Dialect d, LoadedModel& m);
-  void OllamaKeepAlive(const HttpRequest& req, HttpResponse* res, Dialect d);
   void StoredResponse(const HttpRequest& req, HttpResponse* res);
   // serve --lora NAME=FILE[:SCALE]: loaded with the model; POST /v1/load_lora_adapter and
   // /v1/unload_lora_adapter at run time (with --lora-updates).
@@ -121,8 +148,10 @@ class Server {
   bool Authorized(const HttpRequest& req, HttpResponse* res);
   // CORS: the allow-origin headers when the request's Origin is allowed; true if it is.
   bool Cors(const HttpRequest& req, HttpResponse* res) const;
-  // POST /v1/completions and /v1/chat/completions: the named steps below.
-  void Completion(const HttpRequest& req, HttpResponse* res, bool chat, LoadedModel& m);
+  // The one completion path of every API (OpenAI's completions and chat, Anthropic's messages,
+  // the Responses API, Ollama's chat and generate): translate, parse, prompt, submit, reply.
+  void Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat, LoadedModel& m);
+  Translated Translate(Dialect d, const std::string& body, bool chat, LoadedModel& m);
   bool SubmitMorePrompts(LoadedModel& m, const ApiRequest& ar,
                          std::vector<std::shared_ptr<RequestStream>>* streams, HttpResponse* res);
   bool Ready(HttpResponse* res);
