@@ -431,6 +431,50 @@ TEST(Dialects, RepliesAndErrorsTakeEachApisShape) {
   EXPECT_EQ(DialectErrorBody(Dialect::kOllama, 401, ErrorBody(e)), R"({"error":"no key"})");
 }
 
+// A reply chunk that is not an OpenAI one (not JSON, no choices, a wrong member type) is an
+// error each API's client sees in its own shape, streamed or whole, and nothing after it.
+TEST(Dialects, AMalformedReplyChunkIsAnErrorTheClientSees) {
+  const std::string good = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+  const std::string after =
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Lo\"}}]}\n\n";
+  const std::vector<std::string> bad = {
+      "data: {\"choices\":[{\"delta\":{\"content\":\n\n",            // not JSON
+      "data: {\"id\":\"x\"}\n\n",                                    // neither choices nor usage
+      "data: [1,2]\n\n",                                             // not an object
+      "data: {\"choices\":[{\"delta\":{\"tool_calls\":[7]}}]}\n\n",  // a call that is no object
+      "event: x\n\n",                                                // not a data event
+  };
+  struct Api {
+    Dialect d;
+    const char* error;  // what the client sees
+  };
+  const Api apis[] = {
+      {Dialect::kAnthropic,
+       "event: error\ndata: "
+       "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"malformed reply"},
+      {Dialect::kResponses, "event: error\ndata: {\"code\":null,\"message\":\"malformed reply"},
+      {Dialect::kOllamaChat, "{\"error\":\"malformed reply"},
+      {Dialect::kOllamaGenerate, "{\"error\":\"malformed reply"},
+  };
+  for (const Api& api : apis) {
+    for (const std::string& b : bad) {
+      std::string out;
+      auto t = MakeReplyTranslator(api.d, true, "m", 3);
+      t->Feed(good + b + after, &out);
+      t->End(&out);
+      const std::string what = std::to_string(static_cast<int>(api.d)) + " " + b;
+      EXPECT_NE(out.find(api.error), std::string::npos) << what << "\n" << out;
+      EXPECT_NE(out.find("Hi"), std::string::npos) << what << "\n" << out;
+      EXPECT_EQ(out.find("Lo"), std::string::npos) << "nothing after the error: " << what;
+    }
+    std::string whole;  // a whole body that is not an OpenAI completion
+    auto t = MakeReplyTranslator(api.d, false, "m", 3);
+    t->Feed("{\"object\":\"chat.completion\"}", &whole);
+    t->End(&whole);
+    EXPECT_NE(whole.find("malformed reply chunk: no choices"), std::string::npos) << whole;
+  }
+}
+
 }  // namespace
 }  // namespace paddock::server
 

@@ -87,6 +87,9 @@ struct ApiRequest {
 ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx);
 
 std::string ErrorBody(const ApiError& e);
+// A unique id for an object the server returns: prefix ("chatcmpl-", "msg_", "resp_", ...), the
+// process's random salt mixed with the time, and a counter. The one id generator.
+std::string NewId(const char* prefix);
 const char* OpenAiFinishReason(FinishReason r);
 
 struct ResponseMeta {

@@ -122,16 +122,12 @@ void AnthropicMessage(const json& m, size_t i, json* out) {
   out->push_back(msg);
 }
 
-// A choice's finish_reason and stop_reason (the stop string that ended it) as Anthropic's
-// stop_reason; *sequence gets that string (stop_sequence), null otherwise.
-std::string AnthropicStop(json& choice, json* sequence) {
-  // (copies: a second operator[] may insert into the object and move the first one's member)
-  const json finish = choice["finish_reason"];
-  const json stop = choice["stop_reason"];
+// A finish_reason and the stop string that ended it (null: none) as Anthropic's stop_reason;
+// *sequence gets that string (stop_sequence), null otherwise.
+std::string AnthropicStop(const std::string& finish, const json& stop, json* sequence) {
   *sequence = nullptr;
-  const std::string f = finish.is_string() ? finish.get<std::string>() : "stop";
-  if (f == "length") return "max_tokens";
-  if (f == "tool_calls") return "tool_use";
+  if (finish == "length") return "max_tokens";
+  if (finish == "tool_calls") return "tool_use";
   if (stop.is_string()) {
     *sequence = stop;
     return "stop_sequence";
@@ -139,116 +135,88 @@ std::string AnthropicStop(json& choice, json* sequence) {
   return "end_turn";
 }
 
-class AnthropicWhole : public WholeReply {
+// Anthropic's error types for OpenAI's (a server error is its api_error).
+std::string AnthropicErrorType(const std::string& openai_type) {
+  return openai_type == "server_error" || openai_type.empty() ? "api_error" : openai_type;
+}
+
+// The OpenAI reply (server/reply_reader.h) as a Messages API message, or its event stream:
+// message_start, content blocks (thinking, text, tool_use) with their deltas, message_delta
+// with the stop reason and usage, message_stop.
+class AnthropicReplyOf final : public ReplyReader {
  public:
-  explicit AnthropicWhole(std::string model) : model_(std::move(model)) {}
+  AnthropicReplyOf(bool stream, std::string model, int n_prompt)
+      : ReplyReader(stream),
+        model_(std::move(model)),
+        id_(NewId("msg_")),
+        input_tokens_(n_prompt) {}
 
  private:
-  bool Translate(json& r, std::string* out) override {
-    if (!r.contains("choices")) return false;
-    json& c = r.at("choices").at(0);
-    json& msg = c.at("message");
-    json content = json::array();
-    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
-      content.push_back(
-          {{"type", "thinking"}, {"thinking", msg["reasoning_content"]}, {"signature", ""}});
-    if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
-      content.push_back({{"type", "text"}, {"text", msg["content"]}});
-    if (msg.contains("tool_calls")) {
-      for (auto& tc : msg["tool_calls"]) {
-        // (copied one at a time: operator[] may insert a member and move the others)
-        const json id = tc["id"];
-        const json name = tc["function"]["name"];
-        const json input = JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>());
-        content.push_back({{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", input}});
-      }
+  void OnKeepAlive(std::string* out) override {
+    Start(out);
+    out->append(SseEvent("ping", {{"type", "ping"}}));
+  }
+  void OnError(const std::string& type, const std::string& message, std::string* out) override {
+    const json e = {{"type", "error"},
+                    {"error", {{"type", AnthropicErrorType(type)}, {"message", message}}}};
+    out->append(stream() ? SseEvent("error", e) : api_detail::Dump(e));
+  }
+  void OnChunkBegin(std::string* out) override {
+    if (stream()) Start(out);
+  }
+  void OnUsage(int prompt_tokens, int completion_tokens) override {
+    if (!stream()) input_tokens_ = prompt_tokens;
+    output_tokens_ = completion_tokens;
+  }
+  void OnReasoning(const std::string& text, std::string* out) override {
+    if (!stream())
+      return content_.push_back({{"type", "thinking"}, {"thinking", text}, {"signature", ""}});
+    Delta("thinking", "thinking_delta", "thinking", text, out);
+  }
+  void OnText(const std::string& text, std::string* out) override {
+    if (!stream()) return content_.push_back({{"type", "text"}, {"text", text}});
+    Delta("text", "text_delta", "text", text, out);
+  }
+  void OnToolCall(const json& tc, std::string* out) override {
+    const json id = tc.value("id", json());
+    const json fn = tc.value("function", json::object());
+    const json name = fn.value("name", json());
+    const std::string arguments = fn.value("arguments", std::string());
+    if (!stream()) {
+      const json input = JsonOrDiscarded<json>(arguments);
+      return content_.push_back(
+          {{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", input}});
     }
-    json sequence;
-    const std::string stop = AnthropicStop(c, &sequence);
-    json a = {{"id", "msg_" + r.value("id", std::string("x"))},
-              {"type", "message"},
-              {"role", "assistant"},
-              {"model", model_},
-              {"content", content},
-              {"stop_reason", stop},
-              {"stop_sequence", sequence},
-              {"usage",
-               {{"input_tokens", r["usage"]["prompt_tokens"]},
-                {"output_tokens", r["usage"]["completion_tokens"]}}}};
-    out->append(api_detail::Dump(a));
-    return true;
+    Close(out);
+    out->append(SseEvent(
+        "content_block_start",
+        {{"type", "content_block_start"},
+         {"index", index_},
+         {"content_block",
+          {{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", json::object()}}}}));
+    out->append(SseEvent("content_block_delta",
+                         {{"type", "content_block_delta"},
+                          {"index", index_},
+                          {"delta", {{"type", "input_json_delta"}, {"partial_json", arguments}}}}));
+    open_ = "tool_use";
   }
-
-  std::string model_;
-};
-
-class AnthropicStream : public ReplyTranslator {
- public:
-  AnthropicStream(std::string model, int n_prompt)
-      : model_(std::move(model)), n_prompt_(n_prompt) {}
-  void Feed(std::string_view b, std::string* out) override {
-    sse_.Feed(b, [&](std::string_view data, bool comment) {
-      try {
-        Event(data, comment, out);
-      } catch (const json::exception&) {  // (not an OpenAI chunk: skipped)
-      }
-    });
+  void OnFinish(const std::string& reason, const json& stop, std::string*) override {
+    stop_ = AnthropicStop(reason, stop, &sequence_);
   }
-  void Event(std::string_view data, bool comment, std::string* out) {
-    {
-      if (comment) {
-        Start(out);
-        out->append(SseEvent("ping", {{"type", "ping"}}));
-        return;
-      }
-      if (data == "[DONE]") return;
-      json ev = JsonOrDiscarded<json>(data);
-      if (ev.is_discarded()) return;
-      if (ev.contains("error")) {
-        out->append(SseEvent("error", {{"type", "error"},
-                                       {"error",
-                                        {{"type", ev["error"].value("type", "api_error")},
-                                         {"message", ev["error"].value("message", "")}}}}));
-        errored_ = true;
-        return;
-      }
-      Start(out);
-      if (ev.contains("usage") && ev["usage"].is_object())
-        output_tokens_ = ev["usage"].value("completion_tokens", output_tokens_);
-      if (!ev.contains("choices") || ev["choices"].empty()) return;
-      json& c = ev["choices"][0];
-      json& d = c["delta"];
-      if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
-        Delta("thinking", "thinking_delta", "thinking", d["reasoning_content"], out);
-      if (d.contains("content") && d["content"].is_string() && d["content"] != "")
-        Delta("text", "text_delta", "text", d["content"], out);
-      if (d.contains("tool_calls")) {
-        for (auto& tc : d["tool_calls"]) {
-          Close(out);
-          // (copied one at a time: operator[] may insert a member and move the others)
-          const json id = tc["id"];
-          const json name = tc["function"]["name"];
-          const json arguments = tc["function"]["arguments"];
-          out->append(SseEvent(
-              "content_block_start",
-              {{"type", "content_block_start"},
-               {"index", index_},
-               {"content_block",
-                {{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", json::object()}}}}));
-          out->append(
-              SseEvent("content_block_delta",
-                       {{"type", "content_block_delta"},
-                        {"index", index_},
-                        {"delta", {{"type", "input_json_delta"}, {"partial_json", arguments}}}}));
-          open_ = "tool_use";
-        }
-      }
-      if (c.contains("finish_reason") && !c["finish_reason"].is_null())
-        stop_ = AnthropicStop(c, &sequence_);
+  void OnEnd(std::string* out) override {
+    if (!stream()) {
+      const json a = {
+          {"id", id_},
+          {"type", "message"},
+          {"role", "assistant"},
+          {"model", model_},
+          {"content", content_},
+          {"stop_reason", stop_},
+          {"stop_sequence", sequence_},
+          {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", output_tokens_}}}};
+      out->append(api_detail::Dump(a));
+      return;
     }
-  }
-  void End(std::string* out) override {
-    if (errored_) return;
     Start(out);
     Close(out);
     out->append(SseEvent("message_delta",
@@ -258,20 +226,17 @@ class AnthropicStream : public ReplyTranslator {
     out->append(SseEvent("message_stop", {{"type", "message_stop"}}));
   }
 
- private:
   void Start(std::string* out) {
     if (started_) return;
     started_ = true;
-    static std::atomic<uint64_t> counter{1};
-    json msg = {
-        {"id", "msg_" + std::to_string(std::time(nullptr)) + "_" + std::to_string(counter++)},
-        {"type", "message"},
-        {"role", "assistant"},
-        {"model", model_},
-        {"content", json::array()},
-        {"stop_reason", nullptr},
-        {"stop_sequence", nullptr},
-        {"usage", {{"input_tokens", n_prompt_}, {"output_tokens", 0}}}};
+    json msg = {{"id", id_},
+                {"type", "message"},
+                {"role", "assistant"},
+                {"model", model_},
+                {"content", json::array()},
+                {"stop_reason", nullptr},
+                {"stop_sequence", nullptr},
+                {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0}}}};
     out->append(SseEvent("message_start", {{"type", "message_start"}, {"message", msg}}));
   }
   void Close(std::string* out) {
@@ -281,7 +246,7 @@ class AnthropicStream : public ReplyTranslator {
     open_.clear();
     ++index_;
   }
-  void Delta(const char* block, const char* delta_type, const char* field, const json& text,
+  void Delta(const char* block, const char* delta_type, const char* field, const std::string& text,
              std::string* out) {
     if (open_ != block) {
       Close(out);
@@ -298,13 +263,13 @@ class AnthropicStream : public ReplyTranslator {
                                          {"delta", {{"type", delta_type}, {field, text}}}}));
   }
 
-  std::string model_;
-  int n_prompt_;
-  SseSplitter sse_;
-  bool started_ = false, errored_ = false;
-  std::string open_;  // the open content block's type
-  int index_ = 0;
+  std::string model_, id_;
+  int input_tokens_;
   int output_tokens_ = 0;
+  bool started_ = false;
+  std::string open_;  // the open content block's type (streaming)
+  int index_ = 0;
+  json content_ = json::array();  // the whole message's blocks
   std::string stop_ = "end_turn";
   json sequence_;  // stop_sequence
 };
@@ -402,8 +367,7 @@ Translated AnthropicRequest(std::string_view body) {
 
 std::unique_ptr<ReplyTranslator> AnthropicReply(bool stream, const std::string& model,
                                                 int n_prompt) {
-  if (stream) return std::make_unique<AnthropicStream>(model, n_prompt);
-  return std::make_unique<AnthropicWhole>(model);
+  return std::make_unique<AnthropicReplyOf>(stream, model, n_prompt);
 }
 
 }  // namespace paddock::server::dialect_detail

@@ -16,6 +16,7 @@
 #include "base/json_linear.h"
 #include "server/api_dialects.h"
 #include "server/api_json.h"
+#include "server/reply_reader.h"
 
 namespace paddock::server::dialect_detail {
 
@@ -105,70 +106,9 @@ inline std::string Iso8601Now() {
   return buf;
 }
 
-// Splits server-sent events out of a byte stream: each "data: ..." payload, and comments.
-class SseSplitter {
- public:
-  template <class F>
-  void Feed(std::string_view bytes, F&& on_event) {
-    buf_.append(bytes);
-    size_t at;
-    while ((at = buf_.find("\n\n")) != std::string::npos) {
-      const std::string ev = buf_.substr(0, at);
-      buf_.erase(0, at + 2);
-      if (ev.rfind("data: ", 0) == 0)
-        on_event(std::string_view(ev).substr(6), false);
-      else if (ev.rfind(":", 0) == 0)
-        on_event(std::string_view(), true);
-    }
-  }
-
- private:
-  std::string buf_;
-};
-
 inline std::string SseEvent(const char* type, const json& data) {
   return std::string("event: ") + type + "\ndata: " + api_detail::Dump(data) + "\n\n";
 }
-
-inline std::string NewItemId(const char* prefix) {
-  static std::atomic<uint64_t> counter{1};
-  return std::string(prefix) + std::to_string(std::time(nullptr)) + "_" + std::to_string(counter++);
-}
-
-// A reply that is one JSON body (not streamed): whitespace probes pass through (valid before
-// JSON), the body is kept and translated whole at its end; a body that is not the expected
-// OpenAI one (an error object) goes out as it is.
-class WholeReply : public ReplyTranslator {
- public:
-  void Feed(std::string_view b, std::string* out) override {
-    for (char c : b) {
-      if (body_.empty() && (c == ' ' || c == '\n'))
-        out->push_back(c);
-      else
-        body_.push_back(c);
-    }
-  }
-  void End(std::string* out) override {
-    std::string translated;
-    try {
-      json r = JsonOrDiscarded<json>(body_);
-      if (!r.is_discarded() && Translate(r, &translated)) {
-        out->append(translated);
-        return;
-      }
-    } catch (const json::exception&) {
-    }
-    out->append(body_);
-  }
-
- protected:
-  // The OpenAI body r in the dialect's shape into *out; false when r is not such a body.
-  // (r is not const: a missing member reads as null instead of undefined behaviour.)
-  virtual bool Translate(json& r, std::string* out) = 0;
-
- private:
-  std::string body_;
-};
 
 // Anthropic's Messages API (api_anthropic.cpp).
 Translated AnthropicRequest(std::string_view body);

@@ -91,137 +91,76 @@ void OllamaCommon(const json& j, json* o, Translated* out) {
   }
 }
 
-class OllamaLines : public ReplyTranslator {
+// The OpenAI reply (server/reply_reader.h) as Ollama's: one object, or newline-delimited
+// objects (a line per chunk that says something, then the done line with the counts).
+class OllamaReplyOf final : public ReplyReader {
  public:
-  OllamaLines(Dialect d, bool stream, std::string model, int n_prompt)
-      : d_(d), stream_(stream), model_(std::move(model)), n_prompt_(n_prompt), t0_(Now()) {}
-  void Feed(std::string_view b, std::string* out) override {
-    if (!stream_) {
-      body_.append(b);
-      return;
-    }
-    sse_.Feed(b, [&](std::string_view data, bool comment) {
-      try {
-        Event(data, comment, out);
-      } catch (const json::exception&) {  // (not an OpenAI chunk: skipped)
-      }
-    });
-  }
-  void Event(std::string_view data, bool comment, std::string* out) {
-    {
-      if (comment || data == "[DONE]") return;
-      json ev = JsonOrDiscarded<json>(data);
-      if (ev.is_discarded()) return;
-      if (ev.contains("error")) {
-        out->append(api_detail::Dump({{"error", ev["error"].value("message", "")}}) + "\n");
-        errored_ = true;
-        return;
-      }
-      if (ev.contains("usage") && ev["usage"].is_object()) {
-        eval_count_ = ev["usage"].value("completion_tokens", eval_count_);
-        n_prompt_ = ev["usage"].value("prompt_tokens", n_prompt_);
-      }
-      if (!ev.contains("choices") || ev["choices"].empty()) return;
-      json& c = ev["choices"][0];
-      if (c.contains("finish_reason") && !c["finish_reason"].is_null())
-        done_reason_ = c["finish_reason"] == "length" ? "length" : "stop";
-      json line = Line();
-      bool any = false;
-      if (d_ == Dialect::kOllamaGenerate) {
-        const std::string text = c.contains("text") && c["text"].is_string()
-                                     ? c["text"].get<std::string>()
-                                 : c.contains("delta") && c["delta"].contains("content") &&
-                                         c["delta"]["content"].is_string()
-                                     ? c["delta"]["content"].get<std::string>()
-                                     : "";
-        line["response"] = text;
-        any = !text.empty();
-        if (c.contains("delta") && c["delta"].contains("reasoning_content")) {
-          line["thinking"] = c["delta"]["reasoning_content"];
-          any = true;
-        }
-      } else {
-        json& d = c["delta"];
-        json msg = {{"role", "assistant"},
-                    {"content",
-                     d.contains("content") && d["content"].is_string() ? d["content"] : json("")}};
-        any = msg["content"] != "";
-        if (d.contains("reasoning_content") && d["reasoning_content"].is_string()) {
-          msg["thinking"] = d["reasoning_content"];
-          any = true;
-        }
-        if (d.contains("tool_calls")) {
-          msg["tool_calls"] = Calls(d["tool_calls"]);
-          any = true;
-        }
-        line["message"] = msg;
-      }
-      if (any) out->append(api_detail::Dump(line) + "\n");
-    }
-  }
-  void End(std::string* out) override {
-    try {
-      Finish(out);
-    } catch (const json::exception&) {  // not an OpenAI body (an error): as it is
-      out->append(body_);
-    }
-  }
-  void Finish(std::string* out) {
-    if (errored_) return;
-    if (stream_) {
-      json line = Line();
-      if (d_ == Dialect::kOllamaGenerate)
-        line["response"] = "";
-      else
-        line["message"] = {{"role", "assistant"}, {"content", ""}};
-      Done(&line);
-      out->append(api_detail::Dump(line) + "\n");
-      return;
-    }
-    json r = JsonOrDiscarded<json>(body_);
-    if (r.is_discarded() || !r.contains("choices")) {
-      out->append(body_);
-      return;
-    }
-    json& c = r["choices"][0];
-    done_reason_ = c["finish_reason"] == "length" ? "length" : "stop";
-    eval_count_ = r["usage"].value("completion_tokens", 0);
-    n_prompt_ = r["usage"].value("prompt_tokens", n_prompt_);
-    json line = Line();
-    if (d_ == Dialect::kOllamaGenerate) {
-      line["response"] = c.contains("text") ? c["text"] : c["message"]["content"];
-      if (c.contains("message") && c["message"].contains("reasoning_content") &&
-          c["message"]["reasoning_content"].is_string())
-        line["thinking"] = c["message"]["reasoning_content"];
-    } else {
-      json& m = c["message"];
-      json msg = {{"role", "assistant"},
-                  {"content", m["content"].is_string() ? m["content"] : json("")}};
-      if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
-        msg["thinking"] = m["reasoning_content"];
-      if (m.contains("tool_calls")) msg["tool_calls"] = Calls(m["tool_calls"]);
-      line["message"] = msg;
-    }
-    Done(&line);
-    out->append(api_detail::Dump(line));
-  }
+  OllamaReplyOf(Dialect d, bool stream, std::string model, int n_prompt)
+      : ReplyReader(stream), d_(d), model_(std::move(model)), n_prompt_(n_prompt), t0_(Now()) {}
 
  private:
+  void OnError(const std::string&, const std::string& message, std::string* out) override {
+    out->append(api_detail::Dump({{"error", message}}) + (stream() ? "\n" : ""));
+  }
+  void OnChunkBegin(std::string*) override {
+    if (!stream()) return;
+    text_.clear();
+    thinking_ = json();
+    calls_ = json();
+  }
+  void OnUsage(int prompt_tokens, int completion_tokens) override {
+    n_prompt_ = prompt_tokens;
+    eval_count_ = completion_tokens;
+  }
+  void OnReasoning(const std::string& text, std::string*) override {
+    thinking_ = (thinking_.is_string() ? thinking_.get<std::string>() : std::string()) + text;
+  }
+  void OnText(const std::string& text, std::string*) override { text_ += text; }
+  void OnToolCall(const json& tc, std::string*) override {
+    if (!calls_.is_array()) calls_ = json::array();
+    const json fn = tc.value("function", json::object());
+    const json args = JsonOrDiscarded<json>(fn.value("arguments", std::string()));
+    calls_.push_back({{"function",
+                       {{"name", fn.value("name", json())},
+                        {"arguments", args.is_discarded() ? json::object() : args}}}});
+  }
+  void OnFinish(const std::string& reason, const json&, std::string*) override {
+    done_reason_ = reason == "length" ? "length" : "stop";
+  }
+  void OnChunkEnd(std::string* out) override {
+    if (!stream() || (text_.empty() && thinking_.is_null() && calls_.is_null())) return;
+    json line = Line();
+    Fill(&line);
+    out->append(api_detail::Dump(line) + "\n");
+  }
+  void OnEnd(std::string* out) override {
+    if (stream()) {  // the done line: no text of its own
+      text_.clear();
+      thinking_ = calls_ = json();
+    }
+    json line = Line();
+    Fill(&line);
+    Done(&line);
+    out->append(api_detail::Dump(line) + (stream() ? "\n" : ""));
+  }
+
   static double Now() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
   }
   json Line() const { return {{"model", model_}, {"created_at", Iso8601Now()}, {"done", false}}; }
-  static json Calls(json openai_calls) {
-    json out = json::array();
-    for (auto& tc : openai_calls) {
-      const json args = JsonOrDiscarded<json>(tc["function"]["arguments"].get<std::string>());
-      out.push_back({{"function",
-                      {{"name", tc["function"]["name"]},
-                       {"arguments", args.is_discarded() ? json::object() : args}}}});
+  // The text, thinking and tool calls gathered (a chunk's, or the whole reply's).
+  void Fill(json* line) const {
+    if (d_ == Dialect::kOllamaGenerate) {
+      (*line)["response"] = text_;
+      if (!thinking_.is_null()) (*line)["thinking"] = thinking_;
+      return;
     }
-    return out;
+    json msg = {{"role", "assistant"}, {"content", text_}};
+    if (!thinking_.is_null()) msg["thinking"] = thinking_;
+    if (!calls_.is_null()) msg["tool_calls"] = calls_;
+    (*line)["message"] = msg;
   }
   void Done(json* line) const {
     const auto ns = [](double s) { return static_cast<int64_t>(s * 1e9); };
@@ -234,34 +173,51 @@ class OllamaLines : public ReplyTranslator {
   }
 
   Dialect d_;
-  bool stream_;
   std::string model_;
   int n_prompt_;
   double t0_;
-  SseSplitter sse_;
-  std::string body_;
+  std::string text_;
+  json thinking_, calls_;  // null: none
   std::string done_reason_ = "stop";
   int eval_count_ = 0;
-  bool errored_ = false;
 };
 
-// Ollama's /api/embed: the OpenAI embeddings body re-shaped.
-class OllamaEmbedBody : public WholeReply {
+// Ollama's /api/embed: the OpenAI embeddings body re-shaped (whitespace probes before it pass
+// through); anything else is an error in Ollama's shape.
+class OllamaEmbedBody final : public ReplyTranslator {
  public:
   explicit OllamaEmbedBody(std::string model) : model_(std::move(model)) {}
-
- private:
-  bool Translate(json& r, std::string* out) override {
-    if (!r.contains("data")) return false;
-    json vectors = json::array();
-    for (auto& d : r["data"]) vectors.push_back(d["embedding"]);
-    out->append(api_detail::Dump({{"model", model_},
-                                  {"embeddings", vectors},
-                                  {"prompt_eval_count", r["usage"].value("prompt_tokens", 0)}}));
-    return true;
+  void Feed(std::string_view b, std::string* out) override {
+    for (char c : b) {
+      if (body_.empty() && (c == ' ' || c == '\n'))
+        out->push_back(c);
+      else
+        body_.push_back(c);
+    }
+  }
+  void End(std::string* out) override {
+    json r = JsonOrDiscarded<json>(body_);
+    try {
+      if (!r.is_discarded() && r.is_object() && r.contains("data") && r["data"].is_array()) {
+        json vectors = json::array();
+        for (auto& d : r["data"]) vectors.push_back(d.at("embedding"));
+        const int n = r.contains("usage") ? r["usage"].value("prompt_tokens", 0) : 0;
+        out->append(api_detail::Dump(
+            {{"model", model_}, {"embeddings", vectors}, {"prompt_eval_count", n}}));
+        return;
+      }
+    } catch (const json::exception&) {
+    }
+    const std::string why =
+        !r.is_discarded() && r.is_object() && r.contains("error") && r["error"].is_object()
+            ? r["error"].value("message", "error")
+            : "malformed embeddings reply";
+    out->append(api_detail::Dump({{"error", why}}));
   }
 
+ private:
   std::string model_;
+  std::string body_;
 };
 
 json OllamaModel(const ModelFacts& m) {
@@ -402,7 +358,7 @@ Translated OllamaEmbedRequest(std::string_view body) {
 
 std::unique_ptr<ReplyTranslator> OllamaReply(Dialect d, bool stream, const std::string& model,
                                              int n_prompt) {
-  return std::make_unique<OllamaLines>(d, stream, model, n_prompt);
+  return std::make_unique<OllamaReplyOf>(d, stream, model, n_prompt);
 }
 
 std::unique_ptr<ReplyTranslator> OllamaEmbedReply(const std::string& model) {

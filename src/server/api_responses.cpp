@@ -150,101 +150,73 @@ json CallItem(const std::string& id, json call, const char* status) {
           {"arguments", arguments},  {"status", status}};
 }
 
-class ResponsesWhole : public WholeReply {
+// The OpenAI reply (server/reply_reader.h) as a Responses API response object, or its event
+// stream: each output item added, its deltas, its done events; response.created first and
+// response.completed (the whole object) last.
+class ResponsesReplyOf final : public ReplyReader {
  public:
-  explicit ResponsesWhole(std::string model) : model_(std::move(model)) {}
+  ResponsesReplyOf(bool stream, std::string model, int n_prompt)
+      : ReplyReader(stream), model_(std::move(model)), id_(NewId("resp_")), n_prompt_(n_prompt) {}
 
  private:
-  bool Translate(json& r, std::string* out) override {
-    if (!r.contains("choices")) return false;
-    json& c = r.at("choices").at(0);
-    json& msg = c.at("message");
-    json output = json::array();
-    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
-      output.push_back(ReasoningItem(NewItemId("rs_"), msg["reasoning_content"]));
-    if (msg.contains("content") && msg["content"].is_string() && msg["content"] != "")
-      output.push_back(MessageItem(NewItemId("msg_"), msg["content"], "completed"));
-    if (msg.contains("tool_calls"))
-      for (auto& tc : msg["tool_calls"])
-        output.push_back(CallItem(NewItemId("fc_"), tc, "completed"));
-    json& u = r.at("usage");
-    const std::string whole = api_detail::Dump(ResponseObject(
-        NewItemId("resp_"), model_, output, c.value("finish_reason", "stop"),
-        ResponsesUsage(u.value("prompt_tokens", 0), u.value("completion_tokens", 0))));
-    out->append(whole);
-    if (on_response_) on_response_(whole);
-    return true;
+  void OnError(const std::string& type, const std::string& message, std::string* out) override {
+    if (stream()) {
+      return Emit("error", {{"code", nullptr}, {"message", message}, {"param", nullptr}}, out);
+    }
+    out->append(api_detail::Dump(
+        {{"error",
+          {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}}));
   }
-
-  std::string model_;
-};
-
-// The Responses API's streaming events: each output item added, its deltas, its done events;
-// response.created first and response.completed (the whole object) last.
-class ResponsesStream : public ReplyTranslator {
- public:
-  ResponsesStream(std::string model, int n_prompt)
-      : model_(std::move(model)), id_(NewItemId("resp_")), n_prompt_(n_prompt) {}
-  void Feed(std::string_view b, std::string* out) override {
-    sse_.Feed(b, [&](std::string_view data, bool comment) {
-      try {
-        Event(data, comment, out);
-      } catch (const json::exception&) {
-      }
-    });
+  void OnChunkBegin(std::string* out) override {
+    if (stream()) Start(out);
   }
-  void End(std::string* out) override {
-    if (errored_) return;
+  void OnUsage(int prompt_tokens, int completion_tokens) override {
+    if (!stream()) n_prompt_ = prompt_tokens;
+    output_tokens_ = completion_tokens;
+  }
+  void OnReasoning(const std::string& text, std::string* out) override {
+    if (!stream()) return output_.push_back(ReasoningItem(NewId("rs_"), text));
+    Text("reasoning", text, out);
+  }
+  void OnText(const std::string& text, std::string* out) override {
+    if (!stream()) return output_.push_back(MessageItem(NewId("msg_"), text, "completed"));
+    Text("message", text, out);
+  }
+  void OnToolCall(const json& tc, std::string* out) override {
+    if (!stream()) return output_.push_back(CallItem(NewId("fc_"), tc, "completed"));
+    CloseItem(out);
+    const std::string item_id = NewId("fc_");
+    json item = CallItem(item_id, tc, "in_progress");
+    item["arguments"] = "";
+    Emit("response.output_item.added", {{"output_index", output_.size()}, {"item", item}}, out);
+    const std::string args = tc.value("function", json::object()).value("arguments", "");
+    Emit("response.function_call_arguments.delta",
+         {{"item_id", item_id}, {"output_index", output_.size()}, {"delta", args}}, out);
+    Emit("response.function_call_arguments.done",
+         {{"item_id", item_id}, {"output_index", output_.size()}, {"arguments", args}}, out);
+    const json done = CallItem(item_id, tc, "completed");
+    Emit("response.output_item.done", {{"output_index", output_.size()}, {"item", done}}, out);
+    output_.push_back(done);
+  }
+  void OnFinish(const std::string& reason, const json&, std::string*) override { finish_ = reason; }
+  void OnEnd(std::string* out) override {
+    const std::string finish = finish_.empty() ? "stop" : finish_;
+    const json usage = ResponsesUsage(n_prompt_, output_tokens_);
+    if (!stream()) {
+      const std::string whole =
+          api_detail::Dump(ResponseObject(id_, model_, output_, finish, usage));
+      out->append(whole);
+      if (on_response_) on_response_(whole);
+      return;
+    }
     Start(out);
     CloseItem(out);
-    const json done = ResponseObject(id_, model_, output_, finish_.empty() ? "stop" : finish_,
-                                     ResponsesUsage(n_prompt_, output_tokens_));
+    const json done = ResponseObject(id_, model_, output_, finish, usage);
     Emit(finish_ == "length" ? "response.incomplete" : "response.completed", {{"response", done}},
          out);
     if (on_response_) on_response_(done.dump());
   }
 
- private:
-  void Event(std::string_view data, bool comment, std::string* out) {
-    if (comment || data == "[DONE]") return;
-    json ev = JsonOrDiscarded<json>(data);
-    if (ev.is_discarded()) return;
-    if (ev.contains("error")) {
-      Emit("error",
-           {{"code", nullptr}, {"message", ev["error"].value("message", "")}, {"param", nullptr}},
-           out);
-      errored_ = true;
-      return;
-    }
-    Start(out);
-    if (ev.contains("usage") && ev["usage"].is_object())
-      output_tokens_ = ev["usage"].value("completion_tokens", output_tokens_);
-    if (!ev.contains("choices") || ev["choices"].empty()) return;
-    json& c = ev["choices"][0];
-    json& d = c["delta"];
-    if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
-      Text("reasoning", d["reasoning_content"], out);
-    if (d.contains("content") && d["content"].is_string() && d["content"] != "")
-      Text("message", d["content"], out);
-    if (d.contains("tool_calls")) {
-      for (auto& tc : d["tool_calls"]) {
-        CloseItem(out);
-        const std::string item_id = NewItemId("fc_");
-        json item = CallItem(item_id, tc, "in_progress");
-        item["arguments"] = "";
-        Emit("response.output_item.added", {{"output_index", output_.size()}, {"item", item}}, out);
-        const std::string args = tc["function"]["arguments"];
-        Emit("response.function_call_arguments.delta",
-             {{"item_id", item_id}, {"output_index", output_.size()}, {"delta", args}}, out);
-        Emit("response.function_call_arguments.done",
-             {{"item_id", item_id}, {"output_index", output_.size()}, {"arguments", args}}, out);
-        const json done = CallItem(item_id, tc, "completed");
-        Emit("response.output_item.done", {{"output_index", output_.size()}, {"item", done}}, out);
-        output_.push_back(done);
-      }
-    }
-    if (c.contains("finish_reason") && !c["finish_reason"].is_null()) finish_ = c["finish_reason"];
-  }
   void Emit(const char* type, json data, std::string* out) {
     data["type"] = type;
     data["sequence_number"] = seq_++;
@@ -258,11 +230,11 @@ class ResponsesStream : public ReplyTranslator {
     Emit("response.in_progress", {{"response", r}}, out);
   }
   // Text into the open item of `kind` (message or reasoning), opening it first.
-  void Text(const std::string& kind, const json& delta, std::string* out) {
+  void Text(const std::string& kind, const std::string& delta, std::string* out) {
     if (open_ != kind) {
       CloseItem(out);
       open_ = kind;
-      item_id_ = NewItemId(kind == "message" ? "msg_" : "rs_");
+      item_id_ = NewId(kind == "message" ? "msg_" : "rs_");
       text_.clear();
       const json item =
           kind == "message"
@@ -284,7 +256,7 @@ class ResponsesStream : public ReplyTranslator {
             {"part", part}},
            out);
     }
-    text_ += delta.get<std::string>();
+    text_ += delta;
     Emit(kind == "message" ? "response.output_text.delta" : "response.reasoning_text.delta",
          {{"item_id", item_id_},
           {"output_index", output_.size()},
@@ -318,12 +290,11 @@ class ResponsesStream : public ReplyTranslator {
 
   std::string model_, id_;
   int n_prompt_;
-  SseSplitter sse_;
-  bool started_ = false, errored_ = false;
+  bool started_ = false;
   int seq_ = 0;
+  int output_tokens_ = 0;
   json output_ = json::array();
   std::string open_, item_id_, text_, finish_;
-  int output_tokens_ = 0;
 };
 
 // tools (function tools, flat), tool_choice and text.format as the chat's fields.
@@ -446,8 +417,7 @@ Translated ResponsesRequest(std::string_view body) {
 
 std::unique_ptr<ReplyTranslator> ResponsesReply(bool stream, const std::string& model,
                                                 int n_prompt) {
-  if (stream) return std::make_unique<ResponsesStream>(model, n_prompt);
-  return std::make_unique<ResponsesWhole>(model);
+  return std::make_unique<ResponsesReplyOf>(stream, model, n_prompt);
 }
 
 }  // namespace paddock::server::dialect_detail

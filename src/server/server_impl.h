@@ -35,14 +35,6 @@ inline int64_t UnixNow() {
       .count();
 }
 
-inline std::string NewId(const char* prefix) {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = std::random_device{}();
-  return StrFormat("%s%016llx%04llx", prefix,
-                   static_cast<unsigned long long>(salt ^ static_cast<uint64_t>(UnixNow())),
-                   static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
-}
-
 // A response body that holds its model while it is sent (no eviction mid-answer); the model
 // counts as used until the body ends.
 class LeasedBody : public BodySource {
