@@ -35,8 +35,33 @@ namespace {
 
 enum Tag : int { kHello = 1, kPlan = 2, kReady = 3, kData = 4, kResult = 5, kBeat = 6 };
 enum Kind : int32_t { kStep = 1, kStop = 2 };
-constexpr int kHeader = 7;    // kind, mb, items, tokens, rows, hidden_out, copies
-constexpr int kItemInts = 6;  // n, pos, n_logits, prompt_len, n_table, window
+// A step message (the head to the first stage, each stage to the next): a StepHeader, its
+// block copies (from, to pairs of int32), an ItemHeader per item, the items' tokens, their
+// block tables (int32 each), zeros to a 16-byte boundary, then the residual stream (tokens x
+// dim floats). A kStop message is a StepHeader of zeros but its kind.
+struct StepHeader {
+  int32_t kind;        // kStep or kStop
+  int32_t mb;          // the micro-batch's id (the head's count, checked on the way back)
+  int32_t items;       // sequences
+  int32_t tokens;      // their tokens together
+  int32_t rows;        // result rows asked for (the items' n_logits)
+  int32_t hidden_out;  // 1: final hidden states instead of logits
+  int32_t copies;      // copy-on-write block copies to replay before the step
+};
+struct ItemHeader {
+  int32_t n, pos, n_logits, prompt_len;  // as StepItem's
+  int32_t n_table;                       // its block table's entries sent
+  int32_t window;                        // its KV view's attention window
+};
+// The last stage's answer: a ResultHeader, then rows x row_floats floats.
+struct ResultHeader {
+  int32_t mb, rows, row_floats, unused;
+};
+static_assert(sizeof(StepHeader) == 7 * 4 && sizeof(ItemHeader) == 6 * 4 &&
+                  sizeof(ResultHeader) == 16,
+              "the messages' layout is their int32 words, no padding");
+constexpr size_t kHeader = sizeof(StepHeader) / 4;    // int32 words
+constexpr size_t kItemInts = sizeof(ItemHeader) / 4;  // int32 words
 constexpr double kBeatSeconds = 0.2;
 
 // ---- start-up messages: strings and integers in one byte string --------------------------
@@ -463,9 +488,9 @@ std::vector<int> SplitLayers(const LoadedModel& m, const std::string& spec,
 
 // One step message: the header and items (int32) followed by the residual stream (float).
 struct StepView {
-  const int32_t* h;
+  const StepHeader* h;
   const int32_t* copies;
-  const int32_t* items;
+  const ItemHeader* items;
   const int32_t* tokens;
   const int32_t* tables;
   const float* x;
@@ -474,22 +499,21 @@ struct StepView {
 
 StepView ViewStep(const std::string& b, int dim) {
   auto fail = [] { Fail("pipeline: a step message is corrupt"); };
-  if (b.size() < kHeader * 4) fail();
+  if (b.size() < sizeof(StepHeader)) fail();
   StepView v{};
-  v.h = reinterpret_cast<const int32_t*>(b.data());
-  const int64_t items = v.h[2], tokens = v.h[3], copies = v.h[6];
+  v.h = reinterpret_cast<const StepHeader*>(b.data());
+  const int64_t items = v.h->items, tokens = v.h->tokens, copies = v.h->copies;
   if (items < 0 || tokens < 0 || copies < 0) fail();
-  v.copies = v.h + kHeader;
-  v.items = v.copies + 2 * copies;
-  v.tokens = v.items + kItemInts * items;
+  v.copies = reinterpret_cast<const int32_t*>(v.h + 1);
+  v.items = reinterpret_cast<const ItemHeader*>(v.copies + 2 * copies);
+  v.tokens = reinterpret_cast<const int32_t*>(v.items + items);
   v.tables = v.tokens + tokens;
   size_t ints = kHeader + 2 * static_cast<size_t>(copies) + kItemInts * static_cast<size_t>(items) +
                 static_cast<size_t>(tokens);
   if (ints * 4 > b.size()) fail();
-  for (int64_t i = 0; i < items; ++i)
-    ints += static_cast<size_t>(std::max(0, v.items[kItemInts * i + 4]));
+  for (int64_t i = 0; i < items; ++i) ints += static_cast<size_t>(std::max(0, v.items[i].n_table));
   v.ints = (ints + 3) / 4 * 4;
-  if (v.h[0] == kStep &&
+  if (v.h->kind == kStep &&
       v.ints * 4 + static_cast<size_t>(tokens) * static_cast<size_t>(dim) * 4 != b.size())
     fail();
   v.x = reinterpret_cast<const float*>(b.data() + v.ints * 4);
@@ -545,7 +569,7 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
     const StepView v = ViewStep(msg, dim);
     const double t1 = NowSeconds();
     waited += t1 - t0;
-    if (v.h[0] == kStop) {
+    if (v.h->kind == kStop) {
       if (!last) {
         std::vector<char> stop = out.Buffer(msg.size());
         std::memcpy(stop.data(), msg.data(), msg.size());
@@ -561,11 +585,11 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
       return;
     }
     ++steps;
-    const int n_items = v.h[2], n_tokens = v.h[3];
+    const int n_items = v.h->items, n_tokens = v.h->tokens;
     if (n_items < 1 || n_items > tf.max_items() || n_tokens > tf.max_batch())
       Fail("pipeline: a step of %d sequences and %d tokens exceeds this stage's limits", n_items,
            n_tokens);
-    for (int c = 0; c < v.h[6]; ++c) {
+    for (int c = 0; c < v.h->copies; ++c) {
       const int32_t from = v.copies[2 * c], to = v.copies[2 * c + 1];
       if (from < 0 || to < 0 || from >= plan.num_blocks || to >= plan.num_blocks)
         Fail("pipeline: a block copy %d -> %d is out of range", from, to);
@@ -574,20 +598,20 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
     const int32_t* tok = v.tokens;
     const int32_t* table = v.tables;
     for (int i = 0; i < n_items; ++i) {
-      const int32_t* it = v.items + kItemInts * i;
-      for (int t = 0; t < it[4]; ++t)
+      const ItemHeader& it = v.items[i];
+      for (int t = 0; t < it.n_table; ++t)
         if (table[t] < 0 || table[t] >= plan.num_blocks)
           Fail("pipeline: a block id is out of range");
       views[static_cast<size_t>(i)] =
-          KvView{kv.layer_views(), table, it[4], plan.block_size, it[5]};
+          KvView{kv.layer_views(), table, it.n_table, plan.block_size, it.window};
       StepItem& b = items[static_cast<size_t>(i)];
-      b = StepItem{tok, it[0], it[1], &views[static_cast<size_t>(i)], it[2]};
-      b.prompt_len = it[3];
-      tok += std::max(0, it[0]);
-      table += std::max(0, it[4]);
+      b = StepItem{tok, it.n, it.pos, &views[static_cast<size_t>(i)], it.n_logits};
+      b.prompt_len = it.prompt_len;
+      tok += std::max(0, it.n);
+      table += std::max(0, it.n_table);
     }
     int rows = 0;
-    const float* y = tf.ForwardStage(items.data(), n_items, v.x, v.h[5] != 0, &rows);
+    const float* y = tf.ForwardStage(items.data(), n_items, v.x, v.h->hidden_out != 0, &rows);
     computed += NowSeconds() - t1;
     if (!last) {
       std::vector<char> next = out.Buffer(v.ints * 4 + static_cast<size_t>(rows) * dim * 4);
@@ -596,11 +620,12 @@ void RunStage(int rank, int size, std::unique_ptr<LoadedModel> model, const Engi
       out.Send(std::move(next), rank + 1, kData);
     } else {
       const size_t row_floats =
-          v.h[5] != 0 ? static_cast<size_t>(dim) : static_cast<size_t>(n_vocab);
-      std::vector<char> res = out.Buffer(16 + static_cast<size_t>(rows) * row_floats * 4);
-      const int32_t head[4] = {v.h[1], rows, static_cast<int32_t>(row_floats), 0};
-      std::memcpy(res.data(), head, 16);
-      std::memcpy(res.data() + 16, y, static_cast<size_t>(rows) * row_floats * 4);
+          v.h->hidden_out != 0 ? static_cast<size_t>(dim) : static_cast<size_t>(n_vocab);
+      std::vector<char> res =
+          out.Buffer(sizeof(ResultHeader) + static_cast<size_t>(rows) * row_floats * 4);
+      const ResultHeader head{v.h->mb, rows, static_cast<int32_t>(row_floats), 0};
+      std::memcpy(res.data(), &head, sizeof head);
+      std::memcpy(res.data() + sizeof head, y, static_cast<size_t>(rows) * row_floats * 4);
       out.Send(std::move(res), 0, kResult);
     }
   }
@@ -633,9 +658,9 @@ class MpiLink final : public StageLink {
                    last_receive_ - first_send_);
     }
     if (Lost().empty()) {
-      std::vector<char> stop = out_.Buffer(kHeader * 4);
-      std::fill(stop.begin(), stop.end(), 0);
-      reinterpret_cast<int32_t*>(stop.data())[0] = kStop;
+      std::vector<char> stop = out_.Buffer(sizeof(StepHeader));
+      const StepHeader h{kStop, 0, 0, 0, 0, 0, 0};
+      std::memcpy(stop.data(), &h, sizeof h);
       out_.Send(std::move(stop), 1, kData);
       out_.Drain(*hb_);
     }
@@ -671,22 +696,19 @@ class MpiLink final : public StageLink {
     }
     ints = (ints + 3) / 4 * 4;
     std::vector<char> msg = out_.Buffer(ints * 4 + static_cast<size_t>(n) * dim_ * 4);
-    auto* w = reinterpret_cast<int32_t*>(msg.data());
-    int32_t* const floats = w + ints;
-    *w++ = kStep;
-    *w++ = mb;
-    *w++ = n_items;
-    *w++ = n;
-    *w++ = rows;
-    *w++ = hidden_out ? 1 : 0;
-    *w++ = static_cast<int32_t>(copies_.size() / 2);
+    const StepHeader h{
+        kStep, mb, n_items, n, rows, hidden_out ? 1 : 0, static_cast<int32_t>(copies_.size() / 2)};
+    std::memcpy(msg.data(), &h, sizeof h);
+    auto* w = reinterpret_cast<int32_t*>(msg.data() + sizeof h);
+    int32_t* const floats = reinterpret_cast<int32_t*>(msg.data()) + ints;
     for (int32_t c : copies_) *w++ = c;
     copies_.clear();
     for (int i = 0; i < n_items; ++i) {
       const StepItem& it = items[i];
-      for (int32_t v : {it.n, it.pos, it.n_logits, it.prompt_len, tables[static_cast<size_t>(i)],
-                        it.kv->window})
-        *w++ = v;
+      const ItemHeader ih{
+          it.n, it.pos, it.n_logits, it.prompt_len, tables[static_cast<size_t>(i)], it.kv->window};
+      std::memcpy(w, &ih, sizeof ih);
+      w += kItemInts;
     }
     for (int i = 0; i < n_items; ++i)
       for (int t = 0; t < items[i].n; ++t) *w++ = items[i].tokens[t];
@@ -715,11 +737,13 @@ class MpiLink final : public StageLink {
     wait_seconds_ += t1 - t0;
     bytes_back_ += static_cast<double>(b.size());
     last_receive_ = t1;
-    const auto* h = reinterpret_cast<const int32_t*>(b.data());
-    if (b.size() < 16 || h[0] != mb || h[1] != rows || static_cast<size_t>(h[2]) != row_floats ||
-        b.size() != 16 + static_cast<size_t>(rows) * row_floats * 4)
+    ResultHeader h{};
+    if (b.size() >= sizeof h) std::memcpy(&h, b.data(), sizeof h);
+    if (b.size() < sizeof h || h.mb != mb || h.rows != rows ||
+        static_cast<size_t>(h.row_floats) != row_floats ||
+        b.size() != sizeof h + static_cast<size_t>(rows) * row_floats * 4)
       Fail("pipeline: the last stage answered micro-batch %d with a malformed result", mb);
-    std::memcpy(out, b.data() + 16, static_cast<size_t>(rows) * row_floats * 4);
+    std::memcpy(out, b.data() + sizeof h, static_cast<size_t>(rows) * row_floats * 4);
   }
 
   void CopyBlock(int32_t from, int32_t to) override {

@@ -361,7 +361,9 @@ void ParseTemplateVars(const json& j, ApiRequest* rp) {
 void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
   ApiRequest& r = *rp;
   r.options.n = static_cast<int>(Integer(j, "n", kGenerate));
-  if (Integer(j, "best_of", r.options.n, 1, 1000000) != r.options.n)
+  const RequestField& best_of = Spec("best_of", kGenerate);  // (its default: n)
+  if (Integer(j, "best_of", r.options.n, static_cast<int64_t>(best_of.lo),
+              static_cast<int64_t>(best_of.hi)) != r.options.n)
     Bad("best_of", "best_of other than n is not supported (all n choices are returned)");
   int& lp = r.options.generate.logprobs;
   lp = -1;
@@ -373,10 +375,10 @@ void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
     lp = static_cast<int>(Integer(j, "n_probs", kGenerate));
   }
   if (chat) {
-    const bool on = Bool(j, "logprobs", false);
+    const bool on = Bool(j, "logprobs", kChat);
     if (const json* t = Field(j, "top_logprobs"); t != nullptr && !t->is_null()) {
       if (!on) Bad("top_logprobs", "top_logprobs needs logprobs: true");
-      lp = static_cast<int>(Integer(j, "top_logprobs", 0, 0, 20));
+      lp = static_cast<int>(Integer(j, "top_logprobs", kChat));
     } else if (on) {
       lp = 0;
     }
@@ -384,7 +386,7 @@ void ParseChoicesAndLogprobs(const json& j, bool chat, ApiRequest* rp) {
     if (l != nullptr && !l->is_null()) {
       if (l->is_boolean())
         Bad("logprobs", "'logprobs' must be an integer in [0, 20] for completions");
-      lp = static_cast<int>(Integer(j, "logprobs", 0, 0, 20));
+      lp = static_cast<int>(Integer(j, "logprobs", kCompletions));
     }
     r.echo = Bool(j, "echo", false);
     if (r.echo && !r.more_prompts.empty())

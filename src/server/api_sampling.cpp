@@ -42,18 +42,18 @@ void ParseLlamaSamplers(const json& j, SamplingParams* sp) {
 // OpenAI semantics: only what the request asks for is applied.
 void ParseSampling(const json& j, const ApiContext& ctx, SamplingParams* sp) {
   SamplingParams& s = *sp;
-  s.temperature = static_cast<float>(Number(j, "temperature", 1.0, 0.0, 2.0));
-  s.top_p = static_cast<float>(Number(j, "top_p", 1.0, 0.0, 1.0));
+  s.temperature = static_cast<float>(Number(j, "temperature", kGenerate));
+  s.top_p = static_cast<float>(Number(j, "top_p", kGenerate));
   if (s.top_p == 0) s.top_p = 1e-6f;  // "nucleus of zero" = the single most likely token
-  int64_t top_k = Integer(j, "top_k", 0, -1, 1 << 20);
+  int64_t top_k = Integer(j, "top_k", kGenerate);
   s.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
-  s.min_p = static_cast<float>(Number(j, "min_p", 0.0, 0.0, 1.0));
-  s.presence_penalty = static_cast<float>(Number(j, "presence_penalty", 0.0, -2.0, 2.0));
-  s.frequency_penalty = static_cast<float>(Number(j, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.min_p = static_cast<float>(Number(j, "min_p", kGenerate));
+  s.presence_penalty = static_cast<float>(Number(j, "presence_penalty", kGenerate));
+  s.frequency_penalty = static_cast<float>(Number(j, "frequency_penalty", kGenerate));
   // repetition_penalty (vLLM) or llama-server's repeat_penalty.
   const char* rp_name =
       Field(j, "repetition_penalty") != nullptr ? "repetition_penalty" : "repeat_penalty";
-  s.repeat_penalty = static_cast<float>(Number(j, rp_name, 1.0, 0.01, 10.0));
+  s.repeat_penalty = static_cast<float>(Number(j, rp_name, kGenerate));
   const int64_t last_n = Integer(j, "repeat_last_n", kGenerate);
   s.penalty_last_n = last_n < 0 ? ctx.context : static_cast<int>(last_n);
   ParseLlamaSamplers(j, &s);
