@@ -9,6 +9,62 @@ namespace {
 
 // ---- Anthropic: request -------------------------------------------------------------------
 
+// An assistant's tool_use block as an OpenAI tool call.
+json ToolUseCall(const json& block, const std::string& bp) {
+  OnlyKeys(block, bp, {"type", "id", "name", "input", "cache_control"});
+  if (!Get(block, "name") || !block["name"].is_string() || !Get(block, "id") ||
+      !block["id"].is_string())
+    Refuse(bp, "a tool_use block needs a string 'id' and 'name'");
+  const json input = Get(block, "input") ? block["input"] : json::object();
+  if (!input.is_object()) Refuse(bp + ".input", "input must be an object");
+  return {{"id", block["id"]},
+          {"type", "function"},
+          {"function", {{"name", block["name"]}, {"arguments", input.dump()}}}};
+}
+
+// A user's tool_result block as an OpenAI tool message (its text blocks joined).
+json ToolResultMessage(const json& block, const std::string& bp) {
+  OnlyKeys(block, bp, {"type", "tool_use_id", "content", "is_error", "cache_control"});
+  if (!Get(block, "tool_use_id") || !block["tool_use_id"].is_string())
+    Refuse(bp + ".tool_use_id", "a tool_result block needs a string 'tool_use_id'");
+  std::string result;
+  if (const json* c = Get(block, "content")) {
+    if (c->is_string()) {
+      result = *c;
+    } else if (c->is_array()) {
+      for (const auto& part : *c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !Get(part, "text"))
+          Refuse(bp + ".content", "tool results hold text blocks only here");
+        result += part["text"].get<std::string>();
+      }
+    } else {
+      Refuse(bp + ".content", "content must be a string or text blocks");
+    }
+  }
+  return {{"role", "tool"}, {"tool_call_id", block["tool_use_id"]}, {"content", result}};
+}
+
+// An image block's source: {"type": "base64", "media_type": ..., "data": ...} as a data: URL
+// (or "url", which the chat parser refuses: nothing is fetched), for an OpenAI image_url part.
+std::string ImageUrl(const json& block, const std::string& bp) {
+  OnlyKeys(block, bp, {"type", "source", "cache_control"});
+  const json* src = Get(block, "source");
+  if (src == nullptr || !src->is_object() || !Get(*src, "type") || !(*src)["type"].is_string())
+    Refuse(bp + ".source", "an image block needs a 'source' object with a 'type'");
+  const std::string st = (*src)["type"].get<std::string>();
+  if (st == "base64") {
+    if (!Get(*src, "data") || !(*src)["data"].is_string())
+      Refuse(bp + ".source.data", "a base64 image source needs a string 'data'");
+    const std::string mt = Get(*src, "media_type") && (*src)["media_type"].is_string()
+                               ? (*src)["media_type"].get<std::string>()
+                               : "";
+    return "data:" + mt + ";base64," + (*src)["data"].get<std::string>();
+  }
+  if (st == "url" && Get(*src, "url") && (*src)["url"].is_string())
+    return (*src)["url"].get<std::string>();
+  Refuse(bp + ".source.type", "image source type '" + st + "' is not supported (base64)");
+}
+
 // A content block list (or string) of one message into OpenAI messages: text joined; an
 // assistant's tool_use as tool_calls and thinking as reasoning_content; a user's tool_result
 // blocks as tool messages before its text.
@@ -44,59 +100,14 @@ void AnthropicMessage(const json& m, size_t i, json* out) {
         Refuse(bp + ".text", "a text block needs a string 'text'");
       text += block["text"].get<std::string>();
     } else if (type == "tool_use" && assistant) {
-      OnlyKeys(block, bp, {"type", "id", "name", "input", "cache_control"});
-      if (!Get(block, "name") || !block["name"].is_string() || !Get(block, "id") ||
-          !block["id"].is_string())
-        Refuse(bp, "a tool_use block needs a string 'id' and 'name'");
-      const json input = Get(block, "input") ? block["input"] : json::object();
-      if (!input.is_object()) Refuse(bp + ".input", "input must be an object");
-      calls.push_back({{"id", block["id"]},
-                       {"type", "function"},
-                       {"function", {{"name", block["name"]}, {"arguments", input.dump()}}}});
+      calls.push_back(ToolUseCall(block, bp));
     } else if (type == "tool_result" && !assistant) {
-      OnlyKeys(block, bp, {"type", "tool_use_id", "content", "is_error", "cache_control"});
-      if (!Get(block, "tool_use_id") || !block["tool_use_id"].is_string())
-        Refuse(bp + ".tool_use_id", "a tool_result block needs a string 'tool_use_id'");
-      std::string result;
-      if (const json* c = Get(block, "content")) {
-        if (c->is_string()) {
-          result = *c;
-        } else if (c->is_array()) {
-          for (const auto& part : *c) {
-            if (!part.is_object() || part.value("type", "") != "text" || !Get(part, "text"))
-              Refuse(bp + ".content", "tool results hold text blocks only here");
-            result += part["text"].get<std::string>();
-          }
-        } else {
-          Refuse(bp + ".content", "content must be a string or text blocks");
-        }
-      }
-      out->push_back(
-          {{"role", "tool"}, {"tool_call_id", block["tool_use_id"]}, {"content", result}});
+      out->push_back(ToolResultMessage(block, bp));
     } else if ((type == "thinking" || type == "redacted_thinking") && assistant) {
       if (type == "thinking" && Get(block, "thinking") && block["thinking"].is_string())
         thinking += block["thinking"].get<std::string>();
     } else if (type == "image" && !assistant) {
-      // {"source": {"type": "base64", "media_type": ..., "data": ...}} (or "url", which the
-      // chat parser refuses: nothing is fetched) as an OpenAI image_url part.
-      OnlyKeys(block, bp, {"type", "source", "cache_control"});
-      const json* src = Get(block, "source");
-      if (src == nullptr || !src->is_object() || !Get(*src, "type") || !(*src)["type"].is_string())
-        Refuse(bp + ".source", "an image block needs a 'source' object with a 'type'");
-      const std::string st = (*src)["type"].get<std::string>();
-      std::string url;
-      if (st == "base64") {
-        if (!Get(*src, "data") || !(*src)["data"].is_string())
-          Refuse(bp + ".source.data", "a base64 image source needs a string 'data'");
-        const std::string mt = Get(*src, "media_type") && (*src)["media_type"].is_string()
-                                   ? (*src)["media_type"].get<std::string>()
-                                   : "";
-        url = "data:" + mt + ";base64," + (*src)["data"].get<std::string>();
-      } else if (st == "url" && Get(*src, "url") && (*src)["url"].is_string()) {
-        url = (*src)["url"].get<std::string>();
-      } else {
-        Refuse(bp + ".source.type", "image source type '" + st + "' is not supported (base64)");
-      }
+      const std::string url = ImageUrl(block, bp);
       if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
       text.clear();
       parts.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});

@@ -63,10 +63,10 @@ void Hists(std::string* o, const std::vector<ModelMetrics>& ms, const char* name
 
 }  // namespace
 
-std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounters& http,
-                           uint64_t budget, uint64_t committed, const std::string& L) {
-  std::string o;
-  o.reserve(16384 * (ms.size() + 1));
+namespace {
+
+// The services' figures per model: vLLM's names where vLLM has the metric, paddock_* else.
+void ServiceFamilies(std::string& o, const std::vector<ModelMetrics>& ms) {
   // clang-format off
   Family(&o, ms, "vllm:num_requests_running", "gauge", [](const ServiceStats& s) { return double(s.running); }, "Requests in the running batch.");
   Family(&o, ms, "vllm:num_requests_waiting", "gauge", [](const ServiceStats& s) { return double(s.waiting); }, "Requests waiting for admission.");
@@ -113,6 +113,10 @@ std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounte
   Family(&o, ms, "paddock_engine_steps_total", "counter", [](const ServiceStats& s) { return double(s.steps); }, "Batched forward steps.");
   Family(&o, ms, "paddock_engine_step_tokens_total", "counter", [](const ServiceStats& s) { return double(s.step_tokens); }, "Tokens computed in forward steps (prompt and generated).");
   // clang-format on
+}
+
+// What each model holds in memory and what the host did with it (loaded or not).
+void ModelFamilies(std::string& o, const std::vector<ModelMetrics>& ms) {
   Header(&o, "paddock_memory_bytes", "gauge",
          "Memory by kind: weights, KV pool, KV in use, scratch.");
   for (const ModelMetrics& m : ms) {
@@ -125,7 +129,6 @@ std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounte
                                   {"scratch", r.scratch_bytes}})
       o += StrFormat("paddock_memory_bytes{%s,kind=\"%s\"} %" PRIu64 "\n", ML.c_str(), kind, v);
   }
-  // What the host did with each model (loaded or not).
   auto each = [&](const char* name, const char* type, const char* help, auto get) {
     Header(&o, name, type, help);
     for (const ModelMetrics& m : ms)
@@ -151,6 +154,11 @@ std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounte
        [](const ModelMetrics& m) { return m.host.load_seconds_total; });
   each("paddock_model_last_load_seconds", "gauge", "Seconds the model's last load took.",
        [](const ModelMetrics& m) { return m.host.last_load_seconds; });
+}
+
+// The server's own: the memory budget, HTTP responses and connections.
+void ServerFamilies(std::string& o, const HttpCounters& http, uint64_t budget, uint64_t committed,
+                    const std::string& L) {
   const std::string SL = L.empty() ? "" : "{" + L + "}";
   Header(&o, "paddock_memory_budget_bytes", "gauge",
          "The memory budget of all loaded models (weights + KV + scratch).");
@@ -174,6 +182,17 @@ std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounte
   Header(&o, "paddock_http_oversized_total", "counter",
          "Requests refused or cut for headers or bodies past their limits.");
   o += StrFormat("paddock_http_oversized_total%s %" PRIu64 "\n", SL.c_str(), http.oversized);
+}
+
+}  // namespace
+
+std::string PrometheusText(const std::vector<ModelMetrics>& ms, const HttpCounters& http,
+                           uint64_t budget, uint64_t committed, const std::string& L) {
+  std::string o;
+  o.reserve(16384 * (ms.size() + 1));
+  ServiceFamilies(o, ms);
+  ModelFamilies(o, ms);
+  ServerFamilies(o, http, budget, committed, L);
   return o;
 }
 

@@ -40,42 +40,40 @@ bool Matches(std::string_view route, std::string_view path) {
 }  // namespace
 
 const std::vector<RouteEntry>& Server::Routes() {
-  using Q = const HttpRequest&;
-  using R = HttpResponse*;
+  using S = Server;
   using D = Dialect;
   constexpr unsigned kRun = RouteEntry::kComputes, kBg = RouteEntry::kBackground;
-  // clang-format off
+  constexpr unsigned kChat = RouteEntry::kChat;
   static const std::vector<RouteEntry> kRoutes = {
-    {"/v1/completions", "POST", D::kOpenAi, kRun, [](Server& s, Q q, R r) { s.OnGenerate(q, r, D::kOpenAi, false); }},
-    {"/v1/chat/completions", "POST", D::kOpenAi, kRun, [](Server& s, Q q, R r) { s.OnGenerate(q, r, D::kOpenAi, true); }},
-    {"/v1/embeddings", "POST", D::kOpenAi, kRun, [](Server& s, Q q, R r) { s.OnEmbeddings(q, r, D::kOpenAi); }},
-    {"/v1/models", "GET", D::kOpenAi, 0, [](Server& s, Q, R r) { s.Models(r); }},
-    {"/v1/models/{id}", "GET", D::kOpenAi, 0, [](Server& s, Q q, R r) { s.Model(q.path.substr(11), r); }},
-    {"/v1/messages", "POST", D::kAnthropic, kRun, [](Server& s, Q q, R r) { s.OnGenerate(q, r, D::kAnthropic, true); }},
-    {"/v1/responses", "POST", D::kResponses, kRun, [](Server& s, Q q, R r) { s.OnGenerate(q, r, D::kResponses, true); }},
-    {"/v1/responses/{id}", "GET", D::kResponses, 0, [](Server& s, Q q, R r) { s.StoredResponse(q, r); }},
-    {"/v1/responses/{id}", "DELETE", D::kResponses, 0, [](Server& s, Q q, R r) { s.StoredResponse(q, r); }},
-    {"/v1/load_lora_adapter", "POST", D::kOpenAi, kRun | kBg, [](Server& s, Q q, R r) { s.OnLora(q, r); }},
-    {"/v1/unload_lora_adapter", "POST", D::kOpenAi, kRun, [](Server& s, Q q, R r) { s.OnLora(q, r); }},
-    {"/tokenize", "POST", D::kOpenAi, 0, [](Server& s, Q q, R r) { s.OnTokenize(q, r, false); }},
-    {"/detokenize", "POST", D::kOpenAi, 0, [](Server& s, Q q, R r) { s.OnTokenize(q, r, true); }},
-    {"/health", "GET", D::kOpenAi, 0, [](Server& s, Q, R r) { s.Health(r); }},
-    {"/metrics", "GET", D::kOpenAi, 0, [](Server& s, Q, R r) { s.Metrics(r); }},
-    {"/api/chat", "POST", D::kOllamaChat, kRun, [](Server& s, Q q, R r) { s.OnGenerate(q, r, D::kOllamaChat, true); }},
-    {"/api/generate", "POST", D::kOllamaGenerate, kRun, [](Server& s, Q q, R r) { s.OnGenerate(q, r, D::kOllamaGenerate, false); }},
-    {"/api/embed", "POST", D::kOllamaEmbed, kRun, [](Server& s, Q q, R r) { s.OnEmbeddings(q, r, D::kOllamaEmbed); }},
-    {"/api/embeddings", "POST", D::kOllamaEmbed, kRun, [](Server& s, Q q, R r) { s.OnEmbeddings(q, r, D::kOllamaEmbed); }},
-    {"/api/tags", "GET", D::kOllama, 0, [](Server& s, Q, R r) { s.OllamaTags(r, false); }},
-    {"/api/ps", "GET", D::kOllama, 0, [](Server& s, Q, R r) { s.OllamaTags(r, true); }},
-    {"/api/show", "POST", D::kOllama, 0, [](Server& s, Q q, R r) { s.OllamaShow(q, r); }},
-    {"/api/version", "GET", D::kOllama, 0, [](Server& s, Q, R r) { s.OllamaVersion(r); }},
-    {"/api/pull", "POST", D::kOllama, 0, [](Server& s, Q q, R r) { s.OllamaUnavailable(q, r); }},
-    {"/api/push", "POST", D::kOllama, 0, [](Server& s, Q q, R r) { s.OllamaUnavailable(q, r); }},
-    {"/api/create", "POST", D::kOllama, 0, [](Server& s, Q q, R r) { s.OllamaUnavailable(q, r); }},
-    {"/api/copy", "POST", D::kOllama, 0, [](Server& s, Q q, R r) { s.OllamaUnavailable(q, r); }},
-    {"/api/delete", "DELETE", D::kOllama, 0, [](Server& s, Q q, R r) { s.OllamaUnavailable(q, r); }},
+      {"/v1/completions", "POST", D::kOpenAi, kRun, &S::OnGenerate},
+      {"/v1/chat/completions", "POST", D::kOpenAi, kRun | kChat, &S::OnGenerate},
+      {"/v1/embeddings", "POST", D::kOpenAi, kRun, &S::OnEmbeddings},
+      {"/v1/models", "GET", D::kOpenAi, 0, &S::OnModels},
+      {"/v1/models/{id}", "GET", D::kOpenAi, 0, &S::OnModel},
+      {"/v1/messages", "POST", D::kAnthropic, kRun | kChat, &S::OnGenerate},
+      {"/v1/responses", "POST", D::kResponses, kRun | kChat, &S::OnGenerate},
+      {"/v1/responses/{id}", "GET", D::kResponses, 0, &S::StoredResponse},
+      {"/v1/responses/{id}", "DELETE", D::kResponses, 0, &S::StoredResponse},
+      {"/v1/load_lora_adapter", "POST", D::kOpenAi, kRun | kBg, &S::OnLora},
+      {"/v1/unload_lora_adapter", "POST", D::kOpenAi, kRun, &S::OnLora},
+      {"/tokenize", "POST", D::kOpenAi, 0, &S::OnTokenize},
+      {"/detokenize", "POST", D::kOpenAi, 0, &S::OnTokenize},
+      {"/health", "GET", D::kOpenAi, 0, &S::OnHealth},
+      {"/metrics", "GET", D::kOpenAi, 0, &S::OnMetrics},
+      {"/api/chat", "POST", D::kOllamaChat, kRun | kChat, &S::OnGenerate},
+      {"/api/generate", "POST", D::kOllamaGenerate, kRun, &S::OnGenerate},
+      {"/api/embed", "POST", D::kOllamaEmbed, kRun, &S::OnEmbeddings},
+      {"/api/embeddings", "POST", D::kOllamaEmbed, kRun, &S::OnEmbeddings},
+      {"/api/tags", "GET", D::kOllama, 0, &S::OllamaTags},
+      {"/api/ps", "GET", D::kOllama, 0, &S::OllamaTags},
+      {"/api/show", "POST", D::kOllama, 0, &S::OllamaShow},
+      {"/api/version", "GET", D::kOllama, 0, &S::OllamaVersion},
+      {"/api/pull", "POST", D::kOllama, 0, &S::OllamaUnavailable},
+      {"/api/push", "POST", D::kOllama, 0, &S::OllamaUnavailable},
+      {"/api/create", "POST", D::kOllama, 0, &S::OllamaUnavailable},
+      {"/api/copy", "POST", D::kOllama, 0, &S::OllamaUnavailable},
+      {"/api/delete", "DELETE", D::kOllama, 0, &S::OllamaUnavailable},
   };
-  // clang-format on
   return kRoutes;
 }
 
@@ -146,7 +144,7 @@ void Server::Route(const HttpRequest& req, HttpResponse* res) {
       return SendError(res, e);
     }
   }
-  hit->fn(*this, req, res);
+  (this->*hit->fn)(req, res, *hit);
 }
 
 }  // namespace paddock::server::server_detail

@@ -137,7 +137,7 @@ void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res, LoadedModel& 
 }
 
 // GET / DELETE /v1/responses/{id}: a stored response (server/response_store.h).
-void Server::StoredResponse(const HttpRequest& req, HttpResponse* res) {
+void Server::StoredResponse(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
   std::string body;
   const bool found = req.method == "DELETE" ? responses_.Erase(id) : responses_.Response(id, &body);
@@ -154,7 +154,9 @@ void Server::StoredResponse(const HttpRequest& req, HttpResponse* res) {
 
 // POST of a generation in any API: its model, loaded if need be (Ollama: keep_alive 0 without a
 // prompt for a model that is not loaded has nothing to load or unload).
-void Server::OnGenerate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat) {
+void Server::OnGenerate(const HttpRequest& req, HttpResponse* res, const RouteEntry& route) {
+  const Dialect d = route.api;
+  const bool chat = (route.flags & RouteEntry::kChat) != 0;
   if (!Ready(res)) return;
   const std::string model = PeekString(req.body, "model");
   if (d == Dialect::kOllamaChat || d == Dialect::kOllamaGenerate) {
@@ -177,7 +179,8 @@ void Server::OnGenerate(const HttpRequest& req, HttpResponse* res, Dialect d, bo
 }
 
 // OpenAI's /v1/embeddings, and Ollama's /api/embed(dings) run as it.
-void Server::OnEmbeddings(const HttpRequest& req, HttpResponse* res, Dialect d) {
+void Server::OnEmbeddings(const HttpRequest& req, HttpResponse* res, const RouteEntry& route) {
+  const Dialect d = route.api;
   const std::string model = PeekString(req.body, "model");
   WithModel(req, res, model, [this, d](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
     if (d == Dialect::kOpenAi) return Embeddings(q, r, m);
@@ -195,21 +198,23 @@ void Server::OnEmbeddings(const HttpRequest& req, HttpResponse* res, Dialect d) 
   });
 }
 
-void Server::OnTokenize(const HttpRequest& req, HttpResponse* res, bool detokenize) {
+void Server::OnTokenize(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
+  const bool detokenize = req.path == "/detokenize";
   WithModel(req, res, PeekString(req.body, "model"),
             [this, detokenize](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
               detokenize ? Detokenize(q, r, m) : Tokenize(q, r, m);
             });
 }
 
-void Server::OnLora(const HttpRequest& req, HttpResponse* res) {
+void Server::OnLora(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   WithModel(req, res, PeekString(req.body, "base_model_name"),
             [this](const HttpRequest& q, HttpResponse* r, LoadedModel& m) { LoraUpdate(q, r, m); });
 }
 
 // GET /api/tags (every model) and /api/ps (the loaded ones).
-void Server::OllamaTags(HttpResponse* res, bool ps) {
+void Server::OllamaTags(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   if (!Ready(res)) return;
+  const bool ps = req.path == "/api/ps";
   std::vector<ModelFacts> facts;
   const std::vector<ModelHost::Status> st = host_->Statuses();
   for (size_t i = 0; i < host_->specs().size(); ++i) {
@@ -222,7 +227,7 @@ void Server::OllamaTags(HttpResponse* res, bool ps) {
   res->body = OllamaTagsBody(facts, ps);
 }
 
-void Server::OllamaShow(const HttpRequest& req, HttpResponse* res) {
+void Server::OllamaShow(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   if (!Ready(res)) return;
   const std::string model = PeekString(req.body, "model");
   const std::string name = model.empty() ? PeekString(req.body, "name") : model;
@@ -238,12 +243,12 @@ void Server::OllamaShow(const HttpRequest& req, HttpResponse* res) {
   });
 }
 
-void Server::OllamaVersion(HttpResponse* res) {
+void Server::OllamaVersion(const HttpRequest&, HttpResponse* res, const RouteEntry&) {
   if (Ready(res)) res->body = OllamaVersionBody();
 }
 
 // Ollama's model management: models are files here.
-void Server::OllamaUnavailable(const HttpRequest& req, HttpResponse* res) {
+void Server::OllamaUnavailable(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   if (!Ready(res)) return;
   ApiError e;
   e.status = 501;

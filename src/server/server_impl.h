@@ -59,12 +59,13 @@ struct RouteEntry {
   enum Flags : unsigned {
     kComputes = 1,    // runs the model: refused while a pipeline stage is lost
     kBackground = 2,  // answered from the background pool whatever its size (reads a file)
+    kChat = 4,        // a generation's chat form (messages; else a prompt)
   };
   const char* path;
   const char* method;
   Dialect api;
   unsigned flags;
-  void (*fn)(Server& s, const HttpRequest& req, HttpResponse* res);
+  void (Server::*fn)(const HttpRequest& req, HttpResponse* res, const RouteEntry& route);
 };
 
 class Server {
@@ -91,14 +92,25 @@ class Server {
   static Dialect ApiOf(const HttpRequest& req);
   static bool InBackground(const HttpRequest& req);
   // The table's handlers that pick the model (WithModel) and run the named steps below.
-  void OnGenerate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat);
-  void OnEmbeddings(const HttpRequest& req, HttpResponse* res, Dialect d);
-  void OnTokenize(const HttpRequest& req, HttpResponse* res, bool detokenize);
-  void OnLora(const HttpRequest& req, HttpResponse* res);
-  void OllamaTags(HttpResponse* res, bool ps);
-  void OllamaShow(const HttpRequest& req, HttpResponse* res);
-  void OllamaVersion(HttpResponse* res);
-  void OllamaUnavailable(const HttpRequest& req, HttpResponse* res);
+  // Each takes the request, the answer and its row (the API, the flags).
+  using Q = const HttpRequest&;
+  using R = HttpResponse*;
+  using E = const RouteEntry&;
+  void OnGenerate(Q req, R res, E route);
+  void OnEmbeddings(Q req, R res, E route);
+  void OnTokenize(Q req, R res, E route);
+  void OnLora(Q req, R res, E route);
+  void OnModels(Q, R res, E) { Models(res); }
+  void OnModel(Q req, R res, E) {
+    Model(req.path.substr(std::string_view("/v1/models/").size()), res);
+  }
+  void OnHealth(Q, R res, E) { Health(res); }
+  void OnMetrics(Q, R res, E) { Metrics(res); }
+  void OllamaTags(Q req, R res, E route);
+  void OllamaShow(Q req, R res, E route);
+  void OllamaVersion(Q req, R res, E route);
+  void OllamaUnavailable(Q req, R res, E route);
+  void StoredResponse(Q req, R res, E route);
   // The model a request names (its "model", or `name`): fn runs with it now if it is loaded,
   // else later (res->later) once the host has loaded it; its body holds the model.
   void WithModel(const HttpRequest& req, HttpResponse* res, const std::string& name, LoadedFn fn);
@@ -108,7 +120,6 @@ class Server {
   std::vector<ServedModel> Served() const;
   std::unique_ptr<LoadedModel> MakeLoaded(const ModelSpec& spec, uint64_t kv_bytes);
   std::vector<ModelSpec> Specs();
-  void StoredResponse(const HttpRequest& req, HttpResponse* res);
   // serve --lora NAME=FILE[:SCALE]: loaded with the model; POST /v1/load_lora_adapter and
   // /v1/unload_lora_adapter at run time (with --lora-updates).
   void LoadLoras(const ModelSpec& spec, LoadedModel* m);

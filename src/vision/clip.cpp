@@ -117,7 +117,15 @@ struct VisionModel::Impl {
   ThreadPool* pool = nullptr;
   int next_unit = 0;  // the next phase to run: layer * 4 + phase
 
+  // Load: the metadata, the encoder's tensors, the projector's, the scratch for one tile.
   void Load();
+  void LoadConfig();
+  void LoadFeatures();
+  void LoadEncoder();
+  void LoadLayer(int l);
+  void LoadProjector();
+  void AllocScratch();
+  int MetaInt(const char* key, bool required, int def) const;
   Mat GetMat(const std::string& name, bool required, int64_t cols = -1);
   std::vector<float> GetVec(const std::string& name, bool required, int64_t n);
   void MatMul(const Mat& w, const float* in, int n, float* out, const std::vector<float>* bias);
@@ -184,16 +192,30 @@ std::vector<float> VisionModel::Impl::GetVec(const std::string& name, bool requi
   return ToFloats(*t);
 }
 
+// A metadata integer in [0, 2^24] (absent: def, or an error when required).
+int VisionModel::Impl::MetaInt(const char* key, bool required, int def) const {
+  const auto v = file.GetInt(key);
+  if (!v) {
+    if (required) Fail("%s: the projector's metadata lacks '%s'", path.c_str(), key);
+    return def;
+  }
+  if (*v < 0 || *v > (1 << 24))
+    Fail("%s: '%s' = %lld is out of range", path.c_str(), key, static_cast<long long>(*v));
+  return static_cast<int>(*v);
+}
+
 void VisionModel::Impl::Load() {
-  const auto u32 = [&](const char* key, bool required, int def) -> int {
-    const auto v = file.GetInt(key);
-    if (!v) {
-      if (required) Fail("%s: the projector's metadata lacks '%s'", path.c_str(), key);
-      return def;
-    }
-    if (*v < 0 || *v > (1 << 24))
-      Fail("%s: '%s' = %lld is out of range", path.c_str(), key, static_cast<long long>(*v));
-    return static_cast<int>(*v);
+  LoadConfig();
+  LoadFeatures();
+  LoadEncoder();
+  LoadProjector();
+  AllocScratch();
+}
+
+// The encoder's shape, normalization and projector type from the clip.* metadata.
+void VisionModel::Impl::LoadConfig() {
+  const auto u32 = [&](const char* key, bool required, int def) {
+    return MetaInt(key, required, def);
   };
   if (auto v = file.GetBool("clip.has_vision_encoder"); v && !*v)
     Fail("%s has no vision encoder (an audio projector?)", path.c_str());
@@ -242,6 +264,13 @@ void VisionModel::Impl::Load() {
     cfg.std[c] = sd[static_cast<size_t>(c)];
     if (!(std::fabs(cfg.std[c]) > 1e-6f)) Fail("%s: image_std[%d] is zero", path.c_str(), c);
   }
+}
+
+// The activation, the feature layer (the encoder cut there) and the projector's pooling.
+void VisionModel::Impl::LoadFeatures() {
+  const auto u32 = [&](const char* key, bool required, int def) {
+    return MetaInt(key, required, def);
+  };
   const bool gelu = file.GetBool("clip.use_gelu").value_or(false);
   const bool silu = file.GetBool("clip.use_silu").value_or(false);
   if (gelu && silu) Fail("%s: both clip.use_gelu and clip.use_silu are set", path.c_str());
@@ -268,7 +297,12 @@ void VisionModel::Impl::Load() {
     if (cfg.merge < 2) Fail("%s: pixel-shuffle scale factor %d", path.c_str(), cfg.merge);
     if (cfg.longest_edge < cfg.image_size) cfg.longest_edge = cfg.image_size;
   }
+}
+
+// The patch and position embeddings, the pre/post norms and every layer's tensors.
+void VisionModel::Impl::LoadEncoder() {
   const int D = cfg.dim, P = cfg.patch_size;
+  const int side = cfg.patches_side();
   patch = GetMat("v.patch_embd.weight", true, 3 * P * P);
   if (patch.rows != D)
     Fail("%s: v.patch_embd.weight has %lld outputs, expected %d", path.c_str(),
@@ -284,38 +318,46 @@ void VisionModel::Impl::Load() {
   post_w = GetVec("v.post_ln.weight", false, D);
   post_b = GetVec("v.post_ln.bias", false, D);
   layers.resize(static_cast<size_t>(cfg.n_layers));
-  for (int l = 0; l < cfg.n_layers; ++l) {
-    Layer& L = layers[static_cast<size_t>(l)];
-    const auto n = [&](const char* what) { return StrFormat("v.blk.%d.%s", l, what); };
-    L.ln1_w = GetVec(n("ln1.weight"), true, D);
-    L.ln1_b = GetVec(n("ln1.bias"), false, D);
-    L.ln2_w = GetVec(n("ln2.weight"), true, D);
-    L.ln2_b = GetVec(n("ln2.bias"), false, D);
-    L.q = GetMat(n("attn_q.weight"), true);
-    L.k = GetMat(n("attn_k.weight"), true);
-    L.v = GetMat(n("attn_v.weight"), true);
-    L.o = GetMat(n("attn_out.weight"), true);
-    for (const Mat* m : {&L.q, &L.k, &L.v, &L.o})
-      if (m->rows != D || m->cols != D)
-        Fail("%s: layer %d's attention matrices must be %d x %d", path.c_str(), l, D, D);
-    L.q_b = GetVec(n("attn_q.bias"), false, D);
-    L.k_b = GetVec(n("attn_k.bias"), false, D);
-    L.v_b = GetVec(n("attn_v.bias"), false, D);
-    L.o_b = GetVec(n("attn_out.bias"), false, D);
-    L.up = GetMat(n("ffn_up.weight"), true);
-    L.down = GetMat(n("ffn_down.weight"), true);
-    L.gate = GetMat(n("ffn_gate.weight"), false);
-    L.up_b = GetVec(n("ffn_up.bias"), false, -1);
-    L.down_b = GetVec(n("ffn_down.bias"), false, -1);
-    L.gate_b = GetVec(n("ffn_gate.bias"), false, -1);
-    if (L.down.cols == D && L.up.cols != D) {  // older converters swapped the names
-      std::swap(L.up, L.down);
-      std::swap(L.up_b, L.down_b);
-    }
-    if (L.up.cols != D || L.up.rows != cfg.ffn_dim || L.down.rows != D ||
-        L.down.cols != cfg.ffn_dim)
-      Fail("%s: layer %d's FFN is not %d -> %d -> %d", path.c_str(), l, D, cfg.ffn_dim, D);
+  for (int l = 0; l < cfg.n_layers; ++l) LoadLayer(l);
+}
+
+void VisionModel::Impl::LoadLayer(int l) {
+  const int D = cfg.dim;
+  Layer& L = layers[static_cast<size_t>(l)];
+  const auto n = [&](const char* what) { return StrFormat("v.blk.%d.%s", l, what); };
+  L.ln1_w = GetVec(n("ln1.weight"), true, D);
+  L.ln1_b = GetVec(n("ln1.bias"), false, D);
+  L.ln2_w = GetVec(n("ln2.weight"), true, D);
+  L.ln2_b = GetVec(n("ln2.bias"), false, D);
+  L.q = GetMat(n("attn_q.weight"), true);
+  L.k = GetMat(n("attn_k.weight"), true);
+  L.v = GetMat(n("attn_v.weight"), true);
+  L.o = GetMat(n("attn_out.weight"), true);
+  for (const Mat* m : {&L.q, &L.k, &L.v, &L.o})
+    if (m->rows != D || m->cols != D)
+      Fail("%s: layer %d's attention matrices must be %d x %d", path.c_str(), l, D, D);
+  L.q_b = GetVec(n("attn_q.bias"), false, D);
+  L.k_b = GetVec(n("attn_k.bias"), false, D);
+  L.v_b = GetVec(n("attn_v.bias"), false, D);
+  L.o_b = GetVec(n("attn_out.bias"), false, D);
+  L.up = GetMat(n("ffn_up.weight"), true);
+  L.down = GetMat(n("ffn_down.weight"), true);
+  L.gate = GetMat(n("ffn_gate.weight"), false);
+  L.up_b = GetVec(n("ffn_up.bias"), false, -1);
+  L.down_b = GetVec(n("ffn_down.bias"), false, -1);
+  L.gate_b = GetVec(n("ffn_gate.bias"), false, -1);
+  if (L.down.cols == D && L.up.cols != D) {  // older converters swapped the names
+    std::swap(L.up, L.down);
+    std::swap(L.up_b, L.down_b);
   }
+  if (L.up.cols != D || L.up.rows != cfg.ffn_dim || L.down.rows != D || L.down.cols != cfg.ffn_dim)
+    Fail("%s: layer %d's FFN is not %d -> %d -> %d", path.c_str(), l, D, cfg.ffn_dim, D);
+}
+
+// The projector's tensors (MLP, Gemma 3's pooled projection, SmolVLM's pixel shuffle); the
+// text model's width they give.
+void VisionModel::Impl::LoadProjector() {
+  const int D = cfg.dim;
   switch (cfg.projector) {
     case Projector::kMlp:
       mm0 = GetMat("mm.0.weight", true);
@@ -359,7 +401,11 @@ void VisionModel::Impl::Load() {
       cfg.text_dim = static_cast<int>(proj.rows);
       break;
   }
-  // Scratch for one tile.
+}
+
+// Scratch for one tile.
+void VisionModel::Impl::AllocScratch() {
+  const int D = cfg.dim, P = cfg.patch_size;
   const size_t np = static_cast<size_t>(n_pos), d = static_cast<size_t>(D);
   for (auto* b : {&x, &h, &q, &k, &v, &att}) b->assign(np * d, 0);
   size_t wide = static_cast<size_t>(cfg.ffn_dim);

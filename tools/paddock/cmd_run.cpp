@@ -398,6 +398,65 @@ void PrintRunFigures(const GenerateResult& r, const std::string& spec) {
 
 }  // namespace
 
+namespace {
+
+// Generated text as it comes, to stdout.
+bool PrintText(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+// run's model, KV, adapter, speculation and generation flags (a bad value: a usage error).
+void ReadRunOptions(const Args& args, EngineOptions* eo, GenerateOptions* go) {
+  try {
+    eo->model_path = args.Str("-m");
+    eo->tokenizer_path = args.Str("-z");
+    eo->threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
+    eo->context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
+    eo->isa = IsaArg(args);
+    AddKvOptions(args, eo);
+    AddLoraOption(args, eo);
+    AddSpecOptions(args, eo);
+    ReadGenerateFlags(args, go);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// The prompt with an image (--image): encoded, its embeddings written where
+// --image-embeddings says, then generated after it.
+GenerateResult GenerateWithImage(Engine& engine, const Args& args, const std::string& prompt,
+                                 const std::string& image, GenerateOptions* go) {
+  const ModelInfo& info = engine.info();
+  const std::string text = ImagePrompt(prompt);
+  std::vector<std::pair<size_t, size_t>> plain;  // without --special: text stays text
+  if (!go->parse_special) plain.emplace_back(0, text.size());
+  const std::vector<int32_t> ids =
+      engine.TokenizeImages(text, go->add_bos, &plain, {image}, &go->images);
+  const double enc = engine.EncodeImages(*go->images);
+  if (args.Has("--image-embeddings")) {
+    const std::string path = args.Str("--image-embeddings");
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) throw Error("cannot write '" + path + "'");
+    size_t floats = 0;
+    for (const auto& t : engine.ImageEmbeddings(*go->images)) {
+      std::fwrite(t.data(), sizeof(float), t.size(), f);
+      floats += t.size();
+    }
+    if (std::fclose(f) != 0) throw Error("cannot write '" + path + "'");
+    std::fprintf(stderr, "paddock: wrote %zu image embeddings of %d floats to %s\n",
+                 floats / static_cast<size_t>(info.dim), info.dim, path.c_str());
+  }
+  std::fprintf(stderr, "paddock: image %s encoded in %.3f s; the prompt is %zu tokens\n",
+               args.Str("--image").c_str(), enc, ids.size());
+  return engine.GenerateTokens(ids, *go, PrintText);
+}
+
+}  // namespace
+
 int CmdRun(int argc, char** argv) {
   Args args = [&] {
     try {
@@ -417,21 +476,7 @@ int CmdRun(int argc, char** argv) {
   if (args.Has("-p") && args.Has("-f")) throw UsageError("give the prompt with -p or -f, not both");
   EngineOptions eo;
   GenerateOptions go;
-  try {
-    eo.model_path = args.Str("-m");
-    eo.tokenizer_path = args.Str("-z");
-    eo.threads = static_cast<int>(args.Int("-t", 0, 1, 1024));
-    eo.context = static_cast<int>(args.Int("-c", 0, 1, 1 << 24));
-    eo.isa = IsaArg(args);
-    AddKvOptions(args, &eo);
-    AddLoraOption(args, &eo);
-    AddSpecOptions(args, &eo);
-    ReadGenerateFlags(args, &go);
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  ReadRunOptions(args, &eo, &go);
   AddTuningOptions(args, &eo);
   AddTraceOption(args, &eo);
   const GrammarOption grammar_opt = ReadGrammarOption(args);
@@ -469,38 +514,8 @@ int CmdRun(int argc, char** argv) {
   if (engine->has_vision()) std::fprintf(stderr, "paddock: %s\n", engine->vision_info().c_str());
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
-  const auto print = [](std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  };
-  GenerateResult r;
-  if (!image.empty()) {
-    const std::string text = ImagePrompt(prompt);
-    std::vector<std::pair<size_t, size_t>> plain;  // without --special: text stays text
-    if (!go.parse_special) plain.emplace_back(0, text.size());
-    const std::vector<int32_t> ids =
-        engine->TokenizeImages(text, go.add_bos, &plain, {image}, &go.images);
-    const double enc = engine->EncodeImages(*go.images);
-    if (args.Has("--image-embeddings")) {
-      const std::string path = args.Str("--image-embeddings");
-      FILE* f = std::fopen(path.c_str(), "wb");
-      if (f == nullptr) throw Error("cannot write '" + path + "'");
-      size_t floats = 0;
-      for (const auto& t : engine->ImageEmbeddings(*go.images)) {
-        std::fwrite(t.data(), sizeof(float), t.size(), f);
-        floats += t.size();
-      }
-      if (std::fclose(f) != 0) throw Error("cannot write '" + path + "'");
-      std::fprintf(stderr, "paddock: wrote %zu image embeddings of %d floats to %s\n",
-                   floats / static_cast<size_t>(info.dim), info.dim, path.c_str());
-    }
-    std::fprintf(stderr, "paddock: image %s encoded in %.3f s; the prompt is %zu tokens\n",
-                 args.Str("--image").c_str(), enc, ids.size());
-    r = engine->GenerateTokens(ids, go, print);
-  } else {
-    r = engine->Generate(prompt, go, print);
-  }
+  const GenerateResult r = image.empty() ? engine->Generate(prompt, go, PrintText)
+                                         : GenerateWithImage(*engine, args, prompt, image, &go);
   std::fputc('\n', stdout);
   std::fflush(stdout);
   PrintMemory(*engine);
