@@ -45,7 +45,7 @@ configure_asan() {
     "-DPADDOCK_KERNELS_LIB=$ROOT/build/libpaddock_kernels.a" \
     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
     -DPADDOCK_SANITIZE=address,undefined -DPADDOCK_FUZZ=ON -DPADDOCK_TESTS=ON -DPADDOCK_TOOLS=ON \
-    -DPADDOCK_STRESS_SECONDS=6 >/dev/null
+    -DPADDOCK_STRESS_SECONDS=6 "-DPADDOCK_LOADGEN_BIN=$ROOT/build/paddock-loadgen" >/dev/null
 }
 FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_jinja fuzz_http fuzz_api fuzz_grammar fuzz_image)
 
@@ -57,6 +57,13 @@ run_ctest() {
   shift 2
   local out rc=0
   out=$(mktemp)
+  # The longest tests first (CTest orders a parallel run by its cost data: a fresh build has
+  # none and would start them in declaration order, the long integration tests last, one of
+  # them alone at the end): the costs a run measured, seeded where the build has none yet.
+  if [ ! -f "$dir/Testing/Temporary/CTestCostData.txt" ]; then
+    mkdir -p "$dir/Testing/Temporary"
+    cp "$ROOT/tests/ctest-costs.txt" "$dir/Testing/Temporary/CTestCostData.txt"
+  fi
   (cd "$dir" && ctest "$@") >"$out" 2>&1 || rc=$?
   cat "$out"
   cat "$out" >>"$log"
