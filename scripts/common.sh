@@ -34,7 +34,9 @@ JOBS=${JOBS:-$(nproc)}
 # ASan tests and the fuzzers (scripts/fuzz). clang, -O1 with line tables, and every object with
 # libFuzzer's coverage (-fsanitize=fuzzer-no-link), so the fuzz targets link the libraries the
 # tests ran instead of a third build of them. The SIMD kernels are the Release build's
-# (PADDOCK_KERNELS_LIB; built here first if missing).
+# (PADDOCK_KERNELS_LIB; built here first if missing). A unity build (eight files of a library
+# to a translation unit; the test files each their own): half the compile time of one file
+# each, the headers parsed once per batch.
 ASAN_DIR=$ROOT/build-address
 configure_asan() {
   if [ ! -f "$ROOT/build/libpaddock_kernels.a" ]; then
@@ -45,6 +47,7 @@ configure_asan() {
     "-DPADDOCK_KERNELS_LIB=$ROOT/build/libpaddock_kernels.a" \
     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
     -DPADDOCK_SANITIZE=address,undefined -DPADDOCK_FUZZ=ON -DPADDOCK_TESTS=ON -DPADDOCK_TOOLS=ON \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
     -DPADDOCK_STRESS_SECONDS=6 "-DPADDOCK_LOADGEN_BIN=$ROOT/build/paddock-loadgen" >/dev/null
 }
 FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_jinja fuzz_http fuzz_api fuzz_grammar fuzz_image)

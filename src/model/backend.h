@@ -28,7 +28,7 @@
 namespace paddock {
 
 class LoraAdapter;
-class Profiler;
+struct Profiler;
 class Tracer;
 struct ModelConfig;
 
