@@ -1,6 +1,7 @@
 #include "kv/kv_manager.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <new>
 
@@ -9,6 +10,15 @@
 namespace paddock {
 
 namespace {
+
+// A 64-bit value as the two 32-bit words the block hash takes (copied: reading it through an
+// int32_t pointer breaks the aliasing rules, which an optimizer that sees HashBlock's body, as
+// in a unity build, is free to exploit).
+std::array<int32_t, 2> Words(uint64_t v) {
+  std::array<int32_t, 2> w;
+  std::memcpy(w.data(), &v, sizeof v);
+  return w;
+}
 
 std::string Trim(const std::string& s) {
   size_t a = 0, b = s.size();
@@ -213,17 +223,14 @@ void KvManager::SetPrefillUntil(SeqId id, int until) {
 void KvManager::SetPrefixNamespace(SeqId id, uint64_t ns) {
   Sequence& s = Seq(id);
   if (s.len != 0) Fail("KV: SetPrefixNamespace on a non-empty sequence");
-  if (ns != 0)
-    s.chain =
-        BlockPool::HashBlock(hash_seed_ ^ 0x6c6f7261ull, reinterpret_cast<const int32_t*>(&ns), 2);
+  if (ns != 0) s.chain = BlockPool::HashBlock(hash_seed_ ^ 0x6c6f7261ull, Words(ns).data(), 2);
 }
 
 uint64_t KvManager::BlockParent(const Sequence& s, int b) const {
   const int bs = block_size();
   const uint64_t lead = static_cast<uint64_t>(std::clamp(s.prefill_until - b * bs, 0, bs));
   return lead == 0 ? s.chain
-                   : BlockPool::HashBlock(s.chain ^ 0x9e3779b97f4a7c15ull,
-                                          reinterpret_cast<const int32_t*>(&lead), 2);
+                   : BlockPool::HashBlock(s.chain ^ 0x9e3779b97f4a7c15ull, Words(lead).data(), 2);
 }
 
 int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {

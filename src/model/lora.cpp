@@ -1,12 +1,15 @@
 // model/lora.cpp: reading LoRA adapters and the scalar low-rank product (model/lora.h).
 #include "model/lora.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
 #include "base/strings.h"
+#include "base/thread_pool.h"
 #include "formats/ggml_types.h"
 #include "formats/gguf.h"
+#include "kernels/kernels.h"
 
 namespace paddock {
 namespace {
@@ -136,6 +139,72 @@ void LoraAdapter::Apply(const WeightTensor* w, const float* x, int n, float* y, 
       const float* bo = p->b.data() + static_cast<size_t>(o) * p->rank;
       yj[o] += dot != nullptr ? dot(bo, tmp, p->rank) : scalar(bo, tmp, p->rank);
     }
+  }
+}
+
+// Each row's pair for each of the m matrices (m <= kSlots, one slot each) and its rank
+// vector (rows are independent: a row's product never depends on its batch-mates); one pass over
+// threads for all of them when there are many. False: no row has one.
+LoraStep::LoraStep(int max_batch, const KernelTable& k, ThreadPool& pool)
+    : B_(static_cast<size_t>(max_batch)),
+      k_(&k),
+      pool_(pool),
+      tmp_(kSlots * B_ * kMaxLoraRank, 0.f),
+      pair_(kSlots * B_, nullptr) {}
+
+bool LoraStep::Down(const LoraAdapter* const* row_adapter, const WeightTensor* const* ws, int m,
+                    const float* x, int n) {
+  const size_t B = B_;
+  bool any = false;
+  for (int k = 0; k < m; ++k) {
+    const LoraAdapter* last = nullptr;
+    const LoraPair* pair = nullptr;
+    for (int j = 0; j < n; ++j) {  // (few adapters: each looked up once)
+      const LoraAdapter* a = row_adapter[j];
+      if (a != last) {
+        last = a;
+        pair = a != nullptr ? a->For(ws[k]) : nullptr;
+      }
+      pair_[static_cast<size_t>(k) * B + static_cast<size_t>(j)] = pair;
+      any = any || pair != nullptr;
+    }
+  }
+  if (!any) return false;
+  const int64_t cols = ws[0]->cols;  // (the matrices of one call share their input)
+  // Tasks of up to 4 rows of one matrix; rows with the same pair go to the kernel together.
+  const int64_t per = (n + 3) / 4;
+  auto down = [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const size_t k = static_cast<size_t>(i / per);
+      const int j0 = static_cast<int>(i % per) * 4, j1 = std::min(n, j0 + 4);
+      for (int j = j0; j < j1;) {
+        const LoraPair* p = pair_[k * B + static_cast<size_t>(j)];
+        int run = 1;
+        while (j + run < j1 && pair_[k * B + static_cast<size_t>(j + run)] == p) ++run;
+        if (p != nullptr)
+          k_->lora_down(p->a.data(), p->rank, p->in, p->s, x + j * cols, run,
+                        tmp_.data() + (k * B + static_cast<size_t>(j)) * kMaxLoraRank,
+                        kMaxLoraRank);
+        j += run;
+      }
+    }
+  };
+  const int64_t tasks = per * m;
+  if (static_cast<int64_t>(n) * m >= 8) {
+    pool_.ParallelFor(tasks, down);
+  } else {
+    down(0, tasks, 0);
+  }
+  return true;
+}
+
+void LoraStep::Up(int k, const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1) const {
+  const size_t B = B_;
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t slot = static_cast<size_t>(k) * B + static_cast<size_t>(j);
+    if (const LoraPair* p = pair_[slot])
+      k_->lora_up(p->bt.data(), p->rank, p->out, tmp_.data() + slot * kMaxLoraRank, y + j * w.rows,
+                  o0, o1);
   }
 }
 

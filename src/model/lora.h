@@ -19,6 +19,9 @@
 
 namespace paddock {
 
+struct KernelTable;
+class ThreadPool;
+
 // The largest rank read (LoRA ranks are 4..256 in practice); the forward pass plans its
 // scratch for it.
 constexpr int kMaxLoraRank = 1024;
@@ -61,6 +64,31 @@ class LoraAdapter {
   std::unordered_map<const WeightTensor*, LoraPair> pairs_;
   float scale_ = 1;
   uint64_t id_ = 0;
+};
+
+// The adapters' share of a step (the CPU backend calls it around each matmul): per token row its
+// adapter's pair for the matrix, the rank vectors A x (Down, before the base GEMM), and the
+// products s B (A x) added to the outputs each thread just computed (Up). Scratch planned once
+// for max_batch rows and up to kSlots matrices sharing one input; nothing allocates per step.
+class LoraStep {
+ public:
+  static constexpr int kSlots = 3;  // Q, K, V (or gate, up) share their input
+  LoraStep(int max_batch, const KernelTable& k, ThreadPool& pool);
+  void SetKernels(const KernelTable& k) { k_ = &k; }
+  size_t bytes() const { return tmp_.size() * sizeof(float) + pair_.size() * sizeof(void*); }
+  // The rank vectors of m matrices ws[0..m) reading x (n rows of ws[0]->cols floats), row j
+  // with adapter row_adapter[j] (null: none), in slots 0..m-1. False: no row has a pair.
+  bool Down(const LoraAdapter* const* row_adapter, const WeightTensor* const* ws, int m,
+            const float* x, int n);
+  // Slot k's products added to outputs [o0, o1) of y (n rows of w.rows floats).
+  void Up(int k, const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1) const;
+
+ private:
+  size_t B_;
+  const KernelTable* k_;
+  ThreadPool& pool_;
+  std::vector<float> tmp_;             // (slots, B, kMaxLoraRank) each row's rank vector
+  std::vector<const LoraPair*> pair_;  // (slots, B) each row's pair per matrix
 };
 
 }  // namespace paddock

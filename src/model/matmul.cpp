@@ -148,69 +148,11 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
   // LoRA: the rank vectors first, then each thread adds the products to the outputs it just
   // computed (no pass of its own: a fork/join per matrix cost a quarter of decode's time).
   const WeightTensor* ws[1] = {&w};
-  const bool lora = plan_.any_lora && LoraDown(ws, 1, x, n);
+  const bool lora = plan_.any_lora && lora_.Down(plan_.lora.data(), ws, 1, x, n);
   pool_.ParallelFor(w.rows / u, [&](int64_t b, int64_t e, int) {
     MatmulRows(w, x, xq, n, y, b * u, e * u);
-    if (lora) LoraUp(0, w, n, y, b * u, e * u);
+    if (lora) lora_.Up(0, w, n, y, b * u, e * u);
   });
-}
-
-// Each row's pair for each of the m matrices (m <= kLoraSlots, one slot each) and its rank
-// vector (rows are independent: a row's product never depends on its batch-mates); one pass over
-// threads for all of them when there are many. False: no row has one.
-bool Transformer::LoraDown(const WeightTensor* const* ws, int m, const float* x, int n) {
-  const size_t B = static_cast<size_t>(max_batch_);
-  bool any = false;
-  for (int k = 0; k < m; ++k) {
-    const LoraAdapter* last = nullptr;
-    const LoraPair* pair = nullptr;
-    for (int j = 0; j < n; ++j) {  // (few adapters: each looked up once)
-      const LoraAdapter* a = plan_.lora[static_cast<size_t>(j)];
-      if (a != last) {
-        last = a;
-        pair = a != nullptr ? a->For(ws[k]) : nullptr;
-      }
-      lora_pair_[static_cast<size_t>(k) * B + static_cast<size_t>(j)] = pair;
-      any = any || pair != nullptr;
-    }
-  }
-  if (!any) return false;
-  const int64_t cols = ws[0]->cols;  // (the matrices of one call share their input)
-  // Tasks of up to 4 rows of one matrix; rows with the same pair go to the kernel together.
-  const int64_t per = (n + 3) / 4;
-  auto down = [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const size_t k = static_cast<size_t>(i / per);
-      const int j0 = static_cast<int>(i % per) * 4, j1 = std::min(n, j0 + 4);
-      for (int j = j0; j < j1;) {
-        const LoraPair* p = lora_pair_[k * B + static_cast<size_t>(j)];
-        int run = 1;
-        while (j + run < j1 && lora_pair_[k * B + static_cast<size_t>(j + run)] == p) ++run;
-        if (p != nullptr)
-          k_->lora_down(p->a.data(), p->rank, p->in, p->s, x + j * cols, run,
-                        lora_tmp_.data() + (k * B + static_cast<size_t>(j)) * kMaxLoraRank,
-                        kMaxLoraRank);
-        j += run;
-      }
-    }
-  };
-  const int64_t tasks = per * m;
-  if (static_cast<int64_t>(n) * m >= 8) {
-    pool_.ParallelFor(tasks, down);
-  } else {
-    down(0, tasks, 0);
-  }
-  return true;
-}
-
-void Transformer::LoraUp(int k, const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1) {
-  const size_t B = static_cast<size_t>(max_batch_);
-  for (int64_t j = 0; j < n; ++j) {
-    const size_t slot = static_cast<size_t>(k) * B + static_cast<size_t>(j);
-    if (const LoraPair* p = lora_pair_[slot])
-      k_->lora_up(p->bt.data(), p->rank, p->out, lora_tmp_.data() + slot * kMaxLoraRank,
-                  y + j * w.rows, o0, o1);
-  }
 }
 
 bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
@@ -228,7 +170,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
   float* ys[3] = {a_.q, a_.kv_k, a_.kv_v};
   // LoRA: each projection's product added to the rows just computed, before the epilogue.
-  const bool lora = plan_.any_lora && LoraDown(ws, 3, x, n);
+  const bool lora = plan_.any_lora && lora_.Down(plan_.lora.data(), ws, 3, x, n);
   const int heads = cfg_.n_heads + 2 * cfg_.n_kv_heads;
   pool_.ParallelFor(heads, [&](int64_t hb, int64_t he, int) {
     const int64_t b = hb * hd, e = he * hd;
@@ -237,7 +179,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
       const int64_t lo = std::max(b, base), hi = std::min(e, base + ws[m]->rows);
       if (lo < hi) {
         MatmulRows(*ws[m], x, xq, n, ys[m], lo - base, hi - base);
-        if (lora) LoraUp(m, *ws[m], n, ys[m], lo - base, hi - base);
+        if (lora) lora_.Up(m, *ws[m], n, ys[m], lo - base, hi - base);
       }
       base += ws[m]->rows;
     }
@@ -260,15 +202,15 @@ void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up,
   const int64_t u = std::max(RowUnit(gate), RowUnit(up));  // ffn % u == 0 (layout rule)
   // LoRA: gate's and up's products added to the slice before the GLU.
   const WeightTensor* ws[2] = {&gate, &up};
-  const bool lora = plan_.any_lora && LoraDown(ws, 2, x, n);
+  const bool lora = plan_.any_lora && lora_.Down(plan_.lora.data(), ws, 2, x, n);
   pool_.ParallelFor(ffn / u, [&](int64_t b, int64_t e, int) {
     b *= u;
     e *= u;
     MatmulRows(gate, x, xq, n, a_.hb, b, e);
     MatmulRows(up, x, xq, n, a_.hb2, b, e);
     if (lora) {
-      LoraUp(0, gate, n, a_.hb, b, e);
-      LoraUp(1, up, n, a_.hb2, b, e);
+      lora_.Up(0, gate, n, a_.hb, b, e);
+      lora_.Up(1, up, n, a_.hb2, b, e);
     }
     for (int j = 0; j < n; ++j) glu_(a_.hb + j * ffn + b, a_.hb2 + j * ffn + b, e - b);
   });

@@ -38,7 +38,8 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
       int8_(options.int8_activations),
-      layer_end_(model.config.n_layers) {
+      layer_end_(model.config.n_layers),
+      lora_(max_batch_, kernels, pool) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
   glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_->gelu_mul
          : cfg_.ffn_act == FfnAct::kSwigluOai ? SwigluOai
@@ -175,8 +176,6 @@ void Transformer::AllocPlan() {
   plan_.bf_rows.assign(B, 0);
   plan_.view.assign(B, nullptr);
   plan_.lora.assign(B, nullptr);
-  lora_tmp_.assign(kLoraSlots * B * kMaxLoraRank, 0.f);
-  lora_pair_.assign(kLoraSlots * B, nullptr);
   plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
 }
 

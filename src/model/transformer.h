@@ -20,13 +20,11 @@
 #include "model/backend.h"
 #include "model/kv_view.h"
 #include "model/layer_ops.h"
+#include "model/lora.h"
 #include "model/profile.h"
 #include "model/weights.h"
 
 namespace paddock {
-
-class LoraAdapter;
-struct LoraPair;
 
 // Where the forward pass shows its matrix inputs to an ActivationObserver.
 enum class ActSite { kAttnIn, kAttnOut, kFfnIn, kDownIn, kOutput };
@@ -159,7 +157,10 @@ class Transformer final : public Backend {
   size_t matmul_block_bytes() const { return block_bytes_; }
   // The kernel table: another of the same ISA (e.g. another prefetch choice) gives the same
   // results at another speed. Not while a step runs.
-  void SetKernels(const KernelTable& k) { k_ = &k; }
+  void SetKernels(const KernelTable& k) {
+    k_ = &k;
+    lora_.SetKernels(k);
+  }
   const KernelTable& kernels() const { return *k_; }
   int step_tokens() const override { return step_tokens_; }
   int max_batch() const override { return max_batch_; }
@@ -391,16 +392,8 @@ class Transformer final : public Backend {
     std::vector<const LoraAdapter*> lora;  // (B) its sequence's adapter, or null
     bool any_lora = false;                 // some token has one
   } plan_;
-  std::vector<float> lora_tmp_;             // (slots, B, kMaxLoraRank) each row's rank vector
-  std::vector<const LoraPair*> lora_pair_;  // (slots, B) each row's pair per matrix
   const LoraAdapter* default_lora_ = nullptr;
-  // LoRA in Matmul: each row's pair for w and rank vector (false: none), then the products
-  // added to outputs [o0, o1) of every row.
-  // The rank vectors of m matrices sharing the input x (slots 0..m-1), and one slot's products
-  // added to outputs [o0, o1) of y.
-  static constexpr int kLoraSlots = 3;
-  bool LoraDown(const WeightTensor* const* ws, int m, const float* x, int n);
-  void LoraUp(int slot, const WeightTensor& w, int n, float* y, int64_t o0, int64_t o1);
+  LoraStep lora_;  // the adapters' share of each matmul (model/lora.h)
   // Mixture of experts, planned for the worst routing (R = max_batch * n_experts_used rows).
   std::unique_ptr<int8_t[]> moe_qs_;  // (R, dim) gathered int8 inputs
   std::unique_ptr<float[]> moe_d_;    // (R, dim / 32)
