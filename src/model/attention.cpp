@@ -244,7 +244,7 @@ void Transformer::MergeAttentionParts(int l, int parts) {
 }
 
 void Transformer::Attention(int l, int n) {
-  if (fuse_attn_) {
+  if (opt_.fuse_attn) {
     AttentionTiled(l, n);
     return;
   }

@@ -55,7 +55,6 @@ class HostKvStore final : public KvStore {
     }
   }
   size_t bytes() const override { return bytes_; }
-  bool host() const override { return true; }
 
  private:
   struct FreeDeleter {

@@ -7,8 +7,8 @@
 // sampling, grammars and the KV cache's bookkeeping (which blocks a sequence holds, prefix
 // reuse, copy-on-write) stay above it, the same for every backend.
 //
-// What a step computes is stated once, per architecture, by the model's LayerPlan
-// (model/layer_plan.h); a backend runs it. The CPU backend (model/transformer.h) runs it on the
+// What a step computes is stated once, per architecture, by LayerOps (model/layer_ops.h); a
+// backend runs it. The CPU backend (model/transformer.h) runs it on the
 // kernel table over a thread pool. A device backend uploads the weights once, keeps the KV
 // blocks in device memory (its KvStore: the views it hands out are its own handles, read by
 // nothing but its own step), records a step as one submitted stream of work and reads back
@@ -85,9 +85,6 @@ class KvStore {
   // Copy-on-write: block `from`'s rows of every layer into block `to`.
   virtual void CopyBlock(int32_t from, int32_t to) = 0;
   virtual size_t bytes() const = 0;
-  // The bytes are in host memory, at the views' pointers (a pipeline's stages and the tests
-  // read them there).
-  virtual bool host() const = 0;
 };
 
 // The KV store in host memory: one allocation, 2 MiB aligned on huge pages (advice), zeroed

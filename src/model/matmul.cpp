@@ -15,7 +15,8 @@ constexpr size_t kFloatMatmulBlockBytes = 512 * 1024;
 }  // namespace
 
 bool Transformer::TakesInt8(const WeightTensor& w, int cols) const {
-  return int8_ && cols % kQK == 0 && k_->gemv_q8[static_cast<int>(w.type)] != nullptr;
+  return opt_.int8_activations && cols % kQK == 0 &&
+         k_->gemv_q8[static_cast<int>(w.type)] != nullptr;
 }
 
 bool Transformer::TakesBf16(const WeightTensor& w, int cols, int n, bool prefill_ok) const {
@@ -71,8 +72,8 @@ void Transformer::MatmulRows(const WeightTensor& w, const float* x, const ActQ8&
   const GemvFn gemv = k_->gemv[static_cast<int>(w.type)];
   // Float activations: the BF16 dot product for BF16 weights where enabled and present, else
   // the float GEMM of the type (null: a GEMV per token).
-  const bool bf16_dot =
-      gemv_q8 == nullptr && bf16_dot_ && w.type == GgmlType::kBF16 && k_->gemm_bf16_dot != nullptr;
+  const bool bf16_dot = gemv_q8 == nullptr && opt_.bf16_dot && w.type == GgmlType::kBF16 &&
+                        k_->gemm_bf16_dot != nullptr;
   const GemmFn gemm = gemv_q8 != nullptr
                           ? nullptr
                           : (bf16_dot ? k_->gemm_bf16_dot : k_->gemm[static_cast<int>(w.type)]);
@@ -161,7 +162,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
   const int hd = cfg_.head_dim;
   const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
   // Whole-row QK-norm (OLMoE) needs every head of a row before the epilogue: unfused.
-  if (!fuse_qkv_ || hd % u != 0 || cfg_.qk_norm_full) {
+  if (!opt_.fuse_qkv || hd % u != 0 || cfg_.qk_norm_full) {
     Matmul(L.wq, x, xq, n, a_.q);
     Matmul(L.wk, x, xq, n, a_.kv_k);
     Matmul(L.wv, x, xq, n, a_.kv_v);
@@ -191,7 +192,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
 void Transformer::MatmulGateUp(const WeightTensor& gate, const WeightTensor& up, const float* x,
                                const ActQ8& xq, int n) {
   const int64_t ffn = gate.rows;
-  if (!fuse_ffn_) {
+  if (!opt_.fuse_ffn) {
     Matmul(gate, x, xq, n, a_.hb);
     Matmul(up, x, xq, n, a_.hb2);
     glu_(a_.hb, a_.hb2, static_cast<int64_t>(n) * ffn);

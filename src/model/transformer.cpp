@@ -37,7 +37,6 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       step_tokens_(max_batch_),
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
-      int8_(options.int8_activations),
       layer_end_(model.config.n_layers),
       lora_(max_batch_, kernels, pool) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
@@ -66,14 +65,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
 
 void Transformer::Configure(const ForwardOptions& o) {
   opt_ = o;
-  int8_ = o.int8_activations;
-  fuse_qkv_ = o.fuse_qkv;
-  fuse_ffn_ = o.fuse_ffn;
-  fuse_attn_ = o.fuse_attn;
-  fuse_norm_ = o.fuse_norm;
-  bf16_dot_ = o.bf16_dot;
   bf16_prefill_min_ = o.bf16_prefill ? kBf16PrefillMinPrompt : 0;
-  prune_last_on_ = o.prune_last;
   block_bytes_ = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : kMatmulBlockBytes;
 }
 
@@ -383,7 +375,7 @@ int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
   // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
   // is its own (batch invariance), so the rows kept are what they would be in the full step.
   n_logit_rows_ = rows;
-  prune_last_ = prune_last_on_ && rows < n && observer_ == nullptr && layer_end_ == cfg_.n_layers;
+  prune_last_ = opt_.prune_last && rows < n && observer_ == nullptr && layer_end_ == cfg_.n_layers;
   int carried = n;
   for (int l = layer_begin_; l < layer_end_; ++l) carried = Layer(l, carried);
   return carried;
@@ -521,7 +513,7 @@ int Transformer::RunOp(int l, const LayerWeights& w, const LayerOp& op, int n) {
 // x += xb, a block's output: at once or, fused, carried into the next norm pass (or added
 // before the logits). The one place that decides.
 void Transformer::CarryResidual(int n) {
-  if (fuse_norm_) {
+  if (opt_.fuse_norm) {
     pending_residual_ = true;
   } else {
     AddResidual(n);
@@ -571,7 +563,7 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
                                 const WeightTensor* also2) {
   pending_residual_ = false;
   const bool int8_too = !HasBf16Gemm(also) || !HasBf16Gemm(also2);
-  if (!fuse_norm_) {
+  if (!opt_.fuse_norm) {
     if (add_residual) AddResidual(n);
     Timed(ProfOp::kNorm, [&] {
       for (int j = 0; j < n; ++j) Norm(a_.xb + j * cfg_.dim, a_.x + j * cfg_.dim, w, b);

@@ -145,7 +145,7 @@ class Transformer final : public Backend {
   // (0: kMatmulBlockBytes); what `paddock tune` measures, with step tokens; changes no result.
   int bf16_prefill_min() const { return bf16_prefill_min_; }
   // Whether this table and model can take the bf16 prefill at all.
-  bool HasBf16Prefill() const { return act_bf_ != nullptr && int8_; }
+  bool HasBf16Prefill() const { return act_bf_ != nullptr && opt_.int8_activations; }
   // The leading positions of a sequence with a prompt of prompt_len tokens that take the bf16
   // prefill (0 or prompt_len): what the KV prefix cache must know (KvManager::SetPrefillUntil).
   int Bf16PromptTokens(int prompt_len) const {
@@ -278,7 +278,6 @@ class Transformer final : public Backend {
   int n_logit_rows_ = 0;     // the step's logits rows: the last layer computes those alone
   bool prune_last_ = false;  // (when fewer than the step's tokens and nothing observes them)
   int ctx_;
-  bool int8_;
   int layer_begin_ = 0, layer_end_ = 0;  // this process's layers (SetLayers)
   bool keep_order_ = false;              // a stage: items run in the order given
   Profiler* prof_ = nullptr;
@@ -309,10 +308,7 @@ class Transformer final : public Backend {
     ThreadPool* pool;
   };
   Tracer* tracer_ = nullptr;
-  ForwardOptions opt_;  // the switches (Configure)
-  bool fuse_qkv_ = true, fuse_ffn_ = true, fuse_attn_ = true, fuse_norm_ = true;
-  bool bf16_dot_ = true;
-  bool prune_last_on_ = true;
+  ForwardOptions opt_;                     // the switches (Configure)
   bool pending_residual_ = false;          // a_.xb holds the last FFN output, not yet added to a_.x
   std::vector<std::vector<LayerOp>> ops_;  // (n_layers) each layer's ops (layer_ops.h)
   ActQ8 xq_;                               // the last kNorm's output as the integer kernels read it

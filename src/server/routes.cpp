@@ -94,9 +94,7 @@ const RouteEntry* Server::FindRoute(const HttpRequest& req, std::string* allow) 
 // The API a request speaks: its route's, else (an unknown path) the one its path or headers
 // name: Ollama's under /api/, Anthropic's under /v1/messages or with its version header.
 Dialect Server::ApiOf(const HttpRequest& req) {
-  std::string allow;
-  if (const RouteEntry* e = FindRoute(req, &allow)) return e->api;
-  for (const RouteEntry& e : Routes())
+  for (const RouteEntry& e : Routes())  // (a path's rows all name one API)
     if (Matches(e.path, req.path)) return e.api;
   const std::string_view p = req.path;
   if (p.substr(0, 5) == "/api/") return Dialect::kOllama;
