@@ -2,11 +2,13 @@
 // the table drives the refusals and agrees with docs/api.md; the tool-call grammar resolves each
 // tool's references within its own schema.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -20,6 +22,7 @@
 #include "server/background.h"
 #include "server/request_schema.h"
 #include "server/response_store.h"
+#include "test_util.h"
 
 namespace paddock::server {
 namespace {
@@ -542,26 +545,73 @@ TEST(Background, RunsInOrderRefusesWhenFullAndStops) {
   EXPECT_FALSE(bg.Submit([] {}));  // stopped
 }
 
-// Stored responses: by id, least recently used out past the count or the bytes.
+// Stored responses: by id, least recently used out past the count or the bytes; in memory and
+// in SQLite alike.
 TEST(ResponseStore, KeepsTheRecentWithinItsBounds) {
-  ResponseStore st(3, 100);
+  const std::string dir = test::TempPath("responses");
+  for (const std::string where : {std::string(), dir}) {
+    ResponseStoreOptions o;
+    o.dir = where;
+    o.max_entries = 3;
+    o.max_bytes = 100;
+    ResponseStore st(o);
+    SCOPED_TRACE(st.where());
+    std::string out;
+    st.Put("a", "ra", "ca");
+    st.Put("b", "rb", "cb");
+    st.Put("c", "rc", "cc");
+    ASSERT_TRUE(st.Response("a", &out));  // a is now the most recent
+    EXPECT_EQ(out, "ra");
+    st.Put("d", "rd", "cd");  // over the count: b (least recent) goes
+    EXPECT_FALSE(st.Response("b", &out));
+    ASSERT_TRUE(st.Conversation("c", &out));
+    EXPECT_EQ(out, "cc");
+    st.Put("e", std::string(90, 'x'), "");  // over the bytes: the others go
+    EXPECT_FALSE(st.Response("a", &out));
+    EXPECT_TRUE(st.Response("e", &out));
+    st.Put("f", std::string(101, 'x'), "");  // larger than the store: not kept
+    EXPECT_FALSE(st.Response("f", &out));
+    EXPECT_TRUE(st.Erase("e"));
+    EXPECT_FALSE(st.Erase("e"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// In SQLite: kept across a reopen (a restart), shared by two stores on one file (two servers),
+// expired by age; a directory that cannot be created is an error naming it.
+TEST(ResponseStore, SurvivesARestartIsSharedAndExpires) {
+  const std::string dir = test::TempPath("responses");
+  ResponseStoreOptions o;
+  o.dir = dir;
+  {
+    ResponseStore st(o);
+    st.Put("resp_1", R"({"id":"resp_1"})", R"([{"role":"user","content":"hi"}])");
+  }
+  ResponseStore a(o), b(o);
   std::string out;
-  st.Put("a", "ra", "ca");
-  st.Put("b", "rb", "cb");
-  st.Put("c", "rc", "cc");
-  ASSERT_TRUE(st.Response("a", &out));  // a is now the most recent
-  EXPECT_EQ(out, "ra");
-  st.Put("d", "rd", "cd");  // over the count: b (least recent) goes
-  EXPECT_FALSE(st.Response("b", &out));
-  ASSERT_TRUE(st.Conversation("c", &out));
-  EXPECT_EQ(out, "cc");
-  st.Put("e", std::string(90, 'x'), "");  // over the bytes: the others go
-  EXPECT_FALSE(st.Response("a", &out));
-  EXPECT_TRUE(st.Response("e", &out));
-  st.Put("f", std::string(101, 'x'), "");  // larger than the store: not kept
-  EXPECT_FALSE(st.Response("f", &out));
-  EXPECT_TRUE(st.Erase("e"));
-  EXPECT_FALSE(st.Erase("e"));
+  ASSERT_TRUE(a.Response("resp_1", &out));
+  EXPECT_EQ(out, R"({"id":"resp_1"})");
+  ASSERT_TRUE(b.Conversation("resp_1", &out));
+  EXPECT_EQ(out, R"([{"role":"user","content":"hi"}])");
+  b.Put("resp_2", "r2", "c2");
+  EXPECT_TRUE(a.Response("resp_2", &out));
+  EXPECT_TRUE(a.Erase("resp_2"));
+  EXPECT_FALSE(b.Response("resp_2", &out));
+  ResponseStoreOptions young = o;
+  young.max_age_seconds = 1e-3;
+  ResponseStore c(young);
+  usleep(20000);  // older than a millisecond now
+  EXPECT_FALSE(c.Response("resp_1", &out));
+  EXPECT_TRUE(a.Response("resp_1", &out));  // (only c's age limit says so)
+  ResponseStoreOptions bad;
+  bad.dir = "/proc/self/status/responses";
+  try {
+    ResponseStore s(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad.dir), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

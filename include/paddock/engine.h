@@ -80,6 +80,12 @@ struct EngineOptions {
   std::string kv_layer_types;
   bool prefix_cache = true;
   int sliding_window = -1;
+  // The KV cache's disk tier: full prefix blocks saved under this directory (content-addressed,
+  // checksummed) and read back instead of computed again, across restarts and by other
+  // processes sharing it; kv_disk_budget bytes of files at most (0: 10 GiB, at most half the
+  // free space). "": none.
+  std::string kv_disk;
+  uint64_t kv_disk_budget = 0;
   // Generated control, unknown and unused tokens as their stored text (default: not rendered,
   // as llama.cpp does).
   bool render_special = false;
@@ -256,6 +262,15 @@ struct MemoryReport {
   int64_t kv_total_blocks = 0, kv_used_blocks = 0;
   int64_t prefix_queries = 0, prefix_hits = 0, prefix_evictions = 0;  // in blocks
   int kv_window = 0;
+  // The KV disk tier (EngineOptions::kv_disk; all zero without one): blocks read back, lookups
+  // that found none, files that failed their check, blocks and bytes written, blocks not saved
+  // (queue full or writes stopped), failed writes, files removed for the budget.
+  bool kv_disk = false, kv_disk_writes_stopped = false;
+  uint64_t kv_disk_hits = 0, kv_disk_misses = 0, kv_disk_corrupt = 0;
+  uint64_t kv_disk_blocks_written = 0, kv_disk_bytes_written = 0, kv_disk_bytes_read = 0;
+  uint64_t kv_disk_dropped = 0, kv_disk_write_errors = 0, kv_disk_evicted = 0;
+  uint64_t kv_disk_bytes = 0, kv_disk_budget = 0;
+  double kv_disk_read_seconds = 0;
 };
 
 struct BenchOptions {
@@ -372,6 +387,8 @@ class Engine {
   const ModelInfo& info() const;
   double load_seconds() const;
   MemoryReport Memory() const;
+  // Waits until the KV blocks queued for the disk tier (EngineOptions::kv_disk) are written.
+  void FlushKvDisk();
 
   std::vector<int32_t> Tokenize(std::string_view text, bool add_bos,
                                 bool parse_special = false) const;

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "base/cpu.h"
+#include "base/hash64.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
@@ -21,6 +23,7 @@
 #include "engine/stop_rule.h"
 #include "engine/text_stream.h"
 #include "kernels/kernels.h"
+#include "kv/kv_disk.h"
 #include "kv/kv_manager.h"
 #include "model/pipeline_head.h"
 #include "model/stage_link.h"
@@ -277,6 +280,24 @@ KvCacheOptions KvPlan(const ModelConfig& c, const EngineOptions& o, int ctx, int
   return ko;
 }
 
+// What shapes the KV values besides the tokens (the block hashes hold those, the KV types and
+// the block size): the model file's content, a tokenizer or adapter given apart, the context
+// (RoPE factors chosen for it), the kernels and the forward pass's switches. A disk tier's
+// blocks are shared only under the same identity.
+uint64_t KvIdentity(const Engine::Impl& impl, const EngineOptions& o, int ctx) {
+  std::string id = StrFormat("paddock-kv-1 model=%016" PRIx64 " ctx=%d isa=%s relayout=%d",
+                             FileContentIdentity(o.model_path, o.kv_disk), ctx,
+                             IsaName(impl.kernels->isa), o.relayout_weights ? 1 : 0);
+  if (!o.tokenizer_path.empty())
+    id += StrFormat(" tokenizer=%016" PRIx64, FileContentIdentity(o.tokenizer_path, o.kv_disk));
+  if (!o.lora_path.empty())
+    id += StrFormat(" lora=%016" PRIx64 "*%g", FileContentIdentity(o.lora_path, o.kv_disk),
+                    static_cast<double>(o.lora_scale));
+  ForwardOptions f = o.forward;
+  f.ForEachSwitch([&](const char* name, bool on) { id += StrFormat(" %s=%d", name, on ? 1 : 0); });
+  return HashBytes(id.data(), id.size());
+}
+
 void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
   int64_t kv_tokens = 0;
   KvCacheOptions ko = KvPlan(impl->model->config, o, ctx, &kv_tokens);
@@ -285,6 +306,14 @@ void MakeKv(Engine::Impl* impl, const EngineOptions& o, int ctx) {
   }
   impl->kv = std::make_unique<KvManager>(impl->model->config, ko, static_cast<int>(kv_tokens),
                                          impl->backend.get());
+  if (!o.kv_disk.empty()) {
+    if (o.stages)
+      Fail("--kv-disk is not supported with pipeline stages (each holds only its layers)");
+    KvDiskOptions d;
+    d.dir = o.kv_disk;
+    d.budget_bytes = o.kv_disk_budget;
+    impl->kv->AttachDisk(d, KvIdentity(*impl, o, ctx));
+  }
   if (o.stages) {
     StageLink* link = o.stages.get();
     impl->kv->SetCopyListener([link](int32_t from, int32_t to) { link->CopyBlock(from, to); });
@@ -464,6 +493,10 @@ bool Engine::AddsBos() const {
   return impl_->model->tokenizer->add_bos_default();
 }
 
+void Engine::FlushKvDisk() {
+  impl_->kv->FlushDisk();
+}
+
 MemoryReport Engine::Memory() const {
   const KvMemoryStats m = impl_->kv->Memory();
   const PrefixCacheStats& p = impl_->kv->pool().stats();
@@ -485,6 +518,23 @@ MemoryReport Engine::Memory() const {
   r.prefix_hits = p.hits;
   r.prefix_evictions = p.evictions;
   r.kv_window = impl_->kv->window();
+  if (const KvDiskTier* d = impl_->kv->disk()) {
+    const KvDiskStats k = d->stats();
+    r.kv_disk = true;
+    r.kv_disk_writes_stopped = k.writes_stopped;
+    r.kv_disk_hits = k.hits;
+    r.kv_disk_misses = k.misses;
+    r.kv_disk_corrupt = k.corrupt;
+    r.kv_disk_blocks_written = k.blocks_written;
+    r.kv_disk_bytes_written = k.bytes_written;
+    r.kv_disk_bytes_read = k.bytes_read;
+    r.kv_disk_dropped = k.dropped_writes;
+    r.kv_disk_write_errors = k.write_errors;
+    r.kv_disk_evicted = k.evicted;
+    r.kv_disk_bytes = k.bytes_on_disk;
+    r.kv_disk_budget = k.budget_bytes;
+    r.kv_disk_read_seconds = k.read_seconds;
+  }
   return r;
 }
 

@@ -51,6 +51,12 @@ class BlockPool {
   // Makes a full, referenced block findable. No-op if some block already holds that content.
   void Register(int32_t id, uint64_t hash, uint64_t parent, const int32_t* tokens);
   bool IsCached(int32_t id) const { return has_hash_[static_cast<size_t>(id)] != 0; }
+  // A cached block's hash, parent hash and tokens (block_size of them).
+  uint64_t CachedHash(int32_t id) const { return hash_[static_cast<size_t>(id)]; }
+  uint64_t CachedParent(int32_t id) const { return parent_[static_cast<size_t>(id)]; }
+  const int32_t* CachedTokens(int32_t id) const {
+    return tokens_.data() + static_cast<size_t>(id) * static_cast<size_t>(block_size_);
+  }
   const PrefixCacheStats& stats() const { return stats_; }
 
   void BeginStep();

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "base/strings.h"
+#include "kv/kv_disk.h"
 
 namespace paddock {
 
@@ -155,6 +156,74 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
 
 KvManager::~KvManager() = default;
 
+void KvManager::AttachDisk(const KvDiskOptions& o, uint64_t identity) {
+  if (!opt_.prefix_cache) Fail("--kv-disk needs the prefix cache (drop --no-prefix-cache)");
+  if (opt_.layer_begin != 0 || (opt_.layer_end != 0 && opt_.layer_end != cfg_.n_layers))
+    Fail("--kv-disk is not supported with pipeline stages (each holds only its layers)");
+  // Blocks waiting to be written stay referenced; when the pool runs out, the ones not being
+  // written yet are taken back (NewBlock), so saving never starves the running sequences.
+  const int queue = std::clamp(pool_.num_blocks(), 1, 4096);
+  disk_ = std::make_unique<KvDiskTier>(o, identity, block_size(), store_.get(), queue);
+  on_disk_.assign(static_cast<size_t>(pool_.num_blocks()), 0);
+  staging_.resize(disk_->block_bytes());
+  unpin_.reserve(static_cast<size_t>(queue));
+}
+
+void KvManager::FlushDisk() {
+  if (!disk_) return;
+  disk_->Flush();
+  Unpin();
+}
+
+int32_t KvManager::NewBlock() {
+  int32_t b = pool_.Allocate();
+  if (b < 0 && disk_) {  // blocks waiting for the disk tier: written ones back, queued ones too
+    Unpin();
+    unpin_.clear();
+    disk_->CancelQueued(&unpin_);
+    for (int32_t x : unpin_) {
+      on_disk_[static_cast<size_t>(x)] = 0;
+      pool_.Release(x);
+    }
+    b = pool_.Allocate();
+  }
+  if (b > 0 && disk_) on_disk_[static_cast<size_t>(b)] = 0;
+  return b;
+}
+
+void KvManager::Unpin() {
+  if (!disk_ || !disk_->has_written()) return;
+  unpin_.clear();
+  disk_->TakeWritten(&unpin_);
+  for (int32_t b : unpin_) pool_.Release(b);
+}
+
+// The sequence's full cached blocks not yet on disk, queued for saving (each keeps a reference
+// until written); stops at the first the queue does not take.
+void KvManager::SaveBlocks(const Sequence& s) {
+  for (int b = s.released_blocks; b < s.hashed_blocks; ++b) {
+    const int32_t blk = s.table[static_cast<size_t>(b)];
+    if (blk == BlockPool::kNullBlock || on_disk_[static_cast<size_t>(blk)] || !pool_.IsCached(blk))
+      continue;
+    if (!disk_->Offer(blk, pool_.CachedHash(blk), pool_.CachedParent(blk), pool_.CachedTokens(blk)))
+      return;
+    pool_.AddRef(blk);
+    on_disk_[static_cast<size_t>(blk)] = 1;
+  }
+}
+
+// The block with this content from the disk tier into a new block of the pool, registered in
+// the prefix cache and referenced by the caller; -1 if it is not on disk or no block is free.
+int32_t KvManager::LoadFromDisk(uint64_t h, uint64_t parent, const int32_t* tokens) {
+  if (pool_.num_free() == 0 || !disk_->Read(h, parent, tokens, staging_.data())) return -1;
+  const int32_t blk = NewBlock();
+  if (blk < 0) return -1;
+  store_->WriteBlock(blk, staging_.data());
+  pool_.Register(blk, h, parent, tokens);
+  on_disk_[static_cast<size_t>(blk)] = 1;
+  return blk;
+}
+
 KvManager::Sequence& KvManager::Seq(SeqId id) {
   if (id < 0 || static_cast<size_t>(id) >= seqs_.size() || !seqs_[static_cast<size_t>(id)].live)
     Fail("KV: no sequence %d", id);
@@ -181,6 +250,7 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.chain = hash_seed_;
   s.max_tokens = max_tokens;
   s.prefill_until = 0;
+  s.disk = true;
   s.table.clear();
   s.tokens.clear();
   s.table.reserve(static_cast<size_t>(max_tokens / block_size() + 2));
@@ -199,12 +269,17 @@ KvManager::SeqId KvManager::Fork(SeqId parent) {
   s.released_blocks = p.released_blocks;
   s.chain = p.chain;
   s.prefill_until = p.prefill_until;
+  s.disk = p.disk;
   for (int32_t b : s.table) pool_.AddRef(b);
   return id;
 }
 
 void KvManager::Free(SeqId id) {
   Sequence& s = Seq(id);
+  if (disk_ && s.disk) {
+    Unpin();
+    SaveBlocks(s);
+  }
   // Release the tail first so that, among this sequence's cached blocks, the later ones are
   // evicted before the earlier (shared-prefix) ones.
   for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) pool_.Release(*it);
@@ -224,6 +299,8 @@ void KvManager::SetPrefixNamespace(SeqId id, uint64_t ns) {
   Sequence& s = Seq(id);
   if (s.len != 0) Fail("KV: SetPrefixNamespace on a non-empty sequence");
   if (ns != 0) s.chain = BlockPool::HashBlock(hash_seed_ ^ 0x6c6f7261ull, Words(ns).data(), 2);
+  // An adapter's id is not stable across restarts: its blocks stay in RAM.
+  if (ns != 0) s.disk = false;
 }
 
 uint64_t KvManager::BlockParent(const Sequence& s, int b) const {
@@ -237,13 +314,16 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
   Sequence& s = Seq(id);
   if (s.len != 0 || !s.table.empty()) Fail("KV: MatchPrefix on a non-empty sequence");
   if (!opt_.prefix_cache || n <= 1) return 0;
+  const bool disk = disk_ && s.disk;
+  if (disk) Unpin();
   const int bs = block_size();
   const int full = (n - 1) / bs;  // leave at least the last token to compute
   for (int b = 0; b < full; ++b) {
     const int32_t* t = tokens + static_cast<size_t>(b) * bs;
     const uint64_t parent = BlockParent(s, b);
     const uint64_t h = BlockPool::HashBlock(parent, t, bs);
-    const int32_t blk = pool_.Lookup(h, parent, t);
+    int32_t blk = pool_.Lookup(h, parent, t);
+    if (blk < 0 && disk) blk = LoadFromDisk(h, parent, t);  // RAM first, then the disk tier
     if (blk < 0) break;
     s.table.push_back(blk);
     s.tokens.insert(s.tokens.end(), t, t + bs);
@@ -266,7 +346,7 @@ bool KvManager::Reserve(SeqId id, int total_len) {
   if (s.len % bs != 0 && total_len > s.len) {
     int32_t& last = s.table[static_cast<size_t>(s.len / bs)];
     if (pool_.ref_count(last) > 1) {
-      const int32_t fresh = pool_.Allocate();
+      const int32_t fresh = NewBlock();
       if (fresh < 0) return false;
       CopyBlock(last, fresh);
       pool_.Release(last);
@@ -274,8 +354,9 @@ bool KvManager::Reserve(SeqId id, int total_len) {
     }
   }
   const size_t need = static_cast<size_t>((total_len + bs - 1) / bs);
+  if (s.table.size() < need) Unpin();
   while (s.table.size() < need) {
-    const int32_t b = pool_.Allocate();
+    const int32_t b = NewBlock();
     if (b < 0) return false;
     s.table.push_back(b);
   }

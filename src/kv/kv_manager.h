@@ -26,6 +26,9 @@
 
 namespace paddock {
 
+class KvDiskTier;
+struct KvDiskOptions;
+
 struct KvCacheOptions {
   size_t memory_bytes = 0;  // 0: room for the default token count plus 25%
   int block_size = 16;
@@ -65,6 +68,15 @@ class KvManager {
   KvManager(const ModelConfig& cfg, const KvCacheOptions& options, int default_tokens,
             Backend* backend = nullptr);
   ~KvManager();
+
+  // A disk tier under the prefix cache (kv/kv_disk.h): full cached blocks of a sequence are
+  // queued for saving when it is freed, and MatchPrefix reads on from the disk where RAM has
+  // no more. `identity` names what shapes the KV values besides the tokens (the engine's model
+  // file, tokenizer, switches, kernels). Needs the prefix cache and every layer's storage.
+  void AttachDisk(const KvDiskOptions& o, uint64_t identity);
+  const KvDiskTier* disk() const { return disk_.get(); }
+  // Waits until the queued blocks are saved and takes them back (paddock cache warm; tests).
+  void FlushDisk();
 
   // A new empty sequence able to grow to `max_tokens` (its table is reserved now).
   SeqId Create(int max_tokens);
@@ -133,7 +145,12 @@ class KvManager {
     uint64_t chain = 0;       // hash of the last registered block
     int max_tokens = 0;
     int prefill_until = 0;  // SetPrefillUntil
+    bool disk = true;       // blocks may go to and come from the disk tier (base model's)
   };
+  int32_t NewBlock();  // a block from the pool (its content is new: not on disk)
+  void Unpin();        // releases the blocks the disk tier finished with
+  void SaveBlocks(const Sequence& s);
+  int32_t LoadFromDisk(uint64_t hash, uint64_t parent, const int32_t* tokens);
   // The parent hash of block b of s: its chain, salted with how many of the block's positions
   // fall below prefill_until (unchanged when none do).
   uint64_t BlockParent(const Sequence& s, int b) const;
@@ -146,7 +163,11 @@ class KvManager {
   BlockPool pool_;
   int window_ = 0;
   uint64_t hash_seed_ = 0;
-  std::unique_ptr<KvStore> store_;  // the blocks' bytes: the backend's (model/backend.h)
+  std::unique_ptr<KvStore> store_;    // the blocks' bytes: the backend's (model/backend.h)
+  std::unique_ptr<KvDiskTier> disk_;  // (after store_: stops before the store goes)
+  std::vector<uint8_t> on_disk_;      // per block: its content is saved or queued
+  std::vector<uint8_t> staging_;      // one block's bytes read from disk
+  std::vector<int32_t> unpin_;
   size_t bytes_per_token_ = 0;
   std::vector<Sequence> seqs_;
   std::vector<SeqId> free_ids_;

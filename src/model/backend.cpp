@@ -55,6 +55,30 @@ class HostKvStore final : public KvStore {
     }
   }
   size_t bytes() const override { return bytes_; }
+  size_t block_bytes() const override {
+    size_t b = 0;
+    for (const KvLayerView& L : layers_)
+      b += static_cast<size_t>(bs_) * (L.k_row_bytes + L.v_row_bytes);
+    return b;
+  }
+  void ReadBlock(int32_t block, uint8_t* dst) const override {
+    const size_t bs = static_cast<size_t>(bs_), at = static_cast<size_t>(block) * bs;
+    for (const KvLayerView& L : layers_) {
+      std::memcpy(dst, L.k + at * L.k_row_bytes, bs * L.k_row_bytes);
+      dst += bs * L.k_row_bytes;
+      std::memcpy(dst, L.v + at * L.v_row_bytes, bs * L.v_row_bytes);
+      dst += bs * L.v_row_bytes;
+    }
+  }
+  void WriteBlock(int32_t block, const uint8_t* src) override {
+    const size_t bs = static_cast<size_t>(bs_), at = static_cast<size_t>(block) * bs;
+    for (const KvLayerView& L : layers_) {
+      std::memcpy(L.k + at * L.k_row_bytes, src, bs * L.k_row_bytes);
+      src += bs * L.k_row_bytes;
+      std::memcpy(L.v + at * L.v_row_bytes, src, bs * L.v_row_bytes);
+      src += bs * L.v_row_bytes;
+    }
+  }
 
  private:
   struct FreeDeleter {

@@ -85,6 +85,13 @@ class KvStore {
   // Copy-on-write: block `from`'s rows of every layer into block `to`.
   virtual void CopyBlock(int32_t from, int32_t to) = 0;
   virtual size_t bytes() const = 0;
+  // One block's rows of every layer held (K then V per layer, in layer order) as a byte string
+  // of block_bytes(): the KV disk tier (kv/kv_disk.h) saves and restores blocks through it.
+  // ReadBlock may run on another thread than the steps, for a block no step writes (a full
+  // block the KV manager holds a reference to).
+  virtual size_t block_bytes() const = 0;
+  virtual void ReadBlock(int32_t block, uint8_t* dst) const = 0;
+  virtual void WriteBlock(int32_t block, const uint8_t* src) = 0;
 };
 
 // The KV store in host memory: one allocation, 2 MiB aligned on huge pages (advice), zeroed

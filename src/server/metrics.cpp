@@ -129,6 +129,33 @@ void ModelFamilies(std::string& o, const std::vector<ModelMetrics>& ms) {
                                   {"scratch", r.scratch_bytes}})
       o += StrFormat("paddock_memory_bytes{%s,kind=\"%s\"} %" PRIu64 "\n", ML.c_str(), kind, v);
   }
+  // The KV disk tier (--kv-disk), for the loaded models that have one.
+  auto disk = [&](const char* name, const char* type, const char* help, auto get) {
+    bool any = false;
+    for (const ModelMetrics& m : ms) any = any || (m.loaded && m.stats.memory.kv_disk);
+    if (!any) return;
+    Header(&o, name, type, help);
+    for (const ModelMetrics& m : ms)
+      if (m.loaded && m.stats.memory.kv_disk)
+        o += StrFormat("%s{model_name=\"%s\"} %.17g\n", name, Escape(m.name).c_str(),
+                       static_cast<double>(get(m.stats.memory)));
+  };
+  using R = const MemoryReport&;
+  // clang-format off
+  disk("paddock_kv_disk_hits_total", "counter", "KV blocks read back from the disk tier instead of computed.", [](R r) { return r.kv_disk_hits; });
+  disk("paddock_kv_disk_misses_total", "counter", "Prefix lookups past RAM that found no block file.", [](R r) { return r.kv_disk_misses; });
+  disk("paddock_kv_disk_read_bytes_total", "counter", "Bytes of block files read back.", [](R r) { return r.kv_disk_bytes_read; });
+  disk("paddock_kv_disk_read_seconds_total", "counter", "Seconds spent reading and checking block files.", [](R r) { return r.kv_disk_read_seconds; });
+  disk("paddock_kv_disk_blocks_written_total", "counter", "KV blocks saved to the disk tier.", [](R r) { return r.kv_disk_blocks_written; });
+  disk("paddock_kv_disk_written_bytes_total", "counter", "Bytes of block files written.", [](R r) { return r.kv_disk_bytes_written; });
+  disk("paddock_kv_disk_dropped_writes_total", "counter", "Blocks not saved: the write queue was full or writes stopped.", [](R r) { return r.kv_disk_dropped; });
+  disk("paddock_kv_disk_corrupt_total", "counter", "Block files that failed their check (removed, recomputed).", [](R r) { return r.kv_disk_corrupt; });
+  disk("paddock_kv_disk_write_errors_total", "counter", "Failed block writes (the first stops the writes).", [](R r) { return r.kv_disk_write_errors; });
+  disk("paddock_kv_disk_evictions_total", "counter", "Block files removed to keep the byte budget.", [](R r) { return r.kv_disk_evicted; });
+  disk("paddock_kv_disk_bytes", "gauge", "Bytes of block files in the directory (as this server counts them).", [](R r) { return r.kv_disk_bytes; });
+  disk("paddock_kv_disk_budget_bytes", "gauge", "The disk tier's byte budget.", [](R r) { return r.kv_disk_budget; });
+  disk("paddock_kv_disk_writes_stopped", "gauge", "1 when writes stopped (a full disk, an unwritable file).", [](R r) { return r.kv_disk_writes_stopped ? 1 : 0; });
+  // clang-format on
   auto each = [&](const char* name, const char* type, const char* help, auto get) {
     Header(&o, name, type, help);
     for (const ModelMetrics& m : ms)

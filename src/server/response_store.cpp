@@ -1,13 +1,132 @@
 // server/response_store.cpp: the stored Responses API responses (response_store.h).
 #include "server/response_store.h"
 
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iterator>
+#include <vector>
+
+#include "base/strings.h"
+#include "base/timer.h"
 
 namespace paddock::server {
+
+namespace {
+
+double EpochNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+// A prepared statement, finalized when it goes.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) == SQLITE_OK;
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt& Text(int i, const std::string& v) {
+    ok_ = ok_ && sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC) ==
+                     SQLITE_OK;
+    return *this;
+  }
+  Stmt& Real(int i, double v) {
+    ok_ = ok_ && sqlite3_bind_double(s_, i, v) == SQLITE_OK;
+    return *this;
+  }
+  Stmt& Int(int i, int64_t v) {
+    ok_ = ok_ && sqlite3_bind_int64(s_, i, v) == SQLITE_OK;
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE, or an error code.
+  int Step() { return ok_ ? sqlite3_step(s_) : SQLITE_ERROR; }
+  std::string Column(int i) const {
+    const auto* p = static_cast<const char*>(sqlite3_column_blob(s_, i));
+    return std::string(p != nullptr ? p : "", static_cast<size_t>(sqlite3_column_bytes(s_, i)));
+  }
+  int64_t ColumnInt(int i) const { return sqlite3_column_int64(s_, i); }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+std::string DefaultDataDir() {
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x != nullptr && x[0] == '/')
+    return std::string(x) + "/paddock";
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] != '\0')
+    return std::string(h) + "/.local/share/paddock";
+  return "";
+}
+
+ResponseStore::ResponseStore(const ResponseStoreOptions& o) : opt_(o), where_("memory") {
+  if (o.dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec)
+    Fail("--data-dir %s: cannot create the directory: %s", o.dir.c_str(), ec.message().c_str());
+  where_ = o.dir + "/responses.sqlite3";
+  if (sqlite3_open_v2(where_.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    Fail("--data-dir: cannot open %s: %s", where_.c_str(), why.c_str());
+  }
+  sqlite3_busy_timeout(db_, 5000);  // other servers on the same file: wait for their writes
+  // Write-ahead log: a commit is one append (readers never block it), and a process killed at
+  // any point leaves every committed response; synchronous=NORMAL syncs at checkpoints (a
+  // power loss may lose the last commits, never corrupt the file).
+  const char* setup =
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+      "CREATE TABLE IF NOT EXISTS responses(id TEXT PRIMARY KEY, created REAL NOT NULL,"
+      " used INTEGER NOT NULL, bytes INTEGER NOT NULL, response BLOB NOT NULL,"
+      " conversation BLOB NOT NULL);"
+      "CREATE INDEX IF NOT EXISTS responses_used ON responses(used);"
+      "CREATE INDEX IF NOT EXISTS responses_created ON responses(created);";
+  char* err = nullptr;
+  if (sqlite3_exec(db_, setup, nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string why = err != nullptr ? err : "unknown error";
+    sqlite3_free(err);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    Fail("--data-dir: cannot use %s: %s", where_.c_str(), why.c_str());
+  }
+}
+
+ResponseStore::~ResponseStore() {
+  if (db_ != nullptr) sqlite3_close(db_);
+}
+
+void ResponseStore::LogOnce(const char* what) {
+  if (logged_) return;
+  logged_ = true;
+  std::fprintf(stderr, "paddock: response store %s: %s failed: %s (serving goes on)\n",
+               where_.c_str(), what, db_ != nullptr ? sqlite3_errmsg(db_) : "");
+}
+
+bool ResponseStore::Exec(const char* sql) {
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK) return true;
+  LogOnce(sql);
+  return false;
+}
 
 ResponseStore::List::iterator ResponseStore::Find(const std::string& id) {
   const auto it = index_.find(id);
   if (it == index_.end()) return lru_.end();
+  if (opt_.max_age_seconds > 0 && it->second->created < EpochNow() - opt_.max_age_seconds) {
+    Drop(it->second);
+    return lru_.end();
+  }
   lru_.splice(lru_.begin(), lru_, it->second);
   return lru_.begin();
 }
@@ -18,40 +137,106 @@ void ResponseStore::Drop(List::iterator it) {
   lru_.erase(it);
 }
 
+void ResponseStore::Retain(double now) {
+  if (opt_.max_age_seconds > 0)
+    Stmt(db_, "DELETE FROM responses WHERE created < ?").Real(1, now - opt_.max_age_seconds).Step();
+  Stmt total(db_, "SELECT count(*), sum(bytes) FROM responses");
+  if (total.Step() != SQLITE_ROW) return;
+  int64_t n = total.ColumnInt(0), bytes = total.ColumnInt(1);
+  const auto max_n = static_cast<int64_t>(opt_.max_entries);
+  const auto max_b = static_cast<int64_t>(opt_.max_bytes);
+  if (n <= max_n && bytes <= max_b) return;
+  std::vector<std::string> out;  // least recently used first, until within both limits
+  Stmt order(db_, "SELECT id, bytes FROM responses ORDER BY used");
+  while ((n > max_n || bytes > max_b) && order.Step() == SQLITE_ROW) {
+    out.push_back(order.Column(0));
+    n--;
+    bytes -= order.ColumnInt(1);
+  }
+  for (const std::string& id : out)
+    Stmt(db_, "DELETE FROM responses WHERE id = ?").Text(1, id).Step();
+}
+
 void ResponseStore::Put(const std::string& id, std::string response, std::string conversation) {
   const size_t size = response.size() + conversation.size();
-  if (size > max_bytes_ || max_entries_ == 0) return;
+  if (size > opt_.max_bytes || opt_.max_entries == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (const auto old = Find(id); old != lru_.end()) Drop(old);
-  while (!lru_.empty() && (lru_.size() >= max_entries_ || bytes_ + size > max_bytes_))
-    Drop(std::prev(lru_.end()));
-  lru_.push_front({id, std::move(response), std::move(conversation)});
-  index_[id] = lru_.begin();
-  bytes_ += size;
+  if (db_ == nullptr) {
+    if (const auto old = Find(id); old != lru_.end()) Drop(old);
+    while (!lru_.empty() && (lru_.size() >= opt_.max_entries || bytes_ + size > opt_.max_bytes))
+      Drop(std::prev(lru_.end()));
+    lru_.push_front({id, std::move(response), std::move(conversation), EpochNow()});
+    index_[id] = lru_.begin();
+    bytes_ += size;
+    return;
+  }
+  const double now = EpochNow();
+  if (!Exec("BEGIN IMMEDIATE")) return;
+  Stmt put(db_,
+           "INSERT OR REPLACE INTO responses(id, created, used, bytes, response, conversation)"
+           " VALUES(?, ?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?)");
+  const bool ok = put.Text(1, id)
+                      .Real(2, now)
+                      .Int(3, static_cast<int64_t>(size))
+                      .Text(4, response)
+                      .Text(5, conversation)
+                      .Step() == SQLITE_DONE;
+  if (!ok) {
+    LogOnce("storing a response");
+    Exec("ROLLBACK");
+    return;
+  }
+  Retain(now);
+  if (!Exec("COMMIT")) Exec("ROLLBACK");
+}
+
+bool ResponseStore::Get(const std::string& id, bool conversation, std::string* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (db_ == nullptr) {
+    const auto it = Find(id);
+    if (it == lru_.end()) return false;
+    *out = conversation ? it->conversation : it->response;
+    return true;
+  }
+  const double now = EpochNow();
+  const double cutoff = opt_.max_age_seconds > 0 ? now - opt_.max_age_seconds : -1e300;
+  Stmt get(db_, conversation ? "SELECT conversation FROM responses WHERE id = ? AND created >= ?"
+                             : "SELECT response FROM responses WHERE id = ? AND created >= ?");
+  const int rc = get.Text(1, id).Real(2, cutoff).Step();
+  if (rc != SQLITE_ROW) {
+    if (rc != SQLITE_DONE) LogOnce("reading a response");
+    return false;
+  }
+  *out = get.Column(0);
+  // Most recently used now (a sequence number: no two uses tie, whatever the clock says).
+  Stmt(db_, "UPDATE responses SET used = (SELECT max(used) + 1 FROM responses) WHERE id = ?")
+      .Text(1, id)
+      .Step();
+  return true;
 }
 
 bool ResponseStore::Response(const std::string& id, std::string* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = Find(id);
-  if (it == lru_.end()) return false;
-  *out = it->response;
-  return true;
+  return Get(id, false, out);
 }
 
 bool ResponseStore::Conversation(const std::string& id, std::string* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = Find(id);
-  if (it == lru_.end()) return false;
-  *out = it->conversation;
-  return true;
+  return Get(id, true, out);
 }
 
 bool ResponseStore::Erase(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = Find(id);
-  if (it == lru_.end()) return false;
-  Drop(it);
-  return true;
+  if (db_ == nullptr) {
+    const auto it = Find(id);
+    if (it == lru_.end()) return false;
+    Drop(it);
+    return true;
+  }
+  Stmt del(db_, "DELETE FROM responses WHERE id = ?");
+  if (del.Text(1, id).Step() != SQLITE_DONE) {
+    LogOnce("deleting a response");
+    return false;
+  }
+  return sqlite3_changes(db_) > 0;
 }
 
 }  // namespace paddock::server

@@ -693,6 +693,14 @@ int Server::Run() {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
 
+  // Stored responses (before the socket: a data directory that cannot be used is an error).
+  ResponseStoreOptions ro;
+  ro.dir = opt_.data_dir;
+  ro.max_entries = opt_.responses_max;
+  ro.max_bytes = opt_.responses_max_bytes;
+  ro.max_age_seconds = opt_.responses_max_age;
+  responses_ = std::make_unique<ResponseStore>(ro);
+  std::fprintf(stderr, "paddock: stored responses: %s\n", responses_->where().c_str());
   // The socket listens before the model loads (health says "loading" meanwhile).
   http_server_ =
       std::make_unique<HttpServer>(opt_.host, opt_.port, Limits(opt_),

@@ -44,6 +44,13 @@ struct ServerOptions {
   // "deepseek" (always split), "none" (never: the reply as the model wrote it).
   std::string reasoning_format = "auto";
   std::string pooling;  // embeddings: mean, last or cls (empty: the model file's, else mean)
+  // The Responses API's stored responses: an SQLite database in this directory, kept across
+  // restarts ("": in memory; the CLI's default is $XDG_DATA_HOME/paddock), retained by count,
+  // bytes and age in seconds (0: no age limit).
+  std::string data_dir;
+  size_t responses_max = 10000;
+  uint64_t responses_max_bytes = uint64_t{256} << 20;
+  double responses_max_age = 30 * 86400.0;
   size_t max_body_bytes = 8u << 20;
   int http_threads = 0;        // event threads (0: the HTTP layer's default, 2)
   size_t max_connections = 0;  // open connections at most (0: 4096); more are closed at once

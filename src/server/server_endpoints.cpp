@@ -46,10 +46,10 @@ void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool
   if (d == Dialect::kOpenAi) return;
   auto translator = MakeReplyTranslator(d, stream, model, n_prompt);
   if (t.store) {
-    translator->OnResponse(
-        [this, body = std::move(t.body), instr = t.instructions](const std::string& response) {
-          responses_.Put(ResponseId(response), response, StoredConversation(body, response, instr));
-        });
+    translator->OnResponse([this, body = std::move(t.body),
+                            instr = t.instructions](const std::string& response) {
+      responses_->Put(ResponseId(response), response, StoredConversation(body, response, instr));
+    });
   }
   res->stream = MakeTranslatedBody(std::move(res->stream), std::move(translator));
 }
@@ -67,13 +67,16 @@ Translated Server::Translate(Dialect d, const std::string& body, bool chat, Load
   if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
   if (!t.previous_response_id.empty()) {
     std::string prior;
-    if (!responses_.Conversation(t.previous_response_id, &prior)) {
+    if (!responses_->Conversation(t.previous_response_id, &prior)) {
       ApiError e;
       e.status = 404;
       e.type = "invalid_request_error";
       e.param = "previous_response_id";
-      e.message = "no stored response '" + t.previous_response_id +
-                  "' (responses are kept in memory, the last 1000 or 64 MB, until restart)";
+      const ResponseStoreOptions& k = responses_->options();
+      e.message =
+          StrFormat("no stored response '%s' (responses are kept in %s: the last %zu, %s, %g days)",
+                    t.previous_response_id.c_str(), responses_->where().c_str(), k.max_entries,
+                    FormatBytes(k.max_bytes).c_str(), k.max_age_seconds / 86400);
       throw e;
     }
     t.body = ContinueConversation(t.body, prior, t.instructions);
@@ -140,7 +143,8 @@ void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res, LoadedModel& 
 void Server::StoredResponse(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
   std::string body;
-  const bool found = req.method == "DELETE" ? responses_.Erase(id) : responses_.Response(id, &body);
+  const bool found =
+      req.method == "DELETE" ? responses_->Erase(id) : responses_->Response(id, &body);
   if (!found) {
     ApiError e;
     e.status = 404;

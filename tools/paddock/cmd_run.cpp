@@ -30,6 +30,14 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
     {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
     {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
+    {{"--kv-disk"},
+     true,
+     "save full prefix KV blocks under DIR and read them back instead of recomputing (across "
+     "restarts and processes sharing DIR)"},
+    {{"--kv-disk-budget"},
+     true,
+     "bytes of --kv-disk files at most, least recently used removed first (default 10G, at most "
+     "half the free space)"},
     {{"--mlock"},
      false,
      "lock the weights in memory (refused when they exceed the available memory)"},
@@ -302,6 +310,11 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   eo->kv_layer_types = args.Str("--kv-layer-types");
   eo->prefix_cache = !args.Has("--no-prefix-cache");
   eo->sliding_window = static_cast<int>(args.Int("--sliding-window", -1, 0, 1 << 24));
+  eo->kv_disk = args.Str("--kv-disk");
+  if (args.Has("--kv-disk-budget")) {
+    if (eo->kv_disk.empty()) throw UsageError("--kv-disk-budget needs --kv-disk DIR");
+    eo->kv_disk_budget = ParseBytes("--kv-disk-budget", args.Str("--kv-disk-budget"));
+  }
 }
 
 // run, chat, bench: --lora FILE or FILE:SCALE (a path may hold ':'; the scale is a number).

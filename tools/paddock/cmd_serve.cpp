@@ -10,6 +10,7 @@
 #include "paddock/service.h"
 #include "progress.h"
 #include "server/model_host.h"
+#include "server/response_store.h"
 #include "server/server.h"
 
 namespace paddock::cli {
@@ -162,9 +163,26 @@ const std::vector<OptionSpec>& DeploySpecs() {
   return s;
 }
 
+// State kept across restarts: the stored responses (the KV disk tier is --kv-disk).
+const std::vector<OptionSpec>& StateSpecs() {
+  static const std::vector<OptionSpec> s = {
+      {{"--data-dir"},
+       true,
+       "where stored Responses API responses are kept across restarts (SQLite), or none: in "
+       "memory (default $XDG_DATA_HOME/paddock, else ~/.local/share/paddock)"},
+      {{"--responses-max"}, true, "stored responses kept at most (default 10000)"},
+      {{"--responses-max-bytes"}, true, "bytes of stored responses at most (default 256M)"},
+      {{"--responses-max-age"},
+       true,
+       "how long a stored response is kept: seconds, or e.g. 12h, 30d; 0: no limit (default 30d)"},
+  };
+  return s;
+}
+
 std::vector<OptionSpec> ServeSpecs() {
   std::vector<OptionSpec> s;
-  for (const auto* group : {&ModelSpecs(), &SchedulingSpecs(), &HttpSpecs(), &DeploySpecs()})
+  for (const auto* group :
+       {&ModelSpecs(), &SchedulingSpecs(), &HttpSpecs(), &DeploySpecs(), &StateSpecs()})
     s.insert(s.end(), group->begin(), group->end());
   s.insert(s.end(), kKvSpecs.begin(), kKvSpecs.end());
   s.insert(s.end(), kSpecSpecs.begin(), kSpecSpecs.end());
@@ -294,6 +312,39 @@ void ReadApi(const Args& args, server::ServerOptions* so) {
                      "' (expected auto, deepseek or none)");
 }
 
+// Stored responses: where (--data-dir, or none) and how many, how large, how old.
+void ReadState(const Args& args, server::ServerOptions* so) {
+  const std::string dir = args.Str("--data-dir");
+  if (dir == "none") {
+    so->data_dir.clear();
+  } else if (!dir.empty()) {
+    so->data_dir = dir;
+  } else {
+    so->data_dir = server::DefaultDataDir();  // (neither HOME nor XDG_DATA_HOME: in memory)
+  }
+  so->responses_max = static_cast<size_t>(args.Int("--responses-max", 10000, 0, 100000000));
+  if (args.Has("--responses-max-bytes"))
+    so->responses_max_bytes =
+        ParseBytes("--responses-max-bytes", args.Str("--responses-max-bytes"));
+  if (args.Has("--responses-max-age")) {
+    const std::string a = args.Str("--responses-max-age");
+    char* end = nullptr;
+    const double days = std::strtod(a.c_str(), &end);
+    double secs;
+    if (!a.empty() && a.back() == 'd' && end == a.c_str() + a.size() - 1 && days >= 0) {
+      secs = days * 86400;
+    } else {
+      try {
+        secs = server::ParseKeepAlive(a);
+      } catch (const Error& e) {
+        throw UsageError(std::string("--responses-max-age: ") + e.what());
+      }
+    }
+    if (!(secs >= 0)) throw UsageError("--responses-max-age must not be negative, not '" + a + "'");
+    so->responses_max_age = secs;
+  }
+}
+
 // The transport and the front door: address, limits, deadlines, cluster hooks, keys, CORS.
 void ReadTransport(const Args& args, server::ServerOptions* so) {
   so->host = args.Str("--host", "127.0.0.1");
@@ -347,6 +398,7 @@ int CmdServe(int argc, char** argv) {
   ReadEngineAndService(args, &so);
   ReadTransport(args, &so);
   ReadApi(args, &so);
+  ReadState(args, &so);
   if (!so.models_dir.empty() && JoinPipelineLaunched())
     throw UsageError("serve: --models-dir under mpirun: a pipeline serves one model (-m)");
   if (!JoinPipelineIfLaunched(args, &so.engine, so.memory_budget)) return 0;  // a stage: done

@@ -84,6 +84,7 @@ int CmdTokenize(int argc, char** argv);
 int CmdSynth(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdServe(int argc, char** argv);
+int CmdCache(int argc, char** argv);  // cache warm: a prompt's KV blocks into --kv-disk
 int CmdChat(int argc, char** argv);
 int CmdEval(bool compare, int argc, char** argv);
 int CmdQuantize(int argc, char** argv);

@@ -28,6 +28,7 @@ const char kTopUsage[] =
     "  tune       measure threads, step size and matmul blocking for a model on this machine\n"
     "  chat       talk to a model in the terminal (its chat template, streaming replies)\n"
     "  serve      OpenAI-compatible HTTP server with continuous batching\n"
+    "  cache warm compute a prompt's KV blocks into a --kv-disk directory ahead of serving\n"
     "  perplexity perplexity of a model over a text (with its standard error)\n"
     "  compare    KL divergence and top-1 agreement of a model against a reference over a text\n"
     "  quantize   rewrite a GGUF model with its weight matrices in another type (q8_0, q4_0, q4_k, "
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     if (cmd == "ablate") return paddock::cli::CmdAblate(argc - 2, argv + 2);
     if (cmd == "tune") return paddock::cli::CmdTune(argc - 2, argv + 2);
     if (cmd == "serve") return paddock::cli::CmdServe(argc - 2, argv + 2);
+    if (cmd == "cache") return paddock::cli::CmdCache(argc - 2, argv + 2);
     if (cmd == "chat") return paddock::cli::CmdChat(argc - 2, argv + 2);
     if (cmd == "perplexity") return paddock::cli::CmdEval(false, argc - 2, argv + 2);
     if (cmd == "compare") return paddock::cli::CmdEval(true, argc - 2, argv + 2);

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# State that survives a restart (issue: nothing lost on restart): the KV disk tier (--kv-disk)
+# and the durable response store (--data-dir), end to end with real servers.
+#  - greedy text with the tier equals a server without it, before and after a restart, and the
+#    restarted server reads the prompt's blocks from disk;
+#  - a flipped and a truncated block file and a torn temporary file: detected, recomputed, same
+#    text; stale temporaries removed;
+#  - kill -9 while the tier writes under load, then a restart: every answer a cold server's;
+#  - a disk that fills (a small tmpfs, where the test may mount one): writes stop, serving goes on;
+#  - an unwritable --kv-disk or --data-dir: a clear error at start;
+#  - the official openai client continues a conversation by previous_response_id across a
+#    restart; kill -9 during a burst of stored responses keeps every answered one.
+# usage: persist_test.sh PADDOCK_BINARY
+set -u
+BIN=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=server_lib.sh
+source "$HERE/server_lib.sh"
+MODEL=$M/stories260K.gguf
+if [ ! -d "$HERE/server/node_modules/openai" ]; then
+  (cd "$HERE/server" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
+fi
+MOUNTED=""
+trap 'if [ -n "$MOUNTED" ]; then umount "$MOUNTED" 2>/dev/null; fi; cleanup' EXIT
+
+# complete PORT PROMPT: the greedy completion's text (24 tokens).
+complete() {
+  curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"stories260K\",\"prompt\":\"$2\",\"max_tokens\":24,\"temperature\":0}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+# metric PORT NAME: the metric's value (0 when absent).
+metric() {
+  curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 ~ "^"n"[{ ]" || $1 == n {print $2; f=1} END {if (!f) print 0}' | head -n 1
+}
+stop_server() {  # stop_server PID: SIGTERM, then wait for it (the tier writes its queue first)
+  kill -TERM "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+kv_files() { find "$1" -name '*.kv' 2>/dev/null | wc -l; }
+
+# Prompts of 150-300 tokens (stories260K's context is 512): 9-18 full blocks of 16 each.
+PROMPTS=()
+for i in 0 1 2 3 4 5 6 7; do
+  p=""
+  for j in $(seq 0 $((5 + i))); do p+="Once upon a time, in a town number $((i * 10 + j)), a little girl found a red ball. "; done
+  PROMPTS+=("$p")
+done
+
+# A server without the tier gives the reference text.
+start_server cold -m "$MODEL" --data-dir none || exit 1
+REF=()
+for p in "${PROMPTS[@]}"; do REF+=("$(complete "$PORT" "$p")"); done
+stop_server "$SPID"
+[ -n "${REF[0]}" ]
+check "a cold server answers the prompts" $?
+
+KV=$TMP/kv
+DATA=$TMP/data
+start_server a -m "$MODEL" --kv-disk "$KV" --data-dir "$DATA" || exit 1
+[ "$(complete "$PORT" "${PROMPTS[0]}")" = "${REF[0]}" ]
+check "greedy text with the tier equals the text without it" $?
+RID=$(cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K create)
+check "the openai client stores a response" $?
+stop_server "$SPID"
+n=$(kv_files "$KV")
+[ "$n" -ge 9 ]
+check "the prompt's full blocks are on disk after the server stops ($n files)" $?
+
+start_server b -m "$MODEL" --kv-disk "$KV" --data-dir "$DATA" || exit 1
+[ "$(complete "$PORT" "${PROMPTS[0]}")" = "${REF[0]}" ]
+check "after a restart: the same text" $?
+hits=$(metric "$PORT" paddock_kv_disk_hits_total)
+[ "${hits%.*}" -ge 9 ]
+check "after a restart: the prompt's blocks were read from disk ($hits blocks)" $?
+(cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K continue "$RID")
+check "after a restart: GET, previous_response_id and DELETE with the openai client" $?
+stop_server "$SPID"
+
+# Damage: one file's bytes flipped, one truncated, a torn temporary of a dead writer.
+mapfile -t files < <(find "$KV" -name '*.kv' | sort)
+python3 - "${files[0]}" "${files[1]}" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(-5, os.SEEK_END); b = f.read(1); f.seek(-5, os.SEEK_END); f.write(bytes([b[0] ^ 0xFF]))
+with open(sys.argv[2], "r+b") as f:
+    f.truncate(os.path.getsize(sys.argv[2]) // 2)
+PY
+sub=$(dirname "${files[2]}")
+head -c 1000 "${files[2]}" >"$sub/.tmp.999999999.0"  # a pid that cannot exist
+start_server c -m "$MODEL" --kv-disk "$KV" --data-dir "$DATA" || exit 1
+ok=0
+for i in 0 1 2 3; do [ "$(complete "$PORT" "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
+check "flipped and truncated block files: the same text" $ok
+bad=$(metric "$PORT" paddock_kv_disk_corrupt_total)
+[ "${bad%.*}" -ge 1 ] && grep -q "failed its check" "$TMP/c.log"
+check "damaged block files are detected ($bad) and logged" $?
+[ ! -e "$sub/.tmp.999999999.0" ]
+check "a dead writer's temporary file is removed at start" $?
+stop_server "$SPID"
+
+# kill -9 while the tier writes under load; a restart answers as a cold server.
+KV2=$TMP/kv2
+start_server d -m "$MODEL" --kv-disk "$KV2" --data-dir none || exit 1
+cpids=()
+for p in "${PROMPTS[@]}"; do
+  complete "$PORT" "$p" >/dev/null &
+  cpids+=($!)
+done
+for _ in $(seq 1 500); do  # the first finished request's blocks are being written
+  [ "$(metric "$PORT" paddock_kv_disk_blocks_written_total | cut -d. -f1)" -ge 1 ] && break
+  sleep 0.01
+done
+kill -9 "$SPID"
+wait "$SPID" 2>/dev/null
+for c in "${cpids[@]}"; do wait "$c" 2>/dev/null; done
+start_server e -m "$MODEL" --kv-disk "$KV2" --data-dir none || exit 1
+ok=0
+for i in "${!PROMPTS[@]}"; do [ "$(complete "$PORT" "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
+check "kill -9 while writing, then a restart: every answer equals a cold server's" $ok
+stop_server "$SPID"
+
+# A disk that fills: a 64 KiB tmpfs holds a few blocks; writes stop, serving goes on.
+SMALL=$TMP/small
+mkdir -p "$SMALL"
+if mount -t tmpfs -o size=64k tmpfs "$SMALL" 2>/dev/null; then
+  MOUNTED=$SMALL
+  start_server f -m "$MODEL" --kv-disk "$SMALL" --kv-disk-budget 1G --data-dir none || exit 1
+  ok=0
+  for i in 0 1 2 3 4 5; do [ "$(complete "$PORT" "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
+  for _ in $(seq 1 200); do  # the writer reaches the full disk
+    [ "$(metric "$PORT" paddock_kv_disk_writes_stopped)" = 1 ] && break
+    sleep 0.05
+  done
+  [ "$(complete "$PORT" "${PROMPTS[7]}")" = "${REF[7]}" ] || ok=1
+  check "a full disk: every answer is still right" $ok
+  [ "$(metric "$PORT" paddock_kv_disk_writes_stopped)" = 1 ] &&
+    [ "$(grep -c 'writes stopped' "$TMP/f.log")" = 1 ]
+  check "a full disk: writes stop with one log line and a metric" $?
+  stop_server "$SPID"
+  umount "$SMALL" && MOUNTED=""
+else
+  echo "skip a full disk: cannot mount a tmpfs here (not root)"
+fi
+
+# Unwritable directories: a clear error at start.
+echo x >"$TMP/file"
+out=$("$BIN" serve -m "$MODEL" --port 0 --kv-disk "$TMP/file/kv" --data-dir none 2>&1)
+rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q -- "--kv-disk $TMP/file/kv"
+check "an unwritable --kv-disk is an error at start naming it" $?
+out=$("$BIN" serve -m "$MODEL" --port 0 --data-dir "$TMP/file/data" 2>&1)
+rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q -- "--data-dir $TMP/file/data"
+check "an unwritable --data-dir is an error at start naming it" $?
+out=$("$BIN" run -m "$MODEL" -p hi -n 1 --kv-disk-budget 1G 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q -- "--kv-disk-budget needs --kv-disk"
+check "--kv-disk-budget without --kv-disk is a usage error" $?
+
+# kill -9 during a burst of stored responses: every response answered before it is kept.
+DATA2=$TMP/data2
+start_server g -m "$MODEL" --data-dir "$DATA2" || exit 1
+(cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K burst 24 >"$TMP/burst.ids") &
+bpid=$!
+for _ in $(seq 1 1000); do
+  [ "$(wc -l <"$TMP/burst.ids")" -ge 3 ] && break
+  kill -0 "$bpid" 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 "$SPID"
+wait "$SPID" 2>/dev/null
+wait "$bpid" 2>/dev/null
+mapfile -t ids <"$TMP/burst.ids"
+start_server h -m "$MODEL" --data-dir "$DATA2" || exit 1
+[ "${#ids[@]}" -ge 3 ] && (cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K get "${ids[@]}")
+check "kill -9 during a burst: all ${#ids[@]} answered responses are stored after a restart" $?
+stop_server "$SPID"
+
+echo "persist: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
