@@ -42,9 +42,9 @@ check "a page from another origin calls the API in headless Chromium (CORS)" $?
 mkdir -p "$TMP/models"
 cp "$M/stories260K.gguf" "$TMP/models/stories.gguf"
 "$BIN" synth --shape tiny --type q8_0 -o "$TMP/models/tiny.gguf" >/dev/null 2>&1
-start_server models --models-dir "$TMP/models" || exit 1
+start_server models --models-dir "$TMP/models" --kv-disk "$TMP/kvdisk" || exit 1
 node "$HERE/ui/models.mjs" "$PORT"
-check "the page picks a model among several and shows memory per model (headless Chromium)" $?
+check "the page picks a model among several and shows memory per model and the KV disk tier (headless Chromium)" $?
 kill -9 "$SPID" 2>/dev/null
 
 # A vision model: images attached by the file picker and by paste go with the message.

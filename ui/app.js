@@ -437,6 +437,16 @@ async function pollMetrics() {
   const budget = sum(s, 'paddock_memory_budget_bytes'), committed = sum(s, 'paddock_memory_committed_bytes');
   $('budget').textContent = budget > 0 ? 'In use: ' + bytes(committed) + ' of a ' + bytes(budget) + ' budget; ' +
     byModel.size + ' of ' + (s.paddock_model_loaded ?? []).length + ' models loaded' : '';
+  // The KV disk tier (--kv-disk), when a loaded model has one.
+  $('kvdisk').textContent = s.paddock_kv_disk_budget_bytes
+    ? 'KV disk tier: ' + sum(s, 'paddock_kv_disk_hits_total') + ' blocks read back (' +
+      bytes(sum(s, 'paddock_kv_disk_read_bytes_total')) + ' in ' + fmt(sum(s, 'paddock_kv_disk_read_seconds_total'), 2) +
+      ' s), ' + sum(s, 'paddock_kv_disk_misses_total') + ' misses, ' + sum(s, 'paddock_kv_disk_blocks_written_total') +
+      ' written (' + bytes(sum(s, 'paddock_kv_disk_written_bytes_total')) + '), ' +
+      sum(s, 'paddock_kv_disk_dropped_writes_total') + ' dropped, ' + sum(s, 'paddock_kv_disk_corrupt_total') +
+      ' corrupt; ' + bytes(sum(s, 'paddock_kv_disk_bytes')) + ' of ' + bytes(sum(s, 'paddock_kv_disk_budget_bytes')) +
+      (sum(s, 'paddock_kv_disk_writes_stopped') > 0 ? '; writes stopped' : '')
+    : '';
   const parts = [['weights', '#2f6f5e'], ['kv_used', '#d08a2f'], ['kv_free', '#f0d7ad'], ['scratch', '#8a8fa0']];
   const box = $('memory');
   box.replaceChildren();

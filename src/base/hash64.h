@@ -12,13 +12,17 @@ namespace paddock {
 namespace hash64_detail {
 constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
 constexpr uint64_t kP3 = 0x165667B19E3779F9ull, kP4 = 0x85EBCA77C2B2AE63ull;
-inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t Rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 inline uint64_t Load(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
 }
-inline uint64_t Round(uint64_t acc, uint64_t in) { return Rotl(acc + in * kP2, 31) * kP1; }
+inline uint64_t Round(uint64_t acc, uint64_t in) {
+  return Rotl(acc + in * kP2, 31) * kP1;
+}
 inline uint64_t Mix(uint64_t h) {
   h ^= h >> 33;
   h *= kP2;

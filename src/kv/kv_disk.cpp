@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -107,7 +109,7 @@ KvDiskTier::KvDiskTier(const KvDiskOptions& o, uint64_t identity, int block_size
   unlink(probe.c_str());
   budget_ = o.budget_bytes;
   if (budget_ == 0) {
-    struct statvfs vs{};
+    struct statvfs vs {};
     budget_ = uint64_t{10} << 30;
     if (statvfs(root_.c_str(), &vs) == 0)
       budget_ = std::min<uint64_t>(budget_, static_cast<uint64_t>(vs.f_bavail) * vs.f_frsize / 2);
@@ -154,7 +156,7 @@ bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uin
   }
   const size_t tok_bytes = static_cast<size_t>(block_size_) * 4;
   const size_t want = sizeof(FileHeader) + tok_bytes + block_bytes_;
-  struct stat st{};
+  struct stat st {};
   FileHeader h{};
   std::vector<int32_t> toks(static_cast<size_t>(block_size_));
   bool ok = fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == want &&
@@ -240,7 +242,8 @@ KvDiskStats KvDiskTier::stats() const {
 
 void KvDiskTier::StopWrites(const std::string& why) {
   if (writes_stopped_.exchange(true)) return;
-  std::fprintf(stderr, "paddock: kv-disk: writes stopped (%s); blocks already saved are still read\n",
+  std::fprintf(stderr,
+               "paddock: kv-disk: writes stopped (%s); blocks already saved are still read\n",
                why.c_str());
 }
 
@@ -259,7 +262,7 @@ void KvDiskTier::Scan() {
       continue;
     }
     if (name.size() < 3 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
-    struct stat st{};
+    struct stat st {};
     if (stat(path.c_str(), &st) != 0) continue;
     found[path] = {static_cast<uint64_t>(st.st_size), MtimeNs(st)};
     total += static_cast<uint64_t>(st.st_size);
@@ -334,6 +337,9 @@ bool KvDiskTier::WriteOne(const Item& it) {
 }
 
 void KvDiskTier::WriterLoop() {
+  // Below the compute threads (nice +10, this thread only): on a machine with no spare core the
+  // steps come first and the writes take what is left.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   Scan();
   idle_cv_.notify_all();
   for (;;) {
@@ -361,7 +367,7 @@ void KvDiskTier::WriterLoop() {
 }
 
 uint64_t FileContentIdentity(const std::string& path, const std::string& dir) {
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
   const std::string ids = dir + "/.identities";
   const std::string key =

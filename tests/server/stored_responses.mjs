@@ -45,7 +45,7 @@ if (action === 'create') {
 } else if (action === 'burst') {
   const n = Number(rest[0]);
   await Promise.allSettled(Array.from({ length: n }, (_, i) =>
-    client.responses.create({ model, input: `Story number ${i}.`, max_output_tokens: 24, temperature: 0 })
+    client.responses.create({ model, input: `Story number ${i}.`, max_output_tokens: 64, temperature: 0 })
       .then((r) => console.log(r.id))));
   process.exit(0);  // (the server is killed mid-burst: the others fail, as they should)
 } else {

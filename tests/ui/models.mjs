@@ -50,6 +50,8 @@ try {
   await page.waitForSelector('.model-memory[data-model="tiny"]', { timeout: 10000 });
   const budget = await page.$eval('#budget', (e) => e.textContent);
   check('the dashboard shows memory per loaded model against the budget', /of a .* budget; 1 of 2 models loaded/.test(budget), budget);
+  const disk = await page.$eval('#kvdisk', (e) => e.textContent);
+  check('the dashboard shows the KV disk tier (--kv-disk)', /^KV disk tier: \d+ blocks read back .* written .* dropped, \d+ corrupt; .* of .*/.test(disk), disk);
   check('no page errors', problems.length === 0, problems.join('; '));
 } catch (e) {
   check('the page with several models', false, String(e));
