@@ -99,6 +99,45 @@ check "damaged block files are detected ($bad) and logged" $?
 check "a dead writer's temporary file is removed at start" $?
 stop_server "$SPID"
 
+# paddock cache warm: a prompt's blocks computed ahead; the first request reads them.
+KV4=$TMP/kv4
+printf '%s' "${PROMPTS[6]}" >"$TMP/warm.txt"
+"$BIN" cache warm -m "$MODEL" --kv-disk "$KV4" --prompt-file "$TMP/warm.txt" 2>"$TMP/warm.log"
+rc=$?
+[ $rc -eq 0 ] && grep -q "blocks written" "$TMP/warm.log"
+check "paddock cache warm writes a prompt's blocks" $?
+start_server w -m "$MODEL" --kv-disk "$KV4" --data-dir none || exit 1
+[ "$(complete "$PORT" "${PROMPTS[6]}")" = "${REF[6]}" ]
+ok=$?
+hits=$(metric "$PORT" paddock_kv_disk_hits_total)
+[ $ok -eq 0 ] && [ "${hits%.*}" -ge 10 ]
+check "a warmed prompt's first request reads its blocks ($hits) and answers the same" $?
+stop_server "$SPID"
+out=$("$BIN" cache warm -m "$MODEL" --prompt-file "$TMP/warm.txt" 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q -- "--kv-disk"
+check "cache warm without --kv-disk is a usage error" $?
+out=$("$BIN" cache cool 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "unknown action 'cool'"
+check "cache with an unknown action is a usage error naming it" $?
+
+# Two servers sharing one directory: what one computes, the other reads.
+KV3=$TMP/kv3
+start_server x -m "$MODEL" --kv-disk "$KV3" --data-dir none || exit 1
+XPID=$SPID XPORT=$PORT
+start_server y -m "$MODEL" --kv-disk "$KV3" --data-dir none || exit 1
+[ "$(complete "$XPORT" "${PROMPTS[5]}")" = "${REF[5]}" ]
+ok=$?
+for _ in $(seq 1 200); do  # x's blocks written (after its request ended)
+  [ "$(metric "$XPORT" paddock_kv_disk_blocks_written_total | cut -d. -f1)" -ge 10 ] && break
+  sleep 0.02
+done
+[ "$(complete "$PORT" "${PROMPTS[5]}")" = "${REF[5]}" ] || ok=1
+hits=$(metric "$PORT" paddock_kv_disk_hits_total)
+[ $ok -eq 0 ] && [ "${hits%.*}" -ge 10 ]
+check "two servers on one directory: the second reads the first's blocks ($hits) and answers the same" $?
+stop_server "$SPID"
+stop_server "$XPID"
+
 # kill -9 while the tier writes under load; a restart answers as a cold server.
 KV2=$TMP/kv2
 start_server d -m "$MODEL" --kv-disk "$KV2" --data-dir none || exit 1
@@ -153,6 +192,10 @@ out=$("$BIN" serve -m "$MODEL" --port 0 --data-dir "$TMP/file/data" 2>&1)
 rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q -- "--data-dir $TMP/file/data"
 check "an unwritable --data-dir is an error at start naming it" $?
+XDG_DATA_HOME="$TMP/file" start_server z -m "$MODEL" || exit 1
+[ "$(complete "$PORT" "${PROMPTS[0]}")" = "${REF[0]}" ] && grep -q "kept in memory" "$TMP/z.log"
+check "an unusable default data directory (a read-only home): responses in memory, serving goes on" $?
+stop_server "$SPID"
 out=$("$BIN" run -m "$MODEL" -p hi -n 1 --kv-disk-budget 1G 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q -- "--kv-disk-budget needs --kv-disk"
 check "--kv-disk-budget without --kv-disk is a usage error" $?

@@ -235,6 +235,29 @@ TEST(KvDisk, TheHashSeesEveryByte) {
   EXPECT_EQ(s.Digest(), h);
 }
 
+// A model file's identity is its content: a changed byte changes it, the same bytes written
+// again (another time, another inode) do not; it is remembered per file version.
+TEST(KvDisk, AFileIdentityFollowsItsContent) {
+  const std::string dir = test::TempPath("kvdisk");
+  const std::string f = test::TempPath("model");
+  std::string bytes(100000, 'a');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  { std::ofstream(f, std::ios::binary) << bytes; }
+  const uint64_t a = FileContentIdentity(f, dir);
+  EXPECT_EQ(FileContentIdentity(f, dir), a);  // (from the remembered entry)
+  EXPECT_TRUE(fs::exists(dir + "/.identities"));
+  bytes[77777] ^= 1;
+  fs::remove(f);
+  { std::ofstream(f, std::ios::binary) << bytes; }
+  EXPECT_NE(FileContentIdentity(f, dir), a);
+  bytes[77777] ^= 1;
+  fs::remove(f);
+  { std::ofstream(f, std::ios::binary) << bytes; }
+  EXPECT_EQ(FileContentIdentity(f, dir), a);
+  fs::remove(f);
+  fs::remove_all(dir);
+}
+
 // Greedy text with the tier is the text without it; a new engine on the same directory (a
 // restart) reads the prompt's blocks and gives the same text again.
 TEST(KvDisk, GreedyTextIsUnchangedWithTheTierAndAfterARestart) {

@@ -389,6 +389,9 @@ class Engine {
   MemoryReport Memory() const;
   // Waits until the KV blocks queued for the disk tier (EngineOptions::kv_disk) are written.
   void FlushKvDisk();
+  // The disk tier's figures as they are now into r's kv_disk_* fields (any thread: the writer
+  // moves them between steps too); nothing without a tier.
+  void KvDiskStatsNow(MemoryReport* r) const;
 
   std::vector<int32_t> Tokenize(std::string_view text, bool add_bos,
                                 bool parse_special = false) const;

@@ -493,6 +493,26 @@ bool Engine::AddsBos() const {
   return impl_->model->tokenizer->add_bos_default();
 }
 
+void Engine::KvDiskStatsNow(MemoryReport* r) const {
+  const KvDiskTier* d = impl_->kv->disk();
+  if (d == nullptr) return;
+  const KvDiskStats k = d->stats();  // (the tier's own lock: any thread)
+  r->kv_disk = true;
+  r->kv_disk_writes_stopped = k.writes_stopped;
+  r->kv_disk_hits = k.hits;
+  r->kv_disk_misses = k.misses;
+  r->kv_disk_corrupt = k.corrupt;
+  r->kv_disk_blocks_written = k.blocks_written;
+  r->kv_disk_bytes_written = k.bytes_written;
+  r->kv_disk_bytes_read = k.bytes_read;
+  r->kv_disk_dropped = k.dropped_writes;
+  r->kv_disk_write_errors = k.write_errors;
+  r->kv_disk_evicted = k.evicted;
+  r->kv_disk_bytes = k.bytes_on_disk;
+  r->kv_disk_budget = k.budget_bytes;
+  r->kv_disk_read_seconds = k.read_seconds;
+}
+
 void Engine::FlushKvDisk() {
   impl_->kv->FlushDisk();
 }
@@ -518,23 +538,7 @@ MemoryReport Engine::Memory() const {
   r.prefix_hits = p.hits;
   r.prefix_evictions = p.evictions;
   r.kv_window = impl_->kv->window();
-  if (const KvDiskTier* d = impl_->kv->disk()) {
-    const KvDiskStats k = d->stats();
-    r.kv_disk = true;
-    r.kv_disk_writes_stopped = k.writes_stopped;
-    r.kv_disk_hits = k.hits;
-    r.kv_disk_misses = k.misses;
-    r.kv_disk_corrupt = k.corrupt;
-    r.kv_disk_blocks_written = k.blocks_written;
-    r.kv_disk_bytes_written = k.bytes_written;
-    r.kv_disk_bytes_read = k.bytes_read;
-    r.kv_disk_dropped = k.dropped_writes;
-    r.kv_disk_write_errors = k.write_errors;
-    r.kv_disk_evicted = k.evicted;
-    r.kv_disk_bytes = k.bytes_on_disk;
-    r.kv_disk_budget = k.budget_bytes;
-    r.kv_disk_read_seconds = k.read_seconds;
-  }
+  KvDiskStatsNow(&r);
   return r;
 }
 

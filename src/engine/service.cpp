@@ -214,6 +214,7 @@ ServiceStats Service::Stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
   ServiceStats st = impl_->published;
   st.rejected = impl_->rejected.load(std::memory_order_relaxed);
+  impl_->engine->KvDiskStatsNow(&st.memory);  // (written between steps, idle or not)
   return st;
 }
 

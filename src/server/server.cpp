@@ -699,7 +699,16 @@ int Server::Run() {
   ro.max_entries = opt_.responses_max;
   ro.max_bytes = opt_.responses_max_bytes;
   ro.max_age_seconds = opt_.responses_max_age;
-  responses_ = std::make_unique<ResponseStore>(ro);
+  try {
+    responses_ = std::make_unique<ResponseStore>(ro);
+  } catch (const Error& e) {
+    if (!opt_.data_dir_is_default) throw;
+    // The default directory (not asked for) cannot be used, e.g. a read-only home: memory.
+    std::fprintf(stderr, "paddock: %s; stored responses are kept in memory (--data-dir DIR)\n",
+                 e.what());
+    ro.dir.clear();
+    responses_ = std::make_unique<ResponseStore>(ro);
+  }
   std::fprintf(stderr, "paddock: stored responses: %s\n", responses_->where().c_str());
   // The socket listens before the model loads (health says "loading" meanwhile).
   http_server_ =

@@ -48,6 +48,7 @@ struct ServerOptions {
   // restarts ("": in memory; the CLI's default is $XDG_DATA_HOME/paddock), retained by count,
   // bytes and age in seconds (0: no age limit).
   std::string data_dir;
+  bool data_dir_is_default = false;  // not asked for: one that cannot be used falls back to memory
   size_t responses_max = 10000;
   uint64_t responses_max_bytes = uint64_t{256} << 20;
   double responses_max_age = 30 * 86400.0;

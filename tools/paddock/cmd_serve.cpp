@@ -321,6 +321,7 @@ void ReadState(const Args& args, server::ServerOptions* so) {
     so->data_dir = dir;
   } else {
     so->data_dir = server::DefaultDataDir();  // (neither HOME nor XDG_DATA_HOME: in memory)
+    so->data_dir_is_default = true;
   }
   so->responses_max = static_cast<size_t>(args.Int("--responses-max", 10000, 0, 100000000));
   if (args.Has("--responses-max-bytes"))
