@@ -682,18 +682,8 @@ HttpLimits Limits(const ServerOptions& o) {
   return l;
 }
 
-int Server::Run() {
-  multi_ = !opt_.models_dir.empty();
-  if (multi_) compute_ = ComputeShare::Create(opt_.engine.threads);
-  const sigset_t sigs = StopSignals();
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  // A closed socket is an error on the write, not a signal. SIGHUP (a closed terminal, or a
-  // supervisor's "reload") reloads nothing: logs go to stderr, which the supervisor owns; it
-  // must not kill the server mid-stream.
-  signal(SIGPIPE, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
-
-  // Stored responses (before the socket: a data directory that cannot be used is an error).
+// The stored responses: SQLite under --data-dir, or memory (none, or an unusable default).
+void Server::OpenResponses() {
   ResponseStoreOptions ro;
   ro.dir = opt_.data_dir;
   ro.max_entries = opt_.responses_max;
@@ -710,6 +700,20 @@ int Server::Run() {
     responses_ = std::make_unique<ResponseStore>(ro);
   }
   std::fprintf(stderr, "paddock: stored responses: %s\n", responses_->where().c_str());
+}
+
+int Server::Run() {
+  multi_ = !opt_.models_dir.empty();
+  if (multi_) compute_ = ComputeShare::Create(opt_.engine.threads);
+  const sigset_t sigs = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // A closed socket is an error on the write, not a signal. SIGHUP (a closed terminal, or a
+  // supervisor's "reload") reloads nothing: logs go to stderr, which the supervisor owns; it
+  // must not kill the server mid-stream.
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+
+  OpenResponses();  // (before the socket: a data directory that cannot be used is an error)
   // The socket listens before the model loads (health says "loading" meanwhile).
   http_server_ =
       std::make_unique<HttpServer>(opt_.host, opt_.port, Limits(opt_),

@@ -71,6 +71,7 @@ struct RouteEntry {
 class Server {
  public:
   explicit Server(const ServerOptions& o) : opt_(o) {}
+  void OpenResponses();
 
   int Run();
 
@@ -181,11 +182,12 @@ class Server {
 
   ServerOptions opt_;
   std::unique_ptr<HttpServer> http_server_;
-  Background background_{64, 10};             // large bodies: 64 may wait, at nice +10
-  std::unique_ptr<ResponseStore> responses_;  // the Responses API's, by id (Run)
-  std::unique_ptr<ModelHost> host_;           // the served models
-  bool multi_ = false;                        // --models-dir
-  std::shared_ptr<ComputeShare> compute_;     // the models' shared pool (--models-dir)
+  Background background_{64, 10};  // large bodies: 64 may wait, at nice +10
+  // The Responses API's, by id (Run opens the configured store; in memory until then).
+  std::unique_ptr<ResponseStore> responses_ = std::make_unique<ResponseStore>();
+  std::unique_ptr<ModelHost> host_;        // the served models
+  bool multi_ = false;                     // --models-dir
+  std::shared_ptr<ComputeShare> compute_;  // the models' shared pool (--models-dir)
   enum class State { kLoading, kReady, kDraining, kFailed, kStopping };
   std::atomic<State> state_{State::kLoading};
   int64_t created_ = UnixNow();
