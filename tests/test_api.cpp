@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "server/api.h"
 #include "server/api_dialects.h"
 #include "server/background.h"
+#include "server/model_registry.h"
 #include "server/request_schema.h"
 #include "server/response_store.h"
 #include "test_util.h"
@@ -543,6 +545,36 @@ TEST(Background, RunsInOrderRefusesWhenFullAndStops) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
   bg.Stop();
   EXPECT_FALSE(bg.Submit([] {}));  // stopped
+}
+
+// --models-dir: projectors (mmproj*.gguf) are not models; a model takes the only one beside
+// it, or among several the one whose name holds its stem; several and none named: served
+// without images, said in the skipped list.
+TEST(ModelsDir, ProjectorsPairWithTheModelsBesideThem) {
+  namespace fs = std::filesystem;
+  const std::string model = test::ModelPath("stories260K.gguf");
+  if (!fs::exists(model)) GTEST_SKIP() << "no " << model;
+  const std::string dir = test::TempPath("models");
+  for (const char* d : {"/one", "/two", "/three"}) fs::create_directories(dir + d);
+  fs::copy_file(model, dir + "/one/alpha.gguf");
+  { std::ofstream(dir + "/one/mmproj-model-f16.gguf") << "x"; }
+  fs::copy_file(model, dir + "/two/beta.gguf");
+  { std::ofstream(dir + "/two/mmproj-beta-f16.gguf") << "x"; }
+  { std::ofstream(dir + "/two/mmproj-other-f16.gguf") << "x"; }
+  fs::copy_file(model, dir + "/three/gamma.gguf");
+  { std::ofstream(dir + "/three/mmproj-a.gguf") << "x"; }
+  { std::ofstream(dir + "/three/MMPROJ-b.gguf") << "x"; }
+  std::vector<std::string> skipped;
+  const std::vector<ModelSpec> specs = ScanModelsDir(dir, EngineOptions{}, &skipped);
+  ASSERT_EQ(specs.size(), 3u);  // the projectors are not models
+  std::map<std::string, std::string> mmproj;
+  for (const ModelSpec& m : specs) mmproj[m.id] = m.engine.mmproj;
+  EXPECT_EQ(mmproj["alpha"], dir + "/one/mmproj-model-f16.gguf");
+  EXPECT_EQ(mmproj["beta"], dir + "/two/mmproj-beta-f16.gguf");
+  EXPECT_EQ(mmproj["gamma"], "");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("2 projectors beside it"), std::string::npos) << skipped[0];
+  fs::remove_all(dir);
 }
 
 // Stored responses: by id, least recently used out past the count or the bytes; in memory and

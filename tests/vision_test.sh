@@ -177,5 +177,29 @@ start_server text -m "$TMP/x.gguf" -t 1 || exit 1
 c=$(curl -s -o "$TMP/err.json" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/chat/completions" -d "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,$B64\"}}]}]}")
 check "an image to a text-only model: 400 naming the model" $([ "$c" = 400 ] && grep -q "'x' reads text only" "$TMP/err.json" && echo 0 || echo 1)
 
+# Among several models (--models-dir): a projector lying beside its model (as the downloads
+# come) is paired with it, not served as a model; models.json names one with "mmproj".
+stop_text=$SPID
+kill -TERM "$stop_text" 2>/dev/null
+mkdir -p "$TMP/mdir/vlm" "$TMP/mdir2"
+cp "$TMP/tiny-gemma3.gguf" "$TMP/mdir/vlm/tiny-gemma3.gguf"
+cp "$TMP/tiny-gemma3-mm.gguf" "$TMP/mdir/vlm/mmproj-tiny-gemma3-f16.gguf"
+cp "$TMP/x.gguf" "$TMP/mdir/x.gguf"
+start_server multi --models-dir "$TMP/mdir" -t 2 || exit 1
+U=http://127.0.0.1:$PORT
+ids=$(curl -s "$U/v1/models" | python3 -c 'import json,sys; print(" ".join(sorted(m["id"] for m in json.load(sys.stdin)["data"])))')
+check "a projector beside its model is not served as a model ($ids)" $([ "$ids" = "tiny-gemma3 x" ] && echo 0 || echo 1)
+check "a projector beside its model: the same image reply as -m --mmproj" $([ "$(content <<<"$(openai "$B64" "What is in the picture?")")" = "$t1" ] && echo 0 || echo 1)
+kill -TERM "$SPID" 2>/dev/null
+cp "$TMP/tiny-gemma3.gguf" "$TMP/mdir2/model.gguf"
+cp "$TMP/tiny-gemma3-mm.gguf" "$TMP/mdir2/vision-encoder.bin"
+echo '{"models": {"tiny-gemma3": {"file": "model.gguf", "mmproj": "vision-encoder.bin"}}}' >"$TMP/mdir2/models.json"
+start_server multi2 --models-dir "$TMP/mdir2" -t 2 || exit 1
+U=http://127.0.0.1:$PORT
+check "models.json's \"mmproj\": the same image reply" $([ "$(content <<<"$(openai "$B64" "What is in the picture?")")" = "$t1" ] && echo 0 || echo 1)
+echo '{"models": {"tiny-gemma3": {"file": "model.gguf", "mmproj": "nowhere.gguf"}}}' >"$TMP/mdir2/models.json"
+out=$("$BIN" serve --models-dir "$TMP/mdir2" --port 0 2>&1)
+check "models.json naming a missing projector: an error at start naming it" $(echo "$out" | grep -q "nowhere.gguf" && echo 0 || echo 1)
+
 echo "vision: $pass passed, $fail failed"
 [ "$fail" = 0 ] && [ "$pass" -gt 0 ]

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "base/cpu.h"
 #include "base/hash64.h"
@@ -632,6 +633,12 @@ MemoryReport EstimateMemory(const EngineOptions& o) {
   const KvCacheOptions ko = KvPlan(c, o, ctx, &kv_tokens);
   MemoryReport r;
   r.weight_bytes = m->weight_bytes;
+  if (!o.mmproj.empty()) {  // the projector's weights (a memory map) and its tile cache
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(o.mmproj, ec);
+    if (ec) Fail("projector %s: %s", o.mmproj.c_str(), ec.message().c_str());
+    r.weight_bytes += static_cast<uint64_t>(size) + o.image_cache_bytes;
+  }
   r.kv_bytes_per_token = KvBytesPerToken(c, ko);
   r.kv_block_size = ko.block_size;
   r.kv_total_blocks = KvPoolBlocks(c, ko, static_cast<int>(kv_tokens));

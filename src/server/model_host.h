@@ -35,6 +35,7 @@ struct ModelSpec {
   std::vector<std::string> aliases;  // further names it answers to
   EngineOptions engine;              // model_path and the options it loads with
   std::string chat_template, chat_template_file;
+  bool mmproj_given = false;  // models.json named a projector (or none): no pairing by file name
   std::vector<LoraRegistry::Entry> loras;  // adapters loaded with the model (adapter null here)
   double keep_alive = -2;                  // seconds (< 0: forever); -2: the server's default
   bool pinned = false;                     // loaded at start, never unloaded (`-m`)

@@ -2,6 +2,7 @@
 #include "server/model_registry.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,11 @@ void ApplyEntry(const std::string& dir, const std::string& id, const json& e, Mo
       const std::string f = Str(v, where);
       spec->engine.draft_model = fs::path(f).is_absolute() ? f : (fs::path(dir) / f).string();
       if (spec->engine.spec == "off") spec->engine.spec = "draft";
+    } else if (key == "mmproj") {  // a vision projector: images in prompts ("": none)
+      const std::string f = Str(v, where);
+      spec->engine.mmproj =
+          f.empty() || fs::path(f).is_absolute() ? f : (fs::path(dir) / f).string();
+      spec->mmproj_given = true;
     } else if (key == "chat_template") {
       spec->chat_template = Str(v, where);
     } else if (key == "chat_template_file") {
@@ -88,12 +94,65 @@ void ApplyEntry(const std::string& dir, const std::string& id, const json& e, Mo
     } else {
       Fail(
           "%s: unknown key '%s' (expected file, aliases, context, kv_memory, cache_type_k, "
-          "cache_type_v, spec, draft_model, chat_template, chat_template_file, keep_alive, "
-          "loras)",
+          "cache_type_v, spec, draft_model, mmproj, chat_template, chat_template_file, "
+          "keep_alive, loras)",
           at.c_str(), key.c_str());
     }
   }
   if (spec->engine.model_path.empty()) Fail("%s: no \"file\"", at.c_str());
+}
+
+std::string LowerName(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A vision projector as the downloads name them (llama.cpp's mmproj-*.gguf, Ollama's and LM
+// Studio's folders): not a model of its own.
+bool IsProjectorFile(const fs::path& f) {
+  return f.extension() == ".gguf" && LowerName(f.filename().string()).rfind("mmproj", 0) == 0;
+}
+
+// Models without a projector named in models.json get the one lying beside them: the only one
+// in their directory, or among several the one whose name holds the model's stem.
+void PairProjectors(std::vector<ModelSpec>* specs, const std::vector<fs::path>& projectors,
+                    std::vector<std::string>* skipped) {
+  for (ModelSpec& s : *specs) {
+    if (s.mmproj_given) continue;
+    const fs::path model(s.engine.model_path);
+    std::vector<fs::path> beside, named;
+    for (const fs::path& p : projectors) {
+      if (p.parent_path() != model.parent_path()) continue;
+      beside.push_back(p);
+      if (LowerName(p.filename().string()).find(LowerName(model.stem().string())) !=
+          std::string::npos)
+        named.push_back(p);
+    }
+    if (beside.size() == 1) {
+      s.engine.mmproj = beside[0].string();
+    } else if (named.size() == 1) {
+      s.engine.mmproj = named[0].string();
+    } else if (!beside.empty()) {
+      skipped->push_back(s.engine.model_path + ": served without images (" +
+                         std::to_string(beside.size()) +
+                         " projectors beside it; name one as \"mmproj\" in models.json)");
+    }
+  }
+}
+
+// Every regular file under dir, sorted (the same ids in the same order every start).
+std::vector<fs::path> FilesUnder(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (auto it = fs::recursive_directory_iterator(
+           dir, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    files.push_back(it->path());
+  }
+  if (ec) Fail("--models-dir '%s': %s", dir.c_str(), ec.message().c_str());
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace
@@ -139,16 +198,9 @@ std::vector<ModelSpec> ScanModelsDir(const std::string& dir, const EngineOptions
       specs.push_back(std::move(spec));
     }
   }
-  // Every other .gguf file, by its stem (sorted: the same ids in the same order every start).
-  std::vector<fs::path> files;
-  for (auto it = fs::recursive_directory_iterator(
-           dir, fs::directory_options::follow_directory_symlink, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    files.push_back(it->path());
-  }
-  if (ec) Fail("--models-dir '%s': %s", dir.c_str(), ec.message().c_str());
-  std::sort(files.begin(), files.end());
+  // Every other .gguf file, by its stem; projectors go with the models beside them.
+  const std::vector<fs::path> files = FilesUnder(dir);
+  std::vector<fs::path> projectors;
   std::map<std::string, std::string> draft_files;  // files used as drafts or adapters
   for (const ModelSpec& s : specs) {
     if (!s.engine.draft_model.empty())
@@ -163,6 +215,10 @@ std::vector<ModelSpec> ScanModelsDir(const std::string& dir, const EngineOptions
       skipped->push_back(f.string() + ": not a .gguf file");
       continue;
     }
+    if (IsProjectorFile(f)) {
+      projectors.push_back(f);
+      continue;
+    }
     const std::string canon = fs::weakly_canonical(f, ec).string();
     if (named_files.count(canon) != 0) continue;
     ModelSpec spec;
@@ -172,6 +228,7 @@ std::vector<ModelSpec> ScanModelsDir(const std::string& dir, const EngineOptions
     spec.engine.tokenizer_path.clear();
     specs.push_back(std::move(spec));
   }
+  PairProjectors(&specs, projectors, skipped);
   // Each file is inspected (metadata only); what does not load as a model is left out with
   // the reason.
   std::vector<ModelSpec> out;

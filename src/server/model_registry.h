@@ -5,12 +5,16 @@
 //   {"models": {"chat": {"file": "tinyllama-q4_0.gguf", "aliases": ["gpt-4o-mini"],
 //                        "context": 2048, "cache_type_k": "q8_0", "keep_alive": "10m",
 //                        "draft_model": "draft.gguf", "chat_template": "chatml",
+//                        "mmproj": "mmproj-vlm-f16.gguf",
 //                        "loras": {"pirate": "pirate.gguf:0.8"}}}}
 //
 // Keys: file (relative to DIR; required), aliases, context, kv_memory (bytes, "512M"),
-// cache_type_k, cache_type_v, spec (off, ngram, draft), draft_model, chat_template,
-// chat_template_file, keep_alive (Ollama's), loras (name -> FILE[:SCALE]). Any other key is an
-// error naming it. A file a models.json entry names is served under that entry's id only.
+// cache_type_k, cache_type_v, spec (off, ngram, draft), draft_model, mmproj (a vision
+// projector; "": none), chat_template, chat_template_file, keep_alive (Ollama's), loras
+// (name -> FILE[:SCALE]). Any other key is an error naming it. A file a models.json entry names
+// is served under that entry's id only. Projectors (mmproj*.gguf, as the downloads name them)
+// are not models: a model without an "mmproj" key takes the one beside it (the only one in its
+// directory, or the one whose name holds the model's stem).
 #pragma once
 
 #include <string>
