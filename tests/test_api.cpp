@@ -140,11 +140,19 @@ TEST(RequestSchema, OtherBodiesUseTheirRows) {
   EXPECT_THROW(ParseTokenize(R"({"content": "x", "stream": true})"), ApiError);
   EXPECT_TRUE(ParseTokenize(R"({"content": "x"})").add_special);
   EXPECT_THROW(ParseDetokenize(R"({"tokens": [1], "content": "x"})", 100), ApiError);
-  try {
-    ParseEmbeddings(R"({"input": "x", "dimensions": 8})", Context());
-    ADD_FAILURE();
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.param, "dimensions");
+  const EmbeddingsRequest e = ParseEmbeddings(R"({"input": "x", "dimensions": 8})", Context());
+  EXPECT_EQ(e.dimensions, 8);
+  EXPECT_FALSE(e.truncate);
+  EXPECT_TRUE(ParseEmbeddings(R"({"input": "x", "truncate": true})", Context()).truncate);
+  for (const char* bad :
+       {R"({"input": "x", "dimensions": 0})", R"({"input": "x", "dimensions": "8"})",
+        R"({"input": "x", "truncate": "yes"})"}) {
+    try {
+      ParseEmbeddings(bad, Context());
+      ADD_FAILURE() << bad;
+    } catch (const ApiError& x) {
+      EXPECT_TRUE(x.param == "dimensions" || x.param == "truncate") << bad << " " << x.param;
+    }
   }
 }
 

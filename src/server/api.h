@@ -157,6 +157,8 @@ struct EmbeddingsRequest {
   std::vector<std::string> texts;  // or
   std::vector<std::vector<int32_t>> token_inputs;
   bool base64 = false;
+  int dimensions = 0;     // > 0: each vector's first N components, normalized again
+  bool truncate = false;  // an input over the context keeps its first tokens
 };
 EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx);  // ApiError
 std::string EmbeddingsBody(const std::vector<std::vector<float>>& vectors, const std::string& model,

@@ -340,12 +340,15 @@ Translated OllamaGenerateRequest(std::string_view body) {
 Translated OllamaEmbedRequest(std::string_view body) {
   const json j = ParseObject(body);
   OnlyKeys(j, "", {"model", "input", "prompt", "truncate", "options", "keep_alive", "dimensions"});
-  if (Get(j, "dimensions")) Refuse("dimensions", "the vectors have the model's width");
-  if (Get(j, "truncate") && j["truncate"].is_boolean() && j["truncate"].get<bool>() == false) {
-    // (Paddock never truncates: an input over the context is a 400 either way.)
-  }
   json o = json::object();
   if (const json* m = Get(j, "model")) o["model"] = *m;
+  if (const json* d = Get(j, "dimensions")) o["dimensions"] = *d;  // (checked as OpenAI's)
+  // Ollama truncates an input over the context unless told not to.
+  o["truncate"] = true;
+  if (const json* t = Get(j, "truncate")) {
+    if (!t->is_boolean()) Refuse("truncate", "truncate must be true or false");
+    o["truncate"] = *t;
+  }
   const json* in = Get(j, "input");
   if (in == nullptr) in = Get(j, "prompt");  // the older /api/embeddings
   if (in == nullptr) Refuse("input", "'input' is required");

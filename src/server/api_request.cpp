@@ -691,6 +691,8 @@ EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx) 
   if (!fmt.empty() && fmt != "float" && fmt != "base64")
     Bad("encoding_format", "encoding_format must be float or base64");
   r.base64 = fmt == "base64";
+  r.dimensions = static_cast<int>(Integer(j, "dimensions", kEmbeddings));
+  r.truncate = Bool(j, "truncate", kEmbeddings);
   const json* in = Field(j, "input");
   if (in == nullptr) Bad("input", "'input' is required");
   auto ids = [&](const json& a) {

@@ -40,8 +40,13 @@ constexpr RequestField kFields[] = {
      "a string, strings, token ids or arrays of token ids (at most 256 inputs)"},
     {"encoding_format", kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "float", "", "OpenAI",
      "`float` or `base64` (little-endian float32)"},
-    {"dimensions", kEmbeddings, T::kAny, U::kRefused, 0, 0, 0, "", "", "OpenAI",
-     "the vectors have the model's width"},
+    {"dimensions", kEmbeddings, T::kInteger, U::kUsed, 1, 1 << 20, 0, "the model's width", "",
+     "OpenAI",
+     "Matryoshka: each vector's first N components, normalized again (more than the model's "
+     "width: `400` naming it)"},
+    {"truncate", kEmbeddings, T::kBool, U::kUsed, 0, 0, 0, "false", "", "TEI, Ollama",
+     "an input over the context keeps its first tokens (else `400 context_length_exceeded`; "
+     "Ollama's `/api/embed` truncates unless `truncate: false`, as Ollama)"},
     {"stream", kGenerate, T::kBool, U::kUsed, 0, 0, 0, "false", "", "OpenAI",
      "server-sent events, ending with `data: [DONE]`"},
     {"stream_options", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "", "", "OpenAI",

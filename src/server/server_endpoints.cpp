@@ -2,6 +2,7 @@
 // embeddings, tokenize / detokenize, a model by id, and the Anthropic, Responses and Ollama
 // front-ends (server/api_dialects.h), whose requests run as OpenAI ones.
 #include <algorithm>
+#include <cmath>
 
 #include "server/bodies.h"
 #include "server/server_impl.h"
@@ -327,6 +328,18 @@ void Server::Model(const std::string& raw_id, HttpResponse* res) {
   }
 }
 
+// Matryoshka truncation (OpenAI's `dimensions`): each vector's first `dims` components, scaled
+// to unit length again.
+static void TruncateEmbeddings(std::vector<std::vector<float>>* vs, int dims) {
+  for (auto& v : *vs) {
+    v.resize(std::min(v.size(), static_cast<size_t>(dims)));
+    double n = 0;
+    for (float x : v) n += static_cast<double>(x) * x;
+    const double k = n > 0 ? 1.0 / std::sqrt(n) : 0;
+    for (float& x : v) x = static_cast<float>(x * k);
+  }
+}
+
 // POST /v1/embeddings: computed on the engine thread between steps, all inputs of a request in
 // shared forwards; the handler returns at once and the body follows when the vectors are done.
 void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& m) {
@@ -336,8 +349,18 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& 
     const Engine& engine = m.service->engine();
     std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
     for (const auto& t : er.texts) inputs.push_back(engine.Tokenize(t, engine.AddsBos()));
+    const int width = engine.info().dim;
+    if (er.dimensions > width) {
+      ApiError e;
+      e.param = "dimensions";
+      e.message = StrFormat("dimensions %d exceeds the width %d of '%s'", er.dimensions, width,
+                            m.ctx.model_name.c_str());
+      throw e;
+    }
     int tokens = 0;
-    for (const auto& in : inputs) {
+    for (auto& in : inputs) {
+      if (er.truncate && static_cast<int>(in.size()) > ctx_.context)
+        in.resize(static_cast<size_t>(ctx_.context));  // its first tokens (TEI, Ollama)
       if (static_cast<int>(in.size()) > ctx_.context) {
         ApiError e;
         e.param = "input";
@@ -357,19 +380,21 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& 
     // The vectors come later, from the engine thread: the response waits as a body source, so
     // the event thread goes on serving other connections meanwhile.
     auto body = std::make_shared<DeferredBody>();
-    m.service->EmbedAsync(std::move(inputs), pooling,
-                          [body, model = er.model, tokens, base64 = er.base64](
-                              std::vector<std::vector<float>> v, const std::string& error) {
-                            if (!error.empty()) {
-                              ApiError e;
-                              e.status = 500;
-                              e.type = "server_error";
-                              e.message = error;
-                              body->Set(ErrorBody(e));
-                            } else {
-                              body->Set(EmbeddingsBody(v, model, tokens, base64));
-                            }
-                          });
+    m.service->EmbedAsync(
+        std::move(inputs), pooling,
+        [body, model = er.model, tokens, base64 = er.base64, dims = er.dimensions](
+            std::vector<std::vector<float>> v, const std::string& error) {
+          if (dims > 0) TruncateEmbeddings(&v, dims);
+          if (!error.empty()) {
+            ApiError e;
+            e.status = 500;
+            e.type = "server_error";
+            e.message = error;
+            body->Set(ErrorBody(e));
+          } else {
+            body->Set(EmbeddingsBody(v, model, tokens, base64));
+          }
+        });
     res->stream = body;
   });
 }

@@ -186,6 +186,9 @@ await section('ollama', async () => {
   check('ollama: show', Array.isArray(show.capabilities) && show.details.format === 'gguf', JSON.stringify(show).slice(0, 300));
   const emb = await ollama.embed({ model, input: ['a dog', 'a cat'] });
   check('ollama: embed', emb.embeddings.length === 2 && emb.embeddings[0].length > 0, JSON.stringify(emb).slice(0, 200));
+  const e8 = await ollama.embed({ model, input: 'a dog', dimensions: 8 });
+  const n8 = Math.sqrt(e8.embeddings[0].reduce((a, x) => a + x * x, 0));
+  check('ollama: embed with dimensions (Matryoshka, normalized again)', e8.embeddings[0].length === 8 && Math.abs(n8 - 1) < 1e-5, JSON.stringify(e8).slice(0, 200));
   try {
     await ollama.chat({ model, messages: [{ role: 'user', content: 'x', images: ['AA=='] }], stream: false });
     check('ollama: an image is refused with an error', false, 'accepted');

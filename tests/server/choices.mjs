@@ -178,8 +178,21 @@ const prompt = 'Once upon a time';
   const f = await post('/v1/embeddings', { model, input: [tok], encoding_format: 'float' });
   check('token input equals text input; float equals base64', f.status === 200 && f.body.data[0].embedding.every((x, i) => Math.abs(x - v[i]) < 1e-6) &&
     f.body.usage.prompt_tokens === tok.length, JSON.stringify(f.body).slice(0, 200));
-  const bad = await post('/v1/embeddings', { model, input: 'x', dimensions: 8 });
-  check('dimensions -> 400 naming it', bad.status === 400 && bad.body.error.param === 'dimensions', JSON.stringify(bad.body));
+  // dimensions (Matryoshka): the first N components, normalized again; the official client's.
+  const d16 = await client.embeddings.create({ model, input: 'The cat sat on the mat.', dimensions: 16 });
+  const w = d16.data[0].embedding;
+  const head = Math.sqrt(v.slice(0, 16).reduce((a, x) => a + x * x, 0));
+  check('dimensions 16: the first 16 components, normalized again', w.length === 16 && w.every((x, i) => Math.abs(x - v[i] / head) < 1e-5), JSON.stringify(w.slice(0, 4)));
+  const bad = await post('/v1/embeddings', { model, input: 'x', dimensions: 65 });
+  check('dimensions over the width -> 400 naming it', bad.status === 400 && bad.body.error.param === 'dimensions' && /width 64/.test(bad.body.error.message), JSON.stringify(bad.body));
+  // Over the context: 400 naming the limit, or its first tokens with truncate (TEI's, Ollama's).
+  const long = Array.from({ length: 5000 }, (_, i) => 1 + (i % 200));
+  const over = await post('/v1/embeddings', { model, input: [long] });
+  const ctx = Number((/exceeds the context of (\d+)/.exec(over.body.error?.message ?? '') ?? [])[1]);
+  check('an input over the context -> 400 naming the limit', over.status === 400 && ctx > 0, JSON.stringify(over.body).slice(0, 200));
+  const cut = await post('/v1/embeddings', { model, input: [long], truncate: true, encoding_format: 'float' });
+  const first = await post('/v1/embeddings', { model, input: [long.slice(0, ctx)], encoding_format: 'float' });
+  check('truncate: the first context-full of tokens', cut.status === 200 && cut.body.usage.prompt_tokens === ctx && cut.body.data[0].embedding.every((x, i) => Math.abs(x - first.body.data[0].embedding[i]) < 1e-6), JSON.stringify(cut.body).slice(0, 200));
   const empty = await post('/v1/embeddings', { model, input: '' });
   check('empty input -> 400', empty.status === 400 && empty.body.error.param === 'input', JSON.stringify(empty.body));
 }
