@@ -71,6 +71,7 @@ done
 expect_error "no command" 2 "no command" --
 expect_error "unknown command" 2 "unknown command" -- frobnicate
 expect_error "unknown flag" 2 "unknown option '--frob'" -- run -m "$M/stories260K.gguf" --frob
+expect_error "bench --embed malformed" 2 "--embed takes N:L" -- bench -m "$M/stories260K.gguf" --embed 64x128
 expect_error "missing value" 2 "needs a value" -- run -m
 expect_error "bad integer" 2 "expected an integer" -- run -m "$M/stories260K.gguf" -n abc
 expect_error "negative n" 2 "out of range" -- run -m "$M/stories260K.gguf" -n -3
@@ -119,6 +120,7 @@ expect_error "bench without model" 2 "needs a model" -- bench -p 4
 if measured; then
 "$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 --json 2>/dev/null | grep -q '"depth": 100' && ok || bad "bench -d --json"
 "$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 2>/dev/null | grep -q "decode 4 x 2 sequences @ 100" && ok || bad "bench -d table"
+"$BIN" bench -m "$M/stories260K.gguf" --embed 8:16 -r 1 2>/dev/null | grep -q "embed 8 passages of 16 tokens: .* passages/s, .* tokens/s" && ok || bad "bench --embed"
 fi
 expect_error "bench zero depth" 2 "out of range" -- bench -m "$M/stories260K.gguf" -d 0
 # bench --sweep-batch: a table with the knee, an SVG chart, the knee remembered for serve.

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "kernel_bench.h"
 #include "paddock/paddock.h"
+#include "paddock/service.h"
 #include "progress.h"
 #include "svg.h"
 
@@ -56,6 +57,10 @@ std::vector<OptionSpec> BenchSpecs() {
       {{"--image-bf16"},
        false,
        "with --image: the projector's F16 matrices on the BF16 dot product"},
+      {{"--embed"},
+       true,
+       "measure embeddings instead: N:L, N passages of L tokens each (e.g. 256:128) in one "
+       "request, packed into shared steps; passages/s and tokens/s (medians of -r)"},
       {{"-c", "--ctx"}, true, "context (default: prompt + steps + 16)"},
       {{"--ubatch"}, true, "tokens per forward step (default 256)"},
       kIsaSpec,
@@ -471,6 +476,48 @@ int ImageBench(const Args& args, EngineOptions eo, int reps) {
   return 0;
 }
 
+// bench --embed N:L: N passages of L random tokens embedded as one request (the server's path:
+// Service::Embed, packed into shared steps), repetitions' medians.
+int EmbedBench(const Args& args, EngineOptions eo, int reps) {
+  const std::string spec = args.Str("--embed");
+  int n = 0, len = 0;
+  char tail = 0;
+  if (std::sscanf(spec.c_str(), "%d:%d%c", &n, &len, &tail) != 2 || n < 1 || n > 100000 ||
+      len < 1 || len > (1 << 20))
+    throw UsageError("--embed takes N:L, N passages of L tokens (e.g. 256:128), not '" + spec +
+                     "'");
+  if (eo.context < len) eo.context = len;
+  eo.kv_tokens = std::max(eo.kv_tokens, len * std::min(n, 64) + 16);
+  auto engine = Engine::Create(eo);
+  const int vocab = engine->info().n_vocab;
+  std::vector<std::vector<int32_t>> passages(static_cast<size_t>(n));
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (auto& p : passages) {
+    p.resize(static_cast<size_t>(len));
+    for (int32_t& t : p) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      t = static_cast<int32_t>(3 + x % static_cast<uint64_t>(std::max(1, vocab - 3)));
+    }
+  }
+  ServiceOptions so;
+  so.max_batch_tokens = eo.max_batch;
+  auto service = Service::Create(std::move(engine), so);
+  std::vector<double> secs;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = NowSeconds();
+    const auto v = service->Embed(passages, Service::Pooling::kMean);
+    secs.push_back(NowSeconds() - t0);
+    if (v.size() != passages.size()) throw Error("bench --embed: a vector is missing");
+  }
+  std::sort(secs.begin(), secs.end());
+  const double med = secs[secs.size() / 2];
+  std::printf(
+      "embed %d passages of %d tokens: median %.3f s (min %.3f, max %.3f, %d reps): %.1f "
+      "passages/s, %.0f tokens/s\n",
+      n, len, med, secs.front(), secs.back(), reps, n / med, static_cast<double>(n) * len / med);
+  return 0;
+}
+
 int CmdBench(int argc, char** argv) {
   const auto specs = BenchSpecs();
   Args args = [&] {
@@ -507,6 +554,7 @@ int CmdBench(int argc, char** argv) {
   if (args.Has("--image") != args.Has("--mmproj"))
     throw UsageError("bench --image and --mmproj go together");
   if (args.Has("--image")) return ImageBench(args, eo, bo.reps);
+  if (args.Has("--embed")) return EmbedBench(args, eo, bo.reps);
   if (!JoinPipelineIfLaunched(args, &eo, 0)) return 0;  // a stage under mpirun: done
   std::shared_ptr<Progress> load_bar;
   ShowLoadProgress(&eo, &load_bar);
