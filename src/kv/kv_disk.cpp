@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,6 +117,7 @@ KvDiskTier::KvDiskTier(const KvDiskOptions& o, uint64_t identity, int block_size
   ring_.resize(static_cast<size_t>(std::max(1, queue_blocks)));
   for (Item& it : ring_) it.tokens.resize(static_cast<size_t>(block_size));
   write_buf_.resize(sizeof(FileHeader) + static_cast<size_t>(block_size) * 4 + block_bytes_);
+  read_tokens_.resize(static_cast<size_t>(block_size));
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -158,7 +158,7 @@ bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uin
   const size_t want = sizeof(FileHeader) + tok_bytes + block_bytes_;
   struct stat st {};
   FileHeader h{};
-  std::vector<int32_t> toks(static_cast<size_t>(block_size_));
+  std::vector<int32_t>& toks = read_tokens_;  // (sized at construction: no allocation per read)
   bool ok = fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == want &&
             ReadAll(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0 &&
             h.version == 1 && h.block_size == static_cast<uint32_t>(block_size_) &&

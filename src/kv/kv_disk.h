@@ -114,7 +114,8 @@ class KvDiskTier {
   std::atomic<bool> writes_stopped_{false};
   std::unordered_map<std::string, FileInfo> index_;  // path -> size, last use
   KvDiskStats stats_;
-  std::vector<uint8_t> write_buf_;
+  std::vector<uint8_t> write_buf_;    // the writer thread's
+  std::vector<int32_t> read_tokens_;  // Read's (the KV manager's thread)
   uint64_t tmp_counter_ = 0;
   std::thread writer_;
 };
