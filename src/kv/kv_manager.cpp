@@ -215,8 +215,8 @@ void KvManager::SaveBlocks(const Sequence& s) {
 // The block with this content from the disk tier into a new block of the pool, registered in
 // the prefix cache and referenced by the caller; -1 if it is not on disk or no block is free.
 int32_t KvManager::LoadFromDisk(uint64_t h, uint64_t parent, const int32_t* tokens) {
-  if (pool_.num_free() == 0 || !disk_->Read(h, parent, tokens, staging_.data())) return -1;
-  const int32_t blk = NewBlock();
+  if (!disk_->Read(h, parent, tokens, staging_.data())) return -1;
+  const int32_t blk = NewBlock();  // (may take back blocks queued for writing)
   if (blk < 0) return -1;
   store_->WriteBlock(blk, staging_.data());
   pool_.Register(blk, h, parent, tokens);

@@ -26,10 +26,6 @@ struct ModelHost::Slot {
 
 namespace {
 
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 ApiError HostError(int status, const char* type, std::string message) {
   ApiError e;
   e.status = status;
@@ -324,7 +320,7 @@ std::vector<ModelLease> ModelHost::Loaded() const {
 std::vector<ModelHost::Status> ModelHost::Statuses() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Status> out;
-  const double now = NowSeconds(), wall = WallNow();
+  const double now = NowSeconds(), wall = EpochSeconds();
   for (const auto& s : slots_) {
     const ModelSpec& spec = specs_[s->index];
     Status st;

@@ -16,12 +16,6 @@ namespace paddock::server {
 
 namespace {
 
-double EpochNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
-
 // A prepared statement, finalized when it goes.
 class Stmt {
  public:
@@ -123,7 +117,7 @@ bool ResponseStore::Exec(const char* sql) {
 ResponseStore::List::iterator ResponseStore::Find(const std::string& id) {
   const auto it = index_.find(id);
   if (it == index_.end()) return lru_.end();
-  if (opt_.max_age_seconds > 0 && it->second->created < EpochNow() - opt_.max_age_seconds) {
+  if (opt_.max_age_seconds > 0 && it->second->created < EpochSeconds() - opt_.max_age_seconds) {
     Drop(it->second);
     return lru_.end();
   }
@@ -165,12 +159,12 @@ void ResponseStore::Put(const std::string& id, std::string response, std::string
     if (const auto old = Find(id); old != lru_.end()) Drop(old);
     while (!lru_.empty() && (lru_.size() >= opt_.max_entries || bytes_ + size > opt_.max_bytes))
       Drop(std::prev(lru_.end()));
-    lru_.push_front({id, std::move(response), std::move(conversation), EpochNow()});
+    lru_.push_front({id, std::move(response), std::move(conversation), EpochSeconds()});
     index_[id] = lru_.begin();
     bytes_ += size;
     return;
   }
-  const double now = EpochNow();
+  const double now = EpochSeconds();
   if (!Exec("BEGIN IMMEDIATE")) return;
   Stmt put(db_,
            "INSERT OR REPLACE INTO responses(id, created, used, bytes, response, conversation)"
@@ -198,7 +192,7 @@ bool ResponseStore::Get(const std::string& id, bool conversation, std::string* o
     *out = conversation ? it->conversation : it->response;
     return true;
   }
-  const double now = EpochNow();
+  const double now = EpochSeconds();
   const double cutoff = opt_.max_age_seconds > 0 ? now - opt_.max_age_seconds : -1e300;
   Stmt get(db_, conversation ? "SELECT conversation FROM responses WHERE id = ? AND created >= ?"
                              : "SELECT response FROM responses WHERE id = ? AND created >= ?");
