@@ -15,7 +15,7 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libpcre2-dev libmicrohttpd-dev libsqlite3-dev libcpp-httplib-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
+BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libpcre2-dev libutf8proc-dev libmicrohttpd-dev libsqlite3-dev libcpp-httplib-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
   libopenmpi-dev openmpi-bin)
 TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus chromium)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev libgtest-dev)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,15 +22,15 @@ struct Vectors {
   std::vector<std::vector<int32_t>> ids;
 };
 
-Vectors LoadVectors(const std::string& stem) {
+Vectors LoadVectorsAt(const std::string& path) {
   Vectors v;
-  const std::string inp = test::ReadFile(test::ModelPath(stem + ".inp"));
+  const std::string inp = test::ReadFile(path + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
   size_t start = 0;
   for (size_t p; (p = inp.find(sep, start)) != std::string::npos; start = p + sep.size()) {
     v.texts.push_back(inp.substr(start, p - start));
   }
-  std::istringstream out(test::ReadFile(test::ModelPath(stem + ".out")));
+  std::istringstream out(test::ReadFile(path + ".out"));
   std::string line;
   while (std::getline(out, line)) {
     std::istringstream ls(line);
@@ -39,6 +40,10 @@ Vectors LoadVectors(const std::string& stem) {
     v.ids.push_back(ids);
   }
   return v;
+}
+
+Vectors LoadVectors(const std::string& stem) {
+  return LoadVectorsAt(test::ModelPath(stem));
 }
 
 std::string DecodeAll(const Tokenizer& t, const std::vector<int32_t>& ids) {
@@ -63,6 +68,31 @@ TEST(Tokenizer, LlamaSpmVectorsExactly) {
     EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i])
         << "text #" << i << ": '" << v.texts[i] << "'";
   }
+}
+
+// llama.cpp's BERT (bge) vocabulary and its test vectors (HF's tokenizer's ids), found where
+// PADDOCK_LLAMA_VOCABS names a directory holding them (llama.cpp's models/; not among the
+// project's test files: scripts/wordpiece-vectors runs this against a llama.cpp checkout). The
+// suite checks WordPiece on every run against llama.cpp's output for the synthetic vocabulary
+// (test_model.cpp, Encoder.*).
+TEST(Tokenizer, BertWordPieceVectorsExactly) {
+  const char* dir = std::getenv("PADDOCK_LLAMA_VOCABS");
+  if (dir == nullptr) GTEST_SKIP() << "PADDOCK_LLAMA_VOCABS is not set";
+  const std::string path = std::string(dir) + "/ggml-vocab-bert-bge.gguf";
+  const Vectors v = LoadVectorsAt(path);
+  ASSERT_EQ(v.texts.size(), v.ids.size());
+  ASSERT_GE(v.texts.size(), 30u);
+  auto tok = LoadTokenizer(path);
+  EXPECT_TRUE(tok->wordpiece());
+  for (size_t i = 0; i < v.texts.size(); ++i) {
+    EXPECT_EQ(tok->Encode(v.texts[i], false), v.ids[i])
+        << "text #" << i << ": '" << v.texts[i] << "'";
+  }
+  // Specials added: [CLS] text [SEP].
+  const auto with = tok->Encode("Hello world", true);
+  ASSERT_EQ(with.size(), tok->Encode("Hello world", false).size() + 2);
+  EXPECT_EQ(with.front(), 101);
+  EXPECT_EQ(with.back(), 102);
 }
 
 TEST(Tokenizer, DecodeReproducesTheText) {

@@ -232,7 +232,10 @@ struct ModelInfo {
   float rope_base = 0;
   std::string rope_style, rope_scaling;
   int sliding_window = 0;
-  std::string pooling;  // embeddings' pooling from the file (mean, cls, last), if it says
+  std::string pooling;  // embeddings' pooling from the file (mean, cls, last, rank), if it says
+  // What the model gives: "generation" (a decoder: text, and embeddings), "embedding" (an
+  // encoder: embeddings only) or "rerank" (an encoder with a classification head: scores).
+  std::string kind;
   bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
   std::string chat_template;         // the file's tokenizer.chat_template (empty if none)
   std::string bos_token, eos_token;  // their spellings (for chat templates)
@@ -401,6 +404,10 @@ class Engine {
                                     const std::vector<std::pair<size_t, size_t>>& text_only) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
   bool AddsBos() const;  // the vocabulary's add-BOS default
+  // The vocabulary's special tokens (-1: none): BOS ([CLS] for BERT), EOS, BERT's [SEP].
+  int BosToken() const;
+  int EosToken() const;
+  int SepToken() const;
   // Images (EngineOptions::mmproj): whether this engine takes them, and what its projector is
   // ("" without one).
   bool has_vision() const;

@@ -153,7 +153,10 @@ class Service {
   // outside the vocabulary, or a stopping service; an input the KV cache cannot hold even when
   // no generation runs is an error given to the callback (inputs wait for room while
   // generations hold the cache).
-  enum class Pooling { kMean, kLast, kCls };
+  // An encoder (BERT, NomicBERT) runs each input whole in one step, bidirectionally, and pools
+  // in the backend. kRank: a reranker's score (its classification head on the first token's
+  // state), one float per input, not normalized; for models with that head only.
+  enum class Pooling { kMean, kLast, kCls, kRank };
   // Called once on the engine thread: the vectors, or an error (vectors empty).
   using EmbedCallback =
       std::function<void(std::vector<std::vector<float>> vectors, const std::string& error)>;

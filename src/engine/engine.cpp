@@ -87,7 +87,9 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.pooling = c.pooling_type == 1   ? "mean"
               : c.pooling_type == 2 ? "cls"
               : c.pooling_type == 3 ? "last"
+              : c.pooling_type == 4 ? "rank"
                                     : "";
+  i.kind = !c.encoder ? "generation" : m.weights.cls != nullptr ? "rerank" : "embedding";
   i.qkv_bias = c.qkv_bias;
   i.qk_norm = c.qk_norm;
   i.tied_embeddings = c.tied_embeddings;
@@ -335,9 +337,22 @@ int ContextOf(const ModelConfig& c, const EngineOptions& o) {
 
 }  // namespace
 
-std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
+// An encoder runs each input whole in one step: the step holds the context; it generates
+// nothing, so nothing a generation adds applies.
+void EncoderOptions(const ModelConfig& c, int ctx, EngineOptions* o) {
+  if (!c.encoder) return;
+  if (o->stages) Fail("an encoder (%s) does not run in pipeline stages", c.arch.c_str());
+  if (!o->mmproj.empty()) Fail("an encoder (%s) takes no image projector", c.arch.c_str());
+  if (!o->lora_path.empty()) Fail("an encoder (%s) takes no LoRA adapter", c.arch.c_str());
+  if (!o->draft_model.empty()) Fail("an encoder (%s) takes no draft model", c.arch.c_str());
+  o->spec = "off";
+  o->max_batch = std::min(4096, std::max(o->max_batch, ctx));
+}
+
+std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   const double t0 = NowSeconds();
-  CheckOptions(o);
+  CheckOptions(options);
+  EngineOptions o = options;
   // The trace file is opened first: an unwritable path fails before any work.
   std::unique_ptr<Tracer> tracer;
   if (!o.trace_path.empty()) {
@@ -348,6 +363,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& o) {
   auto impl = std::make_unique<Impl>();
   // (A memory map; a pipeline's head touches only its layers' pages.)
   impl->model = LoadModel(o.model_path, o.tokenizer_path, !o.stages);
+  EncoderOptions(impl->model->config, ContextOf(impl->model->config, o), &o);
   const uint64_t avail = AvailableMemoryBytes();
   std::vector<std::string> warnings = MemoryWarnings(*impl->model, o, avail);
   impl->model->tokenizer->RenderSpecial(o.render_special);
@@ -492,6 +508,15 @@ std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
 
 bool Engine::AddsBos() const {
   return impl_->model->tokenizer->add_bos_default();
+}
+int Engine::BosToken() const {
+  return impl_->model->tokenizer->bos();
+}
+int Engine::EosToken() const {
+  return impl_->model->tokenizer->eos();
+}
+int Engine::SepToken() const {
+  return impl_->model->tokenizer->sep();
 }
 
 void Engine::KvDiskStatsNow(MemoryReport* r) const {

@@ -156,4 +156,8 @@ struct Engine::Impl {
   }
 };
 
+// Throws Error naming the model and what it does when it does not generate text (an encoder:
+// embeddings or rerank scores).
+void RequireGenerator(const Engine::Impl& e);
+
 }  // namespace paddock

@@ -230,8 +230,21 @@ class Generation {
 
 }  // namespace
 
+void RequireGenerator(const Engine::Impl& e) {
+  if (e.info.kind == "generation") return;
+  const std::string& who = e.info.name.empty() ? e.info.path : e.info.name;
+  if (e.info.kind == "rerank")
+    Fail("'%s' is a reranker (%s): it scores documents against a query (/v1/rerank), it does "
+         "not generate text",
+         who.c_str(), e.info.arch.c_str());
+  Fail("'%s' is an embedding model (%s): it gives embeddings (/v1/embeddings), it does not "
+       "generate text",
+       who.c_str(), e.info.arch.c_str());
+}
+
 GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                       const StreamCallback& on_text) {
+  RequireGenerator(*impl_);
   ValidatePrompt(prompt, impl_->context, impl_->model->config.n_vocab, o);
   return Generation(*impl_, prompt, o, on_text).Run();
 }

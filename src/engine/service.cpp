@@ -119,6 +119,7 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
 SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOptions& o,
                              std::vector<std::shared_ptr<RequestStream>>* streams) {
   Impl& s = *impl_;
+  RequireGenerator(*s.e);
   if (o.n < 1 || o.n > kMaxChoices) Fail("n = %d is out of range [1, %d]", o.n, kMaxChoices);
   if (o.generate.logprobs < -1 || o.generate.logprobs > 20)
     Fail("logprobs %d is out of range [0, 20]", o.generate.logprobs);

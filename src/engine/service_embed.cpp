@@ -10,6 +10,24 @@ namespace paddock {
 
 namespace {
 
+// The KV sequences of one round of inputs, freed when the round ends.
+struct Round {
+  KvManager& kv;
+  std::vector<KvManager::SeqId> seqs;
+  ~Round() {
+    for (auto id : seqs) kv.Free(id);
+  }
+};
+
+template <typename T>
+void Normalize(const T* v, int dim, std::vector<float>* o) {
+  double norm = 0;
+  for (int d = 0; d < dim; ++d) norm += static_cast<double>(v[d]) * v[d];
+  norm = norm > 0 ? 1.0 / std::sqrt(norm) : 0;
+  o->resize(static_cast<size_t>(dim));
+  for (int d = 0; d < dim; ++d) (*o)[static_cast<size_t>(d)] = static_cast<float>(v[d] * norm);
+}
+
 // One embeddings request on the engine thread. Inputs are packed into shared forwards (each
 // token one row, as many rows as a step takes), in rounds of as many inputs as the KV cache
 // holds at once; the kernels are batch invariant, so an input's vector does not depend on its
@@ -31,9 +49,69 @@ struct EmbedJob {
            (pooling == Service::Pooling::kCls && pos == 0);
   }
 
+  // An encoder: each input whole in one item (its tokens see each other), as many inputs per
+  // step as its token and row limits take, pooled by the backend; a rerank score through the
+  // classification head.
+  bool RunPooled(bool busy) {
+    KvManager& kv = *e->kv;
+    const int dim = e->model->config.dim;
+    const int max_tokens = e->backend->max_batch(), max_items = e->backend->max_items();
+    const uint8_t how = pooling == Service::Pooling::kMean   ? 1
+                        : pooling == Service::Pooling::kLast ? 3
+                                                             : 2;
+    std::vector<StepItem> items;
+    std::vector<KvView> views(static_cast<size_t>(max_items));
+    std::vector<const float*> rows(static_cast<size_t>(max_items));
+    while (next < inputs.size()) {
+      Round round{kv, {}};
+      const size_t first = next;
+      int tokens = 0;
+      while (next < inputs.size() && static_cast<int>(round.seqs.size()) < max_items) {
+        const int n = static_cast<int>(inputs[next].size());
+        if (n > max_tokens) Fail("an input of %d tokens exceeds the step of %d", n, max_tokens);
+        if (tokens + n > max_tokens) break;
+        const KvManager::SeqId seq = kv.Create(n);
+        if (!kv.Reserve(seq, n)) {
+          kv.Free(seq);
+          break;
+        }
+        round.seqs.push_back(seq);
+        tokens += n;
+        ++next;
+      }
+      if (round.seqs.empty()) {
+        if (busy) return false;
+        Fail("no room in the KV cache for an input of %zu tokens", inputs[next].size());
+      }
+      items.clear();
+      for (size_t r = 0; r < round.seqs.size(); ++r) {
+        const auto& in = inputs[first + r];
+        views[r] = kv.View(round.seqs[r]);
+        StepItem it{in.data(), static_cast<int>(in.size()), 0, &views[r]};
+        it.prompt_len = it.n;
+        it.pooling = how;
+        items.push_back(it);
+      }
+      {
+        Engine::Impl::StepGuard g(kv);
+        e->backend->Step(items.data(), static_cast<int>(items.size()), StepOutput::kPooled,
+                         rows.data());
+      }
+      for (size_t r = 0; r < items.size(); ++r) {
+        if (pooling == Service::Pooling::kRank) {
+          out[first + r].assign(1, RankScore(e->model->weights, dim, rows[r]));
+        } else {
+          Normalize(rows[r], dim, &out[first + r]);
+        }
+      }
+    }
+    return true;
+  }
+
   // Runs rounds until done (true) or the cache has no room for the next input while `busy`
   // (false: call again after a step).
   bool Run(bool busy) {
+    if (e->model->config.encoder) return RunPooled(busy);
     KvManager& kv = *e->kv;
     const int dim = e->model->config.dim;
     const size_t chunk = static_cast<size_t>(e->backend->max_items());
@@ -45,13 +123,7 @@ struct EmbedJob {
     };
     std::vector<Span> spans;
     while (next < inputs.size()) {
-      struct Round {
-        KvManager& kv;
-        std::vector<KvManager::SeqId> seqs;
-        ~Round() {
-          for (auto id : seqs) kv.Free(id);
-        }
-      } round{kv, {}};
+      Round round{kv, {}};
       size_t first = next;
       while (next < inputs.size()) {
         const int n = static_cast<int>(inputs[next].size());
@@ -105,15 +177,7 @@ struct EmbedJob {
         while (cur < count && done_tokens[cur] == static_cast<int>(inputs[first + cur].size()))
           ++cur;
       }
-      for (size_t r = 0; r < count; ++r) {
-        double norm = 0;
-        for (double v : acc[r]) norm += v * v;
-        norm = norm > 0 ? 1.0 / std::sqrt(norm) : 0;
-        auto& o = out[first + r];
-        o.resize(static_cast<size_t>(dim));
-        for (int d = 0; d < dim; ++d)
-          o[static_cast<size_t>(d)] = static_cast<float>(acc[r][static_cast<size_t>(d)] * norm);
-      }
+      for (size_t r = 0; r < count; ++r) Normalize(acc[r].data(), dim, &out[first + r]);
     }
     return true;
   }
@@ -125,6 +189,15 @@ void Service::EmbedAsync(std::vector<std::vector<int32_t>> inputs, Pooling pooli
                          EmbedCallback done) {
   Impl& s = *impl_;
   const int ctx = s.e->context;
+  const ModelConfig& c = s.e->model->config;
+  if (pooling == Pooling::kRank && c.encoder && s.e->model->weights.cls == nullptr)
+    Fail("'%s' has no classification head: it gives embeddings, not rerank scores",
+         s.e->info.name.c_str());
+  if (pooling != Pooling::kRank && s.e->info.kind == "rerank")
+    Fail("'%s' is a reranker: it gives rerank scores, not embeddings", s.e->info.name.c_str());
+  if (pooling == Pooling::kRank && !c.encoder)
+    Fail("'%s' is not a reranker (rerank scores come from an encoder with a classification head)",
+         s.e->info.name.c_str());
   for (const auto& in : inputs) {
     if (in.empty()) Fail("an embedding input is empty");
     if (static_cast<int>(in.size()) > ctx)

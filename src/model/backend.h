@@ -58,12 +58,16 @@ struct StepItem {
   // causal; null: all causal. Gemma 3's image tokens see their whole image (its tokens must
   // then run in one step, after the tokens before them).
   const int32_t* attend_end = nullptr;
+  // StepOutput::kPooled: how the item's one row pools its tokens' hidden states (llama.cpp's
+  // numbers: 1 mean, 2 the first (CLS), 3 the last). The item is a whole input (pos 0).
+  uint8_t pooling = 0;
 };
 
 // What a step returns per row asked for.
 enum class StepOutput {
   kLogits,  // n_vocab floats
   kHidden,  // the final-normalized hidden state, dim floats (embeddings)
+  kPooled,  // per item one row (n_logits 1): its tokens' hidden states pooled (StepItem::pooling)
 };
 
 // The KV cache's memory as the KV manager lays it out: per layer (of [layer_begin, layer_end))

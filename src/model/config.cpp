@@ -141,6 +141,29 @@ void Gpt2(const GgufFile& g, const std::string& p, ModelConfig* c) {
     c->norm_eps = static_cast<float>(*eps);
 }
 
+// Encoders as llama.cpp writes them: LayerNorm with bias, post-norm, bidirectional unless the
+// file says causal. BERT: learned positions, GELU MLP with biases; NomicBERT: RoPE (NeoX
+// layout), SwiGLU, fused QKV, no biases.
+void Encoder(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  c->encoder = true;
+  c->layer_norm = true;
+  c->causal = g.GetBool(p + "attention.causal").value_or(false);
+  if (auto eps = g.GetFloat(p + "attention.layer_norm_epsilon"))
+    c->norm_eps = static_cast<float>(*eps);
+}
+
+void Bert(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  Encoder(g, p, c);
+  c->learned_pos = true;
+  c->rope_dim = 0;
+  c->ffn_gated = false;
+  c->ffn_act = FfnAct::kGeluTanh;
+}
+
+void NomicBert(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  Encoder(g, p, c);
+}
+
 // gpt-oss: the clamped SwiGLU, softmax over the top-k router logits, sliding-window and full
 // layers alternating (even layers windowed), attention sinks (found by their tensors).
 void GptOss(const GgufFile&, const std::string&, ModelConfig* c) {
@@ -209,6 +232,8 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3moe", RopeStyle::kHalfSplit, nullptr, true},   // experts, normalized top k
     {"olmoe", RopeStyle::kHalfSplit, Olmoe},              // experts, whole-row QK-norm
     {"gpt-oss", RopeStyle::kHalfSplit, GptOss},           // MXFP4 experts, sinks, YaRN
+    {"bert", RopeStyle::kAdjacentPairs, Bert},            // encoder: learned positions, GELU
+    {"nomic-bert", RopeStyle::kHalfSplit, NomicBert},     // encoder: RoPE, SwiGLU
 };
 
 const Architecture& FindArchitecture(const std::string& name) {

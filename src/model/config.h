@@ -72,6 +72,11 @@ struct ModelConfig {
   bool learned_pos =
       false;  // learned absolute position embeddings instead of RoPE (GPT-2; rope_dim 0)
   bool ffn_gated = true;  // gate/up GLU; false: up -> activation -> down (GPT-2)
+  // An encoder (BERT, NomicBERT): post-norm layers (x = norm(x + block(x))), the embeddings
+  // normalized, a token-type row added; it gives embeddings or a rank score, never text.
+  // causal false (<arch>.attention.causal): a token sees its whole input.
+  bool encoder = false;
+  bool causal = true;
   // Mixture of experts (n_experts > 0): layers with a router run the n_experts_used experts
   // (gate/up/down of expert_ffn_dim rows each) their router picks per token, weighted, plus
   // an always-on shared expert of shared_ffn_dim rows where the file has one (Qwen2 MoE).

@@ -28,6 +28,8 @@ const char* OpName(OpKind kind) {
       return "moe";
     case OpKind::kResidual:
       return "residual";
+    case OpKind::kAddNorm:
+      return "add_norm";
   }
   return "?";
 }
@@ -69,13 +71,46 @@ std::vector<LayerOp> OpsOf(const LayerWeights& w) {
   return ops;
 }
 
+// An encoder layer (BERT's post-norm): the layer's input taken as the block input (the first
+// layer's normalized: the embeddings' LayerNorm), attention, x = norm(x + attention), FFN,
+// x = norm(x + FFN).
+std::vector<LayerOp> EncoderOpsOf(const ModelWeights& mw, size_t l) {
+  const LayerWeights& w = mw.layers[l];
+  std::vector<LayerOp> ops;
+  auto op = [&](OpKind k) -> LayerOp& { return ops.emplace_back(LayerOp{k}); };
+  LayerOp& in = op(OpKind::kAddNorm);
+  in.w = l == 0 ? mw.embd_norm : nullptr;
+  in.b = l == 0 ? mw.embd_norm_b : nullptr;
+  in.next = &w.wq;
+  in.also = &w.wk;
+  in.also2 = &w.wv;
+  op(OpKind::kQkv);
+  op(OpKind::kStoreKv);
+  op(OpKind::kAttention);
+  op(OpKind::kOutProj);
+  LayerOp& attn = op(OpKind::kAddNorm);
+  attn.residual = true;
+  attn.w = w.attn_norm;
+  attn.b = w.attn_norm_b;
+  attn.next = w.w_gate ? &w.w_gate : &w.w_up;
+  attn.also = w.w_gate ? &w.w_up : nullptr;
+  op(OpKind::kFfnUp);
+  op(OpKind::kFfnDown);
+  LayerOp& out = op(OpKind::kAddNorm);
+  out.residual = true;
+  out.w = w.ffn_norm;
+  out.b = w.ffn_norm_b;
+  return ops;
+}
+
 }  // namespace
 
 std::vector<std::vector<LayerOp>> LayerOps(const ModelConfig& cfg, const ModelWeights& w) {
   std::vector<std::vector<LayerOp>> layers;
   layers.reserve(static_cast<size_t>(cfg.n_layers));
   for (int l = 0; l < cfg.n_layers && l < static_cast<int>(w.layers.size()); ++l)
-    layers.push_back(OpsOf(w.layers[static_cast<size_t>(l)]));
+    layers.push_back(cfg.encoder ? EncoderOpsOf(w, static_cast<size_t>(l))
+                                 : OpsOf(w.layers[static_cast<size_t>(l)]));
   return layers;
 }
 

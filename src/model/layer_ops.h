@@ -32,6 +32,7 @@ enum class OpKind : uint8_t {
   kFfnDown,    // xb = hb Wdown (+ bias)
   kMoe,        // xb = the token's routed experts' FFNs, weighted (+ the shared expert)
   kResidual,   // x += xb
+  kAddNorm,    // encoders' post-norm: x = norm(x [+ xb]) (no weight: x as is); xb = x
 };
 
 // Stable names, for errors ("the vulkan backend has no moe") and traces.
@@ -42,7 +43,7 @@ struct LayerOp {
   // kNorm, kPostNorm: the norm's weight (dim) and, LayerNorm, bias (else null).
   const float* w = nullptr;
   const float* b = nullptr;
-  // kNorm: whether the block output in xb is added to x first (the FFN's norm); the weights
+  // kNorm, kAddNorm: whether the block output in xb is added to x first; the weights
   // that read its output (`next` first; their types choose how a backend prepares it); and
   // whether those are the step's own token rows (not a gathered expert's).
   bool residual = false;

@@ -321,6 +321,49 @@ void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
   }
 }
 
+// An encoder (llama.cpp's tensor names): the embeddings, their LayerNorm, token type 0's row,
+// a reranker's classification head; no output head (the embeddings stand in for it, unused).
+void BindEncoderGlobals(Binder& b, ModelConfig& c, ModelWeights& w) {
+  w.tok_embd = b.Matrix("token_embd.weight", c.dim, c.n_vocab);
+  if (IsX16(w.tok_embd.type))
+    Fail("token_embd.weight has the interleaved type %s, which cannot be an embedding table",
+         TypeName(w.tok_embd.type));
+  w.output = w.tok_embd;
+  c.tied_embeddings = true;
+  if (c.learned_pos) w.pos_embd = b.Matrix("position_embd.weight", c.dim, c.context_length);
+  if (w.pos_embd && IsX16(w.pos_embd.type))
+    Fail("position_embd.weight cannot have an interleaved type");
+  if (const TensorSource* t = b.Find("token_types.weight"))
+    w.type0 = b.Rows("token_types.weight", c.dim, t->ne[1]);  // row 0: "sentence A"
+  w.embd_norm = b.Vector("token_embd_norm.weight", c.dim);
+  w.embd_norm_b = b.Vector("token_embd_norm.bias", c.dim);
+  if (b.Find("cls.weight") != nullptr) {
+    w.cls = b.Rows("cls.weight", c.dim, c.dim);
+    w.cls_b = b.Vector("cls.bias", c.dim);
+    if (b.Find("cls.output.weight") != nullptr) {
+      w.cls_out = b.Rows("cls.output.weight", c.dim, 1);
+      w.cls_out_b = b.Vector("cls.output.bias", 1);
+    }
+  }
+}
+
+// An encoder layer: attention (separate Q/K/V with biases, or fused), the post-norms, the FFN
+// (BERT: GELU MLP with biases; NomicBERT: SwiGLU).
+void BindEncoderLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
+  const std::string p = StrFormat("blk.%d.", l);
+  BindAttention(b, p, c, L);
+  L.bo = b.Vector(p + "attn_output.bias", c.dim, false);
+  L.attn_norm = b.Vector(p + "attn_output_norm.weight", c.dim);
+  L.attn_norm_b = b.Vector(p + "attn_output_norm.bias", c.dim);
+  L.ffn_norm = b.Vector(p + "layer_output_norm.weight", c.dim);
+  L.ffn_norm_b = b.Vector(p + "layer_output_norm.bias", c.dim);
+  if (c.ffn_gated) L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+  L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+  L.b_up = b.Vector(p + "ffn_up.bias", c.ffn_dim, false);
+  L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  L.b_down = b.Vector(p + "ffn_down.bias", c.dim, false);
+}
+
 // Parameters and bytes per tensor type; per token only the used experts are read, so the
 // others' parameters are not active.
 void CountParameters(const std::vector<TensorSource>& src, LoadedModel* m) {
@@ -362,9 +405,10 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   if (c.n_vocab == 0) c.n_vocab = static_cast<int>(emb->ne[1]);
   c.Validate();
   ModelWeights& w = m->weights;
-  BindGlobals(b, c, w);
+  (c.encoder ? BindEncoderGlobals : BindGlobals)(b, c, w);
   w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int l = 0; l < c.n_layers; ++l) BindLayer(b, l, c, w.layers[static_cast<size_t>(l)]);
+  for (int l = 0; l < c.n_layers; ++l)
+    (c.encoder ? BindEncoderLayer : BindLayer)(b, l, c, w.layers[static_cast<size_t>(l)]);
   if (c.is_moe()) {
     bool any = false;
     for (const LayerWeights& L : w.layers) any = any || !L.experts.empty();

@@ -51,6 +51,20 @@ void SyntheticVocab(int n, std::vector<std::string>* pieces, std::vector<float>*
 
 namespace {
 
+void Encoder(SynthSpec& s, const char* arch, int dim, int layers, int heads, int ffn, int vocab,
+             int ctx, int pooling) {
+  s.arch = arch;
+  s.dim = dim;
+  s.n_layers = layers;
+  s.n_heads = s.n_kv_heads = heads;
+  s.ffn_dim = ffn;
+  s.n_vocab = vocab;
+  s.context = ctx;
+  s.pooling = pooling;
+  s.rope_base = 1000.0f;  // nomic-embed-text's
+  s.type = GgmlType::kF16;
+}
+
 // The shapes `paddock synth --shape` knows: each sets what differs from SynthSpec's defaults.
 struct Preset {
   const char* name;
@@ -210,6 +224,24 @@ constexpr Preset kPresets[] = {
        s.rope_scaling = "yarn";
        s.rope_scaling_factor = 32;
        s.rope_orig_ctx = 4096;
+     }},
+    // Encoders (retrieval): BERT-base / -small shapes (bge, e5, MiniLM-L12), NomicBERT
+    // (nomic-embed-text v1.5), a BERT cross-encoder with a classification head.
+    {"tiny-bert", [](SynthSpec& s) { Encoder(s, "bert", 64, 2, 4, 128, 2048, 128, 2); }},
+    {"tiny-nomic", [](SynthSpec& s) { Encoder(s, "nomic-bert", 64, 2, 4, 128, 2048, 256, 1); }},
+    {"tiny-reranker",
+     [](SynthSpec& s) {
+       Encoder(s, "bert", 64, 2, 4, 128, 2048, 128, 4);
+       s.rank_head = true;
+     }},
+    {"bge-small", [](SynthSpec& s) { Encoder(s, "bert", 384, 12, 12, 1536, 30522, 512, 2); }},
+    {"bge-base", [](SynthSpec& s) { Encoder(s, "bert", 768, 12, 12, 3072, 30522, 512, 2); }},
+    {"nomic-embed",
+     [](SynthSpec& s) { Encoder(s, "nomic-bert", 768, 12, 12, 3072, 30522, 2048, 1); }},
+    {"bge-reranker",
+     [](SynthSpec& s) {
+       Encoder(s, "bert", 768, 12, 12, 3072, 30522, 512, 4);
+       s.rank_head = true;
      }},
     {"mixtral-8x7b",
      [](SynthSpec& s) {
@@ -522,6 +554,10 @@ class SynthTensors {
 }  // namespace
 
 void BuildSyntheticModel(const SynthSpec& s, GgufWriter* w) {
+  if (s.arch == "bert" || s.arch == "nomic-bert") {
+    BuildSyntheticEncoder(s, w);
+    return;
+  }
   const int hd = s.head_dim > 0 ? s.head_dim : s.dim / (s.n_heads > 0 ? s.n_heads : 1);
   if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.ffn_dim <= 0 ||
       hd <= 0 || s.n_heads % s.n_kv_heads != 0) {

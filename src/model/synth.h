@@ -86,6 +86,12 @@ struct SynthSpec {
   // Control tokens written over the synthetic vocabulary's last entries (before harmony's):
   // the image markers of vision models (<start_of_image>, <fake_token_around_image>, ...).
   std::vector<std::string> control_tokens;
+  // Encoders (arch "bert", "nomic-bert"; model/synth_encoder.cpp): a WordPiece vocabulary
+  // (synthetic, or copied from the GGUF file vocab_from), {arch}.pooling_type when >= 0
+  // (llama.cpp's numbers: 1 mean, 2 cls, 4 rank), a reranker's classification head.
+  int pooling = -1;
+  bool rank_head = false;
+  std::string vocab_from;
 };
 
 // A vision projector (mmproj) in llama.cpp's layout (vision/clip.h) with random weights.
@@ -114,9 +120,14 @@ void WriteSyntheticMmproj(const SynthVisionSpec& spec, const std::string& path);
 
 // Named shapes: "tiny" and "tiny-moe" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
 // "qwen2-0.5b", "mistral-7b", and the mixtures of experts "olmoe-1b-7b", "qwen3-30b-a3b",
-// "qwen1.5-moe-a2.7b", "mixtral-8x7b", "gpt-oss-20b" (and "tiny-gpt-oss" for tests). Throws
+// "qwen1.5-moe-a2.7b", "mixtral-8x7b", "gpt-oss-20b" (and "tiny-gpt-oss" for tests); the
+// encoders "bge-small", "bge-base", "nomic-embed", "bge-reranker" (and "tiny-bert",
+// "tiny-nomic", "tiny-reranker" for tests). Throws
 // Error for an unknown name.
 SynthSpec SynthPreset(const std::string& name);
+
+// An encoder's file (spec.arch "bert" or "nomic-bert"; BuildSyntheticModel calls it).
+void BuildSyntheticEncoder(const SynthSpec& spec, GgufWriter* w);
 
 // Fills `w` with the model described by `spec`. Throws Error on impossible shapes.
 void BuildSyntheticModel(const SynthSpec& spec, GgufWriter* w);

@@ -94,13 +94,14 @@ std::string ReplaceAll(std::string_view s, std::string_view from, std::string_vi
 Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   auto model = g.GetString("tokenizer.ggml.model");
   if (!model) Fail("model file has no tokenizer (tokenizer.ggml.model missing); pass one with -z");
-  if (*model != "llama" && *model != "gpt2") {
+  if (*model != "llama" && *model != "gpt2" && *model != "bert") {
     Fail(
         "tokenizer type '%.*s' is not supported (supported: llama (SentencePiece), gpt2 "
-        "(byte-level BPE))",
+        "(byte-level BPE), bert (WordPiece))",
         (int)model->size(), model->data());
   }
   const bool bpe = *model == "gpt2";
+  const bool wpm = *model == "bert";
   const auto* tokens = g.GetStringArray("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->empty()) Fail("tokenizer.ggml.tokens is missing or empty");
   Tokenizer t;
@@ -131,13 +132,24 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
       Fail("%s = %lld is not a token id", key, (long long)*v);
     return static_cast<int>(*v);
   };
-  t.bos_ = id("tokenizer.ggml.bos_token_id", 1);
-  t.eos_ = id("tokenizer.ggml.eos_token_id", 2);
-  t.unk_ = id("tokenizer.ggml.unknown_token_id", 0);
+  // WordPiece: BERT's [CLS] 101, [SEP] 102, [UNK] 100 unless the file says (llama.cpp's
+  // defaults; its converter writes the separator as "seperator_token_id").
+  t.bos_ = id("tokenizer.ggml.bos_token_id", wpm ? id("tokenizer.ggml.cls_token_id", 101) : 1);
+  t.eos_ = id("tokenizer.ggml.eos_token_id", wpm ? -1 : 2);
+  t.unk_ = id("tokenizer.ggml.unknown_token_id", wpm ? 100 : 0);
+  t.sep_ = wpm ? id("tokenizer.ggml.seperator_token_id", 102) : -1;
+  if (wpm) {
+    if (t.bos_ < 0 || t.bos_ >= static_cast<int>(n) || t.unk_ >= static_cast<int>(n) ||
+        t.sep_ >= static_cast<int>(n))
+      Fail("WordPiece vocabulary of %zu tokens lacks [CLS] %d, [SEP] %d or [UNK] %d", n, t.bos_,
+           t.sep_, t.unk_);
+    t.wpm_ = true;
+    for (const auto& p : t.pieces_) t.max_piece_ = std::max(t.max_piece_, p.size());
+  }
   t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
-  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(!bpe);
+  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(!bpe || wpm);
   t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(false);
-  t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe);
+  t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe && !wpm);
   if (bpe) {
     t.bpe_ = true;
     const auto pre = g.GetString("tokenizer.ggml.pre");
@@ -318,6 +330,10 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
       EncodeBpe(frag, &out);
       return;
     }
+    if (wpm_) {
+      EncodeWpm(frag, &out);
+      return;
+    }
     std::string s;
     if (add_space_prefix_ && prev_special) s.push_back(' ');
     s.append(frag);
@@ -355,8 +371,11 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
     start = i;
   }
   emit_text(text.substr(start));
-  if (add_bos && add_eos_)
+  if (add_bos && wpm_ && sep_ >= 0) {
+    out.push_back(sep_);  // BERT: [CLS] text [SEP]
+  } else if (add_bos && add_eos_ && eos_ >= 0) {
     out.push_back(eos_);  // "add specials": both ends, as the vocabulary asks
+  }
   return out;
 }
 

@@ -8,7 +8,8 @@
 // the text is split by the pre-tokenizer `tokenizer.ggml.pre` names (model/pretokenize.h), each
 // piece's bytes become GPT-2's printable byte characters, and adjacent symbols merge in the
 // order of `tokenizer.ggml.merges` (lowest rank first, ties leftmost).
-// Both reproduce llama.cpp's tokenizers, so its test vectors apply. Control and user-defined
+// WordPiece (tokenizer.ggml.model "bert": BERT, bge, MiniLM, e5, nomic-embed): model/wordpiece.cpp.
+// All reproduce llama.cpp's tokenizers, so its test vectors apply. Control and user-defined
 // tokens are matched whole in the text before either. Decoding maps every id to the exact
 // bytes it stands for, prepared once at load, so the per-token path only appends.
 #pragma once
@@ -52,6 +53,10 @@ class Tokenizer {
   bool byte_level() const { return bpe_; }  // byte-level BPE (else SentencePiece)
   int bos() const { return bos_; }
   int eos() const { return eos_; }
+  // WordPiece (BERT): the separator between a rerank pair's texts; -1 when the vocabulary has
+  // none.
+  int sep() const { return sep_; }
+  bool wordpiece() const { return wpm_; }
   bool add_bos_default() const { return add_bos_; }
   // True for tokens that end a generation: EOS, the GGUF end-of-turn token, and the
   // conventional end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>,
@@ -90,6 +95,7 @@ class Tokenizer {
   void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const;
+  void EncodeWpm(std::string_view text, std::vector<int32_t>* out) const;  // model/wordpiece.cpp
   int ByteToken(uint8_t b) const;
 
   std::vector<std::string> pieces_;
@@ -113,6 +119,12 @@ class Tokenizer {
   bool add_eos_ =
       false;  // tokenizer.ggml.add_eos_token: EOS after the text when specials are added
   bool add_space_prefix_ = true;
+  // WordPiece (tokenizer.ggml.model "bert"): BERT's word split, then the longest vocabulary
+  // entries left to right (a word's first piece spelled with U+2581, as llama.cpp converts
+  // them); "add specials" puts [CLS] (bos_) in front and [SEP] (sep_) behind.
+  bool wpm_ = false;
+  int sep_ = -1;
+  size_t max_piece_ = 0;
 };
 
 }  // namespace paddock

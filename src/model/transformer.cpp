@@ -245,7 +245,9 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
     for (int j = 0; j < it.n; ++j, ++n) {
       const auto t = static_cast<size_t>(n);
       plan_.pos[t] = it.pos + j;
-      plan_.attend_end[t] = it.attend_end != nullptr ? it.attend_end[j] : 0;
+      // A bidirectional model's token sees its whole input (CheckItem: pos 0).
+      plan_.attend_end[t] =
+          !cfg_.causal ? it.n : (it.attend_end != nullptr ? it.attend_end[j] : 0);
       plan_.view[t] = it.kv;
       plan_.lora[t] = it.lora != nullptr ? it.lora : default_lora_;
       plan_.any_lora = plan_.any_lora || plan_.lora[t] != nullptr;
@@ -277,6 +279,10 @@ void Transformer::CheckItem(const BatchItem& it, int n, int rows) const {
   }
   if (n + it.n > max_batch_)
     Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
+  if ((!cfg_.causal || pooled_out_) && it.pos != 0)
+    Fail("Forward: an encoder's or a pooled input runs whole in one step (position %d)", it.pos);
+  if (pooled_out_ && (it.pooling < 1 || it.pooling > 3))
+    Fail("Forward: pooling %d is not mean (1), first (2) or last (3)", it.pooling);
   for (int j = 0; j < it.n; ++j) {
     if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab)
       Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
@@ -302,6 +308,7 @@ void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
       if (cfg_.embed_scale != 1.0f) {
         for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
       }
+      if (model_.weights.type0 != nullptr) k_->add(xr, model_.weights.type0, dim);  // encoders
       if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
         const WeightTensor& pe = model_.weights.pos_embd;
         float* row = a_.xb;  // free until the first layer
@@ -322,9 +329,9 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
   {
     OpScope ps(this, ProfOp::kLogits);
     for (int r = 0; r < rows; ++r) {
-      const float* h = a_.x + static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]) * dim;
-      Norm(a_.xb + static_cast<size_t>(r) * dim, h, model_.weights.output_norm,
-           model_.weights.output_norm_b);
+      float* dst = a_.xb + static_cast<size_t>(r) * dim;
+      const float* h = FinalRow(plan_.logit_tok[static_cast<size_t>(r)], dst);
+      if (h != dst) std::memcpy(dst, h, sizeof(float) * static_cast<size_t>(dim));
     }
   }
   float* out = a_.xb;
@@ -375,7 +382,8 @@ int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
   // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
   // is its own (batch invariance), so the rows kept are what they would be in the full step.
   n_logit_rows_ = rows;
-  prune_last_ = opt_.prune_last && rows < n && observer_ == nullptr && layer_end_ == cfg_.n_layers;
+  prune_last_ = opt_.prune_last && rows < n && observer_ == nullptr &&
+                layer_end_ == cfg_.n_layers && !pooled_out_;
   int carried = n;
   for (int l = layer_begin_; l < layer_end_; ++l) carried = Layer(l, carried);
   return carried;
@@ -505,6 +513,9 @@ int Transformer::RunOp(int l, const LayerWeights& w, const LayerOp& op, int n) {
       break;
     case OpKind::kResidual:
       CarryResidual(n);
+      break;
+    case OpKind::kAddNorm:
+      xq_ = AddNorm(op, n);
       break;
   }
   return n;

@@ -65,10 +65,15 @@ class Transformer final : public Backend {
   void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) override {
     if (out == StepOutput::kHidden) {
       ForwardHidden(items, n_items, rows);
+    } else if (out == StepOutput::kPooled) {
+      ForwardPooled(items, n_items, rows);
     } else {
       ForwardBatch(items, n_items, rows);
     }
   }
+  // Each item (a whole input) one row: its tokens' hidden states pooled as item.pooling says
+  // (model/pooling.cpp): embeddings, an encoder's rerank input.
+  void ForwardPooled(const StepItem* items, int n_items, const float** rows);
   int AltPromptTokens(int prompt_len) const override { return Bf16PromptTokens(prompt_len); }
 
   // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
@@ -194,6 +199,11 @@ class Transformer final : public Backend {
   // prefill_ok: the input may take the bf16 prefill GEMM (not the experts': their gathered rows
   // are not the step's tokens).
   // also, also2: further weights that read this input (Q's K and V, gate's up), or null.
+  // Encoders' post-norm (OpKind::kAddNorm, model/pooling.cpp).
+  ActQ8 AddNorm(const LayerOp& op, int n);
+  // The final hidden state of the step's token j (encoders: x as is; else output-normalized
+  // into `tmp`).
+  const float* FinalRow(int j, float* tmp) const;
   ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n,
                      const WeightTensor& next, bool prefill_ok = true,
                      const WeightTensor* also = nullptr, const WeightTensor* also2 = nullptr);
@@ -275,6 +285,7 @@ class Transformer final : public Backend {
   size_t block_bytes_ = kMatmulBlockBytes;
   int max_items_;            // sequences per step
   bool hidden_out_ = false;  // ForwardHidden: the rows' hidden states, no logits
+  bool pooled_out_ = false;  // ForwardPooled: every token's state kept to the end
   int n_logit_rows_ = 0;     // the step's logits rows: the last layer computes those alone
   bool prune_last_ = false;  // (when fewer than the step's tokens and nothing observes them)
   int ctx_;

@@ -40,6 +40,8 @@ struct ExpertWeights {
   const float* b_down = nullptr;  // (dim)
 };
 
+// An encoder's layer keeps its post-norms in the norm slots: attn_norm is attn_output_norm
+// (after attention), ffn_norm is layer_output_norm (after the FFN).
 struct LayerWeights {
   const float* attn_norm = nullptr;  // (dim)
   WeightTensor wq;                   // (q_dim rows, dim cols)
@@ -82,6 +84,16 @@ struct ModelWeights {
   std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
   // Phi-3 longrope: per-dimension factors for contexts past the original one and within it.
   std::vector<float> rope_factors_long, rope_factors_short;
+  // Encoders (BERT, NomicBERT): the embeddings' LayerNorm, token type 0's row (added to every
+  // token), and a reranker's classification head: score = out . tanh(cls x + cls_b) + out_b on
+  // the first token's state (without `out`: tanh(...)'s first value). Else null.
+  const float* embd_norm = nullptr;    // (dim)
+  const float* embd_norm_b = nullptr;  // (dim)
+  const float* type0 = nullptr;        // (dim)
+  const float* cls = nullptr;          // (dim, dim) rows
+  const float* cls_b = nullptr;        // (dim)
+  const float* cls_out = nullptr;      // (dim)
+  const float* cls_out_b = nullptr;    // (1)
 };
 
 struct TensorTypeCount {
@@ -112,6 +124,10 @@ struct LoadedModel {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> relaid;  // weights re-laid-out at load
   uint64_t relaid_bytes = 0;
 };
+
+// A reranker's score of an input from its first token's final state h (dim floats):
+// ModelWeights::cls's head (model/pooling.cpp). The model must have the head.
+float RankScore(const ModelWeights& w, int dim, const float* h);
 
 // Re-lays the quantized matrices out for the kernels, once: 16-row interleaved groups (Q4_0,
 // Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K -> their X16 layouts, ggml_types.h) where the rows

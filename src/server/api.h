@@ -161,6 +161,24 @@ struct EmbeddingsRequest {
   bool truncate = false;  // an input over the context keeps its first tokens
 };
 EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx);  // ApiError
+
+// POST /v1/rerank, /rerank (Jina's and llama-server's shape) and /v2/rerank (Cohere's):
+// {"model", "query", "documents": [text | {"text"}], "top_n", "return_documents",
+// "max_tokens_per_doc", "truncate"} (server/api_rerank.cpp).
+struct RerankRequest {
+  std::string model, query;
+  std::vector<std::string> documents;
+  int top_n = 0;  // 0: all
+  bool return_documents = false;
+  int max_tokens_per_doc = 0;  // 0: no limit
+  bool truncate = false;
+};
+RerankRequest ParseRerank(std::string_view body, const ApiContext& ctx, bool cohere);  // ApiError
+// The results, highest score first (ties: the earlier document), top_n of them. Cohere's shape
+// (`cohere`): an id, scores as sigmoid(score) in [0, 1], meta.billed_units; else Jina's and
+// llama-server's: the classification head's score as llama.cpp gives it, usage.
+std::string RerankBody(const RerankRequest& r, const std::vector<float>& scores, int tokens,
+                       bool cohere);
 std::string EmbeddingsBody(const std::vector<std::vector<float>>& vectors, const std::string& model,
                            int prompt_tokens, bool base64);
 

@@ -29,6 +29,8 @@ inline constexpr size_t kMaxPrompts = 32;  // several prompts in one completions
 // Members of any one object in a request body (logit_bias takes 1024, metadata 16): a body with
 // a bigger object is refused while it is parsed, before it is built.
 inline constexpr size_t kMaxMembers = 4096;
+// Inputs of one embeddings request, documents of one rerank request (OpenAI's limit).
+inline constexpr size_t kMaxEmbedInputs = 2048;
 
 [[noreturn]] void Bad(const std::string& param, const std::string& msg,
                       const std::string& code = "");

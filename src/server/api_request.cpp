@@ -711,7 +711,8 @@ EmbeddingsRequest ParseEmbeddings(std::string_view body, const ApiContext& ctx) 
   } else if (in->is_array() && !in->empty() && (*in)[0].is_number()) {
     r.token_inputs.push_back(ids(*in));
   } else if (in->is_array() && !in->empty()) {
-    if (in->size() > 256) Bad("input", "at most 256 inputs per request");
+    if (in->size() > kMaxEmbedInputs)
+      Bad("input", StrFormat("%zu inputs: at most %zu per request", in->size(), kMaxEmbedInputs));
     for (const auto& x : *in) {
       if (x.is_string()) {
         if (!r.token_inputs.empty()) Bad("input", "inputs are all strings or all token arrays");

@@ -15,7 +15,7 @@ constexpr double kN = static_cast<double>(kMaxChoices);
 // Order: as docs/api.md lists them (the request's subject, then sampling, limits, output shape).
 constexpr RequestField kFields[] = {
     // name, endpoints, type, use, lo, hi, def, default_doc, alias_of, origin, effect
-    {"model", kGenerate | kEmbeddings | kTokenize | kDetokenize, T::kString, U::kUsed, 0, 0, 0,
+    {"model", kGenerate | kEmbeddings | kTokenize | kDetokenize | kRerank, T::kString, U::kUsed, 0, 0, 0,
      "the served model", "", "OpenAI",
      "the served name, one of its aliases or a served LoRA adapter's id (completions and chat: "
      "the adapter applies); with several models (`--models-dir`) it selects one, loaded on "
@@ -37,16 +37,31 @@ constexpr RequestField kFields[] = {
      "message's `tool_call_id`; null for any optional field; other message fields: `400`. "
      "Control tokens come only from the template"},
     {"input", kEmbeddings, T::kAny, U::kUsed, 0, 0, 0, "required", "", "OpenAI",
-     "a string, strings, token ids or arrays of token ids (at most 256 inputs)"},
+     "a string, strings, token ids or arrays of token ids (at most 2048 inputs, OpenAI's limit; "
+     "more: `400` naming it)"},
     {"encoding_format", kEmbeddings, T::kString, U::kUsed, 0, 0, 0, "float", "", "OpenAI",
      "`float` or `base64` (little-endian float32)"},
     {"dimensions", kEmbeddings, T::kInteger, U::kUsed, 1, 1 << 20, 0, "the model's width", "",
      "OpenAI",
      "Matryoshka: each vector's first N components, normalized again (more than the model's "
      "width: `400` naming it)"},
-    {"truncate", kEmbeddings, T::kBool, U::kUsed, 0, 0, 0, "false", "", "TEI, Ollama",
+    {"query", kRerank, T::kString, U::kUsed, 0, 0, 0, "required", "", "Jina, Cohere",
+     "the text the documents are scored against"},
+    {"documents", kRerank, T::kArray, U::kUsed, 0, 0, 0, "required", "", "Jina, Cohere",
+     "strings, or objects with a `text` string (at most 2048); each scored as the pair [CLS] "
+     "query [EOS] [SEP] document [EOS], as llama-server forms it"},
+    {"top_n", kRerank, T::kInteger, U::kUsed, 1, 1 << 20, 0, "all", "", "Jina, Cohere",
+     "the best N results, highest score first"},
+    {"return_documents", kRerank, T::kBool, U::kUsed, 0, 0, 0,
+     "false (`/v1/rerank`, `/rerank`: true)", "", "Jina, Cohere",
+     "each result carries `document: {text}`"},
+    {"max_tokens_per_doc", kRerank, T::kInteger, U::kUsed, 1, 1 << 20, 0, "the context", "",
+     "Cohere", "a document's first N tokens are scored (a pair over the context: `400` unless "
+     "`truncate`)"},
+    {"truncate", kEmbeddings | kRerank, T::kBool, U::kUsed, 0, 0, 0, "false", "", "TEI, Ollama",
      "an input over the context keeps its first tokens (else `400 context_length_exceeded`; "
-     "Ollama's `/api/embed` truncates unless `truncate: false`, as Ollama)"},
+     "Ollama's `/api/embed` truncates unless `truncate: false`, as Ollama); rerank: the "
+     "document is cut so its pair fits"},
     {"stream", kGenerate, T::kBool, U::kUsed, 0, 0, 0, "false", "", "OpenAI",
      "server-sent events, ending with `data: [DONE]`"},
     {"stream_options", kGenerate, T::kObject, U::kUsed, 0, 0, 0, "", "", "OpenAI",
@@ -256,7 +271,8 @@ std::string EndpointNames(uint8_t endpoints) {
   static constexpr std::pair<Endpoint, const char*> kNames[] = {
       {kCompletions, "completions"}, {kChat, "chat"},
       {kEmbeddings, "embeddings"},   {kTokenize, "tokenize"},
-      {kDetokenize, "detokenize"},   {kLoraUpdate, "lora update"}};
+      {kDetokenize, "detokenize"},   {kLoraUpdate, "lora update"},
+      {kRerank, "rerank"}};
   std::string out;
   for (const auto& [bit, name] : kNames) {
     if ((endpoints & bit) == 0) continue;

@@ -35,6 +35,7 @@ enum Endpoint : uint8_t {
   kTokenize = 8,     // POST /tokenize
   kDetokenize = 16,  // POST /detokenize
   kLoraUpdate = 32,  // POST /v1/load_lora_adapter, /v1/unload_lora_adapter
+  kRerank = 64,      // POST /v1/rerank, /rerank, /v2/rerank
 };
 inline constexpr uint8_t kGenerate = kCompletions | kChat;
 

@@ -347,6 +347,15 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& 
   Answering(res, [&] {
     EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
     const Engine& engine = m.service->engine();
+    if (engine.info().kind == "rerank") {
+      ApiError e;
+      e.param = "model";
+      e.message = StrFormat(
+          "'%s' is a reranker: it scores documents against a query (/v1/rerank), it gives no "
+          "embeddings",
+          m.ctx.model_name.c_str());
+      throw e;
+    }
     std::vector<std::vector<int32_t>> inputs = std::move(er.token_inputs);
     for (const auto& t : er.texts) inputs.push_back(engine.Tokenize(t, engine.AddsBos()));
     const int width = engine.info().dim;

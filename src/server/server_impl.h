@@ -99,6 +99,7 @@ class Server {
   using E = const RouteEntry&;
   void OnGenerate(Q req, R res, E route);
   void OnEmbeddings(Q req, R res, E route);
+  void OnRerank(Q req, R res, E route);
   void OnTokenize(Q req, R res, E route);
   void OnLora(Q req, R res, E route);
   void OnModels(Q, R res, E) { Models(res); }
@@ -170,6 +171,7 @@ class Server {
   void Tokenize(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
   void Detokenize(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
   void Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& m);
+  void Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, bool cohere);
   void LoadModels();
   void AgentLoop(int fd);
   void RequestStop() {

@@ -49,7 +49,9 @@ const std::vector<OptionSpec> kSynthSpecs = {
      "tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, llama2-7b, mistral-7b, qwen2-0.5b; "
      "mixtures of experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
      "mixtral-8x7b, gpt-oss-20b; vision-language (with --mmproj): tiny-llava, tiny-gemma3, "
-     "tiny-smolvlm, llava-1.5-7b, gemma3-4b, smolvlm-256m (default tinyllama)"},
+     "tiny-smolvlm, llava-1.5-7b, gemma3-4b, smolvlm-256m; retrieval encoders: bge-small, "
+     "bge-base, nomic-embed, bge-reranker (tests: tiny-bert, tiny-nomic, tiny-reranker) "
+     "(default tinyllama)"},
     {{"--mmproj"},
      true,
      "a vision-language shape: where to write its projector (mmproj) GGUF; --type applies to "
@@ -61,7 +63,7 @@ const std::vector<OptionSpec> kSynthSpecs = {
      "iq4_nl, iq4_xs, mxfp4, "
      "q4_k_m (Q4_K "
      "with Q6_K where llama.cpp's Q4_K_M puts it), q3_k_m and q2_k_m (llama.cpp's Q3_K_M and "
-     "Q2_K file mixes) (default q4_0)"},
+     "Q2_K file mixes) (default q4_0; f16 for the encoders)"},
     {{"-o", "--output"}, true, "output GGUF path (required)"},
     {{"--layers"}, true, "override the number of layers"},
     {{"--ctx"}, true, "override the context length"},
@@ -80,6 +82,10 @@ const std::vector<OptionSpec> kSynthSpecs = {
      "write a LoRA adapter (llama.cpp's GGUF adapter layout, random F32 pairs) for this GGUF "
      "model instead of a model"},
     {{"--rank"}, true, "the adapter's rank with --lora-for (default 16)"},
+    {{"--vocab-from"},
+     true,
+     "encoder shapes: take the WordPiece vocabulary of this GGUF (e.g. llama.cpp's "
+     "ggml-vocab-bert-bge.gguf) instead of the synthetic one"},
     {{"-h", "--help"}, false, "show this help"},
 };
 
@@ -231,7 +237,12 @@ int CmdSynth(int argc, char** argv) {
         throw Error("--mmproj-type '" + mt + "': one of f32, f16, bf16, q8_0");
       vision.type = t->type;
     }
-    const std::string type = args.Str("--type", "q4_0");
+    const bool encoder = spec.arch == "bert" || spec.arch == "nomic-bert";
+    if (args.Has("--vocab-from") && !encoder)
+      throw Error("--vocab-from applies to the encoder shapes (bge-small, bge-base, ...)");
+    spec.vocab_from = args.Str("--vocab-from");
+    // Encoders come as F16 files (llama.cpp's converters' default for them).
+    const std::string type = args.Str("--type", encoder ? "f16" : "q4_0");
     spec.q4_k_m = type == "q4_k_m" || type == "Q4_K_M";
     spec.q3_k_m = type == "q3_k_m" || type == "Q3_K_M";
     spec.q2_k_m = type == "q2_k_m" || type == "Q2_K_M";

@@ -1,0 +1,200 @@
+// model/synth_encoder.cpp: synthetic encoders (BERT, NomicBERT) in llama.cpp's layout, with a
+// WordPiece vocabulary: the retrieval models' shapes for tests, agreement with llama.cpp and
+// speed work (`paddock synth --shape bge-base`).
+#include <cmath>
+
+#include "base/strings.h"
+#include "base/utf8.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+#include "model/synth.h"
+#include "model/synth_rng.h"
+
+namespace paddock {
+
+namespace {
+
+constexpr std::string_view kMarker = "\xE2\x96\x81";
+
+// BERT's layout: [PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; then
+// each character a word can start with or continue (ASCII, Latin-1 and Cyrillic letters, some
+// CJK), common English words whole, then two- and three-letter pieces in both forms until n.
+void WordPieceVocab(int n, std::vector<std::string>* pieces, std::vector<int32_t>* types) {
+  if (n < 1000) Fail("a synthetic WordPiece vocabulary needs at least 1000 tokens (got %d)", n);
+  auto add = [&](std::string p, int type) {
+    if (static_cast<int>(pieces->size()) < n) {
+      pieces->push_back(std::move(p));
+      types->push_back(type);
+    }
+  };
+  add("[PAD]", 3);
+  for (int i = 0; i < 99; ++i) add(StrFormat("[unused%d]", i), 3);
+  add("[UNK]", 2);
+  add("[CLS]", 3);
+  add("[SEP]", 3);
+  add("[MASK]", 3);
+  auto both = [&](const std::string& s) {
+    add(std::string(kMarker) + s, 1);
+    add(s, 1);
+  };
+  for (char c = 33; c < 127; ++c)
+    if (c < 'A' || c > 'Z') both(std::string(1, c));
+  for (uint32_t c = 0xDF; c <= 0xFF; ++c) {  // Latin-1 lower case
+    std::string s;
+    AppendUtf8(c, &s);
+    both(s);
+  }
+  for (uint32_t c = 0x430; c <= 0x44F; ++c) {  // Cyrillic lower case
+    std::string s;
+    AppendUtf8(c, &s);
+    both(s);
+  }
+  for (uint32_t c = 0x4E00; c < 0x4E00 + 64; ++c) {  // CJK: words of their own
+    std::string s;
+    AppendUtf8(c, &s);
+    add(std::string(kMarker) + s, 1);
+  }
+  for (const char* w :
+       {"the", "of", "and", "to", "in", "is", "was", "for", "that", "on", "with", "as", "it",
+        "by", "at", "from", "his", "an", "are", "were", "which", "this", "be", "or", "has",
+        "had", "not", "but", "first", "one", "their", "its", "new", "after", "who", "they",
+        "have", "her", "she", "two", "been", "other", "when", "there", "all", "during", "into",
+        "school", "time", "may", "years", "more", "most", "only", "over", "city", "some",
+        "world", "would", "where", "later", "up", "such", "used", "many", "can", "state",
+        "about", "national", "out", "known", "university", "united", "then", "made", "hello",
+        "how", "you", "what", "model", "memory", "engine", "query", "document", "search",
+        "retrieval", "passage", "answer", "question", "paris", "capital", "france", "river",
+        "ing", "ed", "er", "ly", "ion", "ation", "es", "s"})
+    both(w);
+  for (int len = 2; len <= 3; ++len) {
+    const int count = len == 2 ? 26 * 26 : 26 * 26 * 26;
+    for (int i = 0; i < count && static_cast<int>(pieces->size()) < n; ++i) {
+      std::string s;
+      for (int k = 0, v = i; k < len; ++k, v /= 26) s.insert(s.begin(), static_cast<char>('a' + v % 26));
+      both(s);
+    }
+  }
+  for (int i = 0; static_cast<int>(pieces->size()) < n; ++i) add(StrFormat("[pad%d]", i), 5);
+}
+
+// The vocabulary of another GGUF file (a real BERT vocabulary: llama.cpp's
+// ggml-vocab-bert-bge.gguf), with its token types.
+void CopyVocab(const std::string& path, std::vector<std::string>* pieces,
+               std::vector<int32_t>* types) {
+  const GgufFile g = GgufFile::Open(path, false);
+  const auto model = g.GetString("tokenizer.ggml.model");
+  if (!model || *model != "bert")
+    Fail("%s: not a WordPiece vocabulary (tokenizer.ggml.model is not 'bert')", path.c_str());
+  const auto* tokens = g.GetStringArray("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->empty()) Fail("%s: no tokenizer.ggml.tokens", path.c_str());
+  for (auto t : *tokens) pieces->emplace_back(t);
+  for (int64_t t : g.GetIntArray("tokenizer.ggml.token_type"))
+    types->push_back(static_cast<int32_t>(t));
+  if (types->size() != pieces->size()) types->assign(pieces->size(), 1);
+}
+
+class EncoderTensors {
+ public:
+  EncoderTensors(const SynthSpec& s, GgufWriter* w) : s_(s), w_(w), rng_(s.seed) {}
+
+  void Write() {
+    const int d = s_.dim;
+    Matrix("token_embd.weight", d, s_.n_vocab, 1.0f);
+    Matrix("token_types.weight", d, 2, 0.3f, true);
+    if (s_.arch == "bert") Matrix("position_embd.weight", d, s_.context, 0.5f);
+    Vec("token_embd_norm.weight", d, 1.0f, 0.1f);
+    Vec("token_embd_norm.bias", d, 0.0f, 0.1f);
+    for (int l = 0; l < s_.n_layers; ++l) Layer(StrFormat("blk.%d.", l));
+    if (s_.rank_head) {
+      Matrix("cls.weight", d, d, 0);
+      Vec("cls.bias", d, 0.0f, 0.1f);
+      Matrix("cls.output.weight", d, 1, 0, true);
+      Vec("cls.output.bias", 1, 0.0f, 0.5f);
+    }
+  }
+
+ private:
+  void Layer(const std::string& p) {
+    const int d = s_.dim;
+    const bool bert = s_.arch == "bert";
+    if (bert) {
+      for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+        Matrix(p + m + ".weight", d, d, 0);
+        Vec(p + m + ".bias", d, 0.0f, 0.3f);
+      }
+    } else {
+      Matrix(p + "attn_qkv.weight", d, 3 * d, 0);
+    }
+    Matrix(p + "attn_output.weight", d, d, 0);
+    if (bert) Vec(p + "attn_output.bias", d, 0.0f, 0.1f);
+    Vec(p + "attn_output_norm.weight", d, 1.0f, 0.1f);
+    Vec(p + "attn_output_norm.bias", d, 0.0f, 0.1f);
+    if (!bert) Matrix(p + "ffn_gate.weight", d, s_.ffn_dim, 0);
+    Matrix(p + "ffn_up.weight", d, s_.ffn_dim, 0);
+    if (bert) Vec(p + "ffn_up.bias", s_.ffn_dim, 0.0f, 0.3f);
+    Matrix(p + "ffn_down.weight", s_.ffn_dim, d, 0);
+    if (bert) Vec(p + "ffn_down.bias", d, 0.0f, 0.1f);
+    Vec(p + "layer_output_norm.weight", d, 1.0f, 0.1f);
+    Vec(p + "layer_output_norm.bias", d, 0.0f, 0.1f);
+  }
+  // scale 0: unit-variance outputs; f32: kept in F32 (small tables).
+  void Matrix(const std::string& name, int cols, int rows, float scale, bool f32 = false) {
+    buf_.resize(static_cast<size_t>(cols) * static_cast<size_t>(rows));
+    const float k = scale > 0 ? scale : std::sqrt(3.0f / static_cast<float>(cols));
+    for (float& v : buf_) v = rng_.Uniform() * k;
+    w_->AddTensorF32(name, {cols, rows}, f32 ? GgmlType::kF32 : s_.type, buf_.data());
+  }
+  void Vec(const std::string& name, int n, float base, float jitter) {
+    buf_.resize(static_cast<size_t>(n));
+    for (float& v : buf_) v = base + jitter * rng_.Uniform();
+    w_->AddTensorF32(name, {n}, GgmlType::kF32, buf_.data());
+  }
+
+  const SynthSpec& s_;
+  GgufWriter* w_;
+  synth_detail::Rng rng_;
+  std::vector<float> buf_;
+};
+
+}  // namespace
+
+void BuildSyntheticEncoder(const SynthSpec& s, GgufWriter* w) {
+  if (s.n_heads <= 0 || s.dim % s.n_heads != 0 || s.n_kv_heads != s.n_heads)
+    Fail("synthetic encoder: %d heads do not divide the width %d", s.n_heads, s.dim);
+  std::vector<std::string> pieces;
+  std::vector<int32_t> types;
+  SynthSpec spec = s;
+  if (!s.vocab_from.empty()) {
+    CopyVocab(s.vocab_from, &pieces, &types);
+    spec.n_vocab = static_cast<int>(pieces.size());
+  } else {
+    WordPieceVocab(s.n_vocab, &pieces, &types);
+  }
+  const std::string a = s.arch;
+  w->SetString("general.architecture", a);
+  w->SetString("general.name", "paddock synthetic " + a);
+  w->SetU32(a + ".context_length", static_cast<uint32_t>(s.context));
+  w->SetU32(a + ".embedding_length", static_cast<uint32_t>(s.dim));
+  w->SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layers));
+  w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.ffn_dim));
+  w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w->SetF32(a + ".attention.layer_norm_epsilon", 1e-12f);
+  w->SetBool(a + ".attention.causal", false);
+  if (s.pooling >= 0) w->SetU32(a + ".pooling_type", static_cast<uint32_t>(s.pooling));
+  if (a == "nomic-bert") w->SetF32(a + ".rope.freq_base", s.rope_base);
+  w->SetU32("general.file_type", s.type == GgmlType::kF16 ? 1 : 0);
+  w->SetU32("tokenizer.ggml.token_type_count", 2);
+  w->SetString("tokenizer.ggml.model", "bert");
+  w->SetStringArray("tokenizer.ggml.tokens", pieces);
+  w->SetI32Array("tokenizer.ggml.token_type", types);
+  w->SetU32("tokenizer.ggml.unknown_token_id", 100);
+  w->SetU32("tokenizer.ggml.seperator_token_id", 102);
+  w->SetU32("tokenizer.ggml.padding_token_id", 0);
+  w->SetU32("tokenizer.ggml.cls_token_id", 101);
+  w->SetU32("tokenizer.ggml.mask_token_id", 103);
+  // A reranker's pair is [CLS] query [EOS] [SEP] document [EOS] in llama.cpp: [SEP] as EOS.
+  if (s.rank_head) w->SetU32("tokenizer.ggml.eos_token_id", 102);
+  EncoderTensors(spec, w).Write();
+}
+
+}  // namespace paddock

@@ -1,0 +1,167 @@
+// server/api_rerank.cpp: reranking: the request and response shapes (Jina's and llama-server's
+// /v1/rerank and /rerank, Cohere's /v2/rerank) and the handler, which scores every
+// (query, document) pair on the engine thread in shared steps (Service::EmbedAsync, kRank).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <numeric>
+
+#include "base/strings.h"
+#include "server/api.h"
+#include "server/api_json.h"
+#include "server/bodies.h"
+#include "server/server_impl.h"
+
+namespace paddock::server {
+
+using namespace api_detail;
+
+RerankRequest ParseRerank(std::string_view body, const ApiContext& ctx, bool cohere) {
+  const json j = ParseBody(body, kRerank);
+  RerankRequest r;
+  r.model = Text(j, "model");
+  if (r.model.size() > kMaxModelBytes)
+    Bad("model", "'model' is at most " + std::to_string(kMaxModelBytes) + " bytes");
+  if (!r.model.empty() && r.model != ctx.model_name &&
+      std::find(ctx.aliases.begin(), ctx.aliases.end(), r.model) == ctx.aliases.end())
+    throw UnknownModel(ctx, r.model);
+  if (r.model.empty()) r.model = ctx.model_name;
+  const json* q = Field(j, "query");
+  if (q == nullptr || !q->is_string() || q->get<std::string>().empty())
+    Bad("query", "'query' must be a non-empty string");
+  r.query = q->get<std::string>();
+  const json* docs = Field(j, "documents");
+  if (docs == nullptr || !docs->is_array() || docs->empty())
+    Bad("documents", "'documents' must be a non-empty array of strings or {\"text\": ...}");
+  if (docs->size() > kMaxEmbedInputs)
+    Bad("documents",
+        StrFormat("%zu documents: at most %zu per request", docs->size(), kMaxEmbedInputs));
+  for (const json& d : *docs) {
+    const json* text = d.is_object() ? Field(d, "text") : &d;
+    if (text == nullptr || !text->is_string())
+      Bad("documents", "each document must be a string or an object with a 'text' string");
+    r.documents.push_back(text->get<std::string>());
+  }
+  r.top_n = static_cast<int>(Integer(j, "top_n", kRerank));
+  r.return_documents = Bool(j, "return_documents", !cohere);
+  r.max_tokens_per_doc = static_cast<int>(Integer(j, "max_tokens_per_doc", kRerank));
+  r.truncate = Bool(j, "truncate", kRerank);
+  return r;
+}
+
+std::string RerankBody(const RerankRequest& r, const std::vector<float>& scores, int tokens,
+                       bool cohere) {
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  if (r.top_n > 0 && static_cast<size_t>(r.top_n) < order.size())
+    order.resize(static_cast<size_t>(r.top_n));
+  json results = json::array();
+  for (size_t i : order) {
+    const double s = scores[i];
+    json e = {{"index", i}, {"relevance_score", cohere ? 1.0 / (1.0 + std::exp(-s)) : s}};
+    if (r.return_documents) e["document"] = {{"text", r.documents[i]}};
+    results.push_back(std::move(e));
+  }
+  json j;
+  if (cohere) {
+    static std::atomic<uint64_t> next{1};
+    j = {{"id", StrFormat("rerank-%016llx", static_cast<unsigned long long>(next++))},
+         {"results", std::move(results)},
+         {"meta", {{"billed_units", {{"search_units", 1}}}}}};
+  } else {
+    j = {{"model", r.model},
+         {"object", "list"},
+         {"results", std::move(results)},
+         {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+  }
+  return Dump(j);
+}
+
+namespace server_detail {
+
+// A pair as llama-server forms it: [CLS] query [EOS] [SEP] document [EOS] (BERT vocabularies
+// without an EOS: [CLS] query [SEP] document [SEP]).
+static std::vector<int32_t> RerankPair(const Engine& engine, const std::vector<int32_t>& q,
+                                       const std::vector<int32_t>& d) {
+  const int bos = engine.BosToken(), eos = engine.EosToken(), sep = engine.SepToken();
+  std::vector<int32_t> t;
+  t.reserve(q.size() + d.size() + 4);
+  if (bos >= 0) t.push_back(bos);
+  t.insert(t.end(), q.begin(), q.end());
+  if (eos >= 0) t.push_back(eos);
+  if (sep >= 0) t.push_back(sep);
+  t.insert(t.end(), d.begin(), d.end());
+  t.push_back(eos >= 0 ? eos : sep);
+  return t;
+}
+
+void Server::OnRerank(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
+  const bool cohere = req.path == "/v2/rerank";
+  WithModel(req, res, PeekString(req.body, "model"),
+            [this, cohere](const HttpRequest& q, HttpResponse* r, LoadedModel& m) {
+              Rerank(q, r, m, cohere);
+            });
+}
+
+void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, bool cohere) {
+  Answering(res, [&] {
+    auto rr = std::make_shared<RerankRequest>(ParseRerank(req.body, m.ctx, cohere));
+    const Engine& engine = m.service->engine();
+    if (engine.info().kind != "rerank") {
+      ApiError e;
+      e.param = "model";
+      e.message = StrFormat("'%s' is %s: it does not rerank (a reranker is an encoder with a "
+                            "classification head)",
+                            m.ctx.model_name.c_str(),
+                            engine.info().kind == "embedding" ? "an embedding model"
+                                                              : "a text generation model");
+      throw e;
+    }
+    const std::vector<int32_t> query = engine.Tokenize(rr->query, false);
+    const int ctx = m.ctx.context;
+    std::vector<std::vector<int32_t>> pairs;
+    int tokens = 0;
+    for (const std::string& text : rr->documents) {
+      std::vector<int32_t> doc = engine.Tokenize(text, false);
+      if (rr->max_tokens_per_doc > 0 && static_cast<int>(doc.size()) > rr->max_tokens_per_doc)
+        doc.resize(static_cast<size_t>(rr->max_tokens_per_doc));
+      const int room = ctx - static_cast<int>(query.size()) - 4;
+      if (rr->truncate && static_cast<int>(doc.size()) > room && room > 0)
+        doc.resize(static_cast<size_t>(room));
+      pairs.push_back(RerankPair(engine, query, doc));
+      if (static_cast<int>(pairs.back().size()) > ctx) {
+        ApiError e;
+        e.param = "documents";
+        e.code = "context_length_exceeded";
+        e.message = StrFormat(
+            "document %zu with the query is %zu tokens, over the context of %d (truncate: true "
+            "cuts the document)",
+            pairs.size() - 1, pairs.back().size(), ctx);
+        throw e;
+      }
+      tokens += static_cast<int>(pairs.back().size());
+    }
+    auto body = std::make_shared<DeferredBody>();
+    m.service->EmbedAsync(std::move(pairs), Service::Pooling::kRank,
+                          [body, rr, tokens, cohere](std::vector<std::vector<float>> v,
+                                                     const std::string& error) {
+                            if (!error.empty()) {
+                              ApiError e;
+                              e.status = 500;
+                              e.type = "server_error";
+                              e.message = error;
+                              body->Set(ErrorBody(e));
+                              return;
+                            }
+                            std::vector<float> scores;
+                            for (const auto& s : v) scores.push_back(s.empty() ? 0.0f : s[0]);
+                            body->Set(RerankBody(*rr, scores, tokens, cohere));
+                          });
+    res->stream = body;
+  });
+}
+
+}  // namespace server_detail
+}  // namespace paddock::server
