@@ -24,5 +24,16 @@ samples=4
 [ "${PADDOCK_SANITIZED:-0}" = 1 ] && samples=1
 node "$HERE/clients/schema_suite.mjs" "$PORT" stories260K "$samples" | grep -v '^ok'
 check "JSON-Schema-Test-Suite: every output of an accepted schema validates, every refusal named" "${PIPESTATUS[0]}"
+# Retrieval on one server: a chat model, a BERT embedding model and a BERT reranker in one
+# --models-dir (tests/clients/retrieval.mjs).
+R=$TMP/retrieval
+mkdir -p "$R"
+ln -s "$(cd "$M" && pwd)/stories260K.gguf" "$R/stories.gguf"
+"$BIN" synth --shape tiny-bert -o "$R/embedder.gguf" 2>/dev/null &&
+  "$BIN" synth --shape tiny-reranker -o "$R/reranker.gguf" 2>/dev/null
+check "synthetic encoder files written" $?
+start_server retrieval --models-dir "$R" || exit 1
+node "$HERE/clients/retrieval.mjs" "$PORT" stories embedder reranker
+check "retrieval: embeddings and rerank through the clients, bad input named" $?
 echo "clients: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -347,6 +347,8 @@ void EncoderOptions(const ModelConfig& c, int ctx, EngineOptions* o) {
   if (!o->draft_model.empty()) Fail("an encoder (%s) takes no draft model", c.arch.c_str());
   o->spec = "off";
   o->max_batch = std::min(4096, std::max(o->max_batch, ctx));
+  // The KV cache holds one step's inputs (their keys and values live for that step only).
+  if (o->kv_memory == 0 && o->kv_tokens == 0) o->kv_tokens = 2 * o->max_batch;
 }
 
 std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {

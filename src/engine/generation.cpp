@@ -234,12 +234,14 @@ void RequireGenerator(const Engine::Impl& e) {
   if (e.info.kind == "generation") return;
   const std::string& who = e.info.name.empty() ? e.info.path : e.info.name;
   if (e.info.kind == "rerank")
-    Fail("'%s' is a reranker (%s): it scores documents against a query (/v1/rerank), it does "
-         "not generate text",
-         who.c_str(), e.info.arch.c_str());
-  Fail("'%s' is an embedding model (%s): it gives embeddings (/v1/embeddings), it does not "
-       "generate text",
-       who.c_str(), e.info.arch.c_str());
+    Fail(
+        "'%s' is a reranker (%s): it scores documents against a query (/v1/rerank), it does "
+        "not generate text",
+        who.c_str(), e.info.arch.c_str());
+  Fail(
+      "'%s' is an embedding model (%s): it gives embeddings (/v1/embeddings), it does not "
+      "generate text",
+      who.c_str(), e.info.arch.c_str());
 }
 
 GenerateResult Engine::GenerateTokens(const std::vector<int32_t>& prompt, const GenerateOptions& o,

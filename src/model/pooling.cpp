@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/strings.h"
 #include "model/transformer.h"
 
 namespace paddock {

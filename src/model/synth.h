@@ -92,6 +92,7 @@ struct SynthSpec {
   int pooling = -1;
   bool rank_head = false;
   std::string vocab_from;
+  std::string tokenizer = "bert";  // encoders: "bert" (WordPiece) or "t5" (Unigram, XLM-R)
 };
 
 // A vision projector (mmproj) in llama.cpp's layout (vision/clip.h) with random weights.

@@ -2,6 +2,10 @@
 // WordPiece vocabulary: the retrieval models' shapes for tests, agreement with llama.cpp and
 // speed work (`paddock synth --shape bge-base`).
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "base/strings.h"
 #include "base/utf8.h"
@@ -21,8 +25,9 @@ constexpr std::string_view kMarker = "\xE2\x96\x81";
 // CJK), common English words whole, then two- and three-letter pieces in both forms until n.
 void WordPieceVocab(int n, std::vector<std::string>* pieces, std::vector<int32_t>* types) {
   if (n < 1000) Fail("a synthetic WordPiece vocabulary needs at least 1000 tokens (got %d)", n);
+  std::set<std::string> seen;  // each entry once
   auto add = [&](std::string p, int type) {
-    if (static_cast<int>(pieces->size()) < n) {
+    if (static_cast<int>(pieces->size()) < n && seen.insert(p).second) {
       pieces->push_back(std::move(p));
       types->push_back(type);
     }
@@ -55,26 +60,135 @@ void WordPieceVocab(int n, std::vector<std::string>* pieces, std::vector<int32_t
     add(std::string(kMarker) + s, 1);
   }
   for (const char* w :
-       {"the", "of", "and", "to", "in", "is", "was", "for", "that", "on", "with", "as", "it",
-        "by", "at", "from", "his", "an", "are", "were", "which", "this", "be", "or", "has",
-        "had", "not", "but", "first", "one", "their", "its", "new", "after", "who", "they",
-        "have", "her", "she", "two", "been", "other", "when", "there", "all", "during", "into",
-        "school", "time", "may", "years", "more", "most", "only", "over", "city", "some",
-        "world", "would", "where", "later", "up", "such", "used", "many", "can", "state",
-        "about", "national", "out", "known", "university", "united", "then", "made", "hello",
-        "how", "you", "what", "model", "memory", "engine", "query", "document", "search",
-        "retrieval", "passage", "answer", "question", "paris", "capital", "france", "river",
-        "ing", "ed", "er", "ly", "ion", "ation", "es", "s"})
+       {"the",    "of",         "and",     "to",     "in",       "is",       "was",
+        "for",    "that",       "on",      "with",   "as",       "it",       "by",
+        "at",     "from",       "his",     "an",     "are",      "were",     "which",
+        "this",   "be",         "or",      "has",    "had",      "not",      "but",
+        "first",  "one",        "their",   "its",    "new",      "after",    "who",
+        "they",   "have",       "her",     "she",    "two",      "been",     "other",
+        "when",   "there",      "all",     "during", "into",     "school",   "time",
+        "may",    "years",      "more",    "most",   "only",     "over",     "city",
+        "some",   "world",      "would",   "where",  "later",    "up",       "such",
+        "used",   "many",       "can",     "state",  "about",    "national", "out",
+        "known",  "university", "united",  "then",   "made",     "hello",    "how",
+        "you",    "what",       "model",   "memory", "engine",   "query",    "document",
+        "search", "retrieval",  "passage", "answer", "question", "paris",    "capital",
+        "france", "river",      "ing",     "ed",     "er",       "ly",       "ion",
+        "ation",  "es",         "s"})
     both(w);
   for (int len = 2; len <= 3; ++len) {
     const int count = len == 2 ? 26 * 26 : 26 * 26 * 26;
     for (int i = 0; i < count && static_cast<int>(pieces->size()) < n; ++i) {
       std::string s;
-      for (int k = 0, v = i; k < len; ++k, v /= 26) s.insert(s.begin(), static_cast<char>('a' + v % 26));
+      for (int k = 0, v = i; k < len; ++k, v /= 26)
+        s.insert(s.begin(), static_cast<char>('a' + v % 26));
       both(s);
     }
   }
   for (int i = 0; static_cast<int>(pieces->size()) < n; ++i) add(StrFormat("[pad%d]", i), 5);
+}
+
+// XLM-RoBERTa's layout: <s> 0, <pad> 1, </s> 2, <unk> 3, then pieces with log-probability
+// scores (the word-start form of each character and common word, continuations, two- and
+// three-letter pieces), <mask> last.
+void UnigramVocab(int n, std::vector<std::string>* pieces, std::vector<float>* scores,
+                  std::vector<int32_t>* types) {
+  WordPieceVocab(n - 1, pieces, types);  // the same pieces after BERT's 104 specials
+  pieces->erase(pieces->begin(), pieces->begin() + 104);
+  types->erase(types->begin(), types->begin() + 104);
+  const std::vector<std::string> specials = {"<s>", "<pad>", "</s>", "<unk>"};
+  pieces->insert(pieces->begin(), specials.begin(), specials.end());
+  types->insert(types->begin(), {3, 3, 3, 2});
+  for (char c = 'A'; c <= 'Z'; ++c) {  // cased, as XLM-R is
+    for (const std::string& p : {std::string(kMarker) + c, std::string(1, c)}) {
+      pieces->push_back(p);
+      types->push_back(1);
+    }
+  }
+  synth_detail::Rng rng(17);
+  scores->assign(pieces->size(), 0.0f);
+  for (size_t i = 4; i < pieces->size(); ++i)
+    (*scores)[i] = -std::log(static_cast<float>(i)) - 0.5f * (1.0f + rng.Uniform());
+  while (static_cast<int>(pieces->size()) < n - 1) {
+    pieces->push_back(StrFormat("<extra%zu>", pieces->size()));
+    types->push_back(5);
+    scores->push_back(0);
+  }
+  pieces->push_back("<mask>");
+  types->push_back(4);
+  scores->push_back(0);
+}
+
+// SentencePiece's precompiled character map for a few NFKC mappings (fullwidth letters, a
+// ligature, a circled digit, the trademark sign, no-break and ideographic spaces): the
+// XOR-compressed double array llama.cpp reads, then the replacement strings.
+std::string Charsmap() {
+  const std::vector<std::pair<std::string, std::string>> maps = {
+      {"\xEF\xBC\xA1", "A"},  {"\xEF\xBD\x82", "b"}, {"\xEF\xAC\x81", "fi"}, {"\xE2\x91\xA0", "1"},
+      {"\xE2\x84\xA2", "TM"}, {"\xC2\xA0", " "},     {"\xE3\x80\x80", " "},  {"\xEF\xBC\x8C", ","}};
+  struct Node {
+    std::map<unsigned char, int> next;
+    int value = -1;  // offset of the replacement
+  };
+  std::vector<Node> trie(1);
+  std::string repl;
+  for (const auto& [key, to] : maps) {
+    int at = 0;
+    for (unsigned char c : key) {
+      auto it = trie[static_cast<size_t>(at)].next.find(c);
+      if (it == trie[static_cast<size_t>(at)].next.end()) {
+        trie.push_back({});
+        it = trie[static_cast<size_t>(at)].next.emplace(c, static_cast<int>(trie.size()) - 1).first;
+      }
+      at = it->second;
+    }
+    trie[static_cast<size_t>(at)].value = static_cast<int>(repl.size());
+    repl += to;
+    repl.push_back('\0');
+  }
+  std::vector<uint32_t> a(1, 0);
+  std::vector<bool> used(1, true);
+  auto slot = [&](size_t i) -> uint32_t& {
+    if (i >= a.size()) {
+      a.resize(i + 1, 0);
+      used.resize(i + 1, false);
+    }
+    return a[i];
+  };
+  // Node t sits at index n: its children (and its value, at byte 0) go at m ^ c for the first
+  // m where all are free; BASE(n) = n ^ m.
+  std::function<void(int, size_t)> place = [&](int t, size_t n) {
+    const Node& node = trie[static_cast<size_t>(t)];
+    size_t m = 1;
+    for (;; ++m) {
+      bool ok = !(node.value >= 0 && ((m < used.size() && used[m]) || m == 0));
+      for (const auto& [c, child] : node.next) {
+        const size_t i = m ^ c;
+        ok = ok && i != 0 && !(i < used.size() && used[i]);
+      }
+      if (ok) break;
+    }
+    slot(n) |= static_cast<uint32_t>(n ^ m) << 10;
+    if (node.value >= 0) {
+      slot(m) = (1u << 31) | static_cast<uint32_t>(node.value);
+      used[m] = true;
+    }
+    for (const auto& [c, child] : node.next) {
+      slot(m ^ c) = c | (trie[static_cast<size_t>(child)].value >= 0 ? 1u << 8 : 0);
+      used[m ^ c] = true;
+    }
+    for (const auto& [c, child] : node.next) place(child, m ^ c);
+  };
+  place(0, 0);
+  // Every index a lookup can reach (a node's m XOR any byte) inside the array, as in real maps.
+  size_t size = 256;
+  while (size < a.size()) size *= 2;
+  a.resize(size, 0);
+  std::string blob(4, '\0');
+  const auto bytes = static_cast<uint32_t>(a.size() * 4);
+  std::memcpy(&blob[0], &bytes, 4);
+  blob.append(reinterpret_cast<const char*>(a.data()), a.size() * 4);
+  return blob + repl;
 }
 
 // The vocabulary of another GGUF file (a real BERT vocabulary: llama.cpp's
@@ -100,7 +214,7 @@ class EncoderTensors {
   void Write() {
     const int d = s_.dim;
     Matrix("token_embd.weight", d, s_.n_vocab, 1.0f);
-    Matrix("token_types.weight", d, 2, 0.3f, true);
+    Matrix("token_types.weight", d, s_.tokenizer == "t5" ? 1 : 2, 0.3f, true);
     if (s_.arch == "bert") Matrix("position_embd.weight", d, s_.context, 0.5f);
     Vec("token_embd_norm.weight", d, 1.0f, 0.1f);
     Vec("token_embd_norm.bias", d, 0.0f, 0.1f);
@@ -163,8 +277,12 @@ void BuildSyntheticEncoder(const SynthSpec& s, GgufWriter* w) {
     Fail("synthetic encoder: %d heads do not divide the width %d", s.n_heads, s.dim);
   std::vector<std::string> pieces;
   std::vector<int32_t> types;
+  std::vector<float> scores;
   SynthSpec spec = s;
-  if (!s.vocab_from.empty()) {
+  const bool unigram = s.tokenizer == "t5";
+  if (unigram) {
+    UnigramVocab(s.n_vocab, &pieces, &scores, &types);
+  } else if (!s.vocab_from.empty()) {
     CopyVocab(s.vocab_from, &pieces, &types);
     spec.n_vocab = static_cast<int>(pieces.size());
   } else {
@@ -183,10 +301,33 @@ void BuildSyntheticEncoder(const SynthSpec& s, GgufWriter* w) {
   if (s.pooling >= 0) w->SetU32(a + ".pooling_type", static_cast<uint32_t>(s.pooling));
   if (a == "nomic-bert") w->SetF32(a + ".rope.freq_base", s.rope_base);
   w->SetU32("general.file_type", s.type == GgmlType::kF16 ? 1 : 0);
-  w->SetU32("tokenizer.ggml.token_type_count", 2);
-  w->SetString("tokenizer.ggml.model", "bert");
+  w->SetU32("tokenizer.ggml.token_type_count", unigram ? 1 : 2);
+  w->SetString("tokenizer.ggml.model", unigram ? "t5" : "bert");
   w->SetStringArray("tokenizer.ggml.tokens", pieces);
   w->SetI32Array("tokenizer.ggml.token_type", types);
+  if (unigram) {  // XLM-RoBERTa: <s> text </s>; pairs <s> a </s> </s> b </s>
+    w->SetF32Array("tokenizer.ggml.scores", scores);
+    w->SetU32("tokenizer.ggml.bos_token_id", 0);
+    w->SetU32("tokenizer.ggml.eos_token_id", 2);
+    w->SetU32("tokenizer.ggml.unknown_token_id", 3);
+    w->SetU32("tokenizer.ggml.seperator_token_id", 2);
+    w->SetU32("tokenizer.ggml.padding_token_id", 1);
+    w->SetU32("tokenizer.ggml.cls_token_id", 0);
+    w->SetU32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(pieces.size() - 1));
+    w->SetBool("tokenizer.ggml.add_bos_token", true);
+    w->SetBool("tokenizer.ggml.add_eos_token", true);
+    w->SetBool("tokenizer.ggml.add_space_prefix", true);
+    w->SetBool("tokenizer.ggml.remove_extra_whitespaces", true);
+    const std::string cm = Charsmap();
+    std::string payload(12, '\0');
+    const uint32_t u8 = static_cast<uint32_t>(GgufType::kU8);
+    const uint64_t count = cm.size();
+    std::memcpy(&payload[0], &u8, 4);
+    std::memcpy(&payload[4], &count, 8);
+    w->SetRaw("tokenizer.ggml.precompiled_charsmap", GgufType::kArray, payload + cm);
+    EncoderTensors(spec, w).Write();
+    return;
+  }
   w->SetU32("tokenizer.ggml.unknown_token_id", 100);
   w->SetU32("tokenizer.ggml.seperator_token_id", 102);
   w->SetU32("tokenizer.ggml.padding_token_id", 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cstring>
 #include <queue>
 
@@ -94,14 +95,15 @@ std::string ReplaceAll(std::string_view s, std::string_view from, std::string_vi
 Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   auto model = g.GetString("tokenizer.ggml.model");
   if (!model) Fail("model file has no tokenizer (tokenizer.ggml.model missing); pass one with -z");
-  if (*model != "llama" && *model != "gpt2" && *model != "bert") {
+  if (*model != "llama" && *model != "gpt2" && *model != "bert" && *model != "t5") {
     Fail(
         "tokenizer type '%.*s' is not supported (supported: llama (SentencePiece), gpt2 "
-        "(byte-level BPE), bert (WordPiece))",
+        "(byte-level BPE), bert (WordPiece), t5 (Unigram))",
         (int)model->size(), model->data());
   }
   const bool bpe = *model == "gpt2";
   const bool wpm = *model == "bert";
+  const bool ugm = *model == "t5";
   const auto* tokens = g.GetStringArray("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->empty()) Fail("tokenizer.ggml.tokens is missing or empty");
   Tokenizer t;
@@ -134,10 +136,12 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   };
   // WordPiece: BERT's [CLS] 101, [SEP] 102, [UNK] 100 unless the file says (llama.cpp's
   // defaults; its converter writes the separator as "seperator_token_id").
-  t.bos_ = id("tokenizer.ggml.bos_token_id", wpm ? id("tokenizer.ggml.cls_token_id", 101) : 1);
-  t.eos_ = id("tokenizer.ggml.eos_token_id", wpm ? -1 : 2);
-  t.unk_ = id("tokenizer.ggml.unknown_token_id", wpm ? 100 : 0);
-  t.sep_ = wpm ? id("tokenizer.ggml.seperator_token_id", 102) : -1;
+  t.bos_ = id("tokenizer.ggml.bos_token_id", wpm   ? id("tokenizer.ggml.cls_token_id", 101)
+                                             : ugm ? -1
+                                                   : 1);
+  t.eos_ = id("tokenizer.ggml.eos_token_id", wpm ? -1 : ugm ? 1 : 2);
+  t.unk_ = id("tokenizer.ggml.unknown_token_id", wpm ? 100 : ugm ? 2 : 0);
+  t.sep_ = wpm || ugm ? id("tokenizer.ggml.seperator_token_id", wpm ? 102 : -1) : -1;
   if (wpm) {
     if (t.bos_ < 0 || t.bos_ >= static_cast<int>(n) || t.unk_ >= static_cast<int>(n) ||
         t.sep_ >= static_cast<int>(n))
@@ -147,9 +151,27 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
     for (const auto& p : t.pieces_) t.max_piece_ = std::max(t.max_piece_, p.size());
   }
   t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
-  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or(!bpe || wpm);
-  t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(false);
+  t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or((!bpe || wpm) && !ugm);
+  t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(ugm);
   t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe && !wpm);
+  if (ugm) {
+    if (t.unk_ < 0 || t.unk_ >= static_cast<int>(n))
+      Fail("Unigram vocabulary of %zu tokens lacks its unknown token %d", n, t.unk_);
+    t.ugm_ = true;
+    t.remove_extra_ws_ = g.GetBool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+    float lo = FLT_MAX;
+    for (size_t i = 0; i < n; ++i) {
+      t.max_piece_ = std::max(t.max_piece_, t.pieces_[i].size());
+      if (t.attrs_[i] == TokenAttr::kNormal) lo = std::min(lo, t.scores_[i]);
+    }
+    t.ugm_unk_score_ = lo - 10.0f;
+    if (const GgufValue* cm = g.Find("tokenizer.ggml.precompiled_charsmap")) {
+      if (cm->type != GgufType::kArray ||
+          (cm->elem_type != GgufType::kU8 && cm->elem_type != GgufType::kI8))
+        Fail("tokenizer.ggml.precompiled_charsmap is not an array of bytes");
+      t.SetUnigramCharsmap(std::string(reinterpret_cast<const char*>(cm->raw), cm->count));
+    }
+  }
   if (bpe) {
     t.bpe_ = true;
     const auto pre = g.GetString("tokenizer.ggml.pre");
@@ -321,7 +343,7 @@ int Tokenizer::ByteToken(uint8_t b) const {
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool parse_special,
                                        const Spans* text_only) const {
   std::vector<int32_t> out;
-  if (add_bos) out.push_back(bos_);
+  if (add_bos && bos_ >= 0) out.push_back(bos_);
   bool prev_special = true;  // the dummy prefix goes before the first text fragment
   size_t start = 0;
   auto emit_text = [&](std::string_view frag) {
@@ -332,6 +354,10 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
     }
     if (wpm_) {
       EncodeWpm(frag, &out);
+      return;
+    }
+    if (ugm_) {
+      EncodeUgm(frag, &out);
       return;
     }
     std::string s;

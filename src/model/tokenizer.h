@@ -9,6 +9,7 @@
 // piece's bytes become GPT-2's printable byte characters, and adjacent symbols merge in the
 // order of `tokenizer.ggml.merges` (lowest rank first, ties leftmost).
 // WordPiece (tokenizer.ggml.model "bert": BERT, bge, MiniLM, e5, nomic-embed): model/wordpiece.cpp.
+// Unigram (tokenizer.ggml.model "t5": XLM-RoBERTa's bge-m3, multilingual-e5): model/unigram.cpp.
 // All reproduce llama.cpp's tokenizers, so its test vectors apply. Control and user-defined
 // tokens are matched whole in the text before either. Decoding maps every id to the exact
 // bytes it stands for, prepared once at load, so the per-token path only appends.
@@ -53,8 +54,7 @@ class Tokenizer {
   bool byte_level() const { return bpe_; }  // byte-level BPE (else SentencePiece)
   int bos() const { return bos_; }
   int eos() const { return eos_; }
-  // WordPiece (BERT): the separator between a rerank pair's texts; -1 when the vocabulary has
-  // none.
+  // The separator between a rerank pair's texts (BERT's [SEP], XLM-R's </s>); -1: none.
   int sep() const { return sep_; }
   bool wordpiece() const { return wpm_; }
   bool add_bos_default() const { return add_bos_; }
@@ -96,6 +96,10 @@ class Tokenizer {
   void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const;
   void EncodeWpm(std::string_view text, std::vector<int32_t>* out) const;  // model/wordpiece.cpp
+  // Unigram (model/unigram.cpp).
+  void EncodeUgm(std::string_view text, std::vector<int32_t>* out) const;
+  void SetUnigramCharsmap(std::string blob);
+  std::string_view NormalizePrefix(std::string_view text, size_t i, size_t* used) const;
   int ByteToken(uint8_t b) const;
 
   std::vector<std::string> pieces_;
@@ -125,6 +129,13 @@ class Tokenizer {
   bool wpm_ = false;
   int sep_ = -1;
   size_t max_piece_ = 0;
+  // Unigram (tokenizer.ggml.model "t5"): Viterbi over the scores after the precompiled
+  // character map's normalization (model/unigram.cpp).
+  bool ugm_ = false;
+  bool remove_extra_ws_ = false;
+  float ugm_unk_score_ = 0;
+  std::string charsmap_;  // tokenizer.ggml.precompiled_charsmap, as stored
+  size_t xcda_bytes_ = 0;
 };
 
 }  // namespace paddock

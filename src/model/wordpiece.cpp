@@ -22,8 +22,8 @@ namespace {
 
 bool IsWhitespace(uint32_t c) {  // Unicode White_Space, as llama.cpp lists it
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 bool IsCjk(uint32_t c) {  // BERT's "Chinese character" blocks (as the reference writes them)
@@ -38,8 +38,8 @@ uint32_t NfdFirst(uint32_t c) {
   if (c < 0xC0) return c;
   utf8proc_int32_t buf[8];
   utf8proc_int32_t last = 0;
-  const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), buf, 8,
-                                                     UTF8PROC_DECOMPOSE, &last);
+  const utf8proc_ssize_t n =
+      utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), buf, 8, UTF8PROC_DECOMPOSE, &last);
   return n >= 1 ? static_cast<uint32_t>(buf[0]) : c;
 }
 

@@ -112,11 +112,11 @@ void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, b
     if (engine.info().kind != "rerank") {
       ApiError e;
       e.param = "model";
-      e.message = StrFormat("'%s' is %s: it does not rerank (a reranker is an encoder with a "
-                            "classification head)",
-                            m.ctx.model_name.c_str(),
-                            engine.info().kind == "embedding" ? "an embedding model"
-                                                              : "a text generation model");
+      e.message = StrFormat(
+          "'%s' is %s: it does not rerank (a reranker is an encoder with a "
+          "classification head)",
+          m.ctx.model_name.c_str(),
+          engine.info().kind == "embedding" ? "an embedding model" : "a text generation model");
       throw e;
     }
     const std::vector<int32_t> query = engine.Tokenize(rr->query, false);
@@ -144,21 +144,21 @@ void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, b
       tokens += static_cast<int>(pairs.back().size());
     }
     auto body = std::make_shared<DeferredBody>();
-    m.service->EmbedAsync(std::move(pairs), Service::Pooling::kRank,
-                          [body, rr, tokens, cohere](std::vector<std::vector<float>> v,
-                                                     const std::string& error) {
-                            if (!error.empty()) {
-                              ApiError e;
-                              e.status = 500;
-                              e.type = "server_error";
-                              e.message = error;
-                              body->Set(ErrorBody(e));
-                              return;
-                            }
-                            std::vector<float> scores;
-                            for (const auto& s : v) scores.push_back(s.empty() ? 0.0f : s[0]);
-                            body->Set(RerankBody(*rr, scores, tokens, cohere));
-                          });
+    m.service->EmbedAsync(
+        std::move(pairs), Service::Pooling::kRank,
+        [body, rr, tokens, cohere](std::vector<std::vector<float>> v, const std::string& error) {
+          if (!error.empty()) {
+            ApiError e;
+            e.status = 500;
+            e.type = "server_error";
+            e.message = error;
+            body->Set(ErrorBody(e));
+            return;
+          }
+          std::vector<float> scores;
+          for (const auto& s : v) scores.push_back(s.empty() ? 0.0f : s[0]);
+          body->Set(RerankBody(*rr, scores, tokens, cohere));
+        });
     res->stream = body;
   });
 }

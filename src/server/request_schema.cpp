@@ -15,8 +15,8 @@ constexpr double kN = static_cast<double>(kMaxChoices);
 // Order: as docs/api.md lists them (the request's subject, then sampling, limits, output shape).
 constexpr RequestField kFields[] = {
     // name, endpoints, type, use, lo, hi, def, default_doc, alias_of, origin, effect
-    {"model", kGenerate | kEmbeddings | kTokenize | kDetokenize | kRerank, T::kString, U::kUsed, 0, 0, 0,
-     "the served model", "", "OpenAI",
+    {"model", kGenerate | kEmbeddings | kTokenize | kDetokenize | kRerank, T::kString, U::kUsed, 0,
+     0, 0, "the served model", "", "OpenAI",
      "the served name, one of its aliases or a served LoRA adapter's id (completions and chat: "
      "the adapter applies); with several models (`--models-dir`) it selects one, loaded on "
      "demand; else `404 model_not_found` listing them; at most 256 bytes"},
@@ -56,7 +56,8 @@ constexpr RequestField kFields[] = {
      "false (`/v1/rerank`, `/rerank`: true)", "", "Jina, Cohere",
      "each result carries `document: {text}`"},
     {"max_tokens_per_doc", kRerank, T::kInteger, U::kUsed, 1, 1 << 20, 0, "the context", "",
-     "Cohere", "a document's first N tokens are scored (a pair over the context: `400` unless "
+     "Cohere",
+     "a document's first N tokens are scored (a pair over the context: `400` unless "
      "`truncate`)"},
     {"truncate", kEmbeddings | kRerank, T::kBool, U::kUsed, 0, 0, 0, "false", "", "TEI, Ollama",
      "an input over the context keeps its first tokens (else `400 context_length_exceeded`; "
@@ -268,11 +269,13 @@ const RequestField* FindRequestField(std::string_view name, uint8_t endpoints) {
 }
 
 std::string EndpointNames(uint8_t endpoints) {
-  static constexpr std::pair<Endpoint, const char*> kNames[] = {
-      {kCompletions, "completions"}, {kChat, "chat"},
-      {kEmbeddings, "embeddings"},   {kTokenize, "tokenize"},
-      {kDetokenize, "detokenize"},   {kLoraUpdate, "lora update"},
-      {kRerank, "rerank"}};
+  static constexpr std::pair<Endpoint, const char*> kNames[] = {{kCompletions, "completions"},
+                                                                {kChat, "chat"},
+                                                                {kEmbeddings, "embeddings"},
+                                                                {kTokenize, "tokenize"},
+                                                                {kDetokenize, "detokenize"},
+                                                                {kLoraUpdate, "lora update"},
+                                                                {kRerank, "rerank"}};
   std::string out;
   for (const auto& [bit, name] : kNames) {
     if ((endpoints & bit) == 0) continue;

@@ -18,6 +18,15 @@ void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool
   std::vector<int32_t> prompt;
   Translated t;
   if (!Answering(res, [&] {
+        if (const std::string& kind = m.service->engine().info().kind; kind != "generation") {
+          ApiError e;
+          e.param = "model";
+          e.message =
+              StrFormat("'%s' is %s: it does not generate text (%s)", m.ctx.model_name.c_str(),
+                        kind == "rerank" ? "a reranker" : "an embedding model",
+                        kind == "rerank" ? "/v1/rerank" : "/v1/embeddings");
+          throw e;
+        }
         t = Translate(d, req.body, chat, m);
         if (t.load_only) return;
         ar = ParseRequest(t.body, t.chat, m.ctx);
