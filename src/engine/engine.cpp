@@ -651,11 +651,13 @@ ModelInfo InspectModel(const std::string& model_path, const std::string& tokeniz
   return MakeInfo(*m);
 }
 
-MemoryReport EstimateMemory(const EngineOptions& o) {
-  CheckOptions(o);
+MemoryReport EstimateMemory(const EngineOptions& options) {
+  CheckOptions(options);
+  EngineOptions o = options;
   auto m = LoadModel(o.model_path, o.tokenizer_path);
   const ModelConfig& c = m->config;
   const int ctx = ContextOf(c, o);
+  EncoderOptions(c, ctx, &o);
   int64_t kv_tokens = 0;
   const KvCacheOptions ko = KvPlan(c, o, ctx, &kv_tokens);
   MemoryReport r;

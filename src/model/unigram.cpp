@@ -42,7 +42,8 @@ void Tokenizer::SetUnigramCharsmap(std::string blob) {
   charsmap_ = std::move(blob);
   if (charsmap_.empty()) return;
   uint32_t xcda_bytes = 0;
-  if (charsmap_.size() < 4) Fail("precompiled_charsmap of %zu bytes is truncated", charsmap_.size());
+  if (charsmap_.size() < 4)
+    Fail("precompiled_charsmap of %zu bytes is truncated", charsmap_.size());
   std::memcpy(&xcda_bytes, charsmap_.data(), 4);
   if (static_cast<uint64_t>(xcda_bytes) + 4 >= charsmap_.size())
     Fail("precompiled_charsmap: its array of %u bytes runs past the blob of %zu", xcda_bytes,
@@ -126,8 +127,8 @@ void Tokenizer::EncodeUgm(std::string_view text, std::vector<int32_t>* out) cons
   std::vector<Best> best(n + 1, Best{unk_, 0, -FLT_MAX});
   best[0] = {unk_, 0, 0};
   for (size_t i = 0; i < n;) {
-    const size_t cp = std::min<size_t>(
-        std::max(1, Utf8SequenceLength(static_cast<uint8_t>(norm[i]))), n - i);
+    const size_t cp =
+        std::min<size_t>(std::max(1, Utf8SequenceLength(static_cast<uint8_t>(norm[i]))), n - i);
     bool whole_cp = false;
     const double base = best[i].score;
     for (size_t len = 1; len <= max_piece_ && i + len <= n; ++len) {

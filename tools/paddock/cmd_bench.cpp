@@ -486,8 +486,18 @@ int EmbedBench(const Args& args, EngineOptions eo, int reps) {
       len < 1 || len > (1 << 20))
     throw UsageError("--embed takes N:L, N passages of L tokens (e.g. 256:128), not '" + spec +
                      "'");
-  if (eo.context < len) eo.context = len;
-  eo.kv_tokens = std::max(eo.kv_tokens, len * std::min(n, 64) + 16);
+  const ModelInfo mi = InspectModel(eo.model_path, eo.tokenizer_path);
+  const bool encoder = mi.kind != "generation";
+  if (encoder && len > mi.trained_context)
+    throw UsageError("--embed: passages of " + std::to_string(len) + " tokens exceed the " +
+                     mi.arch + " encoder's context of " + std::to_string(mi.trained_context));
+  if (encoder) {
+    eo.context = 0;  // the encoder's own (each passage is one input of its context)
+  } else if (eo.context < len) {
+    eo.context = len;
+  }
+  // (An encoder's cache holds one step, the engine's own plan.)
+  if (!encoder) eo.kv_tokens = std::max(eo.kv_tokens, len * std::min(n, 64) + 16);
   auto engine = Engine::Create(eo);
   const int vocab = engine->info().n_vocab;
   std::vector<std::vector<int32_t>> passages(static_cast<size_t>(n));
@@ -505,7 +515,8 @@ int EmbedBench(const Args& args, EngineOptions eo, int reps) {
   std::vector<double> secs;
   for (int r = 0; r < reps; ++r) {
     const double t0 = NowSeconds();
-    const auto v = service->Embed(passages, Service::Pooling::kMean);
+    const auto v = service->Embed(
+        passages, mi.kind == "rerank" ? Service::Pooling::kRank : Service::Pooling::kMean);
     secs.push_back(NowSeconds() - t0);
     if (v.size() != passages.size()) throw Error("bench --embed: a vector is missing");
   }
