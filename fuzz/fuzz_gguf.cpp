@@ -36,7 +36,8 @@ std::unique_ptr<paddock::Tokenizer> EncoderVocab(const char* shape) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const auto wordpiece = EncoderVocab("tiny-bert");
   static const auto unigram = EncoderVocab("tiny-xlmr");
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // (The text's first 4 KiB: longer inputs add time, not paths.)
+  const std::string_view text(reinterpret_cast<const char*>(data), size < 4096 ? size : 4096);
   wordpiece->Encode(text, true, true);
   unigram->Encode(text, true, true);
   try {

@@ -14,7 +14,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
-#include <future>
 #include <mutex>
 #include <thread>
 

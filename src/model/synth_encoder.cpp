@@ -3,7 +3,6 @@
 // speed work (`paddock synth --shape bge-base`).
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -119,71 +118,85 @@ void UnigramVocab(int n, std::vector<std::string>* pieces, std::vector<float>* s
   scores->push_back(0);
 }
 
-// SentencePiece's precompiled character map for a few NFKC mappings (fullwidth letters, a
-// ligature, a circled digit, the trademark sign, no-break and ideographic spaces): the
-// XOR-compressed double array llama.cpp reads, then the replacement strings.
-std::string Charsmap() {
-  const std::vector<std::pair<std::string, std::string>> maps = {
-      {"\xEF\xBC\xA1", "A"},  {"\xEF\xBD\x82", "b"}, {"\xEF\xAC\x81", "fi"}, {"\xE2\x91\xA0", "1"},
-      {"\xE2\x84\xA2", "TM"}, {"\xC2\xA0", " "},     {"\xE3\x80\x80", " "},  {"\xEF\xBC\x8C", ","}};
+// A trie of byte strings, each key ending in its replacement's offset.
+struct CharTrie {
   struct Node {
     std::map<unsigned char, int> next;
     int value = -1;  // offset of the replacement
   };
-  std::vector<Node> trie(1);
-  std::string repl;
-  for (const auto& [key, to] : maps) {
+  std::vector<Node> nodes{1};
+  void Add(const std::string& key, int value) {
     int at = 0;
     for (unsigned char c : key) {
-      auto it = trie[static_cast<size_t>(at)].next.find(c);
-      if (it == trie[static_cast<size_t>(at)].next.end()) {
-        trie.push_back({});
-        it = trie[static_cast<size_t>(at)].next.emplace(c, static_cast<int>(trie.size()) - 1).first;
+      auto& next = nodes[static_cast<size_t>(at)].next;
+      auto it = next.find(c);
+      if (it == next.end()) {
+        it = next.emplace(c, static_cast<int>(nodes.size())).first;
+        nodes.push_back({});  // (after the insertion: `next` may move)
       }
       at = it->second;
     }
-    trie[static_cast<size_t>(at)].value = static_cast<int>(repl.size());
+    nodes[static_cast<size_t>(at)].value = value;
+  }
+};
+
+// The trie as SentencePiece's XOR-compressed double array: node t at index n has its children
+// (and its value, at byte 0) at m ^ c for the first m where all are free; BASE(n) = n ^ m.
+class XcdaBuilder {
+ public:
+  explicit XcdaBuilder(const CharTrie& t) : t_(t) { Place(0, 0); }
+  // Sized so every index a lookup can reach (a node's m XOR any byte) is inside, as real maps.
+  std::vector<uint32_t> Array() {
+    size_t size = 256;
+    while (size < a_.size()) size *= 2;
+    a_.resize(size, 0);
+    return a_;
+  }
+
+ private:
+  bool Free(size_t i) const { return i != 0 && !(i < used_.size() && used_[i]); }
+  uint32_t& Slot(size_t i) {
+    if (i >= a_.size()) {
+      a_.resize(i + 1, 0);
+      used_.resize(i + 1, false);
+    }
+    used_[i] = true;
+    return a_[i];
+  }
+  void Place(int t, size_t n) {
+    const CharTrie::Node& node = t_.nodes[static_cast<size_t>(t)];
+    size_t m = 1;
+    for (;; ++m) {
+      bool ok = node.value < 0 || Free(m);
+      for (const auto& [c, child] : node.next) ok = ok && Free(m ^ c);
+      if (ok) break;
+    }
+    Slot(n) |= static_cast<uint32_t>(n ^ m) << 10;
+    if (node.value >= 0) Slot(m) = (1u << 31) | static_cast<uint32_t>(node.value);
+    for (const auto& [c, child] : node.next)
+      Slot(m ^ c) = c | (t_.nodes[static_cast<size_t>(child)].value >= 0 ? 1u << 8 : 0);
+    for (const auto& [c, child] : node.next) Place(child, m ^ c);
+  }
+  const CharTrie& t_;
+  std::vector<uint32_t> a_ = {0};
+  std::vector<bool> used_ = {true};
+};
+
+// SentencePiece's precompiled character map for a few NFKC mappings (fullwidth letters, a
+// ligature, a circled digit, the trademark sign, no-break and ideographic spaces, a fullwidth
+// comma): the array's byte size, the array, then the replacement strings.
+std::string Charsmap() {
+  const std::vector<std::pair<std::string, std::string>> maps = {
+      {"\xEF\xBC\xA1", "A"},  {"\xEF\xBD\x82", "b"}, {"\xEF\xAC\x81", "fi"}, {"\xE2\x91\xA0", "1"},
+      {"\xE2\x84\xA2", "TM"}, {"\xC2\xA0", " "},     {"\xE3\x80\x80", " "},  {"\xEF\xBC\x8C", ","}};
+  CharTrie trie;
+  std::string repl;
+  for (const auto& [key, to] : maps) {
+    trie.Add(key, static_cast<int>(repl.size()));
     repl += to;
     repl.push_back('\0');
   }
-  std::vector<uint32_t> a(1, 0);
-  std::vector<bool> used(1, true);
-  auto slot = [&](size_t i) -> uint32_t& {
-    if (i >= a.size()) {
-      a.resize(i + 1, 0);
-      used.resize(i + 1, false);
-    }
-    return a[i];
-  };
-  // Node t sits at index n: its children (and its value, at byte 0) go at m ^ c for the first
-  // m where all are free; BASE(n) = n ^ m.
-  std::function<void(int, size_t)> place = [&](int t, size_t n) {
-    const Node& node = trie[static_cast<size_t>(t)];
-    size_t m = 1;
-    for (;; ++m) {
-      bool ok = !(node.value >= 0 && ((m < used.size() && used[m]) || m == 0));
-      for (const auto& [c, child] : node.next) {
-        const size_t i = m ^ c;
-        ok = ok && i != 0 && !(i < used.size() && used[i]);
-      }
-      if (ok) break;
-    }
-    slot(n) |= static_cast<uint32_t>(n ^ m) << 10;
-    if (node.value >= 0) {
-      slot(m) = (1u << 31) | static_cast<uint32_t>(node.value);
-      used[m] = true;
-    }
-    for (const auto& [c, child] : node.next) {
-      slot(m ^ c) = c | (trie[static_cast<size_t>(child)].value >= 0 ? 1u << 8 : 0);
-      used[m ^ c] = true;
-    }
-    for (const auto& [c, child] : node.next) place(child, m ^ c);
-  };
-  place(0, 0);
-  // Every index a lookup can reach (a node's m XOR any byte) inside the array, as in real maps.
-  size_t size = 256;
-  while (size < a.size()) size *= 2;
-  a.resize(size, 0);
+  const std::vector<uint32_t> a = XcdaBuilder(trie).Array();
   std::string blob(4, '\0');
   const auto bytes = static_cast<uint32_t>(a.size() * 4);
   std::memcpy(&blob[0], &bytes, 4);
@@ -272,22 +285,9 @@ class EncoderTensors {
 
 }  // namespace
 
-void BuildSyntheticEncoder(const SynthSpec& s, GgufWriter* w) {
-  if (s.n_heads <= 0 || s.dim % s.n_heads != 0 || s.n_kv_heads != s.n_heads)
-    Fail("synthetic encoder: %d heads do not divide the width %d", s.n_heads, s.dim);
-  std::vector<std::string> pieces;
-  std::vector<int32_t> types;
-  std::vector<float> scores;
-  SynthSpec spec = s;
-  const bool unigram = s.tokenizer == "t5";
-  if (unigram) {
-    UnigramVocab(s.n_vocab, &pieces, &scores, &types);
-  } else if (!s.vocab_from.empty()) {
-    CopyVocab(s.vocab_from, &pieces, &types);
-    spec.n_vocab = static_cast<int>(pieces.size());
-  } else {
-    WordPieceVocab(s.n_vocab, &pieces, &types);
-  }
+namespace {
+
+void WriteEncoderMetadata(const SynthSpec& s, GgufWriter* w) {
   const std::string a = s.arch;
   w->SetString("general.architecture", a);
   w->SetString("general.name", "paddock synthetic " + a);
@@ -301,40 +301,75 @@ void BuildSyntheticEncoder(const SynthSpec& s, GgufWriter* w) {
   if (s.pooling >= 0) w->SetU32(a + ".pooling_type", static_cast<uint32_t>(s.pooling));
   if (a == "nomic-bert") w->SetF32(a + ".rope.freq_base", s.rope_base);
   w->SetU32("general.file_type", s.type == GgmlType::kF16 ? 1 : 0);
-  w->SetU32("tokenizer.ggml.token_type_count", unigram ? 1 : 2);
-  w->SetString("tokenizer.ggml.model", unigram ? "t5" : "bert");
+}
+
+// XLM-RoBERTa's special tokens and options: <s> text </s>; pairs <s> a </s></s> b </s>.
+void WriteUnigramVocab(const SynthSpec& s, GgufWriter* w) {
+  std::vector<std::string> pieces;
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  UnigramVocab(s.n_vocab, &pieces, &scores, &types);
+  w->SetU32("tokenizer.ggml.token_type_count", 1);
+  w->SetString("tokenizer.ggml.model", "t5");
   w->SetStringArray("tokenizer.ggml.tokens", pieces);
   w->SetI32Array("tokenizer.ggml.token_type", types);
-  if (unigram) {  // XLM-RoBERTa: <s> text </s>; pairs <s> a </s> </s> b </s>
-    w->SetF32Array("tokenizer.ggml.scores", scores);
-    w->SetU32("tokenizer.ggml.bos_token_id", 0);
-    w->SetU32("tokenizer.ggml.eos_token_id", 2);
-    w->SetU32("tokenizer.ggml.unknown_token_id", 3);
-    w->SetU32("tokenizer.ggml.seperator_token_id", 2);
-    w->SetU32("tokenizer.ggml.padding_token_id", 1);
-    w->SetU32("tokenizer.ggml.cls_token_id", 0);
-    w->SetU32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(pieces.size() - 1));
-    w->SetBool("tokenizer.ggml.add_bos_token", true);
-    w->SetBool("tokenizer.ggml.add_eos_token", true);
-    w->SetBool("tokenizer.ggml.add_space_prefix", true);
-    w->SetBool("tokenizer.ggml.remove_extra_whitespaces", true);
-    const std::string cm = Charsmap();
-    std::string payload(12, '\0');
-    const uint32_t u8 = static_cast<uint32_t>(GgufType::kU8);
-    const uint64_t count = cm.size();
-    std::memcpy(&payload[0], &u8, 4);
-    std::memcpy(&payload[4], &count, 8);
-    w->SetRaw("tokenizer.ggml.precompiled_charsmap", GgufType::kArray, payload + cm);
-    EncoderTensors(spec, w).Write();
-    return;
+  w->SetF32Array("tokenizer.ggml.scores", scores);
+  for (const auto& [key, id] : {std::pair<const char*, uint32_t>{"bos", 0},
+                                {"eos", 2},
+                                {"unknown", 3},
+                                {"seperator", 2},
+                                {"padding", 1},
+                                {"cls", 0}})
+    w->SetU32(StrFormat("tokenizer.ggml.%s_token_id", key), id);
+  w->SetU32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(pieces.size() - 1));
+  for (const char* key :
+       {"add_bos_token", "add_eos_token", "add_space_prefix", "remove_extra_whitespaces"})
+    w->SetBool(std::string("tokenizer.ggml.") + key, true);
+  const std::string cm = Charsmap();
+  std::string payload(12, '\0');
+  const uint32_t u8 = static_cast<uint32_t>(GgufType::kU8);
+  const uint64_t count = cm.size();
+  std::memcpy(&payload[0], &u8, 4);
+  std::memcpy(&payload[4], &count, 8);
+  w->SetRaw("tokenizer.ggml.precompiled_charsmap", GgufType::kArray, payload + cm);
+}
+
+// BERT's: [CLS] text [SEP]; a reranker's pair is [CLS] a [EOS] [SEP] b [EOS] in llama.cpp, so
+// [SEP] is also its EOS. Returns the vocabulary's size.
+int WriteWordPieceVocab(const SynthSpec& s, GgufWriter* w) {
+  std::vector<std::string> pieces;
+  std::vector<int32_t> types;
+  if (!s.vocab_from.empty()) {
+    CopyVocab(s.vocab_from, &pieces, &types);
+  } else {
+    WordPieceVocab(s.n_vocab, &pieces, &types);
   }
-  w->SetU32("tokenizer.ggml.unknown_token_id", 100);
-  w->SetU32("tokenizer.ggml.seperator_token_id", 102);
-  w->SetU32("tokenizer.ggml.padding_token_id", 0);
-  w->SetU32("tokenizer.ggml.cls_token_id", 101);
-  w->SetU32("tokenizer.ggml.mask_token_id", 103);
-  // A reranker's pair is [CLS] query [EOS] [SEP] document [EOS] in llama.cpp: [SEP] as EOS.
+  w->SetU32("tokenizer.ggml.token_type_count", 2);
+  w->SetString("tokenizer.ggml.model", "bert");
+  w->SetStringArray("tokenizer.ggml.tokens", pieces);
+  w->SetI32Array("tokenizer.ggml.token_type", types);
+  for (const auto& [key, id] : {std::pair<const char*, uint32_t>{"unknown", 100},
+                                {"seperator", 102},
+                                {"padding", 0},
+                                {"cls", 101},
+                                {"mask", 103}})
+    w->SetU32(StrFormat("tokenizer.ggml.%s_token_id", key), id);
   if (s.rank_head) w->SetU32("tokenizer.ggml.eos_token_id", 102);
+  return static_cast<int>(pieces.size());
+}
+
+}  // namespace
+
+void BuildSyntheticEncoder(const SynthSpec& s, GgufWriter* w) {
+  if (s.n_heads <= 0 || s.dim % s.n_heads != 0 || s.n_kv_heads != s.n_heads)
+    Fail("synthetic encoder: %d heads do not divide the width %d", s.n_heads, s.dim);
+  WriteEncoderMetadata(s, w);
+  SynthSpec spec = s;
+  if (s.tokenizer == "t5") {
+    WriteUnigramVocab(s, w);
+  } else {
+    spec.n_vocab = WriteWordPieceVocab(s, w);
+  }
   EncoderTensors(spec, w).Write();
 }
 

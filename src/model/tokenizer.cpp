@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cfloat>
 #include <cstring>
 #include <queue>
 
@@ -142,36 +141,12 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   t.eos_ = id("tokenizer.ggml.eos_token_id", wpm ? -1 : ugm ? 1 : 2);
   t.unk_ = id("tokenizer.ggml.unknown_token_id", wpm ? 100 : ugm ? 2 : 0);
   t.sep_ = wpm || ugm ? id("tokenizer.ggml.seperator_token_id", wpm ? 102 : -1) : -1;
-  if (wpm) {
-    if (t.bos_ < 0 || t.bos_ >= static_cast<int>(n) || t.unk_ >= static_cast<int>(n) ||
-        t.sep_ >= static_cast<int>(n))
-      Fail("WordPiece vocabulary of %zu tokens lacks [CLS] %d, [SEP] %d or [UNK] %d", n, t.bos_,
-           t.sep_, t.unk_);
-    t.wpm_ = true;
-    for (const auto& p : t.pieces_) t.max_piece_ = std::max(t.max_piece_, p.size());
-  }
+  if (wpm) t.SetUpWordPiece();
   t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
   t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or((!bpe || wpm) && !ugm);
   t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(ugm);
   t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe && !wpm);
-  if (ugm) {
-    if (t.unk_ < 0 || t.unk_ >= static_cast<int>(n))
-      Fail("Unigram vocabulary of %zu tokens lacks its unknown token %d", n, t.unk_);
-    t.ugm_ = true;
-    t.remove_extra_ws_ = g.GetBool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
-    float lo = FLT_MAX;
-    for (size_t i = 0; i < n; ++i) {
-      t.max_piece_ = std::max(t.max_piece_, t.pieces_[i].size());
-      if (t.attrs_[i] == TokenAttr::kNormal) lo = std::min(lo, t.scores_[i]);
-    }
-    t.ugm_unk_score_ = lo - 10.0f;
-    if (const GgufValue* cm = g.Find("tokenizer.ggml.precompiled_charsmap")) {
-      if (cm->type != GgufType::kArray ||
-          (cm->elem_type != GgufType::kU8 && cm->elem_type != GgufType::kI8))
-        Fail("tokenizer.ggml.precompiled_charsmap is not an array of bytes");
-      t.SetUnigramCharsmap(std::string(reinterpret_cast<const char*>(cm->raw), cm->count));
-    }
-  }
+  if (ugm) t.SetUpUnigram(g);
   if (bpe) {
     t.bpe_ = true;
     const auto pre = g.GetString("tokenizer.ggml.pre");

@@ -95,9 +95,13 @@ class Tokenizer {
   void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const;
-  void EncodeWpm(std::string_view text, std::vector<int32_t>* out) const;  // model/wordpiece.cpp
-  // Unigram (model/unigram.cpp).
+  // WordPiece (model/wordpiece.cpp), once the pieces and special ids are set.
+  void SetUpWordPiece();
+  void EncodeWpm(std::string_view text, std::vector<int32_t>* out) const;
+  // Unigram (model/unigram.cpp): its options, [UNK]'s score, the character map.
+  void SetUpUnigram(const GgufFile& g);
   void EncodeUgm(std::string_view text, std::vector<int32_t>* out) const;
+  std::string NormalizeUgm(std::string_view text) const;
   void SetUnigramCharsmap(std::string blob);
   std::string_view NormalizePrefix(std::string_view text, size_t i, size_t* used) const;
   int ByteToken(uint8_t b) const;

@@ -13,7 +13,9 @@
 #include <cstring>
 #include <vector>
 
+#include "base/strings.h"
 #include "base/utf8.h"
+#include "formats/gguf.h"
 #include "model/tokenizer.h"
 
 namespace paddock {
@@ -37,6 +39,26 @@ struct Xcda {
 };
 
 }  // namespace
+
+void Tokenizer::SetUpUnigram(const GgufFile& g) {
+  const size_t n = pieces_.size();
+  if (unk_ < 0 || static_cast<size_t>(unk_) >= n)
+    Fail("Unigram vocabulary of %zu tokens lacks its unknown token %d", n, unk_);
+  ugm_ = true;
+  remove_extra_ws_ = g.GetBool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+  float lo = FLT_MAX;
+  for (size_t i = 0; i < n; ++i) {
+    max_piece_ = std::max(max_piece_, pieces_[i].size());
+    if (attrs_[i] == TokenAttr::kNormal) lo = std::min(lo, scores_[i]);
+  }
+  ugm_unk_score_ = lo - 10.0f;
+  if (const GgufValue* cm = g.Find("tokenizer.ggml.precompiled_charsmap")) {
+    if (cm->type != GgufType::kArray ||
+        (cm->elem_type != GgufType::kU8 && cm->elem_type != GgufType::kI8))
+      Fail("tokenizer.ggml.precompiled_charsmap is not an array of bytes");
+    SetUnigramCharsmap(std::string(reinterpret_cast<const char*>(cm->raw), cm->count));
+  }
+}
 
 void Tokenizer::SetUnigramCharsmap(std::string blob) {
   charsmap_ = std::move(blob);
@@ -92,7 +114,8 @@ std::string_view Tokenizer::NormalizePrefix(std::string_view text, size_t i, siz
   return text.substr(i, static_cast<size_t>(len));
 }
 
-void Tokenizer::EncodeUgm(std::string_view text, std::vector<int32_t>* out) const {
+// The text as the vocabulary's tokens spell it: mapped, spaces as U+2581 (module comment).
+std::string Tokenizer::NormalizeUgm(std::string_view text) const {
   static constexpr std::string_view kSpace = "\xE2\x96\x81";
   std::string norm;
   norm.reserve(text.size() * 3);
@@ -117,6 +140,11 @@ void Tokenizer::EncodeUgm(std::string_view text, std::vector<int32_t>* out) cons
     }
     i += used;
   }
+  return norm;
+}
+
+void Tokenizer::EncodeUgm(std::string_view text, std::vector<int32_t>* out) const {
+  const std::string norm = NormalizeUgm(text);
   const size_t n = norm.size();
   if (n == 0) return;
   struct Best {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.h"
 #include "base/utf8.h"
 #include "model/tokenizer.h"
 
@@ -116,6 +117,15 @@ void SplitWords(std::string_view text, std::vector<std::string>* words) {
 }
 
 }  // namespace
+
+void Tokenizer::SetUpWordPiece() {
+  const int n = vocab_size();
+  if (bos_ < 0 || bos_ >= n || unk_ < 0 || unk_ >= n || sep_ >= n)
+    Fail("WordPiece vocabulary of %d tokens lacks [CLS] %d, [SEP] %d or [UNK] %d", n, bos_, sep_,
+         unk_);
+  wpm_ = true;
+  for (const auto& p : pieces_) max_piece_ = std::max(max_piece_, p.size());
+}
 
 void Tokenizer::EncodeWpm(std::string_view text, std::vector<int32_t>* out) const {
   thread_local std::vector<std::string> words;

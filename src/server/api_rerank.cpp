@@ -97,6 +97,36 @@ static std::vector<int32_t> RerankPair(const Engine& engine, const std::vector<i
   return t;
 }
 
+// Every document's pair with the query (cut as the request says); *tokens: their sum.
+// ApiError: a pair over the context.
+static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const RerankRequest& rr,
+                                                     int ctx, int* tokens) {
+  const std::vector<int32_t> query = engine.Tokenize(rr.query, false);
+  std::vector<std::vector<int32_t>> pairs;
+  *tokens = 0;
+  for (const std::string& text : rr.documents) {
+    std::vector<int32_t> doc = engine.Tokenize(text, false);
+    if (rr.max_tokens_per_doc > 0 && static_cast<int>(doc.size()) > rr.max_tokens_per_doc)
+      doc.resize(static_cast<size_t>(rr.max_tokens_per_doc));
+    const int room = ctx - static_cast<int>(query.size()) - 4;
+    if (rr.truncate && static_cast<int>(doc.size()) > room && room > 0)
+      doc.resize(static_cast<size_t>(room));
+    pairs.push_back(RerankPair(engine, query, doc));
+    if (static_cast<int>(pairs.back().size()) > ctx) {
+      ApiError e;
+      e.param = "documents";
+      e.code = "context_length_exceeded";
+      e.message = StrFormat(
+          "document %zu with the query is %zu tokens, over the context of %d (truncate: true "
+          "cuts the document)",
+          pairs.size() - 1, pairs.back().size(), ctx);
+      throw e;
+    }
+    *tokens += static_cast<int>(pairs.back().size());
+  }
+  return pairs;
+}
+
 void Server::OnRerank(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   const bool cohere = req.path == "/v2/rerank";
   WithModel(req, res, PeekString(req.body, "model"),
@@ -119,30 +149,8 @@ void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, b
           engine.info().kind == "embedding" ? "an embedding model" : "a text generation model");
       throw e;
     }
-    const std::vector<int32_t> query = engine.Tokenize(rr->query, false);
-    const int ctx = m.ctx.context;
-    std::vector<std::vector<int32_t>> pairs;
     int tokens = 0;
-    for (const std::string& text : rr->documents) {
-      std::vector<int32_t> doc = engine.Tokenize(text, false);
-      if (rr->max_tokens_per_doc > 0 && static_cast<int>(doc.size()) > rr->max_tokens_per_doc)
-        doc.resize(static_cast<size_t>(rr->max_tokens_per_doc));
-      const int room = ctx - static_cast<int>(query.size()) - 4;
-      if (rr->truncate && static_cast<int>(doc.size()) > room && room > 0)
-        doc.resize(static_cast<size_t>(room));
-      pairs.push_back(RerankPair(engine, query, doc));
-      if (static_cast<int>(pairs.back().size()) > ctx) {
-        ApiError e;
-        e.param = "documents";
-        e.code = "context_length_exceeded";
-        e.message = StrFormat(
-            "document %zu with the query is %zu tokens, over the context of %d (truncate: true "
-            "cuts the document)",
-            pairs.size() - 1, pairs.back().size(), ctx);
-        throw e;
-      }
-      tokens += static_cast<int>(pairs.back().size());
-    }
+    std::vector<std::vector<int32_t>> pairs = RerankPairs(engine, *rr, m.ctx.context, &tokens);
     auto body = std::make_shared<DeferredBody>();
     m.service->EmbedAsync(
         std::move(pairs), Service::Pooling::kRank,
