@@ -1,7 +1,7 @@
 // Retrieval on one server (`paddock serve --models-dir` holding a chat model, a BERT embedding
 // model and a BERT reranker): the official OpenAI client's embeddings (float, base64,
-// `dimensions`), LangChain's OpenAIEmbeddings, Ollama's embed, rerank calls in Jina's
-// (/v1/rerank) and Cohere's (/v2/rerank) shapes, then a small retrieval: 200 passages embedded,
+// `dimensions`), LangChain's OpenAIEmbeddings, Ollama's embed, Cohere's SDK's rerank (/v2/rerank),
+// rerank calls in Jina's (/v1/rerank) and Cohere's shapes, then a small retrieval: 200 passages embedded,
 // a query's nearest neighbours ranked, the top 20 reranked. Bad input: an empty string, an
 // input over the context with and without truncation, 10,000 inputs, a reranker asked for
 // embeddings, an embedding model asked to chat.
@@ -9,6 +9,7 @@
 import OpenAI from 'openai';
 import { OpenAIEmbeddings } from '@langchain/openai';
 import { Ollama } from 'ollama';
+import { CohereClientV2 } from 'cohere-ai';
 
 const [port, chat, embedModel, rerankModel] = process.argv.slice(2);
 const base = `http://127.0.0.1:${port}`;
@@ -73,6 +74,13 @@ await section('rerank shapes', async () => {
   const l = await post('/rerank', { model: rerankModel, query: 'what is the capital of france', documents: docs });
   const byIndex = Object.fromEntries(j.body.results.map((r) => [r.index, r.relevance_score]));
   check('rerank: /rerank answers as /v1/rerank', l.status === 200 && l.body.results.filter((r) => r.index in byIndex).every((r) => Math.abs(r.relevance_score - byIndex[r.index]) < 1e-6), JSON.stringify(l));
+});
+
+await section('cohere sdk', async () => {
+  const cohere = new CohereClientV2({ token: 'none', environment: base });
+  const r = await cohere.rerank({ model: rerankModel, query: 'what is the capital of france', documents: ['paris is the capital of france', 'the river flows', 'hello world'], topN: 2 });
+  const ok = r.results.length === 2 && r.results[0].relevanceScore >= r.results[1].relevanceScore && r.results.every((x) => x.relevanceScore > 0 && x.relevanceScore < 1) && typeof r.id === 'string';
+  check("cohere-ai: CohereClientV2.rerank (Cohere's /v2/rerank)", ok, JSON.stringify(r));
 });
 
 await section('retrieval', async () => {
