@@ -366,6 +366,10 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   // (A memory map; a pipeline's head touches only its layers' pages.)
   impl->model = LoadModel(o.model_path, o.tokenizer_path, !o.stages);
   EncoderOptions(impl->model->config, ContextOf(impl->model->config, o), &o);
+  // (Not a reranker's: its scores are thresholded as they are, and bf16 moves them by ~1e-2.)
+  if (impl->model->config.encoder && impl->model->weights.cls == nullptr && o.encoder_bf16 &&
+      o.forward.bf16_dot && GetKernels(isa).gemm_bf16_dot != nullptr)
+    F16WeightsToBf16(impl->model.get());
   const uint64_t avail = AvailableMemoryBytes();
   std::vector<std::string> warnings = MemoryWarnings(*impl->model, o, avail);
   impl->model->tokenizer->RenderSpecial(o.render_special);

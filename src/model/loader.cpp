@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "base/half.h"
 #include "base/strings.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
@@ -590,6 +591,25 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   if (failure) std::rethrow_exception(failure);
   if (progress) progress(total, total);
   if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
+}
+
+void F16WeightsToBf16(LoadedModel* m) {
+  for (LayerWeights& L : m->weights.layers) {
+    for (WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      if (!*t || t->type != GgmlType::kF16) continue;
+      const size_t n = static_cast<size_t>(t->rows) * static_cast<size_t>(t->cols);
+      auto buf = WeightBuffer(n * 2, true);
+      const auto* src = reinterpret_cast<const uint16_t*>(t->data);
+      auto* dst = reinterpret_cast<uint16_t*>(buf.get());
+      for (size_t i = 0; i < n; ++i) dst[i] = Fp32ToBf16(Fp16ToFp32(src[i]));
+      ReleasePages(t->data, n * 2);
+      t->data = buf.get();
+      t->type = GgmlType::kBF16;
+      t->row_bytes = static_cast<size_t>(t->cols) * 2;
+      m->relaid_bytes += n * 2;
+      m->relaid.push_back(std::move(buf));
+    }
+  }
 }
 
 namespace {

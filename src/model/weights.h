@@ -146,6 +146,10 @@ struct WeightRange {
 void RelayoutWeights(LoadedModel* model, bool huge_pages = true,
                      const std::function<void(double done, double total)>& progress = nullptr,
                      const WeightRange& range = {});
+// The layers' F16 matrices as BF16 (copies; the file's pages dropped): an encoder's steps then
+// run on the AVX-512 BF16 dot product (EngineOptions::encoder_bf16), each weight rounded to
+// 8 significant bits.
+void F16WeightsToBf16(LoadedModel* model);
 // Bytes of layer l's matrices and vectors as stored (a pipeline's split by memory).
 uint64_t LayerWeightBytes(const LoadedModel& model, int layer);
 // Bytes of the token embeddings and of the output head (0 when tied to the embeddings).
