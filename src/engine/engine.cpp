@@ -366,7 +366,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   // (A memory map; a pipeline's head touches only its layers' pages.)
   impl->model = LoadModel(o.model_path, o.tokenizer_path, !o.stages);
   EncoderOptions(impl->model->config, ContextOf(impl->model->config, o), &o);
-  // (Not a reranker's: its scores are thresholded as they are, and bf16 moves them by ~1e-2.)
+  // (Never a reranker's: its scores are thresholded as they are; bf16 moves them by ~1e-2.)
   if (impl->model->config.encoder && impl->model->weights.cls == nullptr && o.encoder_bf16 &&
       o.forward.bf16_dot && GetKernels(isa).gemm_bf16_dot != nullptr)
     F16WeightsToBf16(impl->model.get());

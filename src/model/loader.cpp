@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/mapped_file.h"
 #include "base/half.h"
+#include "base/mapped_file.h"
 #include "base/strings.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"

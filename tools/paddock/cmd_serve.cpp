@@ -57,6 +57,10 @@ const std::vector<OptionSpec>& ModelSpecs() {
        true,
        "the model's vision projector (llama.cpp's mmproj GGUF: LLaVA, Gemma 3, SmolVLM): "
        "image_url parts, Anthropic image blocks and Ollama images in requests"},
+      {{"--encoder-bf16"},
+       false,
+       "an embedding encoder's F16 matrices as BF16 where the CPU has the AVX-512 BF16 dot "
+       "product: 1.3-1.5x faster, embeddings within ~1e-4 cosine of F16's"},
       {{"--image-bf16"},
        false,
        "the projector's F16/F32 matrices as BF16 on the BF16 dot product (AVX-512 BF16 CPUs; "
@@ -223,6 +227,7 @@ void ReadEngineAndService(const Args& args, server::ServerOptions* so) {
   so->engine.model_path = args.Str("-m");
   so->engine.mmproj = args.Str("--mmproj");
   so->engine.image_bf16 = args.Has("--image-bf16");
+  so->engine.encoder_bf16 = args.Has("--encoder-bf16");
   if (args.Has("--mmproj") && !args.Has("-m"))
     throw UsageError("--mmproj goes with -m (a directory's models name theirs in models.json)");
   so->models_dir = args.Str("--models-dir");

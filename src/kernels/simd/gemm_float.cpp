@@ -58,8 +58,6 @@ void FloatTile(const uint8_t* w, size_t rb, int64_t cols, const float* x, float*
   }
 }
 
-constexpr int kFloatTokens = 4;
-
 template <GgmlType W, int T>
 void FloatRows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const float* x, float* y,
                int64_t ldy) {
@@ -77,6 +75,12 @@ void GemmFloat(const void* w, size_t rb, int64_t cols, int64_t rows, const float
     const float* xt = x + static_cast<int64_t>(t0) * cols;
     float* yt = y + static_cast<int64_t>(t0) * ldy;
     switch (n_tok - t0 < kFloatTokens ? n_tok - t0 : kFloatTokens) {
+      case 6:
+        FloatRows<W, 6>(wb, rb, cols, rows, xt, yt, ldy);
+        break;
+      case 5:
+        FloatRows<W, 5>(wb, rb, cols, rows, xt, yt, ldy);
+        break;
       case 4:
         FloatRows<W, 4>(wb, rb, cols, rows, xt, yt, ldy);
         break;

@@ -289,6 +289,8 @@ constexpr int kX16ChunkBlocks = 2;
 
 // Float GEMM register tile: rows per tile (2 x 4 tokens of 256-bit accumulators).
 constexpr int kFloatRows = 2;
+// Tokens per float-GEMM tile (gemm_float.cpp): 2 x 4 accumulators of the 16 registers.
+constexpr int kFloatTokens = 4;
 // Tokens per register tile of the interleaved integer kernels.
 constexpr int X16MaxTile(X16Kind) {
   return 4;
