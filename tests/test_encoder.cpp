@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,27 +22,24 @@
 namespace paddock {
 namespace {
 
-std::string Synth(const std::string& shape) {
-  const std::string path = test::TempPath("enc-" + shape + ".gguf");
-  WriteSyntheticModel(SynthPreset(shape), path);
-  return path;
+// The file of a synthetic shape, written once per test run.
+const std::string& Synth(const std::string& shape) {
+  static std::map<std::string, std::string> written;
+  auto [it, fresh] = written.try_emplace(shape, test::TempPath("enc-" + shape + ".gguf"));
+  if (fresh) WriteSyntheticModel(SynthPreset(shape), it->second);
+  return it->second;
 }
-
 const std::string& TinyBert() {
-  static const std::string p = Synth("tiny-bert");
-  return p;
+  return Synth("tiny-bert");
 }
 const std::string& TinyNomic() {
-  static const std::string p = Synth("tiny-nomic");
-  return p;
+  return Synth("tiny-nomic");
 }
 const std::string& TinyXlmr() {
-  static const std::string p = Synth("tiny-xlmr");
-  return p;
+  return Synth("tiny-xlmr");
 }
 const std::string& TinyReranker() {
-  static const std::string p = Synth("tiny-reranker");
-  return p;
+  return Synth("tiny-reranker");
 }
 
 std::unique_ptr<Service> Serve(const std::string& path, const std::string& isa = "auto",

@@ -43,21 +43,21 @@ void WordPieceVocab(int n, std::vector<std::string>* pieces, std::vector<int32_t
   };
   for (char c = 33; c < 127; ++c)
     if (c < 'A' || c > 'Z') both(std::string(1, c));
-  for (uint32_t c = 0xDF; c <= 0xFF; ++c) {  // Latin-1 lower case
-    std::string s;
-    AppendUtf8(c, &s);
-    both(s);
-  }
-  for (uint32_t c = 0x430; c <= 0x44F; ++c) {  // Cyrillic lower case
-    std::string s;
-    AppendUtf8(c, &s);
-    both(s);
-  }
-  for (uint32_t c = 0x4E00; c < 0x4E00 + 64; ++c) {  // CJK: words of their own
-    std::string s;
-    AppendUtf8(c, &s);
-    add(std::string(kMarker) + s, 1);
-  }
+  // Code points [first, last]: each a word start and a continuation, or (CJK) a word alone.
+  auto chars = [&](uint32_t first, uint32_t last, bool alone) {
+    for (uint32_t c = first; c <= last; ++c) {
+      std::string s;
+      AppendUtf8(c, &s);
+      if (alone) {
+        add(std::string(kMarker) + s, 1);
+      } else {
+        both(s);
+      }
+    }
+  };
+  chars(0xDF, 0xFF, false);          // Latin-1 lower case
+  chars(0x430, 0x44F, false);        // Cyrillic lower case
+  chars(0x4E00, 0x4E00 + 63, true);  // CJK: words of their own
   for (const char* w :
        {"the",    "of",         "and",     "to",     "in",       "is",       "was",
         "for",    "that",       "on",      "with",   "as",       "it",       "by",
