@@ -218,17 +218,10 @@ TEST(Encoder, RerankScoresMatchLlamaServer) {
   const Engine& e = svc->engine();
   EXPECT_EQ(e.info().kind, "rerank");
   const auto q = e.Tokenize("what is the capital of france", false);
-  std::vector<std::vector<int32_t>> pairs;
-  for (const char* d : docs) {  // [CLS] q [SEP] [SEP] d [SEP], as llama-server forms it
-    std::vector<int32_t> t = {e.BosToken()};
-    t.insert(t.end(), q.begin(), q.end());
-    t.push_back(e.EosToken());
-    t.push_back(e.SepToken());
-    const auto dt = e.Tokenize(d, false);
-    t.insert(t.end(), dt.begin(), dt.end());
-    t.push_back(e.EosToken());
-    pairs.push_back(t);
-  }
+  std::vector<std::vector<int32_t>> pairs;  // [CLS] q [SEP] [SEP] d [SEP]
+  for (const char* d : docs) pairs.push_back(e.RerankInput(q, e.Tokenize(d, false)));
+  EXPECT_EQ(pairs[2],
+            (std::vector<int32_t>{101, 590, 444, 434, 614, 436, 616, 102, 102, 584, 548, 102}));
   const auto s = svc->Embed(pairs, Service::Pooling::kRank);
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(s[static_cast<size_t>(i)].size(), 1u);
@@ -254,15 +247,8 @@ TEST(Encoder, XlmrRerankScoresMatchLlamaServer) {
   std::vector<std::vector<int32_t>> pairs;
   int tokens = 0;
   for (const char* d : docs) {
-    std::vector<int32_t> t = {e.BosToken()};
-    t.insert(t.end(), q.begin(), q.end());
-    t.push_back(e.EosToken());
-    t.push_back(e.SepToken());
-    const auto dt = e.Tokenize(d, false);
-    t.insert(t.end(), dt.begin(), dt.end());
-    t.push_back(e.EosToken());
-    tokens += static_cast<int>(t.size());
-    pairs.push_back(t);
+    pairs.push_back(e.RerankInput(q, e.Tokenize(d, false)));
+    tokens += static_cast<int>(pairs.back().size());
   }
   EXPECT_EQ(tokens, 92);  // llama-server's usage.prompt_tokens for the same request
   const auto s = svc->Embed(pairs, Service::Pooling::kRank);

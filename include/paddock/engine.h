@@ -410,10 +410,11 @@ class Engine {
                                     const std::vector<std::pair<size_t, size_t>>& text_only) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
   bool AddsBos() const;  // the vocabulary's add-BOS default
-  // The vocabulary's special tokens (-1: none): BOS ([CLS] for BERT), EOS, BERT's [SEP].
-  int BosToken() const;
-  int EosToken() const;
-  int SepToken() const;
+  // A reranker's input for a query and a document (tokens without specials), as llama-server
+  // forms it: BOS query EOS SEP document EOS ([CLS] q [SEP] d [SEP] when the vocabulary has no
+  // EOS; XLM-R: <s> q </s></s> d </s>).
+  std::vector<int32_t> RerankInput(const std::vector<int32_t>& query,
+                                   const std::vector<int32_t>& doc) const;
   // Images (EngineOptions::mmproj): whether this engine takes them, and what its projector is
   // ("" without one).
   bool has_vision() const;

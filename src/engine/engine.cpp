@@ -515,14 +515,18 @@ std::string Engine::Detokenize(const std::vector<int32_t>& tokens) const {
 bool Engine::AddsBos() const {
   return impl_->model->tokenizer->add_bos_default();
 }
-int Engine::BosToken() const {
-  return impl_->model->tokenizer->bos();
-}
-int Engine::EosToken() const {
-  return impl_->model->tokenizer->eos();
-}
-int Engine::SepToken() const {
-  return impl_->model->tokenizer->sep();
+std::vector<int32_t> Engine::RerankInput(const std::vector<int32_t>& query,
+                                         const std::vector<int32_t>& doc) const {
+  const Tokenizer& t = *impl_->model->tokenizer;
+  std::vector<int32_t> in;
+  in.reserve(query.size() + doc.size() + 4);
+  if (t.bos() >= 0) in.push_back(t.bos());
+  in.insert(in.end(), query.begin(), query.end());
+  if (t.eos() >= 0) in.push_back(t.eos());
+  if (t.sep() >= 0) in.push_back(t.sep());
+  in.insert(in.end(), doc.begin(), doc.end());
+  in.push_back(t.eos() >= 0 ? t.eos() : t.sep());
+  return in;
 }
 
 void Engine::KvDiskStatsNow(MemoryReport* r) const {

@@ -81,22 +81,6 @@ std::string RerankBody(const RerankRequest& r, const std::vector<float>& scores,
 
 namespace server_detail {
 
-// A pair as llama-server forms it: [CLS] query [EOS] [SEP] document [EOS] (BERT vocabularies
-// without an EOS: [CLS] query [SEP] document [SEP]).
-static std::vector<int32_t> RerankPair(const Engine& engine, const std::vector<int32_t>& q,
-                                       const std::vector<int32_t>& d) {
-  const int bos = engine.BosToken(), eos = engine.EosToken(), sep = engine.SepToken();
-  std::vector<int32_t> t;
-  t.reserve(q.size() + d.size() + 4);
-  if (bos >= 0) t.push_back(bos);
-  t.insert(t.end(), q.begin(), q.end());
-  if (eos >= 0) t.push_back(eos);
-  if (sep >= 0) t.push_back(sep);
-  t.insert(t.end(), d.begin(), d.end());
-  t.push_back(eos >= 0 ? eos : sep);
-  return t;
-}
-
 // Every document's pair with the query (cut as the request says); *tokens: their sum.
 // ApiError: a pair over the context.
 static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const RerankRequest& rr,
@@ -111,7 +95,7 @@ static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const
     const int room = ctx - static_cast<int>(query.size()) - 4;
     if (rr.truncate && static_cast<int>(doc.size()) > room && room > 0)
       doc.resize(static_cast<size_t>(room));
-    pairs.push_back(RerankPair(engine, query, doc));
+    pairs.push_back(engine.RerankInput(query, doc));
     if (static_cast<int>(pairs.back().size()) > ctx) {
       ApiError e;
       e.param = "documents";
@@ -155,14 +139,7 @@ void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, b
     m.service->EmbedAsync(
         std::move(pairs), Service::Pooling::kRank,
         [body, rr, tokens, cohere](std::vector<std::vector<float>> v, const std::string& error) {
-          if (!error.empty()) {
-            ApiError e;
-            e.status = 500;
-            e.type = "server_error";
-            e.message = error;
-            body->Set(ErrorBody(e));
-            return;
-          }
+          if (!error.empty()) return body->Set(EngineErrorBody(error));
           std::vector<float> scores;
           for (const auto& s : v) scores.push_back(s.empty() ? 0.0f : s[0]);
           body->Set(RerankBody(*rr, scores, tokens, cohere));

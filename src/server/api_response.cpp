@@ -39,6 +39,14 @@ std::string ErrorBody(const ApiError& e) {
   return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string EngineErrorBody(const std::string& message) {
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = message;
+  return ErrorBody(e);
+}
+
 const char* OpenAiFinishReason(FinishReason r) {
   switch (r) {
     case FinishReason::kLength:

@@ -403,15 +403,8 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& 
         [body, model = er.model, tokens, base64 = er.base64, dims = er.dimensions](
             std::vector<std::vector<float>> v, const std::string& error) {
           if (dims > 0) TruncateEmbeddings(&v, dims);
-          if (!error.empty()) {
-            ApiError e;
-            e.status = 500;
-            e.type = "server_error";
-            e.message = error;
-            body->Set(ErrorBody(e));
-          } else {
-            body->Set(EmbeddingsBody(v, model, tokens, base64));
-          }
+          body->Set(error.empty() ? EmbeddingsBody(v, model, tokens, base64)
+                                  : EngineErrorBody(error));
         });
     res->stream = body;
   });
