@@ -55,7 +55,7 @@ struct EngineOptions {
   bool image_bf16 = false;
   // An embedding encoder's F16 matrices converted to BF16 at load where the kernel table has the
   // BF16 dot product (AVX-512 BF16; and forward.bf16_dot is on): its steps at that product's
-  // rate, 1.3-1.5x its F16 one (Zen 4); weights rounded to 8 significant bits: embeddings within
+  // rate, 1.2-1.5x its F16 one (Zen 4); weights rounded to 8 significant bits: embeddings within
   // cosine 0.99997 (bge-base shape) and 0.99989 (nomic-embed shape) of llama.cpp's F16 ones, so
   // off by default (--encoder-bf16). Never a reranker's (its scores would move by ~1e-2).
   bool encoder_bf16 = false;

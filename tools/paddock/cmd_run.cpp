@@ -157,7 +157,7 @@ const std::vector<OptionSpec> kTuningSpecs = {
     {{"--encoder-bf16"},
      false,
      "an embedding encoder's F16 matrices as BF16 where the CPU has the AVX-512 BF16 dot "
-     "product: 1.3-1.5x faster, embeddings within ~1e-4 cosine of F16's (default: the file's "
+     "product: 1.2-1.5x faster, embeddings within ~1e-4 cosine of F16's (default: the file's "
      "F16)"},
     {{"--no-bf16-prefill"},
      false,

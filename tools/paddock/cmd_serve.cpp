@@ -60,7 +60,7 @@ const std::vector<OptionSpec>& ModelSpecs() {
       {{"--encoder-bf16"},
        false,
        "an embedding encoder's F16 matrices as BF16 where the CPU has the AVX-512 BF16 dot "
-       "product: 1.3-1.5x faster, embeddings within ~1e-4 cosine of F16's"},
+       "product: 1.2-1.5x faster, embeddings within ~1e-4 cosine of F16's"},
       {{"--image-bf16"},
        false,
        "the projector's F16/F32 matrices as BF16 on the BF16 dot product (AVX-512 BF16 CPUs; "
