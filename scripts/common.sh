@@ -16,8 +16,8 @@ ensure_packages() {
 }
 
 BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libpcre2-dev libutf8proc-dev libmicrohttpd-dev libsqlite3-dev libcpp-httplib-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
-  libopenmpi-dev openmpi-bin)
-TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus chromium)
+  libopenmpi-dev openmpi-bin libvulkan-dev glslc)
+TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus chromium mesa-vulkan-drivers)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev libgtest-dev)
 
 # ensure_node: Node.js and npm for the OpenAI client test (Debian's if the machine has none).

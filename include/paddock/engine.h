@@ -45,6 +45,9 @@ class ComputeShare {
 inline constexpr std::string_view kImageMarker = "<__paddock_image__>";
 struct PromptImages;  // engine/images.h: a tokenized prompt's images and where they go
 
+// The Vulkan device an EngineOptions::device names (-1: the CPU); an unknown name: Error.
+int VulkanDeviceIndex(const std::string& device);
+
 struct EngineOptions {
   std::string model_path;  // GGUF or llama2.c checkpoint
   // A vision projector (llama.cpp's mmproj GGUF: LLaVA, Gemma 3, SmolVLM): images in prompts.
@@ -62,6 +65,10 @@ struct EngineOptions {
   std::string tokenizer_path;  // optional: tokenizer.bin or vocabulary GGUF overriding the model's
   int threads = 0;             // 0: one per physical core
   std::string isa = "auto";    // kernels: auto, scalar, avx2, avx512
+  // Where the forward pass runs: "cpu", or "vulkan" / "vulkan:N" (the N-th Vulkan device:
+  // src/vulkan/; the weights stay in their file encodings, uploaded once).
+  std::string device = "cpu";
+  uint64_t device_memory = 0;  // a device's budget for the weights (0: its memory)
   int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
   int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
   // The forward pass's switches (fusions, integer and bf16 paths, cache blocking).
@@ -256,6 +263,7 @@ struct ModelInfo {
   int context = 0;
   uint64_t kv_bytes = 0, scratch_bytes = 0;
   std::string isa;
+  std::string device;  // the backend's name: "cpu", "vulkan:0"
   int threads = 0;
   std::vector<std::string> warnings;  // things the user should know (e.g. weights > free memory)
 };

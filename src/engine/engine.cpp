@@ -32,6 +32,9 @@
 #include "model/weights.h"
 #include "vision/clip.h"
 #include "vision/image.h"
+#if PADDOCK_HAVE_VULKAN
+#include "vulkan/backend.h"
+#endif
 
 namespace paddock {
 
@@ -195,6 +198,17 @@ std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double*
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
+int VulkanDeviceIndex(const std::string& device) {
+  if (device == "cpu") return -1;
+  if (device == "vulkan") return 0;
+  if (device.rfind("vulkan:", 0) == 0) {
+    const std::string n = device.substr(7);
+    if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos)
+      return std::stoi(n);
+  }
+  Fail("unknown device '%s' (expected cpu, vulkan or vulkan:N)", device.c_str());
+}
+
 namespace {
 
 // The options' ranges, before anything is loaded.
@@ -212,6 +226,11 @@ void CheckOptions(const EngineOptions& o) {
     Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
   if (!o.trace_path.empty() && o.compute)
     Fail("a trace records one engine's threads: not with engines sharing a pool (several models)");
+  if (VulkanDeviceIndex(o.device) >= 0) {
+    if (o.stages) Fail("--device %s runs no pipeline stages (--device cpu does)", o.device.c_str());
+    if (!o.lora_path.empty())
+      Fail("--device %s runs no LoRA adapters (--device cpu does)", o.device.c_str());
+  }
 }
 
 // Weights larger than the available memory (avail) still run from the memory map, but every
@@ -243,6 +262,22 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
   impl->pool = o.compute ? o.compute->impl()->pool : std::make_shared<ThreadPool>(threads);
   impl->prefetch = PrefetchOf(o);
   impl->kernels = &GetKernels(isa, impl->prefetch);
+  if (const int dev = VulkanDeviceIndex(o.device); dev >= 0) {
+#if PADDOCK_HAVE_VULKAN
+    VulkanOptions vo;
+    vo.device = dev;
+    vo.max_batch = o.max_batch;
+    vo.memory = o.device_memory;
+    vo.forward = o.forward;
+    impl->backend = NewVulkanBackend(*impl->model, vo);
+    impl->backend->SetContext(ctx);
+    return;
+#else
+    Fail(
+        "this build of Paddock has no Vulkan backend: build it with Debian's libvulkan-dev and "
+        "glslc installed (cmake finds them), or run with --device cpu");
+#endif
+  }
   auto cpu = std::make_unique<Transformer>(*impl->model, *impl->kernels, *impl->pool, o.max_batch,
                                            o.forward);
   cpu->SetContext(ctx);
@@ -367,8 +402,10 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   impl->model = LoadModel(o.model_path, o.tokenizer_path, !o.stages);
   EncoderOptions(impl->model->config, ContextOf(impl->model->config, o), &o);
   // (Never a reranker's: its scores are thresholded as they are; bf16 moves them by ~1e-2.)
-  if (impl->model->config.encoder && impl->model->weights.cls == nullptr && o.encoder_bf16 &&
-      o.forward.bf16_dot && GetKernels(isa).gemm_bf16_dot != nullptr)
+  // A device backend uploads the weights in their file encodings (no re-layout, no bf16 copy).
+  const bool on_cpu = VulkanDeviceIndex(o.device) < 0;
+  if (on_cpu && impl->model->config.encoder && impl->model->weights.cls == nullptr &&
+      o.encoder_bf16 && o.forward.bf16_dot && GetKernels(isa).gemm_bf16_dot != nullptr)
     F16WeightsToBf16(impl->model.get());
   const uint64_t avail = AvailableMemoryBytes();
   std::vector<std::string> warnings = MemoryWarnings(*impl->model, o, avail);
@@ -394,7 +431,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   const bool fits = avail == 0 || impl->model->weight_bytes <= avail;
   WeightRange range;  // a pipeline's head: its layers, not the output head
   if (o.stages) range = {0, o.stages->head_layers(), false};
-  if (o.relayout_weights && o.forward.int8_activations && fits)
+  if (on_cpu && o.relayout_weights && o.forward.int8_activations && fits)
     RelayoutWeights(impl->model.get(), o.huge_pages, o.on_load_progress, range);
   const ModelConfig& c = impl->model->config;
   const int ctx = ContextOf(c, o);
@@ -416,6 +453,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   impl->info.kv_bytes_per_1k_tokens = impl->kv->Memory().bytes_per_token * 1000u;
   impl->info.scratch_bytes = impl->backend->scratch_bytes();
   impl->info.isa = IsaName(isa);
+  impl->info.device = impl->backend->name();
   impl->info.threads = threads;
   SetUpSpeculation(impl.get(), o);
   if (o.mlock && mlockall(MCL_CURRENT) != 0) {

@@ -176,43 +176,7 @@ void Transformer::AllocPlan() {
 // the file's attention factor), linear scaling, or YaRN (llama.cpp's: per dimension a ramp
 // between interpolated and original frequencies, and cos/sin scaled by 1 + 0.1 ln(factor)).
 void Transformer::SetContext(int n_ctx) {
-  const size_t half = static_cast<size_t>(cfg_.rope_dim / 2);
-  rope_pos_scale_ = cfg_.rope_scaling == "linear" ? 1.0f / cfg_.rope_scaling_factor : 1.0f;
-  rope_mscale_ = 1.0f;
-  inv_freq_.assign(half, 0.0f);
-  inv_freq_local_.assign(half, 0.0f);
-  yarn_ramp_.clear();
-  const ModelWeights& w = model_.weights;
-  const std::vector<float>* factors = &w.rope_freq_factors;
-  if (!w.rope_factors_long.empty()) {
-    factors = n_ctx > cfg_.rope_orig_ctx ? &w.rope_factors_long : &w.rope_factors_short;
-    rope_mscale_ = cfg_.rope_attn_factor;
-  }
-  for (size_t i = 0; i < half; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(cfg_.rope_dim);
-    float f = 1.0f / std::pow(cfg_.rope_base, e);
-    if (!factors->empty()) f /= (*factors)[i];
-    inv_freq_[i] = f;
-    if (cfg_.rope_base_local > 0) inv_freq_local_[i] = 1.0f / std::pow(cfg_.rope_base_local, e);
-  }
-  if (cfg_.rope_scaling == "yarn" && cfg_.rope_scaling_factor != 1.0f) {
-    constexpr float kBetaFast = 32.0f, kBetaSlow = 1.0f;  // llama.cpp's defaults
-    const float n_dims = static_cast<float>(cfg_.rope_dim);
-    auto corr_dim = [&](float rotations) {
-      return n_dims *
-             std::log(static_cast<float>(cfg_.rope_orig_ctx) / (rotations * 2.0f * 3.14159265f)) /
-             (2.0f * std::log(cfg_.rope_base));
-    };
-    const float low = std::max(0.0f, std::floor(corr_dim(kBetaFast)));
-    const float high = std::min(n_dims - 1, std::ceil(corr_dim(kBetaSlow)));
-    yarn_ramp_.resize(half);
-    for (size_t i = 0; i < half; ++i) {
-      const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
-      yarn_ramp_[i] = 1.0f - std::min(1.0f, std::max(0.0f, y));  // times ext_factor 1
-    }
-    rope_pos_scale_ = 1.0f / cfg_.rope_scaling_factor;
-    rope_mscale_ *= 1.0f + 0.1f * std::log(cfg_.rope_scaling_factor);
-  }
+  rope_.Set(cfg_, model_.weights, n_ctx);
 }
 
 // Which kernels an item's tokens take: all the integer kernels, all the bf16 prefill GEMM (a
@@ -428,26 +392,11 @@ const float* Transformer::ForwardStage(const BatchItem* items, int n_items, cons
 
 void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
-  for (int j = 0; j < n; ++j) {
-    const float pos = static_cast<float>(plan_.pos[static_cast<size_t>(j)]);
-    const float p = pos * rope_pos_scale_;
-    for (int i = 0; i < half; ++i) {
-      float a = p * inv_freq_[static_cast<size_t>(i)];
-      if (!yarn_ramp_.empty()) {  // YaRN: interpolated and original angle, mixed by the ramp
-        const float r = yarn_ramp_[static_cast<size_t>(i)];
-        a = a * (1.0f - r) + pos * inv_freq_[static_cast<size_t>(i)] * r;
-      }
-      a_.cos[j * half + i] = std::cos(a) * rope_mscale_;
-      a_.sin[j * half + i] = std::sin(a) * rope_mscale_;
-    }
-    if (cfg_.rope_base_local > 0) {  // local layers: their own base, positions unscaled
-      for (int i = 0; i < half; ++i) {
-        const float a = pos * inv_freq_local_[static_cast<size_t>(i)];
-        a_.cos_local[j * half + i] = std::cos(a);
-        a_.sin_local[j * half + i] = std::sin(a);
-      }
-    }
-  }
+  const bool local = cfg_.rope_base_local > 0;
+  for (int j = 0; j < n; ++j)
+    rope_.Fill(plan_.pos[static_cast<size_t>(j)], a_.cos + j * half, a_.sin + j * half,
+               local ? a_.cos_local + j * half : nullptr,
+               local ? a_.sin_local + j * half : nullptr);
 }
 
 void Transformer::set_observer(ActivationObserver* o) {

@@ -22,6 +22,7 @@
 #include "model/layer_ops.h"
 #include "model/lora.h"
 #include "model/profile.h"
+#include "model/rope.h"
 #include "model/weights.h"
 
 namespace paddock {
@@ -377,11 +378,7 @@ class Transformer final : public Backend {
     int part = 0, parts = 1;
   };
   std::vector<AttnTask> attn_tasks_;
-  std::vector<float> inv_freq_;        // (rope_dim / 2)
-  std::vector<float> inv_freq_local_;  // (rope_dim / 2) rope_base_local's
-  float rope_pos_scale_ = 1.0f;        // linear RoPE scaling: positions are divided by the factor
-  float rope_mscale_ = 1.0f;           // cos / sin scale (YaRN, longrope's attention factor)
-  std::vector<float> yarn_ramp_;       // (rope_dim / 2) YaRN's per-dimension mix, else empty
+  RopeAngles rope_;  // the positions' cos / sin
   // What a step is, worked out once from its items (PlanStep) and read by every layer: the
   // order its items' tokens run in, each token's position, KV view and kernel (the integer
   // kernels, or the bf16 prefill GEMM), and the rows whose logits it needs. Shapes: B tokens,

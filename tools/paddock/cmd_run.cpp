@@ -21,6 +21,13 @@ std::vector<OptionSpec> RunSpecs();
 
 extern const std::vector<OptionSpec> kKvSpecs;  // shared with bench
 const std::vector<OptionSpec> kKvSpecs = {
+    {{"--device"},
+     true,
+     "where the model runs: cpu, or vulkan / vulkan:N (a Vulkan device: paddock info --devices "
+     "lists them) (default cpu)"},
+    {{"--device-memory"},
+     true,
+     "a Vulkan device's budget for the weights: bytes (K/M/G suffixes) (default: its memory)"},
     {{"--kv-memory"},
      true,
      "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
@@ -302,6 +309,13 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s) {
 }
 
 void AddKvOptions(const Args& args, EngineOptions* eo) {
+  eo->device = args.Str("--device", "cpu");
+  VulkanDeviceIndex(eo->device);  // (an unknown name: an error naming it)
+  if (args.Has("--device-memory")) {
+    if (VulkanDeviceIndex(eo->device) < 0)
+      throw UsageError("--device-memory is for --device vulkan");
+    eo->device_memory = ParseBytes("--device-memory", args.Str("--device-memory"));
+  }
   eo->render_special = args.Has("--show-special");
   eo->mlock = args.Has("--mlock");
   if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));

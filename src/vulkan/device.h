@@ -1,0 +1,136 @@
+// vulkan/device.h: one Vulkan device as the backend uses it: buffers reached by device address
+// (device-local, or host-visible for what the host writes and reads each step), the compute
+// pipelines (one layout: push constants only), and a queue with one fence.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vulkan/backend.h"
+
+namespace paddock::vk {
+
+struct Buffer {
+  VkBuffer buf = VK_NULL_HANDLE;
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  uint8_t* map = nullptr;  // host-visible: mapped for the buffer's life
+  uint64_t addr = 0;       // device address
+  size_t size = 0;
+};
+
+// The shaders (vulkan/shaders/*.comp), one pipeline each.
+enum class Shader : int {
+  kMatmulF32,
+  kMatmulF16,
+  kMatmulBf16,
+  kMatmulQ8_0,
+  kMatmulQ4_0,
+  kMatmulQ4K,
+  kMatmulQ5K,
+  kMatmulQ6K,
+  kNorm,
+  kRope,
+  kKvStore,
+  kAttention,
+  kGlu,
+  kAdd,
+  kCount
+};
+const char* ShaderName(Shader s);
+
+// The push constants of each shader (their layouts in the .comp files).
+struct MatmulPush {
+  uint64_t w, x, y, bias;
+  uint32_t rows, cols, n, row_bytes, x_stride, y_stride;
+};
+struct NormPush {
+  uint64_t x, y, w, b, res, idx;
+  uint32_t cols, x_stride, y_stride, layer;
+  float eps;
+};
+struct RopePush {
+  uint64_t q, k, cos, sin;
+  uint32_t n, nq, nkv, hd, half, neox, q_stride, k_stride;
+};
+struct KvStorePush {
+  uint64_t k, v, kc, vc, slots;
+  uint32_t n, kv_dim;
+};
+struct AttentionPush {
+  uint64_t q, o, kc, vc, info, tables;
+  uint32_t nq, nkv, hd, kv_dim, block, windowed;
+  float scale, softcap;
+};
+struct GluPush {
+  uint64_t g, u, o;
+  uint32_t count, act;
+};
+struct AddPush {
+  uint64_t x, y;
+  uint32_t count;
+};
+constexpr uint32_t kMatmulTokens = 8;  // matmul.comp's TT: tokens per workgroup
+
+class Device {
+ public:
+  // Opens device `index` of ListVulkanDevices(); throws Error naming what is missing.
+  explicit Device(int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const VulkanDeviceInfo& info() const { return info_; }
+  // host: host-visible and coherent (mapped); else device-local (filled through Upload).
+  Buffer Alloc(size_t bytes, bool host, const char* what);
+  void Free(Buffer* b);
+  // src into b at offset (through a staging buffer when b is not mapped).
+  void Upload(const Buffer& b, size_t offset, const void* src, size_t bytes);
+  void Download(const Buffer& b, size_t offset, void* dst, size_t bytes);
+  void CopyBuffer(const Buffer& src, size_t so, const Buffer& dst, size_t dof, size_t bytes);
+  size_t allocated() const { return allocated_; }
+
+  // Command buffers: Begin a new one (or re-record none: a recorded one is submitted again).
+  VkCommandBuffer NewCommands();
+  void FreeCommands(VkCommandBuffer cb);
+  void Dispatch(VkCommandBuffer cb, Shader s, const void* push, uint32_t push_bytes, uint32_t gx,
+                uint32_t gy = 1);
+  void End(VkCommandBuffer cb);
+  // Records fn's commands, submits them and waits (copies between steps).
+  void OneShot(const std::function<void(VkCommandBuffer)>& fn);
+  // Every write of a dispatch before every read of the next.
+  void Barrier(VkCommandBuffer cb);
+  // Submits and waits (one host wait). Throws Error on a lost device.
+  void SubmitWait(VkCommandBuffer cb);
+  // A fault test's switch: the next SubmitWait fails as a lost device would.
+  void InjectLoss() { inject_loss_ = true; }
+
+ private:
+  void Check(VkResult r, const char* what);
+  uint32_t MemoryType(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid);
+
+  VulkanDeviceInfo info_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+  VkDevice dev_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  std::vector<VkPipeline> pipelines_;
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  size_t allocated_ = 0;
+  bool lost_ = false;
+  bool inject_loss_ = false;
+  // The queue and the command pool are used from the step's thread and, for the KV disk
+  // tier's block reads, another one.
+  std::recursive_mutex mu_;
+};
+
+}  // namespace paddock::vk
