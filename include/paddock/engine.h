@@ -45,6 +45,22 @@ class ComputeShare {
 inline constexpr std::string_view kImageMarker = "<__paddock_image__>";
 struct PromptImages;  // engine/images.h: a tokenized prompt's images and where they go
 
+// A device the forward pass can run on (`paddock info --devices`): the CPU, and each Vulkan
+// device the loader finds (this build without Vulkan: the CPU only).
+struct DeviceInfo {
+  std::string id;      // what --device takes: "cpu", "vulkan:0"
+  std::string name;    // "AMD EPYC 9R14", "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;    // "cpu"; a Vulkan device's: "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;  // a Vulkan device's driver and its API version
+  uint64_t memory = 0;        // bytes: available RAM; a Vulkan device's largest local heap
+  uint32_t subgroup = 0;      // a Vulkan device's subgroup size
+  bool int_dot = false;       // the integer dot product extension
+  bool coop_matrix = false;   // VK_KHR_cooperative_matrix
+  bool usable = true;
+  std::string missing;        // !usable: what it lacks
+};
+std::vector<DeviceInfo> ListDevices();
+
 // The Vulkan device an EngineOptions::device names (-1: the CPU); an unknown name: Error.
 int VulkanDeviceIndex(const std::string& device);
 
@@ -402,6 +418,8 @@ class Engine {
   ~Engine();
 
   const ModelInfo& info() const;
+  // Why the forward pass can no longer run (its device was lost), or empty.
+  std::string fault() const;
   double load_seconds() const;
   MemoryReport Memory() const;
   // Waits until the KV blocks queued for the disk tier (EngineOptions::kv_disk) are written.

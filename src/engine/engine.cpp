@@ -198,6 +198,36 @@ std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double*
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
+std::string Engine::fault() const { return impl_->backend->Fault(); }
+
+std::vector<DeviceInfo> ListDevices() {
+  std::vector<DeviceInfo> out;
+  DeviceInfo cpu;
+  cpu.id = "cpu";
+  cpu.name = CpuModelName();
+  cpu.type = "cpu";
+  cpu.driver = StrFormat("%s kernels", IsaName(ParseIsa("auto")));
+  cpu.memory = AvailableMemoryBytes();
+  out.push_back(cpu);
+#if PADDOCK_HAVE_VULKAN
+  for (const VulkanDeviceInfo& v : ListVulkanDevices()) {
+    DeviceInfo d;
+    d.id = StrFormat("vulkan:%d", v.index);
+    d.name = v.name;
+    d.type = v.type;
+    d.driver = v.driver + ", Vulkan " + v.api;
+    d.memory = v.memory;
+    d.subgroup = v.subgroup;
+    d.int_dot = v.int_dot;
+    d.coop_matrix = v.coop_matrix;
+    d.usable = v.usable;
+    d.missing = v.missing;
+    out.push_back(d);
+  }
+#endif
+  return out;
+}
+
 int VulkanDeviceIndex(const std::string& device) {
   if (device == "cpu") return -1;
   if (device == "vulkan") return 0;

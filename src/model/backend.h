@@ -149,6 +149,10 @@ class Backend {
   // (KvManager::SetPrefillUntil).
   virtual int AltPromptTokens(int prompt_len) const { return 0; }
 
+  // Why the backend can no longer step (a device lost), or empty: it can. Steps then throw;
+  // the server's /health answers 503 with this.
+  virtual std::string Fault() const { return {}; }
+
   // Per-operator timing and tracing (null: off; nothing when off).
   virtual void SetProfiler(Profiler* p) {}
   virtual void SetTracer(Tracer* t) {}

@@ -550,6 +550,15 @@ void Server::Health(HttpResponse* res) {
       return;
     }
   }
+  if (st == State::kReady) {  // a model whose device was lost can no longer answer
+    for (const ModelLease& m : host_->Loaded()) {
+      if (const std::string f = m->service->engine().fault(); !f.empty()) {
+        res->status = 503;
+        res->body = nlohmann::json{{"status", "error"}, {"error", f}}.dump();
+        return;
+      }
+    }
+  }
   res->status = st == State::kReady ? 200 : 503;
   res->body = st == State::kReady      ? "{\"status\":\"ok\"}"
               : st == State::kLoading  ? "{\"status\":\"loading\"}"

@@ -286,7 +286,9 @@ Device::~Device() {
 
 void Device::Check(VkResult r, const char* what) {
   if (r == VK_SUCCESS) return;
-  if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+  if (r == VK_ERROR_DEVICE_LOST)
+    fault_ = StrFormat("Vulkan device %d (%s) was lost (%s failed)", info_.index,
+                       info_.name.c_str(), what);
   Fail("Vulkan device %d (%s): %s failed (%s)", info_.index, info_.name.c_str(), what,
        VkResultName(r));
 }
@@ -435,12 +437,8 @@ void Device::Barrier(VkCommandBuffer cb) {
 
 void Device::SubmitWait(VkCommandBuffer cb) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (lost_) Fail("Vulkan device %d (%s) was lost", info_.index, info_.name.c_str());
-  if (inject_loss_) {
-    inject_loss_ = false;
-    lost_ = true;
-    Fail("Vulkan device %d (%s): a step failed (device lost)", info_.index, info_.name.c_str());
-  }
+  if (!fault_.empty()) Fail("%s", fault_.c_str());
+  if (lose_after_ > 0 && ++submits_ >= lose_after_) Check(VK_ERROR_DEVICE_LOST, "a step");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cb;

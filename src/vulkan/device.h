@@ -107,8 +107,11 @@ class Device {
   void Barrier(VkCommandBuffer cb);
   // Submits and waits (one host wait). Throws Error on a lost device.
   void SubmitWait(VkCommandBuffer cb);
-  // A fault test's switch: the next SubmitWait fails as a lost device would.
-  void InjectLoss() { inject_loss_ = true; }
+  // Why the device can no longer run (lost), or empty.
+  const std::string& fault() const { return fault_; }
+  // A fault test's switch (PADDOCK_VULKAN_LOSE_AFTER=N: the N-th step's submission, counted
+  // from 1) fails as a lost device's would.
+  void LoseAfter(int steps) { lose_after_ = steps; }
 
  private:
   void Check(VkResult r, const char* what);
@@ -126,8 +129,8 @@ class Device {
   std::vector<VkPipeline> pipelines_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   size_t allocated_ = 0;
-  bool lost_ = false;
-  bool inject_loss_ = false;
+  std::string fault_;
+  int lose_after_ = 0, submits_ = 0;
   // The queue and the command pool are used from the step's thread and, for the KV disk
   // tier's block reads, another one.
   std::recursive_mutex mu_;

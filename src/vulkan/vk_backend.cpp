@@ -3,6 +3,7 @@
 // recorded once per shape (tokens, rows, output) and replayed with one host wait.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -157,6 +158,7 @@ class VulkanBackend final : public Backend {
     if (a != nullptr) Fail("the vulkan backend runs no LoRA adapters (--device cpu does)");
   }
   std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override;
+  std::string Fault() const override { return dev_.fault(); }
   void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) override;
 
  private:
@@ -208,6 +210,7 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
     : model_(model), cfg_(model.config), dev_(o.device), opt_(o.forward),
       max_batch_(std::max(1, o.max_batch)) {
   CheckModel();
+  if (const char* lose = std::getenv("PADDOCK_VULKAN_LOSE_AFTER")) dev_.LoseAfter(std::atoi(lose));
   ops_ = LayerOps(cfg_, model.weights);
   for (const auto& layer : ops_)
     for (const LayerOp& op : layer)

@@ -27,8 +27,26 @@ Args ParseOrUsage(const std::string& cmd, const std::vector<OptionSpec>& specs, 
 
 const std::vector<OptionSpec> kInfoSpecs = {
     {{"-z", "--tokenizer"}, true, "tokenizer file for a llama2.c checkpoint"},
+    {{"--devices"},
+     false,
+     "list the devices a model can run on (--device): the CPU and each Vulkan device"},
     {{"-h", "--help"}, false, "show this help"},
 };
+
+void PrintDevices() {
+  const std::vector<DeviceInfo> devs = ListDevices();
+  for (const DeviceInfo& d : devs) {
+    std::printf("%-10s %s (%s)\n", d.id.c_str(), d.name.c_str(), d.type.c_str());
+    std::printf("           memory %s; %s\n", FormatBytes(d.memory).c_str(), d.driver.c_str());
+    if (d.id != "cpu")
+      std::printf("           subgroup %u; integer dot product %s; cooperative matrix %s%s%s\n",
+                  d.subgroup, d.int_dot ? "yes" : "no", d.coop_matrix ? "yes" : "no",
+                  d.usable ? "" : "; unusable: lacks ", d.missing.c_str());
+  }
+  if (devs.size() == 1)
+    std::printf("(no Vulkan device: install a GPU's Vulkan driver, or Mesa's software device: "
+                "apt-get install mesa-vulkan-drivers)\n");
+}
 
 const std::vector<OptionSpec> kTokSpecs = {
     {{"-m", "--model"}, true, "model or vocabulary file (GGUF, or llama2.c with -z)"},
@@ -94,7 +112,12 @@ const std::vector<OptionSpec> kSynthSpecs = {
 int CmdInfo(int argc, char** argv) {
   Args args = ParseOrUsage("info", kInfoSpecs, argc, argv);
   if (args.Has("--help")) {
-    std::fputs(Usage("info", "MODEL [-z TOKENIZER]", kInfoSpecs).c_str(), stdout);
+    std::fputs(Usage("info", "MODEL [-z TOKENIZER] | --devices", kInfoSpecs).c_str(), stdout);
+    return 0;
+  }
+  if (args.Has("--devices")) {
+    if (!args.positional().empty()) throw UsageError("info --devices takes no model");
+    PrintDevices();
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError("info needs exactly one model file");

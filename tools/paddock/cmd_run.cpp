@@ -540,9 +540,12 @@ int CmdRun(int argc, char** argv) {
   for (const auto& w : info.warnings) std::fprintf(stderr, "paddock: warning: %s\n", w.c_str());
   std::fprintf(
       stderr,
-      "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels, context %d\n",
+      "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels%s%s, context "
+      "%d\n",
       info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
-      engine->load_seconds(), info.threads, info.isa.c_str(), info.context);
+      engine->load_seconds(), info.threads, info.isa.c_str(),
+      info.device == "cpu" ? "" : ", on ", info.device == "cpu" ? "" : info.device.c_str(),
+      info.context);
   if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   if (engine->has_vision()) std::fprintf(stderr, "paddock: %s\n", engine->vision_info().c_str());
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The Vulkan backend through the command line and the server (issue: Paddock on a GPU), on the
+# machine's Vulkan device (lavapipe in CI):
+#  - paddock info --devices lists the CPU and the device;
+#  - run and serve with --device vulkan give the CPU's greedy text;
+#  - no device (the loader pointed at no driver), an unknown device, a model over the device's
+#    budget: a clear error each, exit 1 or 2, nothing half-started;
+#  - a device lost mid-step (PADDOCK_VULKAN_LOSE_AFTER, the fault switch): the request ends
+#    with an error, the next one at once, /health answers 503 naming the device; nothing hangs.
+# usage: vulkan_test.sh PADDOCK_BINARY
+set -u
+BIN=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=server_lib.sh
+source "$HERE/server_lib.sh"
+MODEL=$M/stories260K.gguf
+
+"$BIN" info --devices >"$TMP/devices.txt" 2>&1
+grep -q '^cpu ' "$TMP/devices.txt" && grep -q '^vulkan:0 ' "$TMP/devices.txt"
+check "info --devices lists the CPU and vulkan:0" $?
+
+cpu_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 2>/dev/null)
+vk_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 --device vulkan 2>"$TMP/run.log")
+[ -n "$cpu_text" ] && [ "$cpu_text" = "$vk_text" ] && grep -q "on vulkan:0" "$TMP/run.log"
+check "run --device vulkan: the CPU's greedy text" $?
+
+# expect_fail NAME RC NEEDLE ARGS...: exits with RC, stderr names NEEDLE.
+expect_fail() {
+  local name=$1 rc=$2 needle=$3
+  shift 3
+  "$@" >/dev/null 2>"$TMP/err.txt"
+  local got=$?
+  [ "$got" -eq "$rc" ] && grep -q -- "$needle" "$TMP/err.txt"
+  check "$name (exit $got: $(head -c 160 "$TMP/err.txt"))" $?
+}
+expect_fail "no Vulkan device: says how to get one" 1 "mesa-vulkan-drivers" \
+  env VK_ICD_FILENAMES=/nonexistent "$BIN" run -m "$MODEL" -n 4 --device vulkan
+expect_fail "an unknown device" 2 "unknown device 'gpu'" "$BIN" run -m "$MODEL" -n 4 --device gpu
+expect_fail "a model over the device budget names the sizes" 1 "exceed the Vulkan device's 97.66 KiB" \
+  "$BIN" run -m "$MODEL" -n 4 --device vulkan --device-memory 100000
+expect_fail "--device-memory without a device" 2 "for --device vulkan" \
+  "$BIN" run -m "$MODEL" -n 4 --device-memory 1G
+
+complete() {  # complete PORT: the greedy completion (body)
+  curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}'
+}
+start_server cpu -m "$MODEL" || exit 1
+cpu_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+kill "$SPID"
+wait "$SPID" 2>/dev/null
+start_server vk -m "$MODEL" --device vulkan || exit 1
+vk_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+[ -n "$cpu_body" ] && [ "$cpu_body" = "$vk_body" ]
+check "serve --device vulkan: the CPU server's completion" $?
+kill "$SPID"
+wait "$SPID" 2>/dev/null
+
+# A device lost at its 4th submission: mid-generation of the first request.
+PADDOCK_VULKAN_LOSE_AFTER=4 start_server lost -m "$MODEL" --device vulkan || exit 1
+first=$(timeout 30 curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}')
+echo "$first" | grep -q '"engine_failure"' && echo "$first" | grep -q 'device lost'
+check "a device lost mid-step: the request ends with an error" $?
+second=$(timeout 30 curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"Tom","max_tokens":8,"temperature":0}')
+echo "$second" | grep -q 'was lost'
+check "after the loss: the next request ends with the error at once" $?
+health=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$PORT/health")
+echo "$health" | grep -q ' 503$' && echo "$health" | grep -q 'was lost'
+check "after the loss: /health answers 503 naming the device ($health)" $?
+kill "$SPID"
+wait "$SPID" 2>/dev/null
+check "the server stops on SIGTERM after the loss" $?
+
+echo "vulkan: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
