@@ -29,13 +29,13 @@ bool HaveDevice() {
   return false;
 }
 
-#define REQUIRE_VULKAN()                                                          \
-  do {                                                                            \
-    if (!HaveDevice()) {                                                          \
-      if (std::getenv("PADDOCK_REQUIRE_VULKAN") != nullptr)                       \
-        FAIL() << "no usable Vulkan device (install mesa-vulkan-drivers)";        \
-      GTEST_SKIP() << "no Vulkan device";                                         \
-    }                                                                             \
+#define REQUIRE_VULKAN()                                                   \
+  do {                                                                     \
+    if (!HaveDevice()) {                                                   \
+      if (std::getenv("PADDOCK_REQUIRE_VULKAN") != nullptr)                \
+        FAIL() << "no usable Vulkan device (install mesa-vulkan-drivers)"; \
+      GTEST_SKIP() << "no Vulkan device";                                  \
+    }                                                                      \
   } while (0)
 
 // y = W x for `tokens` rows of x, on the device, by the type's matmul shader.
@@ -98,7 +98,8 @@ TEST(Vulkan, MatmulShadersMatchTheScalarReference) {
     ASSERT_NE(tr.from_float, nullptr) << tr.name;
     for (int rows : {1, 13}) {
       for (int tokens : {1, 3, 8, 11}) {  // one, a partial tile, a full tile, tile + tail
-        std::vector<float> wf(static_cast<size_t>(rows) * c.cols), x(static_cast<size_t>(tokens) * c.cols);
+        std::vector<float> wf(static_cast<size_t>(rows) * c.cols),
+            x(static_cast<size_t>(tokens) * c.cols);
         for (float& v : wf) v = u(rng);
         for (float& v : x) v = u(rng);
         const size_t row_bytes = static_cast<size_t>(c.cols) / tr.block_size * tr.type_size;
@@ -122,8 +123,8 @@ TEST(Vulkan, MatmulShadersMatchTheScalarReference) {
               mag += std::fabs(a * b);
             }
             EXPECT_NEAR(y[static_cast<size_t>(t) * rows + r], ref, 1e-5 * (mag + 1))
-                << tr.name << " rows " << rows << " tokens " << tokens << " at (" << t << ", "
-                << r << ")";
+                << tr.name << " rows " << rows << " tokens " << tokens << " at (" << t << ", " << r
+                << ")";
           }
         }
       }
@@ -146,18 +147,21 @@ TEST(Vulkan, Stories260KGoldenGreedyOutput) {
   EXPECT_EQ(r.generated_tokens, 256);
 }
 
-std::unique_ptr<Engine> Load(const std::string& path, const std::string& device, int ctx = 0) {
+std::unique_ptr<Engine> Load(const std::string& path, const std::string& device,
+                             int gpu_layers = -1) {
   EngineOptions eo;
   eo.model_path = path;
   eo.threads = 2;
-  eo.context = ctx;
   eo.device = device;
+  eo.gpu_layers = gpu_layers;
   eo.forward.int8_activations = false;  // the CPU's float path: the device's arithmetic
   eo.forward.bf16_dot = false;
   return Engine::Create(eo);
 }
 
-int Argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+int Argmax(const float* v, int n) {
+  return static_cast<int>(std::max_element(v, v + n) - v);
+}
 
 // The CPU's greedy continuation of a prompt, then the device fed the same tokens, all at once
 // (prefill) and one at a time (decode): the same argmax at every position, unless the CPU's
@@ -189,10 +193,10 @@ void CompareWithCpu(const std::string& name, const std::string& path) {
     if (ta != tb) {
       std::vector<float> s(a, a + V);
       std::nth_element(s.begin(), s.begin() + 1, s.end(), std::greater<float>());
-      EXPECT_LT(s[0] - s[1], 4e-3f * scale) << name << " position " << p << ": " << ta << " vs "
-                                             << tb << " is not a near-tie";
-      std::printf("[ near-tie ] %s position %zu: cpu %d, vulkan %d (gap %g)\n", name.c_str(), p,
-                  ta, tb, static_cast<double>(s[0] - s[1]));
+      EXPECT_LT(s[0] - s[1], 4e-3f * scale)
+          << name << " position " << p << ": " << ta << " vs " << tb << " is not a near-tie";
+      std::printf("[ near-tie ] %s position %zu: cpu %d, vulkan %d (gap %g)\n", name.c_str(), p, ta,
+                  tb, static_cast<double>(s[0] - s[1]));
     }
     auto nll = [&](const float* l) {
       double m = l[0], z = 0;
@@ -295,6 +299,37 @@ TEST(Vulkan, SyntheticModelsOfEachTypeAndArchitectureMatchTheCpu) {
   }
 }
 
+// Partial offload: the first layers on the device, the rest and the output head on the CPU
+// (their KV in host memory): the logits of all on the device, the CPU's, and the same text.
+TEST(Vulkan, HalfTheLayersOffloadedEqualAllOfThem) {
+  REQUIRE_VULKAN();
+  SynthSpec q4k;
+  q4k.dim = 256;
+  q4k.ffn_dim = 256;
+  q4k.n_layers = 4;
+  q4k.type = GgmlType::kQ4_K;
+  const std::string synth = test::TempPath("vk-offload-q4k.gguf");
+  WriteSyntheticModel(q4k, synth);
+  for (const std::string& path : {test::ModelPath("stories260K.gguf"), synth}) {
+    auto all = Load(path, "vulkan");
+    const int layers = all->info().n_layers, V = all->info().n_vocab;
+    auto half = Load(path, "vulkan", layers / 2);
+    auto cpu = Load(path, "cpu");
+    const std::vector<int32_t> seq = all->Tokenize("Once upon a time, a little dog", true);
+    std::vector<float> a(all->EvaluateAll(seq, 0), all->EvaluateAll(seq, 0) + seq.size() * V);
+    const float* h = half->EvaluateAll(seq, 0);
+    const float* c = cpu->EvaluateAll(seq, 0);
+    for (size_t i = 0; i < seq.size() * V; ++i) {
+      const float scale = std::max(1.0f, std::fabs(c[i]));
+      ASSERT_NEAR(h[i], a[i], 2e-3f * scale) << path << " row " << i / V;
+      ASSERT_NEAR(h[i], c[i], 2e-3f * scale) << path << " row " << i / V;
+    }
+    const GenerateResult ra = all->Generate("Once upon a time", test::Greedy(48));
+    const GenerateResult rh = half->Generate("Once upon a time", test::Greedy(48));
+    EXPECT_EQ(rh.text, ra.text) << path;
+  }
+}
+
 TEST(Vulkan, PerplexityWithinATenthOfAPercentOfTheCpu) {
   REQUIRE_VULKAN();
   const std::string text = test::ReadFile(test::ModelPath("stories260K.expected_t0.txt"));
@@ -315,10 +350,11 @@ TEST(Vulkan, ConcurrentRequestsEqualAloneAndThePrefixCacheHits) {
   eo.device = "vulkan";
   eo.max_batch = 64;
   auto svc = Service::Create(Engine::Create(eo), {});
-  const char* seeds[] = {"Once upon a time", "Lily and Tom went to the park",
-                         "The sun was hot.", "A little dog", "Mom said",
-                         "One day, a big bird flew over the tree and saw a cat.", "Tim had",
-                         "The cat and the dog were friends. They"};
+  const char* seeds[] = {
+      "Once upon a time", "Lily and Tom went to the park",
+      "The sun was hot.", "A little dog",
+      "Mom said",         "One day, a big bird flew over the tree and saw a cat.",
+      "Tim had",          "The cat and the dog were friends. They"};
   RequestOptions ro;
   ro.generate.max_tokens = 40;
   ro.generate.sampling.temperature = 0;
@@ -342,7 +378,8 @@ TEST(Vulkan, ConcurrentRequestsEqualAloneAndThePrefixCacheHits) {
   std::vector<std::string> alone;
   for (int i = 0; i < 8; ++i) alone.push_back(run({i})[0]);
   const std::vector<std::string> together = run({0, 1, 2, 3, 4, 5, 6, 7});
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(together[static_cast<size_t>(i)], alone[static_cast<size_t>(i)]) << i;
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(together[static_cast<size_t>(i)], alone[static_cast<size_t>(i)]) << i;
   const ServiceStats st = svc->Stats();
   EXPECT_GT(st.prefix_hits, 0u);  // (every prompt ran before)
 }

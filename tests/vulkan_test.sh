@@ -38,6 +38,15 @@ expect_fail "no Vulkan device: says how to get one" 1 "mesa-vulkan-drivers" \
 expect_fail "an unknown device" 2 "unknown device 'gpu'" "$BIN" run -m "$MODEL" -n 4 --device gpu
 expect_fail "a model over the device budget names the sizes" 1 "exceed the Vulkan device's 97.66 KiB" \
   "$BIN" run -m "$MODEL" -n 4 --device vulkan --device-memory 100000
+expect_fail "every layer asked of a device too small: the --gpu-layers that fits" 1 \
+  "exceed the Vulkan device's 700.00 KiB.*--gpu-layers 3 fits" \
+  "$BIN" run -m "$MODEL" -n 4 --device vulkan --device-memory 700K
+part_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 --device vulkan \
+  --device-memory 700K --gpu-layers 3 2>/dev/null)
+[ "$part_text" = "$cpu_text" ]
+check "--gpu-layers 3 within the budget: the CPU's greedy text" $?
+expect_fail "--gpu-layers past the model's layers" 1 "the model has 5 layers" \
+  "$BIN" run -m "$MODEL" -n 4 --device vulkan --gpu-layers 9
 expect_fail "--device-memory without a device" 2 "for --device vulkan" \
   "$BIN" run -m "$MODEL" -n 4 --device-memory 1G
 

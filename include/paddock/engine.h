@@ -48,16 +48,17 @@ struct PromptImages;  // engine/images.h: a tokenized prompt's images and where 
 // A device the forward pass can run on (`paddock info --devices`): the CPU, and each Vulkan
 // device the loader finds (this build without Vulkan: the CPU only).
 struct DeviceInfo {
-  std::string id;      // what --device takes: "cpu", "vulkan:0"
-  std::string name;    // "AMD EPYC 9R14", "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string type;    // "cpu"; a Vulkan device's: "discrete", "integrated", "virtual", "cpu", "other"
-  std::string driver;  // a Vulkan device's driver and its API version
-  uint64_t memory = 0;        // bytes: available RAM; a Vulkan device's largest local heap
-  uint32_t subgroup = 0;      // a Vulkan device's subgroup size
-  bool int_dot = false;       // the integer dot product extension
-  bool coop_matrix = false;   // VK_KHR_cooperative_matrix
+  std::string id;    // what --device takes: "cpu", "vulkan:0"
+  std::string name;  // "AMD EPYC 9R14", "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string
+      type;  // "cpu"; a Vulkan device's: "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;        // a Vulkan device's driver and its API version
+  uint64_t memory = 0;       // bytes: available RAM; a Vulkan device's largest local heap
+  uint32_t subgroup = 0;     // a Vulkan device's subgroup size
+  bool int_dot = false;      // the integer dot product extension
+  bool coop_matrix = false;  // VK_KHR_cooperative_matrix
   bool usable = true;
-  std::string missing;        // !usable: what it lacks
+  std::string missing;  // !usable: what it lacks
 };
 std::vector<DeviceInfo> ListDevices();
 
@@ -85,8 +86,11 @@ struct EngineOptions {
   // src/vulkan/; the weights stay in their file encodings, uploaded once).
   std::string device = "cpu";
   uint64_t device_memory = 0;  // a device's budget for the weights (0: its memory)
-  int context = 0;             // KV capacity in tokens; 0: the model's context, at most 4096
-  int max_batch = 256;         // tokens per forward step (prompt chunk / batched decode)
+  // Partial offload: the first gpu_layers layers on the device, the rest and the output head
+  // on the CPU kernels (-1: every layer on the device).
+  int gpu_layers = -1;
+  int context = 0;      // KV capacity in tokens; 0: the model's context, at most 4096
+  int max_batch = 256;  // tokens per forward step (prompt chunk / batched decode)
   // The forward pass's switches (fusions, integer and bf16 paths, cache blocking).
   ForwardOptions forward;
   bool relayout_weights = true;  // re-lay Q4_0 / Q8_0 / Q4_1 matrices out for the kernels at load

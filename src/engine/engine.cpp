@@ -198,7 +198,9 @@ std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double*
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-std::string Engine::fault() const { return impl_->backend->Fault(); }
+std::string Engine::fault() const {
+  return impl_->backend->Fault();
+}
 
 std::vector<DeviceInfo> ListDevices() {
   std::vector<DeviceInfo> out;
@@ -256,6 +258,8 @@ void CheckOptions(const EngineOptions& o) {
     Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
   if (!o.trace_path.empty() && o.compute)
     Fail("a trace records one engine's threads: not with engines sharing a pool (several models)");
+  if (o.gpu_layers != -1 && VulkanDeviceIndex(o.device) < 0)
+    Fail("--gpu-layers is for --device vulkan");
   if (VulkanDeviceIndex(o.device) >= 0) {
     if (o.stages) Fail("--device %s runs no pipeline stages (--device cpu does)", o.device.c_str());
     if (!o.lora_path.empty())
@@ -298,6 +302,9 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
     vo.device = dev;
     vo.max_batch = o.max_batch;
     vo.memory = o.device_memory;
+    vo.layers = o.gpu_layers;
+    vo.kernels = impl->kernels;
+    vo.pool = impl->pool.get();
     vo.forward = o.forward;
     impl->backend = NewVulkanBackend(*impl->model, vo);
     impl->backend->SetContext(ctx);

@@ -13,14 +13,16 @@
 namespace paddock {
 
 class Backend;
+struct KernelTable;
 struct LoadedModel;
+class ThreadPool;
 
 struct VulkanDeviceInfo {
   int index = 0;
-  std::string name;    // "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string type;    // "discrete", "integrated", "virtual", "cpu", "other"
-  std::string driver;  // the driver's name and version
-  std::string api;     // "1.3.230"
+  std::string name;          // "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;          // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;        // the driver's name and version
+  std::string api;           // "1.3.230"
   uint64_t memory = 0;       // the largest device-local heap, bytes
   uint32_t subgroup = 0;     // subgroup size
   bool int_dot = false;      // the integer dot product (VK_KHR_shader_integer_dot_product)
@@ -37,9 +39,14 @@ std::vector<VulkanDeviceInfo> ListVulkanDevices();
 const char* NoVulkanAdvice();
 
 struct VulkanOptions {
-  int device = 0;      // index among ListVulkanDevices()
+  int device = 0;       // index among ListVulkanDevices()
   int max_batch = 512;  // tokens per step
   uint64_t memory = 0;  // a budget below the device's memory for the weights (0: all of it)
+  // Partial offload: layers [0, layers) on the device, the rest and the output head on the CPU
+  // kernels (kernels, pool), the residual stream read back once per step; -1: every layer.
+  int layers = -1;
+  const KernelTable* kernels = nullptr;
+  ThreadPool* pool = nullptr;
   ForwardOptions forward;
 };
 

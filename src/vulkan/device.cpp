@@ -59,15 +59,23 @@ struct ShaderCode {
   const uint32_t* code;
   size_t bytes;
 };
-#define PADDOCK_SHADER(name, arr) {name, arr, sizeof(arr)}
+#define PADDOCK_SHADER(name, arr) \
+  { name, arr, sizeof(arr) }
 const ShaderCode kShaders[] = {
-    PADDOCK_SHADER("matmul_f32", kMatmulF32),   PADDOCK_SHADER("matmul_f16", kMatmulF16),
-    PADDOCK_SHADER("matmul_bf16", kMatmulBf16), PADDOCK_SHADER("matmul_q8_0", kMatmulQ8_0),
-    PADDOCK_SHADER("matmul_q4_0", kMatmulQ4_0), PADDOCK_SHADER("matmul_q4_k", kMatmulQ4K),
-    PADDOCK_SHADER("matmul_q5_k", kMatmulQ5K),  PADDOCK_SHADER("matmul_q6_k", kMatmulQ6K),
-    PADDOCK_SHADER("norm", kNormSpv),           PADDOCK_SHADER("rope", kRopeSpv),
-    PADDOCK_SHADER("kv_store", kKvStoreSpv),    PADDOCK_SHADER("attention", kAttentionSpv),
-    PADDOCK_SHADER("glu", kGluSpv),             PADDOCK_SHADER("add", kAddSpv),
+    PADDOCK_SHADER("matmul_f32", kMatmulF32),
+    PADDOCK_SHADER("matmul_f16", kMatmulF16),
+    PADDOCK_SHADER("matmul_bf16", kMatmulBf16),
+    PADDOCK_SHADER("matmul_q8_0", kMatmulQ8_0),
+    PADDOCK_SHADER("matmul_q4_0", kMatmulQ4_0),
+    PADDOCK_SHADER("matmul_q4_k", kMatmulQ4K),
+    PADDOCK_SHADER("matmul_q5_k", kMatmulQ5K),
+    PADDOCK_SHADER("matmul_q6_k", kMatmulQ6K),
+    PADDOCK_SHADER("norm", kNormSpv),
+    PADDOCK_SHADER("rope", kRopeSpv),
+    PADDOCK_SHADER("kv_store", kKvStoreSpv),
+    PADDOCK_SHADER("attention", kAttentionSpv),
+    PADDOCK_SHADER("glu", kGluSpv),
+    PADDOCK_SHADER("add", kAddSpv),
 };
 #undef PADDOCK_SHADER
 static_assert(sizeof(kShaders) / sizeof(kShaders[0]) == static_cast<size_t>(Shader::kCount));
@@ -183,7 +191,9 @@ VulkanDeviceInfo Describe(VkPhysicalDevice d, int index) {
 
 }  // namespace
 
-const char* ShaderName(Shader s) { return kShaders[static_cast<int>(s)].name; }
+const char* ShaderName(Shader s) {
+  return kShaders[static_cast<int>(s)].name;
+}
 
 Device::Device(int index) {
   instance_ = NewInstance();
@@ -202,8 +212,8 @@ Device::Device(int index) {
   info_ = Describe(phys_, index);
   if (!info_.usable) {
     vkDestroyInstance(instance_, nullptr);
-    Fail("Vulkan device %d (%s) lacks %s, which Paddock's shaders need", index,
-         info_.name.c_str(), info_.missing.c_str());
+    Fail("Vulkan device %d (%s) lacks %s, which Paddock's shaders need", index, info_.name.c_str(),
+         info_.missing.c_str());
   }
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
@@ -328,8 +338,8 @@ Buffer Device::Alloc(size_t bytes, bool host, const char* what) {
   ai.pNext = &flags;
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type;
-  const VkResult r =
-      type == UINT32_MAX ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vkAllocateMemory(dev_, &ai, nullptr, &b.mem);
+  const VkResult r = type == UINT32_MAX ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                                        : vkAllocateMemory(dev_, &ai, nullptr, &b.mem);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(dev_, b.buf, nullptr);
     Fail("Vulkan device %d (%s): %s of %s could not be allocated (%s; %s allocated so far)",
@@ -363,8 +373,7 @@ void Device::OneShot(const std::function<void(VkCommandBuffer)>& fn) {
   FreeCommands(cb);
 }
 
-void Device::CopyBuffer(const Buffer& src, size_t so, const Buffer& dst, size_t dof,
-                        size_t bytes) {
+void Device::CopyBuffer(const Buffer& src, size_t so, const Buffer& dst, size_t dof, size_t bytes) {
   OneShot([&](VkCommandBuffer cb) {
     VkBufferCopy c{so, dof, bytes};
     vkCmdCopyBuffer(cb, src.buf, dst.buf, 1, &c);
@@ -415,7 +424,9 @@ void Device::FreeCommands(VkCommandBuffer cb) {
   vkFreeCommandBuffers(dev_, pool_, 1, &cb);
 }
 
-void Device::End(VkCommandBuffer cb) { Check(vkEndCommandBuffer(cb), "recording"); }
+void Device::End(VkCommandBuffer cb) {
+  Check(vkEndCommandBuffer(cb), "recording");
+}
 
 void Device::Dispatch(VkCommandBuffer cb, Shader s, const void* push, uint32_t push_bytes,
                       uint32_t gx, uint32_t gy) {

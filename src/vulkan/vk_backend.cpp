@@ -11,6 +11,7 @@
 #include "model/backend.h"
 #include "model/layer_ops.h"
 #include "model/rope.h"
+#include "model/transformer.h"
 #include "model/weights.h"
 #include "vulkan/device.h"
 
@@ -22,8 +23,8 @@ using vk::Device;
 using vk::Shader;
 using namespace vk;  // the shaders' push constants
 
-constexpr int kMaxItems = 256;  // sequences (and logits rows) per step, as the CPU's
-constexpr int kMaxHeadDim = 256;    // attention.comp's query row
+constexpr int kMaxItems = 256;    // sequences (and logits rows) per step, as the CPU's
+constexpr int kMaxHeadDim = 256;  // attention.comp's query row
 
 // The matmul shader of a weight type, or kCount: none.
 Shader MatmulShader(GgmlType t) {
@@ -56,16 +57,31 @@ struct DevMat {
   uint32_t rows = 0, cols = 0, row_bytes = 0;
 };
 
-uint32_t Groups(uint64_t n, uint32_t per) { return static_cast<uint32_t>((n + per - 1) / per); }
+uint32_t Groups(uint64_t n, uint32_t per) {
+  return static_cast<uint32_t>((n + per - 1) / per);
+}
 
 // The KV cache's blocks in device memory: per layer a K and a V buffer of half rows. The views'
 // k / v are the buffers' device addresses (handles nothing but this backend's step reads).
 class VulkanKvStore final : public KvStore {
  public:
-  VulkanKvStore(Device* dev, const KvLayout& layout)
+  // Layers [0, device_layers) on the device; the others (a partial offload's CPU layers) in
+  // host memory, where the CPU kernels read them.
+  VulkanKvStore(Device* dev, const KvLayout& layout, size_t device_layers)
       : dev_(dev), views_(layout.layers), bs_(static_cast<size_t>(layout.block_size)) {
     const size_t slots = static_cast<size_t>(layout.num_blocks) * bs_;
-    for (size_t l = 0; l < views_.size(); ++l) {
+    dev_layers_ = std::min(device_layers, views_.size());
+    std::vector<KvLayerView> host(views_.begin() + static_cast<std::ptrdiff_t>(dev_layers_),
+                                  views_.end());
+    if (!host.empty()) {
+      KvLayout hl = layout;
+      hl.layers = host;
+      host_ = NewHostKvStore(hl);
+      for (size_t l = dev_layers_; l < views_.size(); ++l)
+        views_[l] = host_->layers()[l - dev_layers_];
+      bytes_ += host_->bytes();
+    }
+    for (size_t l = 0; l < dev_layers_; ++l) {
       KvLayerView& v = views_[l];
       for (KvDtype t : {v.k_type, v.v_type})
         if (t != KvDtype::kF16)
@@ -78,7 +94,7 @@ class VulkanKvStore final : public KvStore {
       bytes_ += k_.back().size + v_.back().size;
     }
     std::vector<uint8_t> zero(1u << 20, 0);  // never-written slots read as zeros, not NaNs
-    for (size_t l = 0; l < views_.size(); ++l)
+    for (size_t l = 0; l < dev_layers_; ++l)
       for (const Buffer* b : {&k_[l], &v_[l]})
         for (size_t off = 0; off < b->size; off += zero.size())
           dev_->Upload(*b, off, zero.data(), std::min(zero.size(), b->size - off));
@@ -89,8 +105,10 @@ class VulkanKvStore final : public KvStore {
   }
   const KvLayerView* layers() const override { return views_.data(); }
   void CopyBlock(int32_t from, int32_t to) override {
+    if (host_) host_->CopyBlock(from, to);
+    if (dev_layers_ == 0) return;
     dev_->OneShot([&](VkCommandBuffer cb) {
-      for (size_t l = 0; l < views_.size(); ++l) {
+      for (size_t l = 0; l < dev_layers_; ++l) {
         const KvLayerView& v = views_[l];
         VkBufferCopy ck{static_cast<size_t>(from) * bs_ * v.k_row_bytes,
                         static_cast<size_t>(to) * bs_ * v.k_row_bytes, bs_ * v.k_row_bytes};
@@ -105,10 +123,10 @@ class VulkanKvStore final : public KvStore {
   size_t block_bytes() const override {
     size_t b = 0;
     for (const KvLayerView& v : views_) b += bs_ * (v.k_row_bytes + v.v_row_bytes);
-    return b;
+    return b;  // (the device layers', then the host store's: the same rows in layer order)
   }
   void ReadBlock(int32_t block, uint8_t* dst) const override {
-    for (size_t l = 0; l < views_.size(); ++l) {
+    for (size_t l = 0; l < dev_layers_; ++l) {
       const KvLayerView& v = views_[l];
       dev_->Download(k_[l], static_cast<size_t>(block) * bs_ * v.k_row_bytes, dst,
                      bs_ * v.k_row_bytes);
@@ -117,9 +135,10 @@ class VulkanKvStore final : public KvStore {
                      bs_ * v.v_row_bytes);
       dst += bs_ * v.v_row_bytes;
     }
+    if (host_) host_->ReadBlock(block, dst);  // (the host layers follow, in layer order)
   }
   void WriteBlock(int32_t block, const uint8_t* src) override {
-    for (size_t l = 0; l < views_.size(); ++l) {
+    for (size_t l = 0; l < dev_layers_; ++l) {
       const KvLayerView& v = views_[l];
       dev_->Upload(k_[l], static_cast<size_t>(block) * bs_ * v.k_row_bytes, src,
                    bs_ * v.k_row_bytes);
@@ -128,6 +147,7 @@ class VulkanKvStore final : public KvStore {
                    bs_ * v.v_row_bytes);
       src += bs_ * v.v_row_bytes;
     }
+    if (host_) host_->WriteBlock(block, src);
   }
 
  private:
@@ -135,6 +155,8 @@ class VulkanKvStore final : public KvStore {
   std::vector<KvLayerView> views_;
   size_t bs_;
   std::vector<Buffer> k_, v_;
+  size_t dev_layers_ = 0;
+  std::unique_ptr<KvStore> host_;  // the CPU layers' blocks
   size_t bytes_ = 0;
 };
 
@@ -147,18 +169,30 @@ class VulkanBackend final : public Backend {
   const ModelConfig& config() const override { return cfg_; }
   int max_batch() const override { return max_batch_; }
   int max_items() const override { return kMaxItems; }
-  size_t scratch_bytes() const override { return arena_.size + in_.size + out_.size; }
-  void Configure(const ForwardOptions& o) override { opt_ = o; }
+  size_t scratch_bytes() const override {
+    return arena_.size + in_.size + out_.size + (tail_ ? tail_->scratch_bytes() : 0);
+  }
+  void Configure(const ForwardOptions& o) override {
+    opt_ = o;
+    if (tail_) tail_->Configure(o);
+  }
   const ForwardOptions& options() const override { return opt_; }
   void SetContext(int n_ctx) override {
     ctx_ = n_ctx;
     rope_.Set(cfg_, model_.weights, n_ctx);
+    if (tail_) tail_->SetContext(n_ctx);
   }
   void SetDefaultLora(const LoraAdapter* a) override {
     if (a != nullptr) Fail("the vulkan backend runs no LoRA adapters (--device cpu does)");
   }
   std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override;
   std::string Fault() const override { return dev_.fault(); }
+  void SetProfiler(Profiler* p) override {
+    if (tail_) tail_->SetProfiler(p);
+  }
+  void SetTracer(Tracer* t) override {
+    if (tail_) tail_->SetTracer(t);
+  }
   void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) override;
 
  private:
@@ -166,6 +200,7 @@ class VulkanBackend final : public Backend {
     DevMat wq, wk, wv, wo, gate, up, down;
   };
   void CheckModel() const;
+  void CheckMemory(const VulkanOptions& o) const;
   DevMat Upload(const WeightTensor& w, const char* what, int layer);
   void Vec(const float* v, size_t n);
   uint64_t Addr(const float* v) const;
@@ -184,6 +219,8 @@ class VulkanBackend final : public Backend {
   Device dev_;
   ForwardOptions opt_;
   int max_batch_;
+  int layers_on_ = 0;                  // layers [0, layers_on_) run here
+  std::unique_ptr<Transformer> tail_;  // the others and the output head (partial offload)
   int ctx_ = 0;
   int block_ = 16;
   RopeAngles rope_;
@@ -201,13 +238,16 @@ class VulkanBackend final : public Backend {
   uint64_t x_ = 0, xb_ = 0, q_ = 0, k_ = 0, v_ = 0, att_ = 0, hb_ = 0, hb2_ = 0;
   size_t in_x_ = 0, in_cos_ = 0, in_sin_ = 0, in_cosl_ = 0, in_sinl_ = 0, in_slots_ = 0,
          in_info_ = 0, in_idx_ = 0, in_tables_ = 0, tables_cap_ = 0;
-  size_t out_hid_ = 0, out_logits_ = 0;
+  size_t out_hid_ = 0, out_logits_ = 0, out_x_ = 0;
   std::map<uint64_t, VkCommandBuffer> recorded_;
   std::vector<float> emb_row_;
 };
 
 VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
-    : model_(model), cfg_(model.config), dev_(o.device), opt_(o.forward),
+    : model_(model),
+      cfg_(model.config),
+      dev_(o.device),
+      opt_(o.forward),
       max_batch_(std::max(1, o.max_batch)) {
   CheckModel();
   if (const char* lose = std::getenv("PADDOCK_VULKAN_LOSE_AFTER")) dev_.LoseAfter(std::atoi(lose));
@@ -215,20 +255,21 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
   for (const auto& layer : ops_)
     for (const LayerOp& op : layer)
       if (op.kind == OpKind::kMoe || op.kind == OpKind::kAddNorm)
-        Fail("the vulkan backend has no %s (the model %s runs with --device cpu)",
-             OpName(op.kind), cfg_.arch.c_str());
-  // What the weights take on the device, against its memory (or the budget), before any upload.
-  uint64_t need = 0;
-  for (int l = 0; l < cfg_.n_layers; ++l) need += LayerWeightBytes(model, l);
-  need += OutputHeadBytes(model) > 0 ? OutputHeadBytes(model) : EmbeddingBytes(model);
-  const uint64_t have = o.memory > 0 ? o.memory : dev_.info().memory;
-  if (have > 0 && need > have)
-    Fail("the model's %s of weights exceed the Vulkan device's %s (%s%s): run it with "
-         "--device cpu",
-         FormatBytes(need).c_str(), FormatBytes(have).c_str(), dev_.info().name.c_str(),
-         o.memory > 0 ? ", the --device-memory budget" : "");
+        Fail("the vulkan backend has no %s (the model %s runs with --device cpu)", OpName(op.kind),
+             cfg_.arch.c_str());
+  layers_on_ = o.layers < 0 ? cfg_.n_layers : o.layers;
+  if (layers_on_ < 1 || layers_on_ > cfg_.n_layers)
+    Fail("--gpu-layers %d: the model has %d layers (1 to %d run on the device; 0: --device cpu)",
+         o.layers, cfg_.n_layers, cfg_.n_layers);
+  CheckMemory(o);
+  if (layers_on_ < cfg_.n_layers) {  // the rest on the CPU kernels, from the device's residual
+    if (o.kernels == nullptr || o.pool == nullptr)
+      Fail("the vulkan backend: a partial offload needs the CPU's kernels");
+    tail_ = std::make_unique<Transformer>(model, *o.kernels, *o.pool, max_batch_, o.forward);
+    tail_->SetLayers(layers_on_, cfg_.n_layers);
+  }
   const ModelWeights& w = model.weights;
-  for (int l = 0; l < cfg_.n_layers; ++l) {
+  for (int l = 0; l < layers_on_; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     LayerDev d;
     d.wq = Upload(lw.wq, "attn_q", l);
@@ -251,7 +292,7 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
     Vec(lw.k_norm, hd);
     layers_.push_back(d);
   }
-  output_ = Upload(w.output, "output", -1);
+  if (!tail_) output_ = Upload(w.output, "output", -1);
   Vec(w.output_norm, static_cast<size_t>(cfg_.dim));
   Vec(w.output_norm_b, static_cast<size_t>(cfg_.dim));
   // Every vector in one buffer, uploaded once; the ops find theirs by the host pointer.
@@ -288,9 +329,39 @@ void VulkanBackend::CheckModel() const {
   else if (c.head_dim > kMaxHeadDim || c.head_dim % 2 != 0)
     what = "this head size";
   if (what != nullptr)
-    Fail("the vulkan backend has no shader for %s (the model's architecture %s runs with --device "
-         "cpu)",
-         what, c.arch.c_str());
+    Fail(
+        "the vulkan backend has no shader for %s (the model's architecture %s runs with --device "
+        "cpu)",
+        what, c.arch.c_str());
+}
+
+// The weights this device runs against its memory (or the --device-memory budget), before any
+// upload; too large: how many layers fit (--gpu-layers), the output head staying on the CPU.
+void VulkanBackend::CheckMemory(const VulkanOptions& o) const {
+  const uint64_t have = o.memory > 0 ? o.memory : dev_.info().memory;
+  if (have == 0) return;
+  const uint64_t head =
+      OutputHeadBytes(model_) > 0 ? OutputHeadBytes(model_) : EmbeddingBytes(model_);
+  uint64_t need = layers_on_ == cfg_.n_layers ? head : 0;
+  for (int l = 0; l < layers_on_; ++l) need += LayerWeightBytes(model_, l);
+  if (need <= have) return;
+  int fit = 0;
+  uint64_t fit_bytes = 0;
+  while (fit < cfg_.n_layers && fit_bytes + LayerWeightBytes(model_, fit) <= have)
+    fit_bytes += LayerWeightBytes(model_, fit++);
+  const std::string budget =
+      StrFormat("the Vulkan device's %s (%s%s)", FormatBytes(have).c_str(),
+                dev_.info().name.c_str(), o.memory > 0 ? ", the --device-memory budget" : "");
+  if (fit == 0)
+    Fail(
+        "the model's %s of weights (%d layers) exceed %s, and so does its first layer "
+        "(%s): run it with --device cpu",
+        FormatBytes(need).c_str(), layers_on_, budget.c_str(),
+        FormatBytes(LayerWeightBytes(model_, 0)).c_str());
+  Fail(
+      "the model's %s of weights (%d layers) exceed %s: --gpu-layers %d fits (%s on the "
+      "device, the other layers and the output head on the CPU), or run with --device cpu",
+      FormatBytes(need).c_str(), layers_on_, budget.c_str(), fit, FormatBytes(fit_bytes).c_str());
 }
 
 DevMat VulkanBackend::Upload(const WeightTensor& w, const char* what, int layer) {
@@ -299,9 +370,10 @@ DevMat VulkanBackend::Upload(const WeightTensor& w, const char* what, int layer)
   m.shader = MatmulShader(w.type);
   const std::string where = layer >= 0 ? StrFormat("layer %d's %s", layer, what) : what;
   if (m.shader == Shader::kCount)
-    Fail("the vulkan backend has no shader for %s weights (%s); it runs F32, F16, BF16, Q8_0, "
-         "Q4_0, Q4_K, Q5_K and Q6_K (--device cpu runs every type)",
-         TypeName(w.type), where.c_str());
+    Fail(
+        "the vulkan backend has no shader for %s weights (%s); it runs F32, F16, BF16, Q8_0, "
+        "Q4_0, Q4_K, Q5_K and Q6_K (--device cpu runs every type)",
+        TypeName(w.type), where.c_str());
   const uint64_t bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
   if (bytes >= (uint64_t{1} << 32))
     Fail("%s is %s: the vulkan backend's matrices are under 4 GiB each", where.c_str(),
@@ -368,15 +440,16 @@ void VulkanBackend::PlanArena() {
   off = 0;
   out_hid_ = take(kMaxItems * dim);
   out_logits_ = take(static_cast<size_t>(kMaxItems) * static_cast<size_t>(cfg_.n_vocab));
+  out_x_ = tail_ ? take(B * dim) : off;  // a partial offload's residual stream, read back
   out_ = dev_.Alloc(off, true, "the step's outputs");
 }
 
 std::unique_ptr<KvStore> VulkanBackend::AllocKv(const KvLayout& layout) {
-  auto store = std::make_unique<VulkanKvStore>(&dev_, layout);
+  auto store = std::make_unique<VulkanKvStore>(&dev_, layout, static_cast<size_t>(layers_on_));
   block_ = layout.block_size;
   kv_k_.clear();
   kv_v_.clear();
-  for (size_t l = 0; l < layout.layers.size(); ++l) {
+  for (size_t l = 0; l < static_cast<size_t>(layers_on_); ++l) {
     kv_k_.push_back(reinterpret_cast<uint64_t>(store->layers()[l].k));
     kv_v_.push_back(reinterpret_cast<uint64_t>(store->layers()[l].v));
   }
@@ -468,8 +541,8 @@ int VulkanBackend::Plan(const StepItem* items, int n_items, int* rows_out) {
 
 void VulkanBackend::Matmul(VkCommandBuffer cb, const DevMat& w, uint64_t x, uint64_t y,
                            uint64_t bias, int n, uint32_t x_stride, uint32_t y_stride) {
-  MatmulPush p{w.buf.addr, x, y, bias, w.rows, w.cols, static_cast<uint32_t>(n), w.row_bytes,
-               x_stride, y_stride};
+  MatmulPush p{w.buf.addr,  x,        y,       bias, w.rows, w.cols, static_cast<uint32_t>(n),
+               w.row_bytes, x_stride, y_stride};
   dev_.Dispatch(cb, w.shader, &p, sizeof(p), std::min<uint32_t>(w.rows, 65535),
                 Groups(static_cast<uint64_t>(n), kMatmulTokens));
 }
@@ -530,8 +603,13 @@ void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
         break;
       }
       case OpKind::kStoreKv: {
-        KvStorePush p{k_,  v_,  kv_k_[static_cast<size_t>(l)], kv_v_[static_cast<size_t>(l)],
-                      in_.addr + in_slots_, un, kvd};
+        KvStorePush p{k_,
+                      v_,
+                      kv_k_[static_cast<size_t>(l)],
+                      kv_v_[static_cast<size_t>(l)],
+                      in_.addr + in_slots_,
+                      un,
+                      kvd};
         dev_.Dispatch(cb, Shader::kKvStore, &p, sizeof(p), Groups(uint64_t{un} * kvd / 2, 64));
         break;
       }
@@ -592,7 +670,14 @@ VkCommandBuffer VulkanBackend::Record(int n, int rows, bool hidden) {
   VkBufferCopy c{in_x_, 0, static_cast<size_t>(n) * dim * sizeof(float)};
   vkCmdCopyBuffer(cb, in_.buf, arena_.buf, 1, &c);  // (x_ is the arena's first range)
   dev_.Barrier(cb);
-  for (int l = 0; l < cfg_.n_layers; ++l) RecordLayer(cb, l, n);
+  for (int l = 0; l < layers_on_; ++l) RecordLayer(cb, l, n);
+  if (tail_) {  // the residual stream to the host, for the CPU's layers
+    VkBufferCopy back{0, out_x_, static_cast<size_t>(n) * dim * sizeof(float)};
+    vkCmdCopyBuffer(cb, arena_.buf, out_.buf, 1, &back);
+    dev_.Barrier(cb);
+    dev_.End(cb);
+    return cb;
+  }
   const uint64_t hid = out_.addr + out_hid_;
   const ModelWeights& w = model_.weights;
   Norm(cb, x_, hid, Addr(w.output_norm), Addr(w.output_norm_b), 0, in_.addr + in_idx_,
@@ -613,8 +698,8 @@ void VulkanBackend::Step(const StepItem* items, int n_items, StepOutput out, con
   int n_rows = 0;
   const int n = Plan(items, n_items, &n_rows);
   const bool hidden = out == StepOutput::kHidden;
-  const uint64_t key = (static_cast<uint64_t>(n) << 32) | (static_cast<uint64_t>(n_rows) << 1) |
-                       (hidden ? 1u : 0u);
+  const uint64_t key =
+      (static_cast<uint64_t>(n) << 32) | (static_cast<uint64_t>(n_rows) << 1) | (hidden ? 1u : 0u);
   auto found = recorded_.find(key);
   if (found == recorded_.end()) {
     if (recorded_.size() >= 128) {  // shapes seen: keep the recording bounded
@@ -624,6 +709,17 @@ void VulkanBackend::Step(const StepItem* items, int n_items, StepOutput out, con
     found = recorded_.emplace(key, Record(n, n_rows, hidden)).first;
   }
   dev_.SubmitWait(found->second);
+  if (tail_) {  // the CPU's layers and output head on the residual stream (items in order)
+    int tail_rows = 0;
+    const float* r = tail_->ForwardStage(
+        items, n_items, reinterpret_cast<const float*>(out_.map + out_x_), hidden, &tail_rows);
+    const size_t width = static_cast<size_t>(hidden ? cfg_.dim : cfg_.n_vocab);
+    for (int i = 0, at = 0; i < n_items; ++i) {
+      rows[i] = r + static_cast<size_t>(at) * width;
+      at += items[i].n_logits;
+    }
+    return;
+  }
   float* base = reinterpret_cast<float*>(out_.map + (hidden ? out_hid_ : out_logits_));
   const size_t row_floats = static_cast<size_t>(hidden ? cfg_.dim : cfg_.n_vocab);
   if (!hidden && cfg_.final_softcap > 0) {

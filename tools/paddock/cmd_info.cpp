@@ -44,8 +44,9 @@ void PrintDevices() {
                   d.usable ? "" : "; unusable: lacks ", d.missing.c_str());
   }
   if (devs.size() == 1)
-    std::printf("(no Vulkan device: install a GPU's Vulkan driver, or Mesa's software device: "
-                "apt-get install mesa-vulkan-drivers)\n");
+    std::printf(
+        "(no Vulkan device: install a GPU's Vulkan driver, or Mesa's software device: "
+        "apt-get install mesa-vulkan-drivers)\n");
 }
 
 const std::vector<OptionSpec> kTokSpecs = {

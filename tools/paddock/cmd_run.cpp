@@ -28,6 +28,10 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--device-memory"},
      true,
      "a Vulkan device's budget for the weights: bytes (K/M/G suffixes) (default: its memory)"},
+    {{"--gpu-layers"},
+     true,
+     "partial offload: the first N layers on the Vulkan device, the rest and the output head on "
+     "the CPU (default: all on the device)"},
     {{"--kv-memory"},
      true,
      "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
@@ -316,6 +320,10 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
       throw UsageError("--device-memory is for --device vulkan");
     eo->device_memory = ParseBytes("--device-memory", args.Str("--device-memory"));
   }
+  if (args.Has("--gpu-layers")) {
+    if (VulkanDeviceIndex(eo->device) < 0) throw UsageError("--gpu-layers is for --device vulkan");
+    eo->gpu_layers = static_cast<int>(args.Int("--gpu-layers", -1, 1, 1 << 16));
+  }
   eo->render_special = args.Has("--show-special");
   eo->mlock = args.Has("--mlock");
   if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));
@@ -543,9 +551,8 @@ int CmdRun(int argc, char** argv) {
       "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels%s%s, context "
       "%d\n",
       info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
-      engine->load_seconds(), info.threads, info.isa.c_str(),
-      info.device == "cpu" ? "" : ", on ", info.device == "cpu" ? "" : info.device.c_str(),
-      info.context);
+      engine->load_seconds(), info.threads, info.isa.c_str(), info.device == "cpu" ? "" : ", on ",
+      info.device == "cpu" ? "" : info.device.c_str(), info.context);
   if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   if (engine->has_vision()) std::fprintf(stderr, "paddock: %s\n", engine->vision_info().c_str());
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
