@@ -328,54 +328,58 @@ void CheckBench(const Engine::Impl& s, const BenchOptions& o) {
 }
 
 // The step, matmul block and kernel table of this call (or the defaults, to compare), the
-// engine's restored on the way out.
+// engine's restored on the way out. A device backend has none of these: the choice is then the
+// backend's own and changes nothing.
 class KernelChoice {
  public:
   KernelChoice(const Engine::Impl& s, const BenchOptions& o)
-      : tf_(CpuOf(s)),
-        saved_step_(tf_.step_tokens()),
-        saved_block_(tf_.options().matmul_block_bytes),
-        saved_kernels_(tf_.kernels()),
-        step_(o.step_tokens > 0 ? o.step_tokens : tf_.step_tokens()),
-        block_(o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf_.matmul_block_bytes()),
+      : tf_(s.cpu),
         prefetch_(o.prefetch < 0 ? s.prefetch : static_cast<Prefetch>(o.prefetch)),
         dflt_k_(GetKernels(ParseIsa(s.info.isa), Prefetch::kAuto)),
         call_k_(GetKernels(ParseIsa(s.info.isa), prefetch_)) {
+    if (tf_ == nullptr) {
+      if (o.step_tokens > 0 || o.matmul_block_bytes > 0 || o.prefetch >= 0)
+        Fail("bench: step, block and prefetch choices are the CPU backend's (not %s)",
+             s.backend->name().c_str());
+      step_ = s.backend->step_tokens();
+      return;
+    }
+    saved_step_ = tf_->step_tokens();
+    saved_block_ = tf_->options().matmul_block_bytes;
+    saved_kernels_ = &tf_->kernels();
+    step_ = o.step_tokens > 0 ? o.step_tokens : tf_->step_tokens();
+    block_ = o.matmul_block_bytes > 0 ? o.matmul_block_bytes : tf_->matmul_block_bytes();
     Use(false);
   }
   ~KernelChoice() {
-    tf_.SetStepTokens(saved_step_);
+    if (tf_ == nullptr) return;
+    tf_->SetStepTokens(saved_step_);
     SetBlock(saved_block_);
-    tf_.SetKernels(saved_kernels_);
+    tf_->SetKernels(*saved_kernels_);
   }
   void Use(bool defaults) {
-    tf_.SetStepTokens(defaults ? std::min(256, tf_.max_batch()) : step_);
+    if (tf_ == nullptr) return;
+    tf_->SetStepTokens(defaults ? std::min(256, tf_->max_batch()) : step_);
     SetBlock(defaults ? 0 : block_);
-    tf_.SetKernels(defaults ? dflt_k_ : call_k_);
+    tf_->SetKernels(defaults ? dflt_k_ : call_k_);
   }
   int step() const { return step_; }
   size_t block() const { return block_; }
   Prefetch prefetch() const { return prefetch_; }
 
  private:
-  static Transformer& CpuOf(const Engine::Impl& s) {
-    if (s.cpu == nullptr)
-      Fail("bench: step, block and kernel choices are the CPU backend's (not %s)",
-           s.backend->name().c_str());
-    return *s.cpu;
-  }
   void SetBlock(size_t bytes) {
-    ForwardOptions f = tf_.options();
+    ForwardOptions f = tf_->options();
     f.matmul_block_bytes = bytes;
-    tf_.Configure(f);
+    tf_->Configure(f);
   }
-  Transformer& tf_;
-  const int saved_step_;
-  const size_t saved_block_;
-  const KernelTable& saved_kernels_;
-  const int step_;
-  const size_t block_;
-  const Prefetch prefetch_;
+  Transformer* tf_;
+  int saved_step_ = 0;
+  size_t saved_block_ = 0;
+  const KernelTable* saved_kernels_ = nullptr;
+  int step_ = 0;
+  size_t block_ = 0;
+  Prefetch prefetch_;
   const KernelTable& dflt_k_;
   const KernelTable& call_k_;
 };

@@ -19,6 +19,8 @@ const std::vector<OptionSpec> kEvalSpecs = {
      "model file (perplexity: one; compare: twice, reference first)",
      true},
     {{"-f", "--file"}, true, "the text to evaluate on (required)"},
+    {{"--device"}, true, "where the models run: cpu, vulkan or vulkan:N (default cpu)"},
+    {{"--gpu-layers"}, true, "with --device vulkan: the first N layers on the device"},
     {{"--ctx"},
      true,
      "window in tokens; the second half of each window is scored (default: model's context, at "
@@ -55,9 +57,12 @@ std::string Json(const std::string& s) {
   return o + "\"";
 }
 
-std::unique_ptr<Engine> Load(const std::string& path, int threads, int ctx) {
+std::unique_ptr<Engine> Load(const std::string& path, int threads, int ctx, const Args& args) {
   EngineOptions eo;
   eo.model_path = path;
+  eo.device = args.Str("--device", "cpu");
+  if (args.Has("--gpu-layers"))
+    eo.gpu_layers = static_cast<int>(args.Int("--gpu-layers", -1, 1, 1 << 16));
   eo.threads = threads;
   eo.context = ctx;
   std::shared_ptr<Progress> bar;
@@ -102,7 +107,7 @@ int CmdEval(bool compare, int argc, char** argv) {
   };
   // The engine's context must hold a window.
   const int ctx = o.ctx;
-  auto a = Load(models[0], threads, ctx);
+  auto a = Load(models[0], threads, ctx, args);
   if (!compare) {
     const PerplexityReport r = Perplexity(*a, text, o);
     if (json) {
@@ -119,7 +124,7 @@ int CmdEval(bool compare, int argc, char** argv) {
     }
     return 0;
   }
-  auto b = Load(models[1], threads, ctx);
+  auto b = Load(models[1], threads, ctx, args);
   const CompareReport r = Compare(*a, *b, text, o);
   if (json) {
     std::string worst = "[";
