@@ -38,19 +38,16 @@ bool HaveDevice() {
     }                                                                      \
   } while (0)
 
-// y = W x for `tokens` rows of x, on the device, by the type's matmul shader.
-std::vector<float> DeviceMatmul(vk::Device& dev, GgmlType type, const std::vector<uint8_t>& w,
-                                int rows, int cols, const std::vector<float>& x, int tokens,
+// y = W x for `tokens` rows of x, on the device, by one of the type's matrix shaders.
+std::vector<float> DeviceMatmul(vk::Device& dev, vk::MatKind kind, GgmlType type,
+                                const std::vector<uint8_t>& w, int rows, int cols,
+                                const std::vector<float>& x, int tokens,
                                 const std::vector<float>* bias) {
-  const vk::Shader shaders[] = {vk::Shader::kMatmulF32,  vk::Shader::kMatmulF16,
-                                vk::Shader::kMatmulBf16, vk::Shader::kMatmulQ8_0,
-                                vk::Shader::kMatmulQ4_0, vk::Shader::kMatmulQ4K,
-                                vk::Shader::kMatmulQ5K,  vk::Shader::kMatmulQ6K};
   const GgmlType types[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
                             GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
-  vk::Shader shader = vk::Shader::kCount;
-  for (int i = 0; i < 8; ++i)
-    if (types[i] == type) shader = shaders[i];
+  int ti = -1;
+  for (int i = 0; i < vk::kWeightTypes; ++i)
+    if (types[i] == type) ti = i;
   vk::Buffer bw = dev.Alloc(w.size(), false, "w");
   vk::Buffer bx = dev.Alloc(x.size() * 4, false, "x");
   vk::Buffer by = dev.Alloc(static_cast<size_t>(rows) * tokens * 4, true, "y");
@@ -70,8 +67,12 @@ std::vector<float> DeviceMatmul(vk::Device& dev, GgmlType type, const std::vecto
                    static_cast<uint32_t>(cols),
                    static_cast<uint32_t>(rows)};
   dev.OneShot([&](VkCommandBuffer cb) {
-    dev.Dispatch(cb, shader, &p, sizeof(p), static_cast<uint32_t>(std::min(rows, 7)),
-                 (tokens + 7) / 8);  // fewer workgroups than rows: each takes several
+    // (The matrix-vector shaders on fewer workgroups than rows: each loops over several.)
+    const uint32_t gx = kind == vk::MatKind::kTiled ? static_cast<uint32_t>((rows + 31) / 32)
+                                                    : static_cast<uint32_t>(std::min(rows, 3));
+    const uint32_t gy =
+        static_cast<uint32_t>(kind == vk::MatKind::kTiled ? (tokens + 31) / 32 : (tokens + 7) / 8);
+    dev.Dispatch(cb, vk::MatShader(kind, ti), &p, sizeof(p), gx, gy);
     dev.Barrier(cb);
   });
   std::vector<float> y(static_cast<size_t>(rows) * tokens);
@@ -96,8 +97,14 @@ TEST(Vulkan, MatmulShadersMatchTheScalarReference) {
   for (const Case& c : cases) {
     const TypeTraits& tr = Traits(c.type);
     ASSERT_NE(tr.from_float, nullptr) << tr.name;
-    for (int rows : {1, 13}) {
-      for (int tokens : {1, 3, 8, 11}) {  // one, a partial tile, a full tile, tile + tail
+    for (int rows : {1, 13, 37}) {
+      for (int tokens : {1, 3, 8, 11, 40}) {  // one, partial and full tiles, tails
+        const std::vector<vk::MatKind> kinds =
+            tokens > 8 ? std::vector<vk::MatKind>{vk::MatKind::kTiled}
+            : dev.subgroup_arith()
+                ? std::vector<vk::MatKind>{vk::MatKind::kMatvec, vk::MatKind::kMatvecShared,
+                                           vk::MatKind::kTiled}
+                : std::vector<vk::MatKind>{vk::MatKind::kMatvecShared, vk::MatKind::kTiled};
         std::vector<float> wf(static_cast<size_t>(rows) * c.cols),
             x(static_cast<size_t>(tokens) * c.cols);
         for (float& v : wf) v = u(rng);
@@ -112,19 +119,22 @@ TEST(Vulkan, MatmulShadersMatchTheScalarReference) {
         for (int r = 0; r < rows; ++r)
           tr.to_float(w.data() + r * row_bytes, deq.data() + static_cast<size_t>(r) * c.cols,
                       c.cols);
-        const std::vector<float> y = DeviceMatmul(dev, c.type, w, rows, c.cols, x, tokens, &bias);
-        for (int t = 0; t < tokens; ++t) {
-          for (int r = 0; r < rows; ++r) {
-            double ref = bias[static_cast<size_t>(r)], mag = 0;
-            for (int k = 0; k < c.cols; ++k) {
-              const double a = deq[static_cast<size_t>(r) * c.cols + k],
-                           b = x[static_cast<size_t>(t) * c.cols + k];
-              ref += a * b;
-              mag += std::fabs(a * b);
+        for (vk::MatKind kind : kinds) {
+          const std::vector<float> y =
+              DeviceMatmul(dev, kind, c.type, w, rows, c.cols, x, tokens, &bias);
+          for (int t = 0; t < tokens; ++t) {
+            for (int r = 0; r < rows; ++r) {
+              double ref = bias[static_cast<size_t>(r)], mag = 0;
+              for (int k = 0; k < c.cols; ++k) {
+                const double a = deq[static_cast<size_t>(r) * c.cols + k],
+                             b = x[static_cast<size_t>(t) * c.cols + k];
+                ref += a * b;
+                mag += std::fabs(a * b);
+              }
+              EXPECT_NEAR(y[static_cast<size_t>(t) * rows + r], ref, 1e-5 * (mag + 1))
+                  << tr.name << " shader " << static_cast<int>(kind) << " rows " << rows
+                  << " tokens " << tokens << " at (" << t << ", " << r << ")";
             }
-            EXPECT_NEAR(y[static_cast<size_t>(t) * rows + r], ref, 1e-5 * (mag + 1))
-                << tr.name << " rows " << rows << " tokens " << tokens << " at (" << t << ", " << r
-                << ")";
           }
         }
       }

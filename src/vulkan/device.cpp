@@ -2,6 +2,7 @@
 #include "vulkan/device.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/strings.h"
@@ -11,28 +12,76 @@ namespace vk {
 namespace {
 
 // The SPIR-V of each shader, compiled by glslc at build time (CMakeLists.txt).
-const uint32_t kMatmulF32[] =
+const uint32_t k_matvec_f32[] =
+#include "shaders/matvec_f32.spv.inc"
+    ;
+const uint32_t k_matvec_f16[] =
+#include "shaders/matvec_f16.spv.inc"
+    ;
+const uint32_t k_matvec_bf16[] =
+#include "shaders/matvec_bf16.spv.inc"
+    ;
+const uint32_t k_matvec_q8_0[] =
+#include "shaders/matvec_q8_0.spv.inc"
+    ;
+const uint32_t k_matvec_q4_0[] =
+#include "shaders/matvec_q4_0.spv.inc"
+    ;
+const uint32_t k_matvec_q4_k[] =
+#include "shaders/matvec_q4_k.spv.inc"
+    ;
+const uint32_t k_matvec_q5_k[] =
+#include "shaders/matvec_q5_k.spv.inc"
+    ;
+const uint32_t k_matvec_q6_k[] =
+#include "shaders/matvec_q6_k.spv.inc"
+    ;
+const uint32_t k_matvec_shared_f32[] =
+#include "shaders/matvec_shared_f32.spv.inc"
+    ;
+const uint32_t k_matvec_shared_f16[] =
+#include "shaders/matvec_shared_f16.spv.inc"
+    ;
+const uint32_t k_matvec_shared_bf16[] =
+#include "shaders/matvec_shared_bf16.spv.inc"
+    ;
+const uint32_t k_matvec_shared_q8_0[] =
+#include "shaders/matvec_shared_q8_0.spv.inc"
+    ;
+const uint32_t k_matvec_shared_q4_0[] =
+#include "shaders/matvec_shared_q4_0.spv.inc"
+    ;
+const uint32_t k_matvec_shared_q4_k[] =
+#include "shaders/matvec_shared_q4_k.spv.inc"
+    ;
+const uint32_t k_matvec_shared_q5_k[] =
+#include "shaders/matvec_shared_q5_k.spv.inc"
+    ;
+const uint32_t k_matvec_shared_q6_k[] =
+#include "shaders/matvec_shared_q6_k.spv.inc"
+    ;
+const uint32_t k_matmul_f32[] =
 #include "shaders/matmul_f32.spv.inc"
     ;
-const uint32_t kMatmulF16[] =
+const uint32_t k_matmul_f16[] =
 #include "shaders/matmul_f16.spv.inc"
     ;
-const uint32_t kMatmulBf16[] =
+const uint32_t k_matmul_bf16[] =
 #include "shaders/matmul_bf16.spv.inc"
     ;
-const uint32_t kMatmulQ8_0[] =
+const uint32_t k_matmul_q8_0[] =
 #include "shaders/matmul_q8_0.spv.inc"
     ;
-const uint32_t kMatmulQ4_0[] =
+const uint32_t k_matmul_q4_0[] =
 #include "shaders/matmul_q4_0.spv.inc"
     ;
-const uint32_t kMatmulQ4K[] =
+const uint32_t k_matmul_q4_k[] =
 #include "shaders/matmul_q4_k.spv.inc"
     ;
-const uint32_t kMatmulQ5K[] =
+const uint32_t k_matmul_q5_k[] =
 #include "shaders/matmul_q5_k.spv.inc"
     ;
-const uint32_t kMatmulQ6K[] =
+const uint32_t k_matmul_q6_k[] =
 #include "shaders/matmul_q6_k.spv.inc"
     ;
 const uint32_t kNormSpv[] =
@@ -62,14 +111,30 @@ struct ShaderCode {
 #define PADDOCK_SHADER(name, arr) \
   { name, arr, sizeof(arr) }
 const ShaderCode kShaders[] = {
-    PADDOCK_SHADER("matmul_f32", kMatmulF32),
-    PADDOCK_SHADER("matmul_f16", kMatmulF16),
-    PADDOCK_SHADER("matmul_bf16", kMatmulBf16),
-    PADDOCK_SHADER("matmul_q8_0", kMatmulQ8_0),
-    PADDOCK_SHADER("matmul_q4_0", kMatmulQ4_0),
-    PADDOCK_SHADER("matmul_q4_k", kMatmulQ4K),
-    PADDOCK_SHADER("matmul_q5_k", kMatmulQ5K),
-    PADDOCK_SHADER("matmul_q6_k", kMatmulQ6K),
+    PADDOCK_SHADER("matvec_f32", k_matvec_f32),
+    PADDOCK_SHADER("matvec_f16", k_matvec_f16),
+    PADDOCK_SHADER("matvec_bf16", k_matvec_bf16),
+    PADDOCK_SHADER("matvec_q8_0", k_matvec_q8_0),
+    PADDOCK_SHADER("matvec_q4_0", k_matvec_q4_0),
+    PADDOCK_SHADER("matvec_q4_k", k_matvec_q4_k),
+    PADDOCK_SHADER("matvec_q5_k", k_matvec_q5_k),
+    PADDOCK_SHADER("matvec_q6_k", k_matvec_q6_k),
+    PADDOCK_SHADER("matvec_shared_f32", k_matvec_shared_f32),
+    PADDOCK_SHADER("matvec_shared_f16", k_matvec_shared_f16),
+    PADDOCK_SHADER("matvec_shared_bf16", k_matvec_shared_bf16),
+    PADDOCK_SHADER("matvec_shared_q8_0", k_matvec_shared_q8_0),
+    PADDOCK_SHADER("matvec_shared_q4_0", k_matvec_shared_q4_0),
+    PADDOCK_SHADER("matvec_shared_q4_k", k_matvec_shared_q4_k),
+    PADDOCK_SHADER("matvec_shared_q5_k", k_matvec_shared_q5_k),
+    PADDOCK_SHADER("matvec_shared_q6_k", k_matvec_shared_q6_k),
+    PADDOCK_SHADER("matmul_f32", k_matmul_f32),
+    PADDOCK_SHADER("matmul_f16", k_matmul_f16),
+    PADDOCK_SHADER("matmul_bf16", k_matmul_bf16),
+    PADDOCK_SHADER("matmul_q8_0", k_matmul_q8_0),
+    PADDOCK_SHADER("matmul_q4_0", k_matmul_q4_0),
+    PADDOCK_SHADER("matmul_q4_k", k_matmul_q4_k),
+    PADDOCK_SHADER("matmul_q5_k", k_matmul_q5_k),
+    PADDOCK_SHADER("matmul_q6_k", k_matmul_q6_k),
     PADDOCK_SHADER("norm", kNormSpv),
     PADDOCK_SHADER("rope", kRopeSpv),
     PADDOCK_SHADER("kv_store", kKvStoreSpv),
@@ -262,7 +327,19 @@ Device::Device(int index) {
   lci.pushConstantRangeCount = 1;
   lci.pPushConstantRanges = &range;
   Check(vkCreatePipelineLayout(dev_, &lci, nullptr, &layout_), "the pipeline layout");
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &sub;
+  vkGetPhysicalDeviceProperties2(phys_, &props);
+  subgroup_arith_ = (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0 &&
+                    (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                    std::getenv("PADDOCK_VULKAN_NO_SUBGROUPS") == nullptr;
   for (const ShaderCode& s : kShaders) {
+    if (!subgroup_arith_ && std::strncmp(s.name, "matvec_", 7) == 0 &&
+        std::strncmp(s.name, "matvec_shared", 13) != 0) {
+      pipelines_.push_back(VK_NULL_HANDLE);  // (needs subgroup arithmetic: never dispatched)
+      continue;
+    }
     VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     mci.codeSize = s.bytes;
     mci.pCode = s.code;
@@ -285,7 +362,8 @@ Device::Device(int index) {
 Device::~Device() {
   if (dev_ != VK_NULL_HANDLE) {
     vkDeviceWaitIdle(dev_);
-    for (VkPipeline p : pipelines_) vkDestroyPipeline(dev_, p, nullptr);
+    for (VkPipeline p : pipelines_)
+      if (p != VK_NULL_HANDLE) vkDestroyPipeline(dev_, p, nullptr);
     if (layout_ != VK_NULL_HANDLE) vkDestroyPipelineLayout(dev_, layout_, nullptr);
     if (fence_ != VK_NULL_HANDLE) vkDestroyFence(dev_, fence_, nullptr);
     if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(dev_, pool_, nullptr);

@@ -24,17 +24,17 @@ struct Buffer {
   size_t size = 0;
 };
 
-// The shaders (vulkan/shaders/*.comp), one pipeline each.
+// The weight types with matrix shaders, in their order below (vk_backend.cpp maps GgmlType).
+constexpr int kWeightTypes = 8;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+
+// The three matrix shaders, each compiled per weight type: matvec.comp (a few tokens, subgroup
+// sums), matvec_shared.comp (the same without subgroup arithmetic), matmul.comp (tiles of 32
+// rows x 32 tokens: prefill and batches).
+enum class MatKind : int { kMatvec = 0, kMatvecShared = 1, kTiled = 2 };
+
+// The shaders (vulkan/shaders/*.comp), one pipeline each: kWeightTypes per MatKind first.
 enum class Shader : int {
-  kMatmulF32,
-  kMatmulF16,
-  kMatmulBf16,
-  kMatmulQ8_0,
-  kMatmulQ4_0,
-  kMatmulQ4K,
-  kMatmulQ5K,
-  kMatmulQ6K,
-  kNorm,
+  kNorm = 3 * kWeightTypes,
   kRope,
   kKvStore,
   kAttention,
@@ -42,6 +42,9 @@ enum class Shader : int {
   kAdd,
   kCount
 };
+inline Shader MatShader(MatKind kind, int type) {
+  return static_cast<Shader>(static_cast<int>(kind) * kWeightTypes + type);
+}
 const char* ShaderName(Shader s);
 
 // The push constants of each shader (their layouts in the .comp files).
@@ -75,7 +78,8 @@ struct AddPush {
   uint64_t x, y;
   uint32_t count;
 };
-constexpr uint32_t kMatmulTokens = 8;  // matmul.comp's TT: tokens per workgroup
+constexpr uint32_t kMatvecTokens = 8;                 // matvec*.comp's TT: tokens per workgroup
+constexpr uint32_t kTileRows = 32, kTileTokens = 32;  // matmul.comp's TR x TN
 
 class Device {
  public:
@@ -86,6 +90,8 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const VulkanDeviceInfo& info() const { return info_; }
+  // Subgroup arithmetic in compute shaders (matvec.comp; else matvec_shared.comp).
+  bool subgroup_arith() const { return subgroup_arith_; }
   // host: host-visible and coherent (mapped); else device-local (filled through Upload).
   Buffer Alloc(size_t bytes, bool host, const char* what);
   void Free(Buffer* b);
@@ -130,6 +136,7 @@ class Device {
   VkPhysicalDeviceMemoryProperties mem_props_{};
   size_t allocated_ = 0;
   std::string fault_;
+  bool subgroup_arith_ = false;
   int lose_after_ = 0, submits_ = 0;
   // The queue and the command pool are used from the step's thread and, for the KV disk
   // tier's block reads, another one.

@@ -26,34 +26,20 @@ using namespace vk;  // the shaders' push constants
 constexpr int kMaxItems = 256;    // sequences (and logits rows) per step, as the CPU's
 constexpr int kMaxHeadDim = 256;  // attention.comp's query row
 
-// The matmul shader of a weight type, or kCount: none.
-Shader MatmulShader(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32:
-      return Shader::kMatmulF32;
-    case GgmlType::kF16:
-      return Shader::kMatmulF16;
-    case GgmlType::kBF16:
-      return Shader::kMatmulBf16;
-    case GgmlType::kQ8_0:
-      return Shader::kMatmulQ8_0;
-    case GgmlType::kQ4_0:
-      return Shader::kMatmulQ4_0;
-    case GgmlType::kQ4_K:
-      return Shader::kMatmulQ4K;
-    case GgmlType::kQ5_K:
-      return Shader::kMatmulQ5K;
-    case GgmlType::kQ6_K:
-      return Shader::kMatmulQ6K;
-    default:
-      return Shader::kCount;
-  }
+// A weight type's index among the matrix shaders' (device.h: kWeightTypes), or -1: none.
+int MatType(GgmlType t) {
+  const GgmlType types[kWeightTypes] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                                        GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
+                                        GgmlType::kQ5_K, GgmlType::kQ6_K};
+  for (int i = 0; i < kWeightTypes; ++i)
+    if (types[i] == t) return i;
+  return -1;
 }
 
 // A weight matrix in device memory, in its file encoding.
 struct DevMat {
   Buffer buf;
-  Shader shader = Shader::kCount;
+  int type = -1;  // MatType
   uint32_t rows = 0, cols = 0, row_bytes = 0;
 };
 
@@ -367,9 +353,9 @@ void VulkanBackend::CheckMemory(const VulkanOptions& o) const {
 DevMat VulkanBackend::Upload(const WeightTensor& w, const char* what, int layer) {
   DevMat m;
   if (!w) return m;
-  m.shader = MatmulShader(w.type);
+  m.type = MatType(w.type);
   const std::string where = layer >= 0 ? StrFormat("layer %d's %s", layer, what) : what;
-  if (m.shader == Shader::kCount)
+  if (m.type < 0)
     Fail(
         "the vulkan backend has no shader for %s weights (%s); it runs F32, F16, BF16, Q8_0, "
         "Q4_0, Q4_K, Q5_K and Q6_K (--device cpu runs every type)",
@@ -543,8 +529,18 @@ void VulkanBackend::Matmul(VkCommandBuffer cb, const DevMat& w, uint64_t x, uint
                            uint64_t bias, int n, uint32_t x_stride, uint32_t y_stride) {
   MatmulPush p{w.buf.addr,  x,        y,       bias, w.rows, w.cols, static_cast<uint32_t>(n),
                w.row_bytes, x_stride, y_stride};
-  dev_.Dispatch(cb, w.shader, &p, sizeof(p), std::min<uint32_t>(w.rows, 65535),
-                Groups(static_cast<uint64_t>(n), kMatmulTokens));
+  const uint32_t un = static_cast<uint32_t>(n);
+  if (un > kMatvecTokens) {  // prefill, batches: the tiled product
+    dev_.Dispatch(cb, MatShader(MatKind::kTiled, w.type), &p, sizeof(p), Groups(w.rows, kTileRows),
+                  Groups(un, kTileTokens));
+  } else if (dev_.subgroup_arith()) {  // a subgroup per row
+    const uint32_t per = std::max<uint32_t>(1, 64 / std::max<uint32_t>(1, dev_.info().subgroup));
+    dev_.Dispatch(cb, MatShader(MatKind::kMatvec, w.type), &p, sizeof(p),
+                  std::min<uint32_t>(Groups(w.rows, per), 65535), Groups(un, kMatvecTokens));
+  } else {
+    dev_.Dispatch(cb, MatShader(MatKind::kMatvecShared, w.type), &p, sizeof(p),
+                  std::min<uint32_t>(w.rows, 65535), Groups(un, kMatvecTokens));
+  }
 }
 
 void VulkanBackend::Norm(VkCommandBuffer cb, uint64_t x, uint64_t y, uint64_t w, uint64_t b,
