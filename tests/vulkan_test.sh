@@ -62,6 +62,10 @@ start_server vk -m "$MODEL" --device vulkan || exit 1
 vk_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
 [ -n "$cpu_body" ] && [ "$cpu_body" = "$vk_body" ]
 check "serve --device vulkan: the CPU server's completion" $?
+curl -s "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics.txt"
+grep -q 'paddock_device_memory_bytes{model_name="stories260K",kind="allocated"} [1-9]' "$TMP/metrics.txt" &&
+  grep -q 'paddock_device_memory_bytes{model_name="stories260K",kind="total"} [1-9]' "$TMP/metrics.txt"
+check "/metrics: the device's memory, allocated and total" $?
 kill "$SPID"
 wait "$SPID" 2>/dev/null
 

@@ -295,6 +295,9 @@ struct MemoryReport {
   uint64_t kv_used_bytes = 0;       // blocks held by sequences right now
   uint64_t kv_bytes_per_token = 0;
   uint64_t scratch_bytes = 0;  // activation buffers
+  // A device backend (--device vulkan): bytes allocated on the device (weights, KV blocks,
+  // activations) and its memory; 0 on the CPU.
+  uint64_t device_allocated_bytes = 0, device_total_bytes = 0;
   int kv_block_size = 0;
   int64_t kv_total_blocks = 0, kv_used_blocks = 0;
   int64_t prefix_queries = 0, prefix_hits = 0, prefix_evictions = 0;  // in blocks

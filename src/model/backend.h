@@ -149,6 +149,11 @@ class Backend {
   // (KvManager::SetPrefillUntil).
   virtual int AltPromptTokens(int prompt_len) const { return 0; }
 
+  // A device backend's memory: bytes it allocated (weights, KV blocks, activations) and the
+  // device's total (0, 0: the CPU's, whose memory is the host's).
+  virtual uint64_t device_allocated() const { return 0; }
+  virtual uint64_t device_total() const { return 0; }
+
   // Why the backend can no longer step (a device lost), or empty: it can. Steps then throw;
   // the server's /health answers 503 with this.
   virtual std::string Fault() const { return {}; }

@@ -129,6 +129,22 @@ void ModelFamilies(std::string& o, const std::vector<ModelMetrics>& ms) {
                                   {"scratch", r.scratch_bytes}})
       o += StrFormat("paddock_memory_bytes{%s,kind=\"%s\"} %" PRIu64 "\n", ML.c_str(), kind, v);
   }
+  // A device backend's memory (--device vulkan), for the loaded models that run on one.
+  bool on_device = false;
+  for (const ModelMetrics& m : ms)
+    on_device = on_device || (m.loaded && m.stats.memory.device_total_bytes > 0);
+  if (on_device) {
+    Header(&o, "paddock_device_memory_bytes", "gauge",
+           "A device backend's memory: allocated (weights, KV blocks, activations) and total.");
+    for (const ModelMetrics& m : ms) {
+      if (!m.loaded || m.stats.memory.device_total_bytes == 0) continue;
+      const std::string ML = "model_name=\"" + Escape(m.name) + "\"";
+      o += StrFormat("paddock_device_memory_bytes{%s,kind=\"allocated\"} %" PRIu64 "\n", ML.c_str(),
+                     m.stats.memory.device_allocated_bytes);
+      o += StrFormat("paddock_device_memory_bytes{%s,kind=\"total\"} %" PRIu64 "\n", ML.c_str(),
+                     m.stats.memory.device_total_bytes);
+    }
+  }
   // The KV disk tier (--kv-disk), for the loaded models that have one.
   auto disk = [&](const char* name, const char* type, const char* help, auto get) {
     bool any = false;

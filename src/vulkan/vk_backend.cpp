@@ -173,6 +173,8 @@ class VulkanBackend final : public Backend {
   }
   std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override;
   std::string Fault() const override { return dev_.fault(); }
+  uint64_t device_allocated() const override { return dev_.allocated(); }
+  uint64_t device_total() const override { return dev_.info().memory; }
   void SetProfiler(Profiler* p) override {
     if (tail_) tail_->SetProfiler(p);
   }
