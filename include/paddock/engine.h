@@ -342,6 +342,7 @@ struct BenchOptions {
 
 struct BenchReport {
   std::string isa;
+  std::string device;         // a device backend's name ("vulkan:0"): the roofline is its bandwidth
   bool bf16_prefill = false;  // the prompt ran on the bf16 tile GEMM (EngineOptions::bf16_prefill)
   int threads = 0, batch = 1, prompt_tokens = 0, gen_tokens = 0, depth = 0, reps = 0;
   uint64_t streamed_bytes = 0;  // weight bytes read per decode step (MoE: the used experts')

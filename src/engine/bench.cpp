@@ -6,6 +6,7 @@
 // cache never helps.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -434,7 +435,10 @@ void BenchPrefill(Engine::Impl& s, BenchRun& run, const BenchOptions& o, const K
   const double gops_per_tps = 2.0 * static_cast<double>(params) / 1e9;
   r->compute_utilization_paired = PairedShare(
       o.reps, [&] { return run.Prefill(nullptr, &seconds); }, gops_per_tps,
-      [&] { return kt.int8_peak_probe ? PeakRun(*s.pool, kt.int8_peak_probe) : 0.0; }, &prefill);
+      [&] {  // (a device backend: no compute peak probed, so no share)
+        return kt.int8_peak_probe && r->device.empty() ? PeakRun(*s.pool, kt.int8_peak_probe) : 0.0;
+      },
+      &prefill);
   if (o.profile) {
     Profiler pprof;
     run.Prefill(&pprof, &seconds);
@@ -452,7 +456,8 @@ void BenchPrefill(Engine::Impl& s, BenchRun& run, const BenchOptions& o, const K
 }
 
 // Decode, one sequence (profiled when asked), each repetition between read passes.
-void BenchDecode(BenchRun& run, const BenchOptions& o, ReadProbe& read_probe, BenchReport* r) {
+void BenchDecode(BenchRun& run, const BenchOptions& o, const std::function<double()>& read_pass,
+                 BenchReport* r) {
   std::vector<double> decode;
   Profiler prof;
   double decode_time = 0, seconds = 0;
@@ -467,7 +472,7 @@ void BenchDecode(BenchRun& run, const BenchOptions& o, ReadProbe& read_probe, Be
       gb_per_token,
       [&] {
         double best = 0;
-        for (int i = 0; i < 3; ++i) best = std::max(best, read_probe.Pass());
+        for (int i = 0; i < 3; ++i) best = std::max(best, read_pass());
         return best;
       },
       &decode);
@@ -519,20 +524,30 @@ BenchReport Engine::Bench(const BenchOptions& o) {
     r.memory = Memory();
     return r;
   }
-  // 1. The machine's roofline, in the same run.
-  ReadProbe read_probe(*s.pool);
-  r.read_bandwidth_gbs = read_probe.Best();
-  // The buffer stays for the read passes around the decode repetitions only where that leaves
-  // memory to spare: held back from the page cache, it could push the model's mapped weights
-  // out and make decode read them from disk.
-  const uint64_t avail = AvailableMemoryBytes();
-  if (avail != 0 && avail < (uint64_t{1} << 30)) read_probe.Release();
+  // 1. The machine's roofline, in the same run: on a device backend, the device's read
+  // bandwidth (its compute peak is not probed: prefill's share of it is not reported).
   const KernelTable& kt = GetKernels(ParseIsa(s.info.isa));
-  r.peak_int8_gops = MeasurePeak(*s.pool, kt.int8_peak_probe);
-  r.peak_tile_gops = MeasurePeak(*s.pool, kt.tile_peak_probe);
+  std::unique_ptr<ReadProbe> read_probe;
+  std::function<double()> read_pass;
+  r.device = s.backend->device_total() > 0 ? s.backend->name() : "";
+  if (!r.device.empty()) {
+    read_pass = [&] { return s.backend->ReadBandwidthGbs(1); };
+    r.read_bandwidth_gbs = s.backend->ReadBandwidthGbs(5);
+  } else {
+    read_probe = std::make_unique<ReadProbe>(*s.pool);
+    read_pass = [&] { return read_probe->Pass(); };
+    r.read_bandwidth_gbs = read_probe->Best();
+    // The buffer stays for the read passes around the decode repetitions only where that
+    // leaves memory to spare: held back from the page cache, it could push the model's mapped
+    // weights out and make decode read them from disk.
+    const uint64_t avail = AvailableMemoryBytes();
+    if (avail != 0 && avail < (uint64_t{1} << 30)) read_probe->Release();
+    r.peak_int8_gops = MeasurePeak(*s.pool, kt.int8_peak_probe);
+    r.peak_tile_gops = MeasurePeak(*s.pool, kt.tile_peak_probe);
+  }
   // 2. Prefill; 3. decode, one sequence; 4. batched decode; 5. speculation, when on.
   BenchPrefill(s, run, o, kt, params, &r);
-  BenchDecode(run, o, read_probe, &r);
+  BenchDecode(run, o, read_pass, &r);
   if (o.batch > 1) {
     std::vector<double> batched;
     for (int rep = 0; rep < o.reps; ++rep) batched.push_back(run.BatchedDecode());

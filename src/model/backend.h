@@ -153,6 +153,9 @@ class Backend {
   // device's total (0, 0: the CPU's, whose memory is the host's).
   virtual uint64_t device_allocated() const { return 0; }
   virtual uint64_t device_total() const { return 0; }
+  // A device backend's read bandwidth measured now (GB/s, the best of `passes`; bench's
+  // roofline on the device), or 0: the CPU's (bench measures the host's).
+  virtual double ReadBandwidthGbs(int passes) { return 0; }
 
   // Why the backend can no longer step (a device lost), or empty: it can. Steps then throw;
   // the server's /health answers 503 with this.

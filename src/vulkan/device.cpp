@@ -2,6 +2,7 @@
 #include "vulkan/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -102,6 +103,9 @@ const uint32_t kGluSpv[] =
 const uint32_t kAddSpv[] =
 #include "shaders/add.spv.inc"
     ;
+const uint32_t kReadProbeSpv[] =
+#include "shaders/read_probe.spv.inc"
+    ;
 
 struct ShaderCode {
   const char* name;
@@ -141,6 +145,7 @@ const ShaderCode kShaders[] = {
     PADDOCK_SHADER("attention", kAttentionSpv),
     PADDOCK_SHADER("glu", kGluSpv),
     PADDOCK_SHADER("add", kAddSpv),
+    PADDOCK_SHADER("read_probe", kReadProbeSpv),
 };
 #undef PADDOCK_SHADER
 static_assert(sizeof(kShaders) / sizeof(kShaders[0]) == static_cast<size_t>(Shader::kCount));
@@ -534,6 +539,29 @@ void Device::SubmitWait(VkCommandBuffer cb) {
   Check(vkResetFences(dev_, 1, &fence_), "resetting the fence");
   Check(vkQueueSubmit(queue_, 1, &si, fence_), "a step's submission");
   Check(vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX), "a step");
+}
+
+double Device::ReadBandwidth(size_t bytes, int passes) {
+  constexpr uint32_t kGroups = 4096;
+  Buffer src = Alloc(bytes, false, "the bandwidth probe");
+  Buffer dst = Alloc(size_t{kGroups} * 64 * sizeof(uint32_t), false, "the bandwidth probe");
+  ReadProbePush p{src.addr, dst.addr, static_cast<uint32_t>(bytes / 16)};
+  VkCommandBuffer cb = NewCommands();
+  Dispatch(cb, Shader::kReadProbe, &p, sizeof(p), kGroups);
+  Barrier(cb);
+  End(cb);
+  SubmitWait(cb);  // (first touch)
+  double best = 0;
+  for (int i = 0; i < passes; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    SubmitWait(cb);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+  }
+  FreeCommands(cb);
+  Free(&src);
+  Free(&dst);
+  return best;
 }
 
 }  // namespace vk

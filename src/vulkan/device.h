@@ -40,6 +40,7 @@ enum class Shader : int {
   kAttention,
   kGlu,
   kAdd,
+  kReadProbe,
   kCount
 };
 inline Shader MatShader(MatKind kind, int type) {
@@ -74,6 +75,10 @@ struct GluPush {
   uint64_t g, u, o;
   uint32_t count, act;
 };
+struct ReadProbePush {
+  uint64_t src, dst;
+  uint32_t count;
+};
 struct AddPush {
   uint64_t x, y;
   uint32_t count;
@@ -100,6 +105,9 @@ class Device {
   void Download(const Buffer& b, size_t offset, void* dst, size_t bytes);
   void CopyBuffer(const Buffer& src, size_t so, const Buffer& dst, size_t dof, size_t bytes);
   size_t allocated() const { return allocated_; }
+  // The device's read bandwidth, GB/s: the best of `passes` passes of read_probe.comp over a
+  // device-local buffer of `bytes` (allocated for the call).
+  double ReadBandwidth(size_t bytes, int passes);
 
   // Command buffers: Begin a new one (or re-record none: a recorded one is submitted again).
   VkCommandBuffer NewCommands();

@@ -175,6 +175,11 @@ class VulkanBackend final : public Backend {
   std::string Fault() const override { return dev_.fault(); }
   uint64_t device_allocated() const override { return dev_.allocated(); }
   uint64_t device_total() const override { return dev_.info().memory; }
+  double ReadBandwidthGbs(int passes) override {
+    const uint64_t mem = dev_.info().memory;
+    return dev_.ReadBandwidth(mem > 0 ? std::min<uint64_t>(256u << 20, mem / 8) : 64u << 20,
+                              passes);
+  }
   void SetProfiler(Profiler* p) override {
     if (tail_) tail_->SetProfiler(p);
   }

@@ -105,10 +105,11 @@ void PrintJson(const BenchReport& r) {
       "\"batch_decode_tokens_per_s_max\": %.3f, ",
       r.batch_decode_tps, r.batch_decode_tps_min, r.batch_decode_tps_max);
   std::printf(
+      "\"device\": \"%s\", "
       "\"streamed_bytes_per_token\": %llu, \"read_bandwidth_gb_s\": %.3f, \"decode_gb_s\": %.3f, "
       "\"bandwidth_utilization\": %.4f, \"experts\": %d, \"experts_used\": %d, ",
-      (unsigned long long)r.streamed_bytes, r.read_bandwidth_gbs, r.decode_gbs,
-      r.bandwidth_utilization, r.n_experts, r.n_experts_used);
+      r.device.empty() ? "cpu" : r.device.c_str(), (unsigned long long)r.streamed_bytes,
+      r.read_bandwidth_gbs, r.decode_gbs, r.bandwidth_utilization, r.n_experts, r.n_experts_used);
   std::printf("\"prefill_gops\": %.2f, \"peak_int8_gops\": %.2f, \"compute_utilization\": %.4f, ",
               r.prefill_gops, r.peak_int8_gops, r.compute_utilization);
   std::printf("\"bandwidth_utilization_paired\": %.4f, \"compute_utilization_paired\": %.4f, ",
@@ -212,15 +213,20 @@ void PrintProfiles(const BenchReport& r) {
 }
 
 void PrintTable(const std::string& model, const BenchReport& r) {
-  std::printf("model %s, %d threads, %s kernels%s\n", model.c_str(), r.threads, r.isa.c_str(),
-              r.bf16_prefill ? ", the prompt on bf16 tiles" : "");
-  std::printf("machine: read bandwidth %.1f GB/s, int8 peak %.0f GOPS%s (measured now)\n",
-              r.read_bandwidth_gbs, r.peak_int8_gops,
-              r.peak_tile_gops > 0
-                  ? StrFormat(" (dot products), AMX tile peak %.0f GOPS (k = 32 products)",
-                              r.peak_tile_gops)
-                        .c_str()
-                  : "");
+  if (!r.device.empty()) {  // a device backend: its read bandwidth is the roofline
+    std::printf("model %s, on %s\n", model.c_str(), r.device.c_str());
+    std::printf("device: read bandwidth %.1f GB/s (measured now)\n", r.read_bandwidth_gbs);
+  } else {
+    std::printf("model %s, %d threads, %s kernels%s\n", model.c_str(), r.threads, r.isa.c_str(),
+                r.bf16_prefill ? ", the prompt on bf16 tiles" : "");
+    std::printf("machine: read bandwidth %.1f GB/s, int8 peak %.0f GOPS%s (measured now)\n",
+                r.read_bandwidth_gbs, r.peak_int8_gops,
+                r.peak_tile_gops > 0
+                    ? StrFormat(" (dot products), AMX tile peak %.0f GOPS (k = 32 products)",
+                                r.peak_tile_gops)
+                          .c_str()
+                    : "");
+  }
   std::printf("%-28s %12s %12s %12s\n", "test", "tok/s", "min", "max");
   std::printf("%-28s %12.2f %12.2f %12.2f\n", StrFormat("prefill %d", r.prompt_tokens).c_str(),
               r.prefill_tps, r.prefill_tps_min, r.prefill_tps_max);
@@ -243,11 +249,12 @@ void PrintTable(const std::string& model, const BenchReport& r) {
   if (r.bandwidth_utilization_paired > 0)
     std::printf("  each repetition against a read pass just before and after it: %.0f%% (median)\n",
                 100 * r.bandwidth_utilization_paired);
-  std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak%s\n", r.prefill_gops,
-              r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization,
-              r.peak_tile_gops > 0
-                  ? StrFormat(", %.0f%% of the AMX tile peak", 100 * r.tile_utilization).c_str()
-                  : "");
+  if (r.device.empty())
+    std::printf("prefill: %.0f GOPS%s, %.0f%% of the int8 peak%s\n", r.prefill_gops,
+                r.n_experts > 0 ? " over the active parameters" : "", 100 * r.compute_utilization,
+                r.peak_tile_gops > 0
+                    ? StrFormat(", %.0f%% of the AMX tile peak", 100 * r.tile_utilization).c_str()
+                    : "");
   if (r.compute_utilization_paired > 0)
     std::printf(
         "  each repetition against an int8 peak run just before and after it: %.0f%% (median)\n",
