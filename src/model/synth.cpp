@@ -129,6 +129,17 @@ constexpr Preset kPresets[] = {
        s.n_vocab = 32000;
        s.context = 4096;
      }},
+    {"llama3-8b",  // Llama 3 8B: GQA 8 KV heads, the 128,256-token vocabulary, base 500,000
+     [](SynthSpec& s) {
+       s.dim = 4096;
+       s.n_layers = 32;
+       s.n_heads = 32;
+       s.n_kv_heads = 8;
+       s.ffn_dim = 14336;
+       s.n_vocab = 128256;
+       s.context = 8192;
+       s.rope_base = 500000.0f;
+     }},
     {"mistral-7b",
      [](SynthSpec& s) {
        s.arch = "llama";
