@@ -48,7 +48,7 @@ std::vector<float> DeviceMatmul(vk::Device& dev, vk::MatKind kind, GgmlType type
   int ti = -1;
   for (int i = 0; i < vk::kWeightTypes; ++i)
     if (types[i] == type) ti = i;
-  vk::Buffer bw = dev.Alloc(w.size(), false, "w");
+  vk::Buffer bw = dev.Alloc(w.size() + 16, false, "w");
   vk::Buffer bx = dev.Alloc(x.size() * 4, false, "x");
   vk::Buffer by = dev.Alloc(static_cast<size_t>(rows) * tokens * 4, true, "y");
   vk::Buffer bb = dev.Alloc(static_cast<size_t>(rows) * 4, false, "b");

@@ -374,7 +374,7 @@ DevMat VulkanBackend::Upload(const WeightTensor& w, const char* what, int layer)
   m.rows = static_cast<uint32_t>(w.rows);
   m.cols = static_cast<uint32_t>(w.cols);
   m.row_bytes = static_cast<uint32_t>(w.row_bytes);
-  m.buf = dev_.Alloc(bytes, false, where.c_str());
+  m.buf = dev_.Alloc(bytes + 16, false, where.c_str());  // (dequant.glsl reads a word past)
   dev_.Upload(m.buf, 0, w.data, bytes);
   mats_.push_back(m.buf);
   return m;

@@ -20,7 +20,7 @@ shared float xs[TN][33];
 #include "dequant.glsl"
 
 void main() {
-  W = Words(p.w);
+  W = WeightWords(p.w);
   Floats X = Floats(p.x);
   Floats Y = Floats(p.y);
   const uint tid = gl_LocalInvocationID.x;

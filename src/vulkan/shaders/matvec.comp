@@ -18,7 +18,7 @@ layout(push_constant) uniform P {
 #include "dequant.glsl"
 
 void main() {
-  W = Words(p.w);
+  W = WeightWords(p.w);
   Floats X = Floats(p.x);
   Floats Y = Floats(p.y);
   const uint lane = gl_SubgroupInvocationID, lanes = gl_SubgroupSize;

@@ -16,7 +16,7 @@ shared float acc_red[TT][WG];
 #include "dequant.glsl"
 
 void main() {
-  W = Words(p.w);
+  W = WeightWords(p.w);
   Floats X = Floats(p.x);
   Floats Y = Floats(p.y);
   const uint tid = gl_LocalInvocationID.x;
