@@ -2,7 +2,9 @@
 # The Vulkan backend through the command line and the server (issue: Paddock on a GPU), on the
 # machine's Vulkan device (lavapipe in CI):
 #  - paddock info --devices lists the CPU and the device;
-#  - run and serve with --device vulkan give the CPU's greedy text;
+#  - run and serve with --device vulkan give the CPU's greedy text; 8 requests at once each
+#    their text alone; n = 2 choices forked (copy-on-write); the KV disk tier across a restart;
+#    /metrics reports the device's memory; --gpu-layers within a small budget; tune --device;
 #  - no device (the loader pointed at no driver), an unknown device, a model over the device's
 #    budget: a clear error each, exit 1 or 2, nothing half-started;
 #  - a device lost mid-step (PADDOCK_VULKAN_LOSE_AFTER, the fault switch): the request ends
@@ -47,6 +49,17 @@ part_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 --device
 check "--gpu-layers 3 within the budget: the CPU's greedy text" $?
 expect_fail "--gpu-layers past the model's layers" 1 "the model has 5 layers" \
   "$BIN" run -m "$MODEL" -n 4 --device vulkan --gpu-layers 9
+
+# tune --device: each matrix-vector workgroup measured; the choice stored for this device and
+# shape, and read back by run (PADDOCK_CACHE_DIR is this test's own: server_lib.sh).
+"$BIN" tune -m "$MODEL" --device vulkan -r 1 >"$TMP/tune.txt" 2>"$TMP/tune.err"
+grep -q "workgroup   64:" "$TMP/tune.txt" && grep -q "^chosen: workgroup" "$TMP/tune.txt" &&
+  grep -q "tune-device.tsv" "$TMP/tune.err"
+check "tune --device vulkan measures the workgroups and stores its choice" $?
+tuned_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 --device vulkan 2>"$TMP/tuned.err")
+grep -q "tuned for this device: matrix-vector workgroup" "$TMP/tuned.err" && [ "$tuned_text" = "$cpu_text" ]
+check "run on the device reads the tuned workgroup; the same text" $?
+expect_fail "tune --device cpu" 2 "for a Vulkan device" "$BIN" tune -m "$MODEL" --device cpu
 expect_fail "--device-memory without a device" 2 "for --device vulkan" \
   "$BIN" run -m "$MODEL" -n 4 --device-memory 1G
 
@@ -56,16 +69,54 @@ complete() {  # complete PORT: the greedy completion (body)
 }
 start_server cpu -m "$MODEL" || exit 1
 cpu_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+# Eight prompts, each alone on the CPU server and then all at once on the device's.
+PROMPTS=("Once upon a time" "Lily and Tom went to the park" "The sun was hot." "A little dog"
+  "Mom said" "One day, a big bird flew over the tree and saw a cat." "Tim had" "The cat and the dog")
+ask() {  # ask PORT PROMPT [N]: the choices' texts, one per line
+  curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"prompt\":\"$2\",\"max_tokens\":32,\"temperature\":0,\"n\":${3:-1}}" |
+    python3 -c 'import json,sys; [print(json.dumps(c["text"])) for c in json.load(sys.stdin)["choices"]]'
+}
+for i in "${!PROMPTS[@]}"; do ask "$PORT" "${PROMPTS[$i]}" >"$TMP/cpu.$i"; done
 kill "$SPID"
 wait "$SPID" 2>/dev/null
-start_server vk -m "$MODEL" --device vulkan || exit 1
+start_server vk -m "$MODEL" --device vulkan --kv-disk "$TMP/kv" || exit 1
 vk_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
 [ -n "$cpu_body" ] && [ "$cpu_body" = "$vk_body" ]
 check "serve --device vulkan: the CPU server's completion" $?
+pids=()
+for i in "${!PROMPTS[@]}"; do
+  ask "$PORT" "${PROMPTS[$i]}" >"$TMP/vk.$i" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+same=0
+for i in "${!PROMPTS[@]}"; do cmp -s "$TMP/cpu.$i" "$TMP/vk.$i" && same=$((same + 1)); done
+[ "$same" -eq 8 ]
+check "8 requests at once on the device: each the CPU's text alone ($same of 8)" $?
+# n = 2 greedy choices share the prompt's blocks (copy-on-write of the last, partial block).
+ask "$PORT" "${PROMPTS[5]}" 2 >"$TMP/vk.n2"
+[ "$(sed -n 1p "$TMP/vk.n2")" = "$(cat "$TMP/cpu.5")" ] && [ "$(sed -n 2p "$TMP/vk.n2")" = "$(cat "$TMP/cpu.5")" ]
+check "n = 2 choices forked on the device: both the CPU's text" $?
 curl -s "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics.txt"
 grep -q 'paddock_device_memory_bytes{model_name="stories260K",kind="allocated"} [1-9]' "$TMP/metrics.txt" &&
   grep -q 'paddock_device_memory_bytes{model_name="stories260K",kind="total"} [1-9]' "$TMP/metrics.txt"
 check "/metrics: the device's memory, allocated and total" $?
+kill "$SPID"
+wait "$SPID" 2>/dev/null
+# The KV disk tier through the device's store: after a restart, the prompt's blocks come back
+# from disk into device memory, and the text is the same.
+long=""
+for j in 1 2 3 4 5 6; do long+="Once upon a time, in a town number $j, a little girl found a red ball. "; done
+start_server vk2 -m "$MODEL" --device vulkan --kv-disk "$TMP/kv" || exit 1
+first_long=$(ask "$PORT" "$long")
+kill "$SPID"
+wait "$SPID" 2>/dev/null
+start_server vk3 -m "$MODEL" --device vulkan --kv-disk "$TMP/kv" || exit 1
+again_long=$(ask "$PORT" "$long")
+hits=$(curl -s "http://127.0.0.1:$PORT/metrics" | awk '$1 ~ /^paddock_kv_disk_hits_total/ {print $2}' | head -n 1)
+[ -n "$first_long" ] && [ "$first_long" = "$again_long" ] && [ "${hits%.*}" -ge 4 ]
+check "the KV disk tier on the device: blocks read back after a restart ($hits), the same text" $?
 kill "$SPID"
 wait "$SPID" 2>/dev/null
 

@@ -332,6 +332,8 @@ struct BenchOptions {
   // The weight prefetch for this call only (-1: the engine's; 0 none, 1 the kinds that prefetch
   // by default, 2 every kind): what `paddock tune` varies for decode.
   int prefetch = -1;
+  // A device backend's matrix-vector workgroup for this call only (0: the engine's).
+  uint32_t device_matvec_wg = 0;
   bool prefill_only = false;  // the prefill figures alone (no roofline, decode or batch)
   bool decode_only = false;   // the single-sequence decode figures alone
   // Also prefill and decode with the defaults (256-token steps, 64 KiB blocks, default

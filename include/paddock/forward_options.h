@@ -31,6 +31,10 @@ struct ForwardOptions {
   // Weight bytes per row block of the batched int8 matmuls (cache blocking; 0: 64 KiB).
   // `paddock tune` measures it with the batch size and threads for a machine and model shape.
   uint64_t matmul_block_bytes = 0;
+  // A Vulkan device's matrix-vector workgroup, invocations (0: 64): decode's shader, a
+  // specialization constant; `paddock tune --device vulkan` measures it per device and shape.
+  // Each row's sum is the same whatever it is (a subgroup sums a row).
+  uint32_t device_matvec_wg = 0;
 
   // fn(name, field) for each on/off switch, in a fixed order (the pipeline's plan message
   // carries them in it).

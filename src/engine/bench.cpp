@@ -514,6 +514,24 @@ BenchReport Engine::Bench(const BenchOptions& o) {
   r.n_experts = s.model->config.n_experts;
   r.n_experts_used = s.model->config.n_experts_used;
   KernelChoice kc(s, o);
+  // A device's matrix-vector workgroup for this call (tune's candidates), the engine's after.
+  struct DeviceChoice {
+    Backend* b;
+    ForwardOptions saved;
+    DeviceChoice(Backend* backend, uint32_t wg) : b(wg > 0 ? backend : nullptr) {
+      if (b == nullptr) return;
+      saved = b->options();
+      ForwardOptions f = saved;
+      f.device_matvec_wg = wg;
+      b->Configure(f);
+    }
+    ~DeviceChoice() {
+      if (b != nullptr) b->Configure(saved);
+    }
+  } device_choice(s.backend.get(), o.device_matvec_wg);
+  if (o.device_matvec_wg > 0 && s.backend->device_total() == 0)
+    Fail("bench: a matrix-vector workgroup is a device backend's choice (not %s)",
+         s.backend->name().c_str());
   if (o.compare_defaults) CompareDefaults(run, kc, o.reps, &r);
   if (o.prefill_only || o.decode_only) {
     OneFigure(run, o, params, &r);

@@ -368,6 +368,10 @@ uint64_t KvIdentity(const Engine::Impl& impl, const EngineOptions& o, int ctx) {
   if (!o.lora_path.empty())
     id += StrFormat(" lora=%016" PRIx64 "*%g", FileContentIdentity(o.lora_path, o.kv_disk),
                     static_cast<double>(o.lora_scale));
+  // A device's keys and values round differently from the CPU's (and a partial offload's
+  // differ per layer): a tier's blocks are shared only on the same device and split.
+  if (impl.backend->name() != "cpu")
+    id += StrFormat(" device=%s gpu_layers=%d", impl.backend->name().c_str(), o.gpu_layers);
   ForwardOptions f = o.forward;
   f.ForEachSwitch([&](const char* name, bool on) { id += StrFormat(" %s=%d", name, on ? 1 : 0); });
   return HashBytes(id.data(), id.size());

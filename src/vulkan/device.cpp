@@ -339,28 +339,54 @@ Device::Device(int index) {
   subgroup_arith_ = (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0 &&
                     (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
                     std::getenv("PADDOCK_VULKAN_NO_SUBGROUPS") == nullptr;
-  for (const ShaderCode& s : kShaders) {
-    if (!subgroup_arith_ && std::strncmp(s.name, "matvec_", 7) == 0 &&
-        std::strncmp(s.name, "matvec_shared", 13) != 0) {
-      pipelines_.push_back(VK_NULL_HANDLE);  // (needs subgroup arithmetic: never dispatched)
-      continue;
-    }
-    VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    mci.codeSize = s.bytes;
-    mci.pCode = s.code;
-    VkShaderModule mod = VK_NULL_HANDLE;
-    Check(vkCreateShaderModule(dev_, &mci, nullptr, &mod), s.name);
-    VkComputePipelineCreateInfo cci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    cci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
-    cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    cci.stage.module = mod;
-    cci.stage.pName = "main";
-    cci.layout = layout_;
-    VkPipeline pipe = VK_NULL_HANDLE;
-    const VkResult pr = vkCreateComputePipelines(dev_, VK_NULL_HANDLE, 1, &cci, nullptr, &pipe);
-    vkDestroyShaderModule(dev_, mod, nullptr);
-    Check(pr, s.name);
-    pipelines_.push_back(pipe);
+  for (size_t i = 0; i < std::size(kShaders); ++i) {
+    const bool matvec = i < static_cast<size_t>(kWeightTypes);  // (MatKind::kMatvec first)
+    pipelines_.push_back(matvec && !subgroup_arith_ ? VK_NULL_HANDLE : MakePipeline(i));
+  }
+}
+
+// Shader i's pipeline (matvec.comp with its workgroup size as specialization constant 0).
+VkPipeline Device::MakePipeline(size_t i) {
+  const ShaderCode& s = kShaders[i];
+  VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mci.codeSize = s.bytes;
+  mci.pCode = s.code;
+  VkShaderModule mod = VK_NULL_HANDLE;
+  Check(vkCreateShaderModule(dev_, &mci, nullptr, &mod), s.name);
+  const VkSpecializationMapEntry entry{0, 0, sizeof(uint32_t)};
+  VkSpecializationInfo spec{1, &entry, sizeof(uint32_t), &matvec_wg_};
+  VkComputePipelineCreateInfo cci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  cci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cci.stage.module = mod;
+  cci.stage.pName = "main";
+  if (i < static_cast<size_t>(kWeightTypes)) cci.stage.pSpecializationInfo = &spec;
+  cci.layout = layout_;
+  VkPipeline pipe = VK_NULL_HANDLE;
+  const VkResult pr = vkCreateComputePipelines(dev_, VK_NULL_HANDLE, 1, &cci, nullptr, &pipe);
+  vkDestroyShaderModule(dev_, mod, nullptr);
+  Check(pr, s.name);
+  return pipe;
+}
+
+void Device::SetMatvecWorkgroup(uint32_t invocations) {
+  const uint32_t sub = std::max<uint32_t>(1, info_.subgroup);
+  if (invocations < 32 || invocations > 1024 || invocations % sub != 0)
+    Fail(
+        "a matrix-vector workgroup of %u invocations: 32 to 1024, a multiple of the device's "
+        "subgroup of %u",
+        invocations, sub);
+  if (invocations == matvec_wg_ || !subgroup_arith_) {
+    matvec_wg_ = invocations;
+    return;
+  }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  vkDeviceWaitIdle(dev_);
+  matvec_wg_ = invocations;
+  for (size_t i = 0; i < static_cast<size_t>(kWeightTypes); ++i) {
+    vkDestroyPipeline(dev_, pipelines_[i], nullptr);
+    pipelines_[i] = VK_NULL_HANDLE;
+    pipelines_[i] = MakePipeline(i);
   }
 }
 

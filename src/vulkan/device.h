@@ -97,6 +97,10 @@ class Device {
   const VulkanDeviceInfo& info() const { return info_; }
   // Subgroup arithmetic in compute shaders (matvec.comp; else matvec_shared.comp).
   bool subgroup_arith() const { return subgroup_arith_; }
+  // matvec.comp's workgroup size (a specialization constant: its pipelines are made again);
+  // a multiple of the subgroup size, 32 to 1024.
+  void SetMatvecWorkgroup(uint32_t invocations);
+  uint32_t matvec_workgroup() const { return matvec_wg_; }
   // host: host-visible and coherent (mapped); else device-local (filled through Upload).
   Buffer Alloc(size_t bytes, bool host, const char* what);
   void Free(Buffer* b);
@@ -145,6 +149,8 @@ class Device {
   size_t allocated_ = 0;
   std::string fault_;
   bool subgroup_arith_ = false;
+  uint32_t matvec_wg_ = 64;
+  VkPipeline MakePipeline(size_t shader);
   int lose_after_ = 0, submits_ = 0;
   // The queue and the command pool are used from the step's thread and, for the KV disk
   // tier's block reads, another one.

@@ -25,6 +25,11 @@ using namespace vk;  // the shaders' push constants
 
 constexpr int kMaxItems = 256;    // sequences (and logits rows) per step, as the CPU's
 constexpr int kMaxHeadDim = 256;  // attention.comp's query row
+// A prompt of more tokens than one matrix-vector pass takes (matvec.comp's 8) runs its tokens
+// on the tiled product; every other token (decode, short prompts, scoring, verification) on
+// the matrix-vector one. Chosen per token by its sequence's prompt, never by the step, so a
+// token's result is the same whatever it is batched with (AltPromptTokens).
+constexpr int kTiledMinPrompt = static_cast<int>(vk::kMatvecTokens) + 1;
 
 // A weight type's index among the matrix shaders' (device.h: kWeightTypes), or -1: none.
 int MatType(GgmlType t) {
@@ -160,7 +165,17 @@ class VulkanBackend final : public Backend {
   }
   void Configure(const ForwardOptions& o) override {
     opt_ = o;
-    if (tail_) tail_->Configure(o);
+    const uint32_t wg = o.device_matvec_wg > 0 ? o.device_matvec_wg : 64;
+    if (wg != dev_.matvec_workgroup()) {
+      dev_.SetMatvecWorkgroup(wg);
+      for (auto& [key, cb] : recorded_) dev_.FreeCommands(cb);  // (they bound the old pipelines)
+      recorded_.clear();
+    }
+    if (tail_) {
+      ForwardOptions f = o;
+      f.bf16_prefill = false;
+      tail_->Configure(f);
+    }
   }
   const ForwardOptions& options() const override { return opt_; }
   void SetContext(int n_ctx) override {
@@ -172,6 +187,9 @@ class VulkanBackend final : public Backend {
     if (a != nullptr) Fail("the vulkan backend runs no LoRA adapters (--device cpu does)");
   }
   std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override;
+  int AltPromptTokens(int prompt_len) const override {
+    return prompt_len >= kTiledMinPrompt ? prompt_len : 0;
+  }
   std::string Fault() const override { return dev_.fault(); }
   uint64_t device_allocated() const override { return dev_.allocated(); }
   uint64_t device_total() const override { return dev_.info().memory; }
@@ -199,9 +217,11 @@ class VulkanBackend final : public Backend {
   uint64_t Addr(const float* v) const;
   void PlanArena();
   int Plan(const StepItem* items, int n_items, int* rows_out);
-  VkCommandBuffer Record(int n, int rows, bool hidden);
+  VkCommandBuffer Record(int n_mv, int n, int rows, bool hidden);
+  // Y = X W^T for the step's n tokens: the first n_mv_ on the matrix-vector shader, the rest on
+  // the tiled one (n_mv: that split for this call).
   void Matmul(VkCommandBuffer cb, const DevMat& w, uint64_t x, uint64_t y, uint64_t bias, int n,
-              uint32_t x_stride, uint32_t y_stride);
+              uint32_t x_stride, uint32_t y_stride, int n_mv = -1);
   void Norm(VkCommandBuffer cb, uint64_t x, uint64_t y, uint64_t w, uint64_t b, uint64_t res,
             uint64_t idx, uint32_t rows, uint32_t cols, uint32_t x_stride, uint32_t y_stride,
             bool layer_norm);
@@ -234,6 +254,9 @@ class VulkanBackend final : public Backend {
   size_t out_hid_ = 0, out_logits_ = 0, out_x_ = 0;
   std::map<uint64_t, VkCommandBuffer> recorded_;
   std::vector<float> emb_row_;
+  int n_mv_ = 0;               // the step's tokens on the matrix-vector shader (they come first)
+  std::vector<int32_t> row_;   // per token in item order, its row in the step (planned once)
+  std::vector<float> tail_x_;  // a partial offload's residual rows back in item order
 };
 
 VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
@@ -258,7 +281,9 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
   if (layers_on_ < cfg_.n_layers) {  // the rest on the CPU kernels, from the device's residual
     if (o.kernels == nullptr || o.pool == nullptr)
       Fail("the vulkan backend: a partial offload needs the CPU's kernels");
-    tail_ = std::make_unique<Transformer>(model, *o.kernels, *o.pool, max_batch_, o.forward);
+    ForwardOptions f = o.forward;
+    f.bf16_prefill = false;  // (which tokens take another path is this backend's choice)
+    tail_ = std::make_unique<Transformer>(model, *o.kernels, *o.pool, max_batch_, f);
     tail_->SetLayers(layers_on_, cfg_.n_layers);
   }
   const ModelWeights& w = model.weights;
@@ -293,8 +318,11 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
   dev_.Upload(vecs_, 0, small_.data(), small_.size() * sizeof(float));
   small_.clear();
   PlanArena();
+  Configure(o.forward);
   SetContext(cfg_.context_length);
   emb_row_.resize(static_cast<size_t>(cfg_.dim));
+  row_.resize(static_cast<size_t>(max_batch_));
+  if (tail_) tail_x_.resize(static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.dim));
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -477,7 +505,14 @@ int VulkanBackend::Plan(const StepItem* items, int n_items, int* rows_out) {
   int32_t* tables = i32(in_tables_);
   const ModelWeights& w = model_.weights;
   const DequantizeFn to_float = Traits(w.tok_embd.type).to_float;
-  int n = 0, rows = 0;
+  // The tokens on the matrix-vector shader come first, those of long prompts after them.
+  int n_tiled = 0, n_all = 0;
+  for (int i = 0; i < n_items; ++i) {
+    const int until = AltPromptTokens(items[i].prompt_len);
+    n_tiled += std::clamp(until - items[i].pos, 0, std::max(0, items[i].n));
+    n_all += std::max(0, items[i].n);
+  }
+  int n = 0, rows = 0, mv = 0, tl = 0;
   size_t tpos = 0;
   for (int i = 0; i < n_items; ++i) {
     const StepItem& it = items[i];
@@ -496,8 +531,11 @@ int VulkanBackend::Plan(const StepItem* items, int n_items, int* rows_out) {
     if (kv.block_size != block_) Fail("Forward: a KV view of another cache");
     const int blocks = (it.pos + it.n + block_ - 1) / block_;
     std::memcpy(tables + tpos, kv.table, sizeof(int32_t) * static_cast<size_t>(blocks));
+    const int until = AltPromptTokens(it.prompt_len);
     for (int j = 0; j < it.n; ++j) {
-      const int t = n + j, pos = it.pos + j, tok = it.tokens[j];
+      const int pos = it.pos + j, tok = it.tokens[j];
+      const int t = pos < until ? n_all - n_tiled + tl++ : mv++;  // its row in the step
+      row_[static_cast<size_t>(n + j)] = t;
       if (tok < 0 || tok >= cfg_.n_vocab)
         Fail("token id %d is outside the vocabulary (0..%d)", tok, cfg_.n_vocab - 1);
       float* xr = x + static_cast<size_t>(t) * dim;
@@ -525,28 +563,44 @@ int VulkanBackend::Plan(const StepItem* items, int n_items, int* rows_out) {
       info[4 * t + 3] = 0;
     }
     tpos += static_cast<size_t>(blocks);
-    for (int r = 0; r < it.n_logits; ++r) idx[rows++] = n + it.n - it.n_logits + r;
+    for (int r = 0; r < it.n_logits; ++r)
+      idx[rows++] = row_[static_cast<size_t>(n + it.n - it.n_logits + r)];
     n += it.n;
   }
+  n_mv_ = n - n_tiled;
   *rows_out = rows;
   return n;
 }
 
 void VulkanBackend::Matmul(VkCommandBuffer cb, const DevMat& w, uint64_t x, uint64_t y,
-                           uint64_t bias, int n, uint32_t x_stride, uint32_t y_stride) {
-  MatmulPush p{w.buf.addr,  x,        y,       bias, w.rows, w.cols, static_cast<uint32_t>(n),
-               w.row_bytes, x_stride, y_stride};
+                           uint64_t bias, int n, uint32_t x_stride, uint32_t y_stride, int n_mv) {
+  const uint32_t mv = static_cast<uint32_t>(n_mv < 0 ? std::min(n_mv_, n) : n_mv);
   const uint32_t un = static_cast<uint32_t>(n);
-  if (un > kMatvecTokens) {  // prefill, batches: the tiled product
+  if (mv > 0) {  // a subgroup per row (or the shared-memory fallback)
+    MatmulPush p{w.buf.addr, x, y, bias, w.rows, w.cols, mv, w.row_bytes, x_stride, y_stride};
+    if (dev_.subgroup_arith()) {
+      const uint32_t per = std::max<uint32_t>(
+          1, dev_.matvec_workgroup() / std::max<uint32_t>(1, dev_.info().subgroup));
+      dev_.Dispatch(cb, MatShader(MatKind::kMatvec, w.type), &p, sizeof(p),
+                    std::min<uint32_t>(Groups(w.rows, per), 65535), Groups(mv, kMatvecTokens));
+    } else {
+      dev_.Dispatch(cb, MatShader(MatKind::kMatvecShared, w.type), &p, sizeof(p),
+                    std::min<uint32_t>(w.rows, 65535), Groups(mv, kMatvecTokens));
+    }
+  }
+  if (un > mv) {  // the long prompts' tokens: the tiled product
+    MatmulPush p{w.buf.addr,
+                 x + uint64_t{mv} * x_stride * sizeof(float),
+                 y + uint64_t{mv} * y_stride * sizeof(float),
+                 bias,
+                 w.rows,
+                 w.cols,
+                 un - mv,
+                 w.row_bytes,
+                 x_stride,
+                 y_stride};
     dev_.Dispatch(cb, MatShader(MatKind::kTiled, w.type), &p, sizeof(p), Groups(w.rows, kTileRows),
-                  Groups(un, kTileTokens));
-  } else if (dev_.subgroup_arith()) {  // a subgroup per row
-    const uint32_t per = std::max<uint32_t>(1, 64 / std::max<uint32_t>(1, dev_.info().subgroup));
-    dev_.Dispatch(cb, MatShader(MatKind::kMatvec, w.type), &p, sizeof(p),
-                  std::min<uint32_t>(Groups(w.rows, per), 65535), Groups(un, kMatvecTokens));
-  } else {
-    dev_.Dispatch(cb, MatShader(MatKind::kMatvecShared, w.type), &p, sizeof(p),
-                  std::min<uint32_t>(w.rows, 65535), Groups(un, kMatvecTokens));
+                  Groups(un - mv, kTileTokens));
   }
 }
 
@@ -667,7 +721,8 @@ void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
 
 // A step of n tokens and `rows` output rows, recorded once: the embeddings copied in, every
 // layer, the final norm of the rows asked for, the output head (unless hidden states).
-VkCommandBuffer VulkanBackend::Record(int n, int rows, bool hidden) {
+VkCommandBuffer VulkanBackend::Record(int n_mv, int n, int rows, bool hidden) {
+  n_mv_ = n_mv;
   VkCommandBuffer cb = dev_.NewCommands();
   const uint32_t dim = static_cast<uint32_t>(cfg_.dim);
   VkBufferCopy c{in_x_, 0, static_cast<size_t>(n) * dim * sizeof(float)};
@@ -687,7 +742,8 @@ VkCommandBuffer VulkanBackend::Record(int n, int rows, bool hidden) {
        static_cast<uint32_t>(rows), dim, dim, dim, cfg_.layer_norm);
   dev_.Barrier(cb);
   if (!hidden) {
-    Matmul(cb, output_, hid, out_.addr + out_logits_, 0, rows, dim, output_.rows);
+    // (Every logits row on the matrix-vector shader: a row's logits whatever the step.)
+    Matmul(cb, output_, hid, out_.addr + out_logits_, 0, rows, dim, output_.rows, rows);
     dev_.Barrier(cb);
   }
   dev_.End(cb);
@@ -701,15 +757,15 @@ void VulkanBackend::Step(const StepItem* items, int n_items, StepOutput out, con
   int n_rows = 0;
   const int n = Plan(items, n_items, &n_rows);
   const bool hidden = out == StepOutput::kHidden;
-  const uint64_t key =
-      (static_cast<uint64_t>(n) << 32) | (static_cast<uint64_t>(n_rows) << 1) | (hidden ? 1u : 0u);
+  const uint64_t key = (static_cast<uint64_t>(n) << 40) | (static_cast<uint64_t>(n_mv_) << 20) |
+                       (static_cast<uint64_t>(n_rows) << 1) | (hidden ? 1u : 0u);
   auto found = recorded_.find(key);
   if (found == recorded_.end()) {
     if (recorded_.size() >= 128) {  // shapes seen: keep the recording bounded
       for (auto& [k, cb] : recorded_) dev_.FreeCommands(cb);
       recorded_.clear();
     }
-    found = recorded_.emplace(key, Record(n, n_rows, hidden)).first;
+    found = recorded_.emplace(key, Record(n_mv_, n, n_rows, hidden)).first;
   }
   dev_.SubmitWait(found->second);
   if (tail_) {  // the CPU's layers and output head on the residual stream (items in order)

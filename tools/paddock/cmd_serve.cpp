@@ -253,8 +253,8 @@ void ReadEngineAndService(const Args& args, server::ServerOptions* so) {
   so->engine.isa = IsaArg(args);
   so->engine.max_batch = static_cast<int>(args.Int("--max-batch-tokens", 256, 1, 4096));
   AddPrefetchOption(args, &so->engine);
+  AddKvOptions(args, &so->engine);  // (first: the device it names chooses the tune entry)
   ApplyTuneCache(args, "--max-batch-tokens", &so->engine);
-  AddKvOptions(args, &so->engine);
   AddSpecOptions(args, &so->engine);
   AddTraceOption(args, &so->engine);
   static std::shared_ptr<Progress> load_bar;  // (the model loads on the server's own thread)

@@ -177,6 +177,10 @@ std::vector<OptionSpec> TuneSpecs() {
       {{"-p", "--n-prompt"}, true, "prefill tokens per measurement (default 512)"},
       {{"-r", "--reps"}, true, "repetitions per choice, interleaved; medians (default 3)"},
       kIsaSpec,
+      {{"--device"},
+       true,
+       "vulkan or vulkan:N: tune the device's decode shader (its workgroup size) for the model "
+       "instead of the CPU's choices"},
       {{"--dry-run"}, false, "measure and print, do not store"},
       {{"-h", "--help"}, false, "show this help"},
   };
@@ -254,9 +258,12 @@ bool LookupTune(const EngineOptions& eo, TuneChoice* out) {
   return false;
 }
 
+void ApplyDeviceTune(EngineOptions* eo);
+
 void ApplyTuneCache(const Args& args, const std::string& batch_flag, EngineOptions* eo,
                     TuneChoice* applied) {
   if (args.Has("--no-tune")) return;
+  ApplyDeviceTune(eo);
   TuneChoice c;
   if (!LookupTune(*eo, &c)) return;
   if (!args.Has("-t")) eo->threads = c.threads;
@@ -384,6 +391,150 @@ TuneChoice TuneThreads(const TunePlan& p, int threads, Progress* bar, std::strin
 
 }  // namespace
 
+namespace {
+
+// The device tune cache (CachePath("tune-device.tsv")): a header line, then one line per device
+// (its name and driver), model shape and build: the matrix-vector workgroup chosen and the
+// decode rates measured for the default (64) and for it.
+constexpr char kDeviceHeader[] = "# paddock device tune cache v1";
+constexpr char kDeviceStamp[] = "paddock-0.1.0-vk1";
+
+struct DeviceEntry {
+  std::string stamp, device, shape;
+  uint32_t wg = 64;
+  double default_tps = 0, tuned_tps = 0;
+};
+
+std::string DeviceKey(const std::string& device) {
+  const std::string id = StrFormat("vulkan:%d", VulkanDeviceIndex(device));
+  for (const DeviceInfo& d : ListDevices())
+    if (d.id == id) return d.name + " | " + d.driver;
+  return "";
+}
+
+std::vector<DeviceEntry> ReadDeviceCache() {
+  std::vector<DeviceEntry> out;
+  std::ifstream in(CachePath("tune-device.tsv"));
+  std::string line;
+  if (!std::getline(in, line) || line != kDeviceHeader) return out;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = Split(line, '\t');
+    if (f.size() != 6) continue;
+    DeviceEntry e{f[0], f[1], f[2]};
+    e.wg = static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10));
+    e.default_tps = std::strtod(f[4].c_str(), nullptr);
+    e.tuned_tps = std::strtod(f[5].c_str(), nullptr);
+    if (e.wg >= 32 && e.wg <= 1024) out.push_back(e);
+  }
+  return out;
+}
+
+bool StoreDeviceEntry(const DeviceEntry& add) {
+  const std::string path = CachePath("tune-device.tsv");
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kDeviceHeader << "\n";
+    for (const DeviceEntry& e : ReadDeviceCache())
+      if (!(e.device == add.device && e.shape == add.shape))
+        out << StrFormat("%s\t%s\t%s\t%u\t%.3f\t%.3f\n", e.stamp.c_str(), e.device.c_str(),
+                         e.shape.c_str(), e.wg, e.default_tps, e.tuned_tps);
+    out << StrFormat("%s\t%s\t%s\t%u\t%.3f\t%.3f\n", add.stamp.c_str(), add.device.c_str(),
+                     add.shape.c_str(), add.wg, add.default_tps, add.tuned_tps);
+    if (!out) return false;
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+  return !ec;
+}
+
+// tune --device: decode with each matrix-vector workgroup (multiples of the subgroup, 32 to
+// 256), interleaved, medians; a size is kept only if it beats the default's median.
+int TuneDevice(const Args& args, const TunePlan& p, const ModelInfo& mi) {
+  EngineOptions eo = p.eo;
+  eo.device = args.Str("--device");
+  const std::string key = DeviceKey(eo.device);
+  uint32_t sub = 32;
+  for (const DeviceInfo& d : ListDevices())
+    if (d.id == StrFormat("vulkan:%d", VulkanDeviceIndex(eo.device)))
+      sub = std::max(1u, d.subgroup);
+  std::vector<uint32_t> sizes;
+  for (uint32_t wg : {32u, 64u, 128u, 256u})
+    if (wg % sub == 0) sizes.push_back(wg);
+  std::fprintf(stderr, "paddock: tuning %s (%s) on %s: workgroups of", eo.model_path.c_str(),
+               ShapeKey(mi).c_str(), key.c_str());
+  for (uint32_t wg : sizes) std::fprintf(stderr, " %u", wg);
+  std::fprintf(stderr, ", %d interleaved repetitions\n", p.reps);
+  auto engine = Engine::Create(eo);
+  Progress bar("tune", static_cast<double>(p.reps * sizes.size()), "runs");
+  std::vector<std::vector<double>> tps(sizes.size());
+  for (int rep = 0; rep < p.reps; ++rep) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      BenchOptions bo;
+      bo.decode_only = true;
+      bo.prompt_tokens = 8;
+      bo.gen_tokens = kDecodeTokens;
+      bo.reps = 1;
+      bo.device_matvec_wg = sizes[i];
+      tps[i].push_back(engine->Bench(bo).decode_tps);
+      bar.Add(1);
+    }
+  }
+  bar.Finish();
+  DeviceEntry e{kDeviceStamp, key, ShapeKey(mi)};
+  std::printf("decode tokens/s, medians of %d interleaved runs:\n", p.reps);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double m = Summarize(tps[i]).median;
+    std::printf("  workgroup %4u: %.2f\n", sizes[i], m);
+    if (sizes[i] == 64) e.default_tps = m;
+    if (m > e.tuned_tps) {
+      e.tuned_tps = m;
+      e.wg = sizes[i];
+    }
+  }
+  if (e.tuned_tps <= e.default_tps) {  // (the default: noise is no reason to change anything)
+    e.wg = 64;
+    e.tuned_tps = e.default_tps;
+  }
+  std::printf("chosen: workgroup %u (decode %.2f tok/s; the default 64: %.2f)\n", e.wg, e.tuned_tps,
+              e.default_tps);
+  if (args.Has("--dry-run")) return 0;
+  if (!StoreDeviceEntry(e)) {
+    std::fprintf(stderr, "paddock: warning: cannot write '%s'; nothing stored\n",
+                 CachePath("tune-device.tsv").c_str());
+    return 0;
+  }
+  std::fprintf(stderr,
+               "paddock: stored in %s (run, chat, bench and serve on this device read it)\n",
+               CachePath("tune-device.tsv").c_str());
+  return 0;
+}
+
+}  // namespace
+
+// The device tune cache's choice for this device and model, into eo (nothing when none).
+void ApplyDeviceTune(EngineOptions* eo) {
+  if (VulkanDeviceIndex(eo->device) < 0) return;
+  ModelInfo m;
+  try {
+    m = InspectModel(eo->model_path, eo->tokenizer_path);
+  } catch (const Error&) {
+    return;
+  }
+  const std::string key = DeviceKey(eo->device), shape = ShapeKey(m);
+  for (const DeviceEntry& e : ReadDeviceCache()) {
+    if (e.device != key || e.shape != shape || e.stamp != kDeviceStamp) continue;
+    eo->forward.device_matvec_wg = e.wg;
+    std::fprintf(stderr,
+                 "paddock: tuned for this device: matrix-vector workgroup %u (decode %.1f -> "
+                 "%.1f tok/s when measured; --no-tune: defaults)\n",
+                 e.wg, e.default_tps, e.tuned_tps);
+    return;
+  }
+}
+
 int CmdTune(int argc, char** argv) {
   const auto specs = TuneSpecs();
   Args args = [&] {
@@ -403,6 +554,17 @@ int CmdTune(int argc, char** argv) {
   if (!args.Has("-m")) throw UsageError("tune needs a model: -m MODEL");
   const TunePlan p = ReadTuneFlags(args);
   const ModelInfo mi = InspectModel(p.eo.model_path, p.eo.tokenizer_path);
+  if (args.Has("--device")) {
+    try {
+      if (VulkanDeviceIndex(args.Str("--device")) < 0)
+        throw UsageError("tune --device is for a Vulkan device (the CPU is tuned without it)");
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    return TuneDevice(args, p, mi);
+  }
   if (p.prompt + 16 > mi.trained_context)
     throw UsageError("-p " + std::to_string(p.prompt) + " exceeds the model's context of " +
                      std::to_string(mi.trained_context));

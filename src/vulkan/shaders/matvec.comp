@@ -2,12 +2,14 @@
 // vulkan/shaders/matvec.comp: y[t][r] = sum_c W[r][c] x[t][c] (+ bias[r]) for up to TT tokens
 // (decode, small batches): each subgroup takes a row, its invocations 32 weights at a time
 // (dequantized in registers, applied to every token), summed by subgroupAdd: no shared memory,
-// no barrier. A workgroup holds gl_NumSubgroups rows; rows past the grid loop.
+// no barrier. A workgroup holds gl_NumSubgroups rows; rows past the grid loop. Any token count
+// runs (TT per workgroup row of the grid); the backend sends it those below its tiled cutoff.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 
-layout(local_size_x = WG) in;
+// The workgroup's size: a specialization constant, chosen per device (paddock tune).
+layout(local_size_x_id = 0) in;
 layout(push_constant) uniform P {
   uint64_t w, x, y, bias;
   uint rows, cols, n, row_bytes, x_stride, y_stride;
