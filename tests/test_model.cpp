@@ -133,58 +133,11 @@ std::vector<int32_t> SomeTokens(int n, int vocab) {
   return t;
 }
 
-struct Variant {
-  const char* name;
-  SynthSpec spec;
-};
+using Variant = test::SynthVariant;
 
 std::vector<Variant> Variants() {
-  std::vector<Variant> v;
-  SynthSpec base;  // llama, GQA 4 heads / 2 KV heads
-  v.push_back({"llama_gqa_f32", base});
-  SynthSpec mha = base;
-  mha.n_kv_heads = 4;
-  v.push_back({"llama_mha", mha});
-  SynthSpec mqa = base;
-  mqa.n_kv_heads = 1;
-  v.push_back({"llama_mqa", mqa});
-  SynthSpec tied = base;
-  tied.tied_embeddings = true;
-  v.push_back({"llama_tied", tied});
-  SynthSpec mistral = base;
-  mistral.sliding_window = 5;
-  v.push_back({"mistral_window", mistral});
-  SynthSpec qwen2 = base;
-  qwen2.arch = "qwen2";
-  qwen2.qkv_bias = true;
-  qwen2.rope_base = 1e6f;
-  v.push_back({"qwen2_bias", qwen2});
-  SynthSpec qwen3 = base;
-  qwen3.arch = "qwen3";
-  qwen3.qk_norm = true;
-  qwen3.head_dim = 32;
-  v.push_back({"qwen3_qknorm", qwen3});
-  SynthSpec phi3 = base;
-  phi3.arch = "phi3";
-  v.push_back({"phi3_fused", phi3});
-  SynthSpec gemma = base;
-  gemma.arch = "gemma";
-  gemma.tied_embeddings = true;
-  v.push_back({"gemma_geglu", gemma});
-  SynthSpec gemma2 = gemma;
-  gemma2.arch = "gemma2";
-  gemma2.sliding_window = 4;
-  gemma2.attn_softcap = 1.5f;
-  gemma2.final_softcap = 3.0f;
-  gemma2.n_layers = 3;
-  v.push_back({"gemma2_softcap", gemma2});
-  SynthSpec gemma3 = gemma;
-  gemma3.arch = "gemma3";
-  gemma3.qk_norm = true;
-  gemma3.sliding_window = 4;
-  gemma3.rope_base = 1e6f;  // the global layers'; the local ones use 10000
-  gemma3.n_layers = 7;      // local 0-4, global 5, local 6
-  v.push_back({"gemma3_local_global", gemma3});
+  std::vector<Variant> v = test::DenseVariants();
+  const SynthSpec base;
   // Mixtures of experts: Mixtral (llama, softmax, normalized top 2 of 4), Qwen2 MoE (a gated
   // shared expert, top 3 of 6 unnormalized), Qwen3 MoE (QK-norm, normalized top 2 of 8,
   // narrower experts), OLMoE (whole-row QK-norm, top 2 of 5), and quantized experts on the

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kv/kv_manager.h"
+#include "model/synth.h"
 #include "paddock/engine.h"
 
 namespace paddock::test {
@@ -43,5 +44,15 @@ GenerateOptions Greedy(int max_tokens, bool ignore_eos = false);
 
 // max |a - b| relative to max |b| (logits of two runs).
 double RelErr(const std::vector<float>& a, const std::vector<float>& b);
+
+// A synthetic model of a dense architecture variant (what each backend is checked on).
+struct SynthVariant {
+  std::string name;
+  SynthSpec spec;
+};
+// Llama (GQA, MHA, MQA, tied), Mistral's window, Qwen2's biases, Qwen3's QK-norm, Phi-3's fused
+// tensors, Gemma's GeGLU, Gemma 2's soft-caps and post-norms, Gemma 3's local/global layers;
+// F32, small.
+std::vector<SynthVariant> DenseVariants();
 
 }  // namespace paddock::test

@@ -232,55 +232,9 @@ void CompareWithCpu(const std::string& name, const std::string& path) {
   }
 }
 
-struct Variant {
-  std::string name;
-  SynthSpec spec;
-};
-
-std::vector<Variant> Variants() {
-  std::vector<Variant> v;
-  SynthSpec base;  // llama, GQA 4 heads / 2 KV heads, F32
-  v.push_back({"llama_gqa_f32", base});
-  SynthSpec mqa = base;
-  mqa.n_kv_heads = 1;
-  v.push_back({"llama_mqa", mqa});
-  SynthSpec tied = base;
-  tied.tied_embeddings = true;
-  v.push_back({"llama_tied", tied});
-  SynthSpec mistral = base;
-  mistral.sliding_window = 5;
-  v.push_back({"mistral_window", mistral});
-  SynthSpec qwen2 = base;
-  qwen2.arch = "qwen2";
-  qwen2.qkv_bias = true;
-  qwen2.rope_base = 1e6f;
-  v.push_back({"qwen2_bias", qwen2});
-  SynthSpec qwen3 = base;
-  qwen3.arch = "qwen3";
-  qwen3.qk_norm = true;
-  qwen3.head_dim = 32;
-  v.push_back({"qwen3_qknorm", qwen3});
-  SynthSpec phi3 = base;
-  phi3.arch = "phi3";
-  v.push_back({"phi3_fused", phi3});
-  SynthSpec gemma = base;
-  gemma.arch = "gemma";
-  gemma.tied_embeddings = true;
-  v.push_back({"gemma_geglu", gemma});
-  SynthSpec gemma2 = gemma;
-  gemma2.arch = "gemma2";
-  gemma2.sliding_window = 4;
-  gemma2.attn_softcap = 1.5f;
-  gemma2.final_softcap = 3.0f;
-  gemma2.n_layers = 3;
-  v.push_back({"gemma2_softcap", gemma2});
-  SynthSpec gemma3 = gemma;
-  gemma3.arch = "gemma3";
-  gemma3.qk_norm = true;
-  gemma3.sliding_window = 4;
-  gemma3.rope_base = 1e6f;
-  gemma3.n_layers = 7;
-  v.push_back({"gemma3_local_global", gemma3});
+std::vector<test::SynthVariant> Variants() {
+  std::vector<test::SynthVariant> v = test::DenseVariants();
+  const SynthSpec base;
   // Each weight type; rows of 256 for the k-quants' blocks.
   for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
                      GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
@@ -302,7 +256,7 @@ std::vector<Variant> Variants() {
 
 TEST(Vulkan, SyntheticModelsOfEachTypeAndArchitectureMatchTheCpu) {
   REQUIRE_VULKAN();
-  for (const Variant& v : Variants()) {
+  for (const test::SynthVariant& v : Variants()) {
     const std::string path = test::TempPath("vk-" + v.name + ".gguf");
     WriteSyntheticModel(v.spec, path);
     CompareWithCpu(v.name, path);

@@ -32,9 +32,6 @@
 #include "model/weights.h"
 #include "vision/clip.h"
 #include "vision/image.h"
-#if PADDOCK_HAVE_VULKAN
-#include "vulkan/backend.h"
-#endif
 
 namespace paddock {
 
@@ -202,45 +199,6 @@ std::string Engine::fault() const {
   return impl_->backend->Fault();
 }
 
-std::vector<DeviceInfo> ListDevices() {
-  std::vector<DeviceInfo> out;
-  DeviceInfo cpu;
-  cpu.id = "cpu";
-  cpu.name = CpuModelName();
-  cpu.type = "cpu";
-  cpu.driver = StrFormat("%s kernels", IsaName(ParseIsa("auto")));
-  cpu.memory = AvailableMemoryBytes();
-  out.push_back(cpu);
-#if PADDOCK_HAVE_VULKAN
-  for (const VulkanDeviceInfo& v : ListVulkanDevices()) {
-    DeviceInfo d;
-    d.id = StrFormat("vulkan:%d", v.index);
-    d.name = v.name;
-    d.type = v.type;
-    d.driver = v.driver + ", Vulkan " + v.api;
-    d.memory = v.memory;
-    d.subgroup = v.subgroup;
-    d.int_dot = v.int_dot;
-    d.coop_matrix = v.coop_matrix;
-    d.usable = v.usable;
-    d.missing = v.missing;
-    out.push_back(d);
-  }
-#endif
-  return out;
-}
-
-int VulkanDeviceIndex(const std::string& device) {
-  if (device == "cpu") return -1;
-  if (device == "vulkan") return 0;
-  if (device.rfind("vulkan:", 0) == 0) {
-    const std::string n = device.substr(7);
-    if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos)
-      return std::stoi(n);
-  }
-  Fail("unknown device '%s' (expected cpu, vulkan or vulkan:N)", device.c_str());
-}
-
 namespace {
 
 // The options' ranges, before anything is loaded.
@@ -296,24 +254,9 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
   impl->pool = o.compute ? o.compute->impl()->pool : std::make_shared<ThreadPool>(threads);
   impl->prefetch = PrefetchOf(o);
   impl->kernels = &GetKernels(isa, impl->prefetch);
-  if (const int dev = VulkanDeviceIndex(o.device); dev >= 0) {
-#if PADDOCK_HAVE_VULKAN
-    VulkanOptions vo;
-    vo.device = dev;
-    vo.max_batch = o.max_batch;
-    vo.memory = o.device_memory;
-    vo.layers = o.gpu_layers;
-    vo.kernels = impl->kernels;
-    vo.pool = impl->pool.get();
-    vo.forward = o.forward;
-    impl->backend = NewVulkanBackend(*impl->model, vo);
-    impl->backend->SetContext(ctx);
+  if (VulkanDeviceIndex(o.device) >= 0) {  // a device's backend (engine/devices.cpp)
+    impl->backend = MakeDeviceBackend(*impl->model, o, *impl->kernels, *impl->pool, ctx);
     return;
-#else
-    Fail(
-        "this build of Paddock has no Vulkan backend: build it with Debian's libvulkan-dev and "
-        "glslc installed (cmake finds them), or run with --device cpu");
-#endif
   }
   auto cpu = std::make_unique<Transformer>(*impl->model, *impl->kernels, *impl->pool, o.max_batch,
                                            o.forward);

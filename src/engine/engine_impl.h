@@ -160,4 +160,10 @@ struct Engine::Impl {
 // embeddings or rerank scores).
 void RequireGenerator(const Engine::Impl& e);
 
+// The backend of a device EngineOptions::device names (engine/devices.cpp): the Vulkan one,
+// over the model's weights in their file encodings; a partial offload's CPU layers on these
+// kernels and pool. Throws Error (no such device; a build without Vulkan).
+std::unique_ptr<Backend> MakeDeviceBackend(const LoadedModel& model, const EngineOptions& o,
+                                           const KernelTable& kernels, ThreadPool& pool, int ctx);
+
 }  // namespace paddock

@@ -14,6 +14,7 @@
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "vulkan/device.h"
+#include "vulkan/kv_store.h"
 
 namespace paddock {
 namespace {
@@ -51,105 +52,6 @@ struct DevMat {
 uint32_t Groups(uint64_t n, uint32_t per) {
   return static_cast<uint32_t>((n + per - 1) / per);
 }
-
-// The KV cache's blocks in device memory: per layer a K and a V buffer of half rows. The views'
-// k / v are the buffers' device addresses (handles nothing but this backend's step reads).
-class VulkanKvStore final : public KvStore {
- public:
-  // Layers [0, device_layers) on the device; the others (a partial offload's CPU layers) in
-  // host memory, where the CPU kernels read them.
-  VulkanKvStore(Device* dev, const KvLayout& layout, size_t device_layers)
-      : dev_(dev), views_(layout.layers), bs_(static_cast<size_t>(layout.block_size)) {
-    const size_t slots = static_cast<size_t>(layout.num_blocks) * bs_;
-    dev_layers_ = std::min(device_layers, views_.size());
-    std::vector<KvLayerView> host(views_.begin() + static_cast<std::ptrdiff_t>(dev_layers_),
-                                  views_.end());
-    if (!host.empty()) {
-      KvLayout hl = layout;
-      hl.layers = host;
-      host_ = NewHostKvStore(hl);
-      for (size_t l = dev_layers_; l < views_.size(); ++l)
-        views_[l] = host_->layers()[l - dev_layers_];
-      bytes_ += host_->bytes();
-    }
-    for (size_t l = 0; l < dev_layers_; ++l) {
-      KvLayerView& v = views_[l];
-      for (KvDtype t : {v.k_type, v.v_type})
-        if (t != KvDtype::kF16)
-          Fail("the vulkan backend keeps the KV cache in f16 (--cache-type-k/-v %s is CPU-only)",
-               KvDtypeName(t));
-      k_.push_back(dev_->Alloc(slots * v.k_row_bytes, false, "the KV cache"));
-      v_.push_back(dev_->Alloc(slots * v.v_row_bytes, false, "the KV cache"));
-      v.k = reinterpret_cast<uint8_t*>(k_.back().addr);
-      v.v = reinterpret_cast<uint8_t*>(v_.back().addr);
-      bytes_ += k_.back().size + v_.back().size;
-    }
-    std::vector<uint8_t> zero(1u << 20, 0);  // never-written slots read as zeros, not NaNs
-    for (size_t l = 0; l < dev_layers_; ++l)
-      for (const Buffer* b : {&k_[l], &v_[l]})
-        for (size_t off = 0; off < b->size; off += zero.size())
-          dev_->Upload(*b, off, zero.data(), std::min(zero.size(), b->size - off));
-  }
-  ~VulkanKvStore() override {
-    for (Buffer& b : k_) dev_->Free(&b);
-    for (Buffer& b : v_) dev_->Free(&b);
-  }
-  const KvLayerView* layers() const override { return views_.data(); }
-  void CopyBlock(int32_t from, int32_t to) override {
-    if (host_) host_->CopyBlock(from, to);
-    if (dev_layers_ == 0) return;
-    dev_->OneShot([&](VkCommandBuffer cb) {
-      for (size_t l = 0; l < dev_layers_; ++l) {
-        const KvLayerView& v = views_[l];
-        VkBufferCopy ck{static_cast<size_t>(from) * bs_ * v.k_row_bytes,
-                        static_cast<size_t>(to) * bs_ * v.k_row_bytes, bs_ * v.k_row_bytes};
-        vkCmdCopyBuffer(cb, k_[l].buf, k_[l].buf, 1, &ck);
-        VkBufferCopy cv{static_cast<size_t>(from) * bs_ * v.v_row_bytes,
-                        static_cast<size_t>(to) * bs_ * v.v_row_bytes, bs_ * v.v_row_bytes};
-        vkCmdCopyBuffer(cb, v_[l].buf, v_[l].buf, 1, &cv);
-      }
-    });
-  }
-  size_t bytes() const override { return bytes_; }
-  size_t block_bytes() const override {
-    size_t b = 0;
-    for (const KvLayerView& v : views_) b += bs_ * (v.k_row_bytes + v.v_row_bytes);
-    return b;  // (the device layers', then the host store's: the same rows in layer order)
-  }
-  void ReadBlock(int32_t block, uint8_t* dst) const override {
-    for (size_t l = 0; l < dev_layers_; ++l) {
-      const KvLayerView& v = views_[l];
-      dev_->Download(k_[l], static_cast<size_t>(block) * bs_ * v.k_row_bytes, dst,
-                     bs_ * v.k_row_bytes);
-      dst += bs_ * v.k_row_bytes;
-      dev_->Download(v_[l], static_cast<size_t>(block) * bs_ * v.v_row_bytes, dst,
-                     bs_ * v.v_row_bytes);
-      dst += bs_ * v.v_row_bytes;
-    }
-    if (host_) host_->ReadBlock(block, dst);  // (the host layers follow, in layer order)
-  }
-  void WriteBlock(int32_t block, const uint8_t* src) override {
-    for (size_t l = 0; l < dev_layers_; ++l) {
-      const KvLayerView& v = views_[l];
-      dev_->Upload(k_[l], static_cast<size_t>(block) * bs_ * v.k_row_bytes, src,
-                   bs_ * v.k_row_bytes);
-      src += bs_ * v.k_row_bytes;
-      dev_->Upload(v_[l], static_cast<size_t>(block) * bs_ * v.v_row_bytes, src,
-                   bs_ * v.v_row_bytes);
-      src += bs_ * v.v_row_bytes;
-    }
-    if (host_) host_->WriteBlock(block, src);
-  }
-
- private:
-  Device* dev_;
-  std::vector<KvLayerView> views_;
-  size_t bs_;
-  std::vector<Buffer> k_, v_;
-  size_t dev_layers_ = 0;
-  std::unique_ptr<KvStore> host_;  // the CPU layers' blocks
-  size_t bytes_ = 0;
-};
 
 class VulkanBackend final : public Backend {
  public:
@@ -226,6 +128,7 @@ class VulkanBackend final : public Backend {
             uint64_t idx, uint32_t rows, uint32_t cols, uint32_t x_stride, uint32_t y_stride,
             bool layer_norm);
   void RecordLayer(VkCommandBuffer cb, int l, int n);
+  void RecordQkv(VkCommandBuffer cb, int l, int n);
 
   const LoadedModel& model_;
   const ModelConfig& cfg_;
@@ -466,7 +369,7 @@ void VulkanBackend::PlanArena() {
 }
 
 std::unique_ptr<KvStore> VulkanBackend::AllocKv(const KvLayout& layout) {
-  auto store = std::make_unique<VulkanKvStore>(&dev_, layout, static_cast<size_t>(layers_on_));
+  std::unique_ptr<KvStore> store = NewDeviceKvStore(&dev_, layout, static_cast<size_t>(layers_on_));
   block_ = layout.block_size;
   kv_k_.clear();
   kv_v_.clear();
@@ -611,6 +514,46 @@ void VulkanBackend::Norm(VkCommandBuffer cb, uint64_t x, uint64_t y, uint64_t w,
   dev_.Dispatch(cb, Shader::kNorm, &p, sizeof(p), rows);
 }
 
+// Q, K, V of the step's tokens (their biases in the products), QK-norm per head, RoPE.
+void VulkanBackend::RecordQkv(VkCommandBuffer cb, int l, int n) {
+  const LayerDev& d = layers_[static_cast<size_t>(l)];
+  const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
+  const uint32_t dim = static_cast<uint32_t>(cfg_.dim), qd = static_cast<uint32_t>(cfg_.q_dim());
+  const uint32_t kvd = static_cast<uint32_t>(cfg_.kv_dim());
+  const uint32_t hd = static_cast<uint32_t>(cfg_.head_dim);
+  const uint32_t nq = static_cast<uint32_t>(cfg_.n_heads);
+  const uint32_t nkv = static_cast<uint32_t>(cfg_.n_kv_heads);
+  const uint32_t un = static_cast<uint32_t>(n);
+  Matmul(cb, d.wq, xb_, q_, Addr(lw.bq), n, dim, qd);
+  Matmul(cb, d.wk, xb_, k_, Addr(lw.bk), n, dim, kvd);
+  Matmul(cb, d.wv, xb_, v_, Addr(lw.bv), n, dim, kvd);
+  if (lw.q_norm != nullptr || lw.k_norm != nullptr) {
+    dev_.Barrier(cb);
+    if (lw.q_norm != nullptr)
+      Norm(cb, q_, q_, Addr(lw.q_norm), 0, 0, 0, un * nq, hd, hd, hd, false);
+    if (lw.k_norm != nullptr)
+      Norm(cb, k_, k_, Addr(lw.k_norm), 0, 0, 0, un * nkv, hd, hd, hd, false);
+  }
+  if (cfg_.rope_dim > 0) {
+    dev_.Barrier(cb);
+    const bool local = cfg_.rope_base_local > 0 && cfg_.LayerIsLocal(l);
+    RopePush p{q_,
+               k_,
+               in_.addr + (local ? in_cosl_ : in_cos_),
+               in_.addr + (local ? in_sinl_ : in_sin_),
+               un,
+               nq,
+               nkv,
+               hd,
+               static_cast<uint32_t>(cfg_.rope_dim / 2),
+               cfg_.rope_style == RopeStyle::kHalfSplit ? 1u : 0u,
+               qd,
+               kvd};
+    dev_.Dispatch(cb, Shader::kRope, &p, sizeof(p),
+                  Groups(static_cast<uint64_t>(un) * (nq + nkv) * p.half, 64));
+  }
+}
+
 // Layer l's ops (model/layer_ops.h) as dispatches over the step's n tokens, a barrier after
 // each op (the dispatches within one op are independent).
 void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
@@ -628,37 +571,9 @@ void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
         Norm(cb, x_, xb_, Addr(op.w), Addr(op.b), op.residual ? xb_ : 0, 0, un, dim, dim, dim,
              cfg_.layer_norm);
         break;
-      case OpKind::kQkv: {
-        Matmul(cb, d.wq, xb_, q_, Addr(lw.bq), n, dim, qd);
-        Matmul(cb, d.wk, xb_, k_, Addr(lw.bk), n, dim, kvd);
-        Matmul(cb, d.wv, xb_, v_, Addr(lw.bv), n, dim, kvd);
-        if (lw.q_norm != nullptr || lw.k_norm != nullptr) {
-          dev_.Barrier(cb);
-          if (lw.q_norm != nullptr)
-            Norm(cb, q_, q_, Addr(lw.q_norm), 0, 0, 0, un * nq, hd, hd, hd, false);
-          if (lw.k_norm != nullptr)
-            Norm(cb, k_, k_, Addr(lw.k_norm), 0, 0, 0, un * nkv, hd, hd, hd, false);
-        }
-        if (cfg_.rope_dim > 0) {
-          dev_.Barrier(cb);
-          const bool local = cfg_.rope_base_local > 0 && cfg_.LayerIsLocal(l);
-          RopePush p{q_,
-                     k_,
-                     in_.addr + (local ? in_cosl_ : in_cos_),
-                     in_.addr + (local ? in_sinl_ : in_sin_),
-                     un,
-                     nq,
-                     nkv,
-                     hd,
-                     static_cast<uint32_t>(cfg_.rope_dim / 2),
-                     cfg_.rope_style == RopeStyle::kHalfSplit ? 1u : 0u,
-                     qd,
-                     kvd};
-          dev_.Dispatch(cb, Shader::kRope, &p, sizeof(p),
-                        Groups(static_cast<uint64_t>(un) * (nq + nkv) * p.half, 64));
-        }
+      case OpKind::kQkv:
+        RecordQkv(cb, l, n);
         break;
-      }
       case OpKind::kStoreKv: {
         KvStorePush p{k_,
                       v_,
