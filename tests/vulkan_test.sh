@@ -25,6 +25,9 @@ cpu_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 2>/dev/nu
 vk_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 --device vulkan 2>"$TMP/run.log")
 [ -n "$cpu_text" ] && [ "$cpu_text" = "$vk_text" ] && grep -q "on vulkan:0" "$TMP/run.log"
 check "run --device vulkan: the CPU's greedy text" $?
+spec_text=$("$BIN" run -m "$MODEL" -p "Once upon a time" -n 48 --temp 0 --device vulkan --spec ngram 2>/dev/null)
+[ "$spec_text" = "$cpu_text" ]
+check "speculative decoding (ngram) on the device: the same text" $?
 
 # expect_fail NAME RC NEEDLE ARGS...: exits with RC, stderr names NEEDLE.
 expect_fail() {

@@ -64,8 +64,9 @@ std::unique_ptr<Backend> MakeDeviceBackend(const LoadedModel& model, const Engin
   b->SetContext(ctx);
   return b;
 #else
-  Fail("this build of Paddock has no Vulkan backend: build it with Debian's libvulkan-dev and "
-       "glslc installed (cmake finds them), or run with --device cpu");
+  Fail(
+      "this build of Paddock has no Vulkan backend: build it with Debian's libvulkan-dev and "
+      "glslc installed (cmake finds them), or run with --device cpu");
 #endif
 }
 
