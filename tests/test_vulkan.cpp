@@ -181,7 +181,7 @@ void CompareWithCpu(const std::string& name, const std::string& path) {
   auto dev = Load(path, "vulkan");
   const int V = cpu->info().n_vocab;
   std::vector<int32_t> seq = {1, 17, 42, 99, 5, 230, 7};
-  for (int i = 0; i < 24; ++i) {
+  for (int i = 0; i < 12; ++i) {
     const float* l = cpu->Evaluate(seq, 0);
     seq.push_back(Argmax(l, V));
   }
