@@ -173,6 +173,17 @@ int Argmax(const float* v, int n) {
   return static_cast<int>(std::max_element(v, v + n) - v);
 }
 
+// The largest |a - b| over n logits, and their scale (the largest |a|, at least 1).
+float MaxDiff(const float* a, const float* b, int n, float* scale) {
+  float diff = 0;
+  *scale = 1;
+  for (int k = 0; k < n; ++k) {
+    *scale = std::max(*scale, std::fabs(a[k]));
+    diff = std::max(diff, std::fabs(a[k] - b[k]));
+  }
+  return diff;
+}
+
 // The CPU's greedy continuation of a prompt, then the device fed the same tokens, all at once
 // (prefill) and one at a time (decode): the same argmax at every position, unless the CPU's
 // top two are within the logits' agreement (a near-tie, named); perplexity within 0.1%.
@@ -193,12 +204,8 @@ void CompareWithCpu(const std::string& name, const std::string& path) {
   for (size_t p = 0; p < in.size(); ++p) {
     const float* a = ref.data() + p * V;
     const float* b = got.data() + p * V;
-    float scale = 1, diff = 0;
-    for (int k = 0; k < V; ++k) {
-      scale = std::max(scale, std::fabs(a[k]));
-      diff = std::max(diff, std::fabs(a[k] - b[k]));
-    }
-    EXPECT_LE(diff, 2e-3f * scale) << name << " position " << p;
+    float scale = 1;
+    EXPECT_LE(MaxDiff(a, b, V, &scale), 2e-3f * scale) << name << " position " << p;
     const int ta = Argmax(a, V), tb = Argmax(b, V);
     if (ta != tb) {
       std::vector<float> s(a, a + V);
@@ -223,12 +230,8 @@ void CompareWithCpu(const std::string& name, const std::string& path) {
   for (size_t p = 0; p < in.size(); ++p) {
     const float* l = dev->Evaluate({in[p]}, static_cast<int>(p));
     const float* a = ref.data() + p * V;
-    float scale = 1, diff = 0;
-    for (int k = 0; k < V; ++k) {
-      scale = std::max(scale, std::fabs(a[k]));
-      diff = std::max(diff, std::fabs(a[k] - l[k]));
-    }
-    EXPECT_LE(diff, 2e-3f * scale) << name << " decode position " << p;
+    float scale = 1;
+    EXPECT_LE(MaxDiff(a, l, V, &scale), 2e-3f * scale) << name << " decode position " << p;
   }
 }
 

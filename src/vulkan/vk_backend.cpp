@@ -157,6 +157,10 @@ class VulkanBackend final : public Backend {
   size_t out_hid_ = 0, out_logits_ = 0, out_x_ = 0;
   std::map<uint64_t, VkCommandBuffer> recorded_;
   std::vector<float> emb_row_;
+  // The shapes the dispatches take: dim, q_dim, kv_dim, head_dim, heads, KV heads.
+  struct Dims {
+    uint32_t dim, qd, kvd, hd, nq, nkv;
+  } dims_;
   int n_mv_ = 0;               // the step's tokens on the matrix-vector shader (they come first)
   std::vector<int32_t> row_;   // per token in item order, its row in the step (planned once)
   std::vector<float> tail_x_;  // a partial offload's residual rows back in item order
@@ -167,7 +171,10 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
       cfg_(model.config),
       dev_(o.device),
       opt_(o.forward),
-      max_batch_(std::max(1, o.max_batch)) {
+      max_batch_(std::max(1, o.max_batch)),
+      dims_{static_cast<uint32_t>(cfg_.dim),      static_cast<uint32_t>(cfg_.q_dim()),
+            static_cast<uint32_t>(cfg_.kv_dim()), static_cast<uint32_t>(cfg_.head_dim),
+            static_cast<uint32_t>(cfg_.n_heads),  static_cast<uint32_t>(cfg_.n_kv_heads)} {
   CheckModel();
   if (const char* lose = std::getenv("PADDOCK_VULKAN_LOSE_AFTER")) dev_.LoseAfter(std::atoi(lose));
   ops_ = LayerOps(cfg_, model.weights);
@@ -518,11 +525,7 @@ void VulkanBackend::Norm(VkCommandBuffer cb, uint64_t x, uint64_t y, uint64_t w,
 void VulkanBackend::RecordQkv(VkCommandBuffer cb, int l, int n) {
   const LayerDev& d = layers_[static_cast<size_t>(l)];
   const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
-  const uint32_t dim = static_cast<uint32_t>(cfg_.dim), qd = static_cast<uint32_t>(cfg_.q_dim());
-  const uint32_t kvd = static_cast<uint32_t>(cfg_.kv_dim());
-  const uint32_t hd = static_cast<uint32_t>(cfg_.head_dim);
-  const uint32_t nq = static_cast<uint32_t>(cfg_.n_heads);
-  const uint32_t nkv = static_cast<uint32_t>(cfg_.n_kv_heads);
+  const auto [dim, qd, kvd, hd, nq, nkv] = dims_;
   const uint32_t un = static_cast<uint32_t>(n);
   Matmul(cb, d.wq, xb_, q_, Addr(lw.bq), n, dim, qd);
   Matmul(cb, d.wk, xb_, k_, Addr(lw.bk), n, dim, kvd);
@@ -559,11 +562,7 @@ void VulkanBackend::RecordQkv(VkCommandBuffer cb, int l, int n) {
 void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
   const LayerDev& d = layers_[static_cast<size_t>(l)];
   const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
-  const uint32_t dim = static_cast<uint32_t>(cfg_.dim), qd = static_cast<uint32_t>(cfg_.q_dim());
-  const uint32_t kvd = static_cast<uint32_t>(cfg_.kv_dim());
-  const uint32_t hd = static_cast<uint32_t>(cfg_.head_dim);
-  const uint32_t nq = static_cast<uint32_t>(cfg_.n_heads);
-  const uint32_t nkv = static_cast<uint32_t>(cfg_.n_kv_heads);
+  const auto [dim, qd, kvd, hd, nq, nkv] = dims_;
   const uint32_t un = static_cast<uint32_t>(n);
   for (const LayerOp& op : ops_[static_cast<size_t>(l)]) {
     switch (op.kind) {
