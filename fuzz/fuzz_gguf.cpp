@@ -11,9 +11,9 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/config.h"
-#include "model/synth.h"
 #include "model/tokenizer.h"
 #include "paddock/error.h"
+#include "synth/synth.h"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <new>
 #include <vector>
 
-#include "model/synth.h"
 #include "paddock/error.h"
 #include "paddock/paddock.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace {

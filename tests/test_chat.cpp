@@ -9,9 +9,9 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "model/synth.h"
 #include "model/tokenizer.h"
 #include "paddock/paddock.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "base/cpu.h"
-#include "model/synth.h"
 #include "model/weights.h"
 #include "paddock/engine.h"
 #include "paddock/error.h"
 #include "paddock/service.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -194,7 +194,7 @@ TEST(Encoder, EmbeddingsMatchLlamaCppOnEveryIsa) {
       const bool bf16 = m >= 2;
       auto svc = Serve(m % 2 == 0 ? TinyBert() : TinyNomic(), isa, bf16);
       const Engine& e = svc->engine();
-      EXPECT_EQ(e.info().kind, "embedding");
+      EXPECT_EQ(e.info().kind, ModelKind::kEmbedding);
       std::vector<std::vector<int32_t>> inputs;
       for (const char* t : kTexts) inputs.push_back(e.Tokenize(t, true));
       const auto v =
@@ -216,7 +216,7 @@ TEST(Encoder, RerankScoresMatchLlamaServer) {
   const float want[3] = {0.32856637f, 0.22510940f, 0.16738707f};
   auto svc = Serve(TinyReranker());
   const Engine& e = svc->engine();
-  EXPECT_EQ(e.info().kind, "rerank");
+  EXPECT_EQ(e.info().kind, ModelKind::kRerank);
   const auto q = e.Tokenize("what is the capital of france", false);
   std::vector<std::vector<int32_t>> pairs;  // [CLS] q [SEP] [SEP] d [SEP]
   for (const char* d : docs) pairs.push_back(e.RerankInput(q, e.Tokenize(d, false)));

@@ -125,7 +125,7 @@ TEST(Engine, BadOptionsAndFilesAreErrors) {
 }  // namespace
 }  // namespace paddock
 
-#include "model/synth.h"
+#include "synth/synth.h"
 
 namespace paddock {
 namespace {

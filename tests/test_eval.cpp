@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "model/synth.h"
 #include "paddock/paddock.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/transformer.h"
 #include "kv/kv_manager.h"
-#include "model/transformer.h"
 
 namespace paddock::test {
 

@@ -10,9 +10,9 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "model/synth.h"
 #include "model/weights.h"
 #include "paddock/error.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {

@@ -14,14 +14,14 @@
 
 #include "base/cpu.h"
 #include "base/thread_pool.h"
+#include "cpu/transformer.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
 #include "model/lora.h"
-#include "model/synth.h"
-#include "model/transformer.h"
 #include "paddock/error.h"
+#include "synth/synth.h"
 #include "test_forward.h"
 #include "test_util.h"
 

@@ -9,16 +9,16 @@
 
 #include "base/cpu.h"
 #include "base/thread_pool.h"
+#include "cpu/moe.h"
+#include "cpu/transformer.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
-#include "model/moe.h"
-#include "model/synth.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 #include "paddock/error.h"
 #include "paddock/paddock.h"
+#include "synth/synth.h"
 #include "test_forward.h"
 #include "test_util.h"
 
@@ -104,15 +104,22 @@ struct Runner {
   Runner(const std::string& path, Isa isa, int threads, int max_batch, KvCacheOptions ko = F32Kv(),
          bool int8_activations = false)
       : model(LoadModel(path)), pool(threads), max_batch_(max_batch), int8_(int8_activations) {
-    tf = std::make_unique<Transformer>(*model, GetKernels(isa), pool, max_batch,
+    kernels_ = &GetKernels(isa);
+    tf = std::make_unique<Transformer>(*model, *kernels_, pool, max_batch,
                                        ForwardOptions{.int8_activations = int8_activations});
     kv = std::make_unique<KvManager>(model->config, ko, model->config.context_length);
   }
-  // The same model on another kernel table (e.g. another prefetch mode).
+  // The same model on another kernel table (e.g. another prefetch mode); its ops resolved again
+  // (they are resolved once at load: a test that changes the config or the weights calls this
+  // or Resolve).
   void UseKernels(const KernelTable& k) {
+    kernels_ = &k;
+    model->ops = LayerOps(model->config, model->weights);
     tf = std::make_unique<Transformer>(*model, k, pool, max_batch_,
                                        ForwardOptions{.int8_activations = int8_});
   }
+  void Resolve() { UseKernels(*kernels_); }
+  const KernelTable* kernels_ = nullptr;
   int max_batch_;
   bool int8_;
   // Logits after the whole sequence, fed token by token (or all at once when `batched`).
@@ -422,6 +429,7 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     EXPECT_TRUE(r.model->config.qkv_bias);
     const auto with = r.Run(toks, false);
     for (auto& l : r.model->weights.layers) l.bq = l.bk = l.bv = nullptr;
+    r.Resolve();
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-2) << "QKV bias ignored";
   }
   {
@@ -442,6 +450,7 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     const auto full = o.Run(toks, false);
     for (auto& l : o.model->weights.layers) l.q_norm = l.k_norm = nullptr;
     o.model->config.qk_norm_full = false;
+    o.Resolve();
     EXPECT_GT(RelErr(o.Run(toks, false), full), 1e-2) << "whole-row QK-norm ignored";
     // gpt-oss: sinks, YaRN, the clamped SwiGLU, the router's and the experts' biases.
     Runner gr(WriteVariant(find("gpt_oss")), DetectIsa(), 1, 4);
@@ -457,8 +466,10 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     auto& gl = gr.model->weights.layers;
     std::vector<const float*> sinks;
     for (auto& l : gl) sinks.push_back(l.attn_sinks), l.attn_sinks = nullptr;
+    gr.Resolve();
     EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-3) << "attention sinks ignored";
     for (size_t i = 0; i < gl.size(); ++i) gl[i].attn_sinks = sinks[i];
+    gr.Resolve();
     EXPECT_LT(RelErr(gr.Run(toks, false), g_with), 1e-6);
     gr.model->config.rope_scaling = "none";
     gr.tf->SetContext(256);
@@ -473,8 +484,7 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     EXPECT_GT(RelErr(gr.Run(toks, false), g_with), 1e-3) << "expert biases ignored";
     Runner silu(WriteVariant(find("gpt_oss")), DetectIsa(), 1, 4);
     silu.model->config.ffn_act = FfnAct::kSilu;
-    silu.tf = std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4,
-                                            ForwardOptions{.int8_activations = false});
+    silu.Resolve();
     EXPECT_GT(RelErr(silu.Run(toks, false), g_with), 1e-3) << "clamped SwiGLU ignored";
     Runner x(WriteVariant(find("mixtral_moe")), DetectIsa(), 1, 4);
     EXPECT_TRUE(x.model->config.expert_norm);  // llama's (Mixtral's) default
@@ -486,6 +496,7 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     EXPECT_EQ(r.model->config.head_dim, 32);
     const auto with = r.Run(toks, false);
     for (auto& l : r.model->weights.layers) l.q_norm = l.k_norm = nullptr;
+    r.Resolve();
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-2) << "QK-norm ignored";
   }
   {
@@ -513,8 +524,7 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     r.model->config.embed_scale = 8.0f;
     Runner silu(WriteVariant(find("gemma_geglu")), DetectIsa(), 1, 4);
     silu.model->config.ffn_act = FfnAct::kSilu;
-    silu.tf = std::make_unique<Transformer>(*silu.model, GetKernels(DetectIsa()), silu.pool, 4,
-                                            ForwardOptions{.int8_activations = false});
+    silu.Resolve();
     EXPECT_GT(RelErr(silu.Run(toks, false), with), 1e-3) << "GELU ignored";
   }
   {
@@ -606,16 +616,20 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     L[0].attn_norm_b = nb;
     r.UseKernels(GetKernels(DetectIsa()));
     r.model->config.layer_norm = false;
+    r.Resolve();
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "LayerNorm treated as RMSNorm";
     r.model->config.layer_norm = true;
+    r.Resolve();
     const WeightTensor pe = r.model->weights.pos_embd;
     r.model->weights.pos_embd = WeightTensor();
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "learned positions ignored";
     r.model->weights.pos_embd = pe;
     const float* bu = L[0].b_up;
     L[0].b_up = nullptr;
+    r.Resolve();
     EXPECT_GT(RelErr(r.Run(toks, false), with), 1e-3) << "FFN bias ignored";
     L[0].b_up = bu;
+    r.Resolve();
     EXPECT_LT(RelErr(r.Run(toks, false), with), 1e-7);
   }
   {
@@ -678,6 +692,7 @@ TEST(Model, DistinguishingFeaturesAreNotIgnored) {
     EXPECT_EQ(r.model->config.rope_style, RopeStyle::kHalfSplit);
     const auto neox = r.Run(toks, false);
     r.model->config.rope_style = RopeStyle::kAdjacentPairs;
+    r.Resolve();
     EXPECT_GT(RelErr(r.Run(toks, false), neox), 1e-3) << "RoPE layout ignored";
   }
 }

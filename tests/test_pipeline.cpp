@@ -14,11 +14,11 @@
 
 #include "base/cpu.h"
 #include "base/thread_pool.h"
+#include "cpu/pipeline_head.h"
+#include "cpu/transformer.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
-#include "model/pipeline_head.h"
 #include "model/stage_link.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 #include "paddock/engine.h"
 #include "paddock/error.h"

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include "model/synth.h"
 #include "paddock/service.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {

@@ -13,10 +13,10 @@
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "kv/kv_manager.h"
-#include "model/synth.h"
 #include "paddock/error.h"
 #include "paddock/paddock.h"
 #include "paddock/service.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kv/kv_manager.h"
-#include "model/synth.h"
 #include "paddock/engine.h"
+#include "synth/synth.h"
 
 namespace paddock::test {
 

@@ -12,10 +12,12 @@
 #include <random>
 
 #include "formats/ggml_types.h"
-#include "model/synth.h"
+#include "model/backend.h"
+#include "model/weights.h"
 #include "paddock/engine.h"
 #include "paddock/eval.h"
 #include "paddock/service.h"
+#include "synth/synth.h"
 #include "test_util.h"
 #include "vulkan/backend.h"
 #include "vulkan/device.h"
@@ -371,7 +373,28 @@ TEST(Vulkan, RefusesWhatItCannotRunByName) {
   moe.n_experts_used = 2;
   const std::string moe_path = test::TempPath("vk-moe.gguf");
   WriteSyntheticModel(moe, moe_path);
-  expect_error(moe_path, "vulkan", 0, "mixtures of experts");
+  expect_error(moe_path, "vulkan", 0,
+               "the vulkan backend has no moe (layer 0); --device cpu runs it");
+  // The refusal is CheckSupport's against VulkanCaps(), word for word: the one place.
+  {
+    auto m = LoadModel(moe_path);
+    std::string direct;
+    try {
+      CheckSupport(*m, VulkanCaps(), SupportQuery{});
+    } catch (const Error& e) {
+      direct = e.what();
+    }
+    EngineOptions eo;
+    eo.model_path = moe_path;
+    eo.device = "vulkan";
+    try {
+      Engine::Create(eo);
+      ADD_FAILURE() << "a mixture of experts on the vulkan backend";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(direct), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(direct.empty());
+  }
   SynthSpec q3;
   q3.dim = 256;
   q3.ffn_dim = 256;

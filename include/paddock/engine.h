@@ -251,6 +251,12 @@ struct GenerateResult {
 // until ruled out). Return false to cancel.
 using StreamCallback = std::function<bool(std::string_view text)>;
 
+// What a model gives: text (a decoder: text, and embeddings), embeddings only (an encoder) or
+// rerank scores (an encoder with a classification head).
+enum class ModelKind { kGeneration, kEmbedding, kRerank };
+// "generation", "embedding", "rerank".
+const char* ModelKindName(ModelKind k);
+
 struct ModelInfo {
   std::string path, format, arch, name;
   int64_t n_params = 0;
@@ -266,9 +272,8 @@ struct ModelInfo {
   std::string rope_style, rope_scaling;
   int sliding_window = 0;
   std::string pooling;  // embeddings' pooling from the file (mean, cls, last, rank), if it says
-  // What the model gives: "generation" (a decoder: text, and embeddings), "embedding" (an
-  // encoder: embeddings only) or "rerank" (an encoder with a classification head: scores).
-  std::string kind;
+  // What the model gives (ModelKindName: "generation", "embedding", "rerank").
+  ModelKind kind = ModelKind::kGeneration;
   bool qkv_bias = false, qk_norm = false, tied_embeddings = false;
   std::string chat_template;         // the file's tokenizer.chat_template (empty if none)
   std::string bos_token, eos_token;  // their spellings (for chat templates)

@@ -11,9 +11,9 @@
 #include "base/cpu.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
+#include "cpu/transformer.h"
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 
 namespace paddock::dist::detail {

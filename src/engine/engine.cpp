@@ -19,6 +19,8 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "base/utf8.h"
+#include "cpu/pipeline_head.h"
+#include "cpu/transformer.h"
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
 #include "engine/stop_rule.h"
@@ -26,9 +28,7 @@
 #include "kernels/kernels.h"
 #include "kv/kv_disk.h"
 #include "kv/kv_manager.h"
-#include "model/pipeline_head.h"
 #include "model/stage_link.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 #include "vision/clip.h"
 #include "vision/image.h"
@@ -89,7 +89,9 @@ ModelInfo MakeInfo(const LoadedModel& m) {
               : c.pooling_type == 3 ? "last"
               : c.pooling_type == 4 ? "rank"
                                     : "";
-  i.kind = !c.encoder ? "generation" : m.weights.cls != nullptr ? "rerank" : "embedding";
+  i.kind = !c.encoder                 ? ModelKind::kGeneration
+           : m.weights.cls != nullptr ? ModelKind::kRerank
+                                      : ModelKind::kEmbedding;
   i.qkv_bias = c.qkv_bias;
   i.qk_norm = c.qk_norm;
   i.tied_embeddings = c.tied_embeddings;
@@ -218,11 +220,8 @@ void CheckOptions(const EngineOptions& o) {
     Fail("a trace records one engine's threads: not with engines sharing a pool (several models)");
   if (o.gpu_layers != -1 && VulkanDeviceIndex(o.device) < 0)
     Fail("--gpu-layers is for --device vulkan");
-  if (VulkanDeviceIndex(o.device) >= 0) {
-    if (o.stages) Fail("--device %s runs no pipeline stages (--device cpu does)", o.device.c_str());
-    if (!o.lora_path.empty())
-      Fail("--device %s runs no LoRA adapters (--device cpu does)", o.device.c_str());
-  }
+  if (VulkanDeviceIndex(o.device) >= 0 && o.stages)
+    Fail("--device %s runs no pipeline stages (--device cpu does)", o.device.c_str());
 }
 
 // Weights larger than the available memory (avail) still run from the memory map, but every
@@ -260,6 +259,7 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
   }
   auto cpu = std::make_unique<Transformer>(*impl->model, *impl->kernels, *impl->pool, o.max_batch,
                                            o.forward);
+  CheckSupport(*impl->model, cpu->caps(), SupportOf(impl->model->config, o));
   cpu->SetContext(ctx);
   impl->cpu = cpu.get();
   if (o.stages) {  // the head's layers here, the rest through the link
@@ -313,7 +313,7 @@ uint64_t KvIdentity(const Engine::Impl& impl, const EngineOptions& o, int ctx) {
                     static_cast<double>(o.lora_scale));
   // A device's keys and values round differently from the CPU's (and a partial offload's
   // differ per layer): a tier's blocks are shared only on the same device and split.
-  if (impl.backend->name() != "cpu")
+  if (impl.backend->kind() != BackendKind::kCpu && impl.backend->kind() != BackendKind::kPipeline)
     id += StrFormat(" device=%s gpu_layers=%d", impl.backend->name().c_str(), o.gpu_layers);
   ForwardOptions f = o.forward;
   f.ForEachSwitch([&](const char* name, bool on) { id += StrFormat(" %s=%d", name, on ? 1 : 0); });
@@ -368,6 +368,12 @@ void EncoderOptions(const ModelConfig& c, int ctx, EngineOptions* o) {
   o->max_batch = std::min(4096, std::max(o->max_batch, ctx));
   // The KV cache holds one step's inputs (their keys and values live for that step only).
   if (o->kv_memory == 0 && o->kv_tokens == 0) o->kv_tokens = 2 * o->max_batch;
+}
+
+const char* ModelKindName(ModelKind k) {
+  return k == ModelKind::kGeneration ? "generation"
+         : k == ModelKind::kRerank   ? "rerank"
+                                     : "embedding";
 }
 
 std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
@@ -665,6 +671,9 @@ void ParseLoraArg(const std::string& v, std::string* path, float* scale) {
 }
 
 std::shared_ptr<const LoraAdapter> Engine::LoadLora(const std::string& path, float scale) const {
+  SupportQuery q;
+  q.lora = true;
+  CheckSupport(*impl_->model, impl_->backend->caps(), q);
   return LoraAdapter::Load(path, *impl_->model, scale);
 }
 

@@ -9,6 +9,7 @@
 #include "base/strings.h"
 #include "base/thread_pool.h"
 #include "base/trace.h"
+#include "cpu/transformer.h"
 #include "engine/constrained.h"
 #include "engine/images.h"
 #include "engine/sampler.h"
@@ -18,7 +19,6 @@
 #include "kv/kv_manager.h"
 #include "model/lora.h"
 #include "model/stage_link.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 #include "paddock/engine.h"
 
@@ -160,9 +160,14 @@ struct Engine::Impl {
 // embeddings or rerank scores).
 void RequireGenerator(const Engine::Impl& e);
 
+// What the options ask a backend to run of the model (CheckSupport's query): the KV cache's
+// types per layer, an adapter.
+SupportQuery SupportOf(const ModelConfig& c, const EngineOptions& o);
+
 // The backend of a device EngineOptions::device names (engine/devices.cpp): the Vulkan one,
-// over the model's weights in their file encodings; a partial offload's CPU layers on these
-// kernels and pool. Throws Error (no such device; a build without Vulkan).
+// over the model's weights in their file encodings, checked against its caps first; a partial
+// offload splits the layers (model/split_backend.h), the rest on a CPU backend over these
+// kernels and pool. Throws Error (no such device; a build without Vulkan; what it lacks).
 std::unique_ptr<Backend> MakeDeviceBackend(const LoadedModel& model, const EngineOptions& o,
                                            const KernelTable& kernels, ThreadPool& pool, int ctx);
 

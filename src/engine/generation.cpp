@@ -231,9 +231,9 @@ class Generation {
 }  // namespace
 
 void RequireGenerator(const Engine::Impl& e) {
-  if (e.info.kind == "generation") return;
+  if (e.info.kind == ModelKind::kGeneration) return;
   const std::string& who = e.info.name.empty() ? e.info.path : e.info.name;
-  if (e.info.kind == "rerank")
+  if (e.info.kind == ModelKind::kRerank)
     Fail(
         "'%s' is a reranker (%s): it scores documents against a query (/v1/rerank), it does "
         "not generate text",

@@ -5,6 +5,7 @@
 
 #include "base/strings.h"
 #include "engine/service_impl.h"
+#include "model/step.h"
 
 namespace paddock {
 
@@ -41,12 +42,11 @@ struct EmbedJob {
   std::vector<std::vector<float>> out;
   size_t next = 0;  // the first input not yet computed
 
-  // One row of input k at position pos counts towards its vector.
-  bool Takes(size_t k, int pos) const {
-    const int n = static_cast<int>(inputs[k].size());
-    return pooling == Service::Pooling::kMean ||
-           (pooling == Service::Pooling::kLast && pos == n - 1) ||
-           (pooling == Service::Pooling::kCls && pos == 0);
+  // How the backend pools (a rerank score reads the first token's row).
+  Pooling How() const {
+    return pooling == Service::Pooling::kMean   ? Pooling::kMean
+           : pooling == Service::Pooling::kLast ? Pooling::kLast
+                                                : Pooling::kFirst;
   }
 
   // An encoder: each input whole in one item (its tokens see each other), as many inputs per
@@ -56,9 +56,7 @@ struct EmbedJob {
     KvManager& kv = *e->kv;
     const int dim = e->model->config.dim;
     const int max_tokens = e->backend->max_batch(), max_items = e->backend->max_items();
-    const uint8_t how = pooling == Service::Pooling::kMean   ? 1
-                        : pooling == Service::Pooling::kLast ? 3
-                                                             : 2;
+    const Pooling how = How();
     std::vector<StepItem> items;
     std::vector<KvView> views(static_cast<size_t>(max_items));
     std::vector<const float*> rows(static_cast<size_t>(max_items));
@@ -141,7 +139,9 @@ struct EmbedJob {
       }
       const size_t count = round.seqs.size();
       std::vector<int> done_tokens(count, 0);
-      std::vector<std::vector<double>> acc(count, std::vector<double>(static_cast<size_t>(dim)));
+      std::vector<PoolSum> acc(count);
+      for (size_t r = 0; r < count; ++r)
+        acc[r].Start(How(), static_cast<int>(inputs[first + r].size()), dim);
       std::vector<KvView> views(count);
       for (size_t cur = 0; cur < count;) {
         items.clear();
@@ -167,17 +167,13 @@ struct EmbedJob {
         for (const Span& sp : spans) {
           const auto& in = inputs[first + sp.r];
           kv.Commit(round.seqs[sp.r], in.data() + sp.start, sp.m);
-          for (int i = 0; i < sp.m; ++i, ++row) {
-            if (!Takes(first + sp.r, sp.start + i)) continue;
-            const float* h = rows[row];
-            for (int d = 0; d < dim; ++d) acc[sp.r][static_cast<size_t>(d)] += h[d];
-          }
+          for (int i = 0; i < sp.m; ++i, ++row) acc[sp.r].Add(sp.start + i, rows[row]);
           done_tokens[sp.r] += sp.m;
         }
         while (cur < count && done_tokens[cur] == static_cast<int>(inputs[first + cur].size()))
           ++cur;
       }
-      for (size_t r = 0; r < count; ++r) Normalize(acc[r].data(), dim, &out[first + r]);
+      for (size_t r = 0; r < count; ++r) Normalize(acc[r].sum(), dim, &out[first + r]);
     }
     return true;
   }
@@ -193,7 +189,7 @@ void Service::EmbedAsync(std::vector<std::vector<int32_t>> inputs, Pooling pooli
   if (pooling == Pooling::kRank && c.encoder && s.e->model->weights.cls == nullptr)
     Fail("'%s' has no classification head: it gives embeddings, not rerank scores",
          s.e->info.name.c_str());
-  if (pooling != Pooling::kRank && s.e->info.kind == "rerank")
+  if (pooling != Pooling::kRank && s.e->info.kind == ModelKind::kRerank)
     Fail("'%s' is a reranker: it gives rerank scores, not embeddings", s.e->info.name.c_str());
   if (pooling == Pooling::kRank && !c.encoder)
     Fail("'%s' is not a reranker (rerank scores come from an encoder with a classification head)",

@@ -6,10 +6,10 @@
 #include "base/cpu.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
+#include "cpu/transformer.h"
 #include "engine/engine_impl.h"  // PrefetchOf
 #include "kernels/kernels.h"
 #include "kv/kv_manager.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 
 namespace paddock {

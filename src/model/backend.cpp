@@ -10,6 +10,7 @@
 #include <new>
 
 #include "base/strings.h"
+#include "model/weights.h"
 
 namespace paddock {
 
@@ -121,6 +122,105 @@ const float* Backend::Forward(const int32_t* tokens, int n, int pos, const KvVie
     done += m;
   }
   return logits;
+}
+
+const BackendCaps& Backend::caps() const {
+  static const BackendCaps all;
+  return all;
+}
+
+void Backend::SetLayers(int begin, int end) {
+  if (begin != 0 || end != config().n_layers)
+    Fail("the %s backend runs a model's layers whole, not layers [%d, %d)", caps().name, begin,
+         end);
+}
+
+void Backend::StepFrom(const float*, const StepItem*, int, StepOutput, const float**) {
+  Fail("the %s backend runs a model's layers whole (no step from a residual stream)", caps().name);
+}
+
+namespace {
+
+// "layer 3's attn_q" for the errors: the op's matrix i by its role.
+std::string MatrixName(const LayerOp& op, int i) {
+  static const char* const kQkv[] = {"attn_q", "attn_k", "attn_v"};
+  static const char* const kMoe[] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+  const char* what = op.kind == OpKind::kQkv       ? kQkv[i]
+                     : op.kind == OpKind::kOutProj ? "attn_output"
+                     : op.kind == OpKind::kFfnUp   ? (i == 0 ? "ffn_gate" : "ffn_up")
+                     : op.kind == OpKind::kFfnDown ? "ffn_down"
+                     : op.kind == OpKind::kMoe     ? kMoe[i]
+                                                   : OpName(op.kind);
+  return StrFormat("layer %d's %s", op.layer, what);
+}
+
+bool RunsType(const BackendCaps& caps, GgmlType t) {
+  if (caps.weight_types.empty()) return true;
+  return std::find(caps.weight_types.begin(), caps.weight_types.end(), t) !=
+         caps.weight_types.end();
+}
+
+std::string TypeList(const BackendCaps& caps) {
+  std::string s;
+  for (size_t i = 0; i < caps.weight_types.size(); ++i)
+    s += StrFormat("%s%s",
+                   i == 0                              ? ""
+                   : i + 1 == caps.weight_types.size() ? " and "
+                                                       : ", ",
+                   TypeName(caps.weight_types[i]));
+  return s;
+}
+
+[[noreturn]] void Refuse(const BackendCaps& caps, const std::string& what) {
+  Fail("the %s backend has no %s%s%s", caps.name, what.c_str(), *caps.fallback ? "; " : "",
+       caps.fallback);
+}
+
+void CheckOp(const BackendCaps& caps, const LayerOp& op) {
+  if (!caps.Runs(op.kind)) Refuse(caps, StrFormat("%s (layer %d)", OpName(op.kind), op.layer));
+  for (int f = 0; f < static_cast<int>(OpFeature::kCount); ++f)
+    if (op.Has(static_cast<OpFeature>(f)) && !((caps.features >> f) & 1u))
+      Refuse(caps, StrFormat("%s (layer %d's %s)", OpFeatureName(static_cast<OpFeature>(f)),
+                             op.layer, OpName(op.kind)));
+  for (int i = 0; i < 3; ++i) {
+    const WeightTensor* w = op.mat[i];
+    if (w == nullptr || !*w) continue;
+    if (!RunsType(caps, w->type))
+      Refuse(caps, StrFormat("shader for %s weights (%s); it runs %s", TypeName(w->type),
+                             MatrixName(op, i).c_str(), TypeList(caps).c_str()));
+    const uint64_t bytes = static_cast<uint64_t>(w->rows) * w->row_bytes;
+    if (caps.max_matrix_bytes > 0 && bytes > caps.max_matrix_bytes)
+      Refuse(caps,
+             StrFormat("room for %s of %s in one matrix (at most %s)", MatrixName(op, i).c_str(),
+                       FormatBytes(bytes).c_str(), FormatBytes(caps.max_matrix_bytes).c_str()));
+  }
+  const int hd = op.head_dim;
+  if (op.kind == OpKind::kAttention &&
+      ((caps.max_head_dim > 0 && hd > caps.max_head_dim) || (caps.even_head_dim && hd % 2 != 0)))
+    Refuse(caps, StrFormat("attention over heads of %d (layer %d; at most %d, even)", hd, op.layer,
+                           caps.max_head_dim));
+}
+
+}  // namespace
+
+void CheckSupport(const LoadedModel& m, const BackendCaps& caps, const SupportQuery& q) {
+  const int end = q.layer_end < 0 ? m.config.n_layers : q.layer_end;
+  for (int l = q.layer_begin; l < end && l < static_cast<int>(m.ops.size()); ++l)
+    for (const LayerOp& op : m.ops[static_cast<size_t>(l)]) CheckOp(caps, op);
+  if (end == m.config.n_layers && m.weights.output && !RunsType(caps, m.weights.output.type))
+    Refuse(caps, StrFormat("shader for %s weights (output); it runs %s",
+                           TypeName(m.weights.output.type), TypeList(caps).c_str()));
+  if (m.config.encoder && !caps.pooled)
+    Refuse(caps, "pooled rows (embedding and reranking models)");
+  for (const std::vector<KvDtype>* types : {&q.k_types, &q.v_types})
+    for (size_t l = 0; l < types->size(); ++l) {
+      const KvDtype t = (*types)[l];
+      if (static_cast<int>(l) >= q.layer_begin && static_cast<int>(l) < end &&
+          !((caps.kv_types >> static_cast<int>(t)) & 1u))
+        Refuse(caps, StrFormat("KV cache of %s (layer %zu; --cache-type-k/-v, --kv-layer-types)",
+                               KvDtypeName(t), l));
+    }
+  if (q.lora && !caps.lora) Refuse(caps, "LoRA adapters");
 }
 
 void Backend::Launch(const StepItem*, int, int lane) {

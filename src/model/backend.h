@@ -7,9 +7,14 @@
 // sampling, grammars and the KV cache's bookkeeping (which blocks a sequence holds, prefix
 // reuse, copy-on-write) stay above it, the same for every backend.
 //
-// What a step computes is stated once, per architecture, by LayerOps (model/layer_ops.h); a
-// backend runs it. The CPU backend (model/transformer.h) runs it on the
-// kernel table over a thread pool. A device backend uploads the weights once, keeps the KV
+// What a step computes is stated once per model by LayerOps (model/layer_ops.h); a backend only
+// executes it, and the ends of a step (item checks, embeddings, soft-cap, pooling) are shared
+// (model/step.h). Each backend states what it executes (BackendCaps); CheckSupport refuses a
+// model it cannot run, naming the first op, type or feature missing, before anything loads:
+// the one place that refuses. A backend may run a range of the layers (SetLayers): a split
+// (model/split_backend.h) composes two through this seam, the residual stream between them.
+// The CPU backend (cpu/transformer.h) runs the op list on the kernel table over a thread
+// pool. A device backend uploads the weights once, keeps the KV
 // blocks in device memory (its KvStore: the views it hands out are its own handles, read by
 // nothing but its own step), records a step as one submitted stream of work and reads back
 // only the rows asked for. Not here: sampling, the pipeline's stages (a head is a backend that
@@ -22,15 +27,24 @@
 #include <string>
 #include <vector>
 
+#include "formats/ggml_types.h"
 #include "model/kv_view.h"
+#include "model/layer_ops.h"
 #include "paddock/forward_options.h"
 
 namespace paddock {
 
 class LoraAdapter;
+struct LoadedModel;
 struct Profiler;
 class Tracer;
 struct ModelConfig;
+
+// How an item's one pooled row (StepOutput::kPooled) pools its tokens' final hidden states.
+enum class Pooling : uint8_t { kNone, kMean, kFirst, kLast };
+
+// Which backend a Backend is (its name() adds the device's index).
+enum class BackendKind : uint8_t { kCpu, kVulkan, kPipeline, kSplit };
 
 // One sequence's share of a step: tokens[0..n) at positions pos..pos+n-1 of its own KV view.
 struct StepItem {
@@ -58,9 +72,9 @@ struct StepItem {
   // causal; null: all causal. Gemma 3's image tokens see their whole image (its tokens must
   // then run in one step, after the tokens before them).
   const int32_t* attend_end = nullptr;
-  // StepOutput::kPooled: how the item's one row pools its tokens' hidden states (llama.cpp's
-  // numbers: 1 mean, 2 the first (CLS), 3 the last). The item is a whole input (pos 0).
-  uint8_t pooling = 0;
+  // StepOutput::kPooled: how the item's one row pools its tokens' hidden states. The item is a
+  // whole input (pos 0).
+  Pooling pooling = Pooling::kNone;
 };
 
 // What a step returns per row asked for.
@@ -68,7 +82,40 @@ enum class StepOutput {
   kLogits,  // n_vocab floats
   kHidden,  // the final-normalized hidden state, dim floats (embeddings)
   kPooled,  // per item one row (n_logits 1): its tokens' hidden states pooled (StepItem::pooling)
+  // The residual stream after the backend's layers (SetLayers), every token's row (dim floats)
+  // in item order: rows[i] is item i's first token's row; what the next range's StepFrom takes.
+  kResidual,
 };
+
+// What a backend executes. CheckSupport checks a model's op list, weight types and the KV
+// cache's types against it once, at load.
+struct BackendCaps {
+  const char* name = "cpu";            // in errors: "the vulkan backend has no moe"
+  uint32_t ops = ~0u;                  // bit per OpKind (model/layer_ops.h)
+  uint32_t features = ~0u;             // bit per OpFeature
+  std::vector<GgmlType> weight_types;  // empty: every type
+  uint32_t kv_types = ~0u;             // bit per KvDtype
+  int max_head_dim = 0;                // 0: any
+  bool even_head_dim = false;          // head sizes must be even
+  uint64_t max_matrix_bytes = 0;       // one weight matrix's bytes (0: any)
+  bool lora = true;                    // LoRA adapters
+  bool pooled = true;                  // StepOutput::kPooled
+  const char* fallback = "";           // what to run instead, for the errors
+  bool Runs(OpKind k) const { return (ops >> static_cast<int>(k)) & 1u; }
+};
+
+// What a backend is asked to run of a model: its layers [layer_begin, layer_end) (-1: to the
+// last, with the output head), the KV cache's types per layer (empty: f16), an adapter.
+struct SupportQuery {
+  std::vector<KvDtype> k_types, v_types;
+  bool lora = false;
+  int layer_begin = 0, layer_end = -1;
+};
+
+// Throws Error when `caps` cannot run `m` as `q` asks: names the first op kind, feature,
+// weight type (and where), head size or KV type missing. The one place a backend's limits
+// become a refusal.
+void CheckSupport(const LoadedModel& m, const BackendCaps& caps, const SupportQuery& q);
 
 // The KV cache's memory as the KV manager lays it out: per layer (of [layer_begin, layer_end))
 // the row bytes and element types of K and V; num_blocks blocks of block_size positions each.
@@ -105,8 +152,11 @@ std::unique_ptr<KvStore> NewHostKvStore(const KvLayout& layout);
 class Backend {
  public:
   virtual ~Backend() = default;
-  // "cpu", "vulkan:0", ...
+  // "cpu", "vulkan:0", ...: for people; kind() for code.
   virtual std::string name() const = 0;
+  virtual BackendKind kind() const = 0;
+  // What it executes (checked once at load: CheckSupport).
+  virtual const BackendCaps& caps() const;
   virtual const ModelConfig& config() const = 0;
   // Limits planned at creation: tokens per step, sequences (and logits rows) per step.
   virtual int max_batch() const = 0;
@@ -129,6 +179,15 @@ class Backend {
   // max_batch(), their rows at most max_items(). rows[i] receives item i's n_logits rows
   // (host memory, valid until the next step).
   virtual void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) = 0;
+  // A range of the model's layers: this backend runs layers [begin, end) only (a split's
+  // parts). The first range embeds the tokens; a later one takes its residual stream in
+  // StepFrom; a range short of the last layer returns StepOutput::kResidual. Before AllocKv.
+  virtual void SetLayers(int begin, int end);
+  virtual int layer_begin() const { return 0; }
+  // A step of a later range: x is the residual stream (every token's row, items in order)
+  // from the range before.
+  virtual void StepFrom(const float* x, const StepItem* items, int n_items, StepOutput out,
+                        const float** rows);
   // One sequence's tokens[0..n) at positions pos..pos+n-1, cut into steps of step_tokens()
   // (an image's bidirectional span never split): the logits after the last one (n_vocab
   // floats, valid until the next step). Throws Error on an invalid token id or a position past

@@ -1,117 +1,173 @@
-// model/layer_ops.cpp: each layer's operations from the configuration and its weights.
+// model/layer_ops.cpp: each layer's operations, resolved from the configuration and its weights.
 #include "model/layer_ops.h"
 
-#include "model/config.h"
 #include "model/weights.h"
 
 namespace paddock {
 
 const char* OpName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kNorm:
-      return "norm";
-    case OpKind::kQkv:
-      return "qkv";
-    case OpKind::kStoreKv:
-      return "store_kv";
-    case OpKind::kAttention:
-      return "attention";
-    case OpKind::kOutProj:
-      return "out_proj";
-    case OpKind::kPostNorm:
-      return "post_norm";
-    case OpKind::kFfnUp:
-      return "ffn_up";
-    case OpKind::kFfnDown:
-      return "ffn_down";
-    case OpKind::kMoe:
-      return "moe";
-    case OpKind::kResidual:
-      return "residual";
-    case OpKind::kAddNorm:
-      return "add_norm";
-  }
-  return "?";
+  static const char* const kNames[] = {"norm",     "qkv",       "store_kv", "attention",
+                                       "out_proj", "post_norm", "ffn_up",   "ffn_down",
+                                       "moe",      "residual",  "add_norm"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpKind::kCount));
+  const auto i = static_cast<size_t>(kind);
+  return i < static_cast<size_t>(OpKind::kCount) ? kNames[i] : "?";
+}
+
+const char* OpFeatureName(OpFeature f) {
+  static const char* const kNames[] = {"ungated FFNs (GPT-2)", "gpt-oss's clamped SwiGLU",
+                                       "attention sinks", "QK-norm over whole rows",
+                                       "bidirectional attention (encoders)"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpFeature::kCount));
+  const auto i = static_cast<size_t>(f);
+  return i < static_cast<size_t>(OpFeature::kCount) ? kNames[i] : "?";
 }
 
 namespace {
 
+// Resolves ops for layer l: what each takes from the configuration and the layer's weights.
+class LayerBuilder {
+ public:
+  LayerBuilder(const ModelConfig& c, const LayerWeights& w, int l) : c_(c), w_(w), l_(l) {}
+
+  std::vector<LayerOp> ops;
+
+  LayerOp& Op(OpKind k) {
+    LayerOp& op = ops.emplace_back(LayerOp{k});
+    op.layer = l_;
+    op.n_heads = c_.n_heads;
+    op.n_kv_heads = c_.n_kv_heads;
+    op.head_dim = c_.head_dim;
+    return op;
+  }
+  LayerOp& Norm(OpKind k, const float* w, const float* b, bool residual) {
+    LayerOp& op = Op(k);
+    op.norm = {c_.layer_norm ? NormKind::kLayer : NormKind::kRms, c_.norm_eps, w, b};
+    op.residual = residual;
+    return op;
+  }
+  void Attention() {
+    LayerOp& qkv = Op(OpKind::kQkv);
+    qkv.mat[0] = &w_.wq, qkv.mat[1] = &w_.wk, qkv.mat[2] = &w_.wv;
+    qkv.bias[0] = w_.bq, qkv.bias[1] = w_.bk, qkv.bias[2] = w_.bv;
+    qkv.q_norm = w_.q_norm;
+    qkv.k_norm = w_.k_norm;
+    if (c_.qk_norm_full && (w_.q_norm != nullptr || w_.k_norm != nullptr))
+      qkv.Need(OpFeature::kQkNormRows);
+    qkv.norm.eps = c_.norm_eps;
+    qkv.rope = {c_.rope_dim, c_.rope_style, c_.rope_base_local > 0 && c_.LayerIsLocal(l_)};
+    Op(OpKind::kStoreKv);
+    LayerOp& at = Op(OpKind::kAttention);
+    at.scale = c_.AttentionScale();
+    at.softcap = c_.attn_softcap;
+    at.windowed = c_.swa_pattern == 0 || c_.LayerIsLocal(l_);
+    at.causal = c_.causal;
+    if (!c_.causal) at.Need(OpFeature::kBidirectional);
+    at.sinks = w_.attn_sinks;
+    if (at.sinks != nullptr) at.Need(OpFeature::kAttnSinks);
+    LayerOp& out = Op(OpKind::kOutProj);
+    out.mat[0] = &w_.wo;
+    out.bias[0] = w_.bo;
+  }
+  Activation Act() const {
+    return c_.ffn_act == FfnAct::kGeluTanh    ? Activation::kGeluTanh
+           : c_.ffn_act == FfnAct::kSwigluOai ? Activation::kSwigluOai
+                                              : Activation::kSilu;
+  }
+  void Ffn() {
+    if (!w_.experts.empty()) {
+      LayerOp& moe = Op(OpKind::kMoe);
+      moe.experts = &w_;
+      moe.act = Act();
+      if (moe.act == Activation::kSwigluOai) moe.Need(OpFeature::kSwigluOai);
+      if (w_.w_gate) moe.mat[0] = &w_.w_gate;
+      if (w_.w_up) moe.mat[1] = &w_.w_up;
+      if (w_.w_down) moe.mat[2] = &w_.w_down;
+      return;
+    }
+    LayerOp& up = Op(OpKind::kFfnUp);
+    up.act = w_.w_gate ? Act() : Activation::kGeluTanh;
+    if (w_.w_gate) up.mat[0] = &w_.w_gate;
+    up.mat[1] = &w_.w_up;
+    up.bias[1] = w_.b_up;
+    if (!w_.w_gate) up.Need(OpFeature::kUngatedFfn);
+    if (up.act == Activation::kSwigluOai) up.Need(OpFeature::kSwigluOai);
+    LayerOp& down = Op(OpKind::kFfnDown);
+    down.mat[0] = &w_.w_down;
+    down.bias[0] = w_.b_down;
+  }
+  void PostNorm(const float* w) {
+    if (w == nullptr) return;
+    LayerOp& op = Op(OpKind::kPostNorm);
+    op.norm = {NormKind::kRms, c_.norm_eps, w, nullptr};
+  }
+
+ private:
+  const ModelConfig& c_;
+  const LayerWeights& w_;
+  int l_;
+};
+
 // One decoder layer as the math reads (gemma.cpp's TransformerLayer): norm, attention,
 // post-norm, residual, norm, FFN, post-norm, residual.
-std::vector<LayerOp> OpsOf(const LayerWeights& w) {
-  std::vector<LayerOp> ops;
-  auto op = [&](OpKind k) -> LayerOp& { return ops.emplace_back(LayerOp{k}); };
-  LayerOp& attn_norm = op(OpKind::kNorm);
-  attn_norm.w = w.attn_norm;
-  attn_norm.b = w.attn_norm_b;
-  attn_norm.next = &w.wq;
-  attn_norm.also = &w.wk;
-  attn_norm.also2 = &w.wv;
-  op(OpKind::kQkv);
-  op(OpKind::kStoreKv);
-  op(OpKind::kAttention);
-  op(OpKind::kOutProj);
-  if (w.post_attn_norm != nullptr) op(OpKind::kPostNorm).w = w.post_attn_norm;
-  const bool moe = !w.experts.empty();
-  LayerOp& ffn_norm = op(OpKind::kNorm);
-  ffn_norm.w = w.ffn_norm;
-  ffn_norm.b = w.ffn_norm_b;
-  ffn_norm.residual = true;
-  ffn_norm.next = moe ? &w.experts[0].gate : (w.w_gate ? &w.w_gate : &w.w_up);
-  ffn_norm.also = w.w_gate ? &w.w_up : nullptr;
-  ffn_norm.token_rows = !moe;
-  if (moe) {
-    op(OpKind::kMoe);
-  } else {
-    op(OpKind::kFfnUp);
-    op(OpKind::kFfnDown);
-  }
-  if (w.post_ffn_norm != nullptr) op(OpKind::kPostNorm).w = w.post_ffn_norm;
-  op(OpKind::kResidual);
-  return ops;
+std::vector<LayerOp> DecoderOps(const ModelConfig& c, const LayerWeights& w, int l) {
+  LayerBuilder b(c, w, l);
+  b.Norm(OpKind::kNorm, w.attn_norm, w.attn_norm_b, false);
+  b.Attention();
+  b.PostNorm(w.post_attn_norm);
+  b.Norm(OpKind::kNorm, w.ffn_norm, w.ffn_norm_b, true);
+  b.Ffn();
+  b.PostNorm(w.post_ffn_norm);
+  b.Op(OpKind::kResidual);
+  return std::move(b.ops);
 }
 
 // An encoder layer (BERT's post-norm): the layer's input taken as the block input (the first
 // layer's normalized: the embeddings' LayerNorm), attention, x = norm(x + attention), FFN,
 // x = norm(x + FFN).
-std::vector<LayerOp> EncoderOpsOf(const ModelWeights& mw, size_t l) {
-  const LayerWeights& w = mw.layers[l];
-  std::vector<LayerOp> ops;
-  auto op = [&](OpKind k) -> LayerOp& { return ops.emplace_back(LayerOp{k}); };
-  LayerOp& in = op(OpKind::kAddNorm);
-  in.w = l == 0 ? mw.embd_norm : nullptr;
-  in.b = l == 0 ? mw.embd_norm_b : nullptr;
-  in.next = &w.wq;
-  in.also = &w.wk;
-  in.also2 = &w.wv;
-  op(OpKind::kQkv);
-  op(OpKind::kStoreKv);
-  op(OpKind::kAttention);
-  op(OpKind::kOutProj);
-  LayerOp& attn = op(OpKind::kAddNorm);
-  attn.residual = true;
-  attn.w = w.attn_norm;
-  attn.b = w.attn_norm_b;
-  attn.next = w.w_gate ? &w.w_gate : &w.w_up;
-  attn.also = w.w_gate ? &w.w_up : nullptr;
-  op(OpKind::kFfnUp);
-  op(OpKind::kFfnDown);
-  LayerOp& out = op(OpKind::kAddNorm);
-  out.residual = true;
-  out.w = w.ffn_norm;
-  out.b = w.ffn_norm_b;
-  return ops;
+std::vector<LayerOp> EncoderOps(const ModelConfig& c, const ModelWeights& mw, int l) {
+  const LayerWeights& w = mw.layers[static_cast<size_t>(l)];
+  LayerBuilder b(c, w, l);
+  b.Norm(OpKind::kAddNorm, l == 0 ? mw.embd_norm : nullptr, l == 0 ? mw.embd_norm_b : nullptr,
+         false);
+  b.Attention();
+  b.Norm(OpKind::kAddNorm, w.attn_norm, w.attn_norm_b, true);
+  b.Ffn();
+  b.Norm(OpKind::kAddNorm, w.ffn_norm, w.ffn_norm_b, true);
+  return std::move(b.ops);
 }
 
 }  // namespace
 
-std::vector<std::vector<LayerOp>> LayerOps(const ModelConfig& cfg, const ModelWeights& w) {
-  std::vector<std::vector<LayerOp>> layers;
+LayerOpList LayerOps(const ModelConfig& cfg, const ModelWeights& w) {
+  LayerOpList layers;
   layers.reserve(static_cast<size_t>(cfg.n_layers));
   for (int l = 0; l < cfg.n_layers && l < static_cast<int>(w.layers.size()); ++l)
-    layers.push_back(cfg.encoder ? EncoderOpsOf(w, static_cast<size_t>(l))
-                                 : OpsOf(w.layers[static_cast<size_t>(l)]));
+    layers.push_back(cfg.encoder ? EncoderOps(cfg, w, l)
+                                 : DecoderOps(cfg, w.layers[static_cast<size_t>(l)], l));
   return layers;
+}
+
+int ReadersOf(const std::vector<LayerOp>& ops, size_t i, const WeightTensor* out[3],
+              bool* token_rows) {
+  *token_rows = true;
+  out[0] = out[1] = out[2] = nullptr;
+  if (i + 1 >= ops.size()) return 0;
+  const LayerOp& next = ops[i + 1];
+  int n = 0;
+  switch (next.kind) {
+    case OpKind::kQkv:
+    case OpKind::kFfnUp:
+      for (const WeightTensor* m : next.mat)
+        if (m != nullptr && *m) out[n++] = m;
+      return n;
+    case OpKind::kMoe:
+      *token_rows = false;
+      out[0] = &next.experts->experts[0].gate;
+      return 1;
+    default:
+      return 0;
+  }
 }
 
 }  // namespace paddock

@@ -1,59 +1,125 @@
-// model/layer_ops.h: what one decoder layer computes, stated once per architecture.
+// model/layer_ops.h: what one layer computes, stated once per model and read by every backend.
 //
 // LayerOps lists each layer's operations in order over the step's named activations
 // (model/activations.h: x the residual stream, xb a block's input and output, q/k/v the
-// projections, att the attention output, hb/hb2 the FFN's hidden rows). It is derived once
-// from the configuration and the weights a file has (a bias, a post-norm, experts), so the
-// architectures are rows of the config table plus the ops their weights add, not code paths.
-// Every backend runs this list: the CPU backend op by op on the kernel table (whether an op
-// runs fused with its neighbours is decided inside it, never here), a device backend as
-// recorded dispatches; a backend that cannot run an op refuses the model at load naming it
-// (OpName), never at a step. Not here: the embedding and the output head (the step's ends,
-// the same for every architecture), sampling, the KV cache's bookkeeping.
+// projections, att the attention output, hb/hb2 the FFN's hidden rows). It is resolved once
+// per model from the configuration and the weights a file has (a bias, a post-norm, experts):
+// each op carries everything it needs (its weight and bias views, the norm's kind and epsilon,
+// the activation, the RoPE layout, the window, the soft-caps, the head sizes), so a backend
+// reads only the op list, never the configuration or the layer's weights, and an architecture
+// is a row of the config table plus the ops its weights add. A backend declares what it
+// executes (BackendCaps, model/backend.h); CheckSupport (model/backend.cpp) refuses a model at
+// load naming the first op, type or feature it lacks, in one place. How a backend fuses ops
+// is its own plan derived from this list (the CPU's: cpu/transformer.h), never a field here.
+// Not here: the embedding and the output head (the step's ends: model/step.h), sampling, the
+// KV cache's bookkeeping.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "model/config.h"
+
 namespace paddock {
 
-struct ModelConfig;
 struct ModelWeights;
+struct LayerWeights;
 struct WeightTensor;
 
 enum class OpKind : uint8_t {
   kNorm,       // [x += xb,] xb = norm(x) (RMSNorm, or LayerNorm with bias)
-  kQkv,        // q, k, v = xb Wq, Wk, Wv (+ biases); QK-norm; RoPE (the config's kind)
+  kQkv,        // q, k, v = xb Wq, Wk, Wv (+ biases); QK-norm; RoPE
   kStoreKv,    // k, v into the KV cache at the tokens' positions
-  kAttention,  // att = softmax(q k^T / sqrt(hd)) v over the cache (GQA, window, soft-cap, sinks)
+  kAttention,  // att = softmax(q k^T scale) v over the cache (GQA, window, soft-cap, sinks)
   kOutProj,    // xb = att Wo (+ bias)
   kPostNorm,   // xb = rmsnorm(xb) (Gemma 2/3's post-norms)
-  kFfnUp,      // hb = glu(xb Wgate, xb Wup) (SwiGLU, GeGLU, gpt-oss's); GPT-2: gelu(xb Wup + b)
+  kFfnUp,      // hb = act(xb Wgate) * (xb Wup) (gated); GPT-2: gelu(xb Wup + b)
   kFfnDown,    // xb = hb Wdown (+ bias)
   kMoe,        // xb = the token's routed experts' FFNs, weighted (+ the shared expert)
   kResidual,   // x += xb
   kAddNorm,    // encoders' post-norm: x = norm(x [+ xb]) (no weight: x as is); xb = x
+  kCount
+};
+
+// What an op needs beyond its kind: a backend without a feature refuses the ops that need it.
+enum class OpFeature : uint8_t {
+  kUngatedFfn,     // kFfnUp without a gate (GPT-2: gelu(xb Wup + b))
+  kSwigluOai,      // kFfnUp / kMoe with gpt-oss's clamped SwiGLU
+  kAttnSinks,      // kAttention with learned sink logits (gpt-oss)
+  kQkNormRows,     // kQkv's QK-norm over whole Q and K rows (OLMoE), not per head
+  kBidirectional,  // kAttention where every token sees its whole input (encoders)
+  kCount
 };
 
 // Stable names, for errors ("the vulkan backend has no moe") and traces.
 const char* OpName(OpKind kind);
+const char* OpFeatureName(OpFeature f);
+
+enum class NormKind : uint8_t { kRms, kLayer };
+
+// The FFN's activation: act(gate) * up.
+enum class Activation : uint8_t {
+  kSilu,       // SwiGLU
+  kGeluTanh,   // GeGLU (Gemma); ungated GPT-2: gelu(up)
+  kSwigluOai,  // gpt-oss's clamped SwiGLU
+};
+
+struct OpNorm {
+  NormKind kind = NormKind::kRms;
+  float eps = 1e-5f;
+  const float* w = nullptr;  // (width) null: no weight (kAddNorm takes x as is)
+  const float* b = nullptr;  // (width) LayerNorm's bias, else null
+};
+
+struct OpRope {
+  int dims = 0;  // rotated dims per head (0: none, learned positions)
+  RopeStyle style = RopeStyle::kAdjacentPairs;
+  bool local = false;  // the local layers' angle table (Gemma 3's second base)
+};
 
 struct LayerOp {
   OpKind kind;
-  // kNorm, kPostNorm: the norm's weight (dim) and, LayerNorm, bias (else null).
-  const float* w = nullptr;
-  const float* b = nullptr;
-  // kNorm, kAddNorm: whether the block output in xb is added to x first; the weights
-  // that read its output (`next` first; their types choose how a backend prepares it); and
-  // whether those are the step's own token rows (not a gathered expert's).
+  int layer = 0;
+  uint32_t features = 0;  // bit per OpFeature
+  // kNorm, kPostNorm, kAddNorm: the norm (width dim); residual: x += xb first.
+  OpNorm norm;
   bool residual = false;
-  const WeightTensor* next = nullptr;
-  const WeightTensor* also = nullptr;
-  const WeightTensor* also2 = nullptr;
-  bool token_rows = true;
+  // The matrices the op multiplies by and their biases (null: none): kQkv Wq, Wk, Wv; kOutProj
+  // Wo; kFfnUp the gate (null when ungated) and up; kFfnDown Wdown; kMoe the shared expert's
+  // gate, up, down (null when it has none).
+  const WeightTensor* mat[3] = {nullptr, nullptr, nullptr};
+  const float* bias[3] = {nullptr, nullptr, nullptr};
+  // kQkv: QK-norm weights (head_dim per head, or the whole rows with kQkNormRows), RoPE.
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  OpRope rope;
+  // kQkv, kStoreKv, kAttention: the heads.
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  // kAttention: score scale, soft-cap (0: none), whether the layer uses the KV view's window,
+  // causal (else each token sees its whole input), sink logits (n_heads) or null.
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  bool windowed = false;
+  bool causal = true;
+  const float* sinks = nullptr;
+  // kFfnUp, kMoe: the activation.
+  Activation act = Activation::kSilu;
+  // kMoe: the routed experts and the router (the layer's weights, model/weights.h).
+  const LayerWeights* experts = nullptr;
+
+  bool Has(OpFeature f) const { return (features >> static_cast<int>(f)) & 1u; }
+  void Need(OpFeature f) { features |= 1u << static_cast<int>(f); }
 };
 
-// Per layer, its ops in order.
-std::vector<std::vector<LayerOp>> LayerOps(const ModelConfig& cfg, const ModelWeights& w);
+using LayerOpList = std::vector<std::vector<LayerOp>>;
+
+// Per layer, its ops in order, resolved from the configuration and the weights.
+LayerOpList LayerOps(const ModelConfig& cfg, const ModelWeights& w);
+
+// The ops that read op `i`'s output xb as their matrix input: the next op's matrices, in the
+// order a backend's fused pass would quantize for (Wq, Wk, Wv; gate, up; the first expert's
+// gate). Returns how many (0: none, or not the step's token rows: *token_rows false for kMoe).
+int ReadersOf(const std::vector<LayerOp>& ops, size_t i, const WeightTensor* out[3],
+              bool* token_rows);
 
 }  // namespace paddock

@@ -664,6 +664,7 @@ std::unique_ptr<LoadedModel> LoadModel(const std::string& path, const std::strin
         "together",
         m->tokenizer->vocab_size(), path.c_str(), m->config.n_vocab);
   }
+  m->ops = LayerOps(m->config, m->weights);
   return m;
 }
 

@@ -2,7 +2,7 @@
 //
 // A model split across processes runs layers [0, head_layers()) in the head (the serving
 // process: embeddings, scheduler, sampling) and the rest in stages after it, each a contiguous
-// range; the last one holds the output head. The head (model/pipeline_head.h) splits a step into
+// range; the last one holds the output head. The head (cpu/pipeline_head.h) splits a step into
 // micro-batches, runs its layers on each and hands the residual stream to the link; the link
 // brings back each micro-batch's logits rows (or final hidden states). dist/pipeline.h
 // implements it over MPI; the model layer knows only this interface.

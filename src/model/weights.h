@@ -16,6 +16,7 @@
 
 #include "formats/ggml_types.h"
 #include "model/config.h"
+#include "model/layer_ops.h"
 #include "model/tokenizer.h"
 
 namespace paddock {
@@ -115,6 +116,9 @@ struct LoadedModel {
   int64_t n_active_params = 0;       // read per token: n_params less the experts a token skips
   uint64_t active_weight_bytes = 0;  // likewise, in bytes
   uint64_t weight_bytes = 0;
+  // Per layer, what it computes (model/layer_ops.h), resolved once at load; its views point
+  // into `weights`, which stay where they are (re-layout changes a tensor's data in place).
+  LayerOpList ops;
 
   std::shared_ptr<const void> storage;          // keeps the mapping alive
   std::vector<std::unique_ptr<float[]>> owned;  // float copies of small vectors
@@ -124,10 +128,6 @@ struct LoadedModel {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> relaid;  // weights re-laid-out at load
   uint64_t relaid_bytes = 0;
 };
-
-// A reranker's score of an input from its first token's final state h (dim floats):
-// ModelWeights::cls's head (model/pooling.cpp). The model must have the head.
-float RankScore(const ModelWeights& w, int dim, const float* h);
 
 // Re-lays the quantized matrices out for the kernels, once: 16-row interleaved groups (Q4_0,
 // Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K -> their X16 layouts, ggml_types.h) where the rows

@@ -123,14 +123,15 @@ void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, b
   Answering(res, [&] {
     auto rr = std::make_shared<RerankRequest>(ParseRerank(req.body, m.ctx, cohere));
     const Engine& engine = m.service->engine();
-    if (engine.info().kind != "rerank") {
+    if (engine.info().kind != ModelKind::kRerank) {
       ApiError e;
       e.param = "model";
       e.message = StrFormat(
           "'%s' is %s: it does not rerank (a reranker is an encoder with a "
           "classification head)",
           m.ctx.model_name.c_str(),
-          engine.info().kind == "embedding" ? "an embedding model" : "a text generation model");
+          engine.info().kind == ModelKind::kEmbedding ? "an embedding model"
+                                                      : "a text generation model");
       throw e;
     }
     int tokens = 0;

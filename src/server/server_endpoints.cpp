@@ -18,13 +18,14 @@ void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool
   std::vector<int32_t> prompt;
   Translated t;
   if (!Answering(res, [&] {
-        if (const std::string& kind = m.service->engine().info().kind; kind != "generation") {
+        if (const ModelKind kind = m.service->engine().info().kind;
+            kind != ModelKind::kGeneration) {
           ApiError e;
           e.param = "model";
           e.message =
               StrFormat("'%s' is %s: it does not generate text (%s)", m.ctx.model_name.c_str(),
-                        kind == "rerank" ? "a reranker" : "an embedding model",
-                        kind == "rerank" ? "/v1/rerank" : "/v1/embeddings");
+                        kind == ModelKind::kRerank ? "a reranker" : "an embedding model",
+                        kind == ModelKind::kRerank ? "/v1/rerank" : "/v1/embeddings");
           throw e;
         }
         t = Translate(d, req.body, chat, m);
@@ -356,7 +357,7 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& 
   Answering(res, [&] {
     EmbeddingsRequest er = ParseEmbeddings(req.body, ctx_);
     const Engine& engine = m.service->engine();
-    if (engine.info().kind == "rerank") {
+    if (engine.info().kind == ModelKind::kRerank) {
       ApiError e;
       e.param = "model";
       e.message = StrFormat(

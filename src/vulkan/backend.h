@@ -13,9 +13,8 @@
 namespace paddock {
 
 class Backend;
-struct KernelTable;
+struct BackendCaps;
 struct LoadedModel;
-class ThreadPool;
 
 struct VulkanDeviceInfo {
   int index = 0;
@@ -42,17 +41,20 @@ struct VulkanOptions {
   int device = 0;       // index among ListVulkanDevices()
   int max_batch = 512;  // tokens per step
   uint64_t memory = 0;  // a budget below the device's memory for the weights (0: all of it)
-  // Partial offload: layers [0, layers) on the device, the rest and the output head on the CPU
-  // kernels (kernels, pool), the residual stream read back once per step; -1: every layer.
+  // Partial offload: layers [0, layers) on the device, each step returning the residual stream
+  // (StepOutput::kResidual) for the backend of the rest (model/split_backend.h); -1: every
+  // layer and the output head.
   int layers = -1;
-  const KernelTable* kernels = nullptr;
-  ThreadPool* pool = nullptr;
   ForwardOptions forward;
 };
 
+// What the Vulkan backend executes: the engine checks a model against it (CheckSupport, in
+// model/backend.h) before creating one.
+const BackendCaps& VulkanCaps();
+
 // The backend over device `o.device` for `model`'s weights in their file encodings (not
-// re-laid out). Refuses at load, by name, any operation, weight type or architecture feature
-// it has no shader for, and a model larger than the device's memory. Throws Error.
+// re-laid out), which passed CheckSupport against VulkanCaps(). Refuses a model larger than the
+// device's memory, naming the --gpu-layers that fits. Throws Error.
 std::unique_ptr<Backend> NewVulkanBackend(const LoadedModel& model, const VulkanOptions& o);
 
 }  // namespace paddock

@@ -13,28 +13,12 @@ namespace {
 // k / v are the buffers' device addresses (handles nothing but this backend's step reads).
 class VulkanKvStore final : public KvStore {
  public:
-  // Layers [0, device_layers) on the device; the others (a partial offload's CPU layers) in
-  // host memory, where the CPU kernels read them.
-  VulkanKvStore(Device* dev, const KvLayout& layout, size_t device_layers)
+  VulkanKvStore(Device* dev, const KvLayout& layout)
       : dev_(dev), views_(layout.layers), bs_(static_cast<size_t>(layout.block_size)) {
     const size_t slots = static_cast<size_t>(layout.num_blocks) * bs_;
-    dev_layers_ = std::min(device_layers, views_.size());
-    std::vector<KvLayerView> host(views_.begin() + static_cast<std::ptrdiff_t>(dev_layers_),
-                                  views_.end());
-    if (!host.empty()) {
-      KvLayout hl = layout;
-      hl.layers = host;
-      host_ = NewHostKvStore(hl);
-      for (size_t l = dev_layers_; l < views_.size(); ++l)
-        views_[l] = host_->layers()[l - dev_layers_];
-      bytes_ += host_->bytes();
-    }
+    dev_layers_ = views_.size();
     for (size_t l = 0; l < dev_layers_; ++l) {
       KvLayerView& v = views_[l];
-      for (KvDtype t : {v.k_type, v.v_type})
-        if (t != KvDtype::kF16)
-          Fail("the vulkan backend keeps the KV cache in f16 (--cache-type-k/-v %s is CPU-only)",
-               KvDtypeName(t));
       k_.push_back(dev_->Alloc(slots * v.k_row_bytes, false, "the KV cache"));
       v_.push_back(dev_->Alloc(slots * v.v_row_bytes, false, "the KV cache"));
       v.k = reinterpret_cast<uint8_t*>(k_.back().addr);
@@ -53,7 +37,6 @@ class VulkanKvStore final : public KvStore {
   }
   const KvLayerView* layers() const override { return views_.data(); }
   void CopyBlock(int32_t from, int32_t to) override {
-    if (host_) host_->CopyBlock(from, to);
     if (dev_layers_ == 0) return;
     dev_->OneShot([&](VkCommandBuffer cb) {
       for (size_t l = 0; l < dev_layers_; ++l) {
@@ -71,7 +54,7 @@ class VulkanKvStore final : public KvStore {
   size_t block_bytes() const override {
     size_t b = 0;
     for (const KvLayerView& v : views_) b += bs_ * (v.k_row_bytes + v.v_row_bytes);
-    return b;  // (the device layers', then the host store's: the same rows in layer order)
+    return b;
   }
   void ReadBlock(int32_t block, uint8_t* dst) const override {
     for (size_t l = 0; l < dev_layers_; ++l) {
@@ -83,7 +66,6 @@ class VulkanKvStore final : public KvStore {
                      bs_ * v.v_row_bytes);
       dst += bs_ * v.v_row_bytes;
     }
-    if (host_) host_->ReadBlock(block, dst);  // (the host layers follow, in layer order)
   }
   void WriteBlock(int32_t block, const uint8_t* src) override {
     for (size_t l = 0; l < dev_layers_; ++l) {
@@ -95,7 +77,6 @@ class VulkanKvStore final : public KvStore {
                    bs_ * v.v_row_bytes);
       src += bs_ * v.v_row_bytes;
     }
-    if (host_) host_->WriteBlock(block, src);
   }
 
  private:
@@ -104,15 +85,13 @@ class VulkanKvStore final : public KvStore {
   size_t bs_;
   std::vector<Buffer> k_, v_;
   size_t dev_layers_ = 0;
-  std::unique_ptr<KvStore> host_;  // the CPU layers' blocks
   size_t bytes_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<KvStore> NewDeviceKvStore(Device* dev, const KvLayout& layout,
-                                          size_t device_layers) {
-  return std::make_unique<VulkanKvStore>(dev, layout, device_layers);
+std::unique_ptr<KvStore> NewDeviceKvStore(Device* dev, const KvLayout& layout) {
+  return std::make_unique<VulkanKvStore>(dev, layout);
 }
 
 }  // namespace paddock::vk

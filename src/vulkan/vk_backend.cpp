@@ -11,7 +11,7 @@
 #include "model/backend.h"
 #include "model/layer_ops.h"
 #include "model/rope.h"
-#include "model/transformer.h"
+#include "model/step.h"
 #include "model/weights.h"
 #include "vulkan/device.h"
 #include "vulkan/kv_store.h"
@@ -32,13 +32,15 @@ constexpr int kMaxHeadDim = 256;  // attention.comp's query row
 // token's result is the same whatever it is batched with (AltPromptTokens).
 constexpr int kTiledMinPrompt = static_cast<int>(vk::kMatvecTokens) + 1;
 
-// A weight type's index among the matrix shaders' (device.h: kWeightTypes), or -1: none.
+// The weight types the matrix shaders read (device.h: kWeightTypes), in their order.
+const GgmlType kMatTypes[kWeightTypes] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                                          GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
+                                          GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+// A weight type's index among the matrix shaders', or -1: none.
 int MatType(GgmlType t) {
-  const GgmlType types[kWeightTypes] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
-                                        GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-                                        GgmlType::kQ5_K, GgmlType::kQ6_K};
   for (int i = 0; i < kWeightTypes; ++i)
-    if (types[i] == t) return i;
+    if (kMatTypes[i] == t) return i;
   return -1;
 }
 
@@ -59,12 +61,12 @@ class VulkanBackend final : public Backend {
   ~VulkanBackend() override;
 
   std::string name() const override { return StrFormat("vulkan:%d", dev_.info().index); }
+  BackendKind kind() const override { return BackendKind::kVulkan; }
+  const BackendCaps& caps() const override { return VulkanCaps(); }
   const ModelConfig& config() const override { return cfg_; }
   int max_batch() const override { return max_batch_; }
   int max_items() const override { return kMaxItems; }
-  size_t scratch_bytes() const override {
-    return arena_.size + in_.size + out_.size + (tail_ ? tail_->scratch_bytes() : 0);
-  }
+  size_t scratch_bytes() const override { return arena_.size + in_.size + out_.size; }
   void Configure(const ForwardOptions& o) override {
     opt_ = o;
     const uint32_t wg = o.device_matvec_wg > 0 ? o.device_matvec_wg : 64;
@@ -73,20 +75,18 @@ class VulkanBackend final : public Backend {
       for (auto& [key, cb] : recorded_) dev_.FreeCommands(cb);  // (they bound the old pipelines)
       recorded_.clear();
     }
-    if (tail_) {
-      ForwardOptions f = o;
-      f.bf16_prefill = false;
-      tail_->Configure(f);
-    }
   }
   const ForwardOptions& options() const override { return opt_; }
   void SetContext(int n_ctx) override {
     ctx_ = n_ctx;
     rope_.Set(cfg_, model_.weights, n_ctx);
-    if (tail_) tail_->SetContext(n_ctx);
   }
-  void SetDefaultLora(const LoraAdapter* a) override {
-    if (a != nullptr) Fail("the vulkan backend runs no LoRA adapters (--device cpu does)");
+  // (No adapters: caps().lora is false, so the engine never sets one.)
+  void SetDefaultLora(const LoraAdapter* a) override {}
+  void SetLayers(int begin, int end) override {
+    if (begin != 0 || end != layers_on_)
+      Fail("the vulkan backend: layers [%d, %d) are not the ones it loaded [0, %d)", begin, end,
+           layers_on_);
   }
   std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override;
   int AltPromptTokens(int prompt_len) const override {
@@ -100,25 +100,17 @@ class VulkanBackend final : public Backend {
     return dev_.ReadBandwidth(mem > 0 ? std::min<uint64_t>(256u << 20, mem / 8) : 64u << 20,
                               passes);
   }
-  void SetProfiler(Profiler* p) override {
-    if (tail_) tail_->SetProfiler(p);
-  }
-  void SetTracer(Tracer* t) override {
-    if (tail_) tail_->SetTracer(t);
-  }
   void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) override;
 
  private:
-  struct LayerDev {
-    DevMat wq, wk, wv, wo, gate, up, down;
-  };
-  void CheckModel() const;
   void CheckMemory(const VulkanOptions& o) const;
-  DevMat Upload(const WeightTensor& w, const char* what, int layer);
+  DevMat Upload(const WeightTensor& w, const char* what);
+  // An op's matrix i on the device (uploaded at creation).
+  const DevMat& Mat(const LayerOp& op, int i) const;
   void Vec(const float* v, size_t n);
   uint64_t Addr(const float* v) const;
   void PlanArena();
-  int Plan(const StepItem* items, int n_items, int* rows_out);
+  int Plan(const StepItem* items, int n_items, StepOutput out, int* rows_out);
   VkCommandBuffer Record(int n_mv, int n, int rows, bool hidden);
   // Y = X W^T for the step's n tokens: the first n_mv_ on the matrix-vector shader, the rest on
   // the tiled one (n_mv: that split for this call).
@@ -126,22 +118,24 @@ class VulkanBackend final : public Backend {
               uint32_t x_stride, uint32_t y_stride, int n_mv = -1);
   void Norm(VkCommandBuffer cb, uint64_t x, uint64_t y, uint64_t w, uint64_t b, uint64_t res,
             uint64_t idx, uint32_t rows, uint32_t cols, uint32_t x_stride, uint32_t y_stride,
-            bool layer_norm);
+            bool layer_norm, float eps);
   void RecordLayer(VkCommandBuffer cb, int l, int n);
-  void RecordQkv(VkCommandBuffer cb, int l, int n);
+  void RecordQkv(VkCommandBuffer cb, const LayerOp& op, int n);
+  // The residual stream's rows back in item order (a split's first part).
+  void ResidualRows(const StepItem* items, int n_items, int n, const float** rows);
 
   const LoadedModel& model_;
   const ModelConfig& cfg_;
   Device dev_;
   ForwardOptions opt_;
   int max_batch_;
-  int layers_on_ = 0;                  // layers [0, layers_on_) run here
-  std::unique_ptr<Transformer> tail_;  // the others and the output head (partial offload)
+  int layers_on_ = 0;      // layers [0, layers_on_) run here
+  bool residual_ = false;  // fewer than all: the step returns the residual stream
   int ctx_ = 0;
   int block_ = 16;
   RopeAngles rope_;
-  std::vector<std::vector<LayerOp>> ops_;
-  std::vector<LayerDev> layers_;
+  const LayerOpList& ops_;                        // the model's
+  std::map<const WeightTensor*, DevMat> mat_of_;  // each op matrix's upload
   DevMat output_;
   std::vector<float> small_;  // the norms' and biases' floats, uploaded once into vecs_
   std::map<const float*, size_t> vec_at_;  // their offsets in vecs_
@@ -156,14 +150,14 @@ class VulkanBackend final : public Backend {
          in_info_ = 0, in_idx_ = 0, in_tables_ = 0, tables_cap_ = 0;
   size_t out_hid_ = 0, out_logits_ = 0, out_x_ = 0;
   std::map<uint64_t, VkCommandBuffer> recorded_;
-  std::vector<float> emb_row_;
+  std::vector<float> emb_row_;  // EmbedRow's scratch
   // The shapes the dispatches take: dim, q_dim, kv_dim, head_dim, heads, KV heads.
   struct Dims {
     uint32_t dim, qd, kvd, hd, nq, nkv;
   } dims_;
-  int n_mv_ = 0;               // the step's tokens on the matrix-vector shader (they come first)
-  std::vector<int32_t> row_;   // per token in item order, its row in the step (planned once)
-  std::vector<float> tail_x_;  // a partial offload's residual rows back in item order
+  int n_mv_ = 0;              // the step's tokens on the matrix-vector shader (they come first)
+  std::vector<int32_t> row_;  // per token in item order, its row in the step (planned once)
+  std::vector<float> res_x_;  // a split's residual rows back in item order
 };
 
 VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
@@ -172,55 +166,36 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
       dev_(o.device),
       opt_(o.forward),
       max_batch_(std::max(1, o.max_batch)),
+      ops_(model.ops),
       dims_{static_cast<uint32_t>(cfg_.dim),      static_cast<uint32_t>(cfg_.q_dim()),
             static_cast<uint32_t>(cfg_.kv_dim()), static_cast<uint32_t>(cfg_.head_dim),
             static_cast<uint32_t>(cfg_.n_heads),  static_cast<uint32_t>(cfg_.n_kv_heads)} {
-  CheckModel();
   if (const char* lose = std::getenv("PADDOCK_VULKAN_LOSE_AFTER")) dev_.LoseAfter(std::atoi(lose));
-  ops_ = LayerOps(cfg_, model.weights);
-  for (const auto& layer : ops_)
-    for (const LayerOp& op : layer)
-      if (op.kind == OpKind::kMoe || op.kind == OpKind::kAddNorm)
-        Fail("the vulkan backend has no %s (the model %s runs with --device cpu)", OpName(op.kind),
-             cfg_.arch.c_str());
   layers_on_ = o.layers < 0 ? cfg_.n_layers : o.layers;
   if (layers_on_ < 1 || layers_on_ > cfg_.n_layers)
     Fail("--gpu-layers %d: the model has %d layers (1 to %d run on the device; 0: --device cpu)",
          o.layers, cfg_.n_layers, cfg_.n_layers);
+  residual_ = layers_on_ < cfg_.n_layers;
   CheckMemory(o);
-  if (layers_on_ < cfg_.n_layers) {  // the rest on the CPU kernels, from the device's residual
-    if (o.kernels == nullptr || o.pool == nullptr)
-      Fail("the vulkan backend: a partial offload needs the CPU's kernels");
-    ForwardOptions f = o.forward;
-    f.bf16_prefill = false;  // (which tokens take another path is this backend's choice)
-    tail_ = std::make_unique<Transformer>(model, *o.kernels, *o.pool, max_batch_, f);
-    tail_->SetLayers(layers_on_, cfg_.n_layers);
+  // Every matrix and vector the ops read, once (a matrix read by two ops is uploaded once).
+  for (int l = 0; l < layers_on_; ++l) {
+    for (const LayerOp& op : ops_[static_cast<size_t>(l)]) {
+      for (int i = 0; i < 3; ++i) {
+        const WeightTensor* m = op.mat[i];
+        if (m != nullptr && *m && mat_of_.count(m) == 0) {
+          const std::string where = StrFormat("layer %d's %s", l, OpName(op.kind));
+          mat_of_[m] = Upload(*m, where.c_str());
+        }
+        if (op.bias[i] != nullptr) Vec(op.bias[i], static_cast<size_t>(op.mat[i]->rows));
+      }
+      Vec(op.norm.w, static_cast<size_t>(cfg_.dim));
+      Vec(op.norm.b, static_cast<size_t>(cfg_.dim));
+      Vec(op.q_norm, static_cast<size_t>(op.head_dim));
+      Vec(op.k_norm, static_cast<size_t>(op.head_dim));
+    }
   }
   const ModelWeights& w = model.weights;
-  for (int l = 0; l < layers_on_; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    LayerDev d;
-    d.wq = Upload(lw.wq, "attn_q", l);
-    d.wk = Upload(lw.wk, "attn_k", l);
-    d.wv = Upload(lw.wv, "attn_v", l);
-    d.wo = Upload(lw.wo, "attn_output", l);
-    d.gate = Upload(lw.w_gate, "ffn_gate", l);
-    d.up = Upload(lw.w_up, "ffn_up", l);
-    d.down = Upload(lw.w_down, "ffn_down", l);
-    const size_t dim = static_cast<size_t>(cfg_.dim), hd = static_cast<size_t>(cfg_.head_dim);
-    const size_t kvd = static_cast<size_t>(cfg_.kv_dim());
-    for (const float* v : {lw.attn_norm, lw.attn_norm_b, lw.ffn_norm, lw.ffn_norm_b,
-                           lw.post_attn_norm, lw.post_ffn_norm, lw.bo, lw.b_down})
-      Vec(v, dim);
-    Vec(lw.bq, static_cast<size_t>(cfg_.q_dim()));
-    Vec(lw.bk, kvd);
-    Vec(lw.bv, kvd);
-    Vec(lw.b_up, static_cast<size_t>(lw.w_up.rows));
-    Vec(lw.q_norm, hd);
-    Vec(lw.k_norm, hd);
-    layers_.push_back(d);
-  }
-  if (!tail_) output_ = Upload(w.output, "output", -1);
+  if (!residual_) output_ = Upload(w.output, "output");
   Vec(w.output_norm, static_cast<size_t>(cfg_.dim));
   Vec(w.output_norm_b, static_cast<size_t>(cfg_.dim));
   // Every vector in one buffer, uploaded once; the ops find theirs by the host pointer.
@@ -232,38 +207,13 @@ VulkanBackend::VulkanBackend(const LoadedModel& model, const VulkanOptions& o)
   SetContext(cfg_.context_length);
   emb_row_.resize(static_cast<size_t>(cfg_.dim));
   row_.resize(static_cast<size_t>(max_batch_));
-  if (tail_) tail_x_.resize(static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.dim));
+  if (residual_) res_x_.resize(static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.dim));
 }
 
 VulkanBackend::~VulkanBackend() {
   for (auto& [key, cb] : recorded_) dev_.FreeCommands(cb);
   for (Buffer& b : mats_) dev_.Free(&b);
   for (Buffer* b : {&vecs_, &arena_, &in_, &out_}) dev_.Free(b);
-}
-
-// What the shaders cannot run, refused by name before anything is uploaded.
-void VulkanBackend::CheckModel() const {
-  const ModelConfig& c = cfg_;
-  const char* what = nullptr;
-  if (c.encoder)
-    what = "encoders (embedding and reranking models)";
-  else if (c.is_moe())
-    what = "mixtures of experts";
-  else if (!c.ffn_gated)
-    what = "ungated FFNs (GPT-2)";
-  else if (c.ffn_act == FfnAct::kSwigluOai)
-    what = "gpt-oss's clamped SwiGLU";
-  else if (c.attn_sinks)
-    what = "attention sinks";
-  else if (c.qk_norm_full)
-    what = "QK-norm over whole rows";
-  else if (c.head_dim > kMaxHeadDim || c.head_dim % 2 != 0)
-    what = "this head size";
-  if (what != nullptr)
-    Fail(
-        "the vulkan backend has no shader for %s (the model's architecture %s runs with --device "
-        "cpu)",
-        what, c.arch.c_str());
 }
 
 // The weights this device runs against its memory (or the --device-memory budget), before any
@@ -295,27 +245,25 @@ void VulkanBackend::CheckMemory(const VulkanOptions& o) const {
       FormatBytes(need).c_str(), layers_on_, budget.c_str(), fit, FormatBytes(fit_bytes).c_str());
 }
 
-DevMat VulkanBackend::Upload(const WeightTensor& w, const char* what, int layer) {
+// (CheckSupport refused any type without a shader and any matrix over 4 GiB before this.)
+DevMat VulkanBackend::Upload(const WeightTensor& w, const char* where) {
   DevMat m;
   if (!w) return m;
   m.type = MatType(w.type);
-  const std::string where = layer >= 0 ? StrFormat("layer %d's %s", layer, what) : what;
-  if (m.type < 0)
-    Fail(
-        "the vulkan backend has no shader for %s weights (%s); it runs F32, F16, BF16, Q8_0, "
-        "Q4_0, Q4_K, Q5_K and Q6_K (--device cpu runs every type)",
-        TypeName(w.type), where.c_str());
   const uint64_t bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
-  if (bytes >= (uint64_t{1} << 32))
-    Fail("%s is %s: the vulkan backend's matrices are under 4 GiB each", where.c_str(),
-         FormatBytes(bytes).c_str());
   m.rows = static_cast<uint32_t>(w.rows);
   m.cols = static_cast<uint32_t>(w.cols);
   m.row_bytes = static_cast<uint32_t>(w.row_bytes);
-  m.buf = dev_.Alloc(bytes + 16, false, where.c_str());  // (dequant.glsl reads a word past)
+  m.buf = dev_.Alloc(bytes + 16, false, where);  // (dequant.glsl reads a word past)
   dev_.Upload(m.buf, 0, w.data, bytes);
   mats_.push_back(m.buf);
   return m;
+}
+
+const DevMat& VulkanBackend::Mat(const LayerOp& op, int i) const {
+  static const DevMat kNone;
+  const auto it = mat_of_.find(op.mat[i]);
+  return it == mat_of_.end() ? kNone : it->second;
 }
 
 // A vector into small_ (16-byte aligned), its offset kept by its host pointer.
@@ -371,12 +319,15 @@ void VulkanBackend::PlanArena() {
   off = 0;
   out_hid_ = take(kMaxItems * dim);
   out_logits_ = take(static_cast<size_t>(kMaxItems) * static_cast<size_t>(cfg_.n_vocab));
-  out_x_ = tail_ ? take(B * dim) : off;  // a partial offload's residual stream, read back
+  out_x_ = residual_ ? take(B * dim) : off;  // a split's residual stream, read back
   out_ = dev_.Alloc(off, true, "the step's outputs");
 }
 
 std::unique_ptr<KvStore> VulkanBackend::AllocKv(const KvLayout& layout) {
-  std::unique_ptr<KvStore> store = NewDeviceKvStore(&dev_, layout, static_cast<size_t>(layers_on_));
+  if (layout.layers.size() != static_cast<size_t>(layers_on_))
+    Fail("the vulkan backend: a KV cache of %zu layers for its %d", layout.layers.size(),
+         layers_on_);
+  std::unique_ptr<KvStore> store = NewDeviceKvStore(&dev_, layout);
   block_ = layout.block_size;
   kv_k_.clear();
   kv_v_.clear();
@@ -392,9 +343,14 @@ std::unique_ptr<KvStore> VulkanBackend::AllocKv(const KvLayout& layout) {
 // The step's inputs into the host-visible buffer: each token's embedding row (the host reads
 // the embedding table: a row per token), RoPE rows, KV slot, attention range and its
 // sequence's block table; the logits rows. Returns the step's tokens.
-int VulkanBackend::Plan(const StepItem* items, int n_items, int* rows_out) {
-  if (n_items < 1 || n_items > kMaxItems)
-    Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, kMaxItems);
+int VulkanBackend::Plan(const StepItem* items, int n_items, StepOutput out, int* rows_out) {
+  StepLimits lim;
+  lim.max_batch = max_batch_;
+  lim.max_items = kMaxItems;
+  lim.ctx = ctx_;
+  lim.lora = false;
+  lim.pooled = false;
+  CheckStep(cfg_, items, n_items, out, lim);
   const size_t need_tables =
       static_cast<size_t>(kMaxItems) * static_cast<size_t>(ctx_ / block_ + 2);
   if (in_.buf == VK_NULL_HANDLE || need_tables > tables_cap_) {  // once per context and block
@@ -413,55 +369,27 @@ int VulkanBackend::Plan(const StepItem* items, int n_items, int* rows_out) {
   int32_t* info = i32(in_info_);
   int32_t* idx = i32(in_idx_);
   int32_t* tables = i32(in_tables_);
-  const ModelWeights& w = model_.weights;
-  const DequantizeFn to_float = Traits(w.tok_embd.type).to_float;
   // The tokens on the matrix-vector shader come first, those of long prompts after them.
   int n_tiled = 0, n_all = 0;
   for (int i = 0; i < n_items; ++i) {
     const int until = AltPromptTokens(items[i].prompt_len);
-    n_tiled += std::clamp(until - items[i].pos, 0, std::max(0, items[i].n));
-    n_all += std::max(0, items[i].n);
+    n_tiled += std::clamp(until - items[i].pos, 0, items[i].n);
+    n_all += items[i].n;
   }
   int n = 0, rows = 0, mv = 0, tl = 0;
   size_t tpos = 0;
   for (int i = 0; i < n_items; ++i) {
     const StepItem& it = items[i];
-    if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
-    if (it.n_logits < 1 || it.n_logits > it.n)
-      Fail("Forward: %d logits rows asked of an item of %d tokens", it.n_logits, it.n);
-    if (rows + it.n_logits > kMaxItems)
-      Fail("Forward: %d logits rows in one step (at most %d)", rows + it.n_logits, kMaxItems);
-    if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_)
-      Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n,
-           std::min(it.kv->capacity(), ctx_));
-    if (n + it.n > max_batch_)
-      Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
-    if (it.lora != nullptr) Fail("the vulkan backend runs no LoRA adapters (--device cpu does)");
     const KvView& kv = *it.kv;
     if (kv.block_size != block_) Fail("Forward: a KV view of another cache");
     const int blocks = (it.pos + it.n + block_ - 1) / block_;
     std::memcpy(tables + tpos, kv.table, sizeof(int32_t) * static_cast<size_t>(blocks));
     const int until = AltPromptTokens(it.prompt_len);
     for (int j = 0; j < it.n; ++j) {
-      const int pos = it.pos + j, tok = it.tokens[j];
+      const int pos = it.pos + j;
       const int t = pos < until ? n_all - n_tiled + tl++ : mv++;  // its row in the step
       row_[static_cast<size_t>(n + j)] = t;
-      if (tok < 0 || tok >= cfg_.n_vocab)
-        Fail("token id %d is outside the vocabulary (0..%d)", tok, cfg_.n_vocab - 1);
-      float* xr = x + static_cast<size_t>(t) * dim;
-      if (it.embeds != nullptr && it.embeds[j] != nullptr) {  // an image's embedding
-        std::memcpy(xr, it.embeds[j], sizeof(float) * static_cast<size_t>(dim));
-      } else {
-        to_float(w.tok_embd.data + static_cast<size_t>(tok) * w.tok_embd.row_bytes, xr, dim);
-        if (cfg_.embed_scale != 1.0f)
-          for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
-        if (w.pos_embd) {  // learned absolute positions (GPT-2)
-          Traits(w.pos_embd.type)
-              .to_float(w.pos_embd.data + static_cast<size_t>(pos) * w.pos_embd.row_bytes,
-                        emb_row_.data(), dim);
-          for (int d = 0; d < dim; ++d) xr[d] += emb_row_[static_cast<size_t>(d)];
-        }
-      }
+      EmbedRow(model_, it, j, x + static_cast<size_t>(t) * dim, emb_row_.data());
       if (half > 0)
         rope_.Fill(pos, f32(in_cos_) + t * half, f32(in_sin_) + t * half,
                    local ? f32(in_cosl_) + t * half : nullptr,
@@ -516,30 +444,29 @@ void VulkanBackend::Matmul(VkCommandBuffer cb, const DevMat& w, uint64_t x, uint
 
 void VulkanBackend::Norm(VkCommandBuffer cb, uint64_t x, uint64_t y, uint64_t w, uint64_t b,
                          uint64_t res, uint64_t idx, uint32_t rows, uint32_t cols,
-                         uint32_t x_stride, uint32_t y_stride, bool layer_norm) {
-  NormPush p{x, y, w, b, res, idx, cols, x_stride, y_stride, layer_norm ? 1u : 0u, cfg_.norm_eps};
+                         uint32_t x_stride, uint32_t y_stride, bool layer_norm, float eps) {
+  NormPush p{x, y, w, b, res, idx, cols, x_stride, y_stride, layer_norm ? 1u : 0u, eps};
   dev_.Dispatch(cb, Shader::kNorm, &p, sizeof(p), rows);
 }
 
 // Q, K, V of the step's tokens (their biases in the products), QK-norm per head, RoPE.
-void VulkanBackend::RecordQkv(VkCommandBuffer cb, int l, int n) {
-  const LayerDev& d = layers_[static_cast<size_t>(l)];
-  const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
+void VulkanBackend::RecordQkv(VkCommandBuffer cb, const LayerOp& op, int n) {
   const auto [dim, qd, kvd, hd, nq, nkv] = dims_;
   const uint32_t un = static_cast<uint32_t>(n);
-  Matmul(cb, d.wq, xb_, q_, Addr(lw.bq), n, dim, qd);
-  Matmul(cb, d.wk, xb_, k_, Addr(lw.bk), n, dim, kvd);
-  Matmul(cb, d.wv, xb_, v_, Addr(lw.bv), n, dim, kvd);
-  if (lw.q_norm != nullptr || lw.k_norm != nullptr) {
+  Matmul(cb, Mat(op, 0), xb_, q_, Addr(op.bias[0]), n, dim, qd);
+  Matmul(cb, Mat(op, 1), xb_, k_, Addr(op.bias[1]), n, dim, kvd);
+  Matmul(cb, Mat(op, 2), xb_, v_, Addr(op.bias[2]), n, dim, kvd);
+  if (op.q_norm != nullptr || op.k_norm != nullptr) {
     dev_.Barrier(cb);
-    if (lw.q_norm != nullptr)
-      Norm(cb, q_, q_, Addr(lw.q_norm), 0, 0, 0, un * nq, hd, hd, hd, false);
-    if (lw.k_norm != nullptr)
-      Norm(cb, k_, k_, Addr(lw.k_norm), 0, 0, 0, un * nkv, hd, hd, hd, false);
+    const float eps = op.norm.eps;
+    if (op.q_norm != nullptr)
+      Norm(cb, q_, q_, Addr(op.q_norm), 0, 0, 0, un * nq, hd, hd, hd, false, eps);
+    if (op.k_norm != nullptr)
+      Norm(cb, k_, k_, Addr(op.k_norm), 0, 0, 0, un * nkv, hd, hd, hd, false, eps);
   }
-  if (cfg_.rope_dim > 0) {
+  if (op.rope.dims > 0) {
     dev_.Barrier(cb);
-    const bool local = cfg_.rope_base_local > 0 && cfg_.LayerIsLocal(l);
+    const bool local = op.rope.local;
     RopePush p{q_,
                k_,
                in_.addr + (local ? in_cosl_ : in_cos_),
@@ -548,8 +475,8 @@ void VulkanBackend::RecordQkv(VkCommandBuffer cb, int l, int n) {
                nq,
                nkv,
                hd,
-               static_cast<uint32_t>(cfg_.rope_dim / 2),
-               cfg_.rope_style == RopeStyle::kHalfSplit ? 1u : 0u,
+               static_cast<uint32_t>(op.rope.dims / 2),
+               op.rope.style == RopeStyle::kHalfSplit ? 1u : 0u,
                qd,
                kvd};
     dev_.Dispatch(cb, Shader::kRope, &p, sizeof(p),
@@ -558,38 +485,32 @@ void VulkanBackend::RecordQkv(VkCommandBuffer cb, int l, int n) {
 }
 
 // Layer l's ops (model/layer_ops.h) as dispatches over the step's n tokens, a barrier after
-// each op (the dispatches within one op are independent).
+// each op (the dispatches within one op are independent). Every op here passed CheckSupport
+// against VulkanCaps() at load.
 void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
-  const LayerDev& d = layers_[static_cast<size_t>(l)];
-  const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
   const auto [dim, qd, kvd, hd, nq, nkv] = dims_;
   const uint32_t un = static_cast<uint32_t>(n);
-  for (const LayerOp& op : ops_[static_cast<size_t>(l)]) {
+  const size_t lz = static_cast<size_t>(l);
+  for (const LayerOp& op : ops_[lz]) {
+    const bool ln = op.norm.kind == NormKind::kLayer;
     switch (op.kind) {
       case OpKind::kNorm:
-        Norm(cb, x_, xb_, Addr(op.w), Addr(op.b), op.residual ? xb_ : 0, 0, un, dim, dim, dim,
-             cfg_.layer_norm);
+        Norm(cb, x_, xb_, Addr(op.norm.w), Addr(op.norm.b), op.residual ? xb_ : 0, 0, un, dim, dim,
+             dim, ln, op.norm.eps);
         break;
       case OpKind::kQkv:
-        RecordQkv(cb, l, n);
+        RecordQkv(cb, op, n);
         break;
       case OpKind::kStoreKv: {
-        KvStorePush p{k_,
-                      v_,
-                      kv_k_[static_cast<size_t>(l)],
-                      kv_v_[static_cast<size_t>(l)],
-                      in_.addr + in_slots_,
-                      un,
-                      kvd};
+        KvStorePush p{k_, v_, kv_k_[lz], kv_v_[lz], in_.addr + in_slots_, un, kvd};
         dev_.Dispatch(cb, Shader::kKvStore, &p, sizeof(p), Groups(uint64_t{un} * kvd / 2, 64));
         break;
       }
       case OpKind::kAttention: {
-        const bool windowed = cfg_.swa_pattern == 0 || cfg_.LayerIsLocal(l);
         AttentionPush p{q_,
                         att_,
-                        kv_k_[static_cast<size_t>(l)],
-                        kv_v_[static_cast<size_t>(l)],
+                        kv_k_[lz],
+                        kv_v_[lz],
                         in_.addr + in_info_,
                         in_.addr + in_tables_,
                         nq,
@@ -597,29 +518,33 @@ void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
                         hd,
                         kvd,
                         static_cast<uint32_t>(block_),
-                        windowed ? 1u : 0u,
-                        cfg_.AttentionScale(),
-                        cfg_.attn_softcap};
+                        op.windowed ? 1u : 0u,
+                        op.scale,
+                        op.softcap};
         dev_.Dispatch(cb, Shader::kAttention, &p, sizeof(p), nq, un);
         break;
       }
       case OpKind::kOutProj:
-        Matmul(cb, d.wo, att_, xb_, Addr(lw.bo), n, qd, dim);
+        Matmul(cb, Mat(op, 0), att_, xb_, Addr(op.bias[0]), n, qd, dim);
         break;
       case OpKind::kPostNorm:
-        Norm(cb, xb_, xb_, Addr(op.w), 0, 0, 0, un, dim, dim, dim, false);
+        Norm(cb, xb_, xb_, Addr(op.norm.w), 0, 0, 0, un, dim, dim, dim, false, op.norm.eps);
         break;
       case OpKind::kFfnUp: {
-        Matmul(cb, d.gate, xb_, hb_, 0, n, dim, d.gate.rows);
-        Matmul(cb, d.up, xb_, hb2_, Addr(lw.b_up), n, dim, d.up.rows);
+        const DevMat& gate = Mat(op, 0);
+        const DevMat& up = Mat(op, 1);
+        Matmul(cb, gate, xb_, hb_, 0, n, dim, gate.rows);
+        Matmul(cb, up, xb_, hb2_, Addr(op.bias[1]), n, dim, up.rows);
         dev_.Barrier(cb);
-        GluPush p{hb_, hb2_, hb_, un * d.up.rows, cfg_.ffn_act == FfnAct::kGeluTanh ? 1u : 0u};
+        GluPush p{hb_, hb2_, hb_, un * up.rows, op.act == Activation::kGeluTanh ? 1u : 0u};
         dev_.Dispatch(cb, Shader::kGlu, &p, sizeof(p), Groups(p.count, 64));
         break;
       }
-      case OpKind::kFfnDown:
-        Matmul(cb, d.down, hb_, xb_, Addr(lw.b_down), n, d.down.cols, dim);
+      case OpKind::kFfnDown: {
+        const DevMat& down = Mat(op, 0);
+        Matmul(cb, down, hb_, xb_, Addr(op.bias[0]), n, down.cols, dim);
         break;
+      }
       case OpKind::kResidual: {
         AddPush p{x_, xb_, un * dim};
         dev_.Dispatch(cb, Shader::kAdd, &p, sizeof(p), Groups(p.count, 64));
@@ -627,7 +552,8 @@ void VulkanBackend::RecordLayer(VkCommandBuffer cb, int l, int n) {
       }
       case OpKind::kMoe:
       case OpKind::kAddNorm:
-        Fail("the vulkan backend has no %s", OpName(op.kind));  // (refused at load)
+      case OpKind::kCount:
+        break;  // (not in VulkanCaps: refused at load)
     }
     dev_.Barrier(cb);
   }
@@ -643,7 +569,7 @@ VkCommandBuffer VulkanBackend::Record(int n_mv, int n, int rows, bool hidden) {
   vkCmdCopyBuffer(cb, in_.buf, arena_.buf, 1, &c);  // (x_ is the arena's first range)
   dev_.Barrier(cb);
   for (int l = 0; l < layers_on_; ++l) RecordLayer(cb, l, n);
-  if (tail_) {  // the residual stream to the host, for the CPU's layers
+  if (residual_) {  // the residual stream to the host, for the next part's layers
     VkBufferCopy back{0, out_x_, static_cast<size_t>(n) * dim * sizeof(float)};
     vkCmdCopyBuffer(cb, arena_.buf, out_.buf, 1, &back);
     dev_.Barrier(cb);
@@ -653,7 +579,7 @@ VkCommandBuffer VulkanBackend::Record(int n_mv, int n, int rows, bool hidden) {
   const uint64_t hid = out_.addr + out_hid_;
   const ModelWeights& w = model_.weights;
   Norm(cb, x_, hid, Addr(w.output_norm), Addr(w.output_norm_b), 0, in_.addr + in_idx_,
-       static_cast<uint32_t>(rows), dim, dim, dim, cfg_.layer_norm);
+       static_cast<uint32_t>(rows), dim, dim, dim, cfg_.layer_norm, cfg_.norm_eps);
   dev_.Barrier(cb);
   if (!hidden) {
     // (Every logits row on the matrix-vector shader: a row's logits whatever the step.)
@@ -665,11 +591,12 @@ VkCommandBuffer VulkanBackend::Record(int n_mv, int n, int rows, bool hidden) {
 }
 
 void VulkanBackend::Step(const StepItem* items, int n_items, StepOutput out, const float** rows) {
-  if (out == StepOutput::kPooled)
-    Fail("the vulkan backend pools no rows (embedding models run with --device cpu)");
   if (kv_k_.empty()) Fail("the vulkan backend: a step before its KV cache");
+  if (residual_ != (out == StepOutput::kResidual))
+    Fail("the vulkan backend: layers [0, %d) of %d cannot return that step's rows", layers_on_,
+         cfg_.n_layers);
   int n_rows = 0;
-  const int n = Plan(items, n_items, &n_rows);
+  const int n = Plan(items, n_items, out, &n_rows);
   const bool hidden = out == StepOutput::kHidden;
   const uint64_t key = (static_cast<uint64_t>(n) << 40) | (static_cast<uint64_t>(n_mv_) << 20) |
                        (static_cast<uint64_t>(n_rows) << 1) | (hidden ? 1u : 0u);
@@ -682,31 +609,57 @@ void VulkanBackend::Step(const StepItem* items, int n_items, StepOutput out, con
     found = recorded_.emplace(key, Record(n_mv_, n, n_rows, hidden)).first;
   }
   dev_.SubmitWait(found->second);
-  if (tail_) {  // the CPU's layers and output head on the residual stream (items in order)
-    int tail_rows = 0;
-    const float* r = tail_->ForwardStage(
-        items, n_items, reinterpret_cast<const float*>(out_.map + out_x_), hidden, &tail_rows);
-    const size_t width = static_cast<size_t>(hidden ? cfg_.dim : cfg_.n_vocab);
-    for (int i = 0, at = 0; i < n_items; ++i) {
-      rows[i] = r + static_cast<size_t>(at) * width;
-      at += items[i].n_logits;
-    }
+  if (residual_) {
+    ResidualRows(items, n_items, n, rows);
     return;
   }
   float* base = reinterpret_cast<float*>(out_.map + (hidden ? out_hid_ : out_logits_));
   const size_t row_floats = static_cast<size_t>(hidden ? cfg_.dim : cfg_.n_vocab);
-  if (!hidden && cfg_.final_softcap > 0) {
-    const float c = cfg_.final_softcap;
-    const size_t total = static_cast<size_t>(n_rows) * row_floats;
-    for (size_t i = 0; i < total; ++i) base[i] = c * std::tanh(base[i] / c);
-  }
+  if (!hidden) FinalSoftcap(cfg_, base, static_cast<size_t>(n_rows) * row_floats);
   for (int i = 0, r = 0; i < n_items; ++i) {
     rows[i] = base + static_cast<size_t>(r) * row_floats;
     r += items[i].n_logits;
   }
 }
 
+// The step's rows are the matrix-vector tokens first, the tiled ones after (row_): back in
+// item order for the next part.
+void VulkanBackend::ResidualRows(const StepItem* items, int n_items, int n, const float** rows) {
+  const size_t dim = static_cast<size_t>(cfg_.dim);
+  const auto* x = reinterpret_cast<const float*>(out_.map + out_x_);
+  for (int j = 0; j < n; ++j)
+    std::memcpy(res_x_.data() + static_cast<size_t>(j) * dim,
+                x + static_cast<size_t>(row_[static_cast<size_t>(j)]) * dim, sizeof(float) * dim);
+  for (int i = 0, at = 0; i < n_items; ++i) {
+    rows[i] = res_x_.data() + static_cast<size_t>(at) * dim;
+    at += items[i].n;
+  }
+}
+
 }  // namespace
+
+const BackendCaps& VulkanCaps() {
+  static const BackendCaps caps = [] {
+    BackendCaps c;
+    c.name = "vulkan";
+    c.ops = 0;
+    for (OpKind k :
+         {OpKind::kNorm, OpKind::kQkv, OpKind::kStoreKv, OpKind::kAttention, OpKind::kOutProj,
+          OpKind::kPostNorm, OpKind::kFfnUp, OpKind::kFfnDown, OpKind::kResidual})
+      c.ops |= 1u << static_cast<int>(k);
+    c.features = 0;  // none of OpFeature's
+    c.weight_types.assign(kMatTypes, kMatTypes + kWeightTypes);
+    c.kv_types = 1u << static_cast<int>(KvDtype::kF16);
+    c.max_head_dim = kMaxHeadDim;
+    c.even_head_dim = true;
+    c.max_matrix_bytes = (uint64_t{1} << 32) - 1;
+    c.lora = false;
+    c.pooled = false;
+    c.fallback = "--device cpu runs it";
+    return c;
+  }();
+  return caps;
+}
 
 std::unique_ptr<Backend> NewVulkanBackend(const LoadedModel& model, const VulkanOptions& o) {
   return std::make_unique<VulkanBackend>(model, o);

@@ -494,7 +494,7 @@ int EmbedBench(const Args& args, EngineOptions eo, int reps) {
     throw UsageError("--embed takes N:L, N passages of L tokens (e.g. 256:128), not '" + spec +
                      "'");
   const ModelInfo mi = InspectModel(eo.model_path, eo.tokenizer_path);
-  const bool encoder = mi.kind != "generation";
+  const bool encoder = mi.kind != ModelKind::kGeneration;
   if (encoder && len > mi.trained_context)
     throw UsageError("--embed: passages of " + std::to_string(len) + " tokens exceed the " +
                      mi.arch + " encoder's context of " + std::to_string(mi.trained_context));
@@ -522,8 +522,9 @@ int EmbedBench(const Args& args, EngineOptions eo, int reps) {
   std::vector<double> secs;
   for (int r = 0; r < reps; ++r) {
     const double t0 = NowSeconds();
-    const auto v = service->Embed(
-        passages, mi.kind == "rerank" ? Service::Pooling::kRank : Service::Pooling::kMean);
+    const auto v =
+        service->Embed(passages, mi.kind == ModelKind::kRerank ? Service::Pooling::kRank
+                                                               : Service::Pooling::kMean);
     secs.push_back(NowSeconds() - t0);
     if (v.size() != passages.size()) throw Error("bench --embed: a vector is missing");
   }

@@ -9,8 +9,8 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "formats/ggml_types.h"
-#include "model/synth.h"
 #include "paddock/paddock.h"
+#include "synth/synth.h"
 
 namespace paddock::cli {
 
@@ -128,10 +128,11 @@ int CmdInfo(int argc, char** argv) {
   std::printf("architecture:    %s%s%s\n", i.arch.c_str(),
               i.name.empty() ? "" : "  name: ", i.name.c_str());
   std::printf("parameters:      %lld (%.2f M)\n", (long long)i.n_params, i.n_params / 1e6);
-  if (i.kind != "generation")  // an encoder: what it serves, and how it pools
-    std::printf("serves:          %s (%s pooling; bidirectional encoder)\n",
-                i.kind == "rerank" ? "rerank scores (/v1/rerank)" : "embeddings (/v1/embeddings)",
-                i.pooling.empty() ? "mean" : i.pooling.c_str());
+  if (i.kind != ModelKind::kGeneration)  // an encoder: what it serves, and how it pools
+    std::printf(
+        "serves:          %s (%s pooling; bidirectional encoder)\n",
+        i.kind == ModelKind::kRerank ? "rerank scores (/v1/rerank)" : "embeddings (/v1/embeddings)",
+        i.pooling.empty() ? "mean" : i.pooling.c_str());
   if (i.n_experts > 0) {
     std::printf("active:          %lld (%.2f M) per token: %d of %d experts of FFN %d%s\n",
                 (long long)i.n_active_params, i.n_active_params / 1e6, i.n_experts_used,

@@ -1,4 +1,4 @@
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "base/strings.h"
 #include "formats/gguf_writer.h"
-#include "model/synth_rng.h"
+#include "synth/synth_rng.h"
 
 namespace paddock {
 

@@ -1,16 +1,16 @@
-// model/moe.cpp: the mixture-of-experts FFN of a step. The router picks each token's experts;
+// cpu/moe.cpp: the mixture-of-experts FFN of a step. The router picks each token's experts;
 // the step's tokens are grouped per expert (gather), each used expert's gate/up/down weights are
 // read once for all of its tokens (the batched integer GEMM, rows split over the threads so any
 // routing keeps them equally busy, also in decode), and the outputs are summed back per token
 // with their weights in the token's own order (scatter), so a token's result does not depend on
 // its batch-mates. A shared expert (Qwen2 MoE) runs as a dense FFN beside them.
-#include "model/moe.h"
+#include "cpu/moe.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "model/transformer.h"
+#include "cpu/transformer.h"
 
 namespace paddock {
 

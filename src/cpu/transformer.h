@@ -1,11 +1,14 @@
-// model/transformer.h: the CPU backend: one forward step of a decoder-only Transformer on
-// the kernel table (model/backend.h is the seam it implements).
+// cpu/transformer.h: the CPU backend: the model's op list (model/layer_ops.h) on the kernel
+// table over a thread pool (model/backend.h is the seam it implements).
 //
-// Forward() takes a run of tokens at consecutive positions (a prompt chunk or one decode
-// token), writes their keys/values into the KV view and returns the next-token logits of the
-// last one. All activation buffers are planned once in the constructor from the model and the
-// batch limit; Forward() never allocates. Weights are read in place. The same code runs with
-// any KernelTable, so the scalar table gives the reference path for whole-model tests.
+// It reads only the op list for what each op computes; how ops fuse (the residual add, norm
+// and quantization of the next matrices' input in one pass, Q/K/V with their epilogue, gate
+// and up with the GLU) is its own plan, derived from the list once (CpuOp). Forward() takes a run
+// of tokens at consecutive positions (a prompt chunk or one decode token), writes their keys/values
+// into the KV view and returns the next-token logits of the last one. All activation buffers are
+// planned once in the constructor from the model and the batch limit; Forward() never allocates.
+// Weights are read in place. The same code runs with any KernelTable, so the scalar table gives the
+// reference path for whole-model tests.
 #pragma once
 
 #include <cstddef>
@@ -15,14 +18,15 @@
 
 #include "base/thread_pool.h"
 #include "base/trace.h"
+#include "cpu/activations.h"
 #include "kernels/kernels.h"
-#include "model/activations.h"
 #include "model/backend.h"
 #include "model/kv_view.h"
 #include "model/layer_ops.h"
 #include "model/lora.h"
 #include "model/profile.h"
 #include "model/rope.h"
+#include "model/step.h"
 #include "model/weights.h"
 
 namespace paddock {
@@ -58,6 +62,7 @@ class Transformer final : public Backend {
 
   // Backend (model/backend.h).
   std::string name() const override { return "cpu"; }
+  BackendKind kind() const override { return BackendKind::kCpu; }
   void Configure(const ForwardOptions& o) override;
   const ForwardOptions& options() const override { return opt_; }
   std::unique_ptr<KvStore> AllocKv(const KvLayout& layout) override {
@@ -68,12 +73,18 @@ class Transformer final : public Backend {
       ForwardHidden(items, n_items, rows);
     } else if (out == StepOutput::kPooled) {
       ForwardPooled(items, n_items, rows);
+    } else if (out == StepOutput::kResidual) {
+      ForwardResidual(items, n_items, rows);
     } else {
       ForwardBatch(items, n_items, rows);
     }
   }
+  // A later range of layers (SetLayers): the residual stream x from the range before.
+  void StepFrom(const float* x, const StepItem* items, int n_items, StepOutput out,
+                const float** rows) override;
+  int layer_begin() const override { return layer_begin_; }
   // Each item (a whole input) one row: its tokens' hidden states pooled as item.pooling says
-  // (model/pooling.cpp): embeddings, an encoder's rerank input.
+  // (cpu/encoder.cpp, model/step.h's PoolSum): embeddings, an encoder's rerank input.
   void ForwardPooled(const StepItem* items, int n_items, const float** rows);
   int AltPromptTokens(int prompt_len) const override { return Bf16PromptTokens(prompt_len); }
 
@@ -98,7 +109,7 @@ class Transformer final : public Backend {
     ForwardBatch(items, n_items, hidden);
   }
 
-  // Pipeline parallelism (model/pipeline_head.h, dist/). RunPart runs a step's items through
+  // Pipeline parallelism (cpu/pipeline_head.h, dist/). RunPart runs a step's items through
   // this process's layers only, embedded here (a head): the residual stream after them (*n
   // rows of dim floats, valid until the next step), the items in the order their tokens ran
   // (*order: indices into items) and the result rows they ask for (*rows).
@@ -110,11 +121,12 @@ class Transformer final : public Backend {
   // items' tokens in the order given, which is kept) comes from the stage before; it returns
   // the residual stream after `end` (n rows), or for the last stage the rows asked for:
   // logits, or hidden_out the final-normalized hidden states (*rows of them).
-  void SetLayers(int begin, int end);
+  void SetLayers(int begin, int end) override;
   const float* ForwardStage(const BatchItem* items, int n_items, const float* x, bool hidden_out,
                             int* rows);
-  int layer_begin() const { return layer_begin_; }
   int layer_end() const { return layer_end_; }
+  // The residual stream after this process's layers, every token's row in item order.
+  void ForwardResidual(const BatchItem* items, int n_items, const float** rows);
 
   const ModelConfig& config() const override { return cfg_; }
   // The context the engine runs with: RoPE factors that depend on it (Phi-3 longrope: the long
@@ -184,12 +196,18 @@ class Transformer final : public Backend {
   int PlanStep(const BatchItem* items, int n_items, int* rows);
   // Plan, embed (or take x), run this process's layers; returns the rows carried.
   int RunLayers(const BatchItem* items, int n_items, int n, int rows, const float* x_in);
-  void CheckItem(const BatchItem& it, int n, int rows) const;
   void EmbedTokens(const BatchItem* items, int n_items, int n);
   void Logits(const BatchItem* items, int n_items, int n, int rows, const float** logits);
   // The layer and its blocks (transformer.cpp). Each returns the rows the step carries on:
   // n, or (the last layer, past its K/V) only the rows whose logits were asked for.
   int Layer(int l, int n);
+  // How the CPU runs an op beyond what the op states: the matrices that read a norm's output
+  // (its fused pass quantizes the input for them) and whether those read the step's own token
+  // rows (not a gathered expert's). Derived once from the op list (ReadersOf).
+  struct CpuOp {
+    const WeightTensor* reads[3] = {nullptr, nullptr, nullptr};
+    bool token_rows = true;
+  };
   void CarryResidual(int n);
   // The last layer, past its K/V: moves the logits rows' queries, residuals and per-token
   // state to rows 0 .. rows - 1 (plan_.logit_tok becomes 0, 1, ...) and returns rows.
@@ -200,19 +218,17 @@ class Transformer final : public Backend {
   // prefill_ok: the input may take the bf16 prefill GEMM (not the experts': their gathered rows
   // are not the step's tokens).
   // also, also2: further weights that read this input (Q's K and V, gate's up), or null.
-  // Encoders' post-norm (OpKind::kAddNorm, model/pooling.cpp).
-  ActQ8 AddNorm(const LayerOp& op, int n);
+  // Encoders' post-norm (OpKind::kAddNorm, cpu/encoder.cpp).
+  ActQ8 AddNorm(const LayerOp& op, const CpuOp& plan, int n);
   // The final hidden state of the step's token j (encoders: x as is; else output-normalized
   // into `tmp`).
   const float* FinalRow(int j, float* tmp) const;
-  ActQ8 ResidualNorm(bool add_residual, const float* w, const float* b, int n,
-                     const WeightTensor& next, bool prefill_ok = true,
-                     const WeightTensor* also = nullptr, const WeightTensor* also2 = nullptr);
+  ActQ8 ResidualNorm(bool add_residual, const OpNorm& norm, int n, const CpuOp& plan);
   void AddResidual(int n);
-  void PostNorm(const float* w, int n);
-  int RunOp(int l, const LayerWeights& w, const LayerOp& op, int n);
-  void Qkv(int l, const LayerWeights& w, int n);
-  void FfnUp(int l, const LayerWeights& w, int n);
+  void PostNorm(const OpNorm& norm, int n);
+  int RunOp(const LayerOp& op, const CpuOp& plan, int n);
+  void Qkv(const LayerOp& op, int n);
+  void FfnUp(const LayerOp& op, int n);
   // Mixture of experts (moe.cpp): route, gather per expert, expert GEMMs, weighted scatter.
   void MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   int MoeRoute(const LayerWeights& w, const ActQ8& xq, int n);
@@ -223,18 +239,18 @@ class Transformer final : public Backend {
   void MoeScatter(int n, bool shared);
   // Attention (attention.cpp).
   void StoreKv(int l, int n);
-  void Attention(int l, int n);
-  void AttentionTiled(int l, int n);
+  void Attention(const LayerOp& op, int n);
+  void AttentionTiled(const LayerOp& op, int n);
   int PlanAttention(int n);  // returns the parts each task's positions are split into
-  void AttendTask(int l, size_t idx, int thread);
-  void MergeAttentionParts(int l, int parts);
+  void AttendTask(const LayerOp& op, size_t idx, int thread);
+  void MergeAttentionParts(const LayerOp& op, int parts);
   // Per-thread scratch of the tiled kernel; one task's partial results (rows x (hd + 2)).
   size_t AttnScratchStride() const {
     return AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim;
   }
   size_t AttnPartStride() const { return static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2); }
   // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
-  void QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h1);
+  void QkvEpilogue(const LayerOp& op, int j, int h0, int h1);
   // Matrix multiplication (matmul.cpp).
   // Quantizes n rows of `cols` floats for the integer kernels, if `w` (and every weight that
   // shares this input, which has the same type in practice) has one; else an empty ActQ8.
@@ -271,7 +287,7 @@ class Transformer final : public Backend {
   void MatmulRows(const WeightTensor& w, const float* x, const ActQ8& xq, int n, float* y,
                   int64_t begin, int64_t end);
   // Returns whether the bias / QK-norm / RoPE epilogue ran inside the fused pass.
-  bool MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n);
+  bool MatmulQkv(const LayerOp& op, const float* x, const ActQ8& xq, int n);
   // hb = glu(x gate^T, x up^T) (n rows of gate.rows), hb2 the up projection.
   void MatmulGateUp(const WeightTensor& gate, const WeightTensor& up, const float* x,
                     const ActQ8& xq, int n);
@@ -322,7 +338,8 @@ class Transformer final : public Backend {
   Tracer* tracer_ = nullptr;
   ForwardOptions opt_;                     // the switches (Configure)
   bool pending_residual_ = false;          // a_.xb holds the last FFN output, not yet added to a_.x
-  std::vector<std::vector<LayerOp>> ops_;  // (n_layers) each layer's ops (layer_ops.h)
+  const LayerOpList& ops_;                 // (n_layers) each layer's ops (the model's)
+  std::vector<std::vector<CpuOp>> plans_;  // (n_layers) per op, how the CPU runs it
   ActQ8 xq_;                               // the last kNorm's output as the integer kernels read it
   // Runs fn(j) for every token j, over the threads when there are enough tokens.
   template <class F>
@@ -335,20 +352,28 @@ class Transformer final : public Backend {
       for (int64_t j = b; j < e; ++j) fn(static_cast<int>(j));
     });
   }
-  void (*glu_)(float* g, const float* u, int64_t n) = nullptr;  // SwiGLU or GeGLU, from the config
+  // The GLU of an activation: act(g) * u in place of g.
+  using GluFn = void (*)(float* g, const float* u, int64_t n);
+  GluFn Glu(Activation a) const;
+  GluFn glu_ = nullptr;
+  PoolSum pool_sum_;                // ForwardPooled's sums (sized once)
+  std::vector<size_t> item_first_;  // (max_items) ForwardResidual's item offsets  // the running
+                                    // op's (kFfnUp, kMoe: set as it starts)
   // y[j] += b for each of n rows of `width` (no-op when b is null: most models have no biases).
   void AddBias(float* y, const float* b, int n, int64_t width) const {
     if (b == nullptr) return;
     for (int j = 0; j < n; ++j) k_->add(y + j * width, b, width);
   }
-  // The model's normalization: RMSNorm, or LayerNorm with bias (GPT-2).
-  void Norm(float* out, const float* x, const float* w, const float* b) const {
-    if (cfg_.layer_norm) {
-      k_->layernorm(out, x, w, b, cfg_.dim, cfg_.norm_eps);
+  // An op's normalization of a row of dim: RMSNorm, or LayerNorm with bias (GPT-2).
+  void Norm(float* out, const float* x, const OpNorm& nm) const {
+    if (nm.kind == NormKind::kLayer) {
+      k_->layernorm(out, x, nm.w, nm.b, cfg_.dim, nm.eps);
     } else {
-      k_->rmsnorm(out, x, w, cfg_.dim, cfg_.norm_eps);
+      k_->rmsnorm(out, x, nm.w, cfg_.dim, nm.eps);
     }
   }
+  // The model's output norm (the step's end).
+  OpNorm output_norm_;
   size_t max_cols_;
   std::unique_ptr<int8_t[]> act_qs_;  // (B, max_cols) int8 activations
   std::unique_ptr<float[]> act_d_;    // (B, max_cols / 32) block scales

@@ -1,11 +1,11 @@
-// model/matmul.cpp: matrix multiplication dispatch: the int8 activation buffers, the kernel
+// cpu/matmul.cpp: matrix multiplication dispatch: the int8 activation buffers, the kernel
 // for a weight type (integer, BF16 dot or float; GEMV for one token, cache-blocked GEMM for
 // several), threads split by the kernel table's row unit, and the fused Q/K/V and gate/up
 // passes.
 #include <algorithm>
 
+#include "cpu/transformer.h"
 #include "model/lora.h"
-#include "model/transformer.h"
 
 namespace paddock {
 
@@ -156,23 +156,26 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
   });
 }
 
-bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const ActQ8& xq, int n) {
+bool Transformer::MatmulQkv(const LayerOp& op, const float* x, const ActQ8& xq, int n) {
+  const WeightTensor& wq = *op.mat[0];
+  const WeightTensor& wk = *op.mat[1];
+  const WeightTensor& wv = *op.mat[2];
   // The fused pass is cut into whole heads, so each thread finishes its heads (bias, QK-norm,
   // RoPE) while they are in cache; a head must hold whole 16-row groups of interleaved weights.
-  const int hd = cfg_.head_dim;
-  const int64_t u = std::max({RowUnit(L.wq), RowUnit(L.wk), RowUnit(L.wv)});
+  const int hd = op.head_dim;
+  const int64_t u = std::max({RowUnit(wq), RowUnit(wk), RowUnit(wv)});
   // Whole-row QK-norm (OLMoE) needs every head of a row before the epilogue: unfused.
-  if (!opt_.fuse_qkv || hd % u != 0 || cfg_.qk_norm_full) {
-    Matmul(L.wq, x, xq, n, a_.q);
-    Matmul(L.wk, x, xq, n, a_.kv_k);
-    Matmul(L.wv, x, xq, n, a_.kv_v);
+  if (!opt_.fuse_qkv || hd % u != 0 || op.Has(OpFeature::kQkNormRows)) {
+    Matmul(wq, x, xq, n, a_.q);
+    Matmul(wk, x, xq, n, a_.kv_k);
+    Matmul(wv, x, xq, n, a_.kv_v);
     return false;
   }
-  const WeightTensor* ws[3] = {&L.wq, &L.wk, &L.wv};
+  const WeightTensor* ws[3] = {&wq, &wk, &wv};
   float* ys[3] = {a_.q, a_.kv_k, a_.kv_v};
   // LoRA: each projection's product added to the rows just computed, before the epilogue.
   const bool lora = plan_.any_lora && lora_.Down(plan_.lora.data(), ws, 3, x, n);
-  const int heads = cfg_.n_heads + 2 * cfg_.n_kv_heads;
+  const int heads = op.n_heads + 2 * op.n_kv_heads;
   pool_.ParallelFor(heads, [&](int64_t hb, int64_t he, int) {
     const int64_t b = hb * hd, e = he * hd;
     int64_t base = 0;
@@ -184,7 +187,7 @@ bool Transformer::MatmulQkv(int l, const LayerWeights& L, const float* x, const 
       }
       base += ws[m]->rows;
     }
-    for (int j = 0; j < n; ++j) QkvEpilogue(l, L, j, static_cast<int>(hb), static_cast<int>(he));
+    for (int j = 0; j < n; ++j) QkvEpilogue(op, j, static_cast<int>(hb), static_cast<int>(he));
   });
   return true;
 }

@@ -1,34 +1,35 @@
-// model/attention.cpp: the attention step of a layer: the Q/K/V epilogue (bias, QK-norm,
+// cpu/attention.cpp: the attention step of a layer: the Q/K/V epilogue (bias, QK-norm,
 // RoPE), the KV store, and attention itself: tiled (tasks planned over sequences, KV heads
 // and query rows, split over positions when there are fewer tasks than threads) or two-pass.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "model/transformer.h"
+#include "cpu/transformer.h"
 
 namespace paddock {
 
-void Transformer::QkvEpilogue(int l, const LayerWeights& w, int j, int h0, int h1) {
-  const bool local = cfg_.rope_base_local > 0 && cfg_.LayerIsLocal(l);
+void Transformer::QkvEpilogue(const LayerOp& op, int j, int h0, int h1) {
+  const bool local = op.rope.local;
   const float* cos = local ? a_.cos_local : a_.cos;
   const float* sin = local ? a_.sin_local : a_.sin;
-  const int hd = cfg_.head_dim, nq = cfg_.n_heads, nkv = cfg_.n_kv_heads;
-  const int half = cfg_.rope_dim / 2;
-  const bool half_split = cfg_.rope_style == RopeStyle::kHalfSplit;
+  const int hd = op.head_dim, nq = op.n_heads, nkv = op.n_kv_heads;
+  const int half = op.rope.dims / 2;
+  const bool half_split = op.rope.style == RopeStyle::kHalfSplit;
+  const bool per_head_norm = !op.Has(OpFeature::kQkNormRows);
   for (int h = h0; h < h1; ++h) {
     if (h < nq + nkv) {  // a query or key head
       const bool is_q = h < nq;
       const int hh = is_q ? h : h - nq;
       float* x = (is_q ? a_.q + j * cfg_.q_dim() : a_.kv_k + j * cfg_.kv_dim()) + hh * hd;
-      const float* bias = is_q ? w.bq : w.bk;
+      const float* bias = op.bias[is_q ? 0 : 1];
       if (bias != nullptr) k_->add(x, bias + hh * hd, hd);
-      const float* norm = cfg_.qk_norm_full ? nullptr : is_q ? w.q_norm : w.k_norm;
-      if (norm != nullptr) k_->rmsnorm(x, x, norm, hd, cfg_.norm_eps);
-      if (half > 0) k_->rope(x, 1, hd, cfg_.rope_dim, cos + j * half, sin + j * half, half_split);
-    } else if (w.bv != nullptr) {
+      const float* norm = !per_head_norm ? nullptr : is_q ? op.q_norm : op.k_norm;
+      if (norm != nullptr) k_->rmsnorm(x, x, norm, hd, op.norm.eps);
+      if (half > 0) k_->rope(x, 1, hd, op.rope.dims, cos + j * half, sin + j * half, half_split);
+    } else if (op.bias[2] != nullptr) {
       const int hh = h - nq - nkv;
-      k_->add(a_.kv_v + j * cfg_.kv_dim() + hh * hd, w.bv + hh * hd, hd);
+      k_->add(a_.kv_v + j * cfg_.kv_dim() + hh * hd, op.bias[2] + hh * hd, hd);
     }
   }
 }
@@ -49,14 +50,14 @@ void Transformer::StoreKv(int l, int n) {
 }
 
 // Tiled attention: plan the tasks, run them over the threads, merge split parts.
-void Transformer::AttentionTiled(int l, int n) {
+void Transformer::AttentionTiled(const LayerOp& op, int n) {
   const int parts = PlanAttention(n);
   pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()),
                     [&](int64_t begin, int64_t end, int t) {
                       for (int64_t idx = begin; idx < end; ++idx)
-                        AttendTask(l, static_cast<size_t>(idx), t);
+                        AttendTask(op, static_cast<size_t>(idx), t);
                     });
-  if (parts > 1) MergeAttentionParts(l, parts);
+  if (parts > 1) MergeAttentionParts(op, parts);
 }
 
 // One task per run of tokens of one sequence, KV head and up to kAttnMaxRows of its (token,
@@ -147,10 +148,11 @@ void NarrowToPart(int part, int parts, int count, int* lo, int* hi) {
 
 // Task idx on thread t: its query rows (rotated where keys are stored rotated), their
 // causal / window ranges, and the tiled kernel; a split task writes its partial slot.
-void Transformer::AttendTask(int l, size_t idx, int t) {
-  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
-  const int group = cfg_.n_heads / cfg_.n_kv_heads;
-  const float scale = cfg_.AttentionScale();
+void Transformer::AttendTask(const LayerOp& op, size_t idx, int t) {
+  const int l = op.layer;
+  const int hd = op.head_dim, qd = cfg_.q_dim(), nkv = op.n_kv_heads;
+  const int group = op.n_heads / op.n_kv_heads;
+  const float scale = op.scale, softcap = op.softcap;
   float* scratch = a_.attn_scratch + static_cast<size_t>(t) * AttnScratchStride();
   float* qrot = scratch + AttendScratchFloats(hd);
   const float* q_rows[kAttnMaxRows];
@@ -159,7 +161,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
   const AttnTask& tk = attn_tasks_[idx];
   const KvView& kv = *plan_.view[static_cast<size_t>(tk.j0)];
   const KvLayerView& cache = kv.layers[l];
-  const int window = cfg_.LayerWindow(l, kv.window);
+  const int window = op.windowed ? kv.window : 0;
   const KvRowsRef kr = KvRows(kv, cache.k, cache.k_row_bytes, cache.k_type);
   const KvRowsRef vr = KvRows(kv, cache.v, cache.v_row_bytes, cache.v_type);
   const bool rot_k = KvRotated(cache.k_type, hd);
@@ -179,7 +181,7 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     q_rows[r] = q;
     out_rows[r] = a_.att + j * qd + h * hd;
   }
-  const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
+  const float* sinks = op.sinks;
   if (tk.parts == 1 && sinks != nullptr) {
     // Attention sinks: the rows unnormalized into this thread's partial slot (free when no task
     // is split), then normalized with the sink's logit in the denominator.
@@ -190,8 +192,8 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
       dst[r] = out_rows[r];
       out_rows[r] = slot + static_cast<size_t>(r) * hd;
     }
-    k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
-                    cfg_.attn_softcap, scratch, ml);
+    k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, softcap,
+                    scratch, ml);
     for (int r = 0; r < tk.count; ++r) {
       const float* part = out_rows[r];
       const float* pml = ml + 2 * r;
@@ -202,8 +204,8 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
     return;
   }
   if (tk.parts == 1) {
-    k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
-                    cfg_.attn_softcap, scratch, nullptr);
+    k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, softcap,
+                    scratch, nullptr);
     if (KvRotated(cache.v_type, hd)) {  // values are stored rotated: rotate the sums back
       for (int r = 0; r < tk.count; ++r) Hadamard(out_rows[r], hd);
     }
@@ -213,14 +215,15 @@ void Transformer::AttendTask(int l, size_t idx, int t) {
   NarrowToPart(tk.part, tk.parts, tk.count, lo, hi);
   float* slot = a_.attn_part + idx * AttnPartStride();
   for (int r = 0; r < tk.count; ++r) out_rows[r] = slot + static_cast<size_t>(r) * hd;
-  k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale,
-                  cfg_.attn_softcap, scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
+  k_->attend_rows(q_rows, out_rows, tk.count, lo, hi, kr, vr, tk.g, nkv, hd, scale, softcap,
+                  scratch, slot + static_cast<size_t>(kAttnMaxRows) * hd);
 }
 
 // Each split task's parts merged row by row (MergeAttention) into a_.att.
-void Transformer::MergeAttentionParts(int l, int parts) {
-  const int hd = cfg_.head_dim, qd = cfg_.q_dim();
-  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+void Transformer::MergeAttentionParts(const LayerOp& op, int parts) {
+  const int l = op.layer;
+  const int hd = op.head_dim, qd = cfg_.q_dim();
+  const int group = op.n_heads / op.n_kv_heads;
   const int n_base = static_cast<int>(attn_tasks_.size()) / parts;
   for (int i = 0; i < n_base; ++i) {
     const AttnTask& tk = attn_tasks_[static_cast<size_t>(i * parts)];
@@ -236,21 +239,23 @@ void Transformer::MergeAttentionParts(int l, int parts) {
       const int pidx = tk.first + r;
       const int j = tk.j0 + pidx / group, h = tk.g * group + pidx % group;
       float* out = a_.att + j * qd + h * hd;
-      const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
+      const float* sinks = op.sinks;
       MergeAttention(outs, mls, parts, hd, out, sinks != nullptr ? sinks[h] : -1e30f);
       if (KvRotated(cache.v_type, hd)) Hadamard(out, hd);
     }
   }
 }
 
-void Transformer::Attention(int l, int n) {
+void Transformer::Attention(const LayerOp& op, int n) {
   if (opt_.fuse_attn) {
-    AttentionTiled(l, n);
+    AttentionTiled(op, n);
     return;
   }
-  const int hd = cfg_.head_dim, qd = cfg_.q_dim(), nkv = cfg_.n_kv_heads;
-  const int group = cfg_.n_heads / cfg_.n_kv_heads;
-  const float scale = cfg_.AttentionScale();
+  const int l = op.layer;
+  const int hd = op.head_dim, qd = cfg_.q_dim(), nkv = op.n_kv_heads;
+  const int group = op.n_heads / op.n_kv_heads;
+  const float scale = op.scale, softcap = op.softcap;
+  const float* sinks = op.sinks;
   auto task = [&](int64_t begin, int64_t end, int t) {
     float* scores = a_.scores + static_cast<size_t>(t) * ctx_;
     float* qrot = a_.qrot + static_cast<size_t>(t) * hd;
@@ -261,7 +266,7 @@ void Transformer::Attention(int l, int n) {
       const auto kdot = k_->kv_dot[static_cast<int>(cache.k_type)];
       const auto vaxpy = k_->kv_axpy[static_cast<int>(cache.v_type)];
       const bool rot_k = KvRotated(cache.k_type, hd), rot_v = KvRotated(cache.v_type, hd);
-      const int window = cfg_.LayerWindow(l, kv.window);
+      const int window = op.windowed ? kv.window : 0;
       const int p = plan_.pos[static_cast<size_t>(j)];
       const int start = window > 0 ? std::max(0, p - window + 1) : 0;
       const float* q = a_.q + j * qd + h * hd;
@@ -273,11 +278,9 @@ void Transformer::Attention(int l, int n) {
       const int g = h / group;
       const int len = p - start + 1;
       for (int s = 0; s < len; ++s) scores[s] = kdot(q, kv.K(l, start + s), g, nkv, hd) * scale;
-      if (cfg_.attn_softcap > 0) {
-        for (int s = 0; s < len; ++s)
-          scores[s] = cfg_.attn_softcap * std::tanh(scores[s] / cfg_.attn_softcap);
+      if (softcap > 0) {
+        for (int s = 0; s < len; ++s) scores[s] = softcap * std::tanh(scores[s] / softcap);
       }
-      const float* sinks = model_.weights.layers[static_cast<size_t>(l)].attn_sinks;
       if (sinks == nullptr) {
         k_->softmax(scores, len);
       } else {  // the sink's logit joins the denominator, with no value of its own

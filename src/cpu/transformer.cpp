@@ -1,7 +1,7 @@
-// model/transformer.cpp: forward orchestration: the step's token bookkeeping, embeddings,
+// cpu/transformer.cpp: forward orchestration: the step's token bookkeeping, embeddings,
 // the layer as named blocks, and the logits. Attention lives in attention.cpp, the matmul
 // dispatch in matmul.cpp; the activation buffers are planned once in the constructor.
-#include "model/transformer.h"
+#include "cpu/transformer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include "base/strings.h"
 #include "model/lora.h"
+#include "model/step.h"
 
 namespace paddock {
 
@@ -38,11 +39,18 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       max_items_(std::min(max_batch_, kMaxItems)),
       ctx_(model.config.context_length),
       layer_end_(model.config.n_layers),
+      ops_(model.ops),
       lora_(max_batch_, kernels, pool) {
   max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
-  glu_ = cfg_.ffn_act == FfnAct::kGeluTanh    ? k_->gelu_mul
-         : cfg_.ffn_act == FfnAct::kSwigluOai ? SwigluOai
-                                              : k_->silu_mul;
+  output_norm_ = {cfg_.layer_norm ? NormKind::kLayer : NormKind::kRms, cfg_.norm_eps,
+                  model.weights.output_norm, model.weights.output_norm_b};
+  if (ops_.size() != static_cast<size_t>(cfg_.n_layers))
+    Fail("the CPU backend: the model's op list has %zu layers of %d", ops_.size(), cfg_.n_layers);
+  for (const auto& layer : ops_) {  // the CPU's plan: who reads each op's output
+    std::vector<CpuOp>& plan = plans_.emplace_back(layer.size());
+    for (size_t i = 0; i < layer.size(); ++i)
+      ReadersOf(layer, i, plan[i].reads, &plan[i].token_rows);
+  }
   // Mixture of experts: R gathered rows (each token's k experts), planned for the worst routing.
   const size_t moe_rows =
       static_cast<size_t>(max_batch_) * static_cast<size_t>(cfg_.n_experts_used);
@@ -58,7 +66,6 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
   arena_bytes_ = a_.Plan(cfg_, shape) + act + (act / kQK + 1) * 8 + arena_bytes_bf_;
   if (cfg_.is_moe()) AllocMoe(moe_rows);
   AllocPlan();
-  ops_ = LayerOps(cfg_, model_.weights);
   SetContext(ctx_);
   Configure(options);
 }
@@ -169,6 +176,7 @@ void Transformer::AllocPlan() {
   plan_.view.assign(B, nullptr);
   plan_.lora.assign(B, nullptr);
   plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
+  item_first_.assign(static_cast<size_t>(max_items_), 0);
 }
 
 // The RoPE frequencies for a context of n_ctx tokens: the file's per-dimension factors (Llama 3
@@ -192,8 +200,15 @@ Transformer::ItemKernels Transformer::KernelsOf(const BatchItem& it) const {
 // prefix of its tokens (MatmulRows); each token's position, view and kernel; the logits rows.
 // Returns the step's tokens; *rows: its logits rows.
 int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
-  if (n_items < 1 || n_items > max_items_)
-    Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items_);
+  StepLimits lim;
+  lim.max_batch = max_batch_;
+  lim.max_items = max_items_;
+  lim.ctx = ctx_;
+  CheckStep(cfg_, items, n_items,
+            pooled_out_   ? StepOutput::kPooled
+            : hidden_out_ ? StepOutput::kHidden
+                          : StepOutput::kLogits,
+            lim);
   int no = 0;
   for (ItemKernels k : {ItemKernels::kInteger, ItemKernels::kMixed, ItemKernels::kBf16})
     for (int i = 0; i < n_items; ++i)
@@ -204,7 +219,6 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
   plan_.any_lora = false;
   for (int oi = 0; oi < n_items; ++oi) {
     const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
-    CheckItem(it, n, rows);
     const int bf_until = Bf16PromptTokens(it.prompt_len);
     for (int j = 0; j < it.n; ++j, ++n) {
       const auto t = static_cast<size_t>(n);
@@ -229,57 +243,15 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
   return n;
 }
 
-// An item may join a step that holds n tokens and `rows` logits rows so far.
-void Transformer::CheckItem(const BatchItem& it, int n, int rows) const {
-  if (it.n <= 0 || it.kv == nullptr) Fail("Forward: empty batch item");
-  if (it.n_logits < 1 || it.n_logits > it.n)
-    Fail("Forward: %d logits rows asked of an item of %d tokens", it.n_logits, it.n);
-  if (rows + it.n_logits > max_items_)
-    Fail("Forward: %d logits rows in one step (at most %d)", rows + it.n_logits, max_items_);
-  if (it.pos < 0 || it.pos + it.n > it.kv->capacity() || it.pos + it.n > ctx_) {
-    Fail("context full: positions up to %d requested, the KV cache holds %d", it.pos + it.n,
-         std::min(it.kv->capacity(), ctx_));
-  }
-  if (n + it.n > max_batch_)
-    Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, max_batch_);
-  if ((!cfg_.causal || pooled_out_) && it.pos != 0)
-    Fail("Forward: an encoder's or a pooled input runs whole in one step (position %d)", it.pos);
-  if (pooled_out_ && (it.pooling < 1 || it.pooling > 3))
-    Fail("Forward: pooling %d is not mean (1), first (2) or last (3)", it.pooling);
-  for (int j = 0; j < it.n; ++j) {
-    if (it.tokens[j] < 0 || it.tokens[j] >= cfg_.n_vocab)
-      Fail("token id %d is outside the vocabulary (0..%d)", it.tokens[j], cfg_.n_vocab - 1);
-  }
-}
-
 // x = the step's tokens' embeddings (scaled; plus learned positions, GPT-2), in plan order;
 // the RoPE tables of their positions.
 void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
   OpScope ps(this, ProfOp::kEmbed);
-  const int dim = cfg_.dim;
-  const WeightTensor& emb = model_.weights.tok_embd;
-  const DequantizeFn to_float = Traits(emb.type).to_float;
+  const size_t dim = static_cast<size_t>(cfg_.dim);
   for (int oi = 0, j = 0; oi < n_items; ++oi) {
     const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
-    for (int t = 0; t < it.n; ++t, ++j) {
-      float* xr = a_.x + static_cast<size_t>(j) * dim;
-      if (it.embeds != nullptr && it.embeds[t] != nullptr) {  // an image's embedding
-        std::memcpy(xr, it.embeds[t], sizeof(float) * static_cast<size_t>(dim));
-        continue;
-      }
-      to_float(emb.data + static_cast<size_t>(it.tokens[t]) * emb.row_bytes, xr, dim);
-      if (cfg_.embed_scale != 1.0f) {
-        for (int d = 0; d < dim; ++d) xr[d] *= cfg_.embed_scale;
-      }
-      if (model_.weights.type0 != nullptr) k_->add(xr, model_.weights.type0, dim);  // encoders
-      if (model_.weights.pos_embd) {  // learned absolute positions (GPT-2)
-        const WeightTensor& pe = model_.weights.pos_embd;
-        float* row = a_.xb;  // free until the first layer
-        Traits(pe.type).to_float(pe.data + static_cast<size_t>(it.pos + t) * pe.row_bytes, row,
-                                 dim);
-        k_->add(xr, row, dim);
-      }
-    }
+    for (int t = 0; t < it.n; ++t, ++j)
+      EmbedRow(model_, it, t, a_.x + static_cast<size_t>(j) * dim, a_.xb);  // (xb: free yet)
   }
   RopeTables(n);
 }
@@ -305,11 +277,7 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
     const ActQ8 oq = QuantizeInput(a_.xb, rows, dim, model_.weights.output, false);
     OpScope ps(this, ProfOp::kLogits);
     Matmul(model_.weights.output, a_.xb, oq, rows, a_.logits);
-    const size_t total = static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab);
-    if (cfg_.final_softcap > 0) {
-      const float c = cfg_.final_softcap;
-      for (size_t i = 0; i < total; ++i) a_.logits[i] = c * std::tanh(a_.logits[i] / c);
-    }
+    FinalSoftcap(cfg_, a_.logits, static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab));
     out = a_.logits;
     row_floats = static_cast<size_t>(cfg_.n_vocab);
   }
@@ -360,7 +328,7 @@ void Transformer::SetLayers(int begin, int end) {
   keep_order_ = begin > 0;  // a later stage runs the items in its head's order
 }
 
-// A pipeline's part of a step (model/pipeline_head.h): the items through this process's
+// A pipeline's part of a step (cpu/pipeline_head.h): the items through this process's
 // layers, embedded here; the residual stream after them.
 const float* Transformer::RunPart(const BatchItem* items, int n_items, int* n, int* rows,
                                   const int** order) {
@@ -369,6 +337,49 @@ const float* Transformer::RunPart(const BatchItem* items, int n_items, int* n, i
   if (pending_residual_) AddResidual(*n);
   *order = plan_.order.data();
   return a_.x;
+}
+
+// The residual stream after this process's layers, in item order (the step's own order may
+// differ: PlanStep runs integer-only items first); a_.xb holds the reordered rows.
+void Transformer::ForwardResidual(const BatchItem* items, int n_items, const float** rows) {
+  int n = 0, n_rows = 0;
+  const int* order = nullptr;
+  const float* x = RunPart(items, n_items, &n, &n_rows, &order);
+  const size_t dim = static_cast<size_t>(cfg_.dim);
+  std::vector<size_t>& first = item_first_;  // each item's first token in item order
+  for (int i = 0, at = 0; i < n_items; ++i) {
+    first[static_cast<size_t>(i)] = static_cast<size_t>(at);
+    at += items[i].n;
+  }
+  for (int oi = 0, j = 0; oi < n_items; ++oi) {
+    const int i = order[oi];
+    const size_t m = static_cast<size_t>(items[i].n);
+    std::memcpy(a_.xb + first[static_cast<size_t>(i)] * dim, x + static_cast<size_t>(j) * dim,
+                sizeof(float) * m * dim);
+    j += items[i].n;
+  }
+  for (int i = 0; i < n_items; ++i) rows[i] = a_.xb + first[static_cast<size_t>(i)] * dim;
+}
+
+// A later range of layers (a split's second part): its layers on the residual stream of the
+// range before, the items in the order given.
+void Transformer::StepFrom(const float* x, const StepItem* items, int n_items, StepOutput out,
+                           const float** rows) {
+  if (layer_begin_ == 0) Fail("the CPU backend: a step from a residual stream runs layer 0");
+  if (out == StepOutput::kPooled) Fail("the CPU backend: no pooled rows from a residual stream");
+  int n_rows = 0;
+  const float* r = ForwardStage(items, n_items, x, out == StepOutput::kHidden, &n_rows);
+  const bool residual = layer_end_ < cfg_.n_layers;
+  if (residual != (out == StepOutput::kResidual))
+    Fail("the CPU backend: layers [%d, %d) cannot return that step's rows", layer_begin_,
+         layer_end_);
+  const size_t width = static_cast<size_t>(residual                     ? cfg_.dim
+                                           : out == StepOutput::kHidden ? cfg_.dim
+                                                                        : cfg_.n_vocab);
+  for (int i = 0, at = 0; i < n_items; ++i) {
+    rows[i] = r + static_cast<size_t>(at) * width;
+    at += residual ? items[i].n : items[i].n_logits;
+  }
 }
 
 // A later stage of a pipeline: its layers on a micro-batch from the stage before.
@@ -404,66 +415,72 @@ void Transformer::set_observer(ActivationObserver* o) {
   if (o != nullptr) o->Start(cfg_);
 }
 
-// One decoder layer over the step's n tokens: its ops (model/layer_ops.h) in order. a_.x:
-// (n, dim) the residual stream; a_.xb: (n, dim) a block's input, then its output. Whether an
-// op runs fused is decided inside it, never here.
+// One layer over the step's n tokens: its ops (model/layer_ops.h) in order. a_.x: (n, dim) the
+// residual stream; a_.xb: (n, dim) a block's input, then its output. Whether an op runs fused
+// is decided inside it (its CpuOp), never here.
 int Transformer::Layer(int l, int n) {
-  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
-  for (const LayerOp& op : ops_[static_cast<size_t>(l)]) n = RunOp(l, w, op, n);
+  const auto& ops = ops_[static_cast<size_t>(l)];
+  const auto& plans = plans_[static_cast<size_t>(l)];
+  for (size_t i = 0; i < ops.size(); ++i) n = RunOp(ops[i], plans[i], n);
   return n;
 }
 
 // One op; returns the rows the step carries on: n, or past the last layer's K/V (prune_last)
 // only the rows whose logits were asked for.
-int Transformer::RunOp(int l, const LayerWeights& w, const LayerOp& op, int n) {
+int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
+  const int l = op.layer;
   switch (op.kind) {
     case OpKind::kNorm:
-      xq_ = ResidualNorm(op.residual || pending_residual_, op.w, op.b, n, *op.next, op.token_rows,
-                         op.also, op.also2);
+      xq_ = ResidualNorm(op.residual || pending_residual_, op.norm, n, plan);
       break;
     case OpKind::kQkv:
-      Qkv(l, w, n);
+      Qkv(op, n);
       break;
     case OpKind::kStoreKv:
       Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
       if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows();
       break;
     case OpKind::kAttention:
-      Timed(ProfOp::kAttention, [&] { Attention(l, n); });
+      Timed(ProfOp::kAttention, [&] { Attention(op, n); });
       Observe(ActSite::kAttnOut, l, a_.att, n, cfg_.q_dim());
       break;
     case OpKind::kOutProj: {
-      const ActQ8 aq = QuantizeInput(a_.att, n, cfg_.q_dim(), w.wo);
+      const WeightTensor& wo = *op.mat[0];
+      const ActQ8 aq = QuantizeInput(a_.att, n, cfg_.q_dim(), wo);
       Timed(ProfOp::kMatmulOut, [&] {
-        Matmul(w.wo, a_.att, aq, n, a_.xb);
-        AddBias(a_.xb, w.bo, n, cfg_.dim);
+        Matmul(wo, a_.att, aq, n, a_.xb);
+        AddBias(a_.xb, op.bias[0], n, cfg_.dim);
       });
       break;
     }
     case OpKind::kPostNorm:
-      PostNorm(op.w, n);
+      PostNorm(op.norm, n);
       break;
     case OpKind::kFfnUp:
-      FfnUp(l, w, n);
+      FfnUp(op, n);
       break;
     case OpKind::kFfnDown: {
-      Observe(ActSite::kDownIn, l, a_.hb, n, cfg_.ffn_dim);
-      const ActQ8 hq = QuantizeInput(a_.hb, n, cfg_.ffn_dim, w.w_down);
+      const WeightTensor& down = *op.mat[0];
+      Observe(ActSite::kDownIn, l, a_.hb, n, static_cast<int>(down.cols));
+      const ActQ8 hq = QuantizeInput(a_.hb, n, static_cast<int>(down.cols), down);
       Timed(ProfOp::kMatmulDown, [&] {
-        Matmul(w.w_down, a_.hb, hq, n, a_.xb);
-        AddBias(a_.xb, w.b_down, n, cfg_.dim);
+        Matmul(down, a_.hb, hq, n, a_.xb);
+        AddBias(a_.xb, op.bias[0], n, cfg_.dim);
       });
       break;
     }
     case OpKind::kMoe:
       Observe(ActSite::kFfnIn, l, a_.xb, n, cfg_.dim);
-      MoeBlock(l, w, xq_, n);
+      glu_ = Glu(op.act);
+      MoeBlock(l, *op.experts, xq_, n);
       break;
     case OpKind::kResidual:
       CarryResidual(n);
       break;
     case OpKind::kAddNorm:
-      xq_ = AddNorm(op, n);
+      xq_ = AddNorm(op, plan, n);
+      break;
+    case OpKind::kCount:
       break;
   }
   return n;
@@ -515,17 +532,17 @@ void Transformer::SetStepRows(int n) {
   }
 }
 
-// x += xb (when add_residual), xb = Norm(x) with (w, b), and xb quantized for `next` where it
-// takes int8. Fused: one pass per token row, threads over tokens.
-ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* b, int n,
-                                const WeightTensor& next, bool prefill_ok, const WeightTensor* also,
-                                const WeightTensor* also2) {
+// x += xb (when add_residual), xb = Norm(x), and xb quantized for the matrices that read it
+// where they take int8. Fused: one pass per token row, threads over tokens.
+ActQ8 Transformer::ResidualNorm(bool add_residual, const OpNorm& nm, int n, const CpuOp& plan) {
   pending_residual_ = false;
-  const bool int8_too = !HasBf16Gemm(also) || !HasBf16Gemm(also2);
+  const WeightTensor& next = *plan.reads[0];
+  const bool prefill_ok = plan.token_rows;
+  const bool int8_too = !HasBf16Gemm(plan.reads[1]) || !HasBf16Gemm(plan.reads[2]);
   if (!opt_.fuse_norm) {
     if (add_residual) AddResidual(n);
     Timed(ProfOp::kNorm, [&] {
-      for (int j = 0; j < n; ++j) Norm(a_.xb + j * cfg_.dim, a_.x + j * cfg_.dim, w, b);
+      for (int j = 0; j < n; ++j) Norm(a_.xb + j * cfg_.dim, a_.x + j * cfg_.dim, nm);
     });
     return QuantizeInput(a_.xb, n, cfg_.dim, next, prefill_ok, int8_too);
   }
@@ -536,7 +553,7 @@ ActQ8 Transformer::ResidualNorm(bool add_residual, const float* w, const float* 
     ForTokens(n, [&](int j) {
       const size_t r = static_cast<size_t>(j) * static_cast<size_t>(dim);
       if (add_residual) k_->add(a_.x + r, a_.xb + r, dim);
-      Norm(a_.xb + r, a_.x + r, w, b);
+      Norm(a_.xb + r, a_.x + r, nm);
       if (quant) QuantizeToken(a_.xb, j, n, dim, bf, int8_too);
     });
   });
@@ -553,46 +570,51 @@ void Transformer::AddResidual(int n) {
   pending_residual_ = false;
 }
 
-// In place: xb = RMSNorm(xb) with w (Gemma 2's post-norms); nothing when w is null.
-void Transformer::PostNorm(const float* w, int n) {
-  if (w == nullptr) return;
+// In place: xb = RMSNorm(xb) (Gemma 2's post-norms).
+void Transformer::PostNorm(const OpNorm& nm, int n) {
   const int dim = cfg_.dim;
   Timed(ProfOp::kNorm, [&] {
-    for (int j = 0; j < n; ++j)
-      k_->rmsnorm(a_.xb + j * dim, a_.xb + j * dim, w, dim, cfg_.norm_eps);
+    for (int j = 0; j < n; ++j) k_->rmsnorm(a_.xb + j * dim, a_.xb + j * dim, nm.w, dim, nm.eps);
   });
 }
 
 // xb (n, dim) -> q (n, q_dim), k, v (n, kv_dim) with bias, QK-norm and RoPE.
-void Transformer::Qkv(int l, const LayerWeights& w, int n) {
-  Observe(ActSite::kAttnIn, l, a_.xb, n, cfg_.dim);
+void Transformer::Qkv(const LayerOp& op, int n) {
+  Observe(ActSite::kAttnIn, op.layer, a_.xb, n, cfg_.dim);
   bool epilogue_done = false;
-  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(l, w, a_.xb, xq_, n); });
+  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(op, a_.xb, xq_, n); });
   if (epilogue_done) return;
   Timed(ProfOp::kBiasNormRope, [&] {
     for (int j = 0; j < n; ++j) {
-      if (cfg_.qk_norm_full) {  // OLMoE: RMSNorm over the whole Q and K rows, then RoPE
+      if (op.Has(OpFeature::kQkNormRows)) {  // OLMoE: RMSNorm over whole Q and K rows, then RoPE
         float* q = a_.q + static_cast<size_t>(j) * cfg_.q_dim();
         float* k = a_.kv_k + static_cast<size_t>(j) * cfg_.kv_dim();
-        k_->rmsnorm(q, q, w.q_norm, cfg_.q_dim(), cfg_.norm_eps);
-        k_->rmsnorm(k, k, w.k_norm, cfg_.kv_dim(), cfg_.norm_eps);
+        k_->rmsnorm(q, q, op.q_norm, cfg_.q_dim(), op.norm.eps);
+        k_->rmsnorm(k, k, op.k_norm, cfg_.kv_dim(), op.norm.eps);
       }
-      QkvEpilogue(l, w, j, 0, cfg_.n_heads + 2 * cfg_.n_kv_heads);
+      QkvEpilogue(op, j, 0, op.n_heads + 2 * op.n_kv_heads);
     }
   });
 }
 
+Transformer::GluFn Transformer::Glu(Activation a) const {
+  return a == Activation::kGeluTanh    ? k_->gelu_mul
+         : a == Activation::kSwigluOai ? SwigluOai
+                                       : k_->silu_mul;
+}
+
 // xb (n, dim) -> hb (n, ffn_dim) = glu(xb Wgate, xb Wup) (GPT-2: gelu(xb Wup + b)).
-void Transformer::FfnUp(int l, const LayerWeights& w, int n) {
-  Observe(ActSite::kFfnIn, l, a_.xb, n, cfg_.dim);
-  const int64_t ffn = cfg_.ffn_dim;
+void Transformer::FfnUp(const LayerOp& op, int n) {
+  glu_ = Glu(op.act);
+  Observe(ActSite::kFfnIn, op.layer, a_.xb, n, cfg_.dim);
+  const WeightTensor& up = *op.mat[1];
   Timed(ProfOp::kMatmulGateUp, [&] {
-    if (w.w_gate) {
-      MatmulGateUp(w.w_gate, w.w_up, a_.xb, xq_, n);
+    if (op.mat[0] != nullptr) {
+      MatmulGateUp(*op.mat[0], up, a_.xb, xq_, n);
     } else {
-      Matmul(w.w_up, a_.xb, xq_, n, a_.hb);
-      AddBias(a_.hb, w.b_up, n, ffn);
-      k_->gelu_mul(a_.hb, nullptr, n * ffn);
+      Matmul(up, a_.xb, xq_, n, a_.hb);
+      AddBias(a_.hb, op.bias[1], n, up.rows);
+      k_->gelu_mul(a_.hb, nullptr, n * up.rows);
     }
   });
 }

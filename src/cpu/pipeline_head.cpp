@@ -1,12 +1,12 @@
-// model/pipeline_head.cpp: the head's layers here, micro-batches to the link, lanes in flight.
-#include "model/pipeline_head.h"
+// cpu/pipeline_head.cpp: the head's layers here, micro-batches to the link, lanes in flight.
+#include "cpu/pipeline_head.h"
 
 #include <algorithm>
 
 #include "base/strings.h"
+#include "cpu/transformer.h"
 #include "model/config.h"
 #include "model/stage_link.h"
-#include "model/transformer.h"
 
 namespace paddock {
 

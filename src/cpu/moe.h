@@ -1,4 +1,4 @@
-// model/moe.h: mixture-of-experts routing as data: a router's logits for one token become the
+// cpu/moe.h: mixture-of-experts routing as data: a router's logits for one token become the
 // experts it uses and their weights (softmax or sigmoid gating, top k, normalization, scale).
 // The forward pass (moe.cpp) groups a step's tokens per expert; this is its scalar reference
 // and the part tests check by hand.

@@ -1,4 +1,4 @@
-// model/activations.h: the float activations of a forward step, as named slices of one arena.
+// cpu/activations.h: the float activations of a forward step, as named slices of one arena.
 //
 // Planned once (Plan) for the largest step a Transformer takes: B tokens, T threads, the
 // logits rows of its items and, for a mixture of experts, R = B * n_experts_used gathered

@@ -1,4 +1,4 @@
-// model/synth_encoder.cpp: synthetic encoders (BERT, NomicBERT) in llama.cpp's layout, with a
+// synth/synth_encoder.cpp: synthetic encoders (BERT, NomicBERT) in llama.cpp's layout, with a
 // WordPiece vocabulary: the retrieval models' shapes for tests, agreement with llama.cpp and
 // speed work (`paddock synth --shape bge-base`).
 #include <cmath>
@@ -10,8 +10,8 @@
 #include "base/utf8.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "model/synth.h"
-#include "model/synth_rng.h"
+#include "synth/synth.h"
+#include "synth/synth_rng.h"
 
 namespace paddock {
 

@@ -1,4 +1,4 @@
-// model/synth.h: synthetic models with random weights at real shapes, written as GGUF with the
+// synth/synth.h: synthetic models with random weights at real shapes, written as GGUF with the
 // tensor names and metadata the loader expects for each architecture.
 //
 // Used by tests (one model per architecture variant) and by `paddock synth` for speed work on
@@ -86,7 +86,7 @@ struct SynthSpec {
   // Control tokens written over the synthetic vocabulary's last entries (before harmony's):
   // the image markers of vision models (<start_of_image>, <fake_token_around_image>, ...).
   std::vector<std::string> control_tokens;
-  // Encoders (arch "bert", "nomic-bert"; model/synth_encoder.cpp): a WordPiece vocabulary
+  // Encoders (arch "bert", "nomic-bert"; synth/synth_encoder.cpp): a WordPiece vocabulary
   // (synthetic, or copied from the GGUF file vocab_from), {arch}.pooling_type when >= 0
   // (llama.cpp's numbers: 1 mean, 2 cls, 4 rank), a reranker's classification head.
   int pooling = -1;

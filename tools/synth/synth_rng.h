@@ -1,4 +1,4 @@
-// model/synth_rng.h: the random numbers of the synthetic files (synth.cpp, synth_vision.cpp).
+// synth/synth_rng.h: the random numbers of the synthetic files (synth.cpp, synth_vision.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// model/pipeline_head.h: a pipeline's head as a backend: its layers here, the rest through a
+// cpu/pipeline_head.h: a pipeline's head as a backend: its layers here, the rest through a
 // StageLink (model/stage_link.h), with steps in flight.
 //
 // The head runs layers [0, link->head_layers()) on the CPU backend it owns and hands each
@@ -27,6 +27,7 @@ class PipelineHead final : public Backend {
   ~PipelineHead() override;
 
   std::string name() const override;
+  BackendKind kind() const override { return BackendKind::kPipeline; }
   const ModelConfig& config() const override;
   int max_batch() const override;
   int max_items() const override;

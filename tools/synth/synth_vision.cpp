@@ -1,13 +1,13 @@
-// model/synth_vision.cpp: vision-language presets and their projector files (mmproj) with
-// random weights at real shapes (model/synth.h).
+// synth/synth_vision.cpp: vision-language presets and their projector files (mmproj) with
+// random weights at real shapes (synth/synth.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "base/strings.h"
 #include "formats/gguf_writer.h"
-#include "model/synth.h"
-#include "model/synth_rng.h"
+#include "synth/synth.h"
+#include "synth/synth_rng.h"
 
 namespace paddock {
 
