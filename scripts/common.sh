@@ -1,5 +1,5 @@
 # Shared by scripts/demo, scripts/test and scripts/fuzz: install missing Debian packages.
-# Each package is here for a reason given in docs/architecture.md ("Dependencies").
+# Each package is here for a reason given in docs/dependencies.md.
 
 # ensure_packages PKG... : apt-get installs whichever of PKG are not installed yet.
 ensure_packages() {

@@ -4,13 +4,7 @@
 set -u
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-M=${PADDOCK_MODELS:-${PADDOCK_MODELS_DEFAULT:-../shared/models}}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+source "$HERE/lib.sh"
 
 # expect_error NAME EXPECTED_EXIT MESSAGE_SUBSTRING -- ARGS...
 expect_error() {
@@ -18,11 +12,11 @@ expect_error() {
   shift 4
   "$BIN" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
   local rc=$?
-  if [ "$rc" -ne "$code" ]; then bad "$name: exit $rc, expected $code"; return; fi
-  if [ -s "$TMP/out" ]; then bad "$name: wrote to stdout"; return; fi
-  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: error is not one line: $(cat "$TMP/err")"; return; fi
-  grep -q -- "$msg" "$TMP/err" || { bad "$name: message lacks '$msg': $(cat "$TMP/err")"; return; }
-  ok
+  if [ "$rc" -ne "$code" ]; then fail "$name" "exit $rc, expected $code"; return; fi
+  if [ -s "$TMP/out" ]; then fail "$name" "wrote to stdout"; return; fi
+  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then fail "$name" "error is not one line: $(cat "$TMP/err")"; return; fi
+  grep -q -- "$msg" "$TMP/err" || { fail "$name" "message lacks '$msg': $(cat "$TMP/err")"; return; }
+  ok "$name"
 }
 
 # The measurement commands (bench's sweep and depth runs, ablate, tune) run many engines over
@@ -32,39 +26,39 @@ measured() { [ "${PADDOCK_SANITIZED:-0}" != 1 ]; }
 
 # 1. Golden greedy output of the real llama2.c model (256 sampled tokens after BOS).
 "$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 >"$TMP/golden" 2>"$TMP/log"
-if cmp -s "$TMP/golden" "$M/stories260K.expected_t0.txt"; then ok; else bad "golden output differs"; fi
-grep -q "tok/s" "$TMP/log" && ok || bad "timings missing from stderr"
+if cmp -s "$TMP/golden" "$M/stories260K.expected_t0.txt"; then ok "golden greedy output (llama2.c)"; else fail "golden greedy output (llama2.c)" "differs from stories260K.expected_t0.txt"; fi
+grep -q "tok/s" "$TMP/log"; check "timings on stderr" $?
 
 # 2. GGUF: stdout is the prompt, then the continuation, then one newline.
 "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/gguf" 2>/dev/null
 case "$(cat "$TMP/gguf")" in
-  "Once upon a time, there was a little girl named Lily."*) ok ;;
-  *) bad "gguf continuation: $(cat "$TMP/gguf")" ;;
+  "Once upon a time, there was a little girl named Lily."*) ok "gguf continuation" ;;
+  *) fail "gguf continuation" "$(cat "$TMP/gguf")" ;;
 esac
-[ "$(tail -c 1 "$TMP/gguf" | od -An -c | tr -d ' ')" = '\n' ] && ok || bad "output does not end in a newline"
+[ "$(tail -c 1 "$TMP/gguf" | od -An -c | tr -d ' ')" = '\n' ]; check "output ends in a newline" $?
 
 # 3. Stop strings and sampling flags.
 out=$("$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 100 --stop "Lily" 2>/dev/null)
-[ "$out" = "Once upon a time, there was a little girl named " ] && ok || bad "stop string: '$out'"
+[ "$out" = "Once upon a time, there was a little girl named " ]; check "stop string" $? "got '$out'"
 a=$("$BIN" run -m "$M/stories260K.gguf" -n 30 --seed 7 --temp 1 2>/dev/null)
 b=$("$BIN" run -m "$M/stories260K.gguf" -n 30 --seed 7 --temp 1 2>/dev/null)
-[ "$a" = "$b" ] && ok || bad "seeded runs differ"
+[ "$a" = "$b" ]; check "seeded runs give the same text" $? "'$a' vs '$b'"
 
 # 4. tokenize: --ids on a vocabulary-only GGUF, exact bytes from a file, BOS only on request.
 ids=$("$BIN" tokenize -m "$M/ggml-vocab-llama-spm.gguf" --ids "Hello world")
-[ "$ids" = "15043 3186" ] && ok || bad "tokenize ids: $ids"
+[ "$ids" = "15043 3186" ]; check "tokenize --ids" $? "got $ids"
 ids=$("$BIN" tokenize -m "$M/ggml-vocab-llama-spm.gguf" --ids --add-bos "Hello world")
-[ "$ids" = "1 15043 3186" ] && ok || bad "tokenize --add-bos: $ids"
+[ "$ids" = "1 15043 3186" ]; check "tokenize --add-bos" $? "got $ids"
 printf 'Hello\n' >"$TMP/t.txt"
 ids=$("$BIN" tokenize -m "$M/stories260K.bin" -z "$M/tok512.bin" --ids -f "$TMP/t.txt")
 ids2=$("$BIN" tokenize -m "$M/stories260K.gguf" --ids -f "$TMP/t.txt")
-[ -n "$ids" ] && [ "$ids" = "$ids2" ] && ok || bad "tokenize -f: '$ids' vs '$ids2'"
-"$BIN" tokenize -m "$M/stories260K.gguf" "Lily" | grep -q "Lily" && ok || bad "tokenize pieces"
+[ -n "$ids" ] && [ "$ids" = "$ids2" ]; check "tokenize -f: the same ids from both files" $? "'$ids' vs '$ids2'"
+"$BIN" tokenize -m "$M/stories260K.gguf" "Lily" | grep -q "Lily"; check "tokenize pieces" $?
 
 # 5. info.
 "$BIN" info "$M/stories260K.gguf" >"$TMP/info"
 for want in "architecture:    llama" "parameters:" "F32" "per 1,000 tokens" "grouped-query"; do
-  grep -q -- "$want" "$TMP/info" && ok || bad "info lacks '$want'"
+  grep -q -- "$want" "$TMP/info"; check "info shows '$want'" $?
 done
 
 # 6. Errors: one line on stderr, nothing on stdout, exit 2 for usage and 1 for failures.
@@ -97,9 +91,9 @@ expect_error "synth bad dense type" 2 "unknown or unsupported dense type" -- syn
 
 # 7. KV cache switches.
 out=$("$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 --cache-type-k bf16 --cache-type-v int8 --kv-block-size 7 2>"$TMP/kvlog")
-[ "$out" = "$(cat "$M/stories260K.expected_t0.txt")" ] && ok || bad "golden with bf16/int8 KV and 7-token blocks"
-grep -q "memory: weights" "$TMP/kvlog" && ok || bad "memory report missing"
-"$BIN" run -m "$M/stories260K.gguf" -n 8 --kv-layer-types '*=int4,first=int8,last=int8' --no-prefix-cache --sliding-window 4 --kv-memory 1M >/dev/null 2>&1 && ok || bad "KV switches rejected"
+[ "$out" = "$(cat "$M/stories260K.expected_t0.txt")" ]; check "golden with bf16/int8 KV and 7-token blocks" $?
+grep -q "memory: weights" "$TMP/kvlog"; check "memory report" $?
+"$BIN" run -m "$M/stories260K.gguf" -n 8 --kv-layer-types '*=int4,first=int8,last=int8' --no-prefix-cache --sliding-window 4 --kv-memory 1M >/dev/null 2>&1; check "KV switches accepted" $?
 expect_error "bad cache type" 2 "unknown KV cache type" -- run -m "$M/stories260K.gguf" --cache-type-k int3
 expect_error "bad kv memory" 2 "invalid size" -- run -m "$M/stories260K.gguf" --kv-memory lots
 expect_error "tiny kv memory" 1 "no usable block" -- run -m "$M/stories260K.gguf" --kv-memory 100
@@ -110,24 +104,24 @@ expect_error "zero block size" 2 "out of range" -- run -m "$M/stories260K.gguf" 
 json=$("$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 -b 2 --json 2>/dev/null)
 for key in prefill_tokens_per_s decode_tokens_per_s batch threads bandwidth_utilization \
   bandwidth_utilization_paired compute_utilization_paired; do
-  case "$json" in *"\"$key\": "*) ok ;; *) bad "bench --json lacks $key: $json" ;; esac
+  case "$json" in *"\"$key\": "*) ok "bench --json has $key" ;; *) fail "bench --json has $key" "$json" ;; esac
 done
 if measured; then  # (each bench run probes the machine: 512 MiB read passes, slow under a sanitizer)
-  "$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention" && ok || bad "bench --profile"
+  "$BIN" bench -m "$M/stories260K.gguf" -p 16 -n 8 -r 1 --profile 2>/dev/null | grep -q "attention"; check "bench --profile" $?
 fi
 expect_error "bench without model" 2 "needs a model" -- bench -p 4
 # bench -d: decode (single and batched) after a context of that many tokens.
 if measured; then
-"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 --json 2>/dev/null | grep -q '"depth": 100' && ok || bad "bench -d --json"
-"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 2>/dev/null | grep -q "decode 4 x 2 sequences @ 100" && ok || bad "bench -d table"
-"$BIN" bench -m "$M/stories260K.gguf" --embed 8:16 -r 1 2>/dev/null | grep -q "embed 8 passages of 16 tokens: .* passages/s, .* tokens/s" && ok || bad "bench --embed"
+"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 --json 2>/dev/null | grep -q '"depth": 100'; check "bench -d --json" $?
+"$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -d 100 -b 2 -r 1 2>/dev/null | grep -q "decode 4 x 2 sequences @ 100"; check "bench -d table" $?
+"$BIN" bench -m "$M/stories260K.gguf" --embed 8:16 -r 1 2>/dev/null | grep -q "embed 8 passages of 16 tokens: .* passages/s, .* tokens/s"; check "bench --embed" $?
 fi
 expect_error "bench zero depth" 2 "out of range" -- bench -m "$M/stories260K.gguf" -d 0
 # bench --sweep-batch: a table with the knee, an SVG chart, the knee remembered for serve.
 if measured; then
 PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2,4 -n 8 -r 1 --chart "$TMP/sweep.svg" >"$TMP/sweep" 2>/dev/null &&
-  grep -q "(knee)" "$TMP/sweep" && grep -q "<svg" "$TMP/sweep.svg" && grep -q "stories260K:" "$TMP/cache/knee.tsv" && ok || bad "bench --sweep-batch: $(cat "$TMP/sweep")"
-PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2 -n 4 -r 1 --json 2>/dev/null | grep -q '"knee": ' && ok || bad "bench --sweep-batch --json"
+  grep -q "(knee)" "$TMP/sweep" && grep -q "<svg" "$TMP/sweep.svg" && grep -q "stories260K:" "$TMP/cache/knee.tsv" ; check "bench --sweep-batch" $? "$(cat "$TMP/sweep")"
+PADDOCK_CACHE_DIR="$TMP/cache" "$BIN" bench -m "$M/stories260K.gguf" --sweep-batch 1,2 -n 4 -r 1 --json 2>/dev/null | grep -q '"knee": '; check "bench --sweep-batch --json" $?
 fi
 expect_error "sweep with zero" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 0,4
 expect_error "sweep absurd" 2 "not a batch size" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,100000
@@ -137,7 +131,7 @@ expect_error "chart without sweep" 2 "goes with --sweep-batch" -- bench -m "$M/s
 expect_error "chart unwritable" 2 "cannot write" -- bench -m "$M/stories260K.gguf" --sweep-batch 1,2 --chart /nonexistent/dir/x.svg
 # --trace: a Chrome trace with every operator per thread and the forward steps; bad paths refused first.
 "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 8 -t 2 --trace "$TMP/run.json" >/dev/null 2>&1 &&
-  python3 - "$TMP/run.json" <<'PY' && ok || bad "run --trace"
+  python3 - "$TMP/run.json" <<'PY'; check "run --trace" $?
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 ops = {e["name"] for e in ev if e.get("cat") == "op"}
@@ -147,7 +141,7 @@ assert {"attention", "matmul q/k/v", "rmsnorm"} <= ops, ops
 assert len(threads) == 2 and len(fwd) == 8, (threads, len(fwd))
 PY
 if measured; then
-  "$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -r 1 --trace "$TMP/bench.json" >/dev/null 2>&1 && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/bench.json" && ok || bad "bench --trace"
+  "$BIN" bench -m "$M/stories260K.gguf" -p 8 -n 4 -r 1 --trace "$TMP/bench.json" >/dev/null 2>&1 && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/bench.json"; check "bench --trace" $?
 fi
 expect_error "trace unwritable" 2 "cannot write" -- run -m "$M/stories260K.gguf" -n 2 --trace /nonexistent/dir/t.json
 expect_error "bench trace unwritable" 2 "cannot write" -- bench -m "$M/stories260K.gguf" --trace /nonexistent/dir/t.json
@@ -156,9 +150,9 @@ expect_error "serve trace unwritable" 2 "cannot write" -- serve -m "$M/stories26
 if measured; then
 "$BIN" ablate -m "$M/stories260K.gguf" -p 32 -n 16 -r 1 --switches fuse-attn,fuse-ffn -o "$TMP/abl" >"$TMP/abl.out" 2>/dev/null &&
   grep -q "| all on |" "$TMP/abl.out" && grep -q "product of the single factors" "$TMP/abl.out" &&
-  grep -q '"product_of_singles"' "$TMP/abl.json" && grep -q "<svg" "$TMP/abl.svg" && cmp -s "$TMP/abl.out" "$TMP/abl.md" && ok || bad "ablate: $(cat "$TMP/abl.out")"
+  grep -q '"product_of_singles"' "$TMP/abl.json" && grep -q "<svg" "$TMP/abl.svg" && cmp -s "$TMP/abl.out" "$TMP/abl.md" ; check "ablate" $? "$(cat "$TMP/abl.out")"
 "$BIN" ablate -m "$M/stories260K.gguf" --workload serve -p 24 -n 8 --requests 4 --concurrency 2 -r 1 --switches prefix-cache -o "$TMP/ablserve" >/dev/null 2>&1 &&
-  grep -q '"workload": "serve"' "$TMP/ablserve.json" && ok || bad "ablate --workload serve"
+  grep -q '"workload": "serve"' "$TMP/ablserve.json"; check "ablate --workload serve" $?
 fi
 expect_error "ablate unknown switch" 2 "unknown switch 'fusion'" -- ablate -m "$M/stories260K.gguf" --switches fusion
 expect_error "ablate unwritable output" 2 "cannot write" -- ablate -m "$M/stories260K.gguf" -o /nonexistent/dir/x
@@ -167,56 +161,56 @@ expect_error "ablate without model" 2 "needs a model" -- ablate
 expect_error "ablate missing model" 1 "" -- ablate -m "$TMP/none.gguf"
 
 # 9. synth writes a model that runs.
-"$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null && ok || bad "synth failed"
-"$BIN" run -m "$TMP/tiny.gguf" -n 5 --ignore-eos >/dev/null 2>&1 && ok || bad "synthetic model does not run"
+"$BIN" synth --shape tiny --type q8_0 -o "$TMP/tiny.gguf" 2>/dev/null; check "synth writes a model" $?
+"$BIN" run -m "$TMP/tiny.gguf" -n 5 --ignore-eos >/dev/null 2>&1; check "the synthetic model runs" $?
 
 # 10. chat: scripted turns through the model's chat template; /reset; bad template names.
 out=$(printf 'Tell me a story.\n/reset\nHi\n/exit\nnever read\n' | "$BIN" chat -m "$M/stories260K.gguf" --temp 0 -n 12 2>/dev/null)
-[ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ] && ok || bad "chat: expected two replies, got: $out"
+[ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ]; check "chat: two replies" $? "got: $out"
 expect_error "chat unknown template" 1 "unknown chat template" -- chat -m "$M/stories260K.gguf" --chat-template nope
 expect_error "chat both templates" 2 "not both" -- chat -m "$M/stories260K.gguf" --chat-template chatml --chat-template-file x
-printf 'Hi\n' | "$BIN" chat -m "$M/stories260K.gguf" --chat-template-file "$HERE/chat_templates/chatml.jinja" --temp 0 -n 4 >/dev/null 2>&1 && ok || bad "chat with a template file"
+printf 'Hi\n' | "$BIN" chat -m "$M/stories260K.gguf" --chat-template-file "$HERE/chat_templates/chatml.jinja" --temp 0 -n 4 >/dev/null 2>&1; check "chat with a template file" $?
 # 11. tokenize --bench prints one JSON object.
-"$BIN" tokenize -m "$M/ggml-vocab-gpt-2.gguf" -f "$M/ggml-vocab-gpt-2.gguf.inp" --bench 2>/dev/null | grep -q '"mb_per_s"' && ok || bad "tokenize --bench"
+"$BIN" tokenize -m "$M/ggml-vocab-gpt-2.gguf" -f "$M/ggml-vocab-gpt-2.gguf.inp" --bench 2>/dev/null | grep -q '"mb_per_s"'; check "tokenize --bench" $?
 
 # 12. perplexity / compare: one JSON object with the required keys; usage errors.
-"$BIN" perplexity -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | grep -q '"ppl_se"' && ok || bad "perplexity --json"
+"$BIN" perplexity -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | grep -q '"ppl_se"'; check "perplexity --json" $?
 json=$("$BIN" compare -m "$M/stories260K.gguf" -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null)
 for key in kl top1_agreement ppl_a ppl_b; do
-  case "$json" in *"\"$key\": "*) ok ;; *) bad "compare --json lacks $key: $json" ;; esac
+  case "$json" in *"\"$key\": "*) ok "compare --json has $key" ;; *) fail "compare --json has $key" "$json" ;; esac
 done
 expect_error "compare with one model" 2 "two models" -- compare -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt"
 printf "Once upon a time" >"$TMP/short.txt"
 expect_error "perplexity on a too-short text" 1 "too short" -- perplexity -m "$M/stories260K.gguf" -f "$TMP/short.txt" --ctx 64
 
 # 13. quantize: a Q8_0 copy runs and stays close to the original; a Q4_0 copy drifts further.
-"$BIN" quantize "$M/stories260K.gguf" "$TMP/q8.gguf" --type q8_0 2>/dev/null && ok || bad "quantize q8_0"
-"$BIN" quantize "$M/stories260K.gguf" "$TMP/q4.gguf" --type q4_0 --keep 'output.weight' 2>/dev/null && ok || bad "quantize q4_0"
-"$BIN" info "$TMP/q4.gguf" 2>/dev/null | grep -q "Q4_0" && ok || bad "quantized file lacks Q4_0 tensors"
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/q8.gguf" --type q8_0 2>/dev/null; check "quantize q8_0" $?
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/q4.gguf" --type q4_0 --keep 'output.weight' 2>/dev/null; check "quantize q4_0" $?
+"$BIN" info "$TMP/q4.gguf" 2>/dev/null | grep -q "Q4_0"; check "the quantized file has Q4_0 tensors" $?
 kl8=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q8.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['kl'] < 0.01 and d['top1_agreement'] > 0.9)")
-[ "$kl8" = True ] && ok || bad "q8_0 copy is not close to the original"
+[ "$kl8" = True ]; check "the q8_0 copy is close to the original" $?
 kl4=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
-python3 -c "import sys; sys.exit(0 if float('$kl4') > 0 else 1)" && ok || bad "q4_0 copy identical to the original?"
+python3 -c "import sys; sys.exit(0 if float('$kl4') > 0 else 1)"; check "the q4_0 copy differs from the original" $?
 # Mixed precision: measured sensitivities choose which matrices stay Q8_0 within the budget,
 # and the result is closer to the original than uniform Q4_0.
-"$BIN" quantize "$M/stories260K.gguf" "$TMP/mixed.gguf" --type q4_0 --target-bpw 7.5 --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 2>"$TMP/mixed.log" && ok || bad "quantize --target-bpw"
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/mixed.gguf" --type q4_0 --target-bpw 7.5 --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 2>"$TMP/mixed.log"; check "quantize --target-bpw" $?
 bpw=$(sed -n 's/.*, \([0-9.]*\) bits per weight/\1/p' "$TMP/mixed.log")
-python3 -c "import sys; sys.exit(0 if 7.0 < float('$bpw') <= 7.5 else 1)" && ok || bad "mixed precision missed its budget: $bpw"
-grep -q "^keeping .* in Q8_0" "$TMP/mixed.log" && ok || bad "mixed precision kept nothing wide"
+python3 -c "import sys; sys.exit(0 if 7.0 < float('$bpw') <= 7.5 else 1)"; check "mixed precision within its budget" $? "$bpw bits per weight"
+grep -q "^keeping .* in Q8_0" "$TMP/mixed.log"; check "mixed precision keeps some matrices wide" $?
 "$BIN" quantize "$M/stories260K.gguf" "$TMP/q4all.gguf" --type q4_0 2>/dev/null
 klm=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/mixed.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
 klu=$("$BIN" compare -m "$M/stories260K.gguf" -m "$TMP/q4all.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['kl'])")
-python3 -c "import sys; sys.exit(0 if float('$klm') < float('$klu') else 1)" && ok || bad "mixed ($klm) not better than uniform q4_0 ($klu)"
+python3 -c "import sys; sys.exit(0 if float('$klm') < float('$klu') else 1)"; check "mixed precision beats uniform q4_0" $? "KL $klm vs $klu"
 # Mixtures of experts: 3-D expert tensors are quantized (the router stays F32), info shows the
 # active parameters, and the quantized model runs, its expert matrices interleaved at load.
-"$BIN" synth --shape tiny-moe --type f32 -o "$TMP/moe.gguf" 2>/dev/null && ok || bad "synth tiny-moe"
-"$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-q4.gguf" --type q4_0 2>"$TMP/moe-q.log" && ok || bad "quantize a MoE"
-grep -q "ffn_gate_exps.weight *F32 *-> Q4_0" "$TMP/moe-q.log" && ok || bad "expert tensors not quantized: $(grep exps "$TMP/moe-q.log" | head -1)"
-grep -q "ffn_gate_inp.weight *F32 *-> F32" "$TMP/moe-q.log" && ok || bad "router not kept F32"
-"$BIN" info "$TMP/moe-q4.gguf" 2>/dev/null | grep -q "^active: .* per token: 2 of 8 experts of FFN 64" && ok || bad "info lacks the active parameters"
-"$BIN" run -m "$TMP/moe-q4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1 && ok || bad "quantized MoE does not run"
-"$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-pq4.gguf" --type pq4_g32 2>/dev/null && ok || bad "quantize a MoE to pq4_g32"
-"$BIN" run -m "$TMP/moe-pq4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1 && ok || bad "pq4_g32 MoE does not run"
+"$BIN" synth --shape tiny-moe --type f32 -o "$TMP/moe.gguf" 2>/dev/null; check "synth tiny-moe" $?
+"$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-q4.gguf" --type q4_0 2>"$TMP/moe-q.log"; check "quantize a MoE" $?
+grep -q "ffn_gate_exps.weight *F32 *-> Q4_0" "$TMP/moe-q.log" ; check "expert tensors quantized" $? "$(grep exps "$TMP/moe-q.log" | head -1)"
+grep -q "ffn_gate_inp.weight *F32 *-> F32" "$TMP/moe-q.log"; check "the router kept F32" $?
+"$BIN" info "$TMP/moe-q4.gguf" 2>/dev/null | grep -q "^active: .* per token: 2 of 8 experts of FFN 64"; check "info shows the active parameters" $?
+"$BIN" run -m "$TMP/moe-q4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1; check "the quantized MoE runs" $?
+"$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-pq4.gguf" --type pq4_g32 2>/dev/null; check "quantize a MoE to pq4_g32" $?
+"$BIN" run -m "$TMP/moe-pq4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1; check "the pq4_g32 MoE runs" $?
 # 14. Paddock types (stored interleaved): int8 per channel close to the original; calibrated
 # int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
 # file with Paddock types of another layout version is refused.
@@ -224,27 +218,27 @@ kl_of() { "$BIN" compare -m "$M/stories260K.gguf" -m "$1" -f "$M/stories260K.exp
 # The lookup types: quantize writes them (IQ4_XS falls back to IQ4_NL for stories260K's rows of
 # 64 and 172) and the copies run close to the original.
 for t in iq4_xs mxfp4; do
-  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t.gguf" --type $t 2>/dev/null && ok || bad "quantize $t"
-  "$BIN" info "$TMP/$t.gguf" 2>/dev/null | grep -q "$([ $t = mxfp4 ] && echo MXFP4 || echo IQ4_NL)" && ok || bad "$t file lacks its type"
-  python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/$t.gguf" 2>/dev/null || echo 9)') < 0.2 else 1)" 2>/dev/null && ok || bad "$t copy far from the original"
+  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t.gguf" --type $t 2>/dev/null; check "quantize $t" $?
+  "$BIN" info "$TMP/$t.gguf" 2>/dev/null | grep -q "$([ $t = mxfp4 ] && echo MXFP4 || echo IQ4_NL)"; check "the $t file has its type" $?
+  python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/$t.gguf" 2>/dev/null || echo 9)') < 0.2 else 1)" 2>/dev/null; check "the $t copy is close to the original" $?
 done
-"$BIN" quantize "$M/stories260K.gguf" "$TMP/pq8.gguf" --type pq8_c 2>/dev/null && ok || bad "quantize pq8_c"
-"$BIN" info "$TMP/pq8.gguf" 2>/dev/null | grep -q "PQ8_C" && ok || bad "file lacks PQ8_C tensors"
-python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/pq8.gguf")') < 0.01 else 1)" && ok || bad "pq8_c not close to the original"
-"$BIN" run -m "$TMP/pq8.gguf" -p "Once upon a time" -n 8 >/dev/null 2>&1 && ok || bad "pq8_c model does not run"
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/pq8.gguf" --type pq8_c 2>/dev/null; check "quantize pq8_c" $?
+"$BIN" info "$TMP/pq8.gguf" 2>/dev/null | grep -q "PQ8_C"; check "the file has PQ8_C tensors" $?
+python3 -c "import sys; sys.exit(0 if float('$(kl_of "$TMP/pq8.gguf")') < 0.01 else 1)"; check "the pq8_c copy is close to the original" $?
+"$BIN" run -m "$TMP/pq8.gguf" -p "Once upon a time" -n 8 >/dev/null 2>&1; check "the pq8_c model runs" $?
 for t in pq4_g64 pq4_g32z; do
-  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t-rtn.gguf" --type $t --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 --rtn 2>/dev/null && ok || bad "quantize $t --rtn"
-  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t-cal.gguf" --type $t --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 2>"$TMP/$t.log" && ok || bad "quantize $t --calib"
-  grep -q "(activation-aware)" "$TMP/$t.log" && ok || bad "$t: no activation-aware tensors"
-  [ "$(stat -c %s "$TMP/$t-rtn.gguf")" = "$(stat -c %s "$TMP/$t-cal.gguf")" ] && ok || bad "$t: calibrated and RTN files differ in size"
+  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t-rtn.gguf" --type $t --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 --rtn 2>/dev/null; check "quantize $t --rtn" $?
+  "$BIN" quantize "$M/stories260K.gguf" "$TMP/$t-cal.gguf" --type $t --calib "$M/stories260K.expected_t0.txt" --calib-ctx 64 2>"$TMP/$t.log"; check "quantize $t --calib" $?
+  grep -q "(activation-aware)" "$TMP/$t.log"; check "$t: activation-aware tensors" $?
+  [ "$(stat -c %s "$TMP/$t-rtn.gguf")" = "$(stat -c %s "$TMP/$t-cal.gguf")" ]; check "$t: calibrated and RTN files of one size" $?
   rtn=$(kl_of "$TMP/$t-rtn.gguf"); cal=$(kl_of "$TMP/$t-cal.gguf")
-  python3 -c "import sys; sys.exit(0 if float('$cal') < float('$rtn') else 1)" && ok || bad "$t: calibrated KL $cal not below RTN $rtn"
+  python3 -c "import sys; sys.exit(0 if float('$cal') < float('$rtn') else 1)"; check "$t: calibrated KL below RTN" $? "$cal vs $rtn"
 done
 # 2:4 sparsity: the chosen tensors become PS8_C (5.5 bits), the model runs, and the pruning
 # (activation-weighted with --calib) is closer to the original than magnitude pruning alone.
-"$BIN" quantize "$M/stories260K.gguf" "$TMP/sp.gguf" --type pq8_c --sparsity 2:4 --sparse-tensors '*attn_v*' 2>"$TMP/sp.log" && ok || bad "quantize --sparsity"
-grep -q "attn_v.weight .*-> PS8_C" "$TMP/sp.log" && ok || bad "no PS8_C tensors"
-"$BIN" run -m "$TMP/sp.gguf" -p "Once upon a time" -n 8 >/dev/null 2>&1 && ok || bad "sparse model does not run"
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/sp.gguf" --type pq8_c --sparsity 2:4 --sparse-tensors '*attn_v*' 2>"$TMP/sp.log"; check "quantize --sparsity" $?
+grep -q "attn_v.weight .*-> PS8_C" "$TMP/sp.log"; check "PS8_C tensors" $?
+"$BIN" run -m "$TMP/sp.gguf" -p "Once upon a time" -n 8 >/dev/null 2>&1; check "the sparse model runs" $?
 expect_error "bad sparsity" 2 "supports 2:4" -- quantize "$M/stories260K.gguf" "$TMP/x.gguf" --type q8_0 --sparsity 1:4
 python3 - "$TMP/pq8.gguf" "$TMP/pq8-v9.gguf" <<'PY'
 import sys
@@ -262,8 +256,8 @@ expect_error "quantize a non-GGUF" 1 "" -- quantize "$M/tok512.bin" "$TMP/x.gguf
 # 13. Speculative decoding: greedy output unchanged (the golden file), acceptance printed; bad
 # configurations are one clear line.
 "$BIN" run -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp 0 -n 256 --spec ngram >"$TMP/spec" 2>"$TMP/log"
-if cmp -s "$TMP/spec" "$M/stories260K.expected_t0.txt"; then ok; else bad "--spec ngram changed the greedy output"; fi
-grep -q "speculation (ngram): [0-9]* drafted, [0-9]* accepted" "$TMP/log" && ok || bad "--spec: no acceptance line"
+if cmp -s "$TMP/spec" "$M/stories260K.expected_t0.txt"; then ok "--spec ngram: the golden greedy output"; else fail "--spec ngram: the golden greedy output" "differs"; fi
+grep -q "speculation (ngram): [0-9]* drafted, [0-9]* accepted" "$TMP/log"; check "--spec: an acceptance line" $?
 expect_error "spec-max 0" 2 "out of range" -- run -m "$M/stories260K.gguf" --spec ngram --spec-max 0
 expect_error "spec-max 1000" 2 "out of range" -- run -m "$M/stories260K.gguf" --spec ngram --spec-max 1000
 expect_error "unknown spec" 2 "unknown --spec" -- run -m "$M/stories260K.gguf" --spec lookahead
@@ -278,7 +272,7 @@ expect_error "draft of another vocabulary" 1 "vocabulary" -- run -m "$M/stories2
 "$BIN" run -m "$M/stories260K.gguf" --temp 0 -n 64 --lora "$TMP/lora.gguf:0" >"$TMP/lora0.txt" 2>/dev/null
 "$BIN" run -m "$M/stories260K.gguf" --temp 0 -n 64 --lora "$TMP/lora.gguf" >"$TMP/lora1.txt" 2>/dev/null
 cmp -s "$TMP/base.txt" "$TMP/lora0.txt" && [ -s "$TMP/lora1.txt" ] && ! cmp -s "$TMP/base.txt" "$TMP/lora1.txt" \
-  && ok || bad "--lora: scale 0 is the base model, scale 1 changes the text"
+ ; check "--lora: scale 0 is the base model, scale 1 changes the text" $?
 "$BIN" synth --shape tiny --type f32 -o "$TMP/tiny-f32.gguf" 2>/dev/null
 "$BIN" synth --lora-for "$TMP/tiny-f32.gguf" -o "$TMP/lora-tiny.gguf" 2>/dev/null
 expect_error "adapter for another model" 1 "'blk.0.ffn_gate.weight' does not fit its base matrix" -- run -m "$M/stories260K.gguf" -p x -n 1 --lora "$TMP/lora-tiny.gguf"
@@ -286,8 +280,8 @@ expect_error "a model as an adapter" 1 "not a LoRA adapter" -- run -m "$M/storie
 expect_error "lora-for with a shape" 2 "does not apply to --lora-for" -- synth --lora-for "$M/stories260K.gguf" --type q4_0 -o "$TMP/x.gguf"
 
 # 14. --mlock: the weights locked in memory (CI runs as root; elsewhere `ulimit -l` may refuse).
-if "$BIN" run -m "$M/stories260K.gguf" -n 5 --temp 0 --mlock >"$TMP/out" 2>"$TMP/err"; then ok; else
-  if [ "$(id -u)" -eq 0 ]; then bad "--mlock failed: $(cat "$TMP/err")"; else grep -q "ulimit -l" "$TMP/err" && ok || bad "--mlock: unclear error"; fi
+if "$BIN" run -m "$M/stories260K.gguf" -n 5 --temp 0 --mlock >"$TMP/out" 2>"$TMP/err"; then ok "--mlock"; else
+  if [ "$(id -u)" -eq 0 ]; then fail "--mlock" "$(cat "$TMP/err")"; else grep -q "ulimit -l" "$TMP/err"; check "--mlock: an error naming ulimit -l" $? "$(cat "$TMP/err")"; fi
 fi
 
 # 15. Constrained decoding on the command line: the output parses as the schema says; a bad
@@ -296,17 +290,17 @@ G="$HERE/grammar"
 "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --json-schema "$G/enums.json" --temp 1 \
   --seed 5 -n 200 >"$TMP/json" 2>"$TMP/log"
 python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read()[len('Once upon a time'):]); assert d['color'] in ('red','green','blue') and d['version']==2" "$TMP/json" \
-  && ok || bad "--json-schema output: $(cat "$TMP/json")"
-grep -q "finish: eos" "$TMP/log" && ok || bad "--json-schema: grammar completion does not end the output"
+  ; check "--json-schema output parses as the schema says" $? "$(cat "$TMP/json")"
+grep -q "finish: eos" "$TMP/log"; check "--json-schema: grammar completion does not end the output" $?
 "$BIN" run -m "$M/stories260K.gguf" -p "x" --grammar-file "$G/list.gbnf" --temp 1 -n 120 2>/dev/null | tail -c +2 \
-  | grep -qE '^- [a-z][a-z ]* \([1-9][0-9]?\)$' && ok || bad "--grammar-file output"
+  | grep -qE '^- [a-z][a-z ]* \([1-9][0-9]?\)$'; check "--grammar-file output" $?
 echo '{"type": "object", "not": {"required": ["a"]}}' >"$TMP/bad.json"
 expect_error "unsupported schema keyword" 2 "keyword 'not' is not supported" -- run -m /nonexistent --json-schema "$TMP/bad.json"
 printf 'root ::= item\n' >"$TMP/bad.gbnf"
 expect_error "undefined grammar rule" 2 "undefined rule 'item'" -- run -m /nonexistent --grammar-file "$TMP/bad.gbnf"
 expect_error "missing schema file" 2 "--json-schema /nonexistent.json" -- run -m /nonexistent --json-schema /nonexistent.json
 expect_error "two grammars" 2 "give one of" -- run -m /nonexistent --json --grammar-file "$TMP/bad.gbnf"
-"$BIN" run --json-schema "$G/person.json" --show-grammar -m x 2>/dev/null | grep -q '^root ::= ' && ok || bad "--show-grammar"
+"$BIN" run --json-schema "$G/person.json" --show-grammar -m x 2>/dev/null | grep -q '^root ::= '; check "--show-grammar" $?
 
 # paddock tune: measures, stores one entry, and run/bench read it; --no-tune and a corrupt,
 # foreign or unwritable cache fall back to the defaults with one warning, never an error.
@@ -317,38 +311,38 @@ tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >"$TMP/tune.out" 2>"$TM
   && grep -q '^chosen: .* prefetch \(off\|auto\|all\) (decode' "$TMP/tune.out" \
   && grep -q 'decode (64 tokens), prefetch: off=[0-9.]* auto=[0-9.]* all=[0-9.]*' "$TMP/tune.out" \
   && head -n 1 "$TC/tune.tsv" | grep -qx '# paddock tune cache v2' \
-  && [ "$(grep -c $'\tthreads=.*\tprefetch=[a-z]*\tdecode=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune stores one entry: $(cat "$TMP/tune.err")"
+  && [ "$(grep -c $'\tthreads=.*\tprefetch=[a-z]*\tdecode=' "$TC/tune.tsv")" = 1 ] ; check "tune stores one entry" $? "$(cat "$TMP/tune.err")"
 tune_env "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>&1
-[ "$(grep -c $'\tthreads=' "$TC/tune.tsv")" = 1 ] && ok || bad "tune again replaces its entry"
+[ "$(grep -c $'\tthreads=' "$TC/tune.tsv")" = 1 ]; check "tune again replaces its entry" $?
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/tuned" 2>"$TMP/tuned.err"
-grep -q "tuned for this machine" "$TMP/tuned.err" && ok || bad "run reads the tune cache"
+grep -q "tuned for this machine" "$TMP/tuned.err"; check "run reads the tune cache" $?
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 --no-tune >"$TMP/untuned" 2>"$TMP/untuned.err"
-! grep -q "tuned" "$TMP/untuned.err" && cmp -s "$TMP/tuned" "$TMP/untuned" && ok || bad "--no-tune: defaults, same output"
+! grep -q "tuned" "$TMP/untuned.err" && cmp -s "$TMP/tuned" "$TMP/untuned"; check "--no-tune: defaults, same output" $?
 tune_env "$BIN" bench -m "$M/stories260K.gguf" -p 64 -n 4 -r 1 --json 2>/dev/null \
   | python3 -c "import json,sys; t=json.load(sys.stdin)['tune']; assert t['default_prefill_tokens_per_s'] > 0 and t['tuned_prefill_tokens_per_s'] > 0 and t['default_decode_tokens_per_s'] > 0 and t['tuned_decode_tokens_per_s'] > 0 and t['prefetch'] in ('off', 'auto', 'all')" \
-  && ok || bad "bench reports tuned vs default"
+ ; check "bench reports tuned vs default" $?
 cp "$TC/tune.tsv" "$TMP/good.tsv"
 printf 'garbage\tline\n' >>"$TC/tune.tsv"
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out2" 2>"$TMP/err2"
 [ "$(grep -c 'warning: .*malformed' "$TMP/err2")" = 1 ] && grep -q "tuned for" "$TMP/err2" && cmp -s "$TMP/out2" "$TMP/untuned" \
-  && ok || bad "a malformed line: one warning, the good entry still used: $(cat "$TMP/err2")"
+  ; check "a malformed line: one warning, the good entry still used" $? "$(cat "$TMP/err2")"
 head -c 3000 /dev/urandom >"$TC/tune.tsv"
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out3" 2>"$TMP/err3"
 [ "$(grep -c 'not a paddock tune cache' "$TMP/err3")" = 1 ] && cmp -s "$TMP/out3" "$TMP/untuned" \
-  && ok || bad "a foreign file: one warning, defaults: $(cat "$TMP/err3")"
+  ; check "a foreign file: one warning, defaults" $? "$(cat "$TMP/err3")"
 sed 's/^paddock-[^\t]*/paddock-0.0.0-old/' "$TMP/good.tsv" >"$TC/tune.tsv"
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out4" 2>"$TMP/err4"
-grep -q "measured by another build" "$TMP/err4" && ! grep -q "tuned for" "$TMP/err4" && ok || bad "a stale entry: defaults"
+grep -q "measured by another build" "$TMP/err4" && ! grep -q "tuned for" "$TMP/err4"; check "a stale entry: defaults" $?
 sed '1s/v2$/v1/' "$TMP/good.tsv" >"$TC/tune.tsv"  # an older build's format
 tune_env "$BIN" run -m "$M/stories260K.gguf" -p "Once upon a time" --temp 0 -n 20 >"$TMP/out6" 2>"$TMP/err6"
 [ "$(grep -c 'written by an older build' "$TMP/err6")" = 1 ] && ! grep -q "tuned for\|warning" "$TMP/err6" \
-  && cmp -s "$TMP/out6" "$TMP/untuned" && ok || bad "a v1 cache: one note, defaults: $(cat "$TMP/err6")"
+  && cmp -s "$TMP/out6" "$TMP/untuned" ; check "a v1 cache: one note, defaults" $? "$(cat "$TMP/err6")"
 fi
 # The prefetch choice changes speed, never the output (the Q4_0 copy: its re-laid matrices
 # prefetch under all, not under auto); a name it does not know is an error.
 for pf in auto off all; do
   "$BIN" run -m "$TMP/q4.gguf" -p "Once upon a time" --temp 0 -n 20 --no-tune --prefetch $pf >"$TMP/pf-$pf" 2>/dev/null
-  [ -s "$TMP/pf-$pf" ] && cmp -s "$TMP/pf-$pf" "$TMP/pf-auto" && ok || bad "--prefetch $pf changed the output"
+  [ -s "$TMP/pf-$pf" ] && cmp -s "$TMP/pf-$pf" "$TMP/pf-auto"; check "--prefetch $pf: the same output" $?
 done
 expect_error "unknown prefetch" 2 "'some' is not one of auto, all, off" -- run -m /nonexistent --prefetch some
 expect_error "two prefetch flags" 2 "give one" -- run -m /nonexistent --prefetch all --no-prefetch
@@ -357,10 +351,9 @@ if measured; then
 touch "$TMP/plainfile"  # a cache directory under a plain file cannot be made, even by root
 PADDOCK_CACHE_DIR="$TMP/plainfile/sub" "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>"$TMP/err5"
 rc=$?
-[ $rc = 0 ] && [ "$(grep -c "cannot write the tune cache" "$TMP/err5")" = 1 ] && ok || bad "unwritable cache: rc $rc, $(cat "$TMP/err5")"
+[ $rc = 0 ] && [ "$(grep -c "cannot write the tune cache" "$TMP/err5")" = 1 ] ; check "an unwritable cache: one warning, exit 0" $? "rc $rc, $(cat "$TMP/err5")"
 fi
 expect_error "tune without a model" 2 "tune needs a model" -- tune
 expect_error "tune prompt too long" 2 "exceeds the model's context" -- tune -m "$M/stories260K.gguf" -p 4000
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli

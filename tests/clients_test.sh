@@ -9,9 +9,7 @@
 set -uo pipefail
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
-pass=0
-fail=0
+source "$HERE/lib.sh"
 
 for d in "$HERE/clients" "$HERE/clients/openai4"; do
   [ -f "$d/node_modules/.package-lock.json" ] || (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
@@ -35,5 +33,4 @@ check "synthetic encoder files written" $?
 start_server retrieval --models-dir "$R" || exit 1
 node "$HERE/clients/retrieval.mjs" "$PORT" stories embedder reranker
 check "retrieval: embeddings and rerank through the clients, bad input named" $?
-echo "clients: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish clients

@@ -5,16 +5,17 @@
 set -uo pipefail
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
+source "$HERE/lib.sh"
 
-rc=0
 start_server main -m "$M/stories260K.gguf" --header-timeout 3 --body-timeout 5 --idle-timeout 5 || exit 1
-node "$HERE/server/hostile.mjs" "$PORT" "$SPID" || rc=1
-kill -TERM "$SPID"
-wait "$SPID" || { echo "FAIL hostile: the server did not exit 0 after the suite"; rc=1; }
+node "$HERE/server/hostile.mjs" "$PORT" "$SPID"
+check "hostile clients: every attack answered, a normal request served during each" $?
+stop_server "$SPID"
+check "the server exits 0 on SIGTERM after the suite" $?
 
 start_server cap -m "$M/stories260K.gguf" --max-connections 50 --header-timeout 3 || exit 1
-node "$HERE/server/hostile.mjs" "$PORT" "$SPID" --only connection-cap --cap 50 || rc=1
-kill -TERM "$SPID"
-wait "$SPID" || rc=1
-exit $rc
+node "$HERE/server/hostile.mjs" "$PORT" "$SPID" --only connection-cap --cap 50
+check "the connection cap holds, a normal request still served" $?
+stop_server "$SPID"
+check "the capped server exits 0 on SIGTERM" $?
+finish hostile

@@ -13,27 +13,7 @@
 set -uo pipefail
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
-
-post() {  # post PATH BODY -> prints "STATUS BODY"
-  curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "http://127.0.0.1:$PORT$1"
-  echo " $(cat "$TMP/body")"
-}
-json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-complete() {  # complete MODEL PROMPT N -> the greedy text
-  curl -s -H 'Content-Type: application/json' --data-binary \
-    "{\"model\":\"$1\",\"prompt\":\"$2\",\"max_tokens\":$3,\"temperature\":0}" \
-    "http://127.0.0.1:$PORT/v1/completions" | json_get 'd["choices"][0]["text"]'
-}
-expect() {  # expect NAME PATH BODY STATUS TEXT: the answer's status, and TEXT in its body
-  local r
-  r=$(post "$2" "$3")
-  [ "${r%% *}" = "$4" ] && echo "${r#* }" | grep -q -- "$5"
-  check "$1" $?
-}
-metric() {  # metric NAME MODEL -> value
-  curl -s "http://127.0.0.1:$PORT/metrics" | sed -n "s/^$1{model_name=\"$2\"} //p"
-}
+source "$HERE/lib.sh"
 
 D=$TMP/models
 mkdir -p "$D/sub"
@@ -74,9 +54,9 @@ PORT=$MANY_PORT
   [ "$many_tiny" = "$one_tiny" ] && [ "Once upon a time$many_tale" = "$want_tale" ] &&
   [ "$many_tale" != "$many_story" ]
 check "each model's greedy text equals its single-model server's (alias and models.json adapter too)" $?
-expect "an unknown model is a 404 naming the served ones" /v1/completions '{"model":"gpt-9","prompt":"x"}' \
+expect_http "an unknown model is a 404 naming the served ones" /v1/completions '{"model":"gpt-9","prompt":"x"}' \
   404 "'storyteller', 'gpt-4o-mini', 'tale' (an adapter), 'tiny'"
-expect "no model among several is a 400" /v1/completions '{"prompt":"x"}' 400 "'model' is required"
+expect_http "no model among several is a 400" /v1/completions '{"prompt":"x"}' 400 "'model' is required"
 
 # --- two models decoding at once: each text as alone
 a_pid=() ; for i in 1 2 3; do complete storyteller "Once upon a time" 24 >"$TMP/both.s$i" & a_pid+=($!); complete tiny "hello" 12 >"$TMP/both.t$i" & a_pid+=($!); done
@@ -118,9 +98,9 @@ for _ in $(seq 1 100); do
 done
 [ "${r%% *}" = 200 ] && [ $expired = 0 ]
 check "a request's keep_alive (300ms) unloads the idle model when it runs out" $?
-expect "a keep_alive that is not a duration is a 400" /api/generate \
+expect_http "a keep_alive that is not a duration is a 400" /api/generate \
   '{"model":"tiny","prompt":"x","keep_alive":"5 minutes"}' 400 keep_alive
-expect "/api/pull answers that downloading is not available" /api/pull '{"model":"llama3"}' 501 \
+expect_http "/api/pull answers that downloading is not available" /api/pull '{"model":"llama3"}' 501 \
   "downloading models is not available"
 kill "$SPID" 2>/dev/null
 
@@ -206,5 +186,4 @@ kill "$SPID"
 [ $? = 1 ] && grep -q "more than the memory budget of 2.00 MiB" "$TMP/pin.log"
 check "-m with a budget smaller than the model: an error saying by how much" $?
 
-echo "models tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish models

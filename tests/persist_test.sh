@@ -14,8 +14,8 @@
 set -u
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=server_lib.sh
-source "$HERE/server_lib.sh"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 MODEL=$M/stories260K.gguf
 if [ ! -d "$HERE/server/node_modules/openai" ]; then
   (cd "$HERE/server" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
@@ -23,19 +23,8 @@ fi
 MOUNTED=""
 trap 'if [ -n "$MOUNTED" ]; then umount "$MOUNTED" 2>/dev/null; fi; cleanup' EXIT
 
-# complete PORT PROMPT: the greedy completion's text (24 tokens).
-complete() {
-  curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
-    -d "{\"model\":\"stories260K\",\"prompt\":\"$2\",\"max_tokens\":24,\"temperature\":0}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
-}
-# metric PORT NAME: the metric's value (0 when absent).
-metric() {
-  curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 ~ "^"n"[{ ]" || $1 == n {print $2; f=1} END {if (!f) print 0}' | head -n 1
-}
-stop_server() {  # stop_server PID: SIGTERM, then wait for it (the tier writes its queue first)
-  kill -TERM "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
+text() {  # text PROMPT: the greedy completion's text (24 tokens) from $PORT
+  complete stories260K "$1" 24
 }
 kv_files() { find "$1" -name '*.kv' 2>/dev/null | wc -l; }
 
@@ -50,7 +39,7 @@ done
 # A server without the tier gives the reference text.
 start_server cold -m "$MODEL" --data-dir none || exit 1
 REF=()
-for p in "${PROMPTS[@]}"; do REF+=("$(complete "$PORT" "$p")"); done
+for p in "${PROMPTS[@]}"; do REF+=("$(text "$p")"); done
 stop_server "$SPID"
 [ -n "${REF[0]}" ]
 check "a cold server answers the prompts" $?
@@ -58,7 +47,7 @@ check "a cold server answers the prompts" $?
 KV=$TMP/kv
 DATA=$TMP/data
 start_server a -m "$MODEL" --kv-disk "$KV" --data-dir "$DATA" || exit 1
-[ "$(complete "$PORT" "${PROMPTS[0]}")" = "${REF[0]}" ]
+[ "$(text "${PROMPTS[0]}")" = "${REF[0]}" ]
 check "greedy text with the tier equals the text without it" $?
 RID=$(cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K create)
 check "the openai client stores a response" $?
@@ -68,9 +57,9 @@ n=$(kv_files "$KV")
 check "the prompt's full blocks are on disk after the server stops ($n files)" $?
 
 start_server b -m "$MODEL" --kv-disk "$KV" --data-dir "$DATA" || exit 1
-[ "$(complete "$PORT" "${PROMPTS[0]}")" = "${REF[0]}" ]
+[ "$(text "${PROMPTS[0]}")" = "${REF[0]}" ]
 check "after a restart: the same text" $?
-hits=$(metric "$PORT" paddock_kv_disk_hits_total)
+hits=$(metric paddock_kv_disk_hits_total)
 [ "${hits%.*}" -ge 9 ]
 check "after a restart: the prompt's blocks were read from disk ($hits blocks)" $?
 (cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K continue "$RID")
@@ -90,9 +79,9 @@ sub=$(dirname "${files[2]}")
 head -c 1000 "${files[2]}" >"$sub/.tmp.999999999.0"  # a pid that cannot exist
 start_server c -m "$MODEL" --kv-disk "$KV" --data-dir "$DATA" || exit 1
 ok=0
-for i in 0 1 2 3; do [ "$(complete "$PORT" "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
+for i in 0 1 2 3; do [ "$(text "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
 check "flipped and truncated block files: the same text" $ok
-bad=$(metric "$PORT" paddock_kv_disk_corrupt_total)
+bad=$(metric paddock_kv_disk_corrupt_total)
 [ "${bad%.*}" -ge 1 ] && grep -q "failed its check" "$TMP/c.log"
 check "damaged block files are detected ($bad) and logged" $?
 [ ! -e "$sub/.tmp.999999999.0" ]
@@ -107,9 +96,9 @@ rc=$?
 [ $rc -eq 0 ] && grep -q "blocks written" "$TMP/warm.log"
 check "paddock cache warm writes a prompt's blocks" $?
 start_server w -m "$MODEL" --kv-disk "$KV4" --data-dir none || exit 1
-[ "$(complete "$PORT" "${PROMPTS[6]}")" = "${REF[6]}" ]
+[ "$(text "${PROMPTS[6]}")" = "${REF[6]}" ]
 ok=$?
-hits=$(metric "$PORT" paddock_kv_disk_hits_total)
+hits=$(metric paddock_kv_disk_hits_total)
 [ $ok -eq 0 ] && [ "${hits%.*}" -ge 10 ]
 check "a warmed prompt's first request reads its blocks ($hits) and answers the same" $?
 stop_server "$SPID"
@@ -125,14 +114,14 @@ KV3=$TMP/kv3
 start_server x -m "$MODEL" --kv-disk "$KV3" --data-dir none || exit 1
 XPID=$SPID XPORT=$PORT
 start_server y -m "$MODEL" --kv-disk "$KV3" --data-dir none || exit 1
-[ "$(complete "$XPORT" "${PROMPTS[5]}")" = "${REF[5]}" ]
+[ "$(PORT=$XPORT text "${PROMPTS[5]}")" = "${REF[5]}" ]
 ok=$?
 for _ in $(seq 1 200); do  # x's blocks written (after its request ended)
-  [ "$(metric "$XPORT" paddock_kv_disk_blocks_written_total | cut -d. -f1)" -ge 10 ] && break
+  [ "$(PORT=$XPORT metric paddock_kv_disk_blocks_written_total | cut -d. -f1)" -ge 10 ] && break
   sleep 0.02
 done
-[ "$(complete "$PORT" "${PROMPTS[5]}")" = "${REF[5]}" ] || ok=1
-hits=$(metric "$PORT" paddock_kv_disk_hits_total)
+[ "$(text "${PROMPTS[5]}")" = "${REF[5]}" ] || ok=1
+hits=$(metric paddock_kv_disk_hits_total)
 [ $ok -eq 0 ] && [ "${hits%.*}" -ge 10 ]
 check "two servers on one directory: the second reads the first's blocks ($hits) and answers the same" $?
 stop_server "$SPID"
@@ -143,11 +132,11 @@ KV2=$TMP/kv2
 start_server d -m "$MODEL" --kv-disk "$KV2" --data-dir none || exit 1
 cpids=()
 for p in "${PROMPTS[@]}"; do
-  complete "$PORT" "$p" >/dev/null 2>&1 &
+  text "$p" >/dev/null 2>&1 &
   cpids+=($!)
 done
 for _ in $(seq 1 500); do  # the first finished request's blocks are being written
-  [ "$(metric "$PORT" paddock_kv_disk_blocks_written_total | cut -d. -f1)" -ge 1 ] && break
+  [ "$(metric paddock_kv_disk_blocks_written_total | cut -d. -f1)" -ge 1 ] && break
   sleep 0.01
 done
 kill -9 "$SPID"
@@ -155,7 +144,7 @@ wait "$SPID" 2>/dev/null
 for c in "${cpids[@]}"; do wait "$c" 2>/dev/null; done
 start_server e -m "$MODEL" --kv-disk "$KV2" --data-dir none || exit 1
 ok=0
-for i in "${!PROMPTS[@]}"; do [ "$(complete "$PORT" "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
+for i in "${!PROMPTS[@]}"; do [ "$(text "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
 check "kill -9 while writing, then a restart: every answer equals a cold server's" $ok
 stop_server "$SPID"
 
@@ -166,14 +155,14 @@ if mount -t tmpfs -o size=64k tmpfs "$SMALL" 2>/dev/null; then
   MOUNTED=$SMALL
   start_server f -m "$MODEL" --kv-disk "$SMALL" --kv-disk-budget 1G --data-dir none || exit 1
   ok=0
-  for i in 0 1 2 3 4 5; do [ "$(complete "$PORT" "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
+  for i in 0 1 2 3 4 5; do [ "$(text "${PROMPTS[$i]}")" = "${REF[$i]}" ] || ok=1; done
   for _ in $(seq 1 200); do  # the writer reaches the full disk
-    [ "$(metric "$PORT" paddock_kv_disk_writes_stopped)" = 1 ] && break
+    [ "$(metric paddock_kv_disk_writes_stopped)" = 1 ] && break
     sleep 0.05
   done
-  [ "$(complete "$PORT" "${PROMPTS[7]}")" = "${REF[7]}" ] || ok=1
+  [ "$(text "${PROMPTS[7]}")" = "${REF[7]}" ] || ok=1
   check "a full disk: every answer is still right" $ok
-  [ "$(metric "$PORT" paddock_kv_disk_writes_stopped)" = 1 ] &&
+  [ "$(metric paddock_kv_disk_writes_stopped)" = 1 ] &&
     [ "$(grep -c 'writes stopped' "$TMP/f.log")" = 1 ]
   check "a full disk: writes stop with one log line and a metric" $?
   stop_server "$SPID"
@@ -193,7 +182,7 @@ rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q -- "--data-dir $TMP/file/data"
 check "an unwritable --data-dir is an error at start naming it" $?
 XDG_DATA_HOME="$TMP/file" start_server z -m "$MODEL" || exit 1
-[ "$(complete "$PORT" "${PROMPTS[0]}")" = "${REF[0]}" ] && grep -q "kept in memory" "$TMP/z.log"
+[ "$(text "${PROMPTS[0]}")" = "${REF[0]}" ] && grep -q "kept in memory" "$TMP/z.log"
 check "an unusable default data directory (a read-only home): responses in memory, serving goes on" $?
 stop_server "$SPID"
 out=$("$BIN" run -m "$MODEL" -p hi -n 1 --kv-disk-budget 1G 2>&1)
@@ -220,5 +209,4 @@ echo "burst: ${#ids[@]} of 96 stored responses answered before the kill"
 check "kill -9 during a burst: all ${#ids[@]} answered responses are stored after a restart" $?
 stop_server "$SPID"
 
-echo "persist: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+finish persist

@@ -15,9 +15,9 @@
 set -uo pipefail
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
+source "$HERE/lib.sh"
 if ! command -v mpirun >/dev/null; then
-  echo "FAIL mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+  fail "mpirun" "not found (apt-get install openmpi-bin libopenmpi-dev)"
   exit 1
 fi
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -88,10 +88,8 @@ check "2 stages: stage 1 holds about half the weights (its layers and the output
 # --- serving through 2 stages: batch invariance against a single process
 prompts=("Once upon a time" "The little dog" "Lily and Ben went to the park" "One day, a bird"
   "Tom had a red ball" "The sun was hot")
-complete_to() {  # complete_to PORT PROMPT N -> the greedy text
-  curl -s -H 'Content-Type: application/json' --data-binary \
-    "{\"prompt\":\"$2\",\"max_tokens\":$3,\"temperature\":0}" \
-    "http://127.0.0.1:$1/v1/completions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+complete_to() {  # complete_to PORT PROMPT N -> the greedy text from that server
+  PORT=$1 complete "" "$2" "$3"
 }
 start_server single -m "$S" -t 1 || exit 1
 SINGLE=$PORT
@@ -202,5 +200,4 @@ check "--layers that do not add up: an error" $?
 [ $? -eq 2 ] && grep -q "start them with mpirun" "$TMP/nompi.log"
 check "--layers without mpirun: a usage error" $?
 
-echo "pipeline: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish pipeline

@@ -3,18 +3,13 @@
 # on a build folder without tests, with one passing test and with one failing test.
 set -u
 source "$(dirname "$0")/../scripts/common.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+source "$(dirname "$0")/lib.sh"
+tmp=$TMP
 expect() {  # expect WANT(pass|fail) NAME DIR
-  local rc=0
+  local rc=0 got=pass
   run_ctest "$3" "$tmp/log" >/dev/null 2>&1 || rc=$?
-  if { [ "$1" = pass ] && [ $rc -ne 0 ]; } || { [ "$1" = fail ] && [ $rc -eq 0 ]; }; then
-    echo "FAIL: $2: expected the stage to $1 (exit $rc)"
-    fail=1
-  else
-    echo "ok: $2"
-  fi
+  [ $rc -eq 0 ] || got=fail
+  expect_eq "$2: the stage's outcome" "$got" "$1"
 }
 mkdir -p "$tmp/none" "$tmp/empty" "$tmp/pass" "$tmp/failing"
 expect fail "a folder CTest finds nothing in" "$tmp/none"
@@ -24,4 +19,4 @@ echo 'add_test(ok "/bin/true")' >"$tmp/pass/CTestTestfile.cmake"
 expect pass "one passing test" "$tmp/pass"
 printf 'add_test(ok "/bin/true")\nadd_test(bad "/bin/false")\n' >"$tmp/failing/CTestTestfile.cmake"
 expect fail "one failing test" "$tmp/failing"
-exit $fail
+finish scripts

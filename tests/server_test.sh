@@ -15,17 +15,9 @@ LOADGEN=$2
 STRESS=${3:-8}
 PART=${4:-all}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
+source "$HERE/lib.sh"
 
 
-post() {  # post PATH BODY -> prints "STATUS BODY"
-  curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "http://127.0.0.1:$PORT$1"
-  echo " $(cat "$TMP/body")"
-}
-
-json_get() {  # json_get EXPR < JSON  (python3 is part of the base system)
-  python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
-}
 
 if [ "$PART" != features ]; then
 start_server main -m "$M/stories260K.bin" -z "$M/tok512.bin" --max-body 64K || exit 1
@@ -96,33 +88,33 @@ many=$(post /v1/completions '{"prompt":["Once","The dog"],"max_tokens":4,"temper
 check "several prompts in one completions request: choices prompt by prompt, each as alone" $?
 
 # --- invalid requests: 400 with an OpenAI error object naming the problem
-bad() {  # bad NAME PATH BODY EXPECTED_STATUS EXPECTED_SUBSTRING
+refused() {  # refused NAME PATH BODY STATUS TEXT: an error object with STATUS naming TEXT
   local r
   r=$(post "$2" "$3")
   [ "${r%% *}" = "$4" ] && echo "${r#* }" | grep -q '"error":{' && echo "${r#* }" | grep -q -- "$5"
-  check "$1 -> $4" $?
+  check "$1 -> $4" $? "got $(echo "$r" | head -c 300), want $4 naming '$5'"
 }
-bad "malformed JSON" /v1/completions '{"prompt": "x",' 400 "not valid JSON"
-bad "body not an object" /v1/completions '[1,2]' 400 "JSON object"
-bad "missing prompt" /v1/completions '{"max_tokens": 5}' 400 "prompt"
-bad "prompt of the wrong type" /v1/completions '{"prompt": 17}' 400 '"param":"prompt"'
-bad "temperature as a string" /v1/completions '{"prompt":"x","temperature":"hot"}' 400 '"param":"temperature"'
-bad "temperature out of range" /v1/completions '{"prompt":"x","temperature":5}' 400 "between"
-bad "top_p out of range" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_p":1.5}' 400 '"param":"top_p"'
-bad "negative max_tokens" /v1/completions '{"prompt":"x","max_tokens":-1}' 400 '"param":"max_tokens"'
-bad "oversized max_tokens" /v1/completions '{"prompt":"x","max_tokens":100000}' 400 "max_tokens"
-bad "unknown model" /v1/completions '{"model":"gpt-9","prompt":"x"}' 404 "model_not_found"
+refused "malformed JSON" /v1/completions '{"prompt": "x",' 400 "not valid JSON"
+refused "body not an object" /v1/completions '[1,2]' 400 "JSON object"
+refused "missing prompt" /v1/completions '{"max_tokens": 5}' 400 "prompt"
+refused "prompt of the wrong type" /v1/completions '{"prompt": 17}' 400 '"param":"prompt"'
+refused "temperature as a string" /v1/completions '{"prompt":"x","temperature":"hot"}' 400 '"param":"temperature"'
+refused "temperature out of range" /v1/completions '{"prompt":"x","temperature":5}' 400 "between"
+refused "top_p out of range" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_p":1.5}' 400 '"param":"top_p"'
+refused "negative max_tokens" /v1/completions '{"prompt":"x","max_tokens":-1}' 400 '"param":"max_tokens"'
+refused "oversized max_tokens" /v1/completions '{"prompt":"x","max_tokens":100000}' 400 "max_tokens"
+refused "unknown model" /v1/completions '{"model":"gpt-9","prompt":"x"}' 404 "model_not_found"
 long=$(python3 -c "print(' '.join(['story'] * 700))")
-bad "prompt longer than the context" /v1/completions "{\"prompt\":\"$long\"}" 400 "context_length_exceeded"
-bad "max_tokens past the context" /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":510}" 400 "maximum context length"
-bad "unknown role" /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}' 400 "role"
-bad "messages not an array" /v1/chat/completions '{"messages":"hi"}' 400 '"param":"messages"'
-bad "image content part" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' 400 "image_url"
-bad "n beyond 16" /v1/completions '{"prompt":"x","n":17}' 400 '"param":"n"'
-bad "empty stop string" /v1/completions '{"prompt":"x","stop":[""]}' 400 "stop"
-bad "token id outside the vocabulary" /v1/completions '{"prompt":[1, 9999]}' 400 "vocabulary"
+refused "prompt longer than the context" /v1/completions "{\"prompt\":\"$long\"}" 400 "context_length_exceeded"
+refused "max_tokens past the context" /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":510}" 400 "maximum context length"
+refused "unknown role" /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}' 400 "role"
+refused "messages not an array" /v1/chat/completions '{"messages":"hi"}' 400 '"param":"messages"'
+refused "image content part" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' 400 "image_url"
+refused "n beyond 16" /v1/completions '{"prompt":"x","n":17}' 400 '"param":"n"'
+refused "empty stop string" /v1/completions '{"prompt":"x","stop":[""]}' 400 "stop"
+refused "token id outside the vocabulary" /v1/completions '{"prompt":[1, 9999]}' 400 "vocabulary"
 big=$(python3 -c "print('{\"prompt\":\"' + 'a' * 70000 + '\"}')")
-bad "body over --max-body" /v1/completions "$big" 413 "too large"
+refused "body over --max-body" /v1/completions "$big" 413 "too large"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/nothing")" = 404 ]; check "unknown path -> 404" $?
 # A path in no route is a 404 in the caller's API's error shape: OpenAI's error object, Anthropic's
 # typed error (under /v1/messages, or any path with its version header), Ollama's string.
@@ -244,20 +236,18 @@ kill -9 "$SPID" 2>/dev/null
 "$BIN" synth --lora-for "$M/stories260K.gguf" --rank 8 -o "$TMP/lora.gguf" 2>/dev/null
 start_server lora -m "$M/stories260K.gguf" --lora tale="$TMP/lora.gguf" --lora half="$TMP/lora.gguf:0.5" --lora-updates || exit 1
 P="Once upon a time, in a land far away, there lived a little girl who loved to play in the garden with her dog"
-complete() {  # complete MODEL -> the greedy completion's text
-  curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
-    -d "{\"model\":\"$1\",\"prompt\":\"$P\",\"max_tokens\":32,\"temperature\":0}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+of() {  # of MODEL -> its greedy completion of $P (32 tokens)
+  complete "$1" "$P" 32
 }
-alone_base=$(complete stories260K)
-alone_tale=$(complete tale)
-alone_half=$(complete half)
+alone_base=$(of stories260K)
+alone_tale=$(of tale)
+alone_half=$(of half)
 want=$("$BIN" run -m "$M/stories260K.gguf" -p "$P" -n 32 --temp 0 --lora "$TMP/lora.gguf" 2>/dev/null)
 [ "$P$alone_tale" = "$want" ] && [ "$alone_tale" != "$alone_base" ] && [ "$alone_half" != "$alone_tale" ]
 check "an adapter's text through the server equals paddock run --lora (after the base computed the same prompt)" $?
 mix_pids=()
 for m in stories260K tale half tale; do
-  complete "$m" >"$TMP/mix.$m.$RANDOM" &
+  of "$m" >"$TMP/mix.$m.$RANDOM" &
   mix_pids+=($!)
 done
 wait "${mix_pids[@]}"  # (not a bare wait: the server is a child of this shell too)
@@ -271,7 +261,7 @@ check "the base model and two adapters at once: each text as alone" $ok_mix
 curl -s "http://127.0.0.1:$PORT/v1/models" | json_get '[(m["id"], m.get("parent")) for m in d["data"]] == [("stories260K", None), ("tale", "stories260K"), ("half", "stories260K")]' | grep -q True
 check "/v1/models lists the adapters with their parent" $?
 r=$(post /v1/load_lora_adapter "{\"lora_name\":\"late\",\"lora_path\":\"$TMP/lora.gguf\"}")
-late=$(complete late)
+late=$(of late)
 r2=$(post /v1/unload_lora_adapter '{"lora_name":"late"}')
 r3=$(post /v1/completions '{"model":"late","prompt":"x","max_tokens":1}')
 r4=$(post /v1/load_lora_adapter "{\"lora_name\":\"bad\",\"lora_path\":\"$M/stories260K.gguf\"}")
@@ -433,5 +423,4 @@ wait "$SPID"
 
 fi
 
-echo "server tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish server

@@ -75,7 +75,7 @@ TEST(Ops, EachOpCarriesWhatItComputes) {
 }
 
 TEST(Ops, ABackendLackingAnOpKindRefusesAModelUsingItByName) {
-  auto m = LoadVariant("gemma2_softcap");  // post-norms
+  auto m = LoadVariant("gemma2_softcap");     // post-norms
   EXPECT_EQ(Refusal(*m, BackendCaps{}), "");  // the CPU's caps: everything
   BackendCaps caps;
   caps.name = "test";
@@ -126,7 +126,8 @@ TEST(Ops, FeaturesWeightTypesKvTypesAndAdaptersAreCheckedTheSameWay) {
   BackendCaps no_rows;
   no_rows.name = "test";
   no_rows.features = Without(no_rows.features, static_cast<int>(OpFeature::kQkNormRows));
-  EXPECT_EQ(Refusal(*o, no_rows), "the test backend has no QK-norm over whole rows (layer 0's qkv)");
+  EXPECT_EQ(Refusal(*o, no_rows),
+            "the test backend has no QK-norm over whole rows (layer 0's qkv)");
 }
 
 }  // namespace

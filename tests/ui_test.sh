@@ -8,7 +8,7 @@ set -uo pipefail
 BIN=$1
 LOADGEN=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
+source "$HERE/lib.sh"
 
 # A model slow enough to stop mid-answer: TinyLlama's width and vocabulary, 2 layers, random
 # weights (about 60 tokens/s here).
@@ -66,5 +66,4 @@ start_server noui -m "$M/stories260K.gguf" --no-ui || exit 1
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ui/app.js")" = 404 ]
 check "--no-ui: no page" $?
 
-echo "ui: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish ui

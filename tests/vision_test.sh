@@ -14,7 +14,7 @@
 set -uo pipefail
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/server_lib.sh"
+source "$HERE/lib.sh"
 for s in tiny-llava tiny-gemma3 tiny-smolvlm; do
   "$BIN" synth --shape $s --type q8_0 -o "$TMP/$s.gguf" --mmproj "$TMP/$s-mm.gguf" >/dev/null 2>&1
 done
@@ -75,17 +75,18 @@ run tiny-smolvlm "$TMP/wide.png" >/dev/null
 grep -q "prompt is" "$TMP/run.err"
 check "smolvlm: tiles encoded" $?
 
-bad() {  # bad NAME FILE PATTERN: run fails (exit 1, no crash) naming the problem
+bad_image() {  # bad_image NAME FILE PATTERN: run fails (exit 1, no crash) naming the problem
   run tiny-gemma3 "$2" >/dev/null
   local rc=$?
   grep -qi "$3" "$TMP/run.err"
   local named=$?
-  check "bad input: $1 (exit $rc)" $([ $rc = 1 ] && [ $named = 0 ] && echo 0 || echo 1)
+  check "bad input: $1" $([ $rc = 1 ] && [ $named = 0 ] && echo 0 || echo 1) \
+    "exit $rc (want 1): $(head -c 200 "$TMP/run.err") (want '$3')"
 }
-bad "truncated PNG" "$TMP/trunc.png" "truncated or corrupt"
-bad "corrupt PNG" "$TMP/corrupt.png" "corrupt"
-bad "100000 x 100000 PNG header" "$TMP/bomb.png" "100000 x 100000 pixels; the limit"
-bad "not an image" "$TMP/text.bin" "not an image Paddock can read"
+bad_image "truncated PNG" "$TMP/trunc.png" "truncated or corrupt"
+bad_image "corrupt PNG" "$TMP/corrupt.png" "corrupt"
+bad_image "100000 x 100000 PNG header" "$TMP/bomb.png" "100000 x 100000 pixels; the limit"
+bad_image "not an image" "$TMP/text.bin" "not an image Paddock can read"
 g=$(run tiny-gemma3 "$TMP/anim.gif")
 check "animated GIF: its first frame is read" $([ $? = 0 ] && [ -n "$g" ] && echo 0 || echo 1)
 "$BIN" run -m "$TMP/tiny-gemma3.gguf" --mmproj "$TMP/tiny-smolvlm-mm.gguf" --image "$TMP/a.png" -p x -n 2 2>"$TMP/mis.err" >/dev/null
@@ -110,7 +111,6 @@ check "chat: /image attaches an image; a bad one drops its message, the session 
 
 # ---- the server ----
 start_server gemma -m "$TMP/tiny-gemma3.gguf" --mmproj "$TMP/tiny-gemma3-mm.gguf" -t 2 || exit 1
-U=http://127.0.0.1:$PORT
 B64=$(base64 -w0 "$TMP/a.png")
 B64B=$(base64 -w0 "$TMP/b.png")
 openai() {  # openai B64 TEXT -> the response
@@ -127,14 +127,14 @@ r2=$(openai "$B64" "What is in the picture?")
 c2=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["prompt_tokens_details"]["cached_tokens"])' <<<"$r2")
 check "second turn about the image: prefix cache hit ($c2 tokens)" $([ "${c2:-0}" -gt 16 ] && [ "$(content <<<"$r2")" = "$t1" ] && echo 0 || echo 1)
 tiles=$(curl -s "$U/metrics" | sed -n 's/^paddock_image_tiles_encoded_total{[^}]*} \([0-9]*\).*/\1/p')
-check "the image was encoded once (tiles encoded: $tiles)" $([ "$tiles" = 1 ] && echo 0 || echo 1)
+expect_eq "the image was encoded once (tiles encoded)" "$tiles" 1
 # Anthropic's image block and Ollama's images: the same request, the same text.
 printf '{"model":"tiny-gemma3","max_tokens":10,"temperature":0,"messages":[{"role":"user","content":[{"type":"text","text":"What is in the picture?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"%s"}}]}]}' "$B64" >"$TMP/anth.json"
 ta=$(curl -s "$U/v1/messages" -H 'content-type: application/json' -d @"$TMP/anth.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["content"][0]["text"])')
-check "Anthropic image block: the same text" $([ "$ta" = "$t1" ] && echo 0 || echo 1)
+expect_eq "Anthropic image block: the same text" "$ta" "$t1"
 printf '{"model":"tiny-gemma3","stream":false,"options":{"temperature":0,"num_predict":10},"messages":[{"role":"user","content":"What is in the picture?","images":["%s"]}]}' "$B64" >"$TMP/oll.json"
 to=$(curl -s "$U/api/chat" -d @"$TMP/oll.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["message"]["content"])')
-check "Ollama images: the same text" $([ "$to" = "$t1" ] && echo 0 || echo 1)
+expect_eq "Ollama images: the same text" "$to" "$t1"
 # Batch invariance: 4 image requests (2 images) and 2 text ones at once, each its text alone.
 tb=$(openai "$B64B" "Tell me" | content)
 tt=$(curl -s "$U/v1/chat/completions" -d '{"model":"tiny-gemma3","messages":[{"role":"user","content":"Just text"}],"max_tokens":10,"temperature":0}' | content)
@@ -160,22 +160,22 @@ check "batch invariance: concurrent image and text requests each give their text
 # n = 2 on an image prompt: the choices fork the prompt's KV (and keep its image rows).
 printf '{"model":"tiny-gemma3","n":2,"messages":[{"role":"user","content":[{"type":"text","text":"What is in the picture?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}}]}],"max_tokens":10,"temperature":0}' "$B64" >"$TMP/n2.json"
 n2=$(curl -s "$U/v1/chat/completions" -d @"$TMP/n2.json" | python3 -c 'import json,sys; print("|".join(c["message"]["content"] for c in json.load(sys.stdin)["choices"]))')
-check "n = 2 on an image prompt: both choices give the greedy text" $([ "$n2" = "$t1|$t1" ] && echo 0 || echo 1)
+expect_eq "n = 2 on an image prompt: both choices give the greedy text" "$n2" "$t1|$t1"
 code() { curl -s -o "$TMP/err.json" -w '%{http_code}' "$U/v1/chat/completions" -d "$1"; }
 c=$(code '{"model":"tiny-gemma3","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}')
-check "remote image URL: 400 (nothing fetched)" $([ "$c" = 400 ] && grep -q "not fetched" "$TMP/err.json" && echo 0 || echo 1)
+check "remote image URL: 400 (nothing fetched)" $([ "$c" = 400 ] && grep -q "not fetched" "$TMP/err.json" && echo 0 || echo 1) "$c $(head -c 200 "$TMP/err.json")"
 c=$(code '{"model":"tiny-gemma3","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:text/plain;base64,aGVsbG8="}}]}]}')
-check "non-image data: URL: 400" $([ "$c" = 400 ] && grep -q "not an image" "$TMP/err.json" && echo 0 || echo 1)
+check "non-image data: URL: 400" $([ "$c" = 400 ] && grep -q "not an image" "$TMP/err.json" && echo 0 || echo 1) "$c $(head -c 200 "$TMP/err.json")"
 c=$(code '{"model":"tiny-gemma3","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,aGVsbG8gd29ybGQ="}}]}]}')
-check "undecodable image: 400 naming it" $([ "$c" = 400 ] && grep -q "not an image Paddock can read" "$TMP/err.json" && echo 0 || echo 1)
+check "undecodable image: 400 naming it" $([ "$c" = 400 ] && grep -q "not an image Paddock can read" "$TMP/err.json" && echo 0 || echo 1) "$c $(head -c 200 "$TMP/err.json")"
 BOMB=$(base64 -w0 "$TMP/bomb.png")
 c=$(code "{\"model\":\"tiny-gemma3\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,$BOMB\"}}]}]}")
-check "decompression bomb header: 400" $([ "$c" = 400 ] && grep -q "limit" "$TMP/err.json" && echo 0 || echo 1)
+check "decompression bomb header: 400" $([ "$c" = 400 ] && grep -q "limit" "$TMP/err.json" && echo 0 || echo 1) "$c $(head -c 200 "$TMP/err.json")"
 curl -s -o /dev/null "$U/health"
 check "the server is still up" $?
 start_server text -m "$TMP/x.gguf" -t 1 || exit 1
 c=$(curl -s -o "$TMP/err.json" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/chat/completions" -d "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,$B64\"}}]}]}")
-check "an image to a text-only model: 400 naming the model" $([ "$c" = 400 ] && grep -q "'x' reads text only" "$TMP/err.json" && echo 0 || echo 1)
+check "an image to a text-only model: 400 naming the model" $([ "$c" = 400 ] && grep -q "'x' reads text only" "$TMP/err.json" && echo 0 || echo 1) "$c $(head -c 200 "$TMP/err.json")"
 
 # Among several models (--models-dir): a projector lying beside its model (as the downloads
 # come) is paired with it, not served as a model; models.json names one with "mmproj".
@@ -186,20 +186,19 @@ cp "$TMP/tiny-gemma3.gguf" "$TMP/mdir/vlm/tiny-gemma3.gguf"
 cp "$TMP/tiny-gemma3-mm.gguf" "$TMP/mdir/vlm/mmproj-tiny-gemma3-f16.gguf"
 cp "$TMP/x.gguf" "$TMP/mdir/x.gguf"
 start_server multi --models-dir "$TMP/mdir" -t 2 || exit 1
-U=http://127.0.0.1:$PORT
 ids=$(curl -s "$U/v1/models" | python3 -c 'import json,sys; print(" ".join(sorted(m["id"] for m in json.load(sys.stdin)["data"])))')
-check "a projector beside its model is not served as a model ($ids)" $([ "$ids" = "tiny-gemma3 x" ] && echo 0 || echo 1)
-check "a projector beside its model: the same image reply as -m --mmproj" $([ "$(content <<<"$(openai "$B64" "What is in the picture?")")" = "$t1" ] && echo 0 || echo 1)
+expect_eq "a projector beside its model is not served as a model" "$ids" "tiny-gemma3 x"
+expect_eq "a projector beside its model: the same image reply as -m --mmproj" \
+  "$(content <<<"$(openai "$B64" "What is in the picture?")")" "$t1"
 kill -TERM "$SPID" 2>/dev/null
 cp "$TMP/tiny-gemma3.gguf" "$TMP/mdir2/model.gguf"
 cp "$TMP/tiny-gemma3-mm.gguf" "$TMP/mdir2/vision-encoder.bin"
 echo '{"models": {"tiny-gemma3": {"file": "model.gguf", "mmproj": "vision-encoder.bin"}}}' >"$TMP/mdir2/models.json"
 start_server multi2 --models-dir "$TMP/mdir2" -t 2 || exit 1
-U=http://127.0.0.1:$PORT
-check "models.json's \"mmproj\": the same image reply" $([ "$(content <<<"$(openai "$B64" "What is in the picture?")")" = "$t1" ] && echo 0 || echo 1)
+expect_eq "models.json's \"mmproj\": the same image reply" \
+  "$(content <<<"$(openai "$B64" "What is in the picture?")")" "$t1"
 echo '{"models": {"tiny-gemma3": {"file": "model.gguf", "mmproj": "nowhere.gguf"}}}' >"$TMP/mdir2/models.json"
 out=$("$BIN" serve --models-dir "$TMP/mdir2" --port 0 2>&1)
 check "models.json naming a missing projector: an error at start naming it" $(echo "$out" | grep -q "nowhere.gguf" && echo 0 || echo 1)
 
-echo "vision: $pass passed, $fail failed"
-[ "$fail" = 0 ] && [ "$pass" -gt 0 ]
+finish vision

@@ -13,8 +13,8 @@
 set -u
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=server_lib.sh
-source "$HERE/server_lib.sh"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 MODEL=$M/stories260K.gguf
 
 "$BIN" info --devices >"$TMP/devices.txt" 2>&1
@@ -36,7 +36,7 @@ expect_fail() {
   "$@" >/dev/null 2>"$TMP/err.txt"
   local got=$?
   [ "$got" -eq "$rc" ] && grep -q -- "$needle" "$TMP/err.txt"
-  check "$name (exit $got: $(head -c 160 "$TMP/err.txt"))" $?
+  check "$name" $? "exit $got (want $rc): $(head -c 200 "$TMP/err.txt") (want '$needle')"
 }
 expect_fail "no Vulkan device: says how to get one" 1 "mesa-vulkan-drivers" \
   env VK_ICD_FILENAMES=/nonexistent "$BIN" run -m "$MODEL" -n 4 --device vulkan
@@ -54,7 +54,7 @@ expect_fail "--gpu-layers past the model's layers" 1 "the model has 5 layers" \
   "$BIN" run -m "$MODEL" -n 4 --device vulkan --gpu-layers 9
 
 # tune --device: each matrix-vector workgroup measured; the choice stored for this device and
-# shape, and read back by run (PADDOCK_CACHE_DIR is this test's own: server_lib.sh).
+# shape, and read back by run (PADDOCK_CACHE_DIR is this test's own: lib.sh).
 "$BIN" tune -m "$MODEL" --device vulkan -r 1 >"$TMP/tune.txt" 2>"$TMP/tune.err"
 grep -q "workgroup   64:" "$TMP/tune.txt" && grep -q "^chosen: workgroup" "$TMP/tune.txt" &&
   grep -q "tune-device.tsv" "$TMP/tune.err"
@@ -66,12 +66,8 @@ expect_fail "tune --device cpu" 2 "for a Vulkan device" "$BIN" tune -m "$MODEL" 
 expect_fail "--device-memory without a device" 2 "for --device vulkan" \
   "$BIN" run -m "$MODEL" -n 4 --device-memory 1G
 
-complete() {  # complete PORT: the greedy completion (body)
-  curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}'
-}
 start_server cpu -m "$MODEL" || exit 1
-cpu_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+cpu_body=$(complete "" "Once upon a time" 24)
 # Eight prompts, each alone on the CPU server and then all at once on the device's.
 PROMPTS=("Once upon a time" "Lily and Tom went to the park" "The sun was hot." "A little dog"
   "Mom said" "One day, a big bird flew over the tree and saw a cat." "Tim had" "The cat and the dog")
@@ -81,12 +77,12 @@ ask() {  # ask PORT PROMPT [N]: the choices' texts, one per line
     python3 -c 'import json,sys; [print(json.dumps(c["text"])) for c in json.load(sys.stdin)["choices"]]'
 }
 for i in "${!PROMPTS[@]}"; do ask "$PORT" "${PROMPTS[$i]}" >"$TMP/cpu.$i"; done
-kill "$SPID"
-wait "$SPID" 2>/dev/null
+stop_server "$SPID"
 start_server vk -m "$MODEL" --device vulkan --kv-disk "$TMP/kv" || exit 1
-vk_body=$(complete "$PORT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
-[ -n "$cpu_body" ] && [ "$cpu_body" = "$vk_body" ]
-check "serve --device vulkan: the CPU server's completion" $?
+vk_body=$(complete "" "Once upon a time" 24)
+[ -n "$cpu_body" ]
+check "the CPU server's completion" $?
+expect_eq "serve --device vulkan: the CPU server's completion" "$vk_body" "$cpu_body"
 pids=()
 for i in "${!PROMPTS[@]}"; do
   ask "$PORT" "${PROMPTS[$i]}" >"$TMP/vk.$i" &
@@ -95,8 +91,7 @@ done
 wait "${pids[@]}"
 same=0
 for i in "${!PROMPTS[@]}"; do cmp -s "$TMP/cpu.$i" "$TMP/vk.$i" && same=$((same + 1)); done
-[ "$same" -eq 8 ]
-check "8 requests at once on the device: each the CPU's text alone ($same of 8)" $?
+expect_eq "8 requests at once on the device: each the CPU's text alone (of 8)" "$same" 8
 # n = 2 greedy choices share the prompt's blocks (copy-on-write of the last, partial block).
 ask "$PORT" "${PROMPTS[5]}" 2 >"$TMP/vk.n2"
 [ "$(sed -n 1p "$TMP/vk.n2")" = "$(cat "$TMP/cpu.5")" ] && [ "$(sed -n 2p "$TMP/vk.n2")" = "$(cat "$TMP/cpu.5")" ]
@@ -104,41 +99,37 @@ check "n = 2 choices forked on the device: both the CPU's text" $?
 curl -s "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics.txt"
 grep -q 'paddock_device_memory_bytes{model_name="stories260K",kind="allocated"} [1-9]' "$TMP/metrics.txt" &&
   grep -q 'paddock_device_memory_bytes{model_name="stories260K",kind="total"} [1-9]' "$TMP/metrics.txt"
-check "/metrics: the device's memory, allocated and total" $?
-kill "$SPID"
-wait "$SPID" 2>/dev/null
+check "/metrics: the device's memory, allocated and total" $? "$(grep device_memory "$TMP/metrics.txt")"
+stop_server "$SPID"
 # The KV disk tier through the device's store: after a restart, the prompt's blocks come back
 # from disk into device memory, and the text is the same.
 long=""
 for j in 1 2 3 4 5 6; do long+="Once upon a time, in a town number $j, a little girl found a red ball. "; done
 start_server vk2 -m "$MODEL" --device vulkan --kv-disk "$TMP/kv" || exit 1
 first_long=$(ask "$PORT" "$long")
-kill "$SPID"
-wait "$SPID" 2>/dev/null
+stop_server "$SPID"
 start_server vk3 -m "$MODEL" --device vulkan --kv-disk "$TMP/kv" || exit 1
 again_long=$(ask "$PORT" "$long")
-hits=$(curl -s "http://127.0.0.1:$PORT/metrics" | awk '$1 ~ /^paddock_kv_disk_hits_total/ {print $2}' | head -n 1)
-[ -n "$first_long" ] && [ "$first_long" = "$again_long" ] && [ "${hits%.*}" -ge 4 ]
-check "the KV disk tier on the device: blocks read back after a restart ($hits), the same text" $?
-kill "$SPID"
-wait "$SPID" 2>/dev/null
+hits=$(metric paddock_kv_disk_hits_total)
+[ -n "$first_long" ] && [ "${hits%.*}" -ge 4 ]
+check "the KV disk tier on the device: blocks read back after a restart" $? "$hits hits (want 4 or more)"
+expect_eq "the same text after the restart" "$again_long" "$first_long"
+stop_server "$SPID"
 
 # A device lost at its 4th submission: mid-generation of the first request.
 PADDOCK_VULKAN_LOSE_AFTER=4 start_server lost -m "$MODEL" --device vulkan || exit 1
 first=$(timeout 30 curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
   -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}')
 echo "$first" | grep -q '"engine_failure"' && echo "$first" | grep -q 'device lost'
-check "a device lost mid-step: the request ends with an error" $?
+check "a device lost mid-step: the request ends with an error" $? "$first"
 second=$(timeout 30 curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
   -d '{"prompt":"Tom","max_tokens":8,"temperature":0}')
 echo "$second" | grep -q 'was lost'
-check "after the loss: the next request ends with the error at once" $?
+check "after the loss: the next request ends with the error at once" $? "$second"
 health=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$PORT/health")
 echo "$health" | grep -q ' 503$' && echo "$health" | grep -q 'was lost'
-check "after the loss: /health answers 503 naming the device ($health)" $?
-kill "$SPID"
-wait "$SPID" 2>/dev/null
+check "after the loss: /health answers 503 naming the device" $? "$health"
+stop_server "$SPID"
 check "the server stops on SIGTERM after the loss" $?
 
-echo "vulkan: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+finish vulkan

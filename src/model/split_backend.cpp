@@ -46,8 +46,7 @@ class SplitBackend final : public Backend {
   SplitBackend(std::unique_ptr<Backend> first, std::unique_ptr<Backend> second)
       : a_(std::move(first)), b_(std::move(second)), k_(b_->layer_begin()) {
     if (a_->layer_begin() != 0 || k_ <= 0 || k_ >= a_->config().n_layers)
-      Fail("a split backend: the parts' layers are not [0, k) and [k, %d)",
-           a_->config().n_layers);
+      Fail("a split backend: the parts' layers are not [0, k) and [k, %d)", a_->config().n_layers);
   }
 
   std::string name() const override { return a_->name(); }
@@ -80,8 +79,8 @@ class SplitBackend final : public Backend {
     lb.layers.assign(layout.layers.begin() + k, layout.layers.end());
     lb.layer_begin = k_;
     const size_t nb = lb.layers.size();
-    return std::make_unique<SplitKvStore>(a_->AllocKv(la), b_->AllocKv(lb),
-                                          static_cast<size_t>(k_), nb);
+    return std::make_unique<SplitKvStore>(a_->AllocKv(la), b_->AllocKv(lb), static_cast<size_t>(k_),
+                                          nb);
   }
   void Step(const StepItem* items, int n_items, StepOutput out, const float** rows) override {
     if (out == StepOutput::kPooled) Fail("a split backend pools no rows");

@@ -6,7 +6,7 @@
 // U+0000 and U+FFFD vanish; punctuation, ASCII symbols and CJK ideographs are words of their
 // own. Each word, spelled with a leading U+2581, is covered left to right by the longest
 // vocabulary entries; a word with a part no entry covers becomes [UNK] whole. Unicode
-// properties come from utf8proc (Debian's libutf8proc-dev; docs/architecture.md says why).
+// properties come from utf8proc (Debian's libutf8proc-dev; docs/dependencies.md says why).
 #include <utf8proc.h>
 
 #include <algorithm>

@@ -66,8 +66,7 @@ std::string RerankBody(const RerankRequest& r, const std::vector<float>& scores,
   }
   json j;
   if (cohere) {
-    static std::atomic<uint64_t> next{1};
-    j = {{"id", StrFormat("rerank-%016llx", static_cast<unsigned long long>(next++))},
+    j = {{"id", NewId("rerank-")},
          {"results", std::move(results)},
          {"meta", {{"billed_units", {{"search_units", 1}}}}}};
   } else {

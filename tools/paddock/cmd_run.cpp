@@ -7,7 +7,6 @@
 #include "base/mapped_file.h"
 #include "base/strings.h"
 #include "commands.h"
-#include "grammar/cfg.h"
 #include "paddock/paddock.h"
 #include "progress.h"
 
