@@ -192,6 +192,10 @@ struct SamplingParams {
 // any JSON object), compiled for one engine's vocabulary by Engine::CompileGrammar.
 enum class GrammarKind { kGbnf, kJsonSchema, kJsonObject };
 class Grammar;
+// The GBNF grammar a grammar option stands for (a JSON schema's or JSON's), parsed once to
+// check it; throws Error naming what is wrong. No model needed (Engine::CompileGrammar
+// compiles it for a vocabulary).
+std::string GrammarGbnf(GrammarKind kind, std::string_view text);
 
 struct GenerateOptions {
   int max_tokens = 256;     // tokens to generate
@@ -288,7 +292,8 @@ struct ModelInfo {
   int context = 0;
   uint64_t kv_bytes = 0, scratch_bytes = 0;
   std::string isa;
-  std::string device;  // the backend's name: "cpu", "vulkan:0"
+  std::string device;      // the backend's name: "cpu", "vulkan:0"
+  bool on_device = false;  // the forward pass runs on a device (wholly or its first layers)
   int threads = 0;
   std::vector<std::string> warnings;  // things the user should know (e.g. weights > free memory)
 };

@@ -2,11 +2,13 @@
 #include "cpu/pipeline_head.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "base/strings.h"
 #include "cpu/transformer.h"
 #include "model/config.h"
 #include "model/stage_link.h"
+#include "model/step.h"
 
 namespace paddock {
 
@@ -52,11 +54,18 @@ const ForwardOptions& PipelineHead::options() const {
 void PipelineHead::SetContext(int n_ctx) {
   local_->SetContext(n_ctx);
 }
-void PipelineHead::SetDefaultLora(const LoraAdapter* a) {
-  if (a != nullptr)
-    Fail(
-        "--lora: adapters are not split across pipeline stages (serve one process per adapter "
-        "base instead)");
+// (No adapters: caps().lora is false, so the engine never sets one.)
+void PipelineHead::SetDefaultLora(const LoraAdapter*) {}
+const BackendCaps& PipelineHead::caps() const {
+  static const BackendCaps caps = [] {
+    BackendCaps c;
+    c.name = "pipeline";
+    c.lora = false;
+    c.pooled = false;
+    c.fallback = "adapters are not split across stages: serve one process per adapter base";
+    return c;
+  }();
+  return caps;
 }
 std::unique_ptr<KvStore> PipelineHead::AllocKv(const KvLayout& layout) {
   return local_->AllocKv(layout);
@@ -101,8 +110,13 @@ void PipelineHead::Complete(int lane, const float** rows) {
 // the head's layers and goes to the link while the next one runs here, so the stages work on
 // micro-batch i while the head works on i + 1.
 void PipelineHead::LaunchLane(const StepItem* items, int n_items, Lane& lane, int mbs) {
-  if (n_items < 1 || n_items > max_items())
-    Fail("Forward: %d sequences in one step (1 to %d allowed)", n_items, max_items());
+  StepLimits lim;
+  lim.max_batch = INT32_MAX;  // (each micro-batch within the local backend's: RunPart checks)
+  lim.max_items = max_items();
+  lim.ctx = INT32_MAX;
+  lim.lora = false;
+  lim.pooled = false;
+  CheckStep(config(), items, n_items, StepOutput::kLogits, lim);
   int total = 0;
   for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);
   mbs = std::max(1, std::min(mbs, n_items));

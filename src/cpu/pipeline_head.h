@@ -28,6 +28,7 @@ class PipelineHead final : public Backend {
 
   std::string name() const override;
   BackendKind kind() const override { return BackendKind::kPipeline; }
+  const BackendCaps& caps() const override;
   const ModelConfig& config() const override;
   int max_batch() const override;
   int max_items() const override;

@@ -5,6 +5,14 @@
 
 namespace paddock {
 
+namespace {
+std::string GbnfOf(GrammarKind kind, std::string_view text) {
+  return kind == GrammarKind::kGbnf         ? std::string(text)
+         : kind == GrammarKind::kJsonSchema ? grammar::JsonSchemaToGbnf(text)
+                                            : grammar::JsonObjectGbnf();
+}
+}  // namespace
+
 std::shared_ptr<const grammar::TokenTrie> TokenTrieOf(const Tokenizer& tok) {
   std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
   const int prev = tok.bos() == 0 ? 1 : 0;  // any token but BOS: no leading space stripped
@@ -34,15 +42,19 @@ std::shared_ptr<const Grammar> GrammarCache::Compile(GrammarKind kind, std::stri
   // Compiled outside the lock (a request's thread, not the engine's).
   const double t0 = NowSeconds();
   auto g = std::make_shared<Grammar>();
-  g->gbnf = kind == GrammarKind::kGbnf         ? std::string(text)
-            : kind == GrammarKind::kJsonSchema ? grammar::JsonSchemaToGbnf(text)
-                                               : grammar::JsonObjectGbnf();
+  g->gbnf = GbnfOf(kind, text);
   g->g = std::make_shared<grammar::TokenGrammar>(grammar::ParseGbnf(g->gbnf), trie);
   g->compile_seconds = NowSeconds() - t0;
   std::lock_guard<std::mutex> lock(mu_);
   lru_.emplace_front(std::move(key), g);
   if (lru_.size() > capacity_) lru_.pop_back();
   return g;
+}
+
+std::string GrammarGbnf(GrammarKind kind, std::string_view text) {
+  std::string gbnf = GbnfOf(kind, text);
+  grammar::ParseGbnf(gbnf);
+  return gbnf;
 }
 
 const uint64_t* Constraint::Mask(double* seconds, int remaining) {

@@ -259,7 +259,6 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
   }
   auto cpu = std::make_unique<Transformer>(*impl->model, *impl->kernels, *impl->pool, o.max_batch,
                                            o.forward);
-  CheckSupport(*impl->model, cpu->caps(), SupportOf(impl->model->config, o));
   cpu->SetContext(ctx);
   impl->cpu = cpu.get();
   if (o.stages) {  // the head's layers here, the rest through the link
@@ -268,6 +267,7 @@ void MakeBackend(Engine::Impl* impl, const EngineOptions& o, Isa isa, int thread
   } else {
     impl->backend = std::move(cpu);
   }
+  CheckSupport(*impl->model, impl->backend->caps(), SupportOf(impl->model->config, o));
   if (!o.lora_path.empty()) {
     impl->lora = LoraAdapter::Load(o.lora_path, *impl->model, o.lora_scale);
     impl->backend->SetDefaultLora(impl->lora.get());
@@ -313,7 +313,7 @@ uint64_t KvIdentity(const Engine::Impl& impl, const EngineOptions& o, int ctx) {
                     static_cast<double>(o.lora_scale));
   // A device's keys and values round differently from the CPU's (and a partial offload's
   // differ per layer): a tier's blocks are shared only on the same device and split.
-  if (impl.backend->kind() != BackendKind::kCpu && impl.backend->kind() != BackendKind::kPipeline)
+  if (OnDevice(*impl.backend))
     id += StrFormat(" device=%s gpu_layers=%d", impl.backend->name().c_str(), o.gpu_layers);
   ForwardOptions f = o.forward;
   f.ForEachSwitch([&](const char* name, bool on) { id += StrFormat(" %s=%d", name, on ? 1 : 0); });
@@ -444,6 +444,7 @@ std::unique_ptr<Engine> Engine::Create(const EngineOptions& options) {
   impl->info.scratch_bytes = impl->backend->scratch_bytes();
   impl->info.isa = IsaName(isa);
   impl->info.device = impl->backend->name();
+  impl->info.on_device = OnDevice(*impl->backend);
   impl->info.threads = threads;
   SetUpSpeculation(impl.get(), o);
   if (o.mlock && mlockall(MCL_CURRENT) != 0) {

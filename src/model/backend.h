@@ -225,4 +225,9 @@ class Backend {
   virtual void SetTracer(Tracer* t) {}
 };
 
+// Whether a step runs on a device (wholly, or its first layers: a split), not the host's CPU.
+inline bool OnDevice(const Backend& b) {
+  return b.kind() == BackendKind::kVulkan || b.kind() == BackendKind::kSplit;
+}
+
 }  // namespace paddock

@@ -102,7 +102,7 @@ GrammarOption ReadGrammarOption(const Args& args) {
   g.kind = schema ? GrammarKind::kJsonSchema : GrammarKind::kGbnf;
   try {
     g.text = ReadFileToString(path);
-    grammar::ParseGbnf(schema ? grammar::JsonSchemaToGbnf(g.text) : g.text);
+    GrammarGbnf(g.kind, g.text);
   } catch (const Error& e) {
     throw UsageError(std::string(schema ? "--json-schema " : "--grammar-file ") + path + ": " +
                      e.what());
@@ -522,11 +522,7 @@ int CmdRun(int argc, char** argv) {
   const GrammarOption grammar_opt = ReadGrammarOption(args);
   if (args.Has("--show-grammar")) {
     if (!grammar_opt.on) throw UsageError("--show-grammar needs --json-schema or --json");
-    std::fputs(grammar_opt.kind == GrammarKind::kJsonSchema
-                   ? grammar::JsonSchemaToGbnf(grammar_opt.text).c_str()
-               : grammar_opt.kind == GrammarKind::kJsonObject ? grammar::JsonObjectGbnf().c_str()
-                                                              : grammar_opt.text.c_str(),
-               stdout);
+    std::fputs(GrammarGbnf(grammar_opt.kind, grammar_opt.text).c_str(), stdout);
     return 0;
   }
   const std::string prompt = ReadPrompt(args);
@@ -550,8 +546,8 @@ int CmdRun(int argc, char** argv) {
       "paddock: loaded %s (%s, %s, %.1fM params) in %.3f s; %d threads, %s kernels%s%s, context "
       "%d\n",
       info.path.c_str(), info.arch.c_str(), info.format.c_str(), info.n_params / 1e6,
-      engine->load_seconds(), info.threads, info.isa.c_str(), info.device == "cpu" ? "" : ", on ",
-      info.device == "cpu" ? "" : info.device.c_str(), info.context);
+      engine->load_seconds(), info.threads, info.isa.c_str(), !info.on_device ? "" : ", on ",
+      !info.on_device ? "" : info.device.c_str(), info.context);
   if (grammar_opt.on) go.grammar = engine->CompileGrammar(grammar_opt.kind, grammar_opt.text);
   if (engine->has_vision()) std::fprintf(stderr, "paddock: %s\n", engine->vision_info().c_str());
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
