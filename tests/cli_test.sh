@@ -347,6 +347,14 @@ done
 expect_error "unknown prefetch" 2 "'some' is not one of auto, all, off" -- run -m /nonexistent --prefetch some
 expect_error "two prefetch flags" 2 "give one" -- run -m /nonexistent --prefetch all --no-prefetch
 expect_error "serve: unknown prefetch" 2 "'none' is not one of auto, all, off" -- serve -m /nonexistent --prefetch none
+# Sizes and durations say what they take (issue: faults answered honestly, the smaller items).
+expect_error "a size under a byte" 2 "less than a byte" -- run -m "$M/stories260K.gguf" --kv-disk "$TMP/kvb" --kv-disk-budget 0.5
+expect_error "a KV disk budget under 1M" 2 "at least 1M" -- run -m "$M/stories260K.gguf" --kv-disk "$TMP/kvb" --kv-disk-budget 4K
+"$BIN" run -m "$M/stories260K.gguf" -p "Once" -n 2 --kv-disk "$TMP/kvb" --kv-disk-budget 1T >/dev/null 2>"$TMP/err1t"
+check "--kv-disk-budget 1T: accepted (T is a unit), a warning when over the free space" $? "$(cat "$TMP/err1t")"
+expect_error "responses max age: its own name and examples" 2 "--responses-max-age 'soon' is not a duration (seconds, or e.g. 30d" -- serve -m /nonexistent --responses-max-age soon
+expect_error "responses max age: never negative" 2 "must not be negative" -- serve -m /nonexistent --responses-max-age -1
+expect_error "responses if damaged: the choices" 2 "not one of move, refuse" -- serve -m /nonexistent --responses-if-damaged keep
 if measured; then
 touch "$TMP/plainfile"  # a cache directory under a plain file cannot be made, even by root
 PADDOCK_CACHE_DIR="$TMP/plainfile/sub" "$BIN" tune -m "$M/stories260K.gguf" -p 64 -r 1 >/dev/null 2>"$TMP/err5"

@@ -33,4 +33,11 @@ check "synthetic encoder files written" $?
 start_server retrieval --models-dir "$R" || exit 1
 node "$HERE/clients/retrieval.mjs" "$PORT" stories embedder reranker
 check "retrieval: embeddings and rerank through the clients, bad input named" $?
+# A query too long for any document, with truncate: the query is named (not a document), and
+# truncate is not suggested.
+long_q=$(python3 -c 'print(" ".join(["capital"] * 400))')
+r=$(post /v1/rerank "{\"model\":\"reranker\",\"query\":\"$long_q\",\"documents\":[\"a\",\"b\"],\"truncate\":true}")
+[ "${r%% *}" = 400 ] && echo "${r#* }" | json_get 'd["error"]["param"]' | grep -qx query &&
+  ! echo "${r#* }" | grep -q "truncate: true"
+check "rerank: a query with no room for a document is named, truncate not suggested" $? "$(echo "$r" | head -c 300)"
 finish clients

@@ -209,4 +209,109 @@ echo "burst: ${#ids[@]} of 96 stored responses answered before the kill"
 check "kill -9 during a burst: all ${#ids[@]} answered responses are stored after a restart" $?
 stop_server "$SPID"
 
+# --- faults in the stored data (issue: faults answered honestly)
+# A FIFO where a block file goes, a link where a subdirectory goes: the prompt is answered (the
+# FIFO is never waited on), an unrelated request too, SIGTERM stops the server, and no block
+# file lands outside the directory.
+KVF=$TMP/kvf
+start_server fa -m "$MODEL" --kv-disk "$KVF" --data-dir none || exit 1
+text "${PROMPTS[0]}" >/dev/null
+stop_server "$SPID"
+mapfile -t fkv < <(find "$KVF" -name '*.kv' | sort)
+rm -f "${fkv[0]}" && mkfifo "${fkv[0]}"
+mkdir -p "$TMP/outside"
+victim_sub=$(dirname "${fkv[$((${#fkv[@]} - 1))]}")
+[ "$victim_sub" != "$(dirname "${fkv[0]}")" ] && rm -rf "$victim_sub" && ln -s "$TMP/outside" "$victim_sub"
+start_server fb -m "$MODEL" --kv-disk "$KVF" --data-dir none || exit 1
+got0=$(timeout 20 bash -c "$(declare -f text complete json_get); PORT=$PORT text '${PROMPTS[0]}'")
+expect_eq "a FIFO in the KV directory: the prompt is answered, the same text" "$got0" "${REF[0]}"
+got1=$(timeout 20 bash -c "$(declare -f text complete json_get); PORT=$PORT text '${PROMPTS[1]}'")
+expect_eq "... and an unrelated request" "$got1" "${REF[1]}"
+refused=$(metric paddock_kv_disk_refused_total)
+[ "${refused%.*}" -ge 1 ]
+check "the FIFO is refused and counted" $? "paddock_kv_disk_refused_total $refused"
+timeout 20 bash -c "kill -TERM $SPID; while kill -0 $SPID 2>/dev/null; do sleep 0.05; done"
+check "SIGTERM still stops the server" $?
+wait "$SPID" 2>/dev/null
+[ -z "$(find "$TMP/outside" -name '*.kv')" ]
+check "a linked subdirectory is not followed: no block file lands outside" $? "$(find "$TMP/outside")"
+
+# A model file rewritten in place with its times put back: its blocks are not reused.
+EDIT=$TMP/edited.gguf
+cp "$MODEL" "$EDIT"
+KVE=$TMP/kve
+start_server ea -m "$EDIT" --kv-disk "$KVE" --data-dir none || exit 1
+text "${PROMPTS[2]}" >/dev/null
+stop_server "$SPID"
+"$BIN" synth --shape stories260k --type f32 --seed 9 -o "$TMP/other.gguf" >/dev/null 2>&1
+python3 - "$EDIT" "$TMP/other.gguf" <<'PY'
+import os, sys
+# Same size, other weights: the other file's tensor bytes written over the tail of this one
+# in place (the inode, the size and, put back below, the times stay).
+path, other = sys.argv[1], sys.argv[2]
+st = os.stat(path)
+size = st.st_size
+data = open(other, 'rb').read()
+n = min(len(data), size) // 2
+with open(path, 'r+b') as f:
+    f.seek(size - n)
+    f.write(data[-n:])
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+PY
+start_server eb -m "$EDIT" --kv-disk "$KVE" --data-dir none || exit 1
+text "${PROMPTS[2]}" >/dev/null
+hits=$(metric paddock_kv_disk_hits_total)
+expect_eq "a model file rewritten in place (times put back): no block reused" "${hits%.*}" 0
+stop_server "$SPID"
+
+# A damaged response database: moved aside with one line naming both files, a fresh one used
+# (a new response stored and read back); with --responses-if-damaged refuse, an error at start.
+DATA3=$TMP/data3
+start_server da -m "$MODEL" --data-dir "$DATA3" || exit 1
+(cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K burst 40 >/dev/null)
+stop_server "$SPID"
+size=$(stat -c %s "$DATA3/responses.sqlite3")
+dd if=/dev/urandom of="$DATA3/responses.sqlite3" bs=1024 count=8 seek=$((size / 2048)) conv=notrunc 2>/dev/null
+out=$("$BIN" serve -m "$MODEL" --port 0 --data-dir "$DATA3" --responses-if-damaged refuse 2>&1)
+[ $? -ne 0 ] && echo "$out" | grep -q "is damaged"
+check "a damaged database with --responses-if-damaged refuse: an error at start" $? "$out"
+start_server db -m "$MODEL" --data-dir "$DATA3" || exit 1
+grep -q "moved aside to $DATA3/responses.sqlite3.damaged-" "$TMP/db.log"
+check "a damaged database: one line naming it and where it was moved" $? "$(grep damaged "$TMP/db.log")"
+(cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K burst 2 >"$TMP/fresh.ids")
+mapfile -t fresh <"$TMP/fresh.ids"
+[ "${#fresh[@]}" = 2 ] && (cd "$HERE/server" && node stored_responses.mjs "$PORT" stories260K get "${fresh[@]}" >/dev/null 2>&1)
+check "a damaged database: new responses stored in the fresh one and read back" $?
+stop_server "$SPID"
+
+# Ids: unguessable (128 random bits); with several keys, a response only for the key that
+# stored it; no server path in a 404.
+start_server ka -m "$MODEL" --data-dir "$DATA3" --api-key key-one --api-key key-two || exit 1
+resp() {  # resp KEY -> the stored response's id
+  curl -s "$U/v1/responses" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
+    -d '{"model":"stories260K","input":"Once upon a time","max_output_tokens":4}' | json_get 'd["id"]'
+}
+id1=$(resp key-one)
+id2=$(resp key-one)
+python3 - "$id1" "$id2" <<'PY'
+import sys
+a, b = (x.split("_", 1)[1] for x in sys.argv[1:])
+assert len(a) == len(b) == 32 and int(a, 16) >= 0, (a, b)
+assert sum(x == y for x, y in zip(a, b)) < 12, (a, b)  # no shared prefix or counter
+PY
+check "two consecutive ids share no predictable part" $? "$id1 $id2"
+code_of() { curl -s -o "$TMP/kb" -w '%{http_code}' "$@"; }
+expect_eq "the storing key reads its response" "$(code_of -H 'Authorization: Bearer key-one' "$U/v1/responses/$id1")" 200
+expect_eq "another key's GET: 404" "$(code_of -H 'Authorization: Bearer key-two' "$U/v1/responses/$id1")" 404
+expect_eq "another key's DELETE: 404" "$(code_of -X DELETE -H 'Authorization: Bearer key-two' "$U/v1/responses/$id1")" 404
+expect_eq "... and the response is still there" "$(code_of -H 'Authorization: Bearer key-one' "$U/v1/responses/$id1")" 200
+c=$(code_of -H 'Authorization: Bearer key-two' -H 'Content-Type: application/json' "$U/v1/responses" \
+  -d "{\"model\":\"stories260K\",\"input\":\"more\",\"previous_response_id\":\"$id1\"}")
+[ "$c" = 404 ] && ! grep -q "$DATA3" "$TMP/kb"
+check "another key's previous_response_id: 404 naming no server path" $? "$c $(cat "$TMP/kb")"
+c=$(code_of -H 'x-api-key: wrong' -H 'Content-Type: application/json' "$U/v1/messages" -d '{}')
+[ "$c" = 401 ] && grep -q "not valid" "$TMP/kb"
+check "a wrong x-api-key is told the key is not valid" $? "$c $(cat "$TMP/kb")"
+stop_server "$SPID"
+
 finish persist

@@ -236,6 +236,25 @@ TEST(Encoder, RerankScoresMatchLlamaServer) {
   }
 }
 
+// A pair is formed as llama.cpp forms it: [BOS] q [EOS] [SEP] d [EOS], each by the vocabulary's
+// add_bos / add_eos / add_sep flag (WordPiece's defaults: [CLS] and [SEP], no EOS). The same
+// weights without the add-EOS flag: [CLS] q [SEP] d, and other scores than with it.
+TEST(Encoder, RerankPairsFollowTheVocabularysFlags) {
+  auto with = Serve(TinyReranker());
+  auto without = Serve(Synth("tiny-reranker-noeos"));
+  const Engine& e = without->engine();
+  const auto q = e.Tokenize("what is the capital of france", false);
+  const auto d = e.Tokenize("hello world", false);
+  EXPECT_EQ(e.RerankInput(q, d),
+            (std::vector<int32_t>{101, 590, 444, 434, 614, 436, 616, 102, 584, 548}));
+  EXPECT_EQ(with->engine().RerankInput(q, d),
+            (std::vector<int32_t>{101, 590, 444, 434, 614, 436, 616, 102, 102, 584, 548, 102}));
+  const float a = with->Embed({with->engine().RerankInput(q, d)}, Service::Pooling::kRank)[0][0];
+  const float b = without->Embed({e.RerankInput(q, d)}, Service::Pooling::kRank)[0][0];
+  EXPECT_NEAR(a, 0.16738707f, 1e-3);  // llama-server's score for this pair (the test above)
+  EXPECT_GT(std::fabs(a - b), 1e-4);  // the layout reaches the score
+}
+
 TEST(Encoder, XlmrRerankScoresMatchLlamaServer) {
   // llama-server --rerank /v1/rerank on tiny-xlmr: <s> query </s></s> document </s>.
   const char* docs[4] = {"Paris is the capital of France.", "The river flows",

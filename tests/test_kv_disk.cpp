@@ -3,6 +3,7 @@
 // sees them; flipped, truncated and torn files are detected, removed and recomputed; the byte
 // budget removes the least recently used files; an unwritable directory is an error at start;
 // greedy text with the tier is the text without it, after a restart too.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -255,6 +256,110 @@ TEST(KvDisk, AFileIdentityFollowsItsContent) {
   { std::ofstream(f, std::ios::binary) << bytes; }
   EXPECT_EQ(FileContentIdentity(f, dir), a);
   fs::remove(f);
+  fs::remove_all(dir);
+}
+
+// A file rewritten in place with its times put back (the content edited, size, inode and
+// modification time as before) is read again: its identity changes.
+TEST(KvDisk, AFileRewrittenInPlaceWithItsTimesRestoredGetsANewIdentity) {
+  const std::string dir = test::TempPath("kvdisk");
+  const std::string f = test::TempPath("model");
+  std::string bytes(300000, 'a');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  { std::ofstream(f, std::ios::binary) << bytes; }
+  struct stat before {};
+  ASSERT_EQ(stat(f.c_str(), &before), 0);
+  const uint64_t a = FileContentIdentity(f, dir);
+  for (size_t i = 1000; i < bytes.size(); i += 4096) bytes[i] ^= 0x40;  // "other weights"
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  struct stat after {};
+  ASSERT_EQ(stat(f.c_str(), &after), 0);
+  ASSERT_EQ(after.st_ino, before.st_ino);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  EXPECT_NE(FileContentIdentity(f, dir), a);
+  fs::remove(f);
+  fs::remove_all(dir);
+}
+
+// Entries of the directory that are not regular files are refused, counted and never opened
+// or followed: a FIFO where a block file goes (opening it would block), a link to a file
+// outside, a linked subdirectory (no block file lands outside the directory).
+TEST(KvDisk, AFifoALinkAndALinkedSubdirectoryAreRefusedNeverFollowed) {
+  const ModelConfig c = test::TinyKvConfig(2, 1, 8);
+  const std::string dir = test::TempPath("kvdisk");
+  const std::string outside = test::TempPath("kvdisk-outside");
+  fs::create_directories(outside);
+  const auto toks = Tokens(17, 5);
+  {
+    KvManager kv(c, test::TinyKvOptions(4, 16, c), 0);
+    kv.AttachDisk(Dir(dir), 7);
+    Compute(kv, toks, c);
+    kv.FlushDisk();
+  }
+  std::vector<std::string> files = KvFiles(dir);
+  ASSERT_EQ(files.size(), 4u);
+  fs::remove(files[0]);
+  ASSERT_EQ(mkfifo(files[0].c_str(), 0644), 0);
+  fs::remove(files[1]);
+  { std::ofstream(outside + "/target") << "not a block"; }
+  fs::create_symlink(outside + "/target", files[1]);
+  {
+    KvManager kv(c, test::TinyKvOptions(4, 16, c), 0);
+    kv.AttachDisk(Dir(dir), 7);
+    const auto s = kv.Create(64);
+    const int got = kv.MatchPrefix(s, toks.data(), 17);  // returns: the FIFO is not waited on
+    EXPECT_LT(got, 16);
+    EXPECT_GE(kv.disk()->stats().refused, 1u);
+    ExpectMarks(kv, s, toks, got, c);
+    kv.Free(s);
+  }
+  EXPECT_TRUE(fs::exists(outside + "/target"));  // (the link removed, never its target)
+  // A subdirectory replaced by a link to a directory outside: nothing is written there.
+  const std::string sub = fs::path(files[2]).parent_path().string();
+  fs::remove_all(sub);
+  fs::create_directory_symlink(outside, sub);
+  {
+    KvManager kv(c, test::TinyKvOptions(4, 16, c), 0);
+    kv.AttachDisk(Dir(dir), 7);
+    Compute(kv, toks, c);
+    kv.FlushDisk();
+    EXPECT_GE(kv.disk()->stats().refused, 1u);
+  }
+  for (const auto& e : fs::recursive_directory_iterator(outside))
+    EXPECT_NE(e.path().extension(), ".kv") << e.path();
+  fs::remove_all(dir);
+  fs::remove_all(outside);
+}
+
+// Writes stopped by an error (the directory deleted) resume once it takes files again, and the
+// bytes counted follow what is there.
+TEST(KvDisk, WritesResumeAfterTheDirectoryIsDeletedAndTheCountFollows) {
+  const ModelConfig c = test::TinyKvConfig(2, 1, 8);
+  const std::string dir = test::TempPath("kvdisk");
+  KvDiskOptions o = Dir(dir);
+  o.retry_seconds = 0;  // (every write after a stop tries the directory again)
+  KvManager kv(c, test::TinyKvOptions(4, 16, c), 0);
+  kv.AttachDisk(o, 7);
+  Compute(kv, Tokens(17, 5), c);
+  kv.FlushDisk();
+  ASSERT_GT(kv.disk()->stats().bytes_on_disk, 0u);
+  fs::remove_all(dir);
+  // The first write finds no directory: writes stop (that block dropped) and the next one
+  // makes the directory again and goes on.
+  Compute(kv, Tokens(17, 100), c);
+  kv.FlushDisk();
+  const KvDiskStats st = kv.disk()->stats();
+  EXPECT_FALSE(st.writes_stopped);
+  EXPECT_GE(st.dropped_writes, 1u);
+  uint64_t on_disk = 0;
+  for (const std::string& f : KvFiles(dir)) on_disk += fs::file_size(f);
+  EXPECT_GT(on_disk, 0u);
+  EXPECT_EQ(st.bytes_on_disk, on_disk);  // the count is what is there, not what was
   fs::remove_all(dir);
 }
 

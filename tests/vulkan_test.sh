@@ -129,6 +129,20 @@ check "after the loss: the next request ends with the error at once" $? "$second
 health=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$PORT/health")
 echo "$health" | grep -q ' 503$' && echo "$health" | grep -q 'was lost'
 check "after the loss: /health answers 503 naming the device" $? "$health"
+# Every API shape answers a 503 with Retry-After (clients and balancers count it as a failure),
+# and /metrics says the backend is down.
+for route in "/v1/completions {\"prompt\":\"Tom\",\"max_tokens\":4}" \
+  "/v1/chat/completions {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4}" \
+  "/v1/responses {\"input\":\"hi\",\"max_output_tokens\":4}" \
+  "/api/generate {\"model\":\"stories260K\",\"prompt\":\"hi\",\"stream\":false}" \
+  "/v1/embeddings {\"input\":\"hi\"}"; do
+  path=${route%% *}
+  got=$(curl -s -D "$TMP/lost.h" -o "$TMP/lost.b" -w '%{http_code}' "http://127.0.0.1:$PORT$path" \
+    -H 'Content-Type: application/json' -d "${route#* }")
+  [ "$got" = 503 ] && grep -qi '^retry-after:' "$TMP/lost.h"
+  check "after the loss: $path answers 503 with Retry-After" $? "$got $(head -c 200 "$TMP/lost.b")"
+done
+expect_eq "after the loss: /metrics paddock_backend_up is 0" "$(metric paddock_backend_up)" 0
 stop_server "$SPID"
 check "the server stops on SIGTERM after the loss" $?
 

@@ -316,7 +316,7 @@ struct MemoryReport {
   // that found none, files that failed their check, blocks and bytes written, blocks not saved
   // (queue full or writes stopped), failed writes, files removed for the budget.
   bool kv_disk = false, kv_disk_writes_stopped = false;
-  uint64_t kv_disk_hits = 0, kv_disk_misses = 0, kv_disk_corrupt = 0;
+  uint64_t kv_disk_hits = 0, kv_disk_misses = 0, kv_disk_corrupt = 0, kv_disk_refused = 0;
   uint64_t kv_disk_blocks_written = 0, kv_disk_bytes_written = 0, kv_disk_bytes_read = 0;
   uint64_t kv_disk_dropped = 0, kv_disk_write_errors = 0, kv_disk_evicted = 0;
   uint64_t kv_disk_bytes = 0, kv_disk_budget = 0;

@@ -546,15 +546,18 @@ bool Engine::AddsBos() const {
 }
 std::vector<int32_t> Engine::RerankInput(const std::vector<int32_t>& query,
                                          const std::vector<int32_t>& doc) const {
+  // [BOS] query [EOS] [SEP] document [EOS], each special by the vocabulary's flag (llama.cpp's
+  // rule; EOS is [SEP] where the vocabulary has none).
   const Tokenizer& t = *impl_->model->tokenizer;
+  const int32_t eos = t.eos() >= 0 ? t.eos() : t.sep();
   std::vector<int32_t> in;
   in.reserve(query.size() + doc.size() + 4);
-  if (t.bos() >= 0) in.push_back(t.bos());
+  if (t.add_bos_default() && t.bos() >= 0) in.push_back(t.bos());
   in.insert(in.end(), query.begin(), query.end());
-  if (t.eos() >= 0) in.push_back(t.eos());
-  if (t.sep() >= 0) in.push_back(t.sep());
+  if (t.add_eos_default() && eos >= 0) in.push_back(eos);
+  if (t.add_sep_default() && t.sep() >= 0) in.push_back(t.sep());
   in.insert(in.end(), doc.begin(), doc.end());
-  in.push_back(t.eos() >= 0 ? t.eos() : t.sep());
+  if (t.add_eos_default() && eos >= 0) in.push_back(eos);
   return in;
 }
 
@@ -567,6 +570,7 @@ void Engine::KvDiskStatsNow(MemoryReport* r) const {
   r->kv_disk_hits = k.hits;
   r->kv_disk_misses = k.misses;
   r->kv_disk_corrupt = k.corrupt;
+  r->kv_disk_refused = k.refused;
   r->kv_disk_blocks_written = k.blocks_written;
   r->kv_disk_bytes_written = k.bytes_written;
   r->kv_disk_bytes_read = k.bytes_read;

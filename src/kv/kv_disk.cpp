@@ -100,18 +100,32 @@ KvDiskTier::KvDiskTier(const KvDiskOptions& o, uint64_t identity, int block_size
   if (o.dir.empty()) Fail("--kv-disk: no directory given");
   dir_ = root_ + StrFormat("/%016" PRIx64, identity);
   MakeDirs(dir_, "--kv-disk");
+  // (The directory given may be a link; below it, nothing is followed.)
+  retry_seconds_ = o.retry_seconds;
+  dir_fd_ = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd_ < 0)
+    Fail("--kv-disk %s: cannot open %s as a directory (not a link): %s", root_.c_str(),
+         dir_.c_str(), std::strerror(errno));
   // A file written and removed now: an unwritable directory is an error at start, not later.
   const std::string probe = dir_ + StrFormat("/.tmp.%d.probe", static_cast<int>(getpid()));
   const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || close(fd) != 0)
     Fail("--kv-disk %s: the directory is not writable: %s", root_.c_str(), std::strerror(errno));
   unlink(probe.c_str());
-  budget_ = o.budget_bytes;
-  if (budget_ == 0) {
-    struct statvfs vs {};
-    budget_ = uint64_t{10} << 30;
-    if (statvfs(root_.c_str(), &vs) == 0)
-      budget_ = std::min<uint64_t>(budget_, static_cast<uint64_t>(vs.f_bavail) * vs.f_frsize / 2);
+  // The default: 10 GiB, at most half the file system's free space. A budget given is kept
+  // as given, with a line saying so when it is over the free space (the writes stop when the
+  // disk fills: serving goes on).
+  budget_ = o.budget_bytes > 0 ? o.budget_bytes : uint64_t{10} << 30;
+  struct statvfs vs {};
+  if (statvfs(root_.c_str(), &vs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(vs.f_bavail) * vs.f_frsize;
+    if (o.budget_bytes == 0) budget_ = std::min(budget_, free_bytes / 2);
+    if (o.budget_bytes > free_bytes)
+      std::fprintf(stderr,
+                   "paddock: kv-disk: --kv-disk-budget %s is over the %s free under %s: block "
+                   "files are written until the disk fills, then writes stop\n",
+                   FormatBytes(o.budget_bytes).c_str(), FormatBytes(free_bytes).c_str(),
+                   root_.c_str());
   }
   stats_.budget_bytes = budget_;
   ring_.resize(static_cast<size_t>(std::max(1, queue_blocks)));
@@ -128,6 +142,81 @@ KvDiskTier::~KvDiskTier() {
   }
   cv_.notify_all();
   writer_.join();
+  if (dir_fd_ >= 0) close(dir_fd_);
+  for (int fd : retired_fds_) close(fd);
+}
+
+bool KvDiskTier::TryResume() {
+  stopped_at_ = NowSeconds();  // (the next try after another interval)
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return false;
+  const int fd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  // A file of a block's size written and removed: room for one at least.
+  const std::string probe = StrFormat(".tmp.%d.probe", static_cast<int>(getpid()));
+  const int pf =
+      openat(fd, probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  bool ok = pf >= 0 && WriteAll(pf, write_buf_.data(), write_buf_.size());
+  if (pf >= 0) ok = close(pf) == 0 && ok;
+  unlinkat(fd, probe.c_str(), 0);
+  if (!ok) {
+    close(fd);
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_fds_.push_back(dir_fd_.exchange(fd));
+  }
+  Rescan();
+  writes_stopped_.store(false);
+  std::fprintf(stderr, "paddock: kv-disk: writes resumed (%s takes files again)\n", dir_.c_str());
+  return true;
+}
+
+void KvDiskTier::Rescan() {
+  std::error_code ec;
+  std::unordered_map<std::string, FileInfo> found;
+  uint64_t total = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           dir_, std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->symlink_status(ec).type() != std::filesystem::file_type::regular) continue;
+    const std::string path = it->path().string();
+    if (path.size() < 3 || path.compare(path.size() - 3, 3, ".kv") != 0) continue;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) continue;
+    found[path] = {static_cast<uint64_t>(st.st_size), MtimeNs(st)};
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  index_ = std::move(found);
+  stats_.bytes_on_disk = total;
+}
+
+int KvDiskTier::OpenSub(uint64_t hash, bool create) {
+  const std::string sub = StrFormat("%02x", static_cast<unsigned>(hash >> 56));
+  const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  int fd = openat(dir_fd_, sub.c_str(), flags);
+  if (fd < 0 && errno == ENOENT && create && mkdirat(dir_fd_, sub.c_str(), 0755) == 0)
+    fd = openat(dir_fd_, sub.c_str(), flags);
+  const int e = errno;
+  if (fd < 0 && (e == ELOOP || e == ENOTDIR)) {  // a link, a file, a FIFO where it goes
+    std::lock_guard<std::mutex> lock(mu_);
+    Refuse(dir_ + "/" + sub);
+  }
+  errno = e;
+  return fd;
+}
+
+void KvDiskTier::Refuse(const std::string& what) {
+  stats_.refused++;
+  if (refusal_logged_) return;
+  refusal_logged_ = true;
+  std::fprintf(stderr,
+               "paddock: kv-disk: %s is not a regular file or directory: refused (not read, not "
+               "followed; counted in paddock_kv_disk_refused_total)\n",
+               what.c_str());
 }
 
 std::string KvDiskTier::PathOf(uint64_t hash) const {
@@ -148,22 +237,44 @@ uint64_t KvDiskTier::Checksum(const uint8_t* header, const int32_t* tokens,
 bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uint8_t* dst) {
   const double t0 = NowSeconds();
   const std::string path = PathOf(hash);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string name = path.substr(path.rfind('/') + 1);
+  // Never through a link, never blocking (a FIFO opens at once and is refused).
+  const int sub = OpenSub(hash, false);
+  const int fd =
+      sub < 0 ? -1 : openat(sub, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  const int open_errno = errno;
+  struct stat st {};
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    unlinkat(sub, name.c_str(), 0);  // (the entry itself, not what it may point to)
+    close(sub);
+    std::lock_guard<std::mutex> lock(mu_);
+    Refuse(path);
+    stats_.misses++;
+    return false;
+  }
   if (fd < 0) {
+    if (sub >= 0 && open_errno == ELOOP) {  // a symbolic link where a block file goes
+      unlinkat(sub, name.c_str(), 0);
+      std::lock_guard<std::mutex> lock(mu_);
+      Refuse(path);
+    }
+    if (sub >= 0) close(sub);
     std::lock_guard<std::mutex> lock(mu_);
     stats_.misses++;
     return false;
   }
+  close(sub);
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   const size_t tok_bytes = static_cast<size_t>(block_size_) * 4;
   const size_t want = sizeof(FileHeader) + tok_bytes + block_bytes_;
-  struct stat st {};
   FileHeader h{};
   std::vector<int32_t>& toks = read_tokens_;  // (sized at construction: no allocation per read)
-  bool ok = fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == want &&
-            ReadAll(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0 &&
-            h.version == 1 && h.block_size == static_cast<uint32_t>(block_size_) &&
-            h.identity == identity_ && h.hash == hash && h.parent == parent &&
-            h.payload_bytes == block_bytes_ &&
+  bool ok = static_cast<size_t>(st.st_size) == want && ReadAll(fd, &h, sizeof h, 0) &&
+            std::memcmp(h.magic, kMagic, 8) == 0 && h.version == 1 &&
+            h.block_size == static_cast<uint32_t>(block_size_) && h.identity == identity_ &&
+            h.hash == hash && h.parent == parent && h.payload_bytes == block_bytes_ &&
             ReadAll(fd, toks.data(), tok_bytes, static_cast<off_t>(sizeof h)) &&
             std::memcmp(toks.data(), tokens, tok_bytes) == 0 &&
             ReadAll(fd, dst, block_bytes_, static_cast<off_t>(sizeof h + tok_bytes));
@@ -196,7 +307,11 @@ bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uin
 bool KvDiskTier::Offer(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (writes_stopped_.load(std::memory_order_relaxed) || count_ == ring_.size() || stop_) {
+    // (Writes stopped: a block is still queued once the retry interval is over, so the writer
+    // tries the directory again.)
+    const bool retry = NowSeconds() - stopped_at_.load() >= retry_seconds_;
+    if ((writes_stopped_.load(std::memory_order_relaxed) && !retry) || count_ == ring_.size() ||
+        stop_) {
       stats_.dropped_writes++;
       return false;
     }
@@ -241,6 +356,7 @@ KvDiskStats KvDiskTier::stats() const {
 }
 
 void KvDiskTier::StopWrites(const std::string& why) {
+  stopped_at_ = NowSeconds();
   if (writes_stopped_.exchange(true)) return;
   std::fprintf(stderr,
                "paddock: kv-disk: writes stopped (%s); blocks already saved are still read\n",
@@ -254,7 +370,7 @@ void KvDiskTier::Scan() {
   for (auto it = std::filesystem::recursive_directory_iterator(
            root_, std::filesystem::directory_options::skip_permission_denied, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
+    if (it->symlink_status(ec).type() != std::filesystem::file_type::regular) continue;
     const std::string name = it->path().filename().string();
     const std::string path = it->path().string();
     if (StaleTemp(name)) {
@@ -294,7 +410,22 @@ void KvDiskTier::Evict() {
 
 bool KvDiskTier::WriteOne(const Item& it) {
   const std::string path = PathOf(it.hash);
-  if (access(path.c_str(), F_OK) == 0) return true;  // saved already (here or by a replica)
+  const std::string name = path.substr(path.rfind('/') + 1);
+  const int sub = OpenSub(it.hash, true);
+  if (sub < 0) {  // refused (a link where the subdirectory goes) or not creatable
+    const int e = errno;
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.dropped_writes++;
+    if (e != ELOOP && e != ENOTDIR)  // the directory gone, the disk full, ...
+      StopWrites(StrFormat("a subdirectory of %s: %s", dir_.c_str(), std::strerror(e)));
+    return false;
+  }
+  struct SubFd {
+    int fd;
+    ~SubFd() { close(fd); }
+  } sub_fd{sub};
+  // saved already (here or by a replica): an entry of any kind is left to Read to judge
+  if (faccessat(sub, name.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0) return true;
   const size_t tok_bytes = static_cast<size_t>(block_size_) * 4;
   FileHeader h{};
   std::memcpy(h.magic, kMagic, 8);
@@ -309,19 +440,19 @@ bool KvDiskTier::WriteOne(const Item& it) {
   h.checksum = Checksum(reinterpret_cast<const uint8_t*>(&h), it.tokens.data(), payload);
   std::memcpy(write_buf_.data(), &h, sizeof h);
   std::memcpy(write_buf_.data() + sizeof h, it.tokens.data(), tok_bytes);
-  const std::string sub = path.substr(0, path.rfind('/'));
-  const std::string tmp =
-      sub + StrFormat("/.tmp.%d.%" PRIu64, static_cast<int>(getpid()), tmp_counter_++);
-  mkdir(sub.c_str(), 0755);  // (EEXIST is the common case)
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const std::string tmp_name =
+      StrFormat(".tmp.%d.%" PRIu64, static_cast<int>(getpid()), tmp_counter_++);
+  const std::string tmp = path.substr(0, path.rfind('/') + 1) + tmp_name;
+  const int fd =
+      openat(sub, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   bool ok = fd >= 0 && WriteAll(fd, write_buf_.data(), write_buf_.size());
   const int err = errno;
   if (fd >= 0) ok = close(fd) == 0 && ok;
   // rename() replaces atomically: a reader sees the old file, the new one, or none.
-  ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
+  ok = ok && renameat(sub, tmp_name.c_str(), sub, name.c_str()) == 0;
   if (!ok) {
     const int e = errno != 0 ? errno : err;
-    unlink(tmp.c_str());
+    unlinkat(sub, tmp_name.c_str(), 0);
     std::lock_guard<std::mutex> lock(mu_);
     stats_.write_errors++;
     StopWrites(StrFormat("writing %s: %s", tmp.c_str(), std::strerror(e)));
@@ -351,7 +482,11 @@ void KvDiskTier::WriterLoop() {
       std::swap(it, ring_[head_]);
       busy_ = true;
     }
-    if (!writes_stopped_.load()) WriteOne(it);
+    if (writes_stopped_.load() && NowSeconds() - stopped_at_.load() >= retry_seconds_) TryResume();
+    if (!writes_stopped_.load() && !WriteOne(it) && writes_stopped_.load()) {
+      stopped_at_ = NowSeconds();
+      Rescan();  // (the directory deleted: its files are gone from the count too)
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       const int32_t block = it.block;
@@ -366,33 +501,50 @@ void KvDiskTier::WriterLoop() {
   }
 }
 
-uint64_t FileContentIdentity(const std::string& path, const std::string& dir) {
+namespace {
+
+// A regular file's whole contents, never through a link, never blocking on a FIFO; false if
+// it is not one or cannot be read.
+bool ReadSmallFile(const std::string& path, std::string* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
-  const std::string ids = dir + "/.identities";
-  const std::string key =
-      ids + StrFormat("/%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64,
-                      static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                      static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(MtimeNs(st)));
-  if (FILE* f = std::fopen(key.c_str(), "r")) {
-    uint64_t v = 0;
-    const bool ok = std::fscanf(f, "%" SCNx64, &v) == 1;
-    std::fclose(f);
-    if (ok) return v;
+  char buf[256];
+  const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < 256;
+  const ssize_t n = ok ? pread(fd, buf, sizeof buf, 0) : -1;
+  close(fd);
+  if (n < 0) return false;
+  out->assign(buf, static_cast<size_t>(n));
+  return true;
+}
+
+// kSamples pages of 4 KiB spread evenly over the file (and its last), hashed: what an
+// in-place rewrite changes even when the file's times are put back. ~1 MiB read whatever the
+// file's size.
+constexpr int kSamples = 256;
+uint64_t SampleHash(int fd, uint64_t size, const std::string& path) {
+  std::vector<uint8_t> page(4096);
+  Hash64 h(size);
+  for (int i = 0; i <= kSamples; ++i) {
+    const uint64_t at = i == kSamples ? (size > page.size() ? size - page.size() : 0)
+                                      : size / kSamples * static_cast<uint64_t>(i);
+    const ssize_t r = pread(fd, page.data(), page.size(), static_cast<off_t>(at));
+    if (r < 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
+    std::fill(page.begin() + r, page.end(), 0);
+    h.Update(page.data(), page.size());
   }
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
+  return h.Digest();
+}
+
+uint64_t WholeHash(int fd, uint64_t size, const std::string& path) {
   std::vector<uint8_t> buf(size_t{4} << 20);  // a multiple of 32: one stream over the file
-  Hash64 h(static_cast<uint64_t>(st.st_size));
+  Hash64 h(size);
   for (bool eof = false; !eof;) {
     size_t got = 0;  // fill the buffer whole, so every piece but the last is a multiple of 32
     while (got < buf.size()) {
       const ssize_t r = read(fd, buf.data() + got, buf.size() - got);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) {
-        close(fd);
-        Fail("%s: %s", path.c_str(), std::strerror(errno));
-      }
+      if (r < 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
       if (r == 0) {
         eof = true;
         break;
@@ -401,13 +553,44 @@ uint64_t FileContentIdentity(const std::string& path, const std::string& dir) {
     }
     h.Update(buf.data(), got);
   }
-  close(fd);
-  const uint64_t v = h.Digest();
+  return h.Digest();
+}
+
+}  // namespace
+
+uint64_t FileContentIdentity(const std::string& path, const std::string& dir) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0) Fail("%s: %s", path.c_str(), std::strerror(errno));
+  const auto size = static_cast<uint64_t>(st.st_size);
+  // Remembered per file and state: device, inode, size, modification and status-change times
+  // (a write restores no ctime), and checked against sampled pages at every use.
+  const std::string ids = dir + "/.identities";
+  const std::string key =
+      ids + StrFormat("/%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64,
+                      static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), size,
+                      static_cast<uint64_t>(MtimeNs(st)),
+                      static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000000u +
+                          static_cast<uint64_t>(st.st_ctim.tv_nsec));
+  const uint64_t sample = SampleHash(fd, size, path);
+  std::string known;
+  uint64_t v = 0, s = 0;
+  if (ReadSmallFile(key, &known) &&
+      std::sscanf(known.c_str(), "%" SCNx64 " %" SCNx64, &v, &s) == 2 && s == sample)
+    return v;
+  v = WholeHash(fd, size, path);
   MakeDirs(ids, "--kv-disk");
   const std::string tmp = key + StrFormat(".tmp.%d", static_cast<int>(getpid()));
-  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-    std::fprintf(f, "%016" PRIx64 "\n", v);
-    if (std::fclose(f) == 0) std::rename(tmp.c_str(), key.c_str());
+  const int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out >= 0) {
+    const std::string line = StrFormat("%016" PRIx64 " %016" PRIx64 "\n", v, sample);
+    const bool ok = WriteAll(out, line.data(), line.size());
+    if (close(out) == 0 && ok) rename(tmp.c_str(), key.c_str());
   }
   return v;
 }

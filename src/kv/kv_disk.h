@@ -35,11 +35,15 @@ class KvStore;
 struct KvDiskOptions {
   std::string dir;
   uint64_t budget_bytes = 0;  // 0: 10 GiB, at most half the free space at start
+  // Writes stopped by an error (a full disk, the directory deleted) are tried again this often
+  // (the directory made again, a file written, the files counted again).
+  double retry_seconds = 30;
 };
 
 struct KvDiskStats {
   uint64_t hits = 0, misses = 0;  // blocks read back; lookups that found no file
   uint64_t corrupt = 0;           // files that failed a check (removed)
+  uint64_t refused = 0;           // entries not regular files (FIFOs, links, devices): never opened
   uint64_t blocks_written = 0, bytes_written = 0, bytes_read = 0;
   uint64_t dropped_writes = 0;  // blocks not saved: the queue was full or writes stopped
   uint64_t write_errors = 0;    // failed writes (the first stops the writes)
@@ -97,7 +101,22 @@ class KvDiskTier {
   void StopWrites(const std::string& why);
   uint64_t Checksum(const uint8_t* header, const int32_t* tokens, const uint8_t* payload) const;
 
-  std::string root_, dir_;  // the directory given; its identity's subdirectory
+  std::string root_, dir_;        // the directory given; its identity's subdirectory
+  std::atomic<int> dir_fd_{-1};   // dir_: every block file is reached from it, never a link
+  std::vector<int> retired_fds_;  // earlier dir_fd_s (closed at the end: a read may hold one)
+  double retry_seconds_ = 30;
+  std::atomic<double> stopped_at_{0};  // when the writes stopped (or were last tried)
+  // The writer, writes stopped: the directory made again and tried; resumes if it takes a file.
+  bool TryResume();
+  // The files under the directory counted again, the index replaced (the writer's).
+  void Rescan();
+  // A block file's subdirectory (the hash's first byte) from dir_fd_, never through a link;
+  // created when asked. -1: none (a link or another entry there: refused and counted).
+  int OpenSub(uint64_t hash, bool create);
+  // A name in dir_fd_'s tree that is not a regular file or directory: removed, counted, logged
+  // once. (Under mu_.)
+  void Refuse(const std::string& what);
+  bool refusal_logged_ = false;
   uint64_t identity_;
   int block_size_;
   const KvStore* store_;
@@ -121,8 +140,9 @@ class KvDiskTier {
 };
 
 // A 64-bit identity of a file's content (a hash of every byte), remembered under
-// DIR/.identities by (device, inode, size, modification time), so only the first start after
-// a file changes reads it whole.
+// DIR/.identities by (device, inode, size, modification and status-change times) with a hash
+// of 257 pages sampled over the file, checked at every use: only the first start after a file
+// changes reads it whole, and a rewrite in place (its times put back) is read again.
 uint64_t FileContentIdentity(const std::string& path, const std::string& dir);
 
 }  // namespace paddock

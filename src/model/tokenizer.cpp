@@ -144,7 +144,8 @@ Tokenizer Tokenizer::FromGguf(const GgufFile& g) {
   if (wpm) t.SetUpWordPiece();
   t.eot_ = id("tokenizer.ggml.eot_token_id", -1);
   t.add_bos_ = g.GetBool("tokenizer.ggml.add_bos_token").value_or((!bpe || wpm) && !ugm);
-  t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(ugm);
+  t.add_eos_ = g.GetBool("tokenizer.ggml.add_eos_token").value_or(ugm && !wpm);
+  t.add_sep_ = g.GetBool("tokenizer.ggml.add_sep_token").value_or(wpm);
   t.add_space_prefix_ = g.GetBool("tokenizer.ggml.add_space_prefix").value_or(!bpe && !wpm);
   if (ugm) t.SetUpUnigram(g);
   if (bpe) {
@@ -372,7 +373,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos, bool
     start = i;
   }
   emit_text(text.substr(start));
-  if (add_bos && wpm_ && sep_ >= 0) {
+  if (add_bos && wpm_ && add_sep_ && sep_ >= 0) {
     out.push_back(sep_);  // BERT: [CLS] text [SEP]
   } else if (add_bos && add_eos_ && eos_ >= 0) {
     out.push_back(eos_);  // "add specials": both ends, as the vocabulary asks

@@ -58,6 +58,11 @@ class Tokenizer {
   int sep() const { return sep_; }
   bool wordpiece() const { return wpm_; }
   bool add_bos_default() const { return add_bos_; }
+  // The vocabulary's tokenizer.ggml.add_eos_token / add_sep_token (llama.cpp's defaults per
+  // vocabulary: WordPiece adds [SEP], not EOS; Unigram adds EOS): how specials and a
+  // reranker's pairs are formed.
+  bool add_eos_default() const { return add_eos_; }
+  bool add_sep_default() const { return add_sep_; }
   // True for tokens that end a generation: EOS, the GGUF end-of-turn token, and the
   // conventional end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>,
   // <|endoftext|>) when the vocabulary has them as control tokens. A harmony vocabulary
@@ -124,6 +129,7 @@ class Tokenizer {
   int eot_ = -1;
   int bos_ = 1, eos_ = 2, unk_ = 0;
   bool add_bos_ = true;
+  bool add_sep_ = false;  // tokenizer.ggml.add_sep_token
   bool add_eos_ =
       false;  // tokenizer.ggml.add_eos_token: EOS after the text when specials are added
   bool add_space_prefix_ = true;

@@ -89,8 +89,9 @@ ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx)
 std::string ErrorBody(const ApiError& e);
 // A 500 server_error body for work the engine thread failed (a deferred body's error).
 std::string EngineErrorBody(const std::string& message);
-// A unique id for an object the server returns: prefix ("chatcmpl-", "msg_", "resp_", ...), the
-// process's random salt mixed with the time, and a counter. The one id generator.
+// A unique, unguessable id for an object the server returns: prefix ("chatcmpl-", "msg_",
+// "resp_", ...) and 128 random bits from the kernel's generator (32 hex digits). The one id
+// generator.
 std::string NewId(const char* prefix);
 const char* OpenAiFinishReason(FinishReason r);
 

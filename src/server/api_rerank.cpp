@@ -85,15 +85,27 @@ namespace server_detail {
 static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const RerankRequest& rr,
                                                      int ctx, int* tokens) {
   const std::vector<int32_t> query = engine.Tokenize(rr.query, false);
+  // The pair's own tokens (its specials, by the vocabulary's flags) and the query's: what a
+  // document has room for.
+  const int specials = static_cast<int>(engine.RerankInput({}, {}).size());
+  const int room = ctx - static_cast<int>(query.size()) - specials;
+  if (room < 1) {
+    ApiError e;
+    e.param = "query";
+    e.code = "context_length_exceeded";
+    e.message = StrFormat(
+        "the query is %zu tokens: with the pair's %d special tokens it leaves no room for a "
+        "document in the context of %d (shorten the query)",
+        query.size(), specials, ctx);
+    throw e;
+  }
   std::vector<std::vector<int32_t>> pairs;
   *tokens = 0;
   for (const std::string& text : rr.documents) {
     std::vector<int32_t> doc = engine.Tokenize(text, false);
     if (rr.max_tokens_per_doc > 0 && static_cast<int>(doc.size()) > rr.max_tokens_per_doc)
       doc.resize(static_cast<size_t>(rr.max_tokens_per_doc));
-    const int room = ctx - static_cast<int>(query.size()) - 4;
-    if (rr.truncate && static_cast<int>(doc.size()) > room && room > 0)
-      doc.resize(static_cast<size_t>(room));
+    if (rr.truncate && static_cast<int>(doc.size()) > room) doc.resize(static_cast<size_t>(room));
     pairs.push_back(engine.RerankInput(query, doc));
     if (static_cast<int>(pairs.back().size()) > ctx) {
       ApiError e;
@@ -101,7 +113,7 @@ static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const
       e.code = "context_length_exceeded";
       e.message = StrFormat(
           "document %zu with the query is %zu tokens, over the context of %d (truncate: true "
-          "cuts the document)",
+          "cuts the document to fit)",
           pairs.size() - 1, pairs.back().size(), ctx);
       throw e;
     }

@@ -145,6 +145,13 @@ void ModelFamilies(std::string& o, const std::vector<ModelMetrics>& ms) {
                      m.stats.memory.device_total_bytes);
     }
   }
+  // Whether each loaded model's backend can still step (0: a device lost: every request 503).
+  Header(&o, "paddock_backend_up", "gauge",
+         "1 while the model's backend can step; 0 once it faulted (a device lost).");
+  for (const ModelMetrics& m : ms)
+    if (m.loaded)
+      o += StrFormat("paddock_backend_up{model_name=\"%s\"} %d\n", Escape(m.name).c_str(),
+                     m.faulted ? 0 : 1);
   // The KV disk tier (--kv-disk), for the loaded models that have one.
   auto disk = [&](const char* name, const char* type, const char* help, auto get) {
     bool any = false;
@@ -166,6 +173,7 @@ void ModelFamilies(std::string& o, const std::vector<ModelMetrics>& ms) {
   disk("paddock_kv_disk_written_bytes_total", "counter", "Bytes of block files written.", [](R r) { return r.kv_disk_bytes_written; });
   disk("paddock_kv_disk_dropped_writes_total", "counter", "Blocks not saved: the write queue was full or writes stopped.", [](R r) { return r.kv_disk_dropped; });
   disk("paddock_kv_disk_corrupt_total", "counter", "Block files that failed their check (removed, recomputed).", [](R r) { return r.kv_disk_corrupt; });
+  disk("paddock_kv_disk_refused_total", "counter", "Entries in the directory that are not regular files (FIFOs, links): refused, never opened.", [](R r) { return r.kv_disk_refused; });
   disk("paddock_kv_disk_write_errors_total", "counter", "Failed block writes (the first stops the writes).", [](R r) { return r.kv_disk_write_errors; });
   disk("paddock_kv_disk_evictions_total", "counter", "Block files removed to keep the byte budget.", [](R r) { return r.kv_disk_evicted; });
   disk("paddock_kv_disk_bytes", "gauge", "Bytes of block files in the directory (as this server counts them).", [](R r) { return r.kv_disk_bytes; });

@@ -31,6 +31,7 @@ struct ModelMetrics {
   ServiceStats stats;      // (loaded only)
   uint64_t footprint = 0;  // bytes it holds (loaded) or would (estimate)
   ModelCounters host;
+  bool faulted = false;  // (loaded only) its backend can no longer step (a device lost)
 };
 
 // Every model's series carry model_name; the server-wide ones (HTTP, the memory budget) carry

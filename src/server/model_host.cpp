@@ -235,9 +235,10 @@ void ModelHost::LoadOne(Slot& s, std::unique_lock<std::mutex>& lock) {
   s.counters.loads++;
   s.counters.load_seconds_total += seconds;
   s.counters.last_load_seconds = seconds;
-  std::fprintf(stderr, "paddock: loaded '%s' in %.2f s (%s; %s of %s budget in use)\n",
-               spec.id.c_str(), seconds, FormatBytes(s.loaded->footprint).c_str(),
-               FormatBytes(committed()).c_str(), FormatBytes(o_.budget).c_str());
+  std::fprintf(stderr, "paddock: loaded '%s' in %.2f s (%s; %s in use%s%s)\n", spec.id.c_str(),
+               seconds, FormatBytes(s.loaded->footprint).c_str(), FormatBytes(committed()).c_str(),
+               o_.budget == UINT64_MAX ? "" : " of a budget of ",
+               o_.budget == UINT64_MAX ? "" : FormatBytes(o_.budget).c_str());
   // An estimate below the real figure: other idle models make up the difference.
   MakeRoom(0, spec.id, lock);
   deliver(s.loaded, nullptr);
@@ -341,15 +342,17 @@ std::vector<ModelHost::Status> ModelHost::Statuses() const {
 
 // ---- keep_alive ---------------------------------------------------------------------------
 
-double ParseKeepAlive(const std::string& text) {
+namespace {
+double Duration(const std::string& text, const char* what, const char* examples, bool signed_ok) {
   auto bad = [&] {
-    Fail("keep_alive '%s' is not a duration (seconds, or e.g. \"5m\", \"1h30m\", \"-1\")",
-         text.c_str());
+    Fail("%s '%s' is not a duration (seconds, or e.g. %s)", what, text.c_str(), examples);
   };
   if (text.empty() || text.size() > 64) bad();
   size_t i = 0;
   bool negative = false;
   if (text[0] == '-' || text[0] == '+') {
+    if (!signed_ok && text[0] == '-')
+      Fail("%s '%s' must not be negative (e.g. %s)", what, text.c_str(), examples);
     negative = text[0] == '-';
     i = 1;
   }
@@ -368,6 +371,7 @@ double ParseKeepAlive(const std::string& text) {
     double unit = 0;
     size_t len = 0;
     for (const auto& [name, seconds] : {std::pair<const char*, double>{"ns", 1e-9},
+                                        {"d", 86400},
                                         {"us", 1e-6},
                                         {"ms", 1e-3},
                                         {"h", 3600},
@@ -384,6 +388,15 @@ double ParseKeepAlive(const std::string& text) {
     i += len;
   }
   return negative ? -total : total;
+}
+}  // namespace
+
+double ParseKeepAlive(const std::string& text) {
+  return Duration(text, "keep_alive", "\"5m\", \"1h30m\", \"-1\"", true);
+}
+
+double ParseDuration(const std::string& text, const char* what, const char* examples) {
+  return Duration(text, what, examples, false);
 }
 
 }  // namespace paddock::server

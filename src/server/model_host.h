@@ -129,5 +129,8 @@ class ModelHost {
 // Ollama's keep_alive as a string: a number of seconds ("300", "-1") or a Go duration ("5m",
 // "1h30m", "10s", "500ms", "-1m"); negative: forever. Throws Error naming the text.
 double ParseKeepAlive(const std::string& text);
+// A duration given for `what`: seconds ("300") or units ("5m", "1h30m", "30d", "500ms"), never
+// negative. Throws Error naming `what` and the text, with `examples`.
+double ParseDuration(const std::string& text, const char* what, const char* examples);
 
 }  // namespace paddock::server

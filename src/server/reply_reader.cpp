@@ -1,9 +1,10 @@
 // server/reply_reader.cpp: the OpenAI reply read once, stream or whole (reply_reader.h).
 #include "server/reply_reader.h"
 
-#include <atomic>
-#include <chrono>
-#include <random>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "base/json_linear.h"
 #include "base/strings.h"
@@ -11,14 +12,23 @@
 namespace paddock::server {
 
 std::string NewId(const char* prefix) {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = std::random_device{}();
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  return StrFormat("%s%016llx%04llx", prefix,
-                   static_cast<unsigned long long>(salt ^ static_cast<uint64_t>(now)),
-                   static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
+  uint8_t bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {  // (the kernel's generator; blocks only before it is seeded)
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      Fail("no random bytes for an id (getrandom: %s)", std::strerror(errno));
+    }
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string id = prefix;
+  for (uint8_t b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
 void ReplyReader::Feed(std::string_view bytes, std::string* out) {

@@ -68,13 +68,30 @@ ResponseStore::ResponseStore(const ResponseStoreOptions& o) : opt_(o), where_("m
   if (ec)
     Fail("--data-dir %s: cannot create the directory: %s", o.dir.c_str(), ec.message().c_str());
   where_ = o.dir + "/responses.sqlite3";
+  std::string why = Open();
+  if (why.empty() && Healthy()) return;
+  // Damaged: it opens and fails quick_check, or SQLite says it is no database or malformed
+  // (anything else, as a file it may not read, is an error naming it).
+  const bool damaged = why.empty() || why.find("not a database") != std::string::npos ||
+                       why.find("malformed") != std::string::npos;
+  if (why.empty()) why = "it fails SQLite's quick_check";
+  if (!damaged) Fail("--data-dir: %s", why.c_str());
+  if (o.refuse_damaged)
+    Fail(
+        "--data-dir: %s is damaged (%s); move it aside, or start without --responses-if-damaged "
+        "refuse to have that done",
+        where_.c_str(), why.c_str());
+  if (!Recover(why.c_str())) Fail("--data-dir: cannot start a fresh %s", where_.c_str());
+}
+
+std::string ResponseStore::Open() {
   if (sqlite3_open_v2(where_.c_str(), &db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                       nullptr) != SQLITE_OK) {
     const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
-    Fail("--data-dir: cannot open %s: %s", where_.c_str(), why.c_str());
+    return StrFormat("cannot open %s: %s", where_.c_str(), why.c_str());
   }
   sqlite3_busy_timeout(db_, 5000);  // other servers on the same file: wait for their writes
   // Write-ahead log: a commit is one append (readers never block it), and a process killed at
@@ -93,8 +110,46 @@ ResponseStore::ResponseStore(const ResponseStoreOptions& o) : opt_(o), where_("m
     sqlite3_free(err);
     sqlite3_close(db_);
     db_ = nullptr;
-    Fail("--data-dir: cannot use %s: %s", where_.c_str(), why.c_str());
+    return StrFormat("cannot use %s: %s", where_.c_str(), why.c_str());
   }
+  return "";
+}
+
+bool ResponseStore::Healthy() {
+  Stmt check(db_, "PRAGMA quick_check");
+  return check.Step() == SQLITE_ROW && check.Column(0) == "ok";
+}
+
+bool ResponseStore::Damaged(int rc) {
+  return (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB;
+}
+
+bool ResponseStore::Recover(const char* what) {
+  if (db_ != nullptr) sqlite3_close_v2(db_);  // (closed once its open statements finish)
+  db_ = nullptr;
+  const std::string aside =
+      StrFormat("%s.damaged-%lld", where_.c_str(), static_cast<long long>(EpochSeconds()));
+  std::error_code ec;
+  std::filesystem::rename(where_, aside, ec);
+  for (const char* tail : {"-wal", "-shm"}) {
+    std::error_code ignored;
+    std::filesystem::rename(where_ + tail, aside + tail, ignored);
+  }
+  std::fprintf(stderr,
+               "paddock: response store %s is damaged (%s): moved aside to %s; a fresh one "
+               "starts (the responses stored before are in the file moved aside)\n",
+               where_.c_str(), what, aside.c_str());
+  if (ec) {
+    std::fprintf(stderr, "paddock: response store: cannot move %s aside: %s\n", where_.c_str(),
+                 ec.message().c_str());
+    return false;
+  }
+  const std::string why = Open();
+  if (!why.empty()) {
+    std::fprintf(stderr, "paddock: response store: %s\n", why.c_str());
+    return false;
+  }
+  return true;
 }
 
 ResponseStore::~ResponseStore() {
@@ -164,24 +219,41 @@ void ResponseStore::Put(const std::string& id, std::string response, std::string
     bytes_ += size;
     return;
   }
+  for (int attempt = 0; attempt < 2 && db_ != nullptr; ++attempt) {
+    const int rc = Store(id, response, conversation, size);
+    if (rc == SQLITE_DONE) return;
+    if (!Damaged(rc) || attempt > 0 || !Recover("SQLite reported corruption while storing")) {
+      LogOnce("storing a response");
+      return;
+    }
+  }
+}
+
+int ResponseStore::Store(const std::string& id, const std::string& response,
+                         const std::string& conversation, size_t size) {
   const double now = EpochSeconds();
-  if (!Exec("BEGIN IMMEDIATE")) return;
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return rc;
   Stmt put(db_,
            "INSERT OR REPLACE INTO responses(id, created, used, bytes, response, conversation)"
            " VALUES(?, ?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?)");
-  const bool ok = put.Text(1, id)
-                      .Real(2, now)
-                      .Int(3, static_cast<int64_t>(size))
-                      .Text(4, response)
-                      .Text(5, conversation)
-                      .Step() == SQLITE_DONE;
-  if (!ok) {
-    LogOnce("storing a response");
-    Exec("ROLLBACK");
-    return;
+  rc = put.Text(1, id)
+           .Real(2, now)
+           .Int(3, static_cast<int64_t>(size))
+           .Text(4, response)
+           .Text(5, conversation)
+           .Step();
+  if (rc != SQLITE_DONE) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return rc;
   }
   Retain(now);
-  if (!Exec("COMMIT")) Exec("ROLLBACK");
+  rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return rc;
+  }
+  return SQLITE_DONE;
 }
 
 bool ResponseStore::Get(const std::string& id, bool conversation, std::string* out) {
@@ -198,7 +270,11 @@ bool ResponseStore::Get(const std::string& id, bool conversation, std::string* o
                              : "SELECT response FROM responses WHERE id = ? AND created >= ?");
   const int rc = get.Text(1, id).Real(2, cutoff).Step();
   if (rc != SQLITE_ROW) {
-    if (rc != SQLITE_DONE) LogOnce("reading a response");
+    if (Damaged(rc)) {
+      Recover("SQLite reported corruption while reading");
+    } else if (rc != SQLITE_DONE) {
+      LogOnce("reading a response");
+    }
     return false;
   }
   *out = get.Column(0);
@@ -226,8 +302,12 @@ bool ResponseStore::Erase(const std::string& id) {
     return true;
   }
   Stmt del(db_, "DELETE FROM responses WHERE id = ?");
-  if (del.Text(1, id).Step() != SQLITE_DONE) {
-    LogOnce("deleting a response");
+  if (const int rc = del.Text(1, id).Step(); rc != SQLITE_DONE) {
+    if (Damaged(rc)) {
+      Recover("SQLite reported corruption while deleting");
+    } else {
+      LogOnce("deleting a response");
+    }
     return false;
   }
   return sqlite3_changes(db_) > 0;

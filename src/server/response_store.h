@@ -26,6 +26,10 @@ struct ResponseStoreOptions {
   size_t max_entries = 10000;
   size_t max_bytes = size_t{256} << 20;
   double max_age_seconds = 30 * 86400.0;  // 0: no limit
+  // A damaged database (quick_check at start, or SQLite reporting corruption later): moved
+  // aside as responses.sqlite3.damaged-<time> and a fresh one started (one log line naming
+  // both), or, with refuse_damaged, an error at start.
+  bool refuse_damaged = false;
 };
 
 class ResponseStore {
@@ -59,6 +63,18 @@ class ResponseStore {
   bool Get(const std::string& id, bool conversation, std::string* out);
   // (SQLite) runs a statement; false (logged once) on an error.
   bool Exec(const char* sql);
+  // (SQLite) opens where_ and sets up the table; "" or why it cannot.
+  std::string Open();
+  // (SQLite) whether the open database passes quick_check.
+  bool Healthy();
+  // (SQLite, under mu_) the damaged database moved aside, a fresh one opened; false (logged)
+  // if even that fails (the store then keeps nothing).
+  bool Recover(const char* what);
+  // (SQLite) whether an SQLite result code says the file is damaged.
+  static bool Damaged(int rc);
+  // (SQLite, under mu_) one response in one transaction; SQLITE_DONE or the failing code.
+  int Store(const std::string& id, const std::string& response, const std::string& conversation,
+            size_t size);
   void Retain(double now);  // (SQLite, under mu_) drops the expired, then the least used over
   void LogOnce(const char* what);
 

@@ -224,6 +224,19 @@ std::vector<ServedModel> Server::Served() const {
   return out;
 }
 
+bool Server::Faulted(LoadedModel& m, HttpResponse* res) {
+  const std::string f = m.service->engine().fault();
+  if (f.empty()) return false;
+  ApiError e;
+  e.status = 503;
+  e.type = "server_error";
+  e.code = "backend_lost";
+  e.message = "'" + m.id + "' cannot answer: " + f;
+  SendError(res, e);
+  res->SetHeader("Retry-After", "1");
+  return true;
+}
+
 void Server::WithModel(const HttpRequest& req, HttpResponse* res, const std::string& name,
                        LoadedFn fn) {
   if (!Ready(res)) return;
@@ -233,6 +246,7 @@ void Server::WithModel(const HttpRequest& req, HttpResponse* res, const std::str
     if (r->stream) r->stream = std::make_shared<LeasedBody>(std::move(r->stream), m);
   };
   if (ModelLease m = host_->TryAcquire(spec->id)) {
+    if (Faulted(*m, res)) return;
     fn(req, res, *m);
     hold(res, m);
     return;
@@ -246,6 +260,7 @@ void Server::WithModel(const HttpRequest& req, HttpResponse* res, const std::str
       if (e != nullptr) {
         SendError(&r, *e);
         if (e->status == 503) r.SetHeader("Retry-After", "1");
+      } else if (Faulted(*m, &r)) {
       } else {
         try {
           fn(*copy, &r, *m);
@@ -460,75 +475,6 @@ sigset_t StopSignals() {
   return set;
 }
 
-// Equal in time whatever the first differing byte: every byte of every key is compared.
-bool KeyMatches(std::string_view given, const std::vector<std::string>& keys) {
-  unsigned ok = 0;
-  for (const std::string& k : keys) {
-    unsigned diff = given.size() != k.size() ? 1u : 0u;
-    for (size_t i = 0; i < k.size(); ++i)
-      diff |= static_cast<unsigned char>(k[i]) ^
-              static_cast<unsigned char>(i < given.size() ? given[i] : 0);
-    ok |= diff == 0 ? 1u : 0u;
-  }
-  return ok != 0;
-}
-
-// A preflight's Access-Control-Request-Headers as the answer's Allow-Headers: a list of header
-// names (token characters, commas, spaces; at most 2 KiB), else the two a client needs.
-static std::string PreflightHeaders(std::string_view asked) {
-  const std::string_view kDefault = "Authorization, Content-Type";
-  if (asked.empty() || asked.size() > 2048) return std::string(kDefault);
-  for (char c : asked) {
-    const bool token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '-' || c == '_' || c == '.' || c == ',' || c == ' ';
-    if (!token) return std::string(kDefault);
-  }
-  return std::string(asked);
-}
-
-bool Server::Cors(const HttpRequest& req, HttpResponse* res) const {
-  if (opt_.cors_origins.empty()) return false;
-  const std::string_view origin = req.Header("Origin");
-  if (origin.empty()) return false;
-  bool any = false, listed = false;
-  for (const std::string& o : opt_.cors_origins) {
-    any |= o == "*";
-    listed |= o == origin;
-  }
-  if (!any && !listed) return false;
-  res->SetHeader("Access-Control-Allow-Origin", listed ? std::string(origin) : "*");
-  res->SetHeader("Access-Control-Expose-Headers", "Retry-After");
-  res->SetHeader("Vary", "Origin");
-  return true;
-}
-
-bool Server::Authorized(const HttpRequest& req, HttpResponse* res) {
-  if (opt_.api_keys.empty()) return true;
-  const std::string& p = req.path;
-  const bool guarded = p.rfind("/v1/", 0) == 0 || p == "/v1" || p.rfind("/api/", 0) == 0 ||
-                       p == "/tokenize" || p == "/detokenize" ||
-                       (opt_.auth_health && (p == "/health" || p == "/metrics"));
-  if (!guarded) return true;
-  const std::string_view auth = req.Header("Authorization");
-  static const std::string_view kBearer = "Bearer ";
-  if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
-      KeyMatches(auth.substr(kBearer.size()), opt_.api_keys))
-    return true;
-  // Anthropic's clients send the key as x-api-key.
-  if (const std::string_view x = req.Header("x-api-key");
-      !x.empty() && KeyMatches(x, opt_.api_keys))
-    return true;
-  ApiError e;
-  e.status = 401;
-  e.type = "invalid_request_error";
-  e.code = "invalid_api_key";
-  e.message = auth.empty() ? "no API key given (send Authorization: Bearer KEY)"
-                           : "the API key is not valid";
-  res->SetHeader("WWW-Authenticate", "Bearer");
-  SendError(res, e);
-  return false;
-}
-
 void Server::Models(HttpResponse* res) {
   if (state_.load() != State::kReady && state_.load() != State::kDraining) {
     ApiError e;
@@ -591,6 +537,7 @@ void Server::Metrics(HttpResponse* res) {
       if (l->id != s.id) continue;
       m.loaded = true;
       m.stats = l->service->Stats();
+      m.faulted = !l->service->engine().fault().empty();
     }
     ms.push_back(std::move(m));
   }
@@ -698,6 +645,7 @@ void Server::OpenResponses() {
   ro.max_entries = opt_.responses_max;
   ro.max_bytes = opt_.responses_max_bytes;
   ro.max_age_seconds = opt_.responses_max_age;
+  ro.refuse_damaged = opt_.responses_refuse_damaged;
   try {
     responses_ = std::make_unique<ResponseStore>(ro);
   } catch (const Error& e) {

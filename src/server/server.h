@@ -52,6 +52,7 @@ struct ServerOptions {
   size_t responses_max = 10000;
   uint64_t responses_max_bytes = uint64_t{256} << 20;
   double responses_max_age = 30 * 86400.0;
+  bool responses_refuse_damaged = false;  // a damaged database: an error at start, not moved aside
   size_t max_body_bytes = 8u << 20;
   int http_threads = 0;        // event threads (0: the HTTP layer's default, 2)
   size_t max_connections = 0;  // open connections at most (0: 4096); more are closed at once

@@ -28,7 +28,7 @@ void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool
                         kind == ModelKind::kRerank ? "/v1/rerank" : "/v1/embeddings");
           throw e;
         }
-        t = Translate(d, req.body, chat, m);
+        t = Translate(req, d, req.body, chat, m);
         if (t.load_only) return;
         ar = ParseRequest(t.body, t.chat, m.ctx);
         for (ChatVar& v : t.vars) {
@@ -57,9 +57,10 @@ void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool
   if (d == Dialect::kOpenAi) return;
   auto translator = MakeReplyTranslator(d, stream, model, n_prompt);
   if (t.store) {
-    translator->OnResponse([this, body = std::move(t.body),
-                            instr = t.instructions](const std::string& response) {
-      responses_->Put(ResponseId(response), response, StoredConversation(body, response, instr));
+    translator->OnResponse([this, body = std::move(t.body), instr = t.instructions,
+                            owner = StoreKey(req, "")](const std::string& response) {
+      responses_->Put(owner + ResponseId(response), response,
+                      StoredConversation(body, response, instr));
     });
   }
   res->stream = MakeTranslatedBody(std::move(res->stream), std::move(translator));
@@ -67,7 +68,8 @@ void Server::Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool
 
 // The request as the OpenAI body it means (OpenAI's own: as sent); a Responses request that
 // continues a stored one gets that conversation first; Ollama's keep_alive is applied.
-Translated Server::Translate(Dialect d, const std::string& body, bool chat, LoadedModel& m) {
+Translated Server::Translate(const HttpRequest& req, Dialect d, const std::string& body, bool chat,
+                             LoadedModel& m) {
   Translated t;
   if (d == Dialect::kOpenAi) {
     t.body = body;
@@ -78,16 +80,16 @@ Translated Server::Translate(Dialect d, const std::string& body, bool chat, Load
   if (t.keep_alive_given) host_->SetKeepAlive(m, t.keep_alive);
   if (!t.previous_response_id.empty()) {
     std::string prior;
-    if (!responses_->Conversation(t.previous_response_id, &prior)) {
+    if (!responses_->Conversation(StoreKey(req, t.previous_response_id), &prior)) {
       ApiError e;
       e.status = 404;
       e.type = "invalid_request_error";
       e.param = "previous_response_id";
       const ResponseStoreOptions& k = responses_->options();
       e.message =
-          StrFormat("no stored response '%s' (responses are kept in %s: the last %zu, %s, %g days)",
-                    t.previous_response_id.c_str(), responses_->where().c_str(), k.max_entries,
-                    FormatBytes(k.max_bytes).c_str(), k.max_age_seconds / 86400);
+          StrFormat("no stored response '%s' (responses are kept: the last %zu, %s, %g days)",
+                    t.previous_response_id.c_str(), k.max_entries, FormatBytes(k.max_bytes).c_str(),
+                    k.max_age_seconds / 86400);
       throw e;
     }
     t.body = ContinueConversation(t.body, prior, t.instructions);
@@ -154,8 +156,9 @@ void Server::LoraUpdate(const HttpRequest& req, HttpResponse* res, LoadedModel& 
 void Server::StoredResponse(const HttpRequest& req, HttpResponse* res, const RouteEntry&) {
   const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
   std::string body;
+  const std::string key = StoreKey(req, id);
   const bool found =
-      req.method == "DELETE" ? responses_->Erase(id) : responses_->Response(id, &body);
+      req.method == "DELETE" ? responses_->Erase(key) : responses_->Response(key, &body);
   if (!found) {
     ApiError e;
     e.status = 404;

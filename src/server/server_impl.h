@@ -29,6 +29,9 @@
 
 namespace paddock::server::server_detail {
 
+// A preflight's Access-Control-Request-Headers as the answer's Allow-Headers (access.cpp).
+std::string PreflightHeaders(std::string_view asked);
+
 inline int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -151,15 +154,22 @@ class Server {
   }
   // Whether the request may pass the key check (401 sent otherwise).
   bool Authorized(const HttpRequest& req, HttpResponse* res);
+  // Where a request's stored response `id` lives: with API keys, under a tag of the key the
+  // request came in with (another key's request finds nothing: 404), else the id itself.
+  std::string StoreKey(const HttpRequest& req, const std::string& id) const;
   // CORS: the allow-origin headers when the request's Origin is allowed; true if it is.
   bool Cors(const HttpRequest& req, HttpResponse* res) const;
   // The one completion path of every API (OpenAI's completions and chat, Anthropic's messages,
   // the Responses API, Ollama's chat and generate): translate, parse, prompt, submit, reply.
   void Generate(const HttpRequest& req, HttpResponse* res, Dialect d, bool chat, LoadedModel& m);
-  Translated Translate(Dialect d, const std::string& body, bool chat, LoadedModel& m);
+  Translated Translate(const HttpRequest& req, Dialect d, const std::string& body, bool chat,
+                       LoadedModel& m);
   bool SubmitMorePrompts(LoadedModel& m, const ApiRequest& ar,
                          std::vector<std::shared_ptr<RequestStream>>* streams, HttpResponse* res);
   bool Ready(HttpResponse* res);
+  // A model whose backend can no longer step (its device lost): a 503 naming why, with
+  // Retry-After (a restart, or another replica behind the balancer, can serve); true if so.
+  bool Faulted(LoadedModel& m, HttpResponse* res);
   // throws ApiError / Error
   std::vector<int32_t> Prompt(const LoadedModel& m, ApiRequest& ar, bool chat) const;
   std::vector<std::shared_ptr<RequestStream>> Submit(LoadedModel& m,

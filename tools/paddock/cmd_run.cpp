@@ -46,8 +46,9 @@ const std::vector<OptionSpec> kKvSpecs = {
      "restarts and processes sharing DIR)"},
     {{"--kv-disk-budget"},
      true,
-     "bytes of --kv-disk files at most, least recently used removed first (default 10G, at most "
-     "half the free space)"},
+     "bytes of --kv-disk files at most, least recently used removed first (at least 1M; default "
+     "10G or half the free space, whichever is less; a budget over the free space is kept, with "
+     "a warning)"},
     {{"--mlock"},
      false,
      "lock the weights in memory (refused when they exceed the available memory)"},
@@ -304,10 +305,15 @@ uint64_t ParseBytes(const std::string& flag, const std::string& s) {
     mul = 1024.0 * 1024;
   else if (unit == "G" || unit == "GiB")
     mul = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB")
+    mul = 1024.0 * 1024 * 1024 * 1024;
   else
-    throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
-  if (s.empty() || end == s.c_str() || !(v > 0) || v * mul > 1e15)
-    throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G)");
+    throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G, 2T)");
+  if (s.empty() || end == s.c_str() || !(v > 0) || v * mul > 1e18)
+    throw Error("invalid size '" + s + "' for " + flag + " (e.g. 65536, 64M, 1.5G, 2T)");
+  if (v * mul < 1)
+    throw Error("invalid size '" + s + "' for " + flag +
+                ": less than a byte (a unit is K, M, G or T: 0.5G)");
   return static_cast<uint64_t>(v * mul);
 }
 
@@ -341,6 +347,9 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   if (args.Has("--kv-disk-budget")) {
     if (eo->kv_disk.empty()) throw UsageError("--kv-disk-budget needs --kv-disk DIR");
     eo->kv_disk_budget = ParseBytes("--kv-disk-budget", args.Str("--kv-disk-budget"));
+    if (eo->kv_disk_budget < (uint64_t{1} << 20))
+      throw UsageError("--kv-disk-budget " + args.Str("--kv-disk-budget") +
+                       ": at least 1M (a block file alone is tens of KB to MBs)");
   }
 }
 

@@ -175,10 +175,15 @@ const std::vector<OptionSpec>& StateSpecs() {
        "where stored Responses API responses are kept across restarts (SQLite), or none: in "
        "memory (default $XDG_DATA_HOME/paddock, else ~/.local/share/paddock)"},
       {{"--responses-max"}, true, "stored responses kept at most (default 10000)"},
+      {{"--responses-if-damaged"},
+       true,
+       "a --data-dir database that fails its check: move (aside, naming both files, and start "
+       "a fresh one; the default) or refuse (an error at start)"},
       {{"--responses-max-bytes"}, true, "bytes of stored responses at most (default 256M)"},
       {{"--responses-max-age"},
        true,
-       "how long a stored response is kept: seconds, or e.g. 12h, 30d; 0: no limit (default 30d)"},
+       "how long a stored response is kept: seconds, or e.g. 12h, 30d; 0: none kept (as "
+       "--responses-max 0); none: no limit (default 30d)"},
   };
   return s;
 }
@@ -329,25 +334,33 @@ void ReadState(const Args& args, server::ServerOptions* so) {
     so->data_dir_is_default = true;
   }
   so->responses_max = static_cast<size_t>(args.Int("--responses-max", 10000, 0, 100000000));
+  if (args.Has("--responses-if-damaged")) {
+    const std::string d = args.Str("--responses-if-damaged");
+    if (d != "move" && d != "refuse")
+      throw UsageError("--responses-if-damaged: '" + d + "' is not one of move, refuse");
+    so->responses_refuse_damaged = d == "refuse";
+  }
   if (args.Has("--responses-max-bytes"))
     so->responses_max_bytes =
         ParseBytes("--responses-max-bytes", args.Str("--responses-max-bytes"));
+  // 0 keeps none (as --responses-max 0); "none": no age limit.
   if (args.Has("--responses-max-age")) {
     const std::string a = args.Str("--responses-max-age");
-    char* end = nullptr;
-    const double days = std::strtod(a.c_str(), &end);
-    double secs;
-    if (!a.empty() && a.back() == 'd' && end == a.c_str() + a.size() - 1 && days >= 0) {
-      secs = days * 86400;
+    if (a == "none") {
+      so->responses_max_age = 0;
     } else {
+      double secs = 0;
       try {
-        secs = server::ParseKeepAlive(a);
+        secs = server::ParseDuration(a, "--responses-max-age", "30d, 12h, 45m, 0, none");
       } catch (const Error& e) {
-        throw UsageError(std::string("--responses-max-age: ") + e.what());
+        throw UsageError(e.what());
+      }
+      if (secs > 0) {
+        so->responses_max_age = secs;
+      } else {
+        so->responses_max = 0;  // (expired at once: none kept)
       }
     }
-    if (!(secs >= 0)) throw UsageError("--responses-max-age must not be negative, not '" + a + "'");
-    so->responses_max_age = secs;
   }
 }
 

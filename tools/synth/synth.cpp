@@ -244,12 +244,19 @@ constexpr Preset kPresets[] = {
      [](SynthSpec& s) {
        Encoder(s, "bert", 64, 2, 4, 128, 2048, 128, 4);
        s.rank_head = true;
+       s.add_eos = 1;  // [CLS] q [SEP] [SEP] d [SEP] (tiny-reranker-noeos: [CLS] q [SEP] d)
+     }},
+    {"tiny-reranker-noeos",
+     [](SynthSpec& s) {
+       Encoder(s, "bert", 64, 2, 4, 128, 2048, 128, 4);
+       s.rank_head = true;
      }},
     {"tiny-xlmr",  // XLM-RoBERTa as llama.cpp writes it: bert with a Unigram vocabulary
      [](SynthSpec& s) {
        Encoder(s, "bert", 64, 2, 4, 128, 3000, 128, 4);
        s.tokenizer = "t5";
        s.rank_head = true;
+       s.add_sep = 1;  // <s> q </s></s> d </s>
      }},
     {"bge-small", [](SynthSpec& s) { Encoder(s, "bert", 384, 12, 12, 1536, 30522, 512, 2); }},
     {"bge-base", [](SynthSpec& s) { Encoder(s, "bert", 768, 12, 12, 3072, 30522, 512, 2); }},

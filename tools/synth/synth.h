@@ -93,6 +93,9 @@ struct SynthSpec {
   bool rank_head = false;
   std::string vocab_from;
   std::string tokenizer = "bert";  // encoders: "bert" (WordPiece) or "t5" (Unigram, XLM-R)
+  // Encoders: tokenizer.ggml.add_eos_token / add_sep_token written when >= 0 (how a reranker's
+  // pairs are formed: [BOS] q [EOS] [SEP] d [EOS], each by its flag); -1: left out.
+  int add_eos = -1, add_sep = -1;
 };
 
 // A vision projector (mmproj) in llama.cpp's layout (vision/clip.h) with random weights.

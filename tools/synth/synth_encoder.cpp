@@ -287,6 +287,12 @@ class EncoderTensors {
 
 namespace {
 
+// How a reranker's pairs are formed, where the spec says.
+void PairFlags(const SynthSpec& s, GgufWriter* w) {
+  if (s.add_eos >= 0) w->SetBool("tokenizer.ggml.add_eos_token", s.add_eos != 0);
+  if (s.add_sep >= 0) w->SetBool("tokenizer.ggml.add_sep_token", s.add_sep != 0);
+}
+
 void WriteEncoderMetadata(const SynthSpec& s, GgufWriter* w) {
   const std::string a = s.arch;
   w->SetString("general.architecture", a);
@@ -332,6 +338,7 @@ void WriteUnigramVocab(const SynthSpec& s, GgufWriter* w) {
   std::memcpy(&payload[0], &u8, 4);
   std::memcpy(&payload[4], &count, 8);
   w->SetRaw("tokenizer.ggml.precompiled_charsmap", GgufType::kArray, payload + cm);
+  PairFlags(s, w);
 }
 
 // BERT's: [CLS] text [SEP]; a reranker's pair is [CLS] a [EOS] [SEP] b [EOS] in llama.cpp, so
@@ -355,6 +362,7 @@ int WriteWordPieceVocab(const SynthSpec& s, GgufWriter* w) {
                                 {"mask", 103}})
     w->SetU32(StrFormat("tokenizer.ggml.%s_token_id", key), id);
   if (s.rank_head) w->SetU32("tokenizer.ggml.eos_token_id", 102);
+  PairFlags(s, w);
   return static_cast<int>(pieces.size());
 }
 
