@@ -2,6 +2,8 @@
 // (model_host.h).
 #include "server/model_host.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -141,6 +143,9 @@ void ModelHost::Unload(Slot& s, std::unique_lock<std::mutex>& lock, bool expired
   lock.unlock();
   m->service->Shutdown(0);
   m.reset();  // the engine: weights unmapped, KV and scratch freed
+  // Their heap given back to the system now, before the next model loads (not an idle second
+  // later, when the event loop trims: the budget is kept in resident memory, not just counted).
+  malloc_trim(0);
   lock.lock();
 }
 
