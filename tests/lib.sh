@@ -50,6 +50,13 @@ start_server() {
   "$BIN" serve --port 0 "$@" 2>"$TMP/$name.log" &
   SPID=$!
   PIDS+=("$SPID")
+  wait_ready "$name"
+}
+
+# wait_ready NAME: a server started in the background as SPID, logging to $TMP/NAME.log,
+# answers /health with 200 on the port it logged; sets PORT and U (fails if it ended first).
+wait_ready() {
+  local name=$1
   PORT=""
   for _ in $(seq 1 600); do
     PORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$TMP/$name.log" | head -n 1)

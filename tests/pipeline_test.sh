@@ -108,20 +108,9 @@ start_mpi() {
   "${MPI_SERVE[@]}" -np "$np" "$BIN" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.log" &
   SPID=$!
   PIDS+=("$SPID")
-  PORT=""
-  for _ in $(seq 1 600); do
-    PORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$TMP/$name.log" | head -n 1)
-    if [ -n "$PORT" ] && curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health" | grep -q 200; then
-      RANKS=$(sed -n 's/.*pipeline stage [0-9]* (rank [0-9]* on [^,]*, pid \([0-9]*\)).*/\1/p' "$TMP/$name.log")
-      PIDS+=($RANKS)
-      return 0
-    fi
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "pipeline server $name did not become ready:"
-  cat "$TMP/$name.log"
-  return 1
+  wait_ready "$name" || return 1
+  RANKS=$(sed -n 's/.*pipeline stage [0-9]* (rank [0-9]* on [^,]*, pid \([0-9]*\)).*/\1/p' "$TMP/$name.log")
+  PIDS+=($RANKS)
 }
 stop_mpi() {  # SIGTERM to mpirun (it passes it to the ranks), then wait for it
   kill "$SPID" 2>/dev/null

@@ -175,20 +175,8 @@ bool KvDiskTier::TryResume() {
 }
 
 void KvDiskTier::Rescan() {
-  std::error_code ec;
   std::unordered_map<std::string, FileInfo> found;
-  uint64_t total = 0;
-  for (auto it = std::filesystem::recursive_directory_iterator(
-           dir_, std::filesystem::directory_options::skip_permission_denied, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->symlink_status(ec).type() != std::filesystem::file_type::regular) continue;
-    const std::string path = it->path().string();
-    if (path.size() < 3 || path.compare(path.size() - 3, 3, ".kv") != 0) continue;
-    struct stat st {};
-    if (lstat(path.c_str(), &st) != 0) continue;
-    found[path] = {static_cast<uint64_t>(st.st_size), MtimeNs(st)};
-    total += static_cast<uint64_t>(st.st_size);
-  }
+  const uint64_t total = Walk(&found);
   std::lock_guard<std::mutex> lock(mu_);
   index_ = std::move(found);
   stats_.bytes_on_disk = total;
@@ -363,9 +351,8 @@ void KvDiskTier::StopWrites(const std::string& why) {
                why.c_str());
 }
 
-void KvDiskTier::Scan() {
+uint64_t KvDiskTier::Walk(std::unordered_map<std::string, FileInfo>* found) {
   std::error_code ec;
-  std::unordered_map<std::string, FileInfo> found;
   uint64_t total = 0;
   for (auto it = std::filesystem::recursive_directory_iterator(
            root_, std::filesystem::directory_options::skip_permission_denied, ec);
@@ -379,10 +366,16 @@ void KvDiskTier::Scan() {
     }
     if (name.size() < 3 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
     struct stat st {};
-    if (stat(path.c_str(), &st) != 0) continue;
-    found[path] = {static_cast<uint64_t>(st.st_size), MtimeNs(st)};
+    if (lstat(path.c_str(), &st) != 0) continue;
+    (*found)[path] = {static_cast<uint64_t>(st.st_size), MtimeNs(st)};
     total += static_cast<uint64_t>(st.st_size);
   }
+  return total;
+}
+
+void KvDiskTier::Scan() {
+  std::unordered_map<std::string, FileInfo> found;
+  Walk(&found);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [path, info] : found) {  // (reads since start may have indexed some already)
     if (index_.emplace(path, info).second) stats_.bytes_on_disk += info.bytes;

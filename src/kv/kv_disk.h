@@ -110,6 +110,9 @@ class KvDiskTier {
   bool TryResume();
   // The files under the directory counted again, the index replaced (the writer's).
   void Rescan();
+  // The block files under the directory given (every identity's: the budget is the
+  // directory's), with their sizes and times, stale temporaries removed; their bytes.
+  uint64_t Walk(std::unordered_map<std::string, FileInfo>* found);
   // A block file's subdirectory (the hash's first byte) from dir_fd_, never through a link;
   // created when asked. -1: none (a link or another entry there: refused and counted).
   int OpenSub(uint64_t hash, bool create);

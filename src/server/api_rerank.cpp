@@ -80,6 +80,14 @@ std::string RerankBody(const RerankRequest& r, const std::vector<float>& scores,
 
 namespace server_detail {
 
+[[noreturn]] static void OverContext(const char* param, std::string message) {
+  ApiError e;
+  e.param = param;
+  e.code = "context_length_exceeded";
+  e.message = std::move(message);
+  throw e;
+}
+
 // Every document's pair with the query (cut as the request says); *tokens: their sum.
 // ApiError: a pair over the context.
 static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const RerankRequest& rr,
@@ -89,16 +97,11 @@ static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const
   // document has room for.
   const int specials = static_cast<int>(engine.RerankInput({}, {}).size());
   const int room = ctx - static_cast<int>(query.size()) - specials;
-  if (room < 1) {
-    ApiError e;
-    e.param = "query";
-    e.code = "context_length_exceeded";
-    e.message = StrFormat(
-        "the query is %zu tokens: with the pair's %d special tokens it leaves no room for a "
-        "document in the context of %d (shorten the query)",
-        query.size(), specials, ctx);
-    throw e;
-  }
+  if (room < 1)
+    OverContext("query", StrFormat("the query is %zu tokens: with the pair's %d special tokens it "
+                                   "leaves no room for a document in the context of %d (shorten "
+                                   "the query)",
+                                   query.size(), specials, ctx));
   std::vector<std::vector<int32_t>> pairs;
   *tokens = 0;
   for (const std::string& text : rr.documents) {
@@ -107,16 +110,10 @@ static std::vector<std::vector<int32_t>> RerankPairs(const Engine& engine, const
       doc.resize(static_cast<size_t>(rr.max_tokens_per_doc));
     if (rr.truncate && static_cast<int>(doc.size()) > room) doc.resize(static_cast<size_t>(room));
     pairs.push_back(engine.RerankInput(query, doc));
-    if (static_cast<int>(pairs.back().size()) > ctx) {
-      ApiError e;
-      e.param = "documents";
-      e.code = "context_length_exceeded";
-      e.message = StrFormat(
-          "document %zu with the query is %zu tokens, over the context of %d (truncate: true "
-          "cuts the document to fit)",
-          pairs.size() - 1, pairs.back().size(), ctx);
-      throw e;
-    }
+    if (static_cast<int>(pairs.back().size()) > ctx)
+      OverContext("documents", StrFormat("document %zu with the query is %zu tokens, over the "
+                                         "context of %d (truncate: true cuts the document to fit)",
+                                         pairs.size() - 1, pairs.back().size(), ctx));
     *tokens += static_cast<int>(pairs.back().size());
   }
   return pairs;
