@@ -1,7 +1,5 @@
 #include "base/thread_pool.h"
 
-#include <immintrin.h>
-
 #include <string>
 
 #include "base/timer.h"
@@ -62,7 +60,7 @@ void ThreadPool::Run(int64_t n, Fn fn, void* ctx) {
   RunShare(0);
   for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
     if (i < kSpinIterations) {
-      _mm_pause();
+      CpuRelax();
     } else {
       std::this_thread::yield();  // a worker was descheduled: let it run
     }
@@ -75,7 +73,7 @@ void ThreadPool::WorkerLoop(int thread_id) {
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
-      _mm_pause();
+      CpuRelax();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {

@@ -15,6 +15,16 @@
 
 namespace paddock {
 
+// A spin-wait's hint to the core (x86 pause, Arm yield; nothing elsewhere): the sibling thread
+// or the memory system gets the cycles while a worker polls.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 class Tracer;
 
 class ThreadPool {

@@ -5,6 +5,12 @@
 
 namespace paddock {
 KernelTable MakeScalarTable();
+// What every table shares: the row unit of each weight type, and a GEMV for every readable
+// type (dispatch.cpp).
+KernelTable FinishTable(KernelTable k);
+// The architecture's table for a SIMD ISA (dispatch_x86.cpp, dispatch_portable.cpp), built on
+// first use; null for the scalar ISA or an ISA this architecture has no kernels for.
+const KernelTable* SimdKernels(Isa isa, Prefetch prefetch);
 // Every type with a dequantizer (TypeTraits::to_float) and no GEMV of its own gets the
 // reference one (dequantize a chunk, double-accumulated dot): a new weight type runs on every
 // table as soon as it can be read; fast kernels are additions.
