@@ -5,8 +5,12 @@
 
 #include <string>
 
+#include "base/thread_pool.h"
+#include "cpu/transformer.h"
+#include "kv/kv_manager.h"
 #include "model/backend.h"
 #include "model/layer_ops.h"
+#include "model/split_backend.h"
 #include "model/weights.h"
 #include "paddock/error.h"
 #include "test_util.h"
@@ -128,6 +132,58 @@ TEST(Ops, FeaturesWeightTypesKvTypesAndAdaptersAreCheckedTheSameWay) {
   no_rows.features = Without(no_rows.features, static_cast<int>(OpFeature::kQkNormRows));
   EXPECT_EQ(Refusal(*o, no_rows),
             "the test backend has no QK-norm over whole rows (layer 0's qkv)");
+}
+
+// Two backends over consecutive layer ranges, composed through the seam (the residual stream
+// handed from the first to the second, the KV store split by layer), give the logits of one
+// backend over every layer, bit for bit: two sequences batched, a prompt step then decodes.
+TEST(Ops, TwoBackendsOverLayerRangesEqualOneOverEveryLayer) {
+  auto m = LoadVariant("gemma2_softcap");
+  const ModelConfig& c = m->config;
+  ASSERT_GE(c.n_layers, 2);
+  ThreadPool pool(2);
+  const KernelTable& k = GetKernels(DetectIsa());
+  ForwardOptions fo;
+  fo.int8_activations = false;
+  Transformer whole(*m, k, pool, 16, fo);
+  auto first = std::make_unique<Transformer>(*m, k, pool, 16, fo);
+  auto second = std::make_unique<Transformer>(*m, k, pool, 16, fo);
+  first->SetLayers(0, 1);
+  second->SetLayers(1, c.n_layers);
+  std::unique_ptr<Backend> split = NewSplitBackend(std::move(first), std::move(second));
+  KvCacheOptions ko;
+  ko.k_type = ko.v_type = KvDtype::kF32;
+  KvManager kv_whole(c, ko, 256, &whole), kv_split(c, ko, 256, split.get());
+  Backend* backends[2] = {&whole, split.get()};
+  KvManager* kvs[2] = {&kv_whole, &kv_split};
+  std::vector<std::vector<int32_t>> seqs = {{1, 7, 9, 11, 13}, {1, 20, 21}};
+  std::vector<float> got[2];
+  for (int b = 0; b < 2; ++b) {
+    KvManager& kv = *kvs[b];
+    KvManager::SeqId ids[2] = {kv.Create(64), kv.Create(64)};
+    int pos[2] = {0, 0};
+    for (int step = 0; step < 4; ++step) {
+      std::vector<int32_t> toks[2];
+      KvView views[2];
+      StepItem items[2];
+      for (int i = 0; i < 2; ++i) {
+        toks[i] = step == 0 ? seqs[static_cast<size_t>(i)] : std::vector<int32_t>{3 + step + i};
+        const int n = static_cast<int>(toks[i].size());
+        ASSERT_TRUE(kv.Reserve(ids[i], pos[i] + n));
+        views[i] = kv.View(ids[i]);
+        items[i] = StepItem{toks[i].data(), n, pos[i], &views[i]};
+      }
+      const float* rows[2];
+      backends[b]->Step(items, 2, StepOutput::kLogits, rows);
+      for (int i = 0; i < 2; ++i) {
+        got[b].insert(got[b].end(), rows[i], rows[i] + c.n_vocab);
+        kv.Commit(ids[i], toks[i].data(), static_cast<int>(toks[i].size()));
+        pos[i] += static_cast<int>(toks[i].size());
+      }
+    }
+  }
+  ASSERT_EQ(got[0].size(), got[1].size());
+  EXPECT_TRUE(got[0] == got[1]) << "the split's logits differ from one backend's";
 }
 
 }  // namespace

@@ -223,7 +223,7 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
     for (int j = 0; j < it.n; ++j, ++n) {
       const auto t = static_cast<size_t>(n);
       plan_.pos[t] = it.pos + j;
-      // A bidirectional model's token sees its whole input (CheckItem: pos 0).
+      // A bidirectional model's token sees its whole input (CheckStep: pos 0).
       plan_.attend_end[t] = !cfg_.causal ? it.n : (it.attend_end != nullptr ? it.attend_end[j] : 0);
       plan_.view[t] = it.kv;
       plan_.lora[t] = it.lora != nullptr ? it.lora : default_lora_;

@@ -81,7 +81,8 @@ struct LayerOp {
   OpKind kind;
   int layer = 0;
   uint32_t features = 0;  // bit per OpFeature
-  // kNorm, kPostNorm, kAddNorm: the norm (width dim); residual: x += xb first.
+  // kNorm, kPostNorm, kAddNorm: the norm (width dim); residual: x += xb first. kQkv: only
+  // norm.eps, its QK-norm's epsilon.
   OpNorm norm;
   bool residual = false;
   // The matrices the op multiplies by and their biases (null: none): kQkv Wq, Wk, Wv; kOutProj
