@@ -271,6 +271,11 @@ struct ModelInfo {
   uint64_t active_weight_bytes = 0;
   int n_experts = 0, n_experts_used = 0, expert_ffn_dim = 0, shared_ffn_dim = 0;
   int n_vocab = 0, dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0;
+  // Gemma 4: the local layers' head size (0: head_dim), the layers that store KV (the rest read
+  // an earlier layer's; n_layers when all store), the per-layer embedding table's bytes (read a
+  // row per token from the mapping: in active_weight_bytes' place only that row counts).
+  int head_dim_local = 0, kv_layers = 0;
+  uint64_t per_layer_table_bytes = 0;
   int trained_context = 0;
   float rope_base = 0;
   std::string rope_style, rope_scaling;

@@ -22,8 +22,10 @@ struct ActivationShape {
 };
 
 struct Activations {
-  float* x = nullptr;             // (B, dim) residual stream
-  float* xb = nullptr;            // (B, dim) normed input / projection output
+  float* x = nullptr;   // (B, dim) residual stream
+  float* xb = nullptr;  // (B, dim) normed input / projection output
+  // Q, K, V and attention rows are the running layer's width (LayerOp::q_dim, kv_dim); the
+  // buffers the widest layer's (max_q_dim, max_kv_dim).
   float* q = nullptr;             // (B, q_dim)
   float* kv_k = nullptr;          // (B, kv_dim)
   float* kv_v = nullptr;          // (B, kv_dim)
@@ -33,8 +35,8 @@ struct Activations {
   float* logits = nullptr;        // (items, n_vocab) last-token logits of each batch item
   float* cos = nullptr;           // (B, rope_dim / 2)
   float* sin = nullptr;           // (B, rope_dim / 2)
-  float* cos_local = nullptr;     // (B, rope_dim / 2) local layers' table (rope_base_local > 0)
-  float* sin_local = nullptr;     // (B, rope_dim / 2)
+  float* cos_local = nullptr;     // (B, local rope dims / 2) local layers' (rope_base_local > 0)
+  float* sin_local = nullptr;     // (B, local rope dims / 2)
   float* scores = nullptr;        // (T, max(ctx, 2 * n_heads)) attention scores
   float* qrot = nullptr;          // (T, q_dim) rotated queries for Hadamard-rotated KV
   float* attn_scratch = nullptr;  // (T, AttendScratchFloats + kAttnMaxRows * head_dim)
@@ -43,6 +45,8 @@ struct Activations {
   float* moe_x = nullptr;         // (R, dim) gathered float inputs (experts without int8 kernels)
   float* moe_out = nullptr;       // (R, dim) expert outputs, unweighted
   float* moe_shared = nullptr;    // (B, dim) the shared expert's output (shared_ffn_dim > 0)
+  float* ple = nullptr;           // (B, n_layers * per_layer_dim) each token's per-layer inputs
+  float* ple_row = nullptr;       // (n_layers * per_layer_dim) a table row, as floats
 
   // Lays out every slice for `cfg` at `shape`; returns the arena's bytes.
   size_t Plan(const ModelConfig& cfg, const ActivationShape& shape);

@@ -17,41 +17,43 @@ void Transformer::QkvEpilogue(const LayerOp& op, int j, int h0, int h1) {
   const int half = op.rope.dims / 2;
   const bool half_split = op.rope.style == RopeStyle::kHalfSplit;
   const bool per_head_norm = !op.Has(OpFeature::kQkNormRows);
-  for (int h = h0; h < h1; ++h) {
-    if (h < nq + nkv) {  // a query or key head
+  const int qd = op.q_dim(), kvd = op.kv_dim();
+  // A layer reading another's KV computes its queries alone.
+  const int nk = op.kv_layer == op.layer ? nkv : 0;
+  for (int h = h0; h < h1 && h < nq + 2 * nk; ++h) {
+    if (h < nq + nk) {  // a query or key head
       const bool is_q = h < nq;
       const int hh = is_q ? h : h - nq;
-      float* x = (is_q ? a_.q + j * cfg_.q_dim() : a_.kv_k + j * cfg_.kv_dim()) + hh * hd;
+      float* x = (is_q ? a_.q + j * qd : a_.kv_k + j * kvd) + hh * hd;
       const float* bias = op.bias[is_q ? 0 : 1];
       if (bias != nullptr) k_->add(x, bias + hh * hd, hd);
       const float* norm = !per_head_norm ? nullptr : is_q ? op.q_norm : op.k_norm;
       if (norm != nullptr) k_->rmsnorm(x, x, norm, hd, op.norm.eps);
       if (half > 0) k_->rope(x, 1, hd, op.rope.dims, cos + j * half, sin + j * half, half_split);
-    } else if (op.bias[2] != nullptr) {
-      const int hh = h - nq - nkv;
-      k_->add(a_.kv_v + j * cfg_.kv_dim() + hh * hd, op.bias[2] + hh * hd, hd);
+    } else {
+      float* v = a_.kv_v + j * kvd + (h - nq - nk) * hd;
+      if (op.bias[2] != nullptr) k_->add(v, op.bias[2] + (h - nq - nk) * hd, hd);
+      if (op.v_norm != nullptr) k_->rmsnorm(v, v, op.v_norm, hd, op.norm.eps);
     }
   }
 }
 
 // Token j's K and V rows into its sequence's cache at its position (threads over tokens: each
 // token's rows are its own).
-void Transformer::StoreKv(int l, int n) {
-  const int hd = cfg_.head_dim;
+void Transformer::StoreKv(const LayerOp& op, int n) {
+  const int l = op.layer, hd = op.head_dim, nkv = op.n_kv_heads, kvd = op.kv_dim();
   ForTokens(n, [&](int j) {
     const KvView& kv = *plan_.view[static_cast<size_t>(j)];
     const KvLayerView& cache = kv.layers[l];
     const int pos = plan_.pos[static_cast<size_t>(j)];
-    k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), a_.kv_k + j * cfg_.kv_dim(),
-                                                 cfg_.n_kv_heads, hd);
-    k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), a_.kv_v + j * cfg_.kv_dim(),
-                                                 cfg_.n_kv_heads, hd);
+    k_->kv_store[static_cast<int>(cache.k_type)](kv.K(l, pos), a_.kv_k + j * kvd, nkv, hd);
+    k_->kv_store[static_cast<int>(cache.v_type)](kv.V(l, pos), a_.kv_v + j * kvd, nkv, hd);
   });
 }
 
 // Tiled attention: plan the tasks, run them over the threads, merge split parts.
 void Transformer::AttentionTiled(const LayerOp& op, int n) {
-  const int parts = PlanAttention(n);
+  const int parts = PlanAttention(op, n);
   pool_.ParallelFor(static_cast<int64_t>(attn_tasks_.size()),
                     [&](int64_t begin, int64_t end, int t) {
                       for (int64_t idx = begin; idx < end; ++idx)
@@ -64,9 +66,9 @@ void Transformer::AttentionTiled(const LayerOp& op, int n) {
 // head) query rows: the rows share every K/V tile. With fewer tasks than threads over long ranges
 // (decode, few KV heads), each task's positions are split in `parts` (returned) so every
 // thread works; the partial results are merged after.
-int Transformer::PlanAttention(int n) {
-  const int nkv = cfg_.n_kv_heads;
-  const int group = cfg_.n_heads / cfg_.n_kv_heads;
+int Transformer::PlanAttention(const LayerOp& op, int n) {
+  const int nkv = op.n_kv_heads;
+  const int group = op.n_heads / op.n_kv_heads;
   const int threads = pool_.size();
   // fn(j0, rows) for each run of tokens [j0, ...) of one sequence, with its query rows.
   auto for_each_run = [&](auto fn) {
@@ -149,8 +151,8 @@ void NarrowToPart(int part, int parts, int count, int* lo, int* hi) {
 // Task idx on thread t: its query rows (rotated where keys are stored rotated), their
 // causal / window ranges, and the tiled kernel; a split task writes its partial slot.
 void Transformer::AttendTask(const LayerOp& op, size_t idx, int t) {
-  const int l = op.layer;
-  const int hd = op.head_dim, qd = cfg_.q_dim(), nkv = op.n_kv_heads;
+  const int l = op.kv_layer;
+  const int hd = op.head_dim, qd = op.q_dim(), nkv = op.n_kv_heads;
   const int group = op.n_heads / op.n_kv_heads;
   const float scale = op.scale, softcap = op.softcap;
   float* scratch = a_.attn_scratch + static_cast<size_t>(t) * AttnScratchStride();
@@ -221,8 +223,8 @@ void Transformer::AttendTask(const LayerOp& op, size_t idx, int t) {
 
 // Each split task's parts merged row by row (MergeAttention) into a_.att.
 void Transformer::MergeAttentionParts(const LayerOp& op, int parts) {
-  const int l = op.layer;
-  const int hd = op.head_dim, qd = cfg_.q_dim();
+  const int l = op.kv_layer;
+  const int hd = op.head_dim, qd = op.q_dim();
   const int group = op.n_heads / op.n_kv_heads;
   const int n_base = static_cast<int>(attn_tasks_.size()) / parts;
   for (int i = 0; i < n_base; ++i) {
@@ -251,8 +253,8 @@ void Transformer::Attention(const LayerOp& op, int n) {
     AttentionTiled(op, n);
     return;
   }
-  const int l = op.layer;
-  const int hd = op.head_dim, qd = cfg_.q_dim(), nkv = op.n_kv_heads;
+  const int l = op.kv_layer;
+  const int hd = op.head_dim, qd = op.q_dim(), nkv = op.n_kv_heads;
   const int group = op.n_heads / op.n_kv_heads;
   const float scale = op.scale, softcap = op.softcap;
   const float* sinks = op.sinks;
@@ -260,7 +262,7 @@ void Transformer::Attention(const LayerOp& op, int n) {
     float* scores = a_.scores + static_cast<size_t>(t) * ctx_;
     float* qrot = a_.qrot + static_cast<size_t>(t) * hd;
     for (int64_t idx = begin; idx < end; ++idx) {
-      const int j = static_cast<int>(idx / cfg_.n_heads), h = static_cast<int>(idx % cfg_.n_heads);
+      const int j = static_cast<int>(idx / op.n_heads), h = static_cast<int>(idx % op.n_heads);
       const KvView& kv = *plan_.view[static_cast<size_t>(j)];
       const KvLayerView& cache = kv.layers[l];
       const auto kdot = k_->kv_dot[static_cast<int>(cache.k_type)];
@@ -297,7 +299,7 @@ void Transformer::Attention(const LayerOp& op, int n) {
       if (rot_v) Hadamard(out, hd);  // values are stored rotated: rotate the sum back
     }
   };
-  pool_.ParallelFor(static_cast<int64_t>(n) * cfg_.n_heads, task);
+  pool_.ParallelFor(static_cast<int64_t>(n) * op.n_heads, task);
 }
 
 }  // namespace paddock

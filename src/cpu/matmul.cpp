@@ -3,6 +3,7 @@
 // several), threads split by the kernel table's row unit, and the fused Q/K/V and gate/up
 // passes.
 #include <algorithm>
+#include <cstring>
 
 #include "cpu/transformer.h"
 #include "model/lora.h"
@@ -158,7 +159,17 @@ void Transformer::Matmul(const WeightTensor& w, const float* x, const ActQ8& xq,
 
 bool Transformer::MatmulQkv(const LayerOp& op, const float* x, const ActQ8& xq, int n) {
   const WeightTensor& wq = *op.mat[0];
+  if (op.kv_layer != op.layer) {  // another layer's KV is read: the queries alone
+    Matmul(wq, x, xq, n, a_.q);
+    return false;
+  }
   const WeightTensor& wk = *op.mat[1];
+  if (op.mat[2] == nullptr) {  // V = K's projection (its own norm follows, no RoPE)
+    Matmul(wq, x, xq, n, a_.q);
+    Matmul(wk, x, xq, n, a_.kv_k);
+    std::memcpy(a_.kv_v, a_.kv_k, sizeof(float) * static_cast<size_t>(n) * op.kv_dim());
+    return false;
+  }
   const WeightTensor& wv = *op.mat[2];
   // The fused pass is cut into whole heads, so each thread finishes its heads (bias, QK-norm,
   // RoPE) while they are in cache; a head must hold whole 16-row groups of interleaved weights.

@@ -41,7 +41,7 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       layer_end_(model.config.n_layers),
       ops_(model.ops),
       lora_(max_batch_, kernels, pool) {
-  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.q_dim(), cfg_.max_ffn_dim()}));
+  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.max_q_dim(), cfg_.max_ffn_dim()}));
   output_norm_ = {cfg_.layer_norm ? NormKind::kLayer : NormKind::kRms, cfg_.norm_eps,
                   model.weights.output_norm, model.weights.output_norm_b};
   if (ops_.size() != static_cast<size_t>(cfg_.n_layers))
@@ -102,31 +102,37 @@ size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
   const size_t B = s.tokens;
   const size_t T = s.threads;
   const size_t half = static_cast<size_t>(cfg.rope_dim / 2);
+  const size_t half_local = static_cast<size_t>(std::max(cfg.rope_dim, cfg.rope_dim_local) / 2);
   const size_t hidden = std::max(B * cfg.max_ffn_dim(), s.moe_rows * cfg.expert_ffn_dim);
+  const size_t qd = static_cast<size_t>(cfg.max_q_dim()),
+               kvd = static_cast<size_t>(cfg.max_kv_dim());
+  const size_t hd = static_cast<size_t>(cfg.max_head_dim());
+  const size_t pl = static_cast<size_t>(cfg.n_layers) * static_cast<size_t>(cfg.per_layer_dim);
   const struct {
     float** at;
     size_t floats;
   } slices[] = {
       {&x, B * cfg.dim},
       {&xb, B * cfg.dim},
-      {&q, B * cfg.q_dim()},
-      {&kv_k, B * cfg.kv_dim()},
-      {&kv_v, B * cfg.kv_dim()},
-      {&att, B * cfg.q_dim()},
+      {&q, B * qd},
+      {&kv_k, B * kvd},
+      {&kv_v, B * kvd},
+      {&att, B * qd},
       {&hb, hidden},
       {&hb2, hidden},
       {&logits, s.items * static_cast<size_t>(cfg.n_vocab)},
-      {&cos, 2 * B * half},  // the global table, then the local layers' (Gemma 3)
-      {&sin, 2 * B * half},
+      {&cos, B * (half + half_local)},  // the global table, then the local layers' (Gemma 3, 4)
+      {&sin, B * (half + half_local)},
       {&scores, T * std::max(s.ctx, static_cast<size_t>(2 * cfg.n_heads))},
-      {&qrot, T * static_cast<size_t>(cfg.q_dim())},
-      {&attn_scratch,
-       T * (AttendScratchFloats(cfg.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg.head_dim)},
-      {&attn_part, 2 * T * static_cast<size_t>(kAttnMaxRows) * (cfg.head_dim + 2)},
+      {&qrot, T * qd},
+      {&attn_scratch, T * (AttendScratchFloats(static_cast<int>(hd)) + kAttnMaxRows * hd)},
+      {&attn_part, 2 * T * static_cast<size_t>(kAttnMaxRows) * (hd + 2)},
       {&moe_logits, B * cfg.n_experts},
       {&moe_x, s.moe_rows * cfg.dim},
       {&moe_out, s.moe_rows * cfg.dim},
       {&moe_shared, cfg.shared_ffn_dim > 0 ? B * cfg.dim : 0},
+      {&ple, B * pl},
+      {&ple_row, pl},
   };
   auto padded = [](size_t floats) { return (floats + 15) / 16 * 16; };
   size_t total = 0;
@@ -253,7 +259,65 @@ void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
     for (int t = 0; t < it.n; ++t, ++j)
       EmbedRow(model_, it, t, a_.x + static_cast<size_t>(j) * dim, a_.xb);  // (xb: free yet)
   }
+  if (cfg_.per_layer_dim > 0) PerLayerInputs(items, n_items, n);
   RopeTables(n);
+}
+
+// Gemma 4: each token's input for every layer: its row of the per-layer table (times
+// sqrt(width)) plus the projection of its embedding (over sqrt(dim), normalized per layer),
+// over sqrt(2). An image's rows take token 0's row (as llama.cpp).
+void Transformer::PerLayerInputs(const BatchItem* items, int n_items, int n) {
+  const WeightTensor& proj = model_.weights.pl_model_proj;
+  const WeightTensor& table = model_.weights.pl_tok_embd;
+  const int P = cfg_.per_layer_dim;
+  const size_t width = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(P);
+  const ActQ8 xq = QuantizeInput(a_.x, n, cfg_.dim, proj, false);
+  Matmul(proj, a_.x, xq, n, a_.ple);
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(cfg_.dim));
+  const float row_scale = std::sqrt(static_cast<float>(P));
+  const float out_scale = 1.0f / std::sqrt(2.0f);
+  const auto to_float = Traits(table.type).to_float;
+  for (int oi = 0, j = 0; oi < n_items; ++oi) {
+    const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
+    for (int t = 0; t < it.n; ++t, ++j) {
+      const bool image = it.embeds != nullptr && it.embeds[t] != nullptr;
+      const size_t tok = image ? 0 : static_cast<size_t>(it.tokens[t]);
+      to_float(table.data + tok * table.row_bytes, a_.ple_row, static_cast<int64_t>(width));
+      float* row = a_.ple + static_cast<size_t>(j) * width;
+      for (size_t i = 0; i < width; ++i) row[i] *= proj_scale;
+      for (int l = 0; l < cfg_.n_layers; ++l) {
+        float* r = row + static_cast<size_t>(l) * static_cast<size_t>(P);
+        k_->rmsnorm(r, r, model_.weights.pl_proj_norm, P, cfg_.norm_eps);
+      }
+      for (size_t i = 0; i < width; ++i) row[i] = (row[i] + a_.ple_row[i] * row_scale) * out_scale;
+    }
+  }
+}
+
+// x += norm(gelu(x Wgate) * the tokens' inputs for this layer) Wproj) (the pending residual
+// added first: this reads x).
+void Transformer::PerLayerInput(const LayerOp& op, int n) {
+  if (pending_residual_) AddResidual(n);
+  const WeightTensor& gate = *op.mat[0];
+  const WeightTensor& proj = *op.mat[1];
+  const int P = static_cast<int>(gate.rows);
+  const size_t width = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(P);
+  const ActQ8 xq = QuantizeInput(a_.x, n, cfg_.dim, gate, false);
+  Matmul(gate, a_.x, xq, n, a_.hb);
+  for (int j = 0; j < n; ++j)
+    k_->gelu_mul(a_.hb + static_cast<size_t>(j) * P,
+                 a_.ple + static_cast<size_t>(j) * width + static_cast<size_t>(op.layer) * P, P);
+  const ActQ8 hq = QuantizeInput(a_.hb, n, P, proj, false);
+  Matmul(proj, a_.hb, hq, n, a_.xb);
+  PostNorm(op.norm, n);
+  CarryResidual(n);
+}
+
+// x *= s (the pending residual added first).
+void Transformer::ScaleResidual(float s, int n) {
+  if (pending_residual_) AddResidual(n);
+  const size_t m = static_cast<size_t>(n) * static_cast<size_t>(cfg_.dim);
+  for (size_t i = 0; i < m; ++i) a_.x[i] *= s;
 }
 
 // The logits rows: final norm, then (unless the caller wants the hidden states) the output
@@ -403,11 +467,11 @@ const float* Transformer::ForwardStage(const BatchItem* items, int n_items, cons
 
 void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
+  const int hl = (cfg_.rope_dim_local > 0 ? cfg_.rope_dim_local : cfg_.rope_dim) / 2;
   const bool local = cfg_.rope_base_local > 0;
   for (int j = 0; j < n; ++j)
     rope_.Fill(plan_.pos[static_cast<size_t>(j)], a_.cos + j * half, a_.sin + j * half,
-               local ? a_.cos_local + j * half : nullptr,
-               local ? a_.sin_local + j * half : nullptr);
+               local ? a_.cos_local + j * hl : nullptr, local ? a_.sin_local + j * hl : nullptr);
 }
 
 void Transformer::set_observer(ActivationObserver* o) {
@@ -437,16 +501,18 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
       Qkv(op, n);
       break;
     case OpKind::kStoreKv:
-      Timed(ProfOp::kKvStore, [&] { StoreKv(l, n); });
-      if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows();
+      Timed(ProfOp::kKvStore, [&] { StoreKv(op, n); });
+      if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows(op);
       break;
     case OpKind::kAttention:
+      // The last layer, reading another's KV (nothing of its own to store): pruned here.
+      if (prune_last_ && l == cfg_.n_layers - 1 && op.kv_layer != l) n = KeepLogitRows(op);
       Timed(ProfOp::kAttention, [&] { Attention(op, n); });
-      Observe(ActSite::kAttnOut, l, a_.att, n, cfg_.q_dim());
+      Observe(ActSite::kAttnOut, l, a_.att, n, op.q_dim());
       break;
     case OpKind::kOutProj: {
       const WeightTensor& wo = *op.mat[0];
-      const ActQ8 aq = QuantizeInput(a_.att, n, cfg_.q_dim(), wo);
+      const ActQ8 aq = QuantizeInput(a_.att, n, static_cast<int>(wo.cols), wo);
       Timed(ProfOp::kMatmulOut, [&] {
         Matmul(wo, a_.att, aq, n, a_.xb);
         AddBias(a_.xb, op.bias[0], n, cfg_.dim);
@@ -480,6 +546,12 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
     case OpKind::kAddNorm:
       xq_ = AddNorm(op, plan, n);
       break;
+    case OpKind::kPerLayerInput:
+      PerLayerInput(op, n);
+      break;
+    case OpKind::kScale:
+      ScaleResidual(op.scale_by, n);
+      break;
     case OpKind::kCount:
       break;
   }
@@ -496,8 +568,9 @@ void Transformer::CarryResidual(int n) {
   }
 }
 
-int Transformer::KeepLogitRows() {
-  const int dim = cfg_.dim, qd = cfg_.q_dim(), rows = n_logit_rows_;
+int Transformer::KeepLogitRows(const LayerOp& op) {
+  const int dim = cfg_.dim, qd = op.q_dim(), rows = n_logit_rows_;
+  const size_t pl = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(cfg_.per_layer_dim);
   plan_.n_bf = 0;
   for (int r = 0; r < rows; ++r) {  // ascending, so in place
     const size_t j = static_cast<size_t>(plan_.logit_tok[static_cast<size_t>(r)]);
@@ -505,6 +578,7 @@ int Transformer::KeepLogitRows() {
     if (j != rr) {
       std::memcpy(a_.q + rr * qd, a_.q + j * qd, sizeof(float) * static_cast<size_t>(qd));
       std::memcpy(a_.x + rr * dim, a_.x + j * dim, sizeof(float) * static_cast<size_t>(dim));
+      if (pl > 0) std::memcpy(a_.ple + rr * pl, a_.ple + j * pl, sizeof(float) * pl);
       plan_.pos[rr] = plan_.pos[j];
       plan_.attend_end[rr] = plan_.attend_end[j];
       plan_.view[rr] = plan_.view[j];
@@ -587,10 +661,10 @@ void Transformer::Qkv(const LayerOp& op, int n) {
   Timed(ProfOp::kBiasNormRope, [&] {
     for (int j = 0; j < n; ++j) {
       if (op.Has(OpFeature::kQkNormRows)) {  // OLMoE: RMSNorm over whole Q and K rows, then RoPE
-        float* q = a_.q + static_cast<size_t>(j) * cfg_.q_dim();
-        float* k = a_.kv_k + static_cast<size_t>(j) * cfg_.kv_dim();
-        k_->rmsnorm(q, q, op.q_norm, cfg_.q_dim(), op.norm.eps);
-        k_->rmsnorm(k, k, op.k_norm, cfg_.kv_dim(), op.norm.eps);
+        float* q = a_.q + static_cast<size_t>(j) * op.q_dim();
+        float* k = a_.kv_k + static_cast<size_t>(j) * op.kv_dim();
+        k_->rmsnorm(q, q, op.q_norm, op.q_dim(), op.norm.eps);
+        k_->rmsnorm(k, k, op.k_norm, op.kv_dim(), op.norm.eps);
       }
       QkvEpilogue(op, j, 0, op.n_heads + 2 * op.n_kv_heads);
     }

@@ -211,7 +211,7 @@ class Transformer final : public Backend {
   void CarryResidual(int n);
   // The last layer, past its K/V: moves the logits rows' queries, residuals and per-token
   // state to rows 0 .. rows - 1 (plan_.logit_tok becomes 0, 1, ...) and returns rows.
-  int KeepLogitRows();
+  int KeepLogitRows(const LayerOp& op);
   // The step's (or the kept rows') token count n_step_, and n_int8_lead_: n - plan_.n_bf when the
   // tokens off the bf16 prefill are exactly the first ones, else 0.
   void SetStepRows(int n);
@@ -229,6 +229,11 @@ class Transformer final : public Backend {
   int RunOp(const LayerOp& op, const CpuOp& plan, int n);
   void Qkv(const LayerOp& op, int n);
   void FfnUp(const LayerOp& op, int n);
+  // Gemma 4's per-layer input (kPerLayerInput) and output scale (kScale), on x.
+  void PerLayerInput(const LayerOp& op, int n);
+  void ScaleResidual(float s, int n);
+  // The step's tokens' per-layer inputs (a_.ple), from their embeddings in x (EmbedTokens).
+  void PerLayerInputs(const BatchItem* items, int n_items, int n);
   // Mixture of experts (moe.cpp): route, gather per expert, expert GEMMs, weighted scatter.
   void MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n);
   int MoeRoute(const LayerWeights& w, const ActQ8& xq, int n);
@@ -238,17 +243,20 @@ class Transformer final : public Backend {
   void MoeDown(const LayerWeights& w, int n_active, int n);
   void MoeScatter(int n, bool shared);
   // Attention (attention.cpp).
-  void StoreKv(int l, int n);
+  void StoreKv(const LayerOp& op, int n);
   void Attention(const LayerOp& op, int n);
   void AttentionTiled(const LayerOp& op, int n);
-  int PlanAttention(int n);  // returns the parts each task's positions are split into
+  int PlanAttention(const LayerOp& op, int n);  // returns the parts positions are split into
   void AttendTask(const LayerOp& op, size_t idx, int thread);
   void MergeAttentionParts(const LayerOp& op, int parts);
   // Per-thread scratch of the tiled kernel; one task's partial results (rows x (hd + 2)).
   size_t AttnScratchStride() const {
-    return AttendScratchFloats(cfg_.head_dim) + static_cast<size_t>(kAttnMaxRows) * cfg_.head_dim;
+    const int hd = cfg_.max_head_dim();
+    return AttendScratchFloats(hd) + static_cast<size_t>(kAttnMaxRows) * hd;
   }
-  size_t AttnPartStride() const { return static_cast<size_t>(kAttnMaxRows) * (cfg_.head_dim + 2); }
+  size_t AttnPartStride() const {
+    return static_cast<size_t>(kAttnMaxRows) * (cfg_.max_head_dim() + 2);
+  }
   // Bias, QK-norm and RoPE of token j's Q/K/V heads [h0, h1) of the concatenated Q|K|V heads.
   void QkvEpilogue(const LayerOp& op, int j, int h0, int h1);
   // Matrix multiplication (matmul.cpp).

@@ -28,9 +28,9 @@ class ChannelSquares : public ActivationObserver {
       if (v->size() != L) v->assign(L, std::vector<double>(static_cast<size_t>(cols), 0.0));
     };
     init(&attn, c.dim);
-    init(&attn_out, c.q_dim());
+    init(&attn_out, c.max_q_dim());
     init(&ffn, c.dim);
-    init(&down, c.ffn_dim);
+    init(&down, c.max_ffn_dim());
     if (output.empty()) output.assign(static_cast<size_t>(c.dim), 0.0);
   }
   void Observe(ActSite site, int layer, const float* x, int n, int cols) override {

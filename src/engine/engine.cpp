@@ -78,6 +78,10 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.n_heads = c.n_heads;
   i.n_kv_heads = c.n_kv_heads;
   i.head_dim = c.head_dim;
+  i.head_dim_local = c.head_dim_local;
+  i.kv_layers = c.kv_layers > 0 ? c.kv_layers : c.n_layers;
+  i.per_layer_table_bytes =
+      static_cast<uint64_t>(m.weights.pl_tok_embd.rows) * m.weights.pl_tok_embd.row_bytes;
   i.ffn_dim = c.ffn_dim;
   i.trained_context = c.context_length;
   i.rope_base = c.rope_base;
@@ -730,20 +734,23 @@ MemoryReport EstimateMemory(const EngineOptions& options) {
   // and tile copies (Transformer::AllocQuantized), for max_batch tokens: each at its largest.
   const uint64_t B = static_cast<uint64_t>(std::max(1, o.max_batch));
   const uint64_t T = static_cast<uint64_t>(ThreadsOf(o));
-  const uint64_t hd = static_cast<uint64_t>(c.head_dim), q = static_cast<uint64_t>(c.q_dim());
-  const uint64_t cols = static_cast<uint64_t>(std::max({c.dim, c.q_dim(), c.max_ffn_dim()}));
+  const uint64_t hd = static_cast<uint64_t>(c.max_head_dim());
+  const uint64_t q = static_cast<uint64_t>(c.max_q_dim());
+  const uint64_t cols = static_cast<uint64_t>(std::max({c.dim, c.max_q_dim(), c.max_ffn_dim()}));
+  const uint64_t pl = static_cast<uint64_t>(c.n_layers) * static_cast<uint64_t>(c.per_layer_dim);
   const uint64_t moe_rows = B * static_cast<uint64_t>(c.n_experts_used);
   const uint64_t hidden = std::max(B * static_cast<uint64_t>(c.max_ffn_dim()),
                                    moe_rows * static_cast<uint64_t>(c.expert_ffn_dim));
   const uint64_t items = std::min<uint64_t>(B, 256);
   const uint64_t rows = static_cast<uint64_t>(kAttnMaxRows);
   const uint64_t floats =
-      B * (2 * static_cast<uint64_t>(c.dim) + 2 * q + 2 * static_cast<uint64_t>(c.kv_dim())) +
+      B * (2 * static_cast<uint64_t>(c.dim) + 2 * q + 2 * static_cast<uint64_t>(c.max_kv_dim())) +
       2 * hidden + items * static_cast<uint64_t>(c.n_vocab) +
-      4 * B * static_cast<uint64_t>(c.rope_dim / 2) +
+      2 * B * static_cast<uint64_t>((c.rope_dim + std::max(c.rope_dim, c.rope_dim_local)) / 2) +
       T * (std::max<uint64_t>(static_cast<uint64_t>(ctx), 2 * static_cast<uint64_t>(c.n_heads)) +
-           q + AttendScratchFloats(c.head_dim) + rows * hd + 2 * rows * (hd + 2)) +
-      B * static_cast<uint64_t>(c.n_experts) + 2 * moe_rows * static_cast<uint64_t>(c.dim) +
+           q + AttendScratchFloats(static_cast<int>(hd)) + rows * hd + 2 * rows * (hd + 2)) +
+      (B + 1) * pl + B * static_cast<uint64_t>(c.n_experts) +
+      2 * moe_rows * static_cast<uint64_t>(c.dim) +
       (c.shared_ffn_dim > 0 ? B * static_cast<uint64_t>(c.dim) : 0) + 32 * 16;
   const uint64_t act = std::max(B * cols, moe_rows * static_cast<uint64_t>(c.expert_ffn_dim));
   // int8 inputs with their scales and sums, the tile packing, the bf16 copy.

@@ -155,6 +155,7 @@ void ReadScalar(Cursor& c, GgufType t, GgufValue* v) {
       const uint8_t b = c.Read<uint8_t>("bool value");
       if (b > 1) Fail("GGUF: bool value %u is neither 0 nor 1 (offset %zu)", b, c.pos() - 1);
       v->u = b;
+      v->i = b;  // (a bool array converts to numbers like the integer ones)
       break;
     }
     default:

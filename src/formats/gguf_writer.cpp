@@ -87,6 +87,14 @@ void GgufWriter::SetI32Array(const std::string& k, const std::vector<int32_t>& v
   Put(k, GgufType::kArray, std::move(p));
 }
 
+void GgufWriter::SetBoolArray(const std::string& k, const std::vector<bool>& v) {
+  std::string p;
+  Append<uint32_t>(&p, static_cast<uint32_t>(GgufType::kBool));
+  Append<uint64_t>(&p, v.size());
+  for (bool x : v) Append<uint8_t>(&p, x ? 1 : 0);
+  Put(k, GgufType::kArray, std::move(p));
+}
+
 void GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
                            const void* data, size_t nbytes) {
   const TypeTraits& tr = Traits(type);

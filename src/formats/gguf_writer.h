@@ -34,6 +34,7 @@ class GgufWriter {
   void SetStringArray(const std::string& key, const std::vector<std::string>& v);
   void SetF32Array(const std::string& key, const std::vector<float>& v);
   void SetI32Array(const std::string& key, const std::vector<int32_t>& v);
+  void SetBoolArray(const std::string& key, const std::vector<bool>& v);
   // Raw escape hatch: a value already encoded (type id + payload), for tests of odd types.
   void SetRaw(const std::string& key, GgufType type, const std::string& payload);
 

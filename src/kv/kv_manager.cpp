@@ -92,8 +92,9 @@ size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
   LayerTypes(cfg, o, &k, &v);
   size_t b = 0;
   for (int l = 0; l < cfg.n_layers; ++l) {
-    b += KvRowBytes(k[static_cast<size_t>(l)], cfg.n_kv_heads, cfg.head_dim);
-    b += KvRowBytes(v[static_cast<size_t>(l)], cfg.n_kv_heads, cfg.head_dim);
+    if (!cfg.StoresKv(l)) continue;  // it reads an earlier layer's (Gemma 4)
+    b += KvRowBytes(k[static_cast<size_t>(l)], cfg.LayerKvHeads(l), cfg.LayerHeadDim(l));
+    b += KvRowBytes(v[static_cast<size_t>(l)], cfg.LayerKvHeads(l), cfg.LayerHeadDim(l));
   }
   return b;
 }
@@ -143,9 +144,10 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
     KvLayerView& L = layout.layers[static_cast<size_t>(l)];
     L.k_type = kt[static_cast<size_t>(l)];
     L.v_type = vt[static_cast<size_t>(l)];
-    const bool own = l >= o.layer_begin && l < own_end;  // another stage's layer: no storage
-    L.k_row_bytes = own ? KvRowBytes(L.k_type, cfg.n_kv_heads, cfg.head_dim) : 0;
-    L.v_row_bytes = own ? KvRowBytes(L.v_type, cfg.n_kv_heads, cfg.head_dim) : 0;
+    // Another stage's layer, or one reading an earlier layer's KV (Gemma 4): no storage.
+    const bool own = l >= o.layer_begin && l < own_end && cfg.StoresKv(l);
+    L.k_row_bytes = own ? KvRowBytes(L.k_type, cfg.LayerKvHeads(l), cfg.LayerHeadDim(l)) : 0;
+    L.v_row_bytes = own ? KvRowBytes(L.v_type, cfg.LayerKvHeads(l), cfg.LayerHeadDim(l)) : 0;
     bytes_per_token_ += L.k_row_bytes + L.v_row_bytes;
     const int32_t types[2] = {static_cast<int32_t>(L.k_type), static_cast<int32_t>(L.v_type)};
     hash_seed_ = BlockPool::HashBlock(hash_seed_, types, 2);  // KV dtypes change block content
@@ -381,8 +383,8 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
       s.hashed_blocks++;
     }
   }
-  if (window_ > 0 &&
-      cfg_.swa_pattern == 0) {  // (alternating layers keep everything for the global ones)
+  // (Alternating layers keep everything for the global ones.)
+  if (window_ > 0 && cfg_.swa_pattern == 0 && cfg_.local_layer.empty()) {
     // The next query (position len) attends to positions >= len - window + 1.
     const int first_needed = s.len - window_ + 1;
     for (; (s.released_blocks + 1) * bs <= first_needed; ++s.released_blocks) {

@@ -29,6 +29,45 @@ int OptionalInt(const GgufFile& g, const std::string& key, int dflt) {
 }
 }  // namespace
 
+// The per-layer lists (Gemma 4): one entry per layer, each shape possible.
+void ModelConfig::ValidateLayers() const {
+  auto sized = [&](size_t n, const char* what) {
+    if (n != 0 && n != static_cast<size_t>(n_layers))
+      Fail("model config: %s has %zu entries for %d layers", what, n, n_layers);
+  };
+  sized(local_layer.size(), "the sliding-window pattern");
+  sized(layer_kv_heads.size(), "the per-layer KV head counts");
+  sized(layer_ffn_dim.size(), "the per-layer FFN widths");
+  if (head_dim_local < 0 || head_dim_local > 4096 || rope_dim_local < 0 ||
+      rope_dim_local > std::max(head_dim_local, head_dim) || rope_dim_local % 2 != 0)
+    Fail("model config: local head size %d / RoPE dims %d out of range", head_dim_local,
+         rope_dim_local);
+  for (int l = 0; l < n_layers; ++l) {
+    const int kvh = LayerKvHeads(l), f = LayerFfnDim(l);
+    if (kvh <= 0 || n_heads % kvh != 0)
+      Fail("model config: layer %d has %d KV heads for %d heads", l, kvh, n_heads);
+    if (f <= 0 || f > 262144) Fail("model config: layer %d's FFN width %d is out of range", l, f);
+    if (kvh * LayerHeadDim(l) > kKvMaxRowElements)
+      Fail("model config: layer %d's KV width %d exceeds the supported maximum of %d", l,
+           kvh * LayerHeadDim(l), kKvMaxRowElements);
+    if (LayerRopeDim(l) > LayerHeadDim(l))
+      Fail("model config: layer %d rotates %d dims of heads of %d", l, LayerRopeDim(l),
+           LayerHeadDim(l));
+  }
+  if (kv_layers < 0 || kv_layers > n_layers)
+    Fail("model config: %d layers storing KV of %d", kv_layers, n_layers);
+  for (int l = kv_layers; kv_layers > 0 && l < n_layers; ++l) {
+    const int s = KvSource(l);
+    if (s < 0)
+      Fail("model config: layer %d shares the KV of an earlier %s layer, and there is none", l,
+           LayerIsLocal(l) ? "local" : "global");
+    if (LayerHeadDim(s) != LayerHeadDim(l) || LayerKvHeads(s) != LayerKvHeads(l))
+      Fail("model config: layer %d shares layer %d's KV but its heads differ", l, s);
+  }
+  if (per_layer_dim < 0 || per_layer_dim > 65536)
+    Fail("model config: per-layer input width %d is out of range", per_layer_dim);
+}
+
 void ModelConfig::Validate() const {
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0 ||
       ffn_dim <= 0) {
@@ -44,6 +83,7 @@ void ModelConfig::Validate() const {
     Fail("model config: KV width %d exceeds the supported maximum of %d", kv_dim(),
          kKvMaxRowElements);
   if (n_layers > 4096) Fail("model config: %d layers is out of range", n_layers);
+  ValidateLayers();
   if (n_heads % n_kv_heads != 0)
     Fail("model config: %d heads is not a multiple of %d KV heads", n_heads, n_kv_heads);
   if (!(learned_pos && rope_dim == 0) &&
@@ -85,7 +125,26 @@ void ModelConfig::Validate() const {
 }
 
 int ModelConfig::max_ffn_dim() const {
-  return std::max({ffn_dim, expert_ffn_dim, shared_ffn_dim});
+  int m = std::max({ffn_dim, expert_ffn_dim, shared_ffn_dim});
+  for (int f : layer_ffn_dim) m = std::max(m, f);
+  return m;
+}
+
+int ModelConfig::KvSource(int l) const {
+  if (kv_layers <= 0 || l < kv_layers) return l;
+  for (int s = kv_layers - 1; s >= 0; --s)
+    if (LayerIsLocal(s) == LayerIsLocal(l)) return s;
+  return -1;  // (Validate refuses such a model)
+}
+
+int ModelConfig::max_head_dim() const {
+  return std::max(head_dim, head_dim_local);
+}
+
+int ModelConfig::max_kv_dim() const {
+  int m = 0;
+  for (int l = 0; l < n_layers; ++l) m = std::max(m, LayerKvHeads(l) * LayerHeadDim(l));
+  return m;
 }
 
 float ModelConfig::AttentionScale() const {
@@ -127,6 +186,46 @@ void Gemma3(const GgufFile& g, const std::string& p, ModelConfig* c) {
   // As the reference: the 27B model (62 layers) scales queries by 1/sqrt(dim / heads).
   if (c->n_layers == 62)
     c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->dim) / static_cast<float>(c->n_heads));
+}
+
+// Gemma 4: the file's per-layer sliding-window list, local layers with their own head size,
+// rotated dims and RoPE base (the global layers' "proportional" RoPE comes as rope_freqs
+// factors), unscaled attention with Q/K norms and values normalized, post-norms, per-layer
+// KV heads and FFN widths (arrays), the last layers sharing earlier layers' KV, per-layer
+// embeddings.
+void Gemma4(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  Gemma(g, p, c);
+  c->post_norms = true;
+  c->attn_scale = 1.0f;
+  c->v_norm = true;
+  if (auto cap = g.GetFloat(p + "final_logit_softcapping"))
+    c->final_softcap = static_cast<float>(*cap);
+  const std::vector<int64_t> swa = g.GetIntArray(p + "attention.sliding_window_pattern");
+  if (swa.empty()) Fail("model metadata lacks '%sattention.sliding_window_pattern'", p.c_str());
+  for (int64_t v : swa) c->local_layer.push_back(v != 0 ? 1 : 0);
+  c->head_dim_local = OptionalInt(g, p + "attention.key_length_swa", c->head_dim);
+  if (OptionalInt(g, p + "attention.value_length_swa", c->head_dim_local) != c->head_dim_local)
+    Fail("model metadata: local value length differs from key length (unsupported)");
+  c->rope_dim_local = OptionalInt(g, p + "rope.dimension_count_swa", c->head_dim_local);
+  c->rope_base_local = c->rope_base;
+  if (auto b = g.GetFloat(p + "rope.freq_base_swa")) c->rope_base_local = static_cast<float>(*b);
+  c->kv_layers = c->n_layers - OptionalInt(g, p + "attention.shared_kv_layers", 0);
+  if (c->kv_layers <= 0) Fail("model metadata: every layer shares KV; none stores it");
+  c->per_layer_dim = OptionalInt(g, p + "embedding_length_per_layer_input", 0);
+}
+
+// Integer metadata that is either one value or one per layer (Gemma 4's head_count_kv and
+// feed_forward_length): *one the single value (or the first), *per the list (else empty).
+void ScalarOrLayers(const GgufFile& g, const std::string& key, int* one, std::vector<int>* per) {
+  const GgufValue* v = g.Find(key);
+  if (v == nullptr || v->type != GgufType::kArray) return;
+  for (int64_t x : g.GetIntArray(key)) {
+    if (x <= 0 || x > kMaxDim)
+      Fail("model metadata '%s' has %lld, out of range", key.c_str(), (long long)x);
+    per->push_back(static_cast<int>(x));
+  }
+  if (per->empty()) Fail("model metadata '%s' is an empty list", key.c_str());
+  *one = *std::max_element(per->begin(), per->end());
 }
 
 // GPT-2: LayerNorm, learned positions.
@@ -227,6 +326,7 @@ constexpr Architecture kArchitectures[] = {
     {"gemma", RopeStyle::kHalfSplit, Gemma},              // GeGLU, scaled embeddings
     {"gemma2", RopeStyle::kHalfSplit, Gemma2},            // + soft-capping, post-norms, 1:1 local
     {"gemma3", RopeStyle::kHalfSplit, Gemma3},            // + QK-norm, 5:1 local, two RoPE bases
+    {"gemma4", RopeStyle::kHalfSplit, Gemma4},            // + shared KV, per-layer inputs, shapes
     {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},            // LayerNorm, learned positions
     {"qwen2moe", RopeStyle::kHalfSplit, nullptr},         // experts + a gated shared expert
     {"qwen3moe", RopeStyle::kHalfSplit, nullptr, true},   // experts, normalized top k
@@ -258,9 +358,12 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   const std::string p = c.arch + ".";
   c.dim = RequireInt(g, p + "embedding_length");
   c.n_layers = RequireInt(g, p + "block_count");
-  c.ffn_dim = RequireInt(g, p + "feed_forward_length");
+  ScalarOrLayers(g, p + "feed_forward_length", &c.ffn_dim, &c.layer_ffn_dim);
+  if (c.layer_ffn_dim.empty()) c.ffn_dim = RequireInt(g, p + "feed_forward_length");
   c.n_heads = RequireInt(g, p + "attention.head_count");
-  c.n_kv_heads = OptionalInt(g, p + "attention.head_count_kv", c.n_heads);
+  ScalarOrLayers(g, p + "attention.head_count_kv", &c.n_kv_heads, &c.layer_kv_heads);
+  if (c.layer_kv_heads.empty())
+    c.n_kv_heads = OptionalInt(g, p + "attention.head_count_kv", c.n_heads);
   c.context_length = RequireInt(g, p + "context_length");
   c.head_dim = OptionalInt(g, p + "attention.key_length", c.dim / c.n_heads);
   const int v_len = OptionalInt(g, p + "attention.value_length", c.head_dim);

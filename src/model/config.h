@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace paddock {
 
@@ -88,6 +89,20 @@ struct ModelConfig {
   bool expert_norm = false;   // the k weights are divided by their sum (Mixtral, Qwen3 MoE)
   float expert_scale = 1.0f;  // the k weights are multiplied by this
   bool qk_norm_full = false;  // QK-norm over the whole Q / K row, not per head (OLMoE)
+  // Per-layer shapes and the memory savers (Gemma 4). local_layer: per layer 1 when windowed
+  // (the file's pattern array; empty: swa_pattern decides). The local layers' head size and
+  // rotated dims (0: head_dim, rope_dim). Per layer KV heads and FFN widths (empty: n_kv_heads,
+  // ffn_dim). kv_layers > 0: layers from kv_layers on store no KV and read the last storing
+  // layer of their kind (KvSource). per_layer_dim > 0: each layer adds a gated projection of
+  // its own token-indexed input of this width. v_norm: values RMS-normalized per head, no weight.
+  std::vector<uint8_t> local_layer;
+  int head_dim_local = 0;
+  int rope_dim_local = 0;
+  std::vector<int> layer_kv_heads;
+  std::vector<int> layer_ffn_dim;
+  int kv_layers = 0;
+  int per_layer_dim = 0;
+  bool v_norm = false;
 
   int q_dim() const { return n_heads * head_dim; }
   bool is_moe() const { return n_experts > 0; }
@@ -95,16 +110,43 @@ struct ModelConfig {
   int max_ffn_dim() const;
   int kv_dim() const { return n_kv_heads * head_dim; }
 
-  // Whether layer l is a local (windowed) layer of an alternating pattern.
-  bool LayerIsLocal(int l) const { return swa_pattern > 0 && l % swa_pattern < swa_pattern - 1; }
-  // The attention window of layer l (0: full attention).
-  int LayerWindow(int l, int window) const {
-    return window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1) ? window : 0;
+  // Whether layer l is a local (windowed) layer of an alternating pattern (or the file's list).
+  bool LayerIsLocal(int l) const {
+    if (!local_layer.empty()) return local_layer[static_cast<size_t>(l)] != 0;
+    return swa_pattern > 0 && l % swa_pattern < swa_pattern - 1;
   }
+  // Whether layer l attends within the window (when there is one): every layer without a
+  // pattern, else the local ones.
+  bool LayerWindowed(int l) const {
+    return (swa_pattern == 0 && local_layer.empty()) || LayerIsLocal(l);
+  }
+  // The attention window of layer l (0: full attention).
+  int LayerWindow(int l, int window) const { return window > 0 && LayerWindowed(l) ? window : 0; }
+  // Layer l's shape: head size, KV heads, rotated dims, FFN width.
+  int LayerHeadDim(int l) const {
+    return head_dim_local > 0 && LayerIsLocal(l) ? head_dim_local : head_dim;
+  }
+  int LayerKvHeads(int l) const {
+    return layer_kv_heads.empty() ? n_kv_heads : layer_kv_heads[static_cast<size_t>(l)];
+  }
+  int LayerRopeDim(int l) const {
+    return rope_dim_local > 0 && LayerIsLocal(l) ? rope_dim_local : rope_dim;
+  }
+  int LayerFfnDim(int l) const {
+    return layer_ffn_dim.empty() ? ffn_dim : layer_ffn_dim[static_cast<size_t>(l)];
+  }
+  // The layer whose KV cache layer l reads (l itself unless it shares an earlier one's).
+  int KvSource(int l) const;
+  bool StoresKv(int l) const { return KvSource(l) == l; }
+  // The widest head, query row and KV row of any layer (buffers are planned for these).
+  int max_head_dim() const;
+  int max_q_dim() const { return n_heads * max_head_dim(); }
+  int max_kv_dim() const;
   float AttentionScale() const;
 
   // Throws Error if the numbers cannot describe a working model.
   void Validate() const;
+  void ValidateLayers() const;
 };
 
 // Reads the config from GGUF metadata (`{arch}.*` keys). n_vocab is left 0 when the file

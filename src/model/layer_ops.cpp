@@ -1,23 +1,30 @@
 // model/layer_ops.cpp: each layer's operations, resolved from the configuration and its weights.
 #include "model/layer_ops.h"
 
+#include <cmath>
+
 #include "model/weights.h"
 
 namespace paddock {
 
 const char* OpName(OpKind kind) {
-  static const char* const kNames[] = {"norm",     "qkv",       "store_kv", "attention",
-                                       "out_proj", "post_norm", "ffn_up",   "ffn_down",
-                                       "moe",      "residual",  "add_norm"};
+  static const char* const kNames[] = {
+      "norm",     "qkv", "store_kv", "attention", "out_proj",        "post_norm", "ffn_up",
+      "ffn_down", "moe", "residual", "add_norm",  "per_layer_input", "scale"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpKind::kCount));
   const auto i = static_cast<size_t>(kind);
   return i < static_cast<size_t>(OpKind::kCount) ? kNames[i] : "?";
 }
 
 const char* OpFeatureName(OpFeature f) {
-  static const char* const kNames[] = {"ungated FFNs (GPT-2)", "gpt-oss's clamped SwiGLU",
-                                       "attention sinks", "QK-norm over whole rows",
-                                       "bidirectional attention (encoders)"};
+  static const char* const kNames[] = {"ungated FFNs (GPT-2)",
+                                       "gpt-oss's clamped SwiGLU",
+                                       "attention sinks",
+                                       "QK-norm over whole rows",
+                                       "bidirectional attention (encoders)",
+                                       "normalized values (Gemma 4)",
+                                       "KV shared across layers (Gemma 4)",
+                                       "per-layer head sizes (Gemma 4)"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpFeature::kCount));
   const auto i = static_cast<size_t>(f);
   return i < static_cast<size_t>(OpFeature::kCount) ? kNames[i] : "?";
@@ -28,7 +35,8 @@ namespace {
 // Resolves ops for layer l: what each takes from the configuration and the layer's weights.
 class LayerBuilder {
  public:
-  LayerBuilder(const ModelConfig& c, const LayerWeights& w, int l) : c_(c), w_(w), l_(l) {}
+  LayerBuilder(const ModelConfig& c, const LayerWeights& w, int l, const float* vnorm = nullptr)
+      : c_(c), w_(w), l_(l), vnorm_(vnorm) {}
 
   std::vector<LayerOp> ops;
 
@@ -36,8 +44,11 @@ class LayerBuilder {
     LayerOp& op = ops.emplace_back(LayerOp{k});
     op.layer = l_;
     op.n_heads = c_.n_heads;
-    op.n_kv_heads = c_.n_kv_heads;
-    op.head_dim = c_.head_dim;
+    op.n_kv_heads = c_.LayerKvHeads(l_);
+    op.head_dim = c_.LayerHeadDim(l_);
+    op.kv_layer = c_.KvSource(l_);
+    if (op.n_kv_heads != c_.n_kv_heads || op.head_dim != c_.head_dim)
+      op.Need(OpFeature::kLayerShapes);
     return op;
   }
   LayerOp& Norm(OpKind k, const float* w, const float* b, bool residual) {
@@ -55,12 +66,20 @@ class LayerBuilder {
     if (c_.qk_norm_full && (w_.q_norm != nullptr || w_.k_norm != nullptr))
       qkv.Need(OpFeature::kQkNormRows);
     qkv.norm.eps = c_.norm_eps;
-    qkv.rope = {c_.rope_dim, c_.rope_style, c_.rope_base_local > 0 && c_.LayerIsLocal(l_)};
-    Op(OpKind::kStoreKv);
+    qkv.rope = {c_.LayerRopeDim(l_), c_.rope_style, c_.rope_base_local > 0 && c_.LayerIsLocal(l_)};
+    if (qkv.rope.dims != c_.rope_dim) qkv.Need(OpFeature::kLayerShapes);
+    if (c_.v_norm) {
+      qkv.v_norm = vnorm_;
+      qkv.Need(OpFeature::kValueNorm);
+    }
+    if (!w_.wv) qkv.mat[2] = nullptr;
+    if (c_.StoresKv(l_)) Op(OpKind::kStoreKv);
     LayerOp& at = Op(OpKind::kAttention);
-    at.scale = c_.AttentionScale();
+    if (at.kv_layer != l_) at.Need(OpFeature::kSharedKv);
+    at.scale =
+        c_.attn_scale > 0 ? c_.attn_scale : 1.0f / std::sqrt(static_cast<float>(at.head_dim));
     at.softcap = c_.attn_softcap;
-    at.windowed = c_.swa_pattern == 0 || c_.LayerIsLocal(l_);
+    at.windowed = c_.LayerWindowed(l_);
     at.causal = c_.causal;
     if (!c_.causal) at.Need(OpFeature::kBidirectional);
     at.sinks = w_.attn_sinks;
@@ -102,16 +121,30 @@ class LayerBuilder {
     op.norm = {NormKind::kRms, c_.norm_eps, w, nullptr};
   }
 
+  // Gemma 4's per-layer input and output scale, after the layer's residual.
+  void PerLayer() {
+    if (w_.pl_gate) {
+      LayerOp& op = Op(OpKind::kPerLayerInput);
+      op.mat[0] = &w_.pl_gate;
+      op.mat[1] = &w_.pl_proj;
+      op.norm = {NormKind::kRms, c_.norm_eps, w_.pl_post_norm, nullptr};
+      op.act = Activation::kGeluTanh;
+    }
+    if (w_.out_scale != nullptr) Op(OpKind::kScale).scale_by = *w_.out_scale;
+  }
+
  private:
   const ModelConfig& c_;
   const LayerWeights& w_;
   int l_;
+  const float* vnorm_;
 };
 
 // One decoder layer as the math reads (gemma.cpp's TransformerLayer): norm, attention,
 // post-norm, residual, norm, FFN, post-norm, residual.
-std::vector<LayerOp> DecoderOps(const ModelConfig& c, const LayerWeights& w, int l) {
-  LayerBuilder b(c, w, l);
+std::vector<LayerOp> DecoderOps(const ModelConfig& c, const ModelWeights& mw, int l) {
+  const LayerWeights& w = mw.layers[static_cast<size_t>(l)];
+  LayerBuilder b(c, w, l, mw.ones);
   b.Norm(OpKind::kNorm, w.attn_norm, w.attn_norm_b, false);
   b.Attention();
   b.PostNorm(w.post_attn_norm);
@@ -119,6 +152,7 @@ std::vector<LayerOp> DecoderOps(const ModelConfig& c, const LayerWeights& w, int
   b.Ffn();
   b.PostNorm(w.post_ffn_norm);
   b.Op(OpKind::kResidual);
+  b.PerLayer();
   return std::move(b.ops);
 }
 
@@ -143,8 +177,7 @@ LayerOpList LayerOps(const ModelConfig& cfg, const ModelWeights& w) {
   LayerOpList layers;
   layers.reserve(static_cast<size_t>(cfg.n_layers));
   for (int l = 0; l < cfg.n_layers && l < static_cast<int>(w.layers.size()); ++l)
-    layers.push_back(cfg.encoder ? EncoderOps(cfg, w, l)
-                                 : DecoderOps(cfg, w.layers[static_cast<size_t>(l)], l));
+    layers.push_back(cfg.encoder ? EncoderOps(cfg, w, l) : DecoderOps(cfg, w, l));
   return layers;
 }
 

@@ -27,17 +27,19 @@ struct LayerWeights;
 struct WeightTensor;
 
 enum class OpKind : uint8_t {
-  kNorm,       // [x += xb,] xb = norm(x) (RMSNorm, or LayerNorm with bias)
-  kQkv,        // q, k, v = xb Wq, Wk, Wv (+ biases); QK-norm; RoPE
-  kStoreKv,    // k, v into the KV cache at the tokens' positions
-  kAttention,  // att = softmax(q k^T scale) v over the cache (GQA, window, soft-cap, sinks)
-  kOutProj,    // xb = att Wo (+ bias)
-  kPostNorm,   // xb = rmsnorm(xb) (Gemma 2/3's post-norms)
-  kFfnUp,      // hb = act(xb Wgate) * (xb Wup) (gated); GPT-2: gelu(xb Wup + b)
-  kFfnDown,    // xb = hb Wdown (+ bias)
-  kMoe,        // xb = the token's routed experts' FFNs, weighted (+ the shared expert)
-  kResidual,   // x += xb
-  kAddNorm,    // encoders' post-norm: x = norm(x [+ xb]) (no weight: x as is); xb = x
+  kNorm,           // [x += xb,] xb = norm(x) (RMSNorm, or LayerNorm with bias)
+  kQkv,            // q, k, v = xb Wq, Wk, Wv (+ biases); QK-norm; RoPE
+  kStoreKv,        // k, v into the KV cache at the tokens' positions
+  kAttention,      // att = softmax(q k^T scale) v over the cache (GQA, window, soft-cap, sinks)
+  kOutProj,        // xb = att Wo (+ bias)
+  kPostNorm,       // xb = rmsnorm(xb) (Gemma 2/3's post-norms)
+  kFfnUp,          // hb = act(xb Wgate) * (xb Wup) (gated); GPT-2: gelu(xb Wup + b)
+  kFfnDown,        // xb = hb Wdown (+ bias)
+  kMoe,            // xb = the token's routed experts' FFNs, weighted (+ the shared expert)
+  kResidual,       // x += xb
+  kAddNorm,        // encoders' post-norm: x = norm(x [+ xb]) (no weight: x as is); xb = x
+  kPerLayerInput,  // x += norm(gelu(x Wgate) * the token's input for this layer) Wproj) (Gemma 4)
+  kScale,          // x *= the layer's output scale (Gemma 4)
   kCount
 };
 
@@ -48,6 +50,9 @@ enum class OpFeature : uint8_t {
   kAttnSinks,      // kAttention with learned sink logits (gpt-oss)
   kQkNormRows,     // kQkv's QK-norm over whole Q and K rows (OLMoE), not per head
   kBidirectional,  // kAttention where every token sees its whole input (encoders)
+  kValueNorm,      // kQkv: values RMS-normalized per head (Gemma 4); V = K without Wv
+  kSharedKv,       // kAttention over an earlier layer's KV cache (Gemma 4)
+  kLayerShapes,    // heads of this layer's own size or count (Gemma 4's local and global)
   kCount
 };
 
@@ -94,8 +99,12 @@ struct LayerOp {
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
   OpRope rope;
-  // kQkv, kStoreKv, kAttention: the heads.
+  // kQkv, kStoreKv, kAttention: the heads. kQkv: the values' norm weight (ones: the norm has
+  // no weight) with kValueNorm; mat[2] null: V is K's projection. kStoreKv, kAttention: the
+  // layer whose KV cache they write and read (this one, or an earlier one's with kSharedKv).
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const float* v_norm = nullptr;
+  int kv_layer = 0;
   // kAttention: score scale, soft-cap (0: none), whether the layer uses the KV view's window,
   // causal (else each token sees its whole input), sink logits (n_heads) or null.
   float scale = 1.0f;
@@ -107,6 +116,11 @@ struct LayerOp {
   Activation act = Activation::kSilu;
   // kMoe: the routed experts and the router (the layer's weights, model/weights.h).
   const LayerWeights* experts = nullptr;
+  // kPerLayerInput: which slice of the token's per-layer input (its layer). kScale: the factor.
+  float scale_by = 1.0f;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
 
   bool Has(OpFeature f) const { return (features >> static_cast<int>(f)) & 1u; }
   void Need(OpFeature f) { features |= 1u << static_cast<int>(f); }

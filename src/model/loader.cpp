@@ -126,6 +126,7 @@ class Binder {
   }
 
   int used() const { return used_; }
+  void Own(std::unique_ptr<float[]> buf) { m_->owned.push_back(std::move(buf)); }
 
  private:
   // Matrix `index` of `rows` rows of tensor t (checked to hold it).
@@ -234,27 +235,47 @@ void BindGlobals(Binder& b, ModelConfig& c, ModelWeights& w) {
   } else if (c.rope_scaling == "longrope") {
     Fail("RoPE scaling 'longrope' needs its factors, the tensor 'rope_factors_long.weight'");
   }
+  if (c.v_norm) {  // ones: the values' norm has no weight
+    auto ones = std::make_unique<float[]>(static_cast<size_t>(c.max_head_dim()));
+    std::fill(ones.get(), ones.get() + c.max_head_dim(), 1.0f);
+    w.ones = ones.get();
+    b.Own(std::move(ones));
+  }
+  if (c.per_layer_dim > 0) {  // Gemma 4's per-layer embeddings
+    const int64_t width = static_cast<int64_t>(c.n_layers) * c.per_layer_dim;
+    w.pl_tok_embd = b.Matrix("per_layer_token_embd.weight", width, c.n_vocab);
+    if (IsX16(w.pl_tok_embd.type))
+      Fail("per_layer_token_embd.weight has the interleaved type %s (it is read a row at a time)",
+           TypeName(w.pl_tok_embd.type));
+    w.pl_model_proj = b.Matrix("per_layer_model_proj.weight", c.dim, width);
+    w.pl_proj_norm = b.Vector("per_layer_proj_norm.weight", c.per_layer_dim);
+  }
 }
 
-// A layer's attention: Q/K/V (fused or not, with biases), output, sinks, QK norms.
-void BindAttention(Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+// A layer's attention: Q/K/V (fused or not, with biases), output, sinks, QK norms; the shapes
+// are layer l's (Gemma 4: local and global heads differ; a layer sharing another's KV may have
+// no K/V of its own, and a missing V projection means V = K).
+void BindAttention(Binder& b, const std::string& p, int l, const ModelConfig& c, LayerWeights& L) {
+  const int hd = c.LayerHeadDim(l), qd = c.n_heads * hd, kvd = c.LayerKvHeads(l) * hd;
   if (b.Find(p + "attn_qkv.weight") != nullptr) {  // fused Q/K/V (Phi-3): rows [q | k | v]
-    const WeightTensor qkv = b.Matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
-    L.wq = RowSlice(qkv, 0, c.q_dim());
-    L.wk = RowSlice(qkv, c.q_dim(), c.kv_dim());
-    L.wv = RowSlice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    const WeightTensor qkv = b.Matrix(p + "attn_qkv.weight", c.dim, qd + 2 * kvd);
+    L.wq = RowSlice(qkv, 0, qd);
+    L.wk = RowSlice(qkv, qd, kvd);
+    L.wv = RowSlice(qkv, qd + kvd, kvd);
     if (c.qkv_bias) {  // fused bias [q | k | v]
-      const float* bqkv = b.Vector(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim());
+      const float* bqkv = b.Vector(p + "attn_qkv.bias", qd + 2 * kvd);
       L.bq = bqkv;
-      L.bk = bqkv + c.q_dim();
-      L.bv = bqkv + c.q_dim() + c.kv_dim();
+      L.bk = bqkv + qd;
+      L.bv = bqkv + qd + kvd;
     }
   } else {
-    L.wq = b.Matrix(p + "attn_q.weight", c.dim, c.q_dim());
-    L.wk = b.Matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-    L.wv = b.Matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    const bool own_kv = c.StoresKv(l);
+    L.wq = b.Matrix(p + "attn_q.weight", c.dim, qd);
+    L.wk = b.Matrix(p + "attn_k.weight", c.dim, kvd, own_kv);
+    L.wv = b.Matrix(p + "attn_v.weight", c.dim, kvd, own_kv && !c.v_norm);
+    if (!own_kv) L.wk = L.wv = WeightTensor{};  // (another layer's KV is read)
   }
-  L.wo = b.Matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+  L.wo = b.Matrix(p + "attn_output.weight", qd, c.dim);
   if (!c.layer_norm) L.bo = b.Vector(p + "attn_output.bias", c.dim, false);  // gpt-oss
   if (c.attn_sinks) {
     L.attn_sinks = b.Find(p + "attn_sinks.weight") != nullptr
@@ -262,18 +283,20 @@ void BindAttention(Binder& b, const std::string& p, const ModelConfig& c, LayerW
                        : b.Vector(p + "attn_sinks", c.n_heads);
   }
   if (c.qkv_bias && L.bq == nullptr) {
-    L.bq = b.Vector(p + "attn_q.bias", c.q_dim());
-    L.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
-    L.bv = b.Vector(p + "attn_v.bias", c.kv_dim());
+    L.bq = b.Vector(p + "attn_q.bias", qd);
+    L.bk = b.Vector(p + "attn_k.bias", kvd);
+    L.bv = b.Vector(p + "attn_v.bias", kvd);
   }
   if (c.qk_norm) {  // per head, or over the whole row (OLMoE)
-    L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? c.q_dim() : c.head_dim);
-    L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? c.kv_dim() : c.head_dim);
+    L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? qd : hd);
+    L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? kvd : hd, c.StoresKv(l));
+    if (!c.StoresKv(l)) L.k_norm = nullptr;
   }
 }
 
 // A layer's FFN: experts (a router), GPT-2's ungated MLP, fused or separate gate/up, down.
-void BindFfn(Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+void BindFfn(Binder& b, const std::string& p, int l, const ModelConfig& c, LayerWeights& L) {
+  const int ffn = c.LayerFfnDim(l);
   const bool moe_layer = b.Find(p + "ffn_gate_inp.weight") != nullptr;
   if (moe_layer && !c.is_moe())
     Fail(
@@ -282,24 +305,38 @@ void BindFfn(Binder& b, const std::string& p, const ModelConfig& c, LayerWeights
         p.c_str(), c.arch.c_str());
   if (moe_layer) {
     BindExperts(&b, p, c, &L);
-    return;
+    if (c.arch != "gemma4") return;  // (Gemma 4's MoE layers keep a dense FFN beside them)
+    L.router_scale = b.Vector(p + "ffn_gate_inp.scale", c.dim);
+    L.expert_scale = b.Vector(p + "ffn_down_exps.scale", c.n_experts, false);
+    L.pre_norm_2 = b.Vector(p + "pre_ffw_norm_2.weight", c.dim);
+    L.post_norm_1 = b.Vector(p + "post_ffw_norm_1.weight", c.dim);
+    L.post_norm_2 = b.Vector(p + "post_ffw_norm_2.weight", c.dim);
   }
   if (!c.ffn_gated) {  // GPT-2: up -> GELU -> down, with biases
-    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
-    L.b_up = b.Vector(p + "ffn_up.bias", c.ffn_dim);
+    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, ffn);
+    L.b_up = b.Vector(p + "ffn_up.bias", ffn);
     L.b_down = b.Vector(p + "ffn_down.bias", c.dim);
     L.bo = b.Vector(p + "attn_output.bias", c.dim);
   } else if (b.Find(p + "ffn_gate.weight") == nullptr && b.Find(p + "ffn_up.weight") != nullptr) {
     // fused gate/up (Phi-3): rows [gate | up]
-    const WeightTensor gu =
-        b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(c.ffn_dim));
-    L.w_gate = RowSlice(gu, 0, c.ffn_dim);
-    L.w_up = RowSlice(gu, c.ffn_dim, c.ffn_dim);
+    const WeightTensor gu = b.Matrix(p + "ffn_up.weight", c.dim, 2 * static_cast<int64_t>(ffn));
+    L.w_gate = RowSlice(gu, 0, ffn);
+    L.w_up = RowSlice(gu, ffn, ffn);
   } else {
-    L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    L.w_gate = b.Matrix(p + "ffn_gate.weight", c.dim, ffn);
+    L.w_up = b.Matrix(p + "ffn_up.weight", c.dim, ffn);
   }
-  L.w_down = b.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  L.w_down = b.Matrix(p + "ffn_down.weight", ffn, c.dim);
+}
+
+// Gemma 4's per layer extras: the output scale and the per-layer input's gate, projection and
+// post-norm.
+void BindPerLayer(Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  L.out_scale = b.Vector(p + "layer_output_scale.weight", 1, false);
+  if (c.per_layer_dim <= 0) return;
+  L.pl_gate = b.Matrix(p + "inp_gate.weight", c.dim, c.per_layer_dim);
+  L.pl_proj = b.Matrix(p + "proj.weight", c.per_layer_dim, c.dim);
+  L.pl_post_norm = b.Vector(p + "post_norm.weight", c.dim);
 }
 
 void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
@@ -309,17 +346,18 @@ void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
     L.attn_norm_b = b.Vector(p + "attn_norm.bias", c.dim);
     L.ffn_norm_b = b.Vector(p + "ffn_norm.bias", c.dim);
   }
-  BindAttention(b, p, c, L);
+  BindAttention(b, p, l, c, L);
   // gpt-oss names its pre-FFN norm post_attention_norm.
   L.ffn_norm = !c.post_norms && b.Find(p + "ffn_norm.weight") == nullptr &&
                        b.Find(p + "post_attention_norm.weight") != nullptr
                    ? b.Vector(p + "post_attention_norm.weight", c.dim)
                    : b.Vector(p + "ffn_norm.weight", c.dim);
-  BindFfn(b, p, c, L);
+  BindFfn(b, p, l, c, L);
   if (c.post_norms) {
     L.post_attn_norm = b.Vector(p + "post_attention_norm.weight", c.dim);
     L.post_ffn_norm = b.Vector(p + "post_ffw_norm.weight", c.dim);
   }
+  if (c.arch == "gemma4") BindPerLayer(b, p, c, L);
 }
 
 // An encoder (llama.cpp's tensor names): the embeddings, their LayerNorm, token type 0's row,
@@ -352,7 +390,7 @@ void BindEncoderGlobals(Binder& b, ModelConfig& c, ModelWeights& w) {
 // (BERT: GELU MLP with biases; NomicBERT: SwiGLU).
 void BindEncoderLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
   const std::string p = StrFormat("blk.%d.", l);
-  BindAttention(b, p, c, L);
+  BindAttention(b, p, l, c, L);
   L.bo = b.Vector(p + "attn_output.bias", c.dim, false);
   L.attn_norm = b.Vector(p + "attn_output_norm.weight", c.dim);
   L.attn_norm_b = b.Vector(p + "attn_output_norm.bias", c.dim);
@@ -395,6 +433,11 @@ void CountParameters(const std::vector<TensorSource>& src, LoadedModel* m) {
     const int skipped = c.n_experts - c.n_experts_used;
     m->n_active_params -= skipped * params;
     m->active_weight_bytes -= static_cast<uint64_t>(skipped) * bytes;
+  }
+  const WeightTensor& pl = m->weights.pl_tok_embd;  // Gemma 4: a row per token, not streamed
+  if (pl) {
+    m->n_active_params -= (pl.rows - 1) * pl.cols;
+    m->active_weight_bytes -= static_cast<uint64_t>(pl.rows - 1) * pl.row_bytes;
   }
 }
 
@@ -550,8 +593,8 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   auto size = [](const WeightTensor* t) { return static_cast<double>(t->rows) * t->row_bytes; };
   // A layer's matrices: attention, the dense FFN (or shared expert), the router and experts.
   auto matrices = [](LayerWeights& L) {
-    std::vector<WeightTensor*> v = {&L.wq,     &L.wk,   &L.wv,     &L.wo,
-                                    &L.w_gate, &L.w_up, &L.w_down, &L.router};
+    std::vector<WeightTensor*> v = {&L.wq,   &L.wk,     &L.wv,     &L.wo,      &L.w_gate,
+                                    &L.w_up, &L.w_down, &L.router, &L.pl_gate, &L.pl_proj};
     for (ExpertWeights& e : L.experts) v.insert(v.end(), {&e.gate, &e.up, &e.down});
     return v;
   };
@@ -560,6 +603,7 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   for (int l = range.begin; l < end; ++l)
     for (WeightTensor* t : matrices(w.layers[static_cast<size_t>(l)])) work.emplace_back(t, false);
   if (range.output) work.emplace_back(&w.output, tied);
+  if (range.begin == 0 && w.pl_model_proj) work.emplace_back(&w.pl_model_proj, false);
   double total = 0, done = 0;
   for (const auto& x : work) total += size(x.first);
   // The matrices are independent: the cores take them in turn (a reload after an eviction

@@ -14,7 +14,8 @@ void RopeAngles::Set(const ModelConfig& cfg, const ModelWeights& w, int n_ctx) {
   pos_scale_ = cfg.rope_scaling == "linear" ? 1.0f / cfg.rope_scaling_factor : 1.0f;
   mscale_ = 1.0f;
   inv_freq_.assign(half, 0.0f);
-  inv_freq_local_.assign(half, 0.0f);
+  const int local_dims = cfg.rope_dim_local > 0 ? cfg.rope_dim_local : cfg.rope_dim;
+  inv_freq_local_.assign(static_cast<size_t>(local_dims / 2), 0.0f);
   yarn_ramp_.clear();
   const std::vector<float>* factors = &w.rope_freq_factors;
   if (!w.rope_factors_long.empty()) {
@@ -26,7 +27,10 @@ void RopeAngles::Set(const ModelConfig& cfg, const ModelWeights& w, int n_ctx) {
     float f = 1.0f / std::pow(cfg.rope_base, e);
     if (!factors->empty()) f /= (*factors)[i];
     inv_freq_[i] = f;
-    if (cfg.rope_base_local > 0) inv_freq_local_[i] = 1.0f / std::pow(cfg.rope_base_local, e);
+  }
+  for (size_t i = 0; i < inv_freq_local_.size() && cfg.rope_base_local > 0; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(local_dims);
+    inv_freq_local_[i] = 1.0f / std::pow(cfg.rope_base_local, e);
   }
   if (cfg.rope_scaling == "yarn" && cfg.rope_scaling_factor != 1.0f) {
     constexpr float kBetaFast = 32.0f, kBetaSlow = 1.0f;  // llama.cpp's defaults
@@ -63,7 +67,8 @@ void RopeAngles::Fill(int position, float* cos, float* sin, float* cos_local,
     sin[i] = std::sin(a) * mscale_;
   }
   if (cos_local == nullptr) return;
-  for (size_t i = 0; i < half; ++i) {  // local layers: their own base, positions unscaled
+  for (size_t i = 0; i < inv_freq_local_.size();
+       ++i) {  // local layers: their own base, positions unscaled
     const float a = pos * inv_freq_local_[i];
     cos_local[i] = std::cos(a);
     sin_local[i] = std::sin(a);

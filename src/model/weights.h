@@ -73,6 +73,20 @@ struct LayerWeights {
   const float* shared_gate = nullptr;  // (dim) ffn_gate_inp_shexp (Qwen2 MoE)
   const float* router_b = nullptr;     // (n_experts) the router's bias (gpt-oss)
   const float* attn_sinks = nullptr;   // (n_heads) attention sink logits (gpt-oss)
+  // Gemma 4: the layer's output scale (one value), its per-layer input's gate (per_layer_dim
+  // rows of dim), projection (dim rows of per_layer_dim) and post-norm; a MoE layer's dense FFN
+  // is w_gate / w_up / w_down beside the experts, with its own norms (pre_norm_2 before the
+  // experts, post_norm_1 / post_norm_2 after each branch), the router's input scale (dim) and
+  // each expert's output scale (n_experts).
+  const float* out_scale = nullptr;
+  WeightTensor pl_gate;
+  WeightTensor pl_proj;
+  const float* pl_post_norm = nullptr;
+  const float* pre_norm_2 = nullptr;
+  const float* post_norm_1 = nullptr;
+  const float* post_norm_2 = nullptr;
+  const float* router_scale = nullptr;
+  const float* expert_scale = nullptr;
 };
 
 struct ModelWeights {
@@ -83,6 +97,13 @@ struct ModelWeights {
   WeightTensor output;                   // (n_vocab, dim); == tok_embd when tied
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
+  // Gemma 4's per-layer embeddings (config per_layer_dim > 0): the token-indexed table (n_vocab
+  // rows of n_layers x per_layer_dim, read a row per token, never streamed), the projection of
+  // the token's embedding onto it (n_layers x per_layer_dim rows of dim) and its norm.
+  WeightTensor pl_tok_embd;
+  WeightTensor pl_model_proj;
+  const float* pl_proj_norm = nullptr;
+  const float* ones = nullptr;  // (max head size) a weightless norm's weights (Gemma 4's V)
   // Phi-3 longrope: per-dimension factors for contexts past the original one and within it.
   std::vector<float> rope_factors_long, rope_factors_short;
   // Encoders (BERT, NomicBERT): the embeddings' LayerNorm, token type 0's row (added to every

@@ -141,8 +141,12 @@ int CmdInfo(int argc, char** argv) {
                     ? StrFormat(", a shared expert of FFN %d", i.shared_ffn_dim).c_str()
                     : "");
   }
-  std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d), FFN %d, vocab %d\n",
-              i.dim, i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim, i.ffn_dim, i.n_vocab);
+  std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d%s), FFN %d, vocab %d\n",
+              i.dim, i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim,
+              i.head_dim_local > 0 && i.head_dim_local != i.head_dim
+                  ? StrFormat("; local layers %d", i.head_dim_local).c_str()
+                  : "",
+              i.ffn_dim, i.n_vocab);
   std::printf("attention:       %s, RoPE base %g, %s, scaling %s, sliding window %s\n",
               i.n_kv_heads == i.n_heads ? "multi-head"
                                         : (i.n_kv_heads == 1 ? "multi-query" : "grouped-query"),
@@ -157,11 +161,21 @@ int CmdInfo(int argc, char** argv) {
     std::printf(" %s x%d (%s)", t.type.c_str(), t.tensors, FormatBytes(t.bytes).c_str());
   std::printf("\n");
   std::printf("weights memory:  %s", FormatBytes(i.weight_bytes).c_str());
-  if (i.n_experts > 0)
+  if (i.n_experts > 0 || i.per_layer_table_bytes > 0)
     std::printf(" (read per token: %s)", FormatBytes(i.active_weight_bytes).c_str());
   std::printf("\n");
-  std::printf("KV cache:        %s per 1,000 tokens of context (f32 K and V, all layers)\n",
-              FormatBytes(i.kv_bytes_per_1k_tokens).c_str());
+  if (i.per_layer_table_bytes > 0)
+    std::printf(
+        "per-layer embd:  %s, memory-mapped, a row per token (not in fast memory; %s are)\n",
+        FormatBytes(i.per_layer_table_bytes).c_str(),
+        FormatBytes(i.weight_bytes - i.per_layer_table_bytes).c_str());
+  std::printf(
+      "KV cache:        %s per 1,000 tokens of context (f16 K and V, %s)\n",
+      FormatBytes(i.kv_bytes_per_1k_tokens).c_str(),
+      i.kv_layers < i.n_layers
+          ? StrFormat("%d of %d layers store it; the rest share theirs", i.kv_layers, i.n_layers)
+                .c_str()
+          : "all layers");
   return 0;
 }
 

@@ -65,6 +65,29 @@ void Encoder(SynthSpec& s, const char* arch, int dim, int layers, int heads, int
   s.type = GgmlType::kF16;
 }
 
+// Gemma 4: every third layer global (heads of hd; local ones hd_local, half their pairs
+// rotated), the global layers' RoPE on a quarter of their pairs, final soft-cap 30.
+void Gemma4(SynthSpec& s, int dim, int layers, int heads, int kv_heads, int hd, int hd_local,
+            int ffn, int vocab, int ctx) {
+  s.arch = "gemma4";
+  s.dim = dim;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = hd;
+  s.head_dim_local = hd_local;
+  s.rope_dim_local = hd_local / 2;
+  s.ffn_dim = ffn;
+  s.n_vocab = vocab;
+  s.context = ctx;
+  s.global_every = 3;
+  s.rope_partial = 0.25f;
+  s.rope_base = 1000000.0f;
+  s.final_softcap = 30.0f;
+  s.qk_norm = true;
+  s.tied_embeddings = true;
+}
+
 // The shapes `paddock synth --shape` knows: each sets what differs from SynthSpec's defaults.
 struct Preset {
   const char* name;
@@ -89,6 +112,23 @@ constexpr Preset kPresets[] = {
        s.rope_scaling_factor = 8;
        s.rope_orig_ctx = 64;
        s.rope_base = 150000;
+     }},
+    {"tiny-gemma4",  // tests: Gemma 4's features at a small shape (layers 2 and 5 global)
+     [](SynthSpec& s) {
+       Gemma4(s, 64, 6, 4, 2, 32, 16, 128, 512, 256);
+       s.sliding_window = 8;
+       s.shared_kv_layers = 3;
+       s.per_layer_dim = 32;
+     }},
+    {"gemma4-e2b",  // Gemma 4 E2B's text model: 35 layers (every 5th global), 20 sharing KV
+     [](SynthSpec& s) {
+       Gemma4(s, 1536, 35, 8, 1, 512, 256, 6144, 262144, 8192);
+       s.sliding_window = 512;
+       s.shared_kv_layers = 20;
+       s.per_layer_dim = 256;
+       s.global_every = 5;
+       s.rope_dim_local = 256;
+       s.double_wide = true;
      }},
     {"tiny-moe",  // tests: Qwen3 MoE, 8 experts of 64, 2 per token
      [](SynthSpec& s) {
@@ -299,6 +339,40 @@ SynthSpec SynthPreset(const std::string& name) {
 
 namespace {
 
+bool Gemma4Global(const SynthSpec& s, int l) {
+  return s.global_every > 0 && l % s.global_every == s.global_every - 1;
+}
+int Gemma4HeadDim(const SynthSpec& s, int hd, int l) {
+  return Gemma4Global(s, l) || s.head_dim_local <= 0 ? hd : s.head_dim_local;
+}
+int Gemma4Ffn(const SynthSpec& s, int l) {
+  return s.double_wide && l >= s.n_layers - s.shared_kv_layers ? 2 * s.ffn_dim : s.ffn_dim;
+}
+
+// Gemma 4's keys as llama.cpp's converter writes them.
+void Gemma4Metadata(const SynthSpec& s, int hd, GgufWriter* w) {
+  const std::string a = "gemma4.";
+  std::vector<bool> swa;
+  std::vector<int32_t> ffn;
+  for (int l = 0; l < s.n_layers; ++l) {
+    swa.push_back(!Gemma4Global(s, l));
+    ffn.push_back(Gemma4Ffn(s, l));
+  }
+  w->SetBoolArray(a + "attention.sliding_window_pattern", swa);
+  if (s.double_wide) w->SetI32Array(a + "feed_forward_length", ffn);
+  const int hl = s.head_dim_local > 0 ? s.head_dim_local : hd;
+  w->SetU32(a + "attention.key_length", static_cast<uint32_t>(hd));
+  w->SetU32(a + "attention.value_length", static_cast<uint32_t>(hd));
+  w->SetU32(a + "attention.key_length_swa", static_cast<uint32_t>(hl));
+  w->SetU32(a + "attention.value_length_swa", static_cast<uint32_t>(hl));
+  w->SetU32(a + "rope.dimension_count_swa",
+            static_cast<uint32_t>(s.rope_dim_local > 0 ? s.rope_dim_local : hl));
+  w->SetF32(a + "rope.freq_base_swa", s.rope_base_local);
+  w->SetU32(a + "attention.shared_kv_layers", static_cast<uint32_t>(s.shared_kv_layers));
+  w->SetU32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(s.per_layer_dim));
+  w->SetF32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+}
+
 void WriteMetadata(const SynthSpec& s, int hd, GgufWriter* w) {
   const std::string a = s.arch;
   w->SetString("general.architecture", a);
@@ -335,6 +409,7 @@ void WriteMetadata(const SynthSpec& s, int hd, GgufWriter* w) {
       w->SetU32(a + ".rope.scaling.original_context_length",
                 static_cast<uint32_t>(s.rope_orig_ctx));
   }
+  if (s.arch == "gemma4") Gemma4Metadata(s, hd, w);
   w->SetU32("general.file_type", 0);
 }
 
@@ -393,10 +468,13 @@ class SynthTensors {
       Vec(p + "attn_norm.weight", s_.dim, 1.0f, 0.1f);
       if (gpt2) {
         Gpt2Layer(p);
+      } else if (s_.arch == "gemma4") {
+        Gemma4Layer(p, l);
       } else {
         Layer(p);
       }
     }
+    if (s_.arch == "gemma4") Gemma4Globals();
     if (s_.active_layers > 0) rng_ = Rng(s_.seed ^ 0x5eed07ull);  // independent of the depth
     Vec("output_norm.weight", s_.dim, 1.0f, 0.1f);
     if (gpt2) Vec("output_norm.bias", s_.dim, 0.0f, 0.3f);
@@ -566,6 +644,49 @@ class SynthTensors {
       Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
       Vec(p + "post_ffw_norm.weight", s_.dim, 1.0f, 0.1f);
     }
+  }
+
+  // Gemma 4's layer: Q (K, V where it stores KV), Q/K norms, post-norms, the FFN of its
+  // width, the output scale, the per-layer input's gate, projection and norm.
+  void Gemma4Layer(const std::string& p, int l) {
+    const int hd = Gemma4HeadDim(s_, hd_, l), qd = s_.n_heads * hd, kvd = s_.n_kv_heads * hd;
+    const bool stores = l < s_.n_layers - s_.shared_kv_layers;
+    Matrix(p + "attn_q.weight", s_.dim, qd);
+    if (stores) {
+      Matrix(p + "attn_k.weight", s_.dim, kvd);
+      if (s_.v_proj) Matrix(p + "attn_v.weight", s_.dim, kvd);
+    }
+    Matrix(p + "attn_output.weight", qd, s_.dim);
+    Vec(p + "attn_q_norm.weight", hd, 1.0f, 0.5f);
+    if (stores) Vec(p + "attn_k_norm.weight", hd, 1.0f, 0.5f);
+    Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
+    Vec(p + "ffn_norm.weight", s_.dim, 1.0f, 0.1f);
+    const int ffn = Gemma4Ffn(s_, l);
+    Matrix(p + "ffn_gate.weight", s_.dim, ffn);
+    Matrix(p + "ffn_up.weight", s_.dim, ffn);
+    Matrix(p + "ffn_down.weight", ffn, s_.dim);
+    Vec(p + "post_ffw_norm.weight", s_.dim, 1.0f, 0.1f);
+    Vec(p + "layer_output_scale.weight", 1, 0.75f, 0.2f);
+    if (s_.per_layer_dim > 0) {
+      Matrix(p + "inp_gate.weight", s_.dim, s_.per_layer_dim);
+      Matrix(p + "proj.weight", s_.per_layer_dim, s_.dim);
+      Vec(p + "post_norm.weight", s_.dim, 1.0f, 0.1f);
+    }
+  }
+  // The global layers' RoPE factors (1 for the rotated pairs, 1e30 for the rest, as the
+  // converter writes "proportional" RoPE) and the per-layer embeddings.
+  void Gemma4Globals() {
+    if (s_.rope_partial > 0) {
+      buf_.assign(static_cast<size_t>(hd_ / 2), 1e30f);
+      const int rotated = static_cast<int>(static_cast<float>(hd_ / 2) * s_.rope_partial);
+      std::fill(buf_.begin(), buf_.begin() + rotated, 1.0f);
+      w_->AddTensorF32("rope_freqs.weight", {hd_ / 2}, GgmlType::kF32, buf_.data());
+    }
+    if (s_.per_layer_dim <= 0) return;
+    const int width = s_.n_layers * s_.per_layer_dim;
+    Matrix("per_layer_token_embd.weight", width, s_.n_vocab);
+    Matrix("per_layer_model_proj.weight", s_.dim, width);
+    Vec("per_layer_proj_norm.weight", s_.per_layer_dim, 1.0f, 0.1f);
   }
 
   const SynthSpec& s_;

@@ -86,6 +86,20 @@ struct SynthSpec {
   // Control tokens written over the synthetic vocabulary's last entries (before harmony's):
   // the image markers of vision models (<start_of_image>, <fake_token_around_image>, ...).
   std::vector<std::string> control_tokens;
+  // Gemma 4 (arch "gemma4"): every global_every-th layer global (the others windowed, heads
+  // of head_dim_local with rope_dim_local rotated), the last shared_kv_layers layers reading
+  // the KV of the last storing layer of their kind, per-layer inputs of per_layer_dim, the
+  // global layers rotating rope_partial of their pairs (rope_freqs' factors), the sharing
+  // layers' FFN twice as wide when double_wide (a per-layer array), V = K when !v_proj.
+  int global_every = 0;
+  int head_dim_local = 0;
+  int rope_dim_local = 0;
+  int shared_kv_layers = 0;
+  int per_layer_dim = 0;
+  float rope_partial = 0;
+  float rope_base_local = 10000.0f;
+  bool double_wide = false;
+  bool v_proj = true;
   // Encoders (arch "bert", "nomic-bert"; synth/synth_encoder.cpp): a WordPiece vocabulary
   // (synthetic, or copied from the GGUF file vocab_from), {arch}.pooling_type when >= 0
   // (llama.cpp's numbers: 1 mean, 2 cls, 4 rank), a reranker's classification head.
