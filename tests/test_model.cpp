@@ -225,6 +225,17 @@ std::vector<Variant> Variants() {
     q.type = t;
     v.push_back({TypeName(t), q});
   }
+  // Gemma 4: local heads of 16 and global of 32 (a quarter of their pairs rotated), the last
+  // three layers on earlier layers' KV, per-layer inputs, normalized values, output scales;
+  // its mixture (a dense FFN beside 8 experts, own norms and scales).
+  v.push_back({"gemma4", SynthPreset("tiny-gemma4")});
+  SynthSpec g4q = SynthPreset("tiny-gemma4");
+  g4q.type = GgmlType::kQ8_0;
+  v.push_back({"gemma4_q8_0", g4q});
+  v.push_back({"gemma4_moe", SynthPreset("tiny-gemma4-moe")});
+  SynthSpec g4mq = SynthPreset("tiny-gemma4-moe");
+  g4mq.type = GgmlType::kQ8_0;
+  v.push_back({"gemma4_moe_q8_0", g4mq});
   SynthSpec moe_mx = qwen3moe;  // gpt-oss's expert type on a mixture
   moe_mx.type = GgmlType::kMXFP4;
   v.push_back({"qwen3moe_mxfp4", moe_mx});
@@ -807,6 +818,32 @@ TEST(PagedKv, SharedPrefixIsReusedAndChangesNothing) {
   EXPECT_EQ(m.kv_used_blocks, 0);  // all sequences finished: every block is back in the pool
 }
 
+// Gemma 4 (shared KV, per-layer inputs, local and global layers): a shared prefix resumes from
+// the cache, and n-gram speculation, with the same text as plain decoding from scratch.
+TEST(PagedKv, Gemma4PrefixReuseAndSpeculationAreExact) {
+  const std::string path = test::TempPath("gemma4-engine.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-gemma4"), path);
+  std::string prefix;
+  for (int i = 0; prefix.size() < 200; ++i) prefix += "the " + std::to_string(i % 7) + " cat ";
+  EngineOptions eo;
+  eo.model_path = path;
+  auto cached = Engine::Create(eo);
+  eo.prefix_cache = false;
+  auto uncached = Engine::Create(eo);
+  eo.spec = "ngram";
+  auto spec = Engine::Create(eo);
+  const int n_prefix = static_cast<int>(cached->Tokenize(prefix, true).size());
+  ASSERT_GE(n_prefix, 100);
+  const std::string a = prefix + "a dog", b = prefix + "a bird";
+  EXPECT_EQ(cached->Generate(a, Greedy(24)).cached_tokens, 0);
+  const GenerateResult second = cached->Generate(b, Greedy(24));
+  EXPECT_GE(second.cached_tokens, n_prefix - 16);
+  const std::string plain = uncached->Generate(b, Greedy(24)).text;
+  EXPECT_EQ(second.text, plain);
+  EXPECT_EQ(spec->Generate(b, Greedy(24)).text, plain);
+  EXPECT_EQ(cached->Memory().kv_bytes_per_token, 512u);  // the three storing layers' f16 rows
+}
+
 TEST(PagedKv, KvMemoryBudgetLimitsTheContextGracefully) {
   EngineOptions eo;
   eo.model_path = test::ModelPath("stories260K.gguf");
@@ -842,7 +879,11 @@ std::vector<std::string> BatchModels(const std::string& prefix) {
   moe_spec.expert_ffn_dim = 64;
   const std::string moe = test::TempPath(prefix + "_moe.gguf");
   WriteSyntheticModel(moe_spec, moe);
-  return {test::ModelPath("stories260K.gguf"), synth, moe};
+  SynthSpec g4 = SynthPreset("tiny-gemma4");  // shared KV: the last layer stores none
+  g4.type = GgmlType::kQ4_0;
+  const std::string gemma4 = test::TempPath(prefix + "_gemma4.gguf");
+  WriteSyntheticModel(g4, gemma4);
+  return {test::ModelPath("stories260K.gguf"), synth, moe, gemma4};
 }
 
 // Sequences of different lengths stepping together must see exactly what they see alone.

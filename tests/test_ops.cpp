@@ -13,6 +13,7 @@
 #include "model/split_backend.h"
 #include "model/weights.h"
 #include "paddock/error.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 namespace paddock {
@@ -132,6 +133,60 @@ TEST(Ops, FeaturesWeightTypesKvTypesAndAdaptersAreCheckedTheSameWay) {
   no_rows.features = Without(no_rows.features, static_cast<int>(OpFeature::kQkNormRows));
   EXPECT_EQ(Refusal(*o, no_rows),
             "the test backend has no QK-norm over whole rows (layer 0's qkv)");
+}
+
+// Gemma 4's ops: local and global heads of their own sizes and rotated dims, the last layers
+// reading earlier layers' KV (no store of their own), normalized values, the per-layer input
+// and output scale; the KV bytes count only the storing layers; a backend without the
+// features refuses naming one.
+TEST(Ops, Gemma4LayersCarryTheirShapesAndShareKv) {
+  const std::string path = test::TempPath("ops-gemma4.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-gemma4"), path);
+  auto m = LoadModel(path);
+  const ModelConfig& c = m->config;
+  ASSERT_EQ(c.n_layers, 6);
+  EXPECT_EQ(c.kv_layers, 3);
+  const int source[6] = {0, 1, 2, 1, 1, 2};  // local layers 3, 4 read 1's; global 5 reads 2's
+  size_t kv_bytes = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const bool global = l % 3 == 2;
+    EXPECT_EQ(c.LayerIsLocal(l), !global) << l;
+    EXPECT_EQ(c.KvSource(l), source[l]) << l;
+    bool store = false, per_layer = false, scale = false;
+    for (const LayerOp& op : m->ops[static_cast<size_t>(l)]) {
+      store = store || op.kind == OpKind::kStoreKv;
+      per_layer = per_layer || op.kind == OpKind::kPerLayerInput;
+      scale = scale || op.kind == OpKind::kScale;
+      if (op.kind == OpKind::kQkv) {
+        EXPECT_EQ(op.head_dim, global ? 32 : 16) << l;
+        EXPECT_EQ(op.rope.dims, global ? 32 : 8) << l;
+        EXPECT_NE(op.v_norm, nullptr);
+        EXPECT_TRUE(op.Has(OpFeature::kValueNorm));
+      }
+      if (op.kind == OpKind::kAttention) {
+        EXPECT_EQ(op.kv_layer, source[l]) << l;
+        EXPECT_EQ(op.Has(OpFeature::kSharedKv), source[l] != l) << l;
+        EXPECT_FLOAT_EQ(op.scale, 1.0f);
+        EXPECT_EQ(op.windowed, !global) << l;
+      }
+    }
+    EXPECT_EQ(store, l < 3) << l;
+    EXPECT_TRUE(per_layer && scale) << l;
+    if (l < 3) kv_bytes += 2 * 2 * static_cast<size_t>(c.LayerKvHeads(l) * c.LayerHeadDim(l));
+  }
+  EXPECT_EQ(KvBytesPerToken(c, KvCacheOptions()), kv_bytes);  // f16 K and V, storing layers
+  EXPECT_EQ(kv_bytes, 512u);
+  BackendCaps caps;
+  caps.name = "test";
+  caps.features = Without(caps.features, static_cast<int>(OpFeature::kValueNorm));
+  EXPECT_EQ(Refusal(*m, caps),
+            "the test backend has no normalized values (Gemma 4) (layer 0's qkv)");
+  caps.features = Without(~0u, static_cast<int>(OpFeature::kSharedKv));
+  EXPECT_EQ(Refusal(*m, caps),
+            "the test backend has no KV shared across layers (Gemma 4) (layer 3's attention)");
+  caps.features = ~0u;
+  caps.ops = Without(caps.ops, static_cast<int>(OpKind::kPerLayerInput));
+  EXPECT_EQ(Refusal(*m, caps), "the test backend has no per_layer_input (layer 0)");
 }
 
 // Two backends over consecutive layer ranges, composed through the seam (the residual stream

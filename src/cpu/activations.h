@@ -44,7 +44,7 @@ struct Activations {
   float* moe_logits = nullptr;    // (B, n_experts) router logits
   float* moe_x = nullptr;         // (R, dim) gathered float inputs (experts without int8 kernels)
   float* moe_out = nullptr;       // (R, dim) expert outputs, unweighted
-  float* moe_shared = nullptr;    // (B, dim) the shared expert's output (shared_ffn_dim > 0)
+  float* moe_shared = nullptr;    // (B, dim) the shared expert's (or dense branch's) output
   float* ple = nullptr;           // (B, n_layers * per_layer_dim) each token's per-layer inputs
   float* ple_row = nullptr;       // (n_layers * per_layer_dim) a table row, as floats
 

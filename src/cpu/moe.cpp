@@ -233,4 +233,49 @@ void Transformer::MoeBlock(int l, const LayerWeights& w, const ActQ8& xq, int n)
   MoeScatter(n, shared);
 }
 
+// Gemma 4's two branches (llama.cpp's gemma4 graph): xb holds ffn_norm(x) for the dense FFN;
+// the router reads rmsnorm(x) / sqrt(dim) * router_scale, the experts pre_norm_2(x); each
+// expert's output is scaled by its own factor (folded into its weight: the FFN is linear in it).
+void Transformer::MoeBranches(const LayerOp& op, int n) {
+  const LayerWeights& w = *op.experts;
+  const int dim = cfg_.dim, K = cfg_.n_experts_used;
+  float* dense = a_.moe_shared;  // the dense branch's output
+  {
+    const ActQ8 xq = QuantizeInput(a_.xb, n, dim, w.w_gate, false);
+    Timed(ProfOp::kMatmulGateUp, [&] { MatmulGateUp(w.w_gate, w.w_up, a_.xb, xq, n); });
+    const ActQ8 hq = QuantizeInput(a_.hb, n, static_cast<int>(w.w_down.cols), w.w_down, false);
+    Timed(ProfOp::kMatmulDown, [&] { Matmul(w.w_down, a_.hb, hq, n, dense); });
+    for (int j = 0; j < n; ++j) {
+      float* y = dense + static_cast<size_t>(j) * dim;
+      k_->rmsnorm(y, y, w.post_norm_1, dim, op.norm.eps);
+    }
+  }
+  // The router's input, then the experts' input, in xb.
+  const float inv = 1.0f / std::sqrt(static_cast<float>(dim));
+  for (int j = 0; j < n; ++j) {
+    float* y = a_.xb + static_cast<size_t>(j) * dim;
+    k_->rmsnorm(y, a_.x + static_cast<size_t>(j) * dim, w.router_scale, dim, op.norm.eps);
+    for (int d = 0; d < dim; ++d) y[d] *= inv;
+  }
+  const int n_active = MoeRoute(w, QuantizeInput(a_.xb, n, dim, w.router, false), n);
+  if (w.expert_scale != nullptr)
+    for (int i = 0; i < n * K; ++i)
+      moe_w_[static_cast<size_t>(i)] *= w.expert_scale[moe_sel_[static_cast<size_t>(i)]];
+  for (int j = 0; j < n; ++j)
+    k_->rmsnorm(a_.xb + static_cast<size_t>(j) * dim, a_.x + static_cast<size_t>(j) * dim,
+                w.pre_norm_2, dim, op.norm.eps);
+  const ExpertWeights& ex0 = w.experts[0];
+  const ActQ8 xq = QuantizeInput(a_.xb, n, dim, ex0.gate, false);
+  const bool int8_in = xq.qs != nullptr && TakesInt8(ex0.gate, dim) && TakesInt8(ex0.up, dim);
+  const ActQ8 gq = MoeGather(xq, n, int8_in);
+  MoeGateUp(w, gq, int8_in, n_active);
+  MoeDown(w, n_active, n);
+  MoeScatter(n, false);
+  for (int j = 0; j < n; ++j) {
+    float* y = a_.xb + static_cast<size_t>(j) * dim;
+    k_->rmsnorm(y, y, w.post_norm_2, dim, op.norm.eps);
+    k_->add(y, dense + static_cast<size_t>(j) * dim, dim);
+  }
+}
+
 }  // namespace paddock

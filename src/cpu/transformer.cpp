@@ -130,7 +130,7 @@ size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
       {&moe_logits, B * cfg.n_experts},
       {&moe_x, s.moe_rows * cfg.dim},
       {&moe_out, s.moe_rows * cfg.dim},
-      {&moe_shared, cfg.shared_ffn_dim > 0 ? B * cfg.dim : 0},
+      {&moe_shared, cfg.is_moe() ? B * cfg.dim : 0},  // (Gemma 4's dense branch too)
       {&ple, B * pl},
       {&ple_row, pl},
   };
@@ -538,7 +538,11 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
     case OpKind::kMoe:
       Observe(ActSite::kFfnIn, l, a_.xb, n, cfg_.dim);
       glu_ = Glu(op.act);
-      MoeBlock(l, *op.experts, xq_, n);
+      if (op.Has(OpFeature::kMoeBranches)) {
+        MoeBranches(op, n);
+      } else {
+        MoeBlock(l, *op.experts, xq_, n);
+      }
       break;
     case OpKind::kResidual:
       CarryResidual(n);

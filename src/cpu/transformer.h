@@ -242,6 +242,9 @@ class Transformer final : public Backend {
   void MoeGateUp(const LayerWeights& w, const ActQ8& gq, bool int8_in, int n_active);
   void MoeDown(const LayerWeights& w, int n_active, int n);
   void MoeScatter(int n, bool shared);
+  // Gemma 4's: the dense FFN on xb and the experts on their own norm of x, routed on x's
+  // scaled norm; xb = post_norm_1(dense) + post_norm_2(experts).
+  void MoeBranches(const LayerOp& op, int n);
   // Attention (attention.cpp).
   void StoreKv(const LayerOp& op, int n);
   void Attention(const LayerOp& op, int n);

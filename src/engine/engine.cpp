@@ -751,7 +751,7 @@ MemoryReport EstimateMemory(const EngineOptions& options) {
            q + AttendScratchFloats(static_cast<int>(hd)) + rows * hd + 2 * rows * (hd + 2)) +
       (B + 1) * pl + B * static_cast<uint64_t>(c.n_experts) +
       2 * moe_rows * static_cast<uint64_t>(c.dim) +
-      (c.shared_ffn_dim > 0 ? B * static_cast<uint64_t>(c.dim) : 0) + 32 * 16;
+      (c.is_moe() ? B * static_cast<uint64_t>(c.dim) : 0) + 32 * 16;
   const uint64_t act = std::max(B * cols, moe_rows * static_cast<uint64_t>(c.expert_ffn_dim));
   // int8 inputs with their scales and sums, the tile packing, the bf16 copy.
   r.scratch_bytes = 4 * floats + act + act / 4 + act + act / 4 + 2 * (B + 16) * cols +

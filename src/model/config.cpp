@@ -326,7 +326,7 @@ constexpr Architecture kArchitectures[] = {
     {"gemma", RopeStyle::kHalfSplit, Gemma},              // GeGLU, scaled embeddings
     {"gemma2", RopeStyle::kHalfSplit, Gemma2},            // + soft-capping, post-norms, 1:1 local
     {"gemma3", RopeStyle::kHalfSplit, Gemma3},            // + QK-norm, 5:1 local, two RoPE bases
-    {"gemma4", RopeStyle::kHalfSplit, Gemma4},            // + shared KV, per-layer inputs, shapes
+    {"gemma4", RopeStyle::kHalfSplit, Gemma4, true},      // + shared KV, per-layer inputs, shapes
     {"gpt2", RopeStyle::kAdjacentPairs, Gpt2},            // LayerNorm, learned positions
     {"qwen2moe", RopeStyle::kHalfSplit, nullptr},         // experts + a gated shared expert
     {"qwen3moe", RopeStyle::kHalfSplit, nullptr, true},   // experts, normalized top k

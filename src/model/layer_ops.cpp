@@ -24,7 +24,8 @@ const char* OpFeatureName(OpFeature f) {
                                        "bidirectional attention (encoders)",
                                        "normalized values (Gemma 4)",
                                        "KV shared across layers (Gemma 4)",
-                                       "per-layer head sizes (Gemma 4)"};
+                                       "per-layer head sizes (Gemma 4)",
+                                       "a dense FFN beside the experts (Gemma 4)"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpFeature::kCount));
   const auto i = static_cast<size_t>(f);
   return i < static_cast<size_t>(OpFeature::kCount) ? kNames[i] : "?";
@@ -102,6 +103,8 @@ class LayerBuilder {
       if (w_.w_gate) moe.mat[0] = &w_.w_gate;
       if (w_.w_up) moe.mat[1] = &w_.w_up;
       if (w_.w_down) moe.mat[2] = &w_.w_down;
+      if (w_.pre_norm_2 != nullptr) moe.Need(OpFeature::kMoeBranches);
+      moe.norm.eps = c_.norm_eps;
       return;
     }
     LayerOp& up = Op(OpKind::kFfnUp);

@@ -53,6 +53,7 @@ enum class OpFeature : uint8_t {
   kValueNorm,      // kQkv: values RMS-normalized per head (Gemma 4); V = K without Wv
   kSharedKv,       // kAttention over an earlier layer's KV cache (Gemma 4)
   kLayerShapes,    // heads of this layer's own size or count (Gemma 4's local and global)
+  kMoeBranches,    // kMoe as Gemma 4's: a dense FFN and the experts from x, each post-normed
   kCount
 };
 

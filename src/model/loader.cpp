@@ -174,8 +174,17 @@ void BindExperts(Binder* b, const std::string& p, const ModelConfig& c, LayerWei
   if (IsX16(L->router.type))
     Fail("tensor '%sffn_gate_inp.weight' (the router) has the interleaved type %s", p.c_str(),
          TypeName(L->router.type));
-  const auto gate = b->Experts(p, "ffn_gate", c.dim, c.expert_ffn_dim, c.n_experts);
-  const auto up = b->Experts(p, "ffn_up", c.dim, c.expert_ffn_dim, c.n_experts);
+  std::vector<WeightTensor> gate, up;
+  if (b->Find(p + "ffn_gate_up_exps.weight") != nullptr) {  // fused: each expert's [gate | up]
+    for (const WeightTensor& gu : b->Experts(
+             p, "ffn_gate_up", c.dim, 2 * static_cast<int64_t>(c.expert_ffn_dim), c.n_experts)) {
+      gate.push_back(RowSlice(gu, 0, c.expert_ffn_dim));
+      up.push_back(RowSlice(gu, c.expert_ffn_dim, c.expert_ffn_dim));
+    }
+  } else {
+    gate = b->Experts(p, "ffn_gate", c.dim, c.expert_ffn_dim, c.n_experts);
+    up = b->Experts(p, "ffn_up", c.dim, c.expert_ffn_dim, c.n_experts);
+  }
   const auto down = b->Experts(p, "ffn_down", c.expert_ffn_dim, c.dim, c.n_experts);
   L->experts.resize(static_cast<size_t>(c.n_experts));
   for (size_t e = 0; e < L->experts.size(); ++e) L->experts[e] = {gate[e], up[e], down[e]};

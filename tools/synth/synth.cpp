@@ -120,6 +120,14 @@ constexpr Preset kPresets[] = {
        s.shared_kv_layers = 3;
        s.per_layer_dim = 32;
      }},
+    {"tiny-gemma4-moe",  // tests: Gemma 4's mixture of experts (8 of 64, 2 per token, a dense FFN)
+     [](SynthSpec& s) {
+       Gemma4(s, 64, 6, 4, 2, 32, 16, 128, 512, 256);
+       s.sliding_window = 8;
+       s.n_experts = 8;
+       s.n_experts_used = 2;
+       s.expert_ffn_dim = 64;
+     }},
     {"gemma4-e2b",  // Gemma 4 E2B's text model: 35 layers (every 5th global), 20 sharing KV
      [](SynthSpec& s) {
        Gemma4(s, 1536, 35, 8, 1, 512, 256, 6144, 262144, 8192);
@@ -657,8 +665,10 @@ class SynthTensors {
       if (s_.v_proj) Matrix(p + "attn_v.weight", s_.dim, kvd);
     }
     Matrix(p + "attn_output.weight", qd, s_.dim);
-    Vec(p + "attn_q_norm.weight", hd, 1.0f, 0.5f);
-    if (stores) Vec(p + "attn_k_norm.weight", hd, 1.0f, 0.5f);
+    // Unscaled attention: the Q/K norms' weights carry the 1/sqrt(hd) (as trained ones do).
+    const float qk = 1.0f / std::sqrt(std::sqrt(static_cast<float>(hd)));
+    Vec(p + "attn_q_norm.weight", hd, qk, 0.5f * qk);
+    if (stores) Vec(p + "attn_k_norm.weight", hd, qk, 0.5f * qk);
     Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
     Vec(p + "ffn_norm.weight", s_.dim, 1.0f, 0.1f);
     const int ffn = Gemma4Ffn(s_, l);
@@ -666,6 +676,21 @@ class SynthTensors {
     Matrix(p + "ffn_up.weight", s_.dim, ffn);
     Matrix(p + "ffn_down.weight", ffn, s_.dim);
     Vec(p + "post_ffw_norm.weight", s_.dim, 1.0f, 0.1f);
+    if (s_.n_experts > 0) {  // the experts beside the dense FFN, with their norms and scales
+      const int E = s_.n_experts, F = s_.expert_ffn_dim;
+      // The router reads x's norm over sqrt(dim): its weights larger, its choices decisive.
+      buf_.resize(static_cast<size_t>(s_.dim) * static_cast<size_t>(E));
+      for (float& v : buf_) v = rng_.Uniform() * 4.0f * std::sqrt(3.0f);
+      w_->AddTensorF32(p + "ffn_gate_inp.weight", {s_.dim, E}, GgmlType::kF32, buf_.data());
+      Vec(p + "ffn_gate_inp.scale", s_.dim, 1.0f, 0.3f);
+      Matrix(p + "ffn_gate_exps.weight", s_.dim, F, E);
+      Matrix(p + "ffn_up_exps.weight", s_.dim, F, E);
+      Matrix(p + "ffn_down_exps.weight", F, s_.dim, E);
+      Vec(p + "ffn_down_exps.scale", E, 1.0f, 0.5f);
+      Vec(p + "pre_ffw_norm_2.weight", s_.dim, 1.0f, 0.1f);
+      Vec(p + "post_ffw_norm_1.weight", s_.dim, 1.0f, 0.1f);
+      Vec(p + "post_ffw_norm_2.weight", s_.dim, 1.0f, 0.1f);
+    }
     Vec(p + "layer_output_scale.weight", 1, 0.75f, 0.2f);
     if (s_.per_layer_dim > 0) {
       Matrix(p + "inp_gate.weight", s_.dim, s_.per_layer_dim);
