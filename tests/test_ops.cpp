@@ -192,8 +192,7 @@ TEST(Ops, Gemma4LayersCarryTheirShapesAndShareKv) {
 // Two backends over consecutive layer ranges, composed through the seam (the residual stream
 // handed from the first to the second, the KV store split by layer), give the logits of one
 // backend over every layer, bit for bit: two sequences batched, a prompt step then decodes.
-TEST(Ops, TwoBackendsOverLayerRangesEqualOneOverEveryLayer) {
-  auto m = LoadVariant("gemma2_softcap");
+void CheckSplitEqualsWhole(std::unique_ptr<LoadedModel> m) {
   const ModelConfig& c = m->config;
   ASSERT_GE(c.n_layers, 2);
   ThreadPool pool(2);
@@ -238,7 +237,29 @@ TEST(Ops, TwoBackendsOverLayerRangesEqualOneOverEveryLayer) {
     }
   }
   ASSERT_EQ(got[0].size(), got[1].size());
-  EXPECT_TRUE(got[0] == got[1]) << "the split's logits differ from one backend's";
+  EXPECT_TRUE(got[0] == got[1]) << c.arch << ": the split's logits differ from one backend's";
+}
+
+TEST(Ops, TwoBackendsOverLayerRangesEqualOneOverEveryLayer) {
+  CheckSplitEqualsWhole(LoadVariant("gemma2_softcap"));
+  // Gemma 4: the second part computes its per-layer inputs from the tokens; its sharing layers
+  // read KV it holds. A split between a sharing layer and its source is refused.
+  const std::string path = test::TempPath("ops-gemma4-split.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-gemma4"), path);
+  CheckSplitEqualsWhole(LoadModel(path));
+  auto m = LoadModel(path);
+  ThreadPool pool(1);
+  auto first = std::make_unique<Transformer>(*m, GetKernels(Isa::kScalar), pool, 4);
+  auto second = std::make_unique<Transformer>(*m, GetKernels(Isa::kScalar), pool, 4);
+  first->SetLayers(0, 3);
+  second->SetLayers(3, 6);
+  try {
+    NewSplitBackend(std::move(first), std::move(second));
+    ADD_FAILURE() << "a split cutting layer 3 from its KV source was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 3 reads layer 1's KV cache"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -148,6 +148,29 @@ TEST(Service, BatchInvarianceSyntheticQ8_0) {
   CheckBatchInvariance(SynthModel(GgmlType::kQ8_0), "", true, ServiceOptions());
 }
 
+// Gemma 4 (its last layers on earlier layers' KV, per-layer inputs, local and global layers):
+// requests batched with chunked prefill give what they give alone, and n = 2 greedy choices
+// forking the prompt's blocks each give the text of one request alone.
+TEST(Service, Gemma4BatchInvarianceAndForks) {
+  const std::string path = test::TempPath("svc-gemma4.gguf");
+  SynthSpec spec = SynthPreset("tiny-gemma4");
+  spec.type = GgmlType::kQ8_0;
+  WriteSyntheticModel(spec, path);
+  ServiceOptions so;
+  so.max_batch_tokens = 40;
+  CheckBatchInvariance(path, "", true, so);
+  auto svc = MakeService(path, "");
+  const auto prompt = svc->engine().Tokenize("Once upon a time, a little cat", true);
+  const Outcome alone = Drain(*SubmitOk(*svc, prompt, Greedy(24, true)));
+  RequestOptions two = Greedy(24, true);
+  two.n = 2;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  ASSERT_EQ(svc->Submit(prompt, two, &streams), SubmitStatus::kAccepted);
+  ASSERT_EQ(streams.size(), 2u);
+  for (auto& st : streams) EXPECT_EQ(Drain(*st).text, alone.text);
+  EXPECT_EQ(Idle(*svc).memory.kv_used_blocks, 0);
+}
+
 TEST(Service, StaticBatchingGivesTheSameOutputs) {
   ServiceOptions so;
   so.static_batching = true;

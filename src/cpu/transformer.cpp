@@ -369,6 +369,14 @@ int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
   if (x_in == nullptr) {
     EmbedTokens(items, n_items, n);
   } else {
+    if (cfg_.per_layer_dim > 0) {  // the per-layer inputs come from the tokens' embeddings
+      for (int oi = 0, j = 0; oi < n_items; ++oi) {
+        const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
+        for (int t = 0; t < it.n; ++t, ++j)
+          EmbedRow(model_, it, t, a_.x + static_cast<size_t>(j) * cfg_.dim, a_.xb);
+      }
+      PerLayerInputs(items, n_items, n);
+    }
     std::memcpy(a_.x, x_in, sizeof(float) * static_cast<size_t>(n) * cfg_.dim);
     RopeTables(n);
   }

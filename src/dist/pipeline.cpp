@@ -84,6 +84,16 @@ std::vector<int> SplitLayers(const LoadedModel& m, const std::string& spec,
           (r == n - 1 || static_cast<double>(acc + cost[static_cast<size_t>(l)] / 2) <= target));
     }
   }
+  for (int r = 0; r < n; ++r) {  // a layer reading another's KV (Gemma 4) needs it on its rank
+    for (int l = begin[static_cast<size_t>(r)]; l < begin[static_cast<size_t>(r) + 1]; ++l) {
+      const int src = m.config.KvSource(l);
+      if (src < begin[static_cast<size_t>(r)])
+        Fail(
+            "pipeline: layer %d reads layer %d's KV cache, which another rank holds: give one rank "
+            "layers %d-%d (--layers)",
+            l, src, src, l);
+    }
+  }
   for (int r = 0; r < n; ++r) {
     uint64_t need = r == 0 ? EmbeddingBytes(m) : 0;
     if (r == n - 1)

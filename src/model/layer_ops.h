@@ -38,7 +38,7 @@ enum class OpKind : uint8_t {
   kMoe,            // xb = the token's routed experts' FFNs, weighted (+ the shared expert)
   kResidual,       // x += xb
   kAddNorm,        // encoders' post-norm: x = norm(x [+ xb]) (no weight: x as is); xb = x
-  kPerLayerInput,  // x += norm(gelu(x Wgate) * the token's input for this layer) Wproj) (Gemma 4)
+  kPerLayerInput,  // x += norm((gelu(x Wgate) * the token's input for this layer) Wproj) (Gemma 4)
   kScale,          // x *= the layer's output scale (Gemma 4)
   kCount
 };
@@ -117,7 +117,9 @@ struct LayerOp {
   Activation act = Activation::kSilu;
   // kMoe: the routed experts and the router (the layer's weights, model/weights.h).
   const LayerWeights* experts = nullptr;
-  // kPerLayerInput: which slice of the token's per-layer input (its layer). kScale: the factor.
+  // kPerLayerInput: mat[0] the gate, mat[1] the projection, norm the post-norm; it reads the
+  // token's per-layer input of op.layer (the step computes them: cpu/transformer.cpp's
+  // PerLayerInputs). kScale: the factor.
   float scale_by = 1.0f;
 
   int q_dim() const { return n_heads * head_dim; }

@@ -47,6 +47,12 @@ class SplitBackend final : public Backend {
       : a_(std::move(first)), b_(std::move(second)), k_(b_->layer_begin()) {
     if (a_->layer_begin() != 0 || k_ <= 0 || k_ >= a_->config().n_layers)
       Fail("a split backend: the parts' layers are not [0, k) and [k, %d)", a_->config().n_layers);
+    for (int l = k_; l < a_->config().n_layers; ++l) {  // Gemma 4's shared KV stays in one part
+      const int src = a_->config().KvSource(l);
+      if (src < k_)
+        Fail("a split backend: layer %d reads layer %d's KV cache, which the first part holds", l,
+             src);
+    }
   }
 
   std::string name() const override { return a_->name(); }
