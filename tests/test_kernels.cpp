@@ -146,6 +146,11 @@ TEST(Kernels, VectorOpsMatchReference) {
       for (int i = 0; i < n; ++i)
         ASSERT_NEAR(e4[i], e3[i], 1e-5f * (1 + std::fabs(e3[i]))) << "gelu";
 
+      auto c1 = Random(n, 6 + n, 60.0f), c2 = c1;  // logits of +-60 under a cap of 30
+      ref.softcap(c1.data(), n, 30.0f);
+      k.softcap(c2.data(), n, 30.0f);
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(c2[i], c1[i], 2e-6f * 30) << "softcap " << n;
+
       auto y1 = a, y2 = a;
       ref.axpy(y1.data(), 0.37f, b.data(), n);
       k.axpy(y2.data(), 0.37f, b.data(), n);

@@ -275,6 +275,7 @@ struct ModelInfo {
   // an earlier layer's; n_layers when all store), the per-layer embedding table's bytes (read a
   // row per token from the mapping: in active_weight_bytes' place only that row counts).
   int head_dim_local = 0, kv_layers = 0;
+  int ffn_dim_min = 0;  // the narrowest layer's FFN (ffn_dim: the widest)
   uint64_t per_layer_table_bytes = 0;
   int trained_context = 0;
   float rope_base = 0;

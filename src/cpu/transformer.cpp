@@ -252,12 +252,14 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
 // x = the step's tokens' embeddings (scaled; plus learned positions, GPT-2), in plan order;
 // the RoPE tables of their positions.
 void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
-  OpScope ps(this, ProfOp::kEmbed);
-  const size_t dim = static_cast<size_t>(cfg_.dim);
-  for (int oi = 0, j = 0; oi < n_items; ++oi) {
-    const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
-    for (int t = 0; t < it.n; ++t, ++j)
-      EmbedRow(model_, it, t, a_.x + static_cast<size_t>(j) * dim, a_.xb);  // (xb: free yet)
+  {
+    OpScope ps(this, ProfOp::kEmbed);
+    const size_t dim = static_cast<size_t>(cfg_.dim);
+    for (int oi = 0, j = 0; oi < n_items; ++oi) {
+      const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
+      for (int t = 0; t < it.n; ++t, ++j)
+        EmbedRow(model_, it, t, a_.x + static_cast<size_t>(j) * dim, a_.xb);  // (xb: free yet)
+    }
   }
   if (cfg_.per_layer_dim > 0) PerLayerInputs(items, n_items, n);
   RopeTables(n);
@@ -267,6 +269,7 @@ void Transformer::EmbedTokens(const BatchItem* items, int n_items, int n) {
 // sqrt(width)) plus the projection of its embedding (over sqrt(dim), normalized per layer),
 // over sqrt(2). An image's rows take token 0's row (as llama.cpp).
 void Transformer::PerLayerInputs(const BatchItem* items, int n_items, int n) {
+  OpScope ps(this, ProfOp::kPerLayer);
   const WeightTensor& proj = model_.weights.pl_model_proj;
   const WeightTensor& table = model_.weights.pl_tok_embd;
   const int P = cfg_.per_layer_dim;
@@ -298,6 +301,7 @@ void Transformer::PerLayerInputs(const BatchItem* items, int n_items, int n) {
 // added first: this reads x).
 void Transformer::PerLayerInput(const LayerOp& op, int n) {
   if (pending_residual_) AddResidual(n);
+  OpScope ps(this, ProfOp::kPerLayer);
   const WeightTensor& gate = *op.mat[0];
   const WeightTensor& proj = *op.mat[1];
   const int P = static_cast<int>(gate.rows);
@@ -316,6 +320,7 @@ void Transformer::PerLayerInput(const LayerOp& op, int n) {
 // x *= s (the pending residual added first).
 void Transformer::ScaleResidual(float s, int n) {
   if (pending_residual_) AddResidual(n);
+  OpScope ps(this, ProfOp::kPerLayer);
   const size_t m = static_cast<size_t>(n) * static_cast<size_t>(cfg_.dim);
   for (size_t i = 0; i < m; ++i) a_.x[i] *= s;
 }
@@ -341,7 +346,13 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
     const ActQ8 oq = QuantizeInput(a_.xb, rows, dim, model_.weights.output, false);
     OpScope ps(this, ProfOp::kLogits);
     Matmul(model_.weights.output, a_.xb, oq, rows, a_.logits);
-    FinalSoftcap(cfg_, a_.logits, static_cast<size_t>(rows) * static_cast<size_t>(cfg_.n_vocab));
+    if (cfg_.final_softcap > 0) {  // (FinalSoftcap's, on the kernel table, rows over threads)
+      const int64_t V = cfg_.n_vocab, chunk = 16384, parts = (rows * V + chunk - 1) / chunk;
+      pool_.ParallelFor(parts, [&](int64_t b, int64_t e, int) {
+        const int64_t lo = b * chunk, hi = std::min(e * chunk, rows * V);
+        k_->softcap(a_.logits + lo, hi - lo, cfg_.final_softcap);
+      });
+    }
     out = a_.logits;
     row_floats = static_cast<size_t>(cfg_.n_vocab);
   }
@@ -369,14 +380,8 @@ int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
   if (x_in == nullptr) {
     EmbedTokens(items, n_items, n);
   } else {
-    if (cfg_.per_layer_dim > 0) {  // the per-layer inputs come from the tokens' embeddings
-      for (int oi = 0, j = 0; oi < n_items; ++oi) {
-        const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
-        for (int t = 0; t < it.n; ++t, ++j)
-          EmbedRow(model_, it, t, a_.x + static_cast<size_t>(j) * cfg_.dim, a_.xb);
-      }
-      PerLayerInputs(items, n_items, n);
-    }
+    // The per-layer inputs come from the tokens' embeddings (EmbedTokens'), then x is taken.
+    if (cfg_.per_layer_dim > 0) EmbedTokens(items, n_items, n);
     std::memcpy(a_.x, x_in, sizeof(float) * static_cast<size_t>(n) * cfg_.dim);
     RopeTables(n);
   }

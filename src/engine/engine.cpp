@@ -82,7 +82,9 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.kv_layers = c.kv_layers > 0 ? c.kv_layers : c.n_layers;
   i.per_layer_table_bytes =
       static_cast<uint64_t>(m.weights.pl_tok_embd.rows) * m.weights.pl_tok_embd.row_bytes;
-  i.ffn_dim = c.ffn_dim;
+  i.ffn_dim = c.ffn_dim;  // (the widest where layers differ)
+  i.ffn_dim_min = c.ffn_dim;
+  for (int f : c.layer_ffn_dim) i.ffn_dim_min = std::min(i.ffn_dim_min, f);
   i.trained_context = c.context_length;
   i.rope_base = c.rope_base;
   i.rope_style = c.rope_style == RopeStyle::kHalfSplit ? "half-split (NeoX)" : "adjacent pairs";

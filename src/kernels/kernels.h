@@ -218,6 +218,8 @@ struct KernelTable {
   void (*silu_mul)(float* g, const float* u, int64_t n);
   // g = gelu(g) * u with GELU in its tanh form (GeGLU: Gemma; u == nullptr: plain GELU, GPT-2).
   void (*gelu_mul)(float* g, const float* u, int64_t n);
+  // x = cap * tanh(x / cap): the final logit soft-cap (Gemma 2-4), over a vocabulary's row.
+  void (*softcap)(float* x, int64_t n, float cap);
   // y += x
   void (*add)(float* y, const float* x, int64_t n);
   // y += a * x

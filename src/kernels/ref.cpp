@@ -341,6 +341,11 @@ void RefGeluMul(float* g, const float* u, int64_t n) {
     g[i] = static_cast<float>(RefGelu(g[i]) * (u != nullptr ? u[i] : 1.0));
 }
 
+void RefSoftcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
 void RefAdd(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
@@ -456,6 +461,7 @@ KernelTable MakeScalarTable() {
   t.softmax = RefSoftmax;
   t.silu_mul = RefSiluMul;
   t.gelu_mul = RefGeluMul;
+  t.softcap = RefSoftcap;
   t.layernorm = RefLayerNorm;
   t.add = RefAdd;
   t.axpy = RefAxpy;

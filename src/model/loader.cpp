@@ -558,12 +558,12 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
                      const std::function<void(double done, double total)>& progress,
                      const WeightRange& range) {
   ModelWeights& w = m->weights;
-  const bool tied = w.output.data == w.tok_embd.data;
   // Matrices whose rows come in groups of 16 are interleaved for the integer micro-kernel
   // (kQ4_0X16 / kQ8_0X16, Q4_1 as PQ4_G32Z, Q5_0 / Q5_1 and the k-quants Q4_K, Q5_K, Q6_K
-  // into their X16 forms); the other Q4_0 / Q8_0 ones,
-  // and a tied output matrix (the embedding lookup reads its rows one at a time), get the
-  // row-split layout (kQ4_0R / kQ8_0R).
+  // into their X16 forms); the other Q4_0 / Q8_0 ones get the row-split layout (kQ4_0R /
+  // kQ8_0R). A tied output matrix is re-laid like any other into its own buffer, and the
+  // embedding lookup goes on reading rows of the file's mapping (a row per token: the same
+  // resident memory as one shared row-split copy, and the classifier streams at the X16 rate).
   using Repack = void (*)(const void*, void*, int64_t, int64_t);
   std::mutex mu;  // m->relaid, m->relaid_bytes, the progress count
   auto relayout = [&](WeightTensor* t, bool row_access) {
@@ -611,7 +611,7 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   const int end = range.end < 0 ? static_cast<int>(w.layers.size()) : range.end;
   for (int l = range.begin; l < end; ++l)
     for (WeightTensor* t : matrices(w.layers[static_cast<size_t>(l)])) work.emplace_back(t, false);
-  if (range.output) work.emplace_back(&w.output, tied);
+  if (range.output) work.emplace_back(&w.output, false);
   if (range.begin == 0 && w.pl_model_proj) work.emplace_back(&w.pl_model_proj, false);
   double total = 0, done = 0;
   for (const auto& x : work) total += size(x.first);
@@ -643,7 +643,6 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
   if (progress) progress(total, total);
-  if (tied) w.tok_embd = w.output;  // the embedding reads rows of the same (re-laid) matrix
 }
 
 void F16WeightsToBf16(LoadedModel* m) {
@@ -687,7 +686,7 @@ uint64_t EmbeddingBytes(const LoadedModel& m) {
 }
 
 uint64_t OutputHeadBytes(const LoadedModel& m) {
-  return m.weights.output.data == m.weights.tok_embd.data ? 0 : TensorBytes(m.weights.output);
+  return m.config.tied_embeddings ? 0 : TensorBytes(m.weights.output);
 }
 
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {

@@ -28,6 +28,7 @@ enum class ProfOp : int {
   kMoeRoute,
   kMoeGather,
   kMoeScatter,
+  kPerLayer,
   kCount
 };
 
@@ -56,7 +57,8 @@ struct Profiler {
                                         "sampling",
                                         "moe router + top-k",
                                         "moe gather",
-                                        "moe weighted scatter-add"};
+                                        "moe weighted scatter-add",
+                                        "per-layer inputs and scale"};
     static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ProfOp::kCount),
                   "one name per operator");
     return names[static_cast<int>(op)];

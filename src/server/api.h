@@ -87,7 +87,8 @@ struct ApiRequest {
 ApiRequest ParseRequest(std::string_view body, bool chat, const ApiContext& ctx);
 
 std::string ErrorBody(const ApiError& e);
-// A 500 server_error body for work the engine thread failed (a deferred body's error).
+// A server_error body (code engine_failure) for work the engine thread failed (a device lost):
+// a whole body's error, answered 503 with Retry-After.
 std::string EngineErrorBody(const std::string& message);
 // A unique, unguessable id for an object the server returns: prefix ("chatcmpl-", "msg_",
 // "resp_", ...) and 128 random bits from the kernel's generator (32 hex digits). The one id

@@ -148,7 +148,7 @@ void Server::Rerank(const HttpRequest& req, HttpResponse* res, LoadedModel& m, b
     m.service->EmbedAsync(
         std::move(pairs), Service::Pooling::kRank,
         [body, rr, tokens, cohere](std::vector<std::vector<float>> v, const std::string& error) {
-          if (!error.empty()) return body->Set(EngineErrorBody(error));
+          if (!error.empty()) return body->SetError(error);
           std::vector<float> scores;
           for (const auto& s : v) scores.push_back(s.empty() ? 0.0f : s[0]);
           body->Set(RerankBody(*rr, scores, tokens, cohere));

@@ -41,8 +41,9 @@ std::string ErrorBody(const ApiError& e) {
 
 std::string EngineErrorBody(const std::string& message) {
   ApiError e;
-  e.status = 500;
+  e.status = 503;
   e.type = "server_error";
+  e.code = "engine_failure";
   e.message = message;
   return ErrorBody(e);
 }

@@ -29,6 +29,13 @@ class StreamSource : public BodySource {
   void Abort() override {
     for (auto& s : streams_) s->Cancel();
   }
+  // Not streamed: one JSON body, its status waiting for it (an engine failure: 503).
+  bool Whole() const override { return !ar_.stream; }
+  int Status() const override { return status_; }
+  std::vector<std::pair<std::string, std::string>> Headers() const override {
+    if (status_ == 503) return {{"Retry-After", "1"}};
+    return {};
+  }
   Pull Next(std::string* out) override {
     if (finished_) return Pull::kEnd;
     const double now = NowSeconds();
@@ -54,8 +61,8 @@ class StreamSource : public BodySource {
       Finish(out);
       return Pull::kData;
     }
-    if (!sent) {
-      if (now - last_ < kProbeSeconds) return Pull::kWait;
+    if (!sent) {  // (a whole body waits: the HTTP layer watches its socket instead)
+      if (!ar_.stream || now - last_ < kProbeSeconds) return Pull::kWait;
       out->append(ar_.stream ? ": keep-alive\n\n" : " ");
     }
     last_ = now;
@@ -151,14 +158,16 @@ class StreamSource : public BodySource {
     finished_ = true;
     for (const GenerateResult& r : results) {
       if (r.error.empty()) continue;
-      // The engine failed the request (a pipeline stage lost): an error, not a short answer.
-      // The status line went out with the first bytes, so the body says it (OpenAI's error
-      // object; in a stream, the event its SDKs raise on).
+      // The engine failed the request (a device or a pipeline stage lost): an error, not a
+      // short answer. A whole body is answered 503 (its status waited for it); a stream's
+      // status went out with its first bytes, so the event says it (OpenAI's error object,
+      // which its SDKs raise on).
       const std::string err =
           nlohmann::json{
               {"error",
                {{"message", r.error}, {"type", "server_error"}, {"code", "engine_failure"}}}}
               .dump();
+      if (!ar_.stream) status_ = 503;
       out->append(ar_.stream ? "data: " + err + "\n\n" : err);
       return;
     }
@@ -192,6 +201,7 @@ class StreamSource : public BodySource {
   std::vector<TokenLogprob> prompt_lps_, lps_;
   std::string text_, reasoning_, content_;
   bool finished_ = false;
+  int status_ = 0;  // a whole body's status (0: the response's)
   double last_ = NowSeconds();
 };
 
@@ -202,6 +212,11 @@ class TranslatedBody : public BodySource {
       : inner_(std::move(inner)), tr_(std::move(tr)) {}
   void SetWaker(Waker waker) override { inner_->SetWaker(std::move(waker)); }
   void Abort() override { inner_->Abort(); }
+  bool Whole() const override { return inner_->Whole(); }
+  int Status() const override { return inner_->Status(); }
+  std::vector<std::pair<std::string, std::string>> Headers() const override {
+    return inner_->Headers();
+  }
   Pull Next(std::string* out) override {
     if (ended_) return Pull::kEnd;
     const size_t before = out->size();

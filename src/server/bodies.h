@@ -17,20 +17,29 @@ namespace paddock::server {
 // While waiting: a keep-alive probe this often (an SSE comment, or JSON-neutral whitespace).
 inline constexpr double kProbeSeconds = 1.0;
 
-// A whole body that is produced later on another thread (embeddings): Set once, then it is
-// sent. (A failure after the response started is sent as an error object: the status is
-// already 200 by then; what can be checked is checked before.)
+// A whole body that is produced later on another thread (embeddings, rerank scores): Set once,
+// then it is sent; the status waits for it (BodySource::Whole), so an engine failure is a 503
+// with Retry-After (SetError), not a 200.
 class DeferredBody : public BodySource {
  public:
-  void Set(std::string body) {
+  void Set(std::string body, int status = 0) {
     Waker wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
       body_ = std::move(body);
+      status_ = status;
       ready_ = true;
       wake = waker_;
     }
     if (wake) wake();
+  }
+  // The engine failed the work (a device lost): a 503 naming it.
+  void SetError(const std::string& message) { Set(EngineErrorBody(message), 503); }
+  bool Whole() const override { return true; }
+  int Status() const override { return status_; }
+  std::vector<std::pair<std::string, std::string>> Headers() const override {
+    if (status_ == 503) return {{"Retry-After", "1"}};
+    return {};
   }
   Pull Next(std::string* out) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -49,6 +58,7 @@ class DeferredBody : public BodySource {
   std::mutex mu_;
   Waker waker_;
   std::string body_;
+  int status_ = 0;
   bool ready_ = false, sent_ = false;
 };
 

@@ -12,6 +12,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -55,7 +56,13 @@ struct Exchange {
   std::shared_ptr<BodySource> source;
   bool deferred = false;                // waiting for a Reply (HttpResponse::later)
   std::unique_ptr<HttpResponse> ready;  // the Reply's response, not yet answered
-  std::string buf;                      // pulled, not yet handed to the socket
+  // A whole body (BodySource::Whole) being gathered while the connection waits suspended: its
+  // source, the response it completes, and whether the client is gone (the socket watch).
+  std::shared_ptr<BodySource> whole;
+  std::unique_ptr<HttpResponse> whole_res;
+  std::string whole_body;
+  bool whole_done = false;
+  std::string buf;  // pulled, not yet handed to the socket
   size_t off = 0;
   bool ended = false;
 };
@@ -91,7 +98,7 @@ struct HttpServer::Impl {
   std::unordered_map<Exchange*, std::weak_ptr<Exchange>> deferred;  // waiting for a Reply
 
   std::atomic<uint64_t> connections_open{0}, refused{0}, timeouts{0}, oversized{0};
-  std::atomic<uint64_t> streams_open{0}, busy{0};
+  std::atomic<uint64_t> streams_open{0}, busy{0}, abandoned{0};
   std::atomic<bool> freed_since_trim{false};
 
   std::thread housekeeper;
@@ -109,6 +116,11 @@ struct HttpServer::Impl {
   MHD_Result Defer(MHD_Connection* c, Exchange& x, const std::shared_ptr<Exchange>& xp,
                    HttpResponse& res);
   MHD_Result Resumed(MHD_Connection* c, Exchange& x, const std::shared_ptr<Exchange>& xp);
+  MHD_Result HoldWhole(MHD_Connection* c, Exchange& x, const std::shared_ptr<Exchange>& xp,
+                       HttpResponse& res);
+  bool GatherWhole(Exchange& x);
+  void WatchWhole();
+  static MHD_Result Queue(MHD_Connection* c, const HttpResponse& res);
   void Completed(void** con_cls, MHD_RequestTerminationCode code);
   void Notify(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code);
   static void Wake(const std::weak_ptr<Exchange>& w);
@@ -335,6 +347,7 @@ MHD_Result HttpServer::Impl::Resumed(MHD_Connection* c, Exchange& x,
   std::unique_ptr<HttpResponse> ready;
   {
     std::lock_guard<std::mutex> lock(x.mu);
+    if (!x.ready && x.whole && !x.whole_done) GatherWhole(x);
     ready = std::move(x.ready);
     if (!ready && !closing.load()) {  // (woken without a reply: wait on)
       x.suspended = true;
@@ -351,26 +364,86 @@ MHD_Result HttpServer::Impl::Resumed(MHD_Connection* c, Exchange& x,
   return Answer(c, x, xp, *ready);
 }
 
+// A whole body's bytes so far (under the exchange's lock): once its source ends, the response
+// it completes is ready (its status and headers from the source). False while it waits.
+bool HttpServer::Impl::GatherWhole(Exchange& x) {
+  for (;;) {
+    const BodySource::Pull p = x.whole->Next(&x.whole_body);
+    if (p == BodySource::Pull::kWait) return false;
+    if (p == BodySource::Pull::kEnd) break;
+  }
+  x.whole_done = true;
+  auto res = std::move(x.whole_res);
+  res->body = std::move(x.whole_body);
+  if (x.whole->Status() != 0) res->status = x.whole->Status();
+  for (auto& [k, v] : x.whole->Headers()) res->SetHeader(k, v);
+  x.ready = std::move(res);
+  streams_open--;
+  return true;
+}
+
+// A whole body: the connection waits suspended (as a deferred answer) while the source gathers
+// it; its waker resumes the connection, which gathers on (Resumed); the socket is watched for a
+// client that leaves (Housekeep). Gathered once now, under the lock, so a wake is never lost.
+MHD_Result HttpServer::Impl::HoldWhole(MHD_Connection* c, Exchange& x,
+                                       const std::shared_ptr<Exchange>& xp, HttpResponse& res) {
+  auto held = std::make_unique<HttpResponse>(res);
+  held->stream = nullptr;
+  streams_open++;
+  {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    deferred[&x] = xp;
+  }
+  std::lock_guard<std::mutex> lock(x.mu);
+  x.conn = c;
+  x.deferred = true;
+  x.whole = res.stream;
+  x.whole_res = std::move(held);
+  x.whole->SetWaker([w = std::weak_ptr<Exchange>(xp)] { Wake(w); });
+  if (!GatherWhole(x)) {
+    x.suspended = true;
+    MHD_suspend_connection(c);
+    return MHD_YES;
+  }
+  std::unique_ptr<HttpResponse> ready = std::move(x.ready);
+  x.deferred = false;
+  {
+    std::lock_guard<std::mutex> sl(streams_mu);
+    deferred.erase(&x);
+  }
+  x.answered = true;
+  return Queue(c, *ready);
+}
+
+MHD_Result HttpServer::Impl::Queue(MHD_Connection* c, const HttpResponse& res) {
+  MHD_Response* r = MHD_create_response_from_buffer(
+      res.body.size(), const_cast<char*>(res.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (r == nullptr) return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", res.content_type.c_str());
+  for (const auto& [k, v] : res.headers) MHD_add_response_header(r, k.c_str(), v.c_str());
+  const MHD_Result ok = MHD_queue_response(c, static_cast<unsigned>(res.status), r);
+  MHD_destroy_response(r);
+  return ok;
+}
+
 MHD_Result HttpServer::Impl::Answer(MHD_Connection* c, Exchange& x,
                                     const std::shared_ptr<Exchange>& xp, HttpResponse& res) {
+  if (res.stream && xp && res.stream->Whole()) return HoldWhole(c, x, xp, res);
   x.answered = true;
-  MHD_Response* r = nullptr;
-  if (res.stream && xp) {
-    {
-      std::lock_guard<std::mutex> lock(x.mu);
-      x.conn = c;
-      x.source = res.stream;
-    }
-    {
-      std::lock_guard<std::mutex> lock(streams_mu);
-      streams[&x] = xp;
-    }
-    streams_open++;
-    res.stream->SetWaker([w = std::weak_ptr<Exchange>(xp)] { Wake(w); });
-    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &Impl::Pull, &x, nullptr);
-  } else {
-    r = MHD_create_response_from_buffer(res.body.size(), res.body.data(), MHD_RESPMEM_MUST_COPY);
+  if (!res.stream || !xp) return Queue(c, res);
+  {
+    std::lock_guard<std::mutex> lock(x.mu);
+    x.conn = c;
+    x.source = res.stream;
   }
+  {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    streams[&x] = xp;
+  }
+  streams_open++;
+  res.stream->SetWaker([w = std::weak_ptr<Exchange>(xp)] { Wake(w); });
+  MHD_Response* r =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &Impl::Pull, &x, nullptr);
   if (r == nullptr) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", res.content_type.c_str());
   for (const auto& [k, v] : res.headers) MHD_add_response_header(r, k.c_str(), v.c_str());
@@ -436,6 +509,16 @@ void HttpServer::Impl::Completed(void** con_cls, MHD_RequestTerminationCode code
     std::lock_guard<std::mutex> lock(streams_mu);
     deferred.erase(x.get());
   }
+  std::shared_ptr<BodySource> whole;
+  {
+    std::lock_guard<std::mutex> lock(x->mu);
+    if (x->whole && !x->whole_done) {  // the connection ended before the whole body did
+      whole = x->whole;
+      x->whole_done = true;
+      streams_open--;
+    }
+  }
+  if (whole) whole->Abort();
   if (x->source) {
     if (aborted) x->source->Abort();
     {
@@ -454,6 +537,43 @@ void HttpServer::Impl::Completed(void** con_cls, MHD_RequestTerminationCode code
   }
   busy--;
   freed_since_trim = true;
+}
+
+// The clients waiting for a whole body: one whose socket says it hung up (or failed) has its
+// source aborted (its requests cancelled, their KV freed) and its connection resumed to end.
+void HttpServer::Impl::WatchWhole() {
+  std::vector<std::shared_ptr<Exchange>> held;
+  {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    for (const auto& [_, w] : deferred)
+      if (auto x = w.lock()) held.push_back(std::move(x));
+  }
+  for (const auto& x : held) {
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> lock(conns_mu);
+      if (x->conn_record != nullptr && conns.count(x->conn_record)) fd = x->conn_record->fd;
+    }
+    if (fd < 0) continue;
+    pollfd p{fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) continue;
+    std::shared_ptr<BodySource> whole;
+    {
+      std::lock_guard<std::mutex> lock(x->mu);
+      if (!x->whole || x->whole_done) continue;
+      whole = x->whole;
+      x->whole_done = true;
+      streams_open--;
+      x->ready = std::make_unique<HttpResponse>();
+      x->ready->status = 499;  // (nobody reads it: the client left)
+      if (x->suspended && x->conn != nullptr) {
+        x->suspended = false;
+        MHD_resume_connection(x->conn);
+      }
+    }
+    whole->Abort();
+    abandoned++;
+  }
 }
 
 // Every 250 ms: deadlines (a connection past its header or body time is shut down; the event
@@ -477,6 +597,7 @@ void HttpServer::Impl::Housekeep() {
         }
       }
     }
+    WatchWhole();
     if (now - last_wake >= 1.0) {
       last_wake = now;
       std::vector<std::weak_ptr<Exchange>> waiting;
@@ -583,6 +704,7 @@ HttpStats HttpServer::Stats() const {
   st.timeouts = s.timeouts.load();
   st.oversized = s.oversized.load();
   st.streams_open = s.streams_open.load();
+  st.abandoned = s.abandoned.load();
   return st;
 }
 

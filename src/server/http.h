@@ -62,6 +62,14 @@ class BodySource {
   virtual void Abort() {}
   // Given once, before the first Next.
   virtual void SetWaker(Waker waker) = 0;
+  // A whole body, not a stream: the status line and headers wait for it, so a failure found at
+  // the end is answered with its own status (a lost device: 503), never a 200 with an error in
+  // the body. Such a source sends no keep-alive probes; the HTTP layer watches the socket
+  // instead and aborts the source when the client leaves.
+  virtual bool Whole() const { return false; }
+  // With Whole(), once Next returned kEnd: the status (0: the response's) and headers to add.
+  virtual int Status() const { return 0; }
+  virtual std::vector<std::pair<std::string, std::string>> Headers() const { return {}; }
 };
 
 struct HttpResponse {
@@ -111,6 +119,7 @@ struct HttpStats {
   uint64_t timeouts = 0;      // header, body or idle deadline reached
   uint64_t oversized = 0;     // 413 / 431 / body cut at the limit
   uint64_t streams_open = 0;  // responses still being produced
+  uint64_t abandoned = 0;     // whole bodies whose client left while they were produced
 };
 
 // A bound, listening TCP socket (non-blocking, close-on-exec, the largest backlog); throws

@@ -407,8 +407,8 @@ void Server::Embeddings(const HttpRequest& req, HttpResponse* res, LoadedModel& 
         [body, model = er.model, tokens, base64 = er.base64, dims = er.dimensions](
             std::vector<std::vector<float>> v, const std::string& error) {
           if (dims > 0) TruncateEmbeddings(&v, dims);
-          body->Set(error.empty() ? EmbeddingsBody(v, model, tokens, base64)
-                                  : EngineErrorBody(error));
+          if (!error.empty()) return body->SetError(error);
+          body->Set(EmbeddingsBody(v, model, tokens, base64));
         });
     res->stream = body;
   });

@@ -48,6 +48,11 @@ class LeasedBody : public BodySource {
   Pull Next(std::string* out) override { return inner_->Next(out); }
   void Abort() override { inner_->Abort(); }
   void SetWaker(Waker w) override { inner_->SetWaker(std::move(w)); }
+  bool Whole() const override { return inner_->Whole(); }
+  int Status() const override { return inner_->Status(); }
+  std::vector<std::pair<std::string, std::string>> Headers() const override {
+    return inner_->Headers();
+  }
 
  private:
   std::shared_ptr<BodySource> inner_;

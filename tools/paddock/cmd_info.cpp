@@ -66,7 +66,7 @@ const std::vector<OptionSpec> kSynthSpecs = {
     {{"--shape"},
      true,
      "tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, llama2-7b, llama3-8b, mistral-7b, "
-     "qwen2-0.5b; "
+     "qwen2-0.5b; Gemma 4: gemma4-e2b (tests: tiny-gemma4, tiny-gemma4-moe); "
      "mixtures of experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
      "mixtral-8x7b, gpt-oss-20b; vision-language (with --mmproj): tiny-llava, tiny-gemma3, "
      "tiny-smolvlm, llava-1.5-7b, gemma3-4b, smolvlm-256m; retrieval encoders: bge-small, "
@@ -141,12 +141,15 @@ int CmdInfo(int argc, char** argv) {
                     ? StrFormat(", a shared expert of FFN %d", i.shared_ffn_dim).c_str()
                     : "");
   }
-  std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d%s), FFN %d, vocab %d\n",
+  std::printf("shape:           dim %d, %d layers, %d heads (%d KV, head %d%s), FFN %s, vocab %d\n",
               i.dim, i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim,
               i.head_dim_local > 0 && i.head_dim_local != i.head_dim
                   ? StrFormat("; local layers %d", i.head_dim_local).c_str()
                   : "",
-              i.ffn_dim, i.n_vocab);
+              i.ffn_dim_min > 0 && i.ffn_dim_min != i.ffn_dim
+                  ? StrFormat("%d-%d", i.ffn_dim_min, i.ffn_dim).c_str()
+                  : std::to_string(i.ffn_dim).c_str(),
+              i.n_vocab);
   std::printf("attention:       %s, RoPE base %g, %s, scaling %s, sliding window %s\n",
               i.n_kv_heads == i.n_heads ? "multi-head"
                                         : (i.n_kv_heads == 1 ? "multi-query" : "grouped-query"),

@@ -137,6 +137,7 @@ std::vector<std::string> SynthVisionPresetNames();
 void WriteSyntheticMmproj(const SynthVisionSpec& spec, const std::string& path);
 
 // Named shapes: "tiny" and "tiny-moe" (tests), "stories260k", "tinyllama" (1.1B), "llama2-7b",
+// Gemma 4's "gemma4-e2b" (and "tiny-gemma4", "tiny-gemma4-moe" for tests),
 // "qwen2-0.5b", "mistral-7b", and the mixtures of experts "olmoe-1b-7b", "qwen3-30b-a3b",
 // "qwen1.5-moe-a2.7b", "mixtral-8x7b", "gpt-oss-20b" (and "tiny-gpt-oss" for tests); the
 // encoders "bge-small", "bge-base", "nomic-embed", "bge-reranker" (and "tiny-bert",

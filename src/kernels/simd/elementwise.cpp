@@ -94,6 +94,16 @@ void GeluMul(float* g, const float* u, int64_t n) {
   });
 }
 
+// cap * tanh(x / cap) with tanh(y) = 1 - 2 / (exp(2y) + 1), y clamped to +-15 (tanh is +-1 in
+// float there), exp by the vector polynomial.
+void Softcap(float* x, int64_t n, float cap) {
+  const VecF c = Set1(cap), two_over = Set1(2.0f / cap);
+  ForVectors(x, nullptr, n, [&](VecF v, VecF) {
+    const VecF y2 = Max(Min(Mul(v, two_over), Set1(30.0f)), Set1(-30.0f));
+    return Mul(c, Sub(Set1(1.0f), Div(Set1(2.0f), Add(ExpV(y2), Set1(1.0f)))));
+  });
+}
+
 void AddVec(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) Store(y + i, Add(Load(y + i), Load(x + i)));
@@ -199,6 +209,7 @@ void SetElementwiseKernels(KernelTable* t) {
   t->softmax = Softmax;
   t->silu_mul = SiluMul;
   t->gelu_mul = GeluMul;
+  t->softcap = Softcap;
   t->layernorm = LayerNorm;
   t->add = AddVec;
   t->axpy = Axpy;
