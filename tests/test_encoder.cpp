@@ -253,6 +253,19 @@ TEST(Encoder, RerankPairsFollowTheVocabularysFlags) {
   const float b = without->Embed({e.RerankInput(q, d)}, Service::Pooling::kRank)[0][0];
   EXPECT_NEAR(a, 0.16738707f, 1e-3);  // llama-server's score for this pair (the test above)
   EXPECT_GT(std::fabs(a - b), 1e-4);  // the layout reaches the score
+  // llama-server --rerank on the file without the flag (llama.cpp built here from the
+  // unslothai/llama.cpp snapshot d32676d): the same query, its three documents, 37 prompt tokens.
+  const char* docs[3] = {"paris is the capital of france", "the river flows", "hello world"};
+  const float want[3] = {0.43071917f, 0.28018725f, 0.26659787f};
+  std::vector<std::vector<int32_t>> pairs;
+  int tokens = 0;
+  for (const char* doc : docs) {
+    pairs.push_back(e.RerankInput(q, e.Tokenize(doc, false)));
+    tokens += static_cast<int>(pairs.back().size());
+  }
+  EXPECT_EQ(tokens, 37);
+  const auto s = without->Embed(pairs, Service::Pooling::kRank);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(s[static_cast<size_t>(i)][0], want[i], 1e-3) << docs[i];
 }
 
 TEST(Encoder, XlmrRerankScoresMatchLlamaServer) {

@@ -151,5 +151,19 @@ done
 expect_eq "after the loss: /metrics paddock_backend_up is 0" "$(metric paddock_backend_up)" 0
 stop_server "$SPID"
 check "the server stops on SIGTERM after the loss" $?
+# The request in flight on every API shape: a 503 with Retry-After in the shape's own error.
+for route in "/v1/chat/completions {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":24,\"temperature\":0}" \
+  "/v1/responses {\"input\":\"hi\",\"max_output_tokens\":24}" \
+  "/api/generate {\"model\":\"stories260K\",\"prompt\":\"hi\",\"stream\":false,\"options\":{\"num_predict\":24}}" \
+  "/v1/messages {\"model\":\"stories260K\",\"max_tokens\":24,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"; do
+  path=${route%% *}
+  PADDOCK_VULKAN_LOSE_AFTER=4 start_server lost2 -m "$MODEL" --device vulkan || exit 1
+  got=$(timeout 30 curl -s -D "$TMP/lost.h" -o "$TMP/lost.b" -w '%{http_code}' \
+    "http://127.0.0.1:$PORT$path" -H 'Content-Type: application/json' -d "${route#* }")
+  [ "$got" = 503 ] && grep -qi '^retry-after:' "$TMP/lost.h" && grep -q 'device lost' "$TMP/lost.b"
+  check "in flight when the device goes: $path answers 503 with Retry-After" $? \
+    "$got $(head -c 200 "$TMP/lost.b")"
+  stop_server "$SPID"
+done
 
 finish vulkan
