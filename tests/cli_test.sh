@@ -175,6 +175,12 @@ printf 'Hi\n' | "$BIN" chat -m "$M/stories260K.gguf" --chat-template-file "$HERE
 
 # 12. perplexity / compare: one JSON object with the required keys; usage errors.
 "$BIN" perplexity -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | grep -q '"ppl_se"'; check "perplexity --json" $?
+# A forward-pass switch reaches the scores (float activations on a quantized file).
+"$BIN" quantize "$M/stories260K.gguf" "$TMP/ppl-q8.gguf" --type q8_0 2>/dev/null
+p_int8=$("$BIN" perplexity -m "$TMP/ppl-q8.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null | json_get 'd["ppl"]')
+p_float=$("$BIN" perplexity -m "$TMP/ppl-q8.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json --no-int8-act 2>/dev/null | json_get 'd["ppl"]')
+[ -n "$p_int8" ] && [ -n "$p_float" ] && [ "$p_int8" != "$p_float" ]
+check "perplexity --no-int8-act: another score" $? "$p_int8 / $p_float"
 json=$("$BIN" compare -m "$M/stories260K.gguf" -m "$M/stories260K.gguf" -f "$M/stories260K.expected_t0.txt" --ctx 64 --json 2>/dev/null)
 for key in kl top1_agreement ppl_a ppl_b; do
   case "$json" in *"\"$key\": "*) ok "compare --json has $key" ;; *) fail "compare --json has $key" "$json" ;; esac

@@ -11,9 +11,13 @@
 #include "progress.h"
 
 namespace paddock::cli {
+
+void AddTuningOptions(const Args& args, EngineOptions* eo);  // cmd_run.cpp
+extern const std::vector<OptionSpec> kTuningSpecs;
+
 namespace {
 
-const std::vector<OptionSpec> kEvalSpecs = {
+const std::vector<OptionSpec> kEvalBaseSpecs = {
     {{"-m", "--model"},
      true,
      "model file (perplexity: one; compare: twice, reference first)",
@@ -35,6 +39,17 @@ const std::vector<OptionSpec> kEvalSpecs = {
     {{"--json"}, false, "print one JSON object"},
     {{"-h", "--help"}, false, "show this help"},
 };
+
+// With the forward pass's switches (--no-bf16-prefill, --no-int8-act, ...): what a switch
+// does to the scores (built on first use: kTuningSpecs is another file's).
+const std::vector<OptionSpec>& EvalSpecs() {
+  static const std::vector<OptionSpec> specs = [] {
+    std::vector<OptionSpec> s = kEvalBaseSpecs;
+    s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
+    return s;
+  }();
+  return specs;
+}
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -65,6 +80,7 @@ std::unique_ptr<Engine> Load(const std::string& path, int threads, int ctx, cons
     eo.gpu_layers = static_cast<int>(args.Int("--gpu-layers", -1, 1, 1 << 16));
   eo.threads = threads;
   eo.context = ctx;
+  AddTuningOptions(args, &eo);
   std::shared_ptr<Progress> bar;
   ShowLoadProgress(&eo, &bar);
   return Engine::Create(eo);
@@ -74,12 +90,12 @@ std::unique_ptr<Engine> Load(const std::string& path, int threads, int ctx, cons
 
 int CmdEval(bool compare, int argc, char** argv) {
   const char* name = compare ? "compare" : "perplexity";
-  Args args(name, kEvalSpecs, argc, argv);
+  Args args(name, EvalSpecs(), argc, argv);
   if (args.Has("-h")) {
     std::fputs(
         Usage(name,
               compare ? "-m REFERENCE -m OTHER -f TEXT [options]" : "-m MODEL -f TEXT [options]",
-              kEvalSpecs)
+              EvalSpecs())
             .c_str(),
         stdout);
     return 0;
