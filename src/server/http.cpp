@@ -120,7 +120,7 @@ struct HttpServer::Impl {
                        HttpResponse& res);
   bool GatherWhole(Exchange& x);
   void WatchWhole();
-  static MHD_Result Queue(MHD_Connection* c, const HttpResponse& res);
+  static MHD_Result Queue(MHD_Connection* c, const HttpResponse& res, MHD_Response* r = nullptr);
   void Completed(void** con_cls, MHD_RequestTerminationCode code);
   void Notify(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code);
   static void Wake(const std::weak_ptr<Exchange>& w);
@@ -415,9 +415,12 @@ MHD_Result HttpServer::Impl::HoldWhole(MHD_Connection* c, Exchange& x,
   return Queue(c, *ready);
 }
 
-MHD_Result HttpServer::Impl::Queue(MHD_Connection* c, const HttpResponse& res) {
-  MHD_Response* r = MHD_create_response_from_buffer(
-      res.body.size(), const_cast<char*>(res.body.data()), MHD_RESPMEM_MUST_COPY);
+// res's status and headers with the body r (a buffer, or the stream's callback), queued.
+MHD_Result HttpServer::Impl::Queue(MHD_Connection* c, const HttpResponse& res, MHD_Response* r) {
+  if (r == nullptr) {
+    r = MHD_create_response_from_buffer(res.body.size(), const_cast<char*>(res.body.data()),
+                                        MHD_RESPMEM_MUST_COPY);
+  }
   if (r == nullptr) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", res.content_type.c_str());
   for (const auto& [k, v] : res.headers) MHD_add_response_header(r, k.c_str(), v.c_str());
@@ -444,12 +447,7 @@ MHD_Result HttpServer::Impl::Answer(MHD_Connection* c, Exchange& x,
   res.stream->SetWaker([w = std::weak_ptr<Exchange>(xp)] { Wake(w); });
   MHD_Response* r =
       MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &Impl::Pull, &x, nullptr);
-  if (r == nullptr) return MHD_NO;
-  MHD_add_response_header(r, "Content-Type", res.content_type.c_str());
-  for (const auto& [k, v] : res.headers) MHD_add_response_header(r, k.c_str(), v.c_str());
-  const MHD_Result ok = MHD_queue_response(c, static_cast<unsigned>(res.status), r);
-  MHD_destroy_response(r);
-  return ok;
+  return r == nullptr ? MHD_NO : Queue(c, res, r);
 }
 
 void HttpServer::Impl::Wake(const std::weak_ptr<Exchange>& w) {
