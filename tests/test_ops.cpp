@@ -53,7 +53,7 @@ TEST(Ops, EachOpCarriesWhatItComputes) {
       const int l = op.layer;
       if (op.kind == OpKind::kAttention) {
         EXPECT_EQ(op.windowed, c.LayerIsLocal(l)) << l;
-        EXPECT_FLOAT_EQ(op.scale, c.AttentionScale());
+        EXPECT_FLOAT_EQ(op.scale, c.AttentionScale(l));
         EXPECT_FLOAT_EQ(op.softcap, c.attn_softcap);
         EXPECT_TRUE(op.causal);
         EXPECT_EQ(op.head_dim, c.head_dim);

@@ -102,7 +102,7 @@ size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
   const size_t B = s.tokens;
   const size_t T = s.threads;
   const size_t half = static_cast<size_t>(cfg.rope_dim / 2);
-  const size_t half_local = static_cast<size_t>(std::max(cfg.rope_dim, cfg.rope_dim_local) / 2);
+  const size_t half_local = static_cast<size_t>(cfg.LocalRopeDim() / 2);
   const size_t hidden = std::max(B * cfg.max_ffn_dim(), s.moe_rows * cfg.expert_ffn_dim);
   const size_t qd = static_cast<size_t>(cfg.max_q_dim()),
                kvd = static_cast<size_t>(cfg.max_kv_dim());
@@ -346,11 +346,11 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
     const ActQ8 oq = QuantizeInput(a_.xb, rows, dim, model_.weights.output, false);
     OpScope ps(this, ProfOp::kLogits);
     Matmul(model_.weights.output, a_.xb, oq, rows, a_.logits);
-    if (cfg_.final_softcap > 0) {  // (FinalSoftcap's, on the kernel table, rows over threads)
+    if (cfg_.final_softcap > 0) {  // in chunks over the threads
       const int64_t V = cfg_.n_vocab, chunk = 16384, parts = (rows * V + chunk - 1) / chunk;
       pool_.ParallelFor(parts, [&](int64_t b, int64_t e, int) {
         const int64_t lo = b * chunk, hi = std::min(e * chunk, rows * V);
-        k_->softcap(a_.logits + lo, hi - lo, cfg_.final_softcap);
+        FinalSoftcap(cfg_, *k_, a_.logits + lo, static_cast<size_t>(hi - lo));
       });
     }
     out = a_.logits;
@@ -377,14 +377,14 @@ void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float*
 int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
                            const float* x_in) {
   SetStepRows(n);
-  if (x_in == nullptr) {
+  // From x_in, the tokens are embedded all the same where the per-layer inputs (computed from
+  // the embeddings) need them; x is then taken.
+  if (x_in == nullptr || cfg_.per_layer_dim > 0) {
     EmbedTokens(items, n_items, n);
   } else {
-    // The per-layer inputs come from the tokens' embeddings (EmbedTokens'), then x is taken.
-    if (cfg_.per_layer_dim > 0) EmbedTokens(items, n_items, n);
-    std::memcpy(a_.x, x_in, sizeof(float) * static_cast<size_t>(n) * cfg_.dim);
     RopeTables(n);
   }
+  if (x_in != nullptr) std::memcpy(a_.x, x_in, sizeof(float) * static_cast<size_t>(n) * cfg_.dim);
   pending_residual_ = false;
   // The last layer's attention, FFN and residual serve only the logits rows (each item's last
   // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
@@ -480,7 +480,7 @@ const float* Transformer::ForwardStage(const BatchItem* items, int n_items, cons
 
 void Transformer::RopeTables(int n) {
   const int half = cfg_.rope_dim / 2;
-  const int hl = (cfg_.rope_dim_local > 0 ? cfg_.rope_dim_local : cfg_.rope_dim) / 2;
+  const int hl = cfg_.LocalRopeDim() / 2;
   const bool local = cfg_.rope_base_local > 0;
   for (int j = 0; j < n; ++j)
     rope_.Fill(plan_.pos[static_cast<size_t>(j)], a_.cos + j * half, a_.sin + j * half,

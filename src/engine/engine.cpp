@@ -748,7 +748,7 @@ MemoryReport EstimateMemory(const EngineOptions& options) {
   const uint64_t floats =
       B * (2 * static_cast<uint64_t>(c.dim) + 2 * q + 2 * static_cast<uint64_t>(c.max_kv_dim())) +
       2 * hidden + items * static_cast<uint64_t>(c.n_vocab) +
-      2 * B * static_cast<uint64_t>((c.rope_dim + std::max(c.rope_dim, c.rope_dim_local)) / 2) +
+      2 * B * static_cast<uint64_t>(c.rope_dim / 2 + c.LocalRopeDim() / 2) +
       T * (std::max<uint64_t>(static_cast<uint64_t>(ctx), 2 * static_cast<uint64_t>(c.n_heads)) +
            q + AttendScratchFloats(static_cast<int>(hd)) + rows * hd + 2 * rows * (hd + 2)) +
       (B + 1) * pl + B * static_cast<uint64_t>(c.n_experts) +

@@ -384,7 +384,7 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
     }
   }
   // (Alternating layers keep everything for the global ones.)
-  if (window_ > 0 && cfg_.swa_pattern == 0 && cfg_.local_layer.empty()) {
+  if (window_ > 0 && cfg_.EveryLayerWindowed()) {
     // The next query (position len) attends to positions >= len - window + 1.
     const int first_needed = s.len - window_ + 1;
     for (; (s.released_blocks + 1) * bs <= first_needed; ++s.released_blocks) {

@@ -147,8 +147,8 @@ int ModelConfig::max_kv_dim() const {
   return m;
 }
 
-float ModelConfig::AttentionScale() const {
-  return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+float ModelConfig::AttentionScale(int l) const {
+  return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(LayerHeadDim(l)));
 }
 
 namespace {

@@ -115,11 +115,10 @@ struct ModelConfig {
     if (!local_layer.empty()) return local_layer[static_cast<size_t>(l)] != 0;
     return swa_pattern > 0 && l % swa_pattern < swa_pattern - 1;
   }
-  // Whether layer l attends within the window (when there is one): every layer without a
-  // pattern, else the local ones.
-  bool LayerWindowed(int l) const {
-    return (swa_pattern == 0 && local_layer.empty()) || LayerIsLocal(l);
-  }
+  // Whether every layer attends within the window (no local/global pattern), and whether
+  // layer l does (when there is a window): every layer, else the local ones.
+  bool EveryLayerWindowed() const { return swa_pattern == 0 && local_layer.empty(); }
+  bool LayerWindowed(int l) const { return EveryLayerWindowed() || LayerIsLocal(l); }
   // The attention window of layer l (0: full attention).
   int LayerWindow(int l, int window) const { return window > 0 && LayerWindowed(l) ? window : 0; }
   // Layer l's shape: head size, KV heads, rotated dims, FFN width.
@@ -129,9 +128,9 @@ struct ModelConfig {
   int LayerKvHeads(int l) const {
     return layer_kv_heads.empty() ? n_kv_heads : layer_kv_heads[static_cast<size_t>(l)];
   }
-  int LayerRopeDim(int l) const {
-    return rope_dim_local > 0 && LayerIsLocal(l) ? rope_dim_local : rope_dim;
-  }
+  int LayerRopeDim(int l) const { return LayerIsLocal(l) ? LocalRopeDim() : rope_dim; }
+  // The local layers' rotated dims (their RoPE table's width).
+  int LocalRopeDim() const { return rope_dim_local > 0 ? rope_dim_local : rope_dim; }
   int LayerFfnDim(int l) const {
     return layer_ffn_dim.empty() ? ffn_dim : layer_ffn_dim[static_cast<size_t>(l)];
   }
@@ -142,7 +141,8 @@ struct ModelConfig {
   int max_head_dim() const;
   int max_q_dim() const { return n_heads * max_head_dim(); }
   int max_kv_dim() const;
-  float AttentionScale() const;
+  // Layer l's attention score scale (attn_scale, else 1/sqrt of its head size).
+  float AttentionScale(int l) const;
 
   // Throws Error if the numbers cannot describe a working model.
   void Validate() const;

@@ -1,8 +1,6 @@
 // model/layer_ops.cpp: each layer's operations, resolved from the configuration and its weights.
 #include "model/layer_ops.h"
 
-#include <cmath>
-
 #include "model/weights.h"
 
 namespace paddock {
@@ -77,8 +75,7 @@ class LayerBuilder {
     if (c_.StoresKv(l_)) Op(OpKind::kStoreKv);
     LayerOp& at = Op(OpKind::kAttention);
     if (at.kv_layer != l_) at.Need(OpFeature::kSharedKv);
-    at.scale =
-        c_.attn_scale > 0 ? c_.attn_scale : 1.0f / std::sqrt(static_cast<float>(at.head_dim));
+    at.scale = c_.AttentionScale(l_);
     at.softcap = c_.attn_softcap;
     at.windowed = c_.LayerWindowed(l_);
     at.causal = c_.causal;

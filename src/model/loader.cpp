@@ -278,11 +278,11 @@ void BindAttention(Binder& b, const std::string& p, int l, const ModelConfig& c,
       L.bv = bqkv + qd + kvd;
     }
   } else {
-    const bool own_kv = c.StoresKv(l);
     L.wq = b.Matrix(p + "attn_q.weight", c.dim, qd);
-    L.wk = b.Matrix(p + "attn_k.weight", c.dim, kvd, own_kv);
-    L.wv = b.Matrix(p + "attn_v.weight", c.dim, kvd, own_kv && !c.v_norm);
-    if (!own_kv) L.wk = L.wv = WeightTensor{};  // (another layer's KV is read)
+    if (c.StoresKv(l)) {  // (else another layer's KV is read: its K/V tensors, if any, unused)
+      L.wk = b.Matrix(p + "attn_k.weight", c.dim, kvd);
+      L.wv = b.Matrix(p + "attn_v.weight", c.dim, kvd, !c.v_norm);
+    }
   }
   L.wo = b.Matrix(p + "attn_output.weight", qd, c.dim);
   if (!c.layer_norm) L.bo = b.Vector(p + "attn_output.bias", c.dim, false);  // gpt-oss
@@ -298,8 +298,7 @@ void BindAttention(Binder& b, const std::string& p, int l, const ModelConfig& c,
   }
   if (c.qk_norm) {  // per head, or over the whole row (OLMoE)
     L.q_norm = b.Vector(p + "attn_q_norm.weight", c.qk_norm_full ? qd : hd);
-    L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? kvd : hd, c.StoresKv(l));
-    if (!c.StoresKv(l)) L.k_norm = nullptr;
+    if (c.StoresKv(l)) L.k_norm = b.Vector(p + "attn_k_norm.weight", c.qk_norm_full ? kvd : hd);
   }
 }
 

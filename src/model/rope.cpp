@@ -14,7 +14,7 @@ void RopeAngles::Set(const ModelConfig& cfg, const ModelWeights& w, int n_ctx) {
   pos_scale_ = cfg.rope_scaling == "linear" ? 1.0f / cfg.rope_scaling_factor : 1.0f;
   mscale_ = 1.0f;
   inv_freq_.assign(half, 0.0f);
-  const int local_dims = cfg.rope_dim_local > 0 ? cfg.rope_dim_local : cfg.rope_dim;
+  const int local_dims = cfg.LocalRopeDim();
   inv_freq_local_.assign(static_cast<size_t>(local_dims / 2), 0.0f);
   yarn_ramp_.clear();
   const std::vector<float>* factors = &w.rope_freq_factors;
@@ -67,8 +67,8 @@ void RopeAngles::Fill(int position, float* cos, float* sin, float* cos_local,
     sin[i] = std::sin(a) * mscale_;
   }
   if (cos_local == nullptr) return;
-  for (size_t i = 0; i < inv_freq_local_.size();
-       ++i) {  // local layers: their own base, positions unscaled
+  // Local layers: their own base and rotated dims, positions unscaled.
+  for (size_t i = 0; i < inv_freq_local_.size(); ++i) {
     const float a = pos * inv_freq_local_[i];
     cos_local[i] = std::cos(a);
     sin_local[i] = std::sin(a);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/strings.h"
+#include "kernels/kernels.h"
 #include "model/weights.h"
 
 namespace paddock {
@@ -68,10 +69,8 @@ void EmbedRow(const LoadedModel& m, const StepItem& it, int j, float* out, float
   }
 }
 
-void FinalSoftcap(const ModelConfig& c, float* logits, size_t n) {
-  if (c.final_softcap <= 0) return;
-  const float cap = c.final_softcap;
-  for (size_t i = 0; i < n; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+void FinalSoftcap(const ModelConfig& c, const KernelTable& k, float* logits, size_t n) {
+  if (c.final_softcap > 0) k.softcap(logits, static_cast<int64_t>(n), c.final_softcap);
 }
 
 void PoolSum::Start(Pooling how, int n_tokens, int dim) {

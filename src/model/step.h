@@ -18,6 +18,7 @@ namespace paddock {
 struct LoadedModel;
 struct ModelConfig;
 struct ModelWeights;
+struct KernelTable;
 
 // What a step of this backend may hold.
 struct StepLimits {
@@ -41,8 +42,9 @@ void CheckStep(const ModelConfig& c, const StepItem* items, int n_items, StepOut
 // tmp: dim floats of scratch.
 void EmbedRow(const LoadedModel& m, const StepItem& it, int j, float* out, float* tmp);
 
-// Logits rows (n floats) through the model's final soft-cap (Gemma 2's), if it has one.
-void FinalSoftcap(const ModelConfig& c, float* logits, size_t n);
+// Logits rows (n floats) through the model's final soft-cap (Gemma 2-4's), if it has one, on
+// the kernel table's softcap (a backend may hand it any part of its rows: each value alone).
+void FinalSoftcap(const ModelConfig& c, const KernelTable& k, float* logits, size_t n);
 
 // One input's pooled row, from its tokens' final hidden states fed in any number of steps:
 // the mean (summed in double), the first token's or the last token's.

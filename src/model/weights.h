@@ -94,7 +94,7 @@ struct ModelWeights {
   const float* output_norm = nullptr;    // (dim)
   const float* output_norm_b = nullptr;  // (dim) GPT-2
   WeightTensor pos_embd;                 // (context, dim) GPT-2 learned positions, else empty
-  WeightTensor output;                   // (n_vocab, dim); == tok_embd when tied
+  WeightTensor output;  // (n_vocab, dim); tied: tok_embd's rows (RelayoutWeights: its own copy)
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // (rope_dim / 2) Llama 3 "rope_freqs", or empty
   // Gemma 4's per-layer embeddings (config per_layer_dim > 0): the token-indexed table (n_vocab

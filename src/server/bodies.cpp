@@ -32,10 +32,6 @@ class StreamSource : public BodySource {
   // Not streamed: one JSON body, its status waiting for it (an engine failure: 503).
   bool Whole() const override { return !ar_.stream; }
   int Status() const override { return status_; }
-  std::vector<std::pair<std::string, std::string>> Headers() const override {
-    if (status_ == 503) return {{"Retry-After", "1"}};
-    return {};
-  }
   Pull Next(std::string* out) override {
     if (finished_) return Pull::kEnd;
     const double now = NowSeconds();
@@ -214,9 +210,6 @@ class TranslatedBody : public BodySource {
   void Abort() override { inner_->Abort(); }
   bool Whole() const override { return inner_->Whole(); }
   int Status() const override { return inner_->Status(); }
-  std::vector<std::pair<std::string, std::string>> Headers() const override {
-    return inner_->Headers();
-  }
   Pull Next(std::string* out) override {
     if (ended_) return Pull::kEnd;
     const size_t before = out->size();

@@ -37,10 +37,6 @@ class DeferredBody : public BodySource {
   void SetError(const std::string& message) { Set(EngineErrorBody(message), 503); }
   bool Whole() const override { return true; }
   int Status() const override { return status_; }
-  std::vector<std::pair<std::string, std::string>> Headers() const override {
-    if (status_ == 503) return {{"Retry-After", "1"}};
-    return {};
-  }
   Pull Next(std::string* out) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (sent_) return Pull::kEnd;

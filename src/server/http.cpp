@@ -57,7 +57,8 @@ struct Exchange {
   bool deferred = false;                // waiting for a Reply (HttpResponse::later)
   std::unique_ptr<HttpResponse> ready;  // the Reply's response, not yet answered
   // A whole body (BodySource::Whole) being gathered while the connection waits suspended: its
-  // source, the response it completes, and whether the client is gone (the socket watch).
+  // source, the response it completes, the bytes so far, and whether it has ended (gathered,
+  // or given up: the client left or the connection ended).
   std::shared_ptr<BodySource> whole;
   std::unique_ptr<HttpResponse> whole_res;
   std::string whole_body;
@@ -98,7 +99,7 @@ struct HttpServer::Impl {
   std::unordered_map<Exchange*, std::weak_ptr<Exchange>> deferred;  // waiting for a Reply
 
   std::atomic<uint64_t> connections_open{0}, refused{0}, timeouts{0}, oversized{0};
-  std::atomic<uint64_t> streams_open{0}, busy{0}, abandoned{0};
+  std::atomic<uint64_t> streams_open{0}, busy{0};
   std::atomic<bool> freed_since_trim{false};
 
   std::thread housekeeper;
@@ -119,6 +120,7 @@ struct HttpServer::Impl {
   MHD_Result HoldWhole(MHD_Connection* c, Exchange& x, const std::shared_ptr<Exchange>& xp,
                        HttpResponse& res);
   bool GatherWhole(Exchange& x);
+  std::shared_ptr<BodySource> TakeWhole(Exchange& x);
   void WatchWhole();
   static MHD_Result Queue(MHD_Connection* c, const HttpResponse& res, MHD_Response* r = nullptr);
   void Completed(void** con_cls, MHD_RequestTerminationCode code);
@@ -376,10 +378,19 @@ bool HttpServer::Impl::GatherWhole(Exchange& x) {
   auto res = std::move(x.whole_res);
   res->body = std::move(x.whole_body);
   if (x.whole->Status() != 0) res->status = x.whole->Status();
-  for (auto& [k, v] : x.whole->Headers()) res->SetHeader(k, v);
+  if (res->status == 503) res->SetHeader("Retry-After", "1");
   x.ready = std::move(res);
   streams_open--;
   return true;
+}
+
+// A whole body still being gathered, given up (under the exchange's lock): its source, for the
+// caller to abort outside the lock; null if it had ended.
+std::shared_ptr<BodySource> HttpServer::Impl::TakeWhole(Exchange& x) {
+  if (!x.whole || x.whole_done) return nullptr;
+  x.whole_done = true;
+  streams_open--;
+  return x.whole;
 }
 
 // A whole body: the connection waits suspended (as a deferred answer) while the source gathers
@@ -510,11 +521,7 @@ void HttpServer::Impl::Completed(void** con_cls, MHD_RequestTerminationCode code
   std::shared_ptr<BodySource> whole;
   {
     std::lock_guard<std::mutex> lock(x->mu);
-    if (x->whole && !x->whole_done) {  // the connection ended before the whole body did
-      whole = x->whole;
-      x->whole_done = true;
-      streams_open--;
-    }
+    whole = TakeWhole(*x);  // the connection ended before the whole body did
   }
   if (whole) whole->Abort();
   if (x->source) {
@@ -558,10 +565,8 @@ void HttpServer::Impl::WatchWhole() {
     std::shared_ptr<BodySource> whole;
     {
       std::lock_guard<std::mutex> lock(x->mu);
-      if (!x->whole || x->whole_done) continue;
-      whole = x->whole;
-      x->whole_done = true;
-      streams_open--;
+      whole = TakeWhole(*x);
+      if (!whole) continue;
       x->ready = std::make_unique<HttpResponse>();
       x->ready->status = 499;  // (nobody reads it: the client left)
       if (x->suspended && x->conn != nullptr) {
@@ -570,7 +575,6 @@ void HttpServer::Impl::WatchWhole() {
       }
     }
     whole->Abort();
-    abandoned++;
   }
 }
 
@@ -702,7 +706,6 @@ HttpStats HttpServer::Stats() const {
   st.timeouts = s.timeouts.load();
   st.oversized = s.oversized.load();
   st.streams_open = s.streams_open.load();
-  st.abandoned = s.abandoned.load();
   return st;
 }
 

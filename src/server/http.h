@@ -67,9 +67,9 @@ class BodySource {
   // the body. Such a source sends no keep-alive probes; the HTTP layer watches the socket
   // instead and aborts the source when the client leaves.
   virtual bool Whole() const { return false; }
-  // With Whole(), once Next returned kEnd: the status (0: the response's) and headers to add.
+  // With Whole(), once Next returned kEnd: the status (0: the response's). A 503 goes out with
+  // Retry-After: 1 (the engine failed; a restart or another replica can serve).
   virtual int Status() const { return 0; }
-  virtual std::vector<std::pair<std::string, std::string>> Headers() const { return {}; }
 };
 
 struct HttpResponse {
@@ -119,7 +119,6 @@ struct HttpStats {
   uint64_t timeouts = 0;      // header, body or idle deadline reached
   uint64_t oversized = 0;     // 413 / 431 / body cut at the limit
   uint64_t streams_open = 0;  // responses still being produced
-  uint64_t abandoned = 0;     // whole bodies whose client left while they were produced
 };
 
 // A bound, listening TCP socket (non-blocking, close-on-exec, the largest backlog); throws

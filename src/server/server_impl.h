@@ -50,9 +50,6 @@ class LeasedBody : public BodySource {
   void SetWaker(Waker w) override { inner_->SetWaker(std::move(w)); }
   bool Whole() const override { return inner_->Whole(); }
   int Status() const override { return inner_->Status(); }
-  std::vector<std::pair<std::string, std::string>> Headers() const override {
-    return inner_->Headers();
-  }
 
  private:
   std::shared_ptr<BodySource> inner_;

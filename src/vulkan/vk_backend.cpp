@@ -7,7 +7,9 @@
 #include <cstring>
 #include <map>
 
+#include "base/cpu.h"
 #include "base/strings.h"
+#include "kernels/kernels.h"
 #include "model/backend.h"
 #include "model/layer_ops.h"
 #include "model/rope.h"
@@ -615,7 +617,8 @@ void VulkanBackend::Step(const StepItem* items, int n_items, StepOutput out, con
   }
   float* base = reinterpret_cast<float*>(out_.map + (hidden ? out_hid_ : out_logits_));
   const size_t row_floats = static_cast<size_t>(hidden ? cfg_.dim : cfg_.n_vocab);
-  if (!hidden) FinalSoftcap(cfg_, base, static_cast<size_t>(n_rows) * row_floats);
+  if (!hidden)  // (on the host: this CPU's kernels, as its own backend's)
+    FinalSoftcap(cfg_, GetKernels(DetectIsa()), base, static_cast<size_t>(n_rows) * row_floats);
   for (int i = 0, r = 0; i < n_items; ++i) {
     rows[i] = base + static_cast<size_t>(r) * row_floats;
     r += items[i].n_logits;

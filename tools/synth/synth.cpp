@@ -88,6 +88,12 @@ void Gemma4(SynthSpec& s, int dim, int layers, int heads, int kv_heads, int hd, 
   s.tied_embeddings = true;
 }
 
+// The tiny Gemma 4 presets' common shape: 6 layers of 64, a window of 8.
+void TinyGemma4(SynthSpec& s) {
+  Gemma4(s, 64, 6, 4, 2, 32, 16, 128, 512, 256);
+  s.sliding_window = 8;
+}
+
 // The shapes `paddock synth --shape` knows: each sets what differs from SynthSpec's defaults.
 struct Preset {
   const char* name;
@@ -115,15 +121,13 @@ constexpr Preset kPresets[] = {
      }},
     {"tiny-gemma4",  // tests: Gemma 4's features at a small shape (layers 2 and 5 global)
      [](SynthSpec& s) {
-       Gemma4(s, 64, 6, 4, 2, 32, 16, 128, 512, 256);
-       s.sliding_window = 8;
+       TinyGemma4(s);
        s.shared_kv_layers = 3;
        s.per_layer_dim = 32;
      }},
     {"tiny-gemma4-moe",  // tests: Gemma 4's mixture of experts (8 of 64, 2 per token, a dense FFN)
      [](SynthSpec& s) {
-       Gemma4(s, 64, 6, 4, 2, 32, 16, 128, 512, 256);
-       s.sliding_window = 8;
+       TinyGemma4(s);
        s.n_experts = 8;
        s.n_experts_used = 2;
        s.expert_ffn_dim = 64;
