@@ -47,6 +47,15 @@ struct Activations {
   float* moe_shared = nullptr;    // (B, dim) the shared expert's (or dense branch's) output
   float* ple = nullptr;           // (B, n_layers * per_layer_dim) each token's per-layer inputs
   float* ple_row = nullptr;       // (n_layers * per_layer_dim) a table row, as floats
+  float* gate = nullptr;          // (B, q_dim) the attention output gate (Qwen3.5)
+  // Recurrent layers: the input projection (LFM2 b|c|x, 3 dim; DeltaNet q|k|v before the
+  // convolution), the convolved channels, the DeltaNet's z gate (value dim), its beta and
+  // decay per value head (2 x v heads), the mixer's output rows (value dim, LFM2 dim).
+  float* rec_in = nullptr;
+  float* rec_conv = nullptr;
+  float* rec_z = nullptr;
+  float* rec_ba = nullptr;
+  float* rec_y = nullptr;
 
   // Lays out every slice for `cfg` at `shape`; returns the arena's bytes.
   size_t Plan(const ModelConfig& cfg, const ActivationShape& shape);

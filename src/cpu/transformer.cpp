@@ -41,7 +41,9 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       layer_end_(model.config.n_layers),
       ops_(model.ops),
       lora_(max_batch_, kernels, pool) {
-  max_cols_ = static_cast<size_t>(std::max({cfg_.dim, cfg_.max_q_dim(), cfg_.max_ffn_dim()}));
+  run_start_.assign(static_cast<size_t>(max_batch_) + 1, 0);
+  max_cols_ = static_cast<size_t>(
+      std::max({cfg_.dim, cfg_.max_q_dim(), cfg_.max_ffn_dim(), cfg_.ssm_value_dim()}));
   output_norm_ = {cfg_.layer_norm ? NormKind::kLayer : NormKind::kRms, cfg_.norm_eps,
                   model.weights.output_norm, model.weights.output_norm_b};
   if (ops_.size() != static_cast<size_t>(cfg_.n_layers))
@@ -108,6 +110,16 @@ size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
                kvd = static_cast<size_t>(cfg.max_kv_dim());
   const size_t hd = static_cast<size_t>(cfg.max_head_dim());
   const size_t pl = static_cast<size_t>(cfg.n_layers) * static_cast<size_t>(cfg.per_layer_dim);
+  // Recurrent layers' rows: the input projection (LFM2: b|c|x; DeltaNet: q|k|v), the convolved
+  // channels (LFM2: dim; DeltaNet: q|k|v).
+  bool conv = false, delta = false;
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    conv |= cfg.Kind(l) == LayerKind::kShortConv;
+    delta |= cfg.Kind(l) == LayerKind::kDeltaNet;
+  }
+  const size_t cd = static_cast<size_t>(cfg.ssm_conv_dim()), dim = static_cast<size_t>(cfg.dim);
+  const size_t rec_in_w = std::max(conv ? 3 * dim : 0, delta ? cd : 0);
+  const size_t rec_conv_w = std::max(conv ? dim : 0, delta ? cd : 0);
   const struct {
     float** at;
     size_t floats;
@@ -133,6 +145,12 @@ size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
       {&moe_shared, cfg.is_moe() ? B * cfg.dim : 0},  // (Gemma 4's dense branch too)
       {&ple, B * pl},
       {&ple_row, pl},
+      {&gate, cfg.attn_gate ? B * qd : 0},
+      {&rec_in, B * rec_in_w},
+      {&rec_conv, B * rec_conv_w},
+      {&rec_z, B * static_cast<size_t>(cfg.ssm_value_dim())},
+      {&rec_ba, B * 2 * static_cast<size_t>(cfg.ssm_v_heads)},
+      {&rec_y, B * std::max(static_cast<size_t>(cfg.ssm_value_dim()), rec_conv_w)},
   };
   auto padded = [](size_t floats) { return (floats + 15) / 16 * 16; };
   size_t total = 0;
@@ -524,6 +542,7 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
       Observe(ActSite::kAttnOut, l, a_.att, n, op.q_dim());
       break;
     case OpKind::kOutProj: {
+      if (op.Has(OpFeature::kAttnGate)) AttnGate(op, n);
       const WeightTensor& wo = *op.mat[0];
       const ActQ8 aq = QuantizeInput(a_.att, n, static_cast<int>(wo.cols), wo);
       Timed(ProfOp::kMatmulOut, [&] {
@@ -569,6 +588,12 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
     case OpKind::kScale:
       ScaleResidual(op.scale_by, n);
       break;
+    case OpKind::kShortConv:
+      Timed(ProfOp::kRecurrent, [&] { ShortConv(op, n); });
+      break;
+    case OpKind::kDeltaNet:
+      Timed(ProfOp::kRecurrent, [&] { DeltaNet(op, n); });
+      break;
     case OpKind::kCount:
       break;
   }
@@ -594,6 +619,8 @@ int Transformer::KeepLogitRows(const LayerOp& op) {
     const size_t rr = static_cast<size_t>(r);
     if (j != rr) {
       std::memcpy(a_.q + rr * qd, a_.q + j * qd, sizeof(float) * static_cast<size_t>(qd));
+      if (op.gate != nullptr || cfg_.attn_gate)
+        std::memcpy(a_.gate + rr * qd, a_.gate + j * qd, sizeof(float) * static_cast<size_t>(qd));
       std::memcpy(a_.x + rr * dim, a_.x + j * dim, sizeof(float) * static_cast<size_t>(dim));
       if (pl > 0) std::memcpy(a_.ple + rr * pl, a_.ple + j * pl, sizeof(float) * pl);
       plan_.pos[rr] = plan_.pos[j];
@@ -673,7 +700,10 @@ void Transformer::PostNorm(const OpNorm& nm, int n) {
 void Transformer::Qkv(const LayerOp& op, int n) {
   Observe(ActSite::kAttnIn, op.layer, a_.xb, n, cfg_.dim);
   bool epilogue_done = false;
-  Timed(ProfOp::kMatmulQkv, [&] { epilogue_done = MatmulQkv(op, a_.xb, xq_, n); });
+  Timed(ProfOp::kMatmulQkv, [&] {
+    epilogue_done = MatmulQkv(op, a_.xb, xq_, n);
+    if (op.gate != nullptr) Matmul(*op.gate, a_.xb, xq_, n, a_.gate);  // (Qwen3.5's output gate)
+  });
   if (epilogue_done) return;
   Timed(ProfOp::kBiasNormRope, [&] {
     for (int j = 0; j < n; ++j) {

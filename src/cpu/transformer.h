@@ -245,6 +245,18 @@ class Transformer final : public Backend {
   // Gemma 4's: the dense FFN on xb and the experts on their own norm of x, routed on x's
   // scaled norm; xb = post_norm_1(dense) + post_norm_2(experts).
   void MoeBranches(const LayerOp& op, int n);
+  // Recurrent layers (recurrent.cpp): LFM2's short convolution and Qwen3.5's Gated DeltaNet,
+  // xb in, xb out, each sequence's state (its KV view's) carried across steps; the attention
+  // output gate (att *= sigmoid(gate)).
+  void ShortConv(const LayerOp& op, int n);
+  void DeltaNet(const LayerOp& op, int n);
+  void AttnGate(const LayerOp& op, int n);
+  int SequenceRuns(int n);
+  std::vector<int> run_start_;  // (max_batch + 1) SequenceRuns' run starts
+  // The causal convolution of `ch` channels of rows x (n rows, stride ld_x) over the
+  // sequences' windows in their states, into y (stride ld_y); silu after it when asked.
+  void CausalConv(int l, const float* taps, const float* x, int ld_x, int ch, int n, float* y,
+                  int ld_y, bool silu);
   // Attention (attention.cpp).
   void StoreKv(const LayerOp& op, int n);
   void Attention(const LayerOp& op, int n);

@@ -224,6 +224,11 @@ struct KernelTable {
   void (*add)(float* y, const float* x, int64_t n);
   // y += a * x
   void (*axpy)(float* y, float a, const float* x, int64_t n);
+  // One token of the gated delta rule (Qwen3.5's Gated DeltaNet) on one head's state m of
+  // d x d floats, row j holding value dim j's weights over the key dims (m[j][i] = S[i][j]):
+  // m *= decay; delta = (v - m k) * beta; m += delta k^T; out = m q * scale.
+  void (*delta_step)(float* m, const float* q, const float* k, const float* v, float decay,
+                     float beta, float scale, float* out, int d);
   // LoRA's two halves (model/lora.h) for n rows sharing one adapter pair. Down: t[j][r] =
   // s * dot(a[r], x[j]) for r < rank (a: rank x in; x rows `in` apart; t rows t_stride apart).
   // Up, one row: y[o] += sum_r t[r] * bt[r][o] for o in [o0, o1) (bt: rank x out), y read and

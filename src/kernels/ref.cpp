@@ -354,6 +354,25 @@ void RefAxpy(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void RefDeltaStep(float* m, const float* q, const float* k, const float* v, float decay, float beta,
+                  float scale, float* out, int d) {
+  for (int j = 0; j < d; ++j) {
+    float* row = m + static_cast<size_t>(j) * d;
+    double s = 0;
+    for (int i = 0; i < d; ++i) {
+      row[i] *= decay;
+      s += static_cast<double>(row[i]) * k[i];
+    }
+    const float delta = (v[j] - static_cast<float>(s)) * beta;
+    double o = 0;
+    for (int i = 0; i < d; ++i) {
+      row[i] += delta * k[i];
+      o += static_cast<double>(row[i]) * q[i];
+    }
+    out[j] = static_cast<float>(o) * scale;
+  }
+}
+
 void RefLoraDown(const float* a, int rank, int64_t in, float s, const float* x, int n, float* t,
                  int t_stride) {
   for (int j = 0; j < n; ++j) {
@@ -465,6 +484,7 @@ KernelTable MakeScalarTable() {
   t.layernorm = RefLayerNorm;
   t.add = RefAdd;
   t.axpy = RefAxpy;
+  t.delta_step = RefDeltaStep;
   t.lora_down = RefLoraDown;
   t.lora_up = RefLoraUp;
   t.rope = RefRope;

@@ -99,14 +99,27 @@ size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
   return b;
 }
 
+size_t KvStateBytes(const ModelConfig& cfg) {
+  size_t b = 0;
+  for (int l = 0; l < cfg.n_layers; ++l) b += cfg.StateFloats(l) * sizeof(float);
+  return b;
+}
+
 int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int default_tokens) {
   if (o.block_size < 1 || o.block_size > 4096)
     Fail("KV block size %d is out of range [1, 4096]", o.block_size);
   if (o.num_blocks > 0) return o.num_blocks;
-  const size_t per_block = KvBytesPerToken(cfg, o) * static_cast<size_t>(o.block_size);
+  // A model of recurrent layers only still keeps a block table (of empty rows): one byte.
+  const size_t per_block =
+      std::max<size_t>(KvBytesPerToken(cfg, o), 1) * static_cast<size_t>(o.block_size);
+  const size_t states = cfg.hybrid() ? KvStateBytes(cfg) * static_cast<size_t>(o.state_slots) : 0;
+  if (o.memory_bytes > 0 && states >= o.memory_bytes)
+    Fail("KV memory budget of %s holds no block beside %d recurrent states of %s",
+         FormatBytes(o.memory_bytes).c_str(), o.state_slots,
+         FormatBytes(KvStateBytes(cfg)).c_str());
   size_t blocks;
   if (o.memory_bytes > 0) {
-    blocks = o.memory_bytes / per_block;  // the budget includes the null block
+    blocks = (o.memory_bytes - states) / per_block;  // the budget includes the null block
     if (blocks < 2)
       Fail(
           "KV memory budget of %s holds no usable block (one block of %d tokens needs %s, and one "
@@ -152,8 +165,35 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
     const int32_t types[2] = {static_cast<int32_t>(L.k_type), static_cast<int32_t>(L.v_type)};
     hash_seed_ = BlockPool::HashBlock(hash_seed_, types, 2);  // KV dtypes change block content
   }
+  hybrid_ = cfg.hybrid();
+  if (hybrid_) {
+    if (o.state_slots < 1 || o.state_slots > 4096)
+      Fail("recurrent state slots %d out of range [1, 4096]", o.state_slots);
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      const bool own = l >= o.layer_begin && l < own_end;
+      layout.layers[static_cast<size_t>(l)].state_bytes =
+          own ? cfg.StateFloats(l) * sizeof(float) : 0;
+      state_bytes_ += layout.layers[static_cast<size_t>(l)].state_bytes;
+    }
+    layout.num_states = o.state_slots;
+    for (int32_t i = o.state_slots - 1; i >= 0; --i) free_states_.push_back(i);
+  }
   // The block memory is the backend's (in its own memory); without one, host memory.
   store_ = backend != nullptr ? backend->AllocKv(layout) : NewHostKvStore(layout);
+}
+
+void KvManager::CopyState(int32_t from, int32_t to) {
+  const KvLayerView* L = store_->layers();
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const size_t n = L[l].state_bytes;
+    if (n == 0) continue;
+    uint8_t* dst = L[l].state + static_cast<size_t>(to) * n;
+    if (from < 0) {
+      std::memset(dst, 0, n);
+    } else {
+      std::memcpy(dst, L[l].state + static_cast<size_t>(from) * n, n);
+    }
+  }
 }
 
 KvManager::~KvManager() = default;
@@ -257,6 +297,18 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.tokens.clear();
   s.table.reserve(static_cast<size_t>(max_tokens / block_size() + 2));
   s.tokens.reserve(static_cast<size_t>(max_tokens + block_size()));
+  s.state = -1;
+  if (hybrid_) {
+    if (free_states_.empty()) {
+      s.live = false;
+      free_ids_.push_back(id);
+      Fail("no recurrent state slot is free (all %d hold sequences; --state-slots sets them)",
+           opt_.state_slots);
+    }
+    s.state = free_states_.back();
+    free_states_.pop_back();
+    CopyState(-1, s.state);  // a new sequence starts from zeros
+  }
   return id;
 }
 
@@ -273,6 +325,7 @@ KvManager::SeqId KvManager::Fork(SeqId parent) {
   s.prefill_until = p.prefill_until;
   s.disk = p.disk;
   for (int32_t b : s.table) pool_.AddRef(b);
+  if (hybrid_) CopyState(p.state, s.state);
   return id;
 }
 
@@ -288,6 +341,8 @@ void KvManager::Free(SeqId id) {
   s.table.clear();
   s.tokens.clear();
   s.live = false;
+  if (s.state >= 0) free_states_.push_back(s.state);
+  s.state = -1;
   free_ids_.push_back(id);
 }
 
@@ -315,7 +370,8 @@ uint64_t KvManager::BlockParent(const Sequence& s, int b) const {
 int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
   Sequence& s = Seq(id);
   if (s.len != 0 || !s.table.empty()) Fail("KV: MatchPrefix on a non-empty sequence");
-  if (!opt_.prefix_cache || n <= 1) return 0;
+  // (A hybrid model's blocks alone cannot resume: its recurrent state is not in them.)
+  if (!opt_.prefix_cache || n <= 1 || hybrid_) return 0;
   const bool disk = disk_ && s.disk;
   if (disk) Unpin();
   const int bs = block_size();
@@ -399,6 +455,8 @@ void KvManager::Truncate(SeqId id, int len) {
   Sequence& s = Seq(id);
   const int bs = block_size();
   if (len < 0 || len > s.len) Fail("KV: Truncate to %d of a sequence of %d tokens", len, s.len);
+  if (hybrid_ && len < s.len)
+    Fail("KV: a recurrent state cannot be rolled back (from %d tokens to %d)", s.len, len);
   if (len < s.hashed_blocks * bs || len < s.released_blocks * bs) {
     Fail("KV: Truncate to %d would cut into cached or released blocks", len);
   }
@@ -423,6 +481,7 @@ KvView KvManager::View(SeqId id) const {
   v.n_table = static_cast<int>(s.table.size());
   v.block_size = block_size();
   v.window = window_;
+  v.state_slot = s.state;
   return v;
 }
 
@@ -452,6 +511,12 @@ KvMemoryStats KvManager::Memory() const {
   m.used_bytes =
       static_cast<size_t>(m.used_blocks) * static_cast<size_t>(block_size()) * bytes_per_token_;
   m.used_tokens = LiveTokens();
+  if (hybrid_) {
+    m.state_bytes = state_bytes_;
+    m.state_slots = opt_.state_slots;
+    m.used_states = opt_.state_slots - static_cast<int32_t>(free_states_.size());
+    m.used_bytes += static_cast<size_t>(m.used_states) * state_bytes_;
+  }
   return m;
 }
 

@@ -42,6 +42,9 @@ struct KvCacheOptions {
   // the same slots; each stage holds its layers' share of the bytes.
   int layer_begin = 0, layer_end = 0;
   int32_t num_blocks = 0;  // a pipeline stage: exactly its head's block count (0: from the budget)
+  // Hybrid recurrent models: sequences holding a recurrent state at once (each its own slot,
+  // allocated with the pool and counted in its budget).
+  int state_slots = 16;
 };
 
 // Per-layer K/V types from a spec like "*=int4,first=int8,last=int8" or "0-3=int8/int4":
@@ -57,6 +60,11 @@ struct KvMemoryStats {
   int32_t total_blocks = 0;    // excluding the null block
   int32_t used_blocks = 0;
   int64_t used_tokens = 0;  // token slots holding live tokens
+  // Hybrid recurrent models: each sequence's state (all recurrent layers), the slots and the
+  // ones live sequences hold (the bytes are in allocated_bytes and, for those, used_bytes).
+  size_t state_bytes = 0;
+  int32_t state_slots = 0;
+  int32_t used_states = 0;
 };
 
 class KvManager {
@@ -78,9 +86,12 @@ class KvManager {
   // Waits until the queued blocks are saved and takes them back (paddock cache warm; tests).
   void FlushDisk();
 
-  // A new empty sequence able to grow to `max_tokens` (its table is reserved now).
+  // A new empty sequence able to grow to `max_tokens` (its table is reserved now); a hybrid
+  // model's also takes a zeroed state slot (Error when none is free: CanCreate says).
   SeqId Create(int max_tokens);
-  // A sequence sharing all of `parent`'s blocks (copy-on-write for the partial last block).
+  bool CanCreate() const { return !hybrid_ || !free_states_.empty(); }
+  // A sequence sharing all of `parent`'s blocks (copy-on-write for the partial last block)
+  // and a copy of its recurrent state.
   SeqId Fork(SeqId parent);
   // Releases the sequence's blocks (registered blocks stay cached) and forgets it.
   void Free(SeqId seq);
@@ -106,7 +117,10 @@ class KvManager {
   // forgotten and blocks wholly past them go back to the pool (also blocks reserved but never
   // committed). Blocks registered in the prefix cache or released by the window cannot be taken
   // back, so `len` must not cut into them (Error). Speculative decoding rolls back with it.
+  // A hybrid model's recurrent state cannot be rolled back: len < Length is an Error there.
   void Truncate(SeqId seq, int len);
+  // Whether the model has recurrent layers (a state slot per sequence).
+  bool hybrid() const { return hybrid_; }
   int Length(SeqId seq) const;
   // Block `to` = block `from` in every layer held (copy-on-write; a pipeline stage replays its
   // head's copies with it).
@@ -146,7 +160,10 @@ class KvManager {
     int max_tokens = 0;
     int prefill_until = 0;  // SetPrefillUntil
     bool disk = true;       // blocks may go to and come from the disk tier (base model's)
+    int32_t state = -1;     // the recurrent state slot (hybrid models)
   };
+  // Every recurrent layer's state of slot `to` = slot `from`'s, or zeros (from < 0).
+  void CopyState(int32_t from, int32_t to);
   int32_t NewBlock();  // a block from the pool (its content is new: not on disk)
   void Unpin();        // releases the blocks the disk tier finished with
   void SaveBlocks(const Sequence& s);
@@ -169,6 +186,9 @@ class KvManager {
   std::vector<uint8_t> staging_;      // one block's bytes read from disk
   std::vector<int32_t> unpin_;
   size_t bytes_per_token_ = 0;
+  bool hybrid_ = false;
+  size_t state_bytes_ = 0;  // one slot's, all layers
+  std::vector<int32_t> free_states_;
   std::vector<Sequence> seqs_;
   std::vector<SeqId> free_ids_;
 };
@@ -177,5 +197,7 @@ class KvManager {
 int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& opt, int default_tokens);
 // Bytes per token across layers for the chosen (per-layer) types.
 size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& opt);
+// Bytes of one sequence's recurrent state across layers (0: no recurrent layer).
+size_t KvStateBytes(const ModelConfig& cfg);
 
 }  // namespace paddock

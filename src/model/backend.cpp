@@ -22,11 +22,14 @@ class HostKvStore final : public KvStore {
     const size_t slots = static_cast<size_t>(layout.num_blocks) * static_cast<size_t>(bs_);
     std::vector<size_t> offs;
     size_t offset = 0;
+    const size_t states = static_cast<size_t>(layout.num_states);
     for (const KvLayerView& L : layers_) {
       offs.push_back(offset);
       offset += (slots * L.k_row_bytes + 63) / 64 * 64;
       offs.push_back(offset);
       offset += (slots * L.v_row_bytes + 63) / 64 * 64;
+      offs.push_back(offset);
+      offset += (states * L.state_bytes + 63) / 64 * 64;
     }
     bytes_ = offset;
     // On transparent huge pages where the kernel grants them: touching a pool of hundreds of
@@ -41,8 +44,9 @@ class HostKvStore final : public KvStore {
     std::memset(storage_.get(), 0, bytes_ + 64);  // touch once, outside the hot loop
     uint8_t* base = storage_.get();
     for (size_t l = 0; l < layers_.size(); ++l) {
-      layers_[l].k = base + offs[2 * l];
-      layers_[l].v = base + offs[2 * l + 1];
+      layers_[l].k = base + offs[3 * l];
+      layers_[l].v = base + offs[3 * l + 1];
+      layers_[l].state = layers_[l].state_bytes > 0 ? base + offs[3 * l + 2] : nullptr;
     }
   }
   const KvLayerView* layers() const override { return layers_.data(); }

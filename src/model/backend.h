@@ -124,6 +124,9 @@ struct KvLayout {
   int32_t num_blocks = 0;
   int block_size = 16;
   int layer_begin = 0, layer_end = 0;
+  // Recurrent state slots (KvLayerView::state_bytes each per layer), in host memory: a
+  // backend that runs recurrent layers reads them there (the KV manager copies them).
+  int32_t num_states = 0;
 };
 
 // A backend's KV block memory. The KV manager decides which blocks a sequence holds; the

@@ -44,7 +44,7 @@ void ModelConfig::ValidateLayers() const {
          rope_dim_local);
   for (int l = 0; l < n_layers; ++l) {
     const int kvh = LayerKvHeads(l), f = LayerFfnDim(l);
-    if (kvh <= 0 || n_heads % kvh != 0)
+    if (!Recurrent(l) && (kvh <= 0 || n_heads % kvh != 0))
       Fail("model config: layer %d has %d KV heads for %d heads", l, kvh, n_heads);
     if (f <= 0 || f > 262144) Fail("model config: layer %d's FFN width %d is out of range", l, f);
     if (kvh * LayerHeadDim(l) > kKvMaxRowElements)
@@ -66,6 +66,53 @@ void ModelConfig::ValidateLayers() const {
   }
   if (per_layer_dim < 0 || per_layer_dim > 65536)
     Fail("model config: per-layer input width %d is out of range", per_layer_dim);
+  ValidateRecurrent();
+}
+
+// Hybrid recurrent models: the layer kinds and the recurrent layers' sizes.
+void ModelConfig::ValidateRecurrent() const {
+  if (layer_kind.empty()) return;
+  if (layer_kind.size() != static_cast<size_t>(n_layers))
+    Fail("model config: %zu layer kinds for %d layers", layer_kind.size(), n_layers);
+  bool conv = false, delta = false;
+  for (uint8_t k : layer_kind) {
+    if (k > static_cast<uint8_t>(LayerKind::kDeltaNet)) Fail("model config: layer kind %d", k);
+    conv |= k == static_cast<uint8_t>(LayerKind::kShortConv);
+    delta |= k == static_cast<uint8_t>(LayerKind::kDeltaNet);
+  }
+  if ((conv || delta) && (conv_kernel < 2 || conv_kernel > 64))
+    Fail("model config: convolution width %d is out of range [2, 64]", conv_kernel);
+  if (delta) {
+    if (ssm_state <= 0 || ssm_state > 1024 || ssm_k_heads <= 0 || ssm_v_heads <= 0 ||
+        ssm_v_heads > 1024 || ssm_v_heads % ssm_k_heads != 0)
+      Fail(
+          "model config: Gated DeltaNet heads %d (keys) / %d (values) of %d are out of range (the "
+          "value heads a multiple of the key heads)",
+          ssm_k_heads, ssm_v_heads, ssm_state);
+    if (ssm_conv_dim() > 262144)
+      Fail("model config: Gated DeltaNet width %d is out of range", ssm_conv_dim());
+  }
+  if (kv_layers > 0) Fail("model config: KV shared across layers in a hybrid model");
+}
+
+bool ModelConfig::hybrid() const {
+  for (int l = 0; l < n_layers; ++l)
+    if (Recurrent(l)) return true;
+  return false;
+}
+
+size_t ModelConfig::StateFloats(int l) const {
+  const size_t window = static_cast<size_t>(std::max(conv_kernel - 1, 0));
+  switch (Kind(l)) {
+    case LayerKind::kShortConv:
+      return window * static_cast<size_t>(dim);
+    case LayerKind::kDeltaNet:
+      return window * static_cast<size_t>(ssm_conv_dim()) +
+             static_cast<size_t>(ssm_v_heads) * ssm_state * ssm_state;
+    case LayerKind::kAttention:
+      break;
+  }
+  return 0;
 }
 
 void ModelConfig::Validate() const {
@@ -216,16 +263,73 @@ void Gemma4(const GgufFile& g, const std::string& p, ModelConfig* c) {
 
 // Integer metadata that is either one value or one per layer (Gemma 4's head_count_kv and
 // feed_forward_length): *one the single value (or the first), *per the list (else empty).
-void ScalarOrLayers(const GgufFile& g, const std::string& key, int* one, std::vector<int>* per) {
+// zero_ok: 0 is a value (LFM2: a layer without attention).
+void ScalarOrLayers(const GgufFile& g, const std::string& key, int* one, std::vector<int>* per,
+                    bool zero_ok = false) {
   const GgufValue* v = g.Find(key);
   if (v == nullptr || v->type != GgufType::kArray) return;
   for (int64_t x : g.GetIntArray(key)) {
-    if (x <= 0 || x > kMaxDim)
+    if (x < 0 || x > kMaxDim || (x == 0 && !zero_ok))
       Fail("model metadata '%s' has %lld, out of range", key.c_str(), (long long)x);
     per->push_back(static_cast<int>(x));
   }
   if (per->empty()) Fail("model metadata '%s' is an empty list", key.c_str());
   *one = *std::max_element(per->begin(), per->end());
+}
+
+// Qwen3.5 (dense and MoE): Gated DeltaNet layers with attention every
+// full_attention_interval-th layer (or the file's recurrent-layer list), gated attention with
+// QK-norm and partial NeoX RoPE, multi-token-prediction layers after the decoder's.
+void Qwen35(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  c->attn_gate = true;
+  c->conv_kernel = RequireInt(g, p + "ssm.conv_kernel");
+  c->ssm_state = RequireInt(g, p + "ssm.state_size");
+  c->ssm_v_heads = RequireInt(g, p + "ssm.time_step_rank");
+  c->ssm_k_heads = RequireInt(g, p + "ssm.group_count");
+  if (RequireInt(g, p + "ssm.inner_size") != c->ssm_value_dim())
+    Fail("model metadata: '%sssm.inner_size' is not %d value heads of %d", p.c_str(),
+         c->ssm_v_heads, c->ssm_state);
+  c->nextn_layers = OptionalInt(g, p + "nextn_predict_layers", 0);
+  if (c->nextn_layers >= c->n_layers)
+    Fail("model metadata: %d prediction layers of %d blocks", c->nextn_layers, c->n_layers);
+  c->n_layers -= c->nextn_layers;
+  const std::vector<int64_t> recurrent = g.GetIntArray(p + "attention.recurrent_layers");
+  const int every = OptionalInt(g, p + "full_attention_interval", 4);
+  if (every <= 0) Fail("model metadata: '%sfull_attention_interval' is 0", p.c_str());
+  for (int l = 0; l < c->n_layers; ++l) {
+    const bool rec = recurrent.empty() ? (l + 1) % every != 0
+                                       : l < static_cast<int>(recurrent.size()) &&
+                                             recurrent[static_cast<size_t>(l)] != 0;
+    c->layer_kind.push_back(
+        static_cast<uint8_t>(rec ? LayerKind::kDeltaNet : LayerKind::kAttention));
+  }
+  // M-RoPE sections (interleaved): text positions are the same in the first three sections,
+  // 0 in the fourth, so the rotation is NeoX's unless a pair falls in the fourth.
+  const std::vector<int64_t> sec = g.GetIntArray(p + "rope.dimension_sections");
+  if (sec.size() >= 4) {
+    const int64_t total = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int i = 0; total > 0 && i < c->rope_dim / 2; ++i) {
+      const int64_t s = i % total;
+      const bool t = s % 3 == 0 && s < 3 * sec[0], h = s % 3 == 1 && s < 3 * sec[1],
+                 w = s % 3 == 2 && s < 3 * sec[2];
+      if (!t && !h && !w)
+        Fail("model metadata: RoPE section 4 (%lld pairs) rotates text by position 0: unsupported",
+             (long long)sec[3]);
+    }
+  }
+}
+
+// LFM2: gated short-convolution layers where head_count_kv is 0, attention (QK-norm, NeoX
+// RoPE) on the others.
+void Lfm2(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  c->conv_kernel = RequireInt(g, p + "shortconv.l_cache");
+  if (c->layer_kv_heads.empty())
+    Fail("model metadata: '%sattention.head_count_kv' is no list", p.c_str());
+  for (int& kvh : c->layer_kv_heads) {
+    c->layer_kind.push_back(
+        static_cast<uint8_t>(kvh == 0 ? LayerKind::kShortConv : LayerKind::kAttention));
+    if (kvh == 0) kvh = c->n_kv_heads;  // (unused: a convolution layer has no heads)
+  }
 }
 
 // GPT-2: LayerNorm, learned positions.
@@ -332,6 +436,9 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3moe", RopeStyle::kHalfSplit, nullptr, true},   // experts, normalized top k
     {"olmoe", RopeStyle::kHalfSplit, Olmoe},              // experts, whole-row QK-norm
     {"gpt-oss", RopeStyle::kHalfSplit, GptOss},           // MXFP4 experts, sinks, YaRN
+    {"qwen35", RopeStyle::kHalfSplit, Qwen35},            // Gated DeltaNet + gated attention
+    {"qwen35moe", RopeStyle::kHalfSplit, Qwen35, true},   // + experts and a gated shared expert
+    {"lfm2", RopeStyle::kHalfSplit, Lfm2},                // short convolutions + attention
     {"bert", RopeStyle::kAdjacentPairs, Bert},            // encoder: learned positions, GELU
     {"nomic-bert", RopeStyle::kHalfSplit, NomicBert},     // encoder: RoPE, SwiGLU
 };
@@ -361,7 +468,8 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   ScalarOrLayers(g, p + "feed_forward_length", &c.ffn_dim, &c.layer_ffn_dim);
   if (c.layer_ffn_dim.empty()) c.ffn_dim = RequireInt(g, p + "feed_forward_length");
   c.n_heads = RequireInt(g, p + "attention.head_count");
-  ScalarOrLayers(g, p + "attention.head_count_kv", &c.n_kv_heads, &c.layer_kv_heads);
+  ScalarOrLayers(g, p + "attention.head_count_kv", &c.n_kv_heads, &c.layer_kv_heads,
+                 c.arch == "lfm2");
   if (c.layer_kv_heads.empty())
     c.n_kv_heads = OptionalInt(g, p + "attention.head_count_kv", c.n_heads);
   c.context_length = RequireInt(g, p + "context_length");
@@ -391,6 +499,13 @@ ModelConfig ConfigFromGguf(const GgufFile& g) {
   c.tied_embeddings = g.FindTensor("output.weight") == nullptr;
   MoeConfig(g, p, spec.expert_norm, &c);
   if (spec.specifics != nullptr) spec.specifics(g, p, &c);
+  for (int l = 0; l < c.n_layers && c.hybrid(); ++l) {  // (layer 0 may have no attention)
+    if (c.Recurrent(l)) continue;
+    const std::string b = StrFormat("blk.%d.", l);
+    c.qkv_bias = g.FindTensor(b + "attn_q.bias") != nullptr;
+    c.qk_norm = g.FindTensor(b + "attn_q_norm.weight") != nullptr;
+    break;
+  }
   return c;
 }
 

@@ -28,6 +28,14 @@ enum class ExpertGating {
   kSoftmaxTopK  // the top k logits, then softmax over those k
 };
 
+// What a decoder layer mixes its tokens with: attention over the KV cache, or a recurrence
+// whose fixed-size state per sequence stands in for KV rows.
+enum class LayerKind : uint8_t {
+  kAttention,
+  kShortConv,  // LFM2: y = c * conv(b * x) over the last conv_kernel tokens (a conv window)
+  kDeltaNet,   // Qwen3.5: Gated DeltaNet (a causal conv1d window and a delta-rule state)
+};
+
 enum class RopeStyle {
   kAdjacentPairs,  // rotate (x[2i], x[2i+1]): GGUF "llama" layout and llama2.c
   kHalfSplit,      // rotate (x[i], x[i + d/2]): NeoX layout (Qwen2, Qwen3)
@@ -103,6 +111,20 @@ struct ModelConfig {
   int kv_layers = 0;
   int per_layer_dim = 0;
   bool v_norm = false;
+  // Hybrid recurrent models (Qwen3.5, LFM2). layer_kind: per layer (empty: all attention).
+  // conv_kernel: the causal convolution's width (its state keeps conv_kernel - 1 inputs).
+  // The Gated DeltaNet: ssm_k_heads query/key heads and ssm_v_heads value heads of ssm_state
+  // each (value head h reads key head h % ssm_k_heads, as llama.cpp lays the file out); a
+  // state of ssm_state x ssm_state per value head. attn_gate: the attention layers' Q
+  // projection also gives a per-head output gate (sigmoid, before Wo). nextn_layers: the
+  // file's multi-token-prediction layers after the n_layers decoder layers.
+  std::vector<uint8_t> layer_kind;
+  int conv_kernel = 0;
+  int ssm_state = 0;
+  int ssm_k_heads = 0;
+  int ssm_v_heads = 0;
+  bool attn_gate = false;
+  int nextn_layers = 0;
 
   int q_dim() const { return n_heads * head_dim; }
   bool is_moe() const { return n_experts > 0; }
@@ -136,7 +158,20 @@ struct ModelConfig {
   }
   // The layer whose KV cache layer l reads (l itself unless it shares an earlier one's).
   int KvSource(int l) const;
-  bool StoresKv(int l) const { return KvSource(l) == l; }
+  bool StoresKv(int l) const { return !Recurrent(l) && KvSource(l) == l; }
+  LayerKind Kind(int l) const {
+    return layer_kind.empty() ? LayerKind::kAttention
+                              : static_cast<LayerKind>(layer_kind[static_cast<size_t>(l)]);
+  }
+  bool Recurrent(int l) const { return Kind(l) != LayerKind::kAttention; }
+  bool hybrid() const;  // some layer is recurrent
+  // The Gated DeltaNet's widths: keys (= queries), values, the convolved channels q|k|v.
+  int ssm_key_dim() const { return ssm_k_heads * ssm_state; }
+  int ssm_value_dim() const { return ssm_v_heads * ssm_state; }
+  int ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+  // Layer l's recurrent state per sequence, in floats (0: an attention layer): the conv
+  // window's conv_kernel - 1 rows of its channels, then (DeltaNet) the delta-rule states.
+  size_t StateFloats(int l) const;
   // The widest head, query row and KV row of any layer (buffers are planned for these).
   int max_head_dim() const;
   int max_q_dim() const { return n_heads * max_head_dim(); }
@@ -147,6 +182,7 @@ struct ModelConfig {
   // Throws Error if the numbers cannot describe a working model.
   void Validate() const;
   void ValidateLayers() const;
+  void ValidateRecurrent() const;
 };
 
 // Reads the config from GGUF metadata (`{arch}.*` keys). n_vocab is left 0 when the file

@@ -18,6 +18,10 @@ struct KvLayerView {
   uint8_t* v = nullptr;  // (num_blocks * block_size, v_row_bytes)
   size_t k_row_bytes = 0, v_row_bytes = 0;
   KvDtype k_type = KvDtype::kF32, v_type = KvDtype::kF32;
+  // A recurrent layer (no K/V rows): its state slots, state_bytes each (float32 values:
+  // ModelConfig::StateFloats).
+  uint8_t* state = nullptr;
+  size_t state_bytes = 0;
 };
 
 struct KvView {
@@ -25,7 +29,8 @@ struct KvView {
   const int32_t* table = nullptr;       // block ids covering positions [0, n_table * block_size)
   int n_table = 0;
   int block_size = 1;
-  int window = 0;  // attention window (0: full causal attention)
+  int window = 0;       // attention window (0: full causal attention)
+  int state_slot = -1;  // the sequence's recurrent state slot (hybrid models), else -1
 
   int capacity() const { return n_table * block_size; }
   size_t Slot(int t) const {
@@ -37,6 +42,11 @@ struct KvView {
   }
   uint8_t* V(int layer, int t) const {
     return layers[layer].v + Slot(t) * layers[layer].v_row_bytes;
+  }
+  // The sequence's state in a recurrent layer, updated in place by each step.
+  float* State(int layer) const {
+    return reinterpret_cast<float*>(layers[layer].state +
+                                    static_cast<size_t>(state_slot) * layers[layer].state_bytes);
   }
 };
 

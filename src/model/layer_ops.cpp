@@ -6,9 +6,10 @@
 namespace paddock {
 
 const char* OpName(OpKind kind) {
-  static const char* const kNames[] = {
-      "norm",     "qkv", "store_kv", "attention", "out_proj",        "post_norm", "ffn_up",
-      "ffn_down", "moe", "residual", "add_norm",  "per_layer_input", "scale"};
+  static const char* const kNames[] = {"norm",     "qkv",        "store_kv", "attention",
+                                       "out_proj", "post_norm",  "ffn_up",   "ffn_down",
+                                       "moe",      "residual",   "add_norm", "per_layer_input",
+                                       "scale",    "short_conv", "delta_net"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpKind::kCount));
   const auto i = static_cast<size_t>(kind);
   return i < static_cast<size_t>(OpKind::kCount) ? kNames[i] : "?";
@@ -23,7 +24,8 @@ const char* OpFeatureName(OpFeature f) {
                                        "normalized values (Gemma 4)",
                                        "KV shared across layers (Gemma 4)",
                                        "per-layer head sizes (Gemma 4)",
-                                       "a dense FFN beside the experts (Gemma 4)"};
+                                       "a dense FFN beside the experts (Gemma 4)",
+                                       "gated attention output (Qwen3.5)"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpFeature::kCount));
   const auto i = static_cast<size_t>(f);
   return i < static_cast<size_t>(OpFeature::kCount) ? kNames[i] : "?";
@@ -72,6 +74,10 @@ class LayerBuilder {
       qkv.Need(OpFeature::kValueNorm);
     }
     if (!w_.wv) qkv.mat[2] = nullptr;
+    if (w_.wq_gate) {
+      qkv.gate = &w_.wq_gate;
+      qkv.Need(OpFeature::kAttnGate);
+    }
     if (c_.StoresKv(l_)) Op(OpKind::kStoreKv);
     LayerOp& at = Op(OpKind::kAttention);
     if (at.kv_layer != l_) at.Need(OpFeature::kSharedKv);
@@ -85,6 +91,16 @@ class LayerBuilder {
     LayerOp& out = Op(OpKind::kOutProj);
     out.mat[0] = &w_.wo;
     out.bias[0] = w_.bo;
+    if (w_.wq_gate) out.Need(OpFeature::kAttnGate);
+  }
+  // A recurrent layer's token mixer in place of attention (xb in, xb out).
+  void Recurrent() {
+    LayerOp& op = Op(c_.Kind(l_) == LayerKind::kShortConv ? OpKind::kShortConv : OpKind::kDeltaNet);
+    op.mat[0] = &w_.rec_in;
+    if (w_.rec_gate) op.mat[1] = &w_.rec_gate;
+    op.mat[2] = &w_.rec_out;
+    op.rec = &w_;
+    op.norm.eps = c_.norm_eps;
   }
   Activation Act() const {
     return c_.ffn_act == FfnAct::kGeluTanh    ? Activation::kGeluTanh
@@ -146,7 +162,11 @@ std::vector<LayerOp> DecoderOps(const ModelConfig& c, const ModelWeights& mw, in
   const LayerWeights& w = mw.layers[static_cast<size_t>(l)];
   LayerBuilder b(c, w, l, mw.ones);
   b.Norm(OpKind::kNorm, w.attn_norm, w.attn_norm_b, false);
-  b.Attention();
+  if (c.Recurrent(l)) {
+    b.Recurrent();
+  } else {
+    b.Attention();
+  }
   b.PostNorm(w.post_attn_norm);
   b.Norm(OpKind::kNorm, w.ffn_norm, w.ffn_norm_b, true);
   b.Ffn();
@@ -193,6 +213,11 @@ int ReadersOf(const std::vector<LayerOp>& ops, size_t i, const WeightTensor* out
     case OpKind::kFfnUp:
       for (const WeightTensor* m : next.mat)
         if (m != nullptr && *m) out[n++] = m;
+      return n;
+    case OpKind::kShortConv:
+    case OpKind::kDeltaNet:  // the input projections (the output one reads the mixer's rows)
+      out[n++] = next.mat[0];
+      if (next.mat[1] != nullptr) out[n++] = next.mat[1];
       return n;
     case OpKind::kMoe:
       *token_rows = false;

@@ -40,6 +40,8 @@ enum class OpKind : uint8_t {
   kAddNorm,        // encoders' post-norm: x = norm(x [+ xb]) (no weight: x as is); xb = x
   kPerLayerInput,  // x += norm((gelu(x Wgate) * the token's input for this layer) Wproj) (Gemma 4)
   kScale,          // x *= the layer's output scale (Gemma 4)
+  kShortConv,      // xb = Wout(c * conv(b * x)), [b|c|x] = xb Win (LFM2; a conv window per seq)
+  kDeltaNet,       // xb = the Gated DeltaNet of xb (Qwen3.5; conv window and delta-rule state)
   kCount
 };
 
@@ -54,6 +56,7 @@ enum class OpFeature : uint8_t {
   kSharedKv,       // kAttention over an earlier layer's KV cache (Gemma 4)
   kLayerShapes,    // heads of this layer's own size or count (Gemma 4's local and global)
   kMoeBranches,    // kMoe as Gemma 4's: a dense FFN and the experts from x, each post-normed
+  kAttnGate,       // kQkv also gives an output gate; kOutProj: att *= sigmoid(gate) (Qwen3.5)
   kCount
 };
 
@@ -121,6 +124,13 @@ struct LayerOp {
   // token's per-layer input of op.layer (the step computes them: cpu/transformer.cpp's
   // PerLayerInputs). kScale: the factor.
   float scale_by = 1.0f;
+  // kQkv with kAttnGate: the gate's projection (q_dim rows of dim).
+  const WeightTensor* gate = nullptr;
+  // kShortConv, kDeltaNet: mat[0] the input projection, mat[1] the DeltaNet's z gate (null
+  // for a short convolution), mat[2] the output projection; the layer's weights for the rest
+  // (conv taps, the DeltaNet's beta/alpha rows, decay bias and A, gated norm). The state a
+  // sequence carries is in its KV view (KvLayerView::state).
+  const LayerWeights* rec = nullptr;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -125,6 +125,23 @@ class Binder {
     return p;
   }
 
+  // Rows of a matrix whose heads interleave two parts of `hd` rows each (Qwen3.5's Q: each
+  // head's query rows, then its gate rows): part `which` of every head, copied out (owned).
+  WeightTensor Deinterleave(const WeightTensor& w, int64_t hd, int which) {
+    if (IsX16(w.type)) Fail("an interleaved-type query projection cannot be split per head");
+    WeightTensor out = w;
+    out.rows = w.rows / 2;
+    const size_t part = static_cast<size_t>(hd) * w.row_bytes, heads = out.rows / hd;
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, heads * part + 64) != 0) throw std::bad_alloc();
+    std::unique_ptr<uint8_t, LoadedModel::FreeDeleter> buf(static_cast<uint8_t*>(p));
+    for (size_t h = 0; h < heads; ++h)
+      std::memcpy(buf.get() + h * part, w.data + (2 * h + which) * part, part);
+    out.data = buf.get();
+    m_->relaid.push_back(std::move(buf));
+    return out;
+  }
+
   int used() const { return used_; }
   void Own(std::unique_ptr<float[]> buf) { m_->owned.push_back(std::move(buf)); }
 
@@ -221,7 +238,9 @@ void BindGlobals(Binder& b, ModelConfig& c, ModelWeights& w) {
   if (IsX16(w.tok_embd.type))
     Fail("token_embd.weight has the interleaved type %s, which cannot be an embedding table",
          TypeName(w.tok_embd.type));
-  w.output_norm = b.Vector("output_norm.weight", c.dim);
+  // (LFM2's converter names the final norm token_embd_norm)
+  w.output_norm =
+      b.Vector(c.arch == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight", c.dim);
   if (c.layer_norm) w.output_norm_b = b.Vector("output_norm.bias", c.dim);
   if (c.learned_pos) w.pos_embd = b.Matrix("position_embd.weight", c.dim, c.context_length);
   if (w.pos_embd && IsX16(w.pos_embd.type))
@@ -278,11 +297,16 @@ void BindAttention(Binder& b, const std::string& p, int l, const ModelConfig& c,
       L.bv = bqkv + qd + kvd;
     }
   } else {
-    L.wq = b.Matrix(p + "attn_q.weight", c.dim, qd);
+    if (!c.attn_gate) L.wq = b.Matrix(p + "attn_q.weight", c.dim, qd);
     if (c.StoresKv(l)) {  // (else another layer's KV is read: its K/V tensors, if any, unused)
       L.wk = b.Matrix(p + "attn_k.weight", c.dim, kvd);
       L.wv = b.Matrix(p + "attn_v.weight", c.dim, kvd, !c.v_norm);
     }
+  }
+  if (c.attn_gate) {  // Qwen3.5: per head, hd query rows then hd gate rows
+    const WeightTensor qg = b.Matrix(p + "attn_q.weight", c.dim, 2 * qd);
+    L.wq = b.Deinterleave(qg, hd, 0);
+    L.wq_gate = b.Deinterleave(qg, hd, 1);
   }
   L.wo = b.Matrix(p + "attn_output.weight", qd, c.dim);
   if (!c.layer_norm) L.bo = b.Vector(p + "attn_output.bias", c.dim, false);  // gpt-oss
@@ -347,6 +371,28 @@ void BindPerLayer(Binder& b, const std::string& p, const ModelConfig& c, LayerWe
   L.pl_post_norm = b.Vector(p + "post_norm.weight", c.dim);
 }
 
+// A recurrent layer's tensors (llama.cpp's names): LFM2's short convolution, Qwen3.5's Gated
+// DeltaNet.
+void BindRecurrent(Binder& b, const std::string& p, int l, const ModelConfig& c, LayerWeights& L) {
+  const int K = c.conv_kernel;
+  if (c.Kind(l) == LayerKind::kShortConv) {
+    L.rec_in = b.Matrix(p + "shortconv.in_proj.weight", c.dim, 3 * static_cast<int64_t>(c.dim));
+    L.conv = b.Rows(p + "shortconv.conv.weight", K, c.dim);
+    L.rec_out = b.Matrix(p + "shortconv.out_proj.weight", c.dim, c.dim);
+    return;
+  }
+  const int hv = c.ssm_v_heads, vd = c.ssm_value_dim();
+  L.rec_in = b.Matrix(p + "attn_qkv.weight", c.dim, c.ssm_conv_dim());
+  L.rec_gate = b.Matrix(p + "attn_gate.weight", c.dim, vd);
+  L.rec_beta = b.Matrix(p + "ssm_beta.weight", c.dim, hv);
+  L.rec_alpha = b.Matrix(p + "ssm_alpha.weight", c.dim, hv);
+  L.conv = b.Rows(p + "ssm_conv1d.weight", K, c.ssm_conv_dim());
+  L.ssm_dt = b.Vector(p + "ssm_dt.bias", hv);
+  L.ssm_a = b.Vector(p + "ssm_a", hv);
+  L.ssm_norm = b.Vector(p + "ssm_norm.weight", c.ssm_state);
+  L.rec_out = b.Matrix(p + "ssm_out.weight", vd, c.dim);
+}
+
 void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
   const std::string p = StrFormat("blk.%d.", l);
   L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
@@ -354,7 +400,11 @@ void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
     L.attn_norm_b = b.Vector(p + "attn_norm.bias", c.dim);
     L.ffn_norm_b = b.Vector(p + "ffn_norm.bias", c.dim);
   }
-  BindAttention(b, p, l, c, L);
+  if (c.Recurrent(l)) {
+    BindRecurrent(b, p, l, c, L);
+  } else {
+    BindAttention(b, p, l, c, L);
+  }
   // gpt-oss names its pre-FFN norm post_attention_norm.
   L.ffn_norm = !c.post_norms && b.Find(p + "ffn_norm.weight") == nullptr &&
                        b.Find(p + "post_attention_norm.weight") != nullptr
@@ -601,8 +651,10 @@ void RelayoutWeights(LoadedModel* m, bool huge_pages,
   auto size = [](const WeightTensor* t) { return static_cast<double>(t->rows) * t->row_bytes; };
   // A layer's matrices: attention, the dense FFN (or shared expert), the router and experts.
   auto matrices = [](LayerWeights& L) {
-    std::vector<WeightTensor*> v = {&L.wq,   &L.wk,     &L.wv,     &L.wo,      &L.w_gate,
-                                    &L.w_up, &L.w_down, &L.router, &L.pl_gate, &L.pl_proj};
+    std::vector<WeightTensor*> v = {&L.wq,       &L.wk,       &L.wv,        &L.wo,
+                                    &L.w_gate,   &L.w_up,     &L.w_down,    &L.router,
+                                    &L.pl_gate,  &L.pl_proj,  &L.wq_gate,   &L.rec_in,
+                                    &L.rec_gate, &L.rec_beta, &L.rec_alpha, &L.rec_out};
     for (ExpertWeights& e : L.experts) v.insert(v.end(), {&e.gate, &e.up, &e.down});
     return v;
   };

@@ -29,6 +29,7 @@ enum class ProfOp : int {
   kMoeGather,
   kMoeScatter,
   kPerLayer,
+  kRecurrent,
   kCount
 };
 
@@ -58,7 +59,8 @@ struct Profiler {
                                         "moe router + top-k",
                                         "moe gather",
                                         "moe weighted scatter-add",
-                                        "per-layer inputs and scale"};
+                                        "per-layer inputs and scale",
+                                        "recurrent layers (conv, delta rule)"};
     static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ProfOp::kCount),
                   "one name per operator");
     return names[static_cast<int>(op)];

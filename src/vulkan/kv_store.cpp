@@ -15,6 +15,8 @@ class VulkanKvStore final : public KvStore {
  public:
   VulkanKvStore(Device* dev, const KvLayout& layout)
       : dev_(dev), views_(layout.layers), bs_(static_cast<size_t>(layout.block_size)) {
+    if (layout.num_states > 0)  // (CheckSupport refuses recurrent layers first)
+      Fail("the vulkan backend holds no recurrent states");
     const size_t slots = static_cast<size_t>(layout.num_blocks) * bs_;
     dev_layers_ = views_.size();
     for (size_t l = 0; l < dev_layers_; ++l) {

@@ -67,6 +67,7 @@ const std::vector<OptionSpec> kSynthSpecs = {
      true,
      "tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, llama2-7b, llama3-8b, mistral-7b, "
      "qwen2-0.5b; Gemma 4: gemma4-e2b (tests: tiny-gemma4, tiny-gemma4-moe); "
+     "hybrid recurrent: qwen3.5-0.8b, lfm2-350m (tests: tiny-qwen35, tiny-qwen35moe, tiny-lfm2); "
      "mixtures of experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
      "mixtral-8x7b, gpt-oss-20b; vision-language (with --mmproj): tiny-llava, tiny-gemma3, "
      "tiny-smolvlm, llava-1.5-7b, gemma3-4b, smolvlm-256m; retrieval encoders: bge-small, "

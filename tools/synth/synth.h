@@ -100,6 +100,19 @@ struct SynthSpec {
   float rope_base_local = 10000.0f;
   bool double_wide = false;
   bool v_proj = true;
+  // Hybrid recurrent models (synth/synth_hybrid.cpp). Qwen3.5 ("qwen35", "qwen35moe"):
+  // attention every attn_every-th layer, the others Gated DeltaNet layers of ssm_k_heads key
+  // and ssm_v_heads value heads of ssm_state, a conv_kernel-wide convolution; the attention
+  // rotating rope_dim dims (M-RoPE sections rope_sections). LFM2 ("lfm2"): attention on
+  // attn_layers, short convolutions of conv_kernel elsewhere.
+  int attn_every = 4;
+  std::vector<int> attn_layers;
+  int conv_kernel = 4;
+  int ssm_state = 16;
+  int ssm_k_heads = 2;
+  int ssm_v_heads = 4;
+  int rope_dim = 0;  // 0: the head size
+  std::vector<int> rope_sections;
   // Encoders (arch "bert", "nomic-bert"; synth/synth_encoder.cpp): a WordPiece vocabulary
   // (synthetic, or copied from the GGUF file vocab_from), {arch}.pooling_type when >= 0
   // (llama.cpp's numbers: 1 mean, 2 cls, 4 rank), a reranker's classification head.
@@ -147,6 +160,11 @@ SynthSpec SynthPreset(const std::string& name);
 
 // An encoder's file (spec.arch "bert" or "nomic-bert"; BuildSyntheticModel calls it).
 void BuildSyntheticEncoder(const SynthSpec& spec, GgufWriter* w);
+// A hybrid recurrent model's metadata and tensors (spec.arch "qwen35", "qwen35moe", "lfm2";
+// BuildSyntheticModel writes the vocabulary between them).
+bool IsHybridArch(const std::string& arch);
+void WriteHybridMetadata(const SynthSpec& spec, int head_dim, GgufWriter* w);
+void WriteHybridTensors(const SynthSpec& spec, int head_dim, GgufWriter* w);
 
 // Fills `w` with the model described by `spec`. Throws Error on impossible shapes.
 void BuildSyntheticModel(const SynthSpec& spec, GgufWriter* w);

@@ -131,6 +131,7 @@ void SetElementwiseKernels(KernelTable* t);
 void SetInt8Kernels(KernelTable* t);
 void SetX16Kernels(KernelTable* t, Prefetch prefetch);
 void SetAttentionKernels(KernelTable* t);
+void SetRecurrentKernels(KernelTable* t);
 
 // exp(x) for a vector, to about 2 ulp: 2^n * P(r) with x = n ln2 + r, |r| <= ln2 / 2, a
 // degree-6 polynomial. Inputs below -87 give 0 (as they round to 0 in float anyway).

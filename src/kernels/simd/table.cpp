@@ -13,6 +13,7 @@ KernelTable MakeTable(Prefetch prefetch) {
   SetInt8Kernels(&t);
   SetX16Kernels(&t, prefetch);
   SetAttentionKernels(&t);
+  SetRecurrentKernels(&t);
   return t;
 }
 
