@@ -189,6 +189,56 @@ TEST(Ops, Gemma4LayersCarryTheirShapesAndShareKv) {
   EXPECT_EQ(Refusal(*m, caps), "the test backend has no per_layer_input (layer 0)");
 }
 
+// Hybrid recurrent models: Qwen3.5's Gated DeltaNet layers between gated attention layers,
+// LFM2's short convolutions between attention layers; only the attention layers store KV rows,
+// the recurrent ones a state per sequence; a backend without the recurrent ops refuses naming
+// the first.
+TEST(Ops, HybridLayersMixTokensByAttentionOrRecurrence) {
+  const std::string q = test::TempPath("ops-qwen35.gguf"), f = test::TempPath("ops-lfm2.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-qwen35"), q);
+  WriteSyntheticModel(SynthPreset("tiny-lfm2"), f);
+  auto m = LoadModel(q);
+  const ModelConfig& c = m->config;
+  ASSERT_EQ(c.n_layers, 8);
+  EXPECT_TRUE(c.attn_gate && c.qk_norm && c.hybrid());
+  for (int l = 0; l < c.n_layers; ++l) {
+    const bool attn = l == 3 || l == 7;
+    EXPECT_EQ(c.Kind(l), attn ? LayerKind::kAttention : LayerKind::kDeltaNet) << l;
+    EXPECT_EQ(c.StoresKv(l), attn) << l;
+    // The conv window (3 rows of q|k|v: 2 x 32 + 64 channels), then 4 heads' 16 x 16 states.
+    EXPECT_EQ(c.StateFloats(l), attn ? 0u : 3u * 128 + 4u * 16 * 16) << l;
+    bool delta = false;
+    for (const LayerOp& op : m->ops[static_cast<size_t>(l)]) {
+      delta = delta || op.kind == OpKind::kDeltaNet;
+      if (op.kind == OpKind::kQkv || op.kind == OpKind::kOutProj)
+        EXPECT_TRUE(op.Has(OpFeature::kAttnGate)) << l;
+      if (op.kind == OpKind::kQkv) EXPECT_EQ(op.rope.dims, 8);
+    }
+    EXPECT_EQ(delta, !attn) << l;
+  }
+  EXPECT_EQ(KvBytesPerToken(c, KvCacheOptions()), 2u * 2 * 2 * 64);  // 2 layers' f16 K and V
+  EXPECT_EQ(KvStateBytes(c), 6u * (3 * 128 + 4 * 16 * 16) * 4);
+  BackendCaps caps;
+  caps.name = "test";
+  caps.ops = Without(caps.ops, static_cast<int>(OpKind::kDeltaNet));
+  EXPECT_EQ(Refusal(*m, caps), "the test backend has no delta_net (layer 0)");
+  caps.ops = ~0u;
+  caps.features = Without(~0u, static_cast<int>(OpFeature::kAttnGate));
+  EXPECT_EQ(Refusal(*m, caps),
+            "the test backend has no gated attention output (Qwen3.5) (layer 3's qkv)");
+  auto l2 = LoadModel(f);
+  const ModelConfig& d = l2->config;
+  for (int l = 0; l < d.n_layers; ++l) {
+    const bool attn = l == 2 || l == 4;
+    EXPECT_EQ(d.Kind(l), attn ? LayerKind::kAttention : LayerKind::kShortConv) << l;
+    EXPECT_EQ(d.StateFloats(l), attn ? 0u : 2u * 64) << l;  // the window: 2 rows of dim
+  }
+  EXPECT_TRUE(d.qk_norm);
+  caps.features = ~0u;
+  caps.ops = Without(~0u, static_cast<int>(OpKind::kShortConv));
+  EXPECT_EQ(Refusal(*l2, caps), "the test backend has no short_conv (layer 0)");
+}
+
 // Two backends over consecutive layer ranges, composed through the seam (the residual stream
 // handed from the first to the second, the KV store split by layer), give the logits of one
 // backend over every layer, bit for bit: two sequences batched, a prompt step then decodes.

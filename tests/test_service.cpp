@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "kv/kv_manager.h"
+#include "model/weights.h"
 #include "paddock/service.h"
 #include "synth/synth.h"
 #include "test_util.h"
@@ -111,6 +113,11 @@ void CheckBatchInvariance(const std::string& model, const std::string& tok, bool
   EXPECT_EQ(st.memory.kv_used_blocks, 0);
 }
 
+// One sequence's recurrent state of the model at `path`, in bytes.
+uint64_t KvStateBytesOf(const std::string& path) {
+  return KvStateBytes(LoadModel(path)->config);
+}
+
 // slow: a model large enough (and a context long enough) that a request runs for seconds, so
 // tests can act on it while it runs.
 std::string SynthModel(GgmlType type, bool slow = false) {
@@ -169,6 +176,76 @@ TEST(Service, Gemma4BatchInvarianceAndForks) {
   ASSERT_EQ(streams.size(), 2u);
   for (auto& st : streams) EXPECT_EQ(Drain(*st).text, alone.text);
   EXPECT_EQ(Idle(*svc).memory.kv_used_blocks, 0);
+}
+
+// Hybrid recurrent models (Qwen3.5 dense and MoE, LFM2): 16 requests of different lengths
+// batched with chunked prefill, each equal to itself alone; n = 2 forks copy the state; with
+// fewer state slots than requests the rest wait their turn (and still agree); under KV
+// pressure preempted sequences recompute their state from the start.
+TEST(Service, HybridBatchInvarianceForksAndStateSlots) {
+  std::string qwen35;
+  for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe", "tiny-lfm2"}) {
+    SCOPED_TRACE(preset);
+    const std::string path = test::TempPath(std::string("svc-") + preset + ".gguf");
+    if (qwen35.empty()) qwen35 = path;
+    SynthSpec spec = SynthPreset(preset);
+    spec.type = GgmlType::kQ8_0;
+    WriteSyntheticModel(spec, path);
+    ServiceOptions so;
+    so.max_batch_tokens = 40;  // prompts in chunks, the state carried across them
+    CheckBatchInvariance(path, "", true, so);
+    auto svc = MakeService(path, "");
+    const auto prompt = svc->engine().Tokenize("Once upon a time, a little cat", true);
+    const Outcome alone = Drain(*SubmitOk(*svc, prompt, Greedy(24, true)));
+    RequestOptions two = Greedy(24, true);
+    two.n = 2;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    ASSERT_EQ(svc->Submit(prompt, two, &streams), SubmitStatus::kAccepted);
+    for (auto& st : streams) EXPECT_EQ(Drain(*st).text, alone.text);
+    const ServiceStats idle = Idle(*svc);
+    EXPECT_EQ(idle.memory.kv_used_states, 0);
+    EXPECT_GT(idle.memory.kv_state_slots, 0);
+  }
+  // Three state slots for 16 requests: admission waits for a free slot.
+  EngineOptions eo;
+  eo.model_path = qwen35;
+  eo.threads = 2;
+  eo.state_slots = 3;
+  auto svc = Service::Create(Engine::Create(eo), ServiceOptions{});
+  auto prompts = Prompts(svc->engine(), 16);
+  std::vector<Outcome> alone;
+  for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(*svc, p, Greedy(30, true))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (auto& p : prompts) streams.push_back(SubmitOk(*svc, p, Greedy(30, true)));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
+  RequestOptions four = Greedy(4, true);
+  four.n = 4;  // more choices than slots: refused at once, not left waiting
+  EXPECT_THROW(svc->Submit(prompts[0], four, &streams), Error);
+}
+
+TEST(Service, HybridPreemptionRecomputesTheState) {
+  const std::string path = test::TempPath("svc-lfm2-preempt.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-lfm2"), path);
+  ServiceOptions so;
+  so.kv_watermark = 1.0;
+  const uint64_t per_token = InspectModel(path, "").kv_bytes_per_1k_tokens / 1000;
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.threads = 2;
+  eo.state_slots = 20;
+  eo.kv_memory = per_token * 16 * 40 + KvStateBytesOf(path) * 20;
+  auto svc = Service::Create(Engine::Create(eo), so);
+  auto prompts = Prompts(svc->engine(), 16);
+  std::vector<Outcome> alone;
+  for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(*svc, p, Greedy(180, true))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (auto& p : prompts) streams.push_back(SubmitOk(*svc, p, Greedy(180, true)));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
+  const ServiceStats st = Idle(*svc);
+  EXPECT_GT(st.preemptions, 0u);
+  EXPECT_EQ(st.memory.kv_used_blocks, 0);
 }
 
 TEST(Service, StaticBatchingGivesTheSameOutputs) {

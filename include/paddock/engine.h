@@ -108,6 +108,9 @@ struct EngineOptions {
   int kv_sequences = 1;  // with both 0: room for this many full-context sequences, at most
                          // 30% of the available memory (servers set their batch size)
   int kv_block_size = 16;
+  // A hybrid recurrent model (Qwen3.5, LFM2): sequences holding a recurrent state at once,
+  // each a slot of the model's state size in the KV budget (0: kv_sequences + 2).
+  int state_slots = 0;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
   std::string kv_layer_types;
@@ -318,6 +321,10 @@ struct MemoryReport {
   int64_t kv_total_blocks = 0, kv_used_blocks = 0;
   int64_t prefix_queries = 0, prefix_hits = 0, prefix_evictions = 0;  // in blocks
   int kv_window = 0;
+  // A hybrid recurrent model: one sequence's recurrent state (every recurrent layer), the
+  // state slots (their bytes are in kv_allocated_bytes) and those held now.
+  uint64_t kv_state_bytes = 0;
+  int kv_state_slots = 0, kv_used_states = 0;
   // The KV disk tier (EngineOptions::kv_disk; all zero without one): blocks read back, lookups
   // that found none, files that failed their check, blocks and bytes written, blocks not saved
   // (queue full or writes stopped), failed writes, files removed for the budget.

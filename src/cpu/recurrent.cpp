@@ -14,9 +14,15 @@ namespace paddock {
 
 namespace {
 
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float Silu(float x) { return x / (1.0f + std::exp(-x)); }
-float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // (as ggml)
+float Sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+float Silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+float Softplus(float x) {
+  return x > 20.0f ? x : std::log1p(std::exp(x));
+}  // (as ggml)
 
 // x / max(|x|, eps) (ggml_l2_norm)
 void L2Norm(float* x, int n, float eps) {
@@ -39,7 +45,8 @@ void Transformer::CausalConv(int l, const float* taps, const float* x, int ld_x,
   pool_.ParallelFor((ch + 15) / 16, [&](int64_t cb, int64_t ce, int) {
     const int c0 = static_cast<int>(cb) * 16, c1 = std::min(ch, static_cast<int>(ce) * 16);
     for (int r = 0; r < runs; ++r) {
-      const int j0 = run_start_[static_cast<size_t>(r)], j1 = run_start_[static_cast<size_t>(r) + 1];
+      const int j0 = run_start_[static_cast<size_t>(r)],
+                j1 = run_start_[static_cast<size_t>(r) + 1];
       float* win = plan_.view[static_cast<size_t>(j0)]->State(l);  // (W, ch): oldest row first
       for (int c = c0; c < c1; ++c) {
         const float* w = taps + static_cast<size_t>(c) * K;
@@ -111,7 +118,8 @@ void Transformer::DeltaNet(const LayerOp& op, int n) {
   pool_.ParallelFor(static_cast<int64_t>(runs) * hv, [&](int64_t b, int64_t e, int) {
     for (int64_t task = b; task < e; ++task) {
       const int r = static_cast<int>(task / hv), h = static_cast<int>(task % hv);
-      const int j0 = run_start_[static_cast<size_t>(r)], j1 = run_start_[static_cast<size_t>(r) + 1];
+      const int j0 = run_start_[static_cast<size_t>(r)],
+                j1 = run_start_[static_cast<size_t>(r) + 1];
       float* m = plan_.view[static_cast<size_t>(j0)]->State(op.layer) + window +
                  static_cast<size_t>(h) * d * d;
       for (int j = j0; j < j1; ++j) {

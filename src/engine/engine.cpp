@@ -220,6 +220,8 @@ void CheckOptions(const EngineOptions& o) {
   if (o.forward.matmul_block_bytes > (uint64_t{1} << 30))
     Fail("matmul block of %llu bytes is out of range (at most 1 GiB)",
          static_cast<unsigned long long>(o.forward.matmul_block_bytes));
+  if (o.state_slots < 0 || o.state_slots > 4096)
+    Fail("state slots %d is out of range [1, 4096]", o.state_slots);
   if (o.kv_sequences < 1 || o.kv_sequences > 4096)
     Fail("kv_sequences %d is out of range [1, 4096]", o.kv_sequences);
   if (!o.trace_path.empty() && o.compute)
@@ -291,6 +293,7 @@ KvCacheOptions KvPlan(const ModelConfig& c, const EngineOptions& o, int ctx, int
   ko.layer_types = o.kv_layer_types;
   ko.prefix_cache = o.prefix_cache;
   ko.sliding_window = o.sliding_window;
+  ko.state_slots = o.state_slots > 0 ? o.state_slots : std::min(o.kv_sequences + 2, 4096);
   int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;
   if (o.kv_memory == 0 && o.kv_tokens == 0 && o.kv_sequences > 1) {
     const uint64_t want = static_cast<uint64_t>(kv_tokens) * KvBytesPerToken(c, ko);
@@ -615,6 +618,9 @@ MemoryReport Engine::Memory() const {
   r.prefix_hits = p.hits;
   r.prefix_evictions = p.evictions;
   r.kv_window = impl_->kv->window();
+  r.kv_state_bytes = m.state_bytes;
+  r.kv_state_slots = m.state_slots;
+  r.kv_used_states = m.used_states;
   KvDiskStatsNow(&r);
   return r;
 }

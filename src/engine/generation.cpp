@@ -135,6 +135,11 @@ class Generation {
     const KvView view = s_.kv->View(seq_);
     StepItem item{s_.drafts.data(), 1 + k, pos_, &view, 1 + k};
     const float* rows0;
+    const bool keep = k > 0 && s_.kv->hybrid();  // (a recurrent state is put back, not cut)
+    if (keep) {
+      backup_.resize(s_.kv->state_bytes());
+      s_.kv->SaveState(seq_, backup_.data());
+    }
     s_.StepBatch(&item, 1, &rows0);
     float* base = const_cast<float*>(rows0);
     if (k == 0) {
@@ -145,6 +150,11 @@ class Generation {
     }
     int32_t next = 0;
     const int a = Verify(base, k, &next);
+    if (keep && a < k) {  // the state as before, then t and the accepted drafts alone
+      s_.kv->LoadState(seq_, backup_.data());
+      StepItem again{s_.drafts.data(), 1 + a, pos_, &view, 1};
+      s_.StepBatch(&again, 1, &rows0);
+    }
     // Only t and the accepted drafts enter the cache (no rejected token is ever committed, so
     // none reaches the prefix cache); blocks reserved for the rest go back.
     s_.kv->Commit(seq_, s_.drafts.data(), 1 + a);
@@ -223,7 +233,8 @@ class Generation {
   GenerateResult r_;
   ImageRows rows_;  // the prompt's images, encoded (kept for the prefill)
   KvManager::SeqId seq_ = -1;
-  int pos_ = 0;  // tokens whose K/V are in the cache
+  int pos_ = 0;                  // tokens whose K/V are in the cache
+  std::vector<uint8_t> backup_;  // a hybrid model's recurrent state before a verification
   bool cancelled_ = false;
   double t0_ = 0, t_first_ = 0;
 };

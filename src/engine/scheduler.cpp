@@ -90,7 +90,10 @@ int Scheduler::Preempt(Sequence* victim) {
 // Gives `s` a KV sequence (reusing cached prefix blocks) and room for its first chunk.
 bool Scheduler::Admit(Sequence& s, int* budget_left) {
   const int total = static_cast<int>(s.tokens.size());
+  // A hybrid model's recurrent states: its own and its forks' slots now, or it waits.
+  if (kv_.hybrid() && kv_.FreeStates() < 1 + s.forks) return false;
   s.seq = kv_.Create(s.limit + 1);
+  kv_.ReserveForks(s.seq, s.forks);
   if (opt_.prefill_until) kv_.SetPrefillUntil(s.seq, opt_.prefill_until(s.n_prompt));
   if (s.lora != nullptr) kv_.SetPrefixNamespace(s.seq, s.lora->id());
   const int cached = kv_.MatchPrefix(s.seq, s.tokens.data(), total);

@@ -27,6 +27,7 @@ struct Sequence {
   int max_tokens = 0;  // tokens to generate at most (0: prompt only)
   int limit = 0;       // tokens (prompt + generated) the sequence may reach (the context)
   bool ignore_eos = false;
+  int forks = 0;              // choices still to fork from it after its prompt (n - 1)
   KvManager::SeqId seq = -1;  // its KV sequence while running
   uint64_t admission = 0;     // the scheduler's record: n for the n-th first admission (0: never)
   int cached_tokens = 0;      // prompt tokens found in the prefix cache at first admission

@@ -83,6 +83,7 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   impl->scheduler = impl->lanes[0].get();
   impl->engine = std::move(engine);
   impl->kv_total_blocks = impl->e->kv->Memory().total_blocks;
+  impl->kv_state_slots = impl->e->kv->Memory().state_slots;
   impl->kv_block_size = impl->e->kv->block_size();
   impl->kv_window = impl->e->kv->window();
   Impl& s = *impl;
@@ -135,6 +136,9 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
          prompt.size(), s.kv_total_blocks, s.kv_block_size);
   }
 
+  if (s.kv_state_slots > 0 && o.n > s.kv_state_slots)
+    Fail("n = %d choices need %d recurrent states; the engine holds %d (--state-slots)", o.n, o.n,
+         s.kv_state_slots);
   if (o.generate.images != nullptr) {
     if (!s.e->images) Fail("this model takes no images");
     if (o.generate.images->n_prompt != static_cast<int>(prompt.size()))
@@ -175,6 +179,7 @@ SubmitStatus Service::Submit(const std::vector<int32_t>& prompt, const RequestOp
       streams->push_back(cs);
     }
     r->choices_pending = o.n > 1;
+    r->forks = o.n - 1;
     if (Tracer* t = s.e->tracer.get()) {
       r->traced = true;
       t->AsyncBegin("request", "request", r->id, r->t_submit,
@@ -491,6 +496,7 @@ bool Service::Impl::Step() {
 
 void Service::Impl::Finalize(const Scheduler::Batch& batch) {
   Sample(batch);  // (verification first: Commit records only the accepted drafts)
+  RecomputeAccepted(batch);
   scheduler->Commit();
   StartChoices();
   scheduler->Postprocess(
@@ -500,7 +506,25 @@ void Service::Impl::Finalize(const Scheduler::Batch& batch) {
 
 void Service::Impl::Forward(const Scheduler::Batch& batch) {
   const int n = Items(batch);
+  if (e->kv->hybrid()) {  // drafts about to run through the recurrent state: keep it first
+    for (Sequence* s : batch.seqs)
+      if (!s->draft.empty()) e->kv->SaveState(s->seq, AsRequest(*s).state_backup.data());
+  }
   e->StepBatch(items.data(), n, logits.data());
+}
+
+void Service::Impl::RecomputeAccepted(const Scheduler::Batch& batch) {
+  if (!e->kv->hybrid()) return;
+  items.clear();
+  for (size_t k = 0; k < batch.seqs.size(); ++k) {
+    Request& r = AsRequest(*batch.seqs[k]);
+    if (r.draft.empty() || r.accepted == batch.n[k] - 1) continue;  // none, or all kept
+    e->kv->LoadState(r.seq, r.state_backup.data());
+    items.push_back({r.draft.data(), 1 + r.accepted, r.computed, &views[k], 1, r.n_prompt});
+    items.back().lora = r.lora;
+  }
+  // (The rows: the verification sampled already.)
+  if (!items.empty()) e->StepBatch(items.data(), static_cast<int>(items.size()), logits.data());
 }
 
 // The batch as the forward pass's items (items, views); counts the step.
@@ -684,6 +708,7 @@ void Service::Impl::OnAdmit(Request& r) {
     r.hist.reserve(static_cast<size_t>(r.limit) + kSpecMaxDraft + 1);
     r.draft.reserve(kSpecMaxDraft + 1);
     r.q.reserve(kSpecMaxDraft);
+    r.state_backup.resize(e->kv->state_bytes());
   }
 }
 

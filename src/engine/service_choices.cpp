@@ -42,6 +42,7 @@ std::unique_ptr<Request> Service::Impl::ForkFrom(const Request& parent, size_t i
 // advances: the per-token rule advances it in Postprocess).
 void Service::Impl::SpawnChoices(Request& parent, const float* row) {
   parent.choices_pending = false;
+  parent.forks = 0;  // (their state slots stay set aside until they fork: KvManager::Fork)
   const size_t V = static_cast<size_t>(e->model->config.n_vocab);
   std::vector<float> lg(V);
   for (size_t i = 0; i < parent.choice_streams.size(); ++i) {

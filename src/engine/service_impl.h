@@ -43,6 +43,8 @@ struct Request : Sequence {
   std::vector<DraftDist> q;
   std::vector<int32_t> hist;
   int draft_slot = -1;
+  // A hybrid model's recurrent state before a verification (KvManager::SaveState).
+  std::vector<uint8_t> state_backup;
   // Log-probabilities: the logits row as the model gave it (the sampler changes it in place),
   // the sampled token's entry, every entry (for the result); the prompt's (echo) once computed.
   std::vector<float> row;
@@ -73,6 +75,7 @@ struct Service::Impl {
   Engine::Impl* e = nullptr;
   ServiceOptions opt;
   int kv_total_blocks = 0, kv_block_size = 1, kv_window = 0;  // fixed at creation
+  int kv_state_slots = 0;  // a hybrid model's recurrent state slots (0: none)
 
   // Shared with callers.
   mutable std::mutex mu;
@@ -129,6 +132,9 @@ struct Service::Impl {
   void RemoveEnded();
   bool PromptLogprobsOf(Scheduler& l, bool run);
   void Finalize(const Scheduler::Batch& batch);  // sample, commit, the per-token rule
+  // A hybrid model after verification: the sequences that rejected drafts get their state
+  // back and recompute the token and the accepted drafts alone (their K/V rows again, the same).
+  void RecomputeAccepted(const Scheduler::Batch& batch);
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
   bool OnToken(Request& r, int32_t token);

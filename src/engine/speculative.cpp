@@ -141,6 +141,11 @@ DraftProposer::DraftProposer(const std::string& path, const LoadedModel& target,
   s.context = std::min(context, s.model->config.context_length);
   s.tf = std::make_unique<Transformer>(*s.model, GetKernels(ParseIsa(o.isa), PrefetchOf(o)), pool,
                                        std::min(o.max_batch, 64), o.forward);
+  if (s.model->config.hybrid())
+    Fail(
+        "the draft model %s has recurrent layers, whose drafts cannot be rolled back by "
+        "truncation; a draft model of attention layers, --spec ngram or --spec mtp can",
+        path.c_str());
   KvCacheOptions ko;
   ko.prefix_cache = false;  // drafts are rolled back by truncation
   ko.k_type = ko.v_type = KvDtype::kF16;

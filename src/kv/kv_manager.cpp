@@ -298,21 +298,62 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.table.reserve(static_cast<size_t>(max_tokens / block_size() + 2));
   s.tokens.reserve(static_cast<size_t>(max_tokens + block_size()));
   s.state = -1;
+  s.forks_reserved = 0;
   if (hybrid_) {
-    if (free_states_.empty()) {
+    if (FreeStates() <= 0) {
       s.live = false;
       free_ids_.push_back(id);
       Fail("no recurrent state slot is free (all %d hold sequences; --state-slots sets them)",
            opt_.state_slots);
     }
-    s.state = free_states_.back();
-    free_states_.pop_back();
+    s.state = TakeState();
     CopyState(-1, s.state);  // a new sequence starts from zeros
   }
   return id;
 }
 
+void KvManager::SaveState(SeqId id, uint8_t* dst) const {
+  const Sequence& s = Seq(id);
+  const KvLayerView* L = store_->layers();
+  for (int l = 0; l < cfg_.n_layers && s.state >= 0; ++l) {
+    const size_t n = L[l].state_bytes;
+    if (n == 0) continue;
+    std::memcpy(dst, L[l].state + static_cast<size_t>(s.state) * n, n);
+    dst += n;
+  }
+}
+
+void KvManager::LoadState(SeqId id, const uint8_t* src) {
+  const Sequence& s = Seq(id);
+  const KvLayerView* L = store_->layers();
+  for (int l = 0; l < cfg_.n_layers && s.state >= 0; ++l) {
+    const size_t n = L[l].state_bytes;
+    if (n == 0) continue;
+    std::memcpy(L[l].state + static_cast<size_t>(s.state) * n, src, n);
+    src += n;
+  }
+}
+
+int32_t KvManager::TakeState() {
+  const int32_t slot = free_states_.back();
+  free_states_.pop_back();
+  return slot;
+}
+
+bool KvManager::ReserveForks(SeqId id, int k) {
+  Sequence& s = Seq(id);
+  if (!hybrid_ || k <= 0) return true;
+  if (FreeStates() < k) return false;
+  s.forks_reserved += k;
+  reserved_states_ += k;
+  return true;
+}
+
 KvManager::SeqId KvManager::Fork(SeqId parent) {
+  if (Sequence& pr = Seq(parent); pr.forks_reserved > 0) {  // its slot set aside, now taken
+    pr.forks_reserved--;
+    reserved_states_--;
+  }
   const Sequence p = Seq(parent);  // copy: Create may move seqs_
   const SeqId id = Create(p.max_tokens);
   Sequence& s = seqs_[static_cast<size_t>(id)];
@@ -343,6 +384,8 @@ void KvManager::Free(SeqId id) {
   s.live = false;
   if (s.state >= 0) free_states_.push_back(s.state);
   s.state = -1;
+  reserved_states_ -= s.forks_reserved;
+  s.forks_reserved = 0;
   free_ids_.push_back(id);
 }
 

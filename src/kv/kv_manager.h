@@ -89,7 +89,13 @@ class KvManager {
   // A new empty sequence able to grow to `max_tokens` (its table is reserved now); a hybrid
   // model's also takes a zeroed state slot (Error when none is free: CanCreate says).
   SeqId Create(int max_tokens);
-  bool CanCreate() const { return !hybrid_ || !free_states_.empty(); }
+  bool CanCreate() const { return !hybrid_ || FreeStates() > 0; }
+  // Hybrid models: state slots neither held nor set aside for forks.
+  int FreeStates() const { return static_cast<int>(free_states_.size()) - reserved_states_; }
+  // Sets k state slots aside for `seq`'s forks to come (n > 1 choices fork after the prompt):
+  // false (nothing set aside) when fewer are free. Its forks take them first; Free returns
+  // the rest. A model without recurrent layers: always true.
+  bool ReserveForks(SeqId seq, int k);
   // A sequence sharing all of `parent`'s blocks (copy-on-write for the partial last block)
   // and a copy of its recurrent state.
   SeqId Fork(SeqId parent);
@@ -121,6 +127,12 @@ class KvManager {
   void Truncate(SeqId seq, int len);
   // Whether the model has recurrent layers (a state slot per sequence).
   bool hybrid() const { return hybrid_; }
+  // A hybrid model's recurrent state of `seq` (every layer held), as state_bytes() bytes: what
+  // speculative decoding keeps before a verification and puts back to recompute the accepted
+  // tokens alone (a state cannot be truncated).
+  size_t state_bytes() const { return state_bytes_; }
+  void SaveState(SeqId seq, uint8_t* dst) const;
+  void LoadState(SeqId seq, const uint8_t* src);
   int Length(SeqId seq) const;
   // Block `to` = block `from` in every layer held (copy-on-write; a pipeline stage replays its
   // head's copies with it).
@@ -158,10 +170,12 @@ class KvManager {
     int released_blocks = 0;  // leading blocks released by the window (null in the table)
     uint64_t chain = 0;       // hash of the last registered block
     int max_tokens = 0;
-    int prefill_until = 0;  // SetPrefillUntil
-    bool disk = true;       // blocks may go to and come from the disk tier (base model's)
-    int32_t state = -1;     // the recurrent state slot (hybrid models)
+    int prefill_until = 0;   // SetPrefillUntil
+    bool disk = true;        // blocks may go to and come from the disk tier (base model's)
+    int32_t state = -1;      // the recurrent state slot (hybrid models)
+    int forks_reserved = 0;  // state slots set aside for its forks (ReserveForks)
   };
+  int32_t TakeState();
   // Every recurrent layer's state of slot `to` = slot `from`'s, or zeros (from < 0).
   void CopyState(int32_t from, int32_t to);
   int32_t NewBlock();  // a block from the pool (its content is new: not on disk)
@@ -189,6 +203,7 @@ class KvManager {
   bool hybrid_ = false;
   size_t state_bytes_ = 0;  // one slot's, all layers
   std::vector<int32_t> free_states_;
+  int reserved_states_ = 0;  // of free_states_, set aside for forks
   std::vector<Sequence> seqs_;
   std::vector<SeqId> free_ids_;
 };

@@ -215,8 +215,9 @@ int ReadersOf(const std::vector<LayerOp>& ops, size_t i, const WeightTensor* out
         if (m != nullptr && *m) out[n++] = m;
       return n;
     case OpKind::kShortConv:
-    case OpKind::kDeltaNet:  // the input projections (the output one reads the mixer's rows)
-      out[n++] = next.mat[0];
+    case OpKind::kDeltaNet:    // the input projections (the output one reads the mixer's rows):
+      out[n++] = next.mat[0];  // the DeltaNet's beta (and alpha, its like) may lack the others'
+      if (next.kind == OpKind::kDeltaNet) out[n++] = &next.rec->rec_beta;  // bf16 prefill GEMM
       if (next.mat[1] != nullptr) out[n++] = next.mat[1];
       return n;
     case OpKind::kMoe:

@@ -35,6 +35,10 @@ const std::vector<OptionSpec> kKvSpecs = {
      true,
      "KV cache budget: bytes (K/M/G suffixes) or N% of available RAM (default: context + 25%)"},
     {{"--kv-block-size"}, true, "tokens per KV block (default 16)"},
+    {{"--state-slots"},
+     true,
+     "hybrid recurrent models (Qwen3.5, LFM2): sequences holding a recurrent state at once, each "
+     "a slot in the KV budget (default: the batch's sequences + 2)"},
     {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
@@ -333,6 +337,7 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   eo->mlock = args.Has("--mlock");
   if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));
   eo->kv_block_size = static_cast<int>(args.Int("--kv-block-size", 16, 1, 4096));
+  eo->state_slots = static_cast<int>(args.Int("--state-slots", 0, 1, 4096));
   eo->cache_type_k = args.Str("--cache-type-k", "f16");
   eo->cache_type_v = args.Str("--cache-type-v", "f16");
   for (const auto& t : {eo->cache_type_k, eo->cache_type_v}) {
@@ -372,6 +377,9 @@ void PrintMemory(const Engine& e) {
                (long long)m.kv_total_blocks, m.kv_block_size,
                FormatBytes(m.kv_bytes_per_token).c_str(), FormatBytes(m.scratch_bytes).c_str(),
                (long long)m.prefix_hits, (long long)m.prefix_queries);
+  if (m.kv_state_slots > 0)
+    std::fprintf(stderr, "paddock: memory: recurrent states %d x %s (in the KV allocation)\n",
+                 m.kv_state_slots, FormatBytes(m.kv_state_bytes).c_str());
 }
 
 namespace {

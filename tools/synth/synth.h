@@ -113,6 +113,10 @@ struct SynthSpec {
   int ssm_v_heads = 4;
   int rope_dim = 0;  // 0: the head size
   std::vector<int> rope_sections;
+  // The token mixers' output projections (attention, convolution, DeltaNet) times this: small,
+  // the model is nearly a function of the last token and greedy text soon repeats (tests of
+  // speculation that get drafts accepted), while every layer's state still counts.
+  float mixer_scale = 1.0f;
   // Encoders (arch "bert", "nomic-bert"; synth/synth_encoder.cpp): a WordPiece vocabulary
   // (synthetic, or copied from the GGUF file vocab_from), {arch}.pooling_type when >= 0
   // (llama.cpp's numbers: 1 mean, 2 cls, 4 rank), a reranker's classification head.

@@ -13,7 +13,9 @@ namespace paddock {
 
 namespace {
 
-bool IsLfm2(const SynthSpec& s) { return s.arch == "lfm2"; }
+bool IsLfm2(const SynthSpec& s) {
+  return s.arch == "lfm2";
+}
 
 bool AttnLayer(const SynthSpec& s, int l) {
   if (IsLfm2(s)) {
@@ -54,10 +56,11 @@ class HybridTensors {
     int layer = -1;
     std::sscanf(name.c_str(), "blk.%d.", &layer);
     const int n = s_.n_layers;
-    const bool more = layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
-    const bool wide = name == "output.weight" ||
-                      (more && (name.find("attn_v.") != std::string::npos ||
-                                name.find("ffn_down") != std::string::npos));
+    const bool more =
+        layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
+    const bool wide =
+        name == "output.weight" || (more && (name.find("attn_v.") != std::string::npos ||
+                                             name.find("ffn_down") != std::string::npos));
     return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
   }
   // rows of cols, unit-variance outputs (times gain); depth > 0: a 3-D expert tensor.
@@ -67,7 +70,8 @@ class HybridTensors {
     for (float& v : buf_) v = rng_.Uniform() * scale;
     std::vector<int64_t> ne = {cols, rows};
     if (depth > 0) ne.push_back(depth);
-    w_->AddTensorF32(name, ne, name == "token_embd.weight" && s_.q4_k_m ? GgmlType::kQ4_K : TypeOf(name),
+    w_->AddTensorF32(name, ne,
+                     name == "token_embd.weight" && s_.q4_k_m ? GgmlType::kQ4_K : TypeOf(name),
                      buf_.data());
   }
   void F32(const std::string& name, std::vector<int64_t> ne, float base, float jitter) {
@@ -77,14 +81,16 @@ class HybridTensors {
     for (float& v : buf_) v = base + jitter * rng_.Uniform();
     w_->AddTensorF32(name, ne, GgmlType::kF32, buf_.data());
   }
-  void Vec(const std::string& name, int n, float base, float jitter) { F32(name, {n}, base, jitter); }
+  void Vec(const std::string& name, int n, float base, float jitter) {
+    F32(name, {n}, base, jitter);
+  }
 
   void Attention(const std::string& p) {
     // Qwen3.5: each head's query rows then its gate rows.
     Matrix(p + "attn_q.weight", s_.dim, IsLfm2(s_) ? qd_ : 2 * qd_);
     Matrix(p + "attn_k.weight", s_.dim, kvd_);
     Matrix(p + "attn_v.weight", s_.dim, kvd_);
-    Matrix(p + "attn_output.weight", qd_, s_.dim);
+    Matrix(p + "attn_output.weight", qd_, s_.dim, s_.mixer_scale);
     Vec(p + "attn_q_norm.weight", hd_, 1.0f, 0.5f);
     Vec(p + "attn_k_norm.weight", hd_, 1.0f, 0.5f);
   }
@@ -92,7 +98,7 @@ class HybridTensors {
     F32(p + "shortconv.conv.weight", {s_.conv_kernel, s_.dim}, 0.0f,
         1.0f / std::sqrt(static_cast<float>(s_.conv_kernel)));
     Matrix(p + "shortconv.in_proj.weight", s_.dim, 3 * s_.dim);
-    Matrix(p + "shortconv.out_proj.weight", s_.dim, s_.dim);
+    Matrix(p + "shortconv.out_proj.weight", s_.dim, s_.dim, s_.mixer_scale);
   }
   void DeltaNet(const std::string& p) {
     const int kd = s_.ssm_k_heads * s_.ssm_state, vd = s_.ssm_v_heads * s_.ssm_state;
@@ -108,7 +114,7 @@ class HybridTensors {
     Matrix(p + "ssm_beta.weight", s_.dim, hv);
     Matrix(p + "ssm_alpha.weight", s_.dim, hv);
     Vec(p + "ssm_norm.weight", s_.ssm_state, 1.0f, 0.1f);
-    Matrix(p + "ssm_out.weight", vd, s_.dim);
+    Matrix(p + "ssm_out.weight", vd, s_.dim, s_.mixer_scale);
   }
   void Ffn(const std::string& p) {
     if (s_.n_experts == 0) {
@@ -124,7 +130,8 @@ class HybridTensors {
     Matrix(p + "ffn_gate_exps.weight", s_.dim, F, 1.0f, E);
     Matrix(p + "ffn_up_exps.weight", s_.dim, F, 1.0f, E);
     Matrix(p + "ffn_down_exps.weight", F, s_.dim, 1.0f, E);
-    Vec(p + "ffn_gate_inp_shexp.weight", s_.dim, 0.0f, std::sqrt(3.0f / static_cast<float>(s_.dim)));
+    Vec(p + "ffn_gate_inp_shexp.weight", s_.dim, 0.0f,
+        std::sqrt(3.0f / static_cast<float>(s_.dim)));
     Matrix(p + "ffn_gate_shexp.weight", s_.dim, S);
     Matrix(p + "ffn_up_shexp.weight", s_.dim, S);
     Matrix(p + "ffn_down_shexp.weight", S, s_.dim);

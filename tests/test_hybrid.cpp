@@ -1,0 +1,123 @@
+// Hybrid recurrent models (Qwen3.5's Gated DeltaNet, LFM2's short convolutions) in the engine:
+// the state carried across prompt chunks, speculative decoding putting the state back before
+// it recomputes the accepted tokens (greedy text exact), the memory report.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "paddock/error.h"
+#include "paddock/paddock.h"
+#include "paddock/service.h"
+#include "synth/synth.h"
+#include "test_util.h"
+
+namespace paddock {
+namespace {
+
+using test::Greedy;
+
+std::string HybridModel(const std::string& preset, GgmlType type, float mixer_scale = 1.0f) {
+  SynthSpec spec = SynthPreset(preset);
+  spec.type = type;
+  spec.mixer_scale = mixer_scale;
+  const std::string path = test::TempPath("hybrid-" + preset + "-" + TypeName(type) + "-" +
+                                          std::to_string(static_cast<int>(mixer_scale * 100)) +
+                                          ".gguf");
+  WriteSyntheticModel(spec, path);
+  return path;
+}
+
+std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_batch = 64,
+                                   const std::string& spec = "off") {
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.threads = 2;
+  eo.max_batch = max_batch;
+  eo.spec = spec;
+  return Engine::Create(eo);
+}
+
+const char* const kPresets[] = {"tiny-qwen35", "tiny-qwen35moe", "tiny-lfm2"};
+
+// A prompt run in steps of 7 tokens (the state carried from step to step) gives the text of the
+// prompt in one step.
+TEST(Hybrid, ChunkedPrefillCarriesTheState) {
+  std::string prompt;
+  for (int i = 0; prompt.size() < 150; ++i) prompt += "the " + std::to_string(i % 11) + " dog ";
+  for (const char* preset : kPresets) {
+    SCOPED_TRACE(preset);
+    const std::string path = HybridModel(preset, GgmlType::kQ8_0);
+    const GenerateResult whole = MakeEngine(path)->Generate(prompt, Greedy(32, true));
+    const GenerateResult steps = MakeEngine(path, 7)->Generate(prompt, Greedy(32, true));
+    EXPECT_GE(whole.prompt_tokens, 100);
+    EXPECT_EQ(steps.text, whole.text);
+    EXPECT_EQ(whole.cached_tokens, 0);
+  }
+}
+
+// Drafts run through the recurrent state; where some are rejected the state is put back and
+// the accepted ones recomputed, so greedy text is plain decoding's. Small mixer outputs make
+// the text repeat, so n-gram drafts are accepted, and rejected too.
+TEST(Hybrid, SpeculationPutsTheStateBack) {
+  for (const char* preset : kPresets) {
+    SCOPED_TRACE(preset);
+    const std::string path = HybridModel(preset, GgmlType::kF32, 0.05f);
+    const GenerateResult plain = MakeEngine(path)->Generate("the cat sat", Greedy(200, true));
+    const GenerateResult spec =
+        MakeEngine(path, 64, "ngram")->Generate("the cat sat", Greedy(200, true));
+    EXPECT_EQ(spec.text, plain.text);
+    EXPECT_GT(spec.accepted_tokens, 0);
+    EXPECT_LT(spec.accepted_tokens, spec.draft_tokens);
+    std::fprintf(stderr, "%s: %d drafted, %d accepted\n", preset, spec.draft_tokens,
+                 spec.accepted_tokens);
+  }
+}
+
+// The same in the service: requests batched, some verifying drafts while others decode or
+// prefill; each text equals plain decoding alone.
+TEST(Hybrid, ServiceSpeculationPutsTheStateBack) {
+  const std::string path = HybridModel("tiny-lfm2", GgmlType::kF32, 0.05f);
+  const char* prompts[] = {"the cat sat", "a dog ran to the", "once", "the big red bird flew"};
+  std::vector<std::string> plain;
+  auto e = MakeEngine(path);
+  for (const char* p : prompts) plain.push_back(e->Generate(p, Greedy(120, true)).text);
+  auto svc = Service::Create(MakeEngine(path, 64, "ngram"), ServiceOptions{});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const char* p : prompts) {
+    RequestOptions o;
+    o.generate = Greedy(120, true);
+    std::shared_ptr<RequestStream> st;
+    ASSERT_EQ(svc->Submit(svc->engine().Tokenize(p, true), o, &st), SubmitStatus::kAccepted);
+    streams.push_back(st);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    std::string text;
+    while (streams[i]->Wait(&text, 60) != RequestStream::Status::kDone) {
+    }
+    EXPECT_EQ(text, plain[i]) << prompts[i];
+  }
+  const ServiceStats st = svc->Stats();
+  EXPECT_GT(st.spec_accepted_tokens, 0u);
+  EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+}
+
+TEST(Hybrid, MemoryReportCountsTheStates) {
+  const std::string path = HybridModel("tiny-qwen35", GgmlType::kF32);
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.state_slots = 5;
+  auto e = Engine::Create(eo);
+  const MemoryReport m = e->Memory();
+  EXPECT_EQ(m.kv_state_slots, 5);
+  EXPECT_EQ(m.kv_state_bytes, 6u * (3 * 128 + 4 * 16 * 16) * 4);
+  EXPECT_GE(m.kv_allocated_bytes, 5 * m.kv_state_bytes);
+  EXPECT_EQ(m.kv_used_states, 0);
+  eo.state_slots = 5000;
+  EXPECT_THROW(Engine::Create(eo), Error);
+  eo.state_slots = 4;
+  eo.kv_memory = 3 * m.kv_state_bytes;  // the states alone exceed the budget
+  EXPECT_THROW(Engine::Create(eo), Error);
+}
+
+}  // namespace
+}  // namespace paddock
