@@ -369,12 +369,15 @@ TEST(KvDisk, WritesResumeAfterTheDirectoryIsDeletedAndTheCountFollows) {
 // The same text with the tier and after a restart, from the prompt's blocks on disk: for a
 // model file (stories260K) and for Gemma 4's (its last layers share earlier layers' KV: their
 // rows are not in a block's bytes).
-void CheckRestart(const std::string& model, const std::string& dir) {
+// hits: the files a restart reads (the blocks, and a hybrid model's state snapshots).
+void CheckRestart(const std::string& model, const std::string& dir, uint64_t hits = 6,
+                  int snapshot_every = 8) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 100; ++i) prompt.push_back(20 + (i * 37) % 400);
   EngineOptions eo;
   eo.model_path = model;
   eo.threads = 2;
+  eo.state_snapshot_every = snapshot_every;
   const GenerateOptions g = test::Greedy(24, true);
   std::string plain;
   {
@@ -391,7 +394,7 @@ void CheckRestart(const std::string& model, const std::string& dir) {
       EXPECT_EQ(r.cached_tokens, 0);
     } else {  // the restart: the prompt's full blocks from disk
       EXPECT_EQ(r.cached_tokens, 96);
-      EXPECT_EQ(m.kv_disk_hits, 6u);
+      EXPECT_EQ(m.kv_disk_hits, hits);
     }
   }
   eo.forward.fuse_qkv = false;  // another switch: another identity, nothing reused
@@ -412,6 +415,19 @@ TEST(KvDisk, Gemma4SharedKvLayersSurviveARestart) {
   const std::string model = test::TempPath("kvdisk-gemma4.gguf");
   WriteSyntheticModel(SynthPreset("tiny-gemma4"), model);
   CheckRestart(model, test::TempPath("kvdisk-gemma4"));
+}
+
+// A hybrid model's state snapshots (every 2 blocks here) are saved beside their blocks: after a
+// restart the prompt resumes at the last one (block 6), state and blocks read back.
+TEST(KvDisk, HybridStateSnapshotsSurviveARestart) {
+  for (const char* preset : {"tiny-qwen35", "tiny-lfm2"}) {
+    SCOPED_TRACE(preset);
+    const std::string model = test::TempPath(std::string("kvdisk-") + preset + ".gguf");
+    SynthSpec spec = SynthPreset(preset);
+    spec.n_vocab = 512;  // (CheckRestart's prompt)
+    WriteSyntheticModel(spec, model);
+    CheckRestart(model, test::TempPath(std::string("kvdisk-") + preset), 6 + 3, 2);
+  }
 }
 
 }  // namespace

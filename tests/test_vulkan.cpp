@@ -402,6 +402,15 @@ TEST(Vulkan, RefusesWhatItCannotRunByName) {
   const std::string q3_path = test::TempPath("vk-q3k.gguf");
   WriteSyntheticModel(q3, q3_path);
   expect_error(q3_path, "vulkan", 0, "no shader for Q3_K weights");
+  // Hybrid recurrent models: the recurrent op named (the attention layers alone would run).
+  for (const char* preset : {"tiny-qwen35", "tiny-lfm2"}) {
+    const std::string path = test::TempPath(std::string("vk-") + preset + ".gguf");
+    WriteSyntheticModel(SynthPreset(preset), path);
+    expect_error(path, "vulkan", 0,
+                 std::string("the vulkan backend has no ") +
+                     (std::string(preset) == "tiny-lfm2" ? "short_conv" : "delta_net") +
+                     " (layer 0); --device cpu runs it");
+  }
   expect_error(test::ModelPath("stories260K.gguf"), "vulkan", 100000, "exceed the Vulkan device");
   expect_error(test::ModelPath("stories260K.gguf"), "vulkan:7", 0, "no Vulkan device 7");
   expect_error(test::ModelPath("stories260K.gguf"), "gpu", 0, "unknown device 'gpu'");

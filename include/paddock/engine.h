@@ -111,6 +111,11 @@ struct EngineOptions {
   // A hybrid recurrent model (Qwen3.5, LFM2): sequences holding a recurrent state at once,
   // each a slot of the model's state size in the KV budget (0: kv_sequences + 2).
   int state_slots = 0;
+  // ... and the prefix cache's snapshots of the state: every state_snapshot_every blocks of a
+  // prompt its state is kept (state_snapshots of them, least recently used reused), so a
+  // prompt sharing the prefix resumes at the last one instead of from the start (0: none).
+  int state_snapshot_every = 8;
+  int state_snapshots = 8;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
   std::string kv_layer_types;
@@ -325,6 +330,7 @@ struct MemoryReport {
   // state slots (their bytes are in kv_allocated_bytes) and those held now.
   uint64_t kv_state_bytes = 0;
   int kv_state_slots = 0, kv_used_states = 0;
+  int kv_state_snapshots = 0, kv_state_snapshot_slots = 0;  // held now; their slots
   // The KV disk tier (EngineOptions::kv_disk; all zero without one): blocks read back, lookups
   // that found none, files that failed their check, blocks and bytes written, blocks not saved
   // (queue full or writes stopped), failed writes, files removed for the budget.

@@ -40,6 +40,13 @@ std::vector<int> SplitLayers(const LoadedModel& m, const std::string& spec,
                              const std::vector<std::string>& who, uint64_t kv_per_layer) {
   const int n = static_cast<int>(budgets.size());
   const int layers = m.config.n_layers;
+  // (A stage would need each sequence's state slot of its layers; the head's state slots are
+  // its own KV manager's.)
+  if (m.config.hybrid())
+    Fail(
+        "pipeline: the %s model's recurrent layers are not supported across ranks (one "
+        "process runs it)",
+        m.config.arch.c_str());
   if (layers < n)
     Fail("pipeline: %d ranks for a model of %d layers (at most one per layer)", n, layers);
   std::vector<uint64_t> cost(static_cast<size_t>(layers));

@@ -294,6 +294,8 @@ KvCacheOptions KvPlan(const ModelConfig& c, const EngineOptions& o, int ctx, int
   ko.prefix_cache = o.prefix_cache;
   ko.sliding_window = o.sliding_window;
   ko.state_slots = o.state_slots > 0 ? o.state_slots : std::min(o.kv_sequences + 2, 4096);
+  ko.snapshot_every = o.state_snapshot_every;
+  ko.snapshot_slots = o.state_snapshots;
   int64_t kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : static_cast<int64_t>(ctx) * o.kv_sequences;
   if (o.kv_memory == 0 && o.kv_tokens == 0 && o.kv_sequences > 1) {
     const uint64_t want = static_cast<uint64_t>(kv_tokens) * KvBytesPerToken(c, ko);
@@ -621,6 +623,8 @@ MemoryReport Engine::Memory() const {
   r.kv_state_bytes = m.state_bytes;
   r.kv_state_slots = m.state_slots;
   r.kv_used_states = m.used_states;
+  r.kv_state_snapshots = impl_->kv->snapshots();
+  r.kv_state_snapshot_slots = m.snapshot_slots;
   KvDiskStatsNow(&r);
   return r;
 }

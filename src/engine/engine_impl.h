@@ -146,12 +146,18 @@ struct Engine::Impl {
                     const float* const* embeds = nullptr, const int32_t* attend_end = nullptr) {
     TraceScope ts(tracer.get(), "forward", "engine",
                   tracer ? StrFormat("\"sequences\": 1, \"tokens\": %d, \"pos\": %d", n, pos) : "");
-    const float* logits;
-    {
-      StepGuard g(*kv);
-      logits = backend->Forward(tokens, n, pos, kv->View(seq), prompt_len, embeds, attend_end);
+    const float* logits = nullptr;
+    for (int done = 0; done < n;) {  // (a hybrid model's pieces end at its state snapshots)
+      const int m = embeds != nullptr ? n - done : kv->SnapshotCut(pos + done, n - done);
+      {
+        StepGuard g(*kv);
+        logits = backend->Forward(tokens + done, m, pos + done, kv->View(seq), prompt_len,
+                                  embeds != nullptr ? embeds + done : nullptr,
+                                  attend_end != nullptr ? attend_end + done : nullptr);
+      }
+      kv->Commit(seq, tokens + done, m);
+      done += m;
     }
-    kv->Commit(seq, tokens, n);
     return logits;
   }
 };

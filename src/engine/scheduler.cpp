@@ -98,7 +98,8 @@ bool Scheduler::Admit(Sequence& s, int* budget_left) {
   if (s.lora != nullptr) kv_.SetPrefixNamespace(s.seq, s.lora->id());
   const int cached = kv_.MatchPrefix(s.seq, s.tokens.data(), total);
   s.computed = cached;
-  const int n = s.WholeSpans(std::min(total - cached, *budget_left), *budget_left);
+  const int n =
+      kv_.SnapshotCut(cached, s.WholeSpans(std::min(total - cached, *budget_left), *budget_left));
   if (!kv_.Reserve(s.seq, cached + n)) {
     Release(s);
     return false;
@@ -118,7 +119,7 @@ void Scheduler::ScheduleRunning(int* left, std::vector<Finished>* finished) {
       if ((pass == 0) != (need == 1)) continue;
       // A decode with drafts computes them too, as far as the budget goes.
       int n = std::min(s->draft.empty() ? need : static_cast<int>(s->draft.size()), *left);
-      if (s->draft.empty() && need > 1) n = s->WholeSpans(n, *left);
+      if (s->draft.empty() && need > 1) n = kv_.SnapshotCut(s->computed, s->WholeSpans(n, *left));
       if (n == 0) continue;
       if (!s->draft.empty()) s->draft.resize(n > 1 ? static_cast<size_t>(n) : 0);
       bool ok = kv_.Reserve(s->seq, s->computed + n);
@@ -175,7 +176,7 @@ void Scheduler::AdmitWaiting(int* left, const std::function<void(Sequence&)>& on
       s.cached_tokens = s.computed;
       if (on_admit) on_admit(s);
     }
-    const int n = s.WholeSpans(std::min(s.to_compute(), *left), *left);
+    const int n = kv_.SnapshotCut(s.computed, s.WholeSpans(std::min(s.to_compute(), *left), *left));
     if (n > 0) {
       batch_.seqs.push_back(&s);
       batch_.n.push_back(n);

@@ -207,24 +207,35 @@ void KvDiskTier::Refuse(const std::string& what) {
                what.c_str());
 }
 
-std::string KvDiskTier::PathOf(uint64_t hash) const {
-  return dir_ + StrFormat("/%02x/%016" PRIx64 ".kv", static_cast<unsigned>(hash >> 56), hash);
+std::string KvDiskTier::PathOf(uint64_t hash, bool state) const {
+  return dir_ + StrFormat("/%02x/%016" PRIx64 ".%s", static_cast<unsigned>(hash >> 56), hash,
+                          state ? "st" : "kv");
 }
 
-uint64_t KvDiskTier::Checksum(const uint8_t* header, const int32_t* tokens,
-                              const uint8_t* payload) const {
+uint64_t KvDiskTier::Checksum(const uint8_t* header, const int32_t* tokens, const uint8_t* payload,
+                              size_t payload_bytes) const {
   FileHeader h;
   std::memcpy(&h, header, sizeof h);
   h.checksum = 0;
   Hash64 x(HashBytes(&h, sizeof h, identity_));
   x.Update(tokens, static_cast<size_t>(block_size_) * 4);  // a multiple of 32 bytes or last
   const uint64_t t = x.Digest();
-  return HashBytes(payload, block_bytes_, t);
+  return HashBytes(payload, payload_bytes, t);
 }
 
 bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uint8_t* dst) {
+  return ReadFile(hash, parent, tokens, dst, block_bytes_, false);
+}
+
+bool KvDiskTier::ReadState(uint64_t hash, uint64_t parent, const int32_t* tokens, uint8_t* dst,
+                           size_t n) {
+  return ReadFile(hash, parent, tokens, dst, n, true);
+}
+
+bool KvDiskTier::ReadFile(uint64_t hash, uint64_t parent, const int32_t* tokens, uint8_t* dst,
+                          size_t payload, bool state) {
   const double t0 = NowSeconds();
-  const std::string path = PathOf(hash);
+  const std::string path = PathOf(hash, state);
   const std::string name = path.substr(path.rfind('/') + 1);
   // Never through a link, never blocking (a FIFO opens at once and is refused).
   const int sub = OpenSub(hash, false);
@@ -256,17 +267,18 @@ bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uin
   const int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   const size_t tok_bytes = static_cast<size_t>(block_size_) * 4;
-  const size_t want = sizeof(FileHeader) + tok_bytes + block_bytes_;
+  const size_t want = sizeof(FileHeader) + tok_bytes + payload;
   FileHeader h{};
   std::vector<int32_t>& toks = read_tokens_;  // (sized at construction: no allocation per read)
   bool ok = static_cast<size_t>(st.st_size) == want && ReadAll(fd, &h, sizeof h, 0) &&
             std::memcmp(h.magic, kMagic, 8) == 0 && h.version == 1 &&
             h.block_size == static_cast<uint32_t>(block_size_) && h.identity == identity_ &&
-            h.hash == hash && h.parent == parent && h.payload_bytes == block_bytes_ &&
+            h.hash == hash && h.parent == parent && h.payload_bytes == payload &&
             ReadAll(fd, toks.data(), tok_bytes, static_cast<off_t>(sizeof h)) &&
             std::memcmp(toks.data(), tokens, tok_bytes) == 0 &&
-            ReadAll(fd, dst, block_bytes_, static_cast<off_t>(sizeof h + tok_bytes));
-  ok = ok && Checksum(reinterpret_cast<const uint8_t*>(&h), toks.data(), dst) == h.checksum;
+            ReadAll(fd, dst, payload, static_cast<off_t>(sizeof h + tok_bytes));
+  ok =
+      ok && Checksum(reinterpret_cast<const uint8_t*>(&h), toks.data(), dst, payload) == h.checksum;
   if (ok) futimens(fd, nullptr);  // last use: the least recently used go first
   close(fd);
   std::lock_guard<std::mutex> lock(mu_);
@@ -293,6 +305,16 @@ bool KvDiskTier::Read(uint64_t hash, uint64_t parent, const int32_t* tokens, uin
 }
 
 bool KvDiskTier::Offer(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens) {
+  return Enqueue(block, hash, parent, tokens, nullptr, 0);
+}
+
+bool KvDiskTier::OfferState(uint64_t hash, uint64_t parent, const int32_t* tokens,
+                            const uint8_t* state, size_t n) {
+  return Enqueue(-1, hash, parent, tokens, state, n);
+}
+
+bool KvDiskTier::Enqueue(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens,
+                         const uint8_t* state, size_t n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // (Writes stopped: a block is still queued once the retry interval is over, so the writer
@@ -308,6 +330,7 @@ bool KvDiskTier::Offer(int32_t block, uint64_t hash, uint64_t parent, const int3
     it.hash = hash;
     it.parent = parent;
     std::copy(tokens, tokens + block_size_, it.tokens.begin());
+    it.state.assign(state, state + n);  // (a snapshot's bytes: the slot may be reused meanwhile)
     count_++;
   }
   cv_.notify_one();
@@ -325,7 +348,8 @@ void KvDiskTier::CancelQueued(std::vector<int32_t>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t keep = busy_ ? 1 : 0;  // the head is being written: it stays
   while (count_ > keep) {
-    out->push_back(ring_[(head_ + count_ - 1) % ring_.size()].block);
+    const int32_t b = ring_[(head_ + count_ - 1) % ring_.size()].block;
+    if (b >= 0) out->push_back(b);  // (a snapshot holds no block)
     count_--;
     stats_.dropped_writes++;
   }
@@ -364,7 +388,9 @@ uint64_t KvDiskTier::Walk(std::unordered_map<std::string, FileInfo>* found) {
       unlink(path.c_str());  // a writer killed mid-file: never renamed, never read
       continue;
     }
-    if (name.size() < 3 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
+    if (name.size() < 3 || (name.compare(name.size() - 3, 3, ".kv") != 0 &&
+                            name.compare(name.size() - 3, 3, ".st") != 0))
+      continue;
     struct stat st {};
     if (lstat(path.c_str(), &st) != 0) continue;
     (*found)[path] = {static_cast<uint64_t>(st.st_size), MtimeNs(st)};
@@ -402,7 +428,8 @@ void KvDiskTier::Evict() {
 }
 
 bool KvDiskTier::WriteOne(const Item& it) {
-  const std::string path = PathOf(it.hash);
+  const bool state = it.block < 0;
+  const std::string path = PathOf(it.hash, state);
   const std::string name = path.substr(path.rfind('/') + 1);
   const int sub = OpenSub(it.hash, true);
   if (sub < 0) {  // refused (a link where the subdirectory goes) or not creatable
@@ -427,10 +454,16 @@ bool KvDiskTier::WriteOne(const Item& it) {
   h.identity = identity_;
   h.hash = it.hash;
   h.parent = it.parent;
-  h.payload_bytes = block_bytes_;
+  h.payload_bytes = state ? it.state.size() : block_bytes_;
+  write_buf_.resize(sizeof h + tok_bytes + h.payload_bytes);  // (a snapshot's may be larger)
   uint8_t* payload = write_buf_.data() + sizeof h + tok_bytes;
-  store_->ReadBlock(it.block, payload);
-  h.checksum = Checksum(reinterpret_cast<const uint8_t*>(&h), it.tokens.data(), payload);
+  if (state) {
+    std::memcpy(payload, it.state.data(), it.state.size());
+  } else {
+    store_->ReadBlock(it.block, payload);
+  }
+  h.checksum =
+      Checksum(reinterpret_cast<const uint8_t*>(&h), it.tokens.data(), payload, h.payload_bytes);
   std::memcpy(write_buf_.data(), &h, sizeof h);
   std::memcpy(write_buf_.data() + sizeof h, it.tokens.data(), tok_bytes);
   const std::string tmp_name =
@@ -487,8 +520,11 @@ void KvDiskTier::WriterLoop() {
       head_ = (head_ + 1) % ring_.size();
       count_--;
       busy_ = false;
-      written_.push_back(block);
-      written_ready_.store(true, std::memory_order_release);
+      if (block >= 0) {  // (a snapshot holds no block to hand back)
+        written_.push_back(block);
+        written_ready_.store(true, std::memory_order_release);
+      }
+      std::vector<uint8_t>().swap(ring_[(head_ + ring_.size() - 1) % ring_.size()].state);
     }
     idle_cv_.notify_all();
   }

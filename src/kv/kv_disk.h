@@ -71,6 +71,12 @@ class KvDiskTier {
   // Queues `block` (full, referenced by the caller until TakeWritten returns it) for writing;
   // false when it is not taken (queue full or writes stopped): the caller keeps its reference.
   bool Offer(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens);
+  // A hybrid model's recurrent-state snapshot after the block `hash` (parent, tokens: that
+  // block's), n bytes copied now: a file of its own beside the block's (<hash>.st, the same
+  // header and checks). ReadState: false when none is there or it fails a check.
+  bool OfferState(uint64_t hash, uint64_t parent, const int32_t* tokens, const uint8_t* state,
+                  size_t n);
+  bool ReadState(uint64_t hash, uint64_t parent, const int32_t* tokens, uint8_t* dst, size_t n);
   // True when blocks are waiting to be handed back (cheap: no lock).
   bool has_written() const { return written_ready_.load(std::memory_order_acquire); }
   // Appends the blocks whose writes finished (or were skipped) since the last call.
@@ -85,21 +91,27 @@ class KvDiskTier {
 
  private:
   struct Item {
-    int32_t block = -1;
+    int32_t block = -1;  // -1: a state snapshot (its bytes in `state`)
     uint64_t hash = 0, parent = 0;
     std::vector<int32_t> tokens;
+    std::vector<uint8_t> state;
   };
+  bool Enqueue(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens,
+               const uint8_t* state, size_t n);
+  bool ReadFile(uint64_t hash, uint64_t parent, const int32_t* tokens, uint8_t* dst, size_t payload,
+                bool state);
   struct FileInfo {
     uint64_t bytes = 0;
     int64_t time = 0;  // last use, nanoseconds
   };
-  std::string PathOf(uint64_t hash) const;
+  std::string PathOf(uint64_t hash, bool state = false) const;
   void WriterLoop();
   void Scan();  // the directory's files into index_ (the writer thread, at start)
   bool WriteOne(const Item& it);
   void Evict();  // (under mu_) least recently used files out until under the budget
   void StopWrites(const std::string& why);
-  uint64_t Checksum(const uint8_t* header, const int32_t* tokens, const uint8_t* payload) const;
+  uint64_t Checksum(const uint8_t* header, const int32_t* tokens, const uint8_t* payload,
+                    size_t payload_bytes) const;
 
   std::string root_, dir_;        // the directory given; its identity's subdirectory
   std::atomic<int> dir_fd_{-1};   // dir_: every block file is reached from it, never a link

@@ -99,6 +99,11 @@ size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
   return b;
 }
 
+// Snapshot slots in use: only with the prefix cache and a snapshot interval.
+static int SnapshotSlots(const KvCacheOptions& o) {
+  return o.prefix_cache && o.snapshot_every > 0 ? o.snapshot_slots : 0;
+}
+
 size_t KvStateBytes(const ModelConfig& cfg) {
   size_t b = 0;
   for (int l = 0; l < cfg.n_layers; ++l) b += cfg.StateFloats(l) * sizeof(float);
@@ -112,7 +117,8 @@ int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
   // A model of recurrent layers only still keeps a block table (of empty rows): one byte.
   const size_t per_block =
       std::max<size_t>(KvBytesPerToken(cfg, o), 1) * static_cast<size_t>(o.block_size);
-  const size_t states = cfg.hybrid() ? KvStateBytes(cfg) * static_cast<size_t>(o.state_slots) : 0;
+  const size_t states =
+      cfg.hybrid() ? KvStateBytes(cfg) * static_cast<size_t>(o.state_slots + SnapshotSlots(o)) : 0;
   if (o.memory_bytes > 0 && states >= o.memory_bytes)
     Fail("KV memory budget of %s holds no block beside %d recurrent states of %s",
          FormatBytes(o.memory_bytes).c_str(), o.state_slots,
@@ -175,8 +181,15 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
           own ? cfg.StateFloats(l) * sizeof(float) : 0;
       state_bytes_ += layout.layers[static_cast<size_t>(l)].state_bytes;
     }
-    layout.num_states = o.state_slots;
+    if (o.snapshot_every < 0 || o.snapshot_every > 1 << 20 || o.snapshot_slots < 0 ||
+        o.snapshot_slots > 4096)
+      Fail("state snapshots every %d blocks, %d of them: out of range", o.snapshot_every,
+           o.snapshot_slots);
+    layout.num_states = o.state_slots + SnapshotSlots(o);
     for (int32_t i = o.state_slots - 1; i >= 0; --i) free_states_.push_back(i);
+    snap_hash_.assign(static_cast<size_t>(SnapshotSlots(o)), 0);
+    snap_used_.assign(snap_hash_.size(), 0);
+    snap_saved_.assign(snap_hash_.size(), 0);
   }
   // The block memory is the backend's (in its own memory); without one, host memory.
   store_ = backend != nullptr ? backend->AllocKv(layout) : NewHostKvStore(layout);
@@ -208,6 +221,7 @@ void KvManager::AttachDisk(const KvDiskOptions& o, uint64_t identity) {
   disk_ = std::make_unique<KvDiskTier>(o, identity, block_size(), store_.get(), queue);
   on_disk_.assign(static_cast<size_t>(pool_.num_blocks()), 0);
   staging_.resize(disk_->block_bytes());
+  staging_state_.resize(state_bytes_);
   unpin_.reserve(static_cast<size_t>(queue));
 }
 
@@ -251,6 +265,20 @@ void KvManager::SaveBlocks(const Sequence& s) {
       return;
     pool_.AddRef(blk);
     on_disk_[static_cast<size_t>(blk)] = 1;
+  }
+  // A hybrid model's state snapshots at its boundaries, beside their blocks.
+  for (int b = opt_.snapshot_every; hybrid_ && b <= s.hashed_blocks && !snap_hash_.empty();
+       b += opt_.snapshot_every) {
+    const int32_t blk = s.table[static_cast<size_t>(b - 1)];
+    if (blk == BlockPool::kNullBlock || !pool_.IsCached(blk)) continue;
+    const uint64_t h = pool_.CachedHash(blk);
+    const int32_t slot = FindSnapshot(h);
+    if (slot < 0 || snap_saved_[static_cast<size_t>(slot - opt_.state_slots)]) continue;
+    ReadSlot(slot, staging_state_.data());
+    if (!disk_->OfferState(h, pool_.CachedParent(blk), pool_.CachedTokens(blk),
+                           staging_state_.data(), state_bytes_))
+      return;
+    snap_saved_[static_cast<size_t>(slot - opt_.state_slots)] = 1;
   }
 }
 
@@ -313,25 +341,75 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
 }
 
 void KvManager::SaveState(SeqId id, uint8_t* dst) const {
-  const Sequence& s = Seq(id);
+  ReadSlot(Seq(id).state, dst);
+}
+
+void KvManager::LoadState(SeqId id, const uint8_t* src) {
+  WriteSlot(Seq(id).state, src);
+}
+
+void KvManager::ReadSlot(int32_t slot, uint8_t* dst) const {
   const KvLayerView* L = store_->layers();
-  for (int l = 0; l < cfg_.n_layers && s.state >= 0; ++l) {
+  for (int l = 0; l < cfg_.n_layers && slot >= 0; ++l) {
     const size_t n = L[l].state_bytes;
     if (n == 0) continue;
-    std::memcpy(dst, L[l].state + static_cast<size_t>(s.state) * n, n);
+    std::memcpy(dst, L[l].state + static_cast<size_t>(slot) * n, n);
     dst += n;
   }
 }
 
-void KvManager::LoadState(SeqId id, const uint8_t* src) {
-  const Sequence& s = Seq(id);
+void KvManager::WriteSlot(int32_t slot, const uint8_t* src) {
   const KvLayerView* L = store_->layers();
-  for (int l = 0; l < cfg_.n_layers && s.state >= 0; ++l) {
+  for (int l = 0; l < cfg_.n_layers && slot >= 0; ++l) {
     const size_t n = L[l].state_bytes;
     if (n == 0) continue;
-    std::memcpy(L[l].state + static_cast<size_t>(s.state) * n, src, n);
+    std::memcpy(L[l].state + static_cast<size_t>(slot) * n, src, n);
     src += n;
   }
+}
+
+int KvManager::SnapshotCut(int pos, int n) const {
+  if (!hybrid_ || snap_hash_.empty()) return n;
+  const int every = opt_.snapshot_every * block_size();
+  const int next = (pos / every + 1) * every;
+  return pos + n > next ? next - pos : n;
+}
+
+int KvManager::snapshots() const {
+  int n = 0;
+  for (uint64_t h : snap_hash_) n += h != 0;
+  return n;
+}
+
+// The state slot of the snapshot after the prefix whose last block hashes to `hash` (its use
+// recorded), or -1.
+int32_t KvManager::FindSnapshot(uint64_t hash) {
+  for (size_t i = 0; i < snap_hash_.size(); ++i) {
+    if (snap_hash_[i] != hash || hash == 0) continue;
+    snap_used_[i] = ++snap_clock_;
+    return opt_.state_slots + static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+// State slot `from` kept as the snapshot after the prefix `hash`: in its own slot if it has
+// one, else a free or the least recently used one.
+int32_t KvManager::TakeSnapshot(uint64_t hash, int32_t from, const uint8_t* bytes) {
+  if (snap_hash_.empty()) return -1;
+  if (const int32_t have = FindSnapshot(hash); have >= 0) return have;
+  size_t at = 0;
+  for (size_t i = 1; i < snap_hash_.size(); ++i)
+    if (snap_used_[i] < snap_used_[at]) at = i;
+  snap_hash_[at] = hash;
+  snap_used_[at] = ++snap_clock_;
+  snap_saved_[at] = bytes != nullptr;  // (read from the disk tier: on it already)
+  const int32_t slot = opt_.state_slots + static_cast<int32_t>(at);
+  if (bytes != nullptr) {
+    WriteSlot(slot, bytes);
+  } else {
+    CopyState(from, slot);
+  }
+  return slot;
 }
 
 int32_t KvManager::TakeState() {
@@ -413,12 +491,15 @@ uint64_t KvManager::BlockParent(const Sequence& s, int b) const {
 int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
   Sequence& s = Seq(id);
   if (s.len != 0 || !s.table.empty()) Fail("KV: MatchPrefix on a non-empty sequence");
-  // (A hybrid model's blocks alone cannot resume: its recurrent state is not in them.)
-  if (!opt_.prefix_cache || n <= 1 || hybrid_) return 0;
+  // (A hybrid model's blocks resume only where a snapshot of its recurrent state is.)
+  if (!opt_.prefix_cache || n <= 1 || (hybrid_ && snap_hash_.empty())) return 0;
   const bool disk = disk_ && s.disk;
   if (disk) Unpin();
   const int bs = block_size();
   const int full = (n - 1) / bs;  // leave at least the last token to compute
+  const uint64_t chain0 = s.chain;
+  int snap_len = 0;
+  uint64_t snap_chain = chain0;
   for (int b = 0; b < full; ++b) {
     const int32_t* t = tokens + static_cast<size_t>(b) * bs;
     const uint64_t parent = BlockParent(s, b);
@@ -431,6 +512,24 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
     s.chain = h;
     s.hashed_blocks++;
     s.len += bs;
+    if (hybrid_ && (b + 1) % opt_.snapshot_every == 0 &&
+        (FindSnapshot(h) >= 0 ||
+         (disk && disk_->ReadState(h, parent, t, staging_state_.data(), state_bytes_) &&
+          TakeSnapshot(h, -1, staging_state_.data()) >= 0))) {
+      snap_len = s.len;
+      snap_chain = h;
+    }
+  }
+  if (hybrid_) {  // back to the last snapshot: its state, the blocks after it released
+    while (s.len > snap_len) {
+      pool_.Release(s.table.back());
+      s.table.pop_back();
+      s.len -= bs;
+      s.hashed_blocks--;
+    }
+    s.tokens.resize(static_cast<size_t>(s.len));
+    s.chain = snap_chain;  // (chain0 when none)
+    if (snap_len > 0) CopyState(FindSnapshot(snap_chain), s.state);
   }
   return s.len;
 }
@@ -482,6 +581,10 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
       s.hashed_blocks++;
     }
   }
+  // A hybrid model at a snapshot boundary: its state kept under the prefix's hash.
+  if (hybrid_ && !snap_hash_.empty() && s.len > 0 && s.hashed_blocks * bs == s.len &&
+      s.hashed_blocks % opt_.snapshot_every == 0)
+    TakeSnapshot(s.chain, s.state);
   // (Alternating layers keep everything for the global ones.)
   if (window_ > 0 && cfg_.EveryLayerWindowed()) {
     // The next query (position len) attends to positions >= len - window + 1.
@@ -559,6 +662,7 @@ KvMemoryStats KvManager::Memory() const {
     m.state_slots = opt_.state_slots;
     m.used_states = opt_.state_slots - static_cast<int32_t>(free_states_.size());
     m.used_bytes += static_cast<size_t>(m.used_states) * state_bytes_;
+    m.snapshot_slots = static_cast<int32_t>(snap_hash_.size());
   }
   return m;
 }

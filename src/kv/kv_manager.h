@@ -43,8 +43,13 @@ struct KvCacheOptions {
   int layer_begin = 0, layer_end = 0;
   int32_t num_blocks = 0;  // a pipeline stage: exactly its head's block count (0: from the budget)
   // Hybrid recurrent models: sequences holding a recurrent state at once (each its own slot,
-  // allocated with the pool and counted in its budget).
+  // allocated with the pool and counted in its budget), and the prefix cache's state
+  // snapshots: every snapshot_every blocks of a sequence its state is kept (in one of
+  // snapshot_slots slots, least recently used reused), keyed by the prefix's block hash, so a
+  // sequence sharing that prefix resumes there (0: none).
   int state_slots = 16;
+  int snapshot_every = 8;
+  int snapshot_slots = 8;
 };
 
 // Per-layer K/V types from a spec like "*=int4,first=int8,last=int8" or "0-3=int8/int4":
@@ -65,6 +70,7 @@ struct KvMemoryStats {
   size_t state_bytes = 0;
   int32_t state_slots = 0;
   int32_t used_states = 0;
+  int32_t snapshot_slots = 0;
 };
 
 class KvManager {
@@ -127,6 +133,11 @@ class KvManager {
   void Truncate(SeqId seq, int len);
   // Whether the model has recurrent layers (a state slot per sequence).
   bool hybrid() const { return hybrid_; }
+  // A hybrid model's chunk of n tokens from position pos, cut at the next snapshot boundary
+  // (the step then ends there and Commit keeps the state); n itself otherwise.
+  int SnapshotCut(int pos, int n) const;
+  // Snapshots held (hybrid models; tests and the memory report).
+  int snapshots() const;
   // A hybrid model's recurrent state of `seq` (every layer held), as state_bytes() bytes: what
   // speculative decoding keeps before a verification and puts back to recompute the accepted
   // tokens alone (a state cannot be truncated).
@@ -176,6 +187,18 @@ class KvManager {
     int forks_reserved = 0;  // state slots set aside for its forks (ReserveForks)
   };
   int32_t TakeState();
+  // Snapshot slots: the state slots after the sequences' (state_slots ..), each with the hash
+  // of the prefix it is the state after (0: free) and its last use.
+  int32_t FindSnapshot(uint64_t hash);
+  // A snapshot for `hash` from state slot `from` (or these bytes, read from the disk tier); its
+  // slot. The one it had when there is one.
+  int32_t TakeSnapshot(uint64_t hash, int32_t from, const uint8_t* bytes = nullptr);
+  void ReadSlot(int32_t slot, uint8_t* dst) const;
+  void WriteSlot(int32_t slot, const uint8_t* src);
+  std::vector<uint64_t> snap_hash_, snap_used_;
+  std::vector<uint8_t> snap_saved_;     // per snapshot: offered to the disk tier
+  std::vector<uint8_t> staging_state_;  // one state's bytes to or from the disk tier
+  uint64_t snap_clock_ = 0;
   // Every recurrent layer's state of slot `to` = slot `from`'s, or zeros (from < 0).
   void CopyState(int32_t from, int32_t to);
   int32_t NewBlock();  // a block from the pool (its content is new: not on disk)

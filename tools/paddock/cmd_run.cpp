@@ -39,6 +39,13 @@ const std::vector<OptionSpec> kKvSpecs = {
      true,
      "hybrid recurrent models (Qwen3.5, LFM2): sequences holding a recurrent state at once, each "
      "a slot in the KV budget (default: the batch's sequences + 2)"},
+    {{"--state-snapshot-every"},
+     true,
+     "hybrid models: keep a prompt's recurrent state every N KV blocks, so a prompt sharing the "
+     "prefix resumes there (default 8; 0: none)"},
+    {{"--state-snapshots"},
+     true,
+     "hybrid models: state snapshots kept (least recently used reused; default 8)"},
     {{"--cache-type-k"}, true, "K cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
@@ -338,6 +345,8 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   if (args.Has("--kv-memory")) eo->kv_memory = ParseBytes("--kv-memory", args.Str("--kv-memory"));
   eo->kv_block_size = static_cast<int>(args.Int("--kv-block-size", 16, 1, 4096));
   eo->state_slots = static_cast<int>(args.Int("--state-slots", 0, 1, 4096));
+  eo->state_snapshot_every = static_cast<int>(args.Int("--state-snapshot-every", 8, 0, 1 << 20));
+  eo->state_snapshots = static_cast<int>(args.Int("--state-snapshots", 8, 0, 4096));
   eo->cache_type_k = args.Str("--cache-type-k", "f16");
   eo->cache_type_v = args.Str("--cache-type-v", "f16");
   for (const auto& t : {eo->cache_type_k, eo->cache_type_v}) {
@@ -378,8 +387,11 @@ void PrintMemory(const Engine& e) {
                FormatBytes(m.kv_bytes_per_token).c_str(), FormatBytes(m.scratch_bytes).c_str(),
                (long long)m.prefix_hits, (long long)m.prefix_queries);
   if (m.kv_state_slots > 0)
-    std::fprintf(stderr, "paddock: memory: recurrent states %d x %s (in the KV allocation)\n",
-                 m.kv_state_slots, FormatBytes(m.kv_state_bytes).c_str());
+    std::fprintf(stderr,
+                 "paddock: memory: recurrent states %d + %d snapshots x %s (in the KV "
+                 "allocation); %d snapshots held\n",
+                 m.kv_state_slots, m.kv_state_snapshot_slots, FormatBytes(m.kv_state_bytes).c_str(),
+                 m.kv_state_snapshots);
 }
 
 namespace {
