@@ -3,7 +3,9 @@
 // it recomputes the accepted tokens (greedy text exact), the memory report.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "paddock/error.h"
 #include "paddock/paddock.h"
@@ -29,7 +31,7 @@ std::string HybridModel(const std::string& preset, GgmlType type, float mixer_sc
 }
 
 std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_batch = 64,
-                                   const std::string& spec = "off") {
+                                   const std::string& spec = "off", bool chunked = true) {
   EngineOptions eo;
   eo.model_path = path;
   eo.threads = 2;
@@ -37,24 +39,68 @@ std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_batch = 64,
   eo.spec = spec;
   eo.spec_max = 4;
   eo.spec_fixed = true;  // (drafts every step: the controller's cost curve is measured, timed)
+  eo.forward.chunked_delta = chunked;
   return Engine::Create(eo);
 }
 
 const char* const kPresets[] = {"tiny-qwen35", "tiny-qwen35moe", "tiny-lfm2"};
 
 // A prompt run in steps of 7 tokens (the state carried from step to step) gives the text of the
-// prompt in one step.
+// prompt in one step, token by token; with the chunked delta rule, steps of 64 (a chunk each)
+// give the text of steps of 256.
 TEST(Hybrid, ChunkedPrefillCarriesTheState) {
   std::string prompt;
-  for (int i = 0; prompt.size() < 150; ++i) prompt += "the " + std::to_string(i % 11) + " dog ";
+  for (int i = 0; prompt.size() < 190; ++i) prompt += "the " + std::to_string(i % 11) + " dog ";
   for (const char* preset : kPresets) {
     SCOPED_TRACE(preset);
     const std::string path = HybridModel(preset, GgmlType::kQ8_0);
-    const GenerateResult whole = MakeEngine(path)->Generate(prompt, Greedy(32, true));
-    const GenerateResult steps = MakeEngine(path, 7)->Generate(prompt, Greedy(32, true));
-    EXPECT_GE(whole.prompt_tokens, 100);
-    EXPECT_EQ(steps.text, whole.text);
+    const GenerateOptions g = Greedy(32, true);
+    const GenerateResult whole = MakeEngine(path, 64, "off", false)->Generate(prompt, g);
+    EXPECT_EQ(MakeEngine(path, 7, "off", false)->Generate(prompt, g).text, whole.text);
+    EXPECT_GE(whole.prompt_tokens, 128);
     EXPECT_EQ(whole.cached_tokens, 0);
+    EXPECT_EQ(MakeEngine(path, 64)->Generate(prompt, g).text,
+              MakeEngine(path, 256)->Generate(prompt, g).text);
+  }
+}
+
+// The chunked delta rule against token by token: the prompt's last logits within rounding,
+// and the greedy text the same.
+TEST(Hybrid, ChunkedDeltaRuleAgreesWithTokenByToken) {
+  std::string prompt;
+  for (int i = 0; prompt.size() < 250; ++i) prompt += "a " + std::to_string(i % 13) + " b ";
+  for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe"}) {
+    SCOPED_TRACE(preset);
+    const std::string path = HybridModel(preset, GgmlType::kF32);
+    GenerateResult r[2];
+    for (int chunked = 0; chunked < 2; ++chunked) {
+      EngineOptions eo;
+      eo.model_path = path;
+      eo.threads = 2;
+      eo.forward.chunked_delta = chunked != 0;
+      auto svc = Service::Create(Engine::Create(eo), ServiceOptions{});
+      const std::vector<int32_t> toks = svc->engine().Tokenize(prompt, true);
+      ASSERT_GE(toks.size(), 128u);  // two whole chunks at least
+      RequestOptions o;
+      o.generate = Greedy(32, true);
+      o.generate.logprobs = 8;  // the first token's: the prompt's last logits
+      std::shared_ptr<RequestStream> st;
+      ASSERT_EQ(svc->Submit(toks, o, &st), SubmitStatus::kAccepted);
+      std::string text;
+      while (st->Wait(&text, 60) != RequestStream::Status::kDone) {
+      }
+      r[chunked] = st->result();
+    }
+    ASSERT_FALSE(r[0].logprobs.empty() || r[1].logprobs.empty());
+    double worst = 0;
+    for (size_t i = 0; i < r[0].logprobs[0].top.size(); ++i) {
+      EXPECT_EQ(r[0].logprobs[0].top[i].token, r[1].logprobs[0].top[i].token);
+      worst = std::max(worst, std::fabs(static_cast<double>(r[0].logprobs[0].top[i].logprob) -
+                                        r[1].logprobs[0].top[i].logprob));
+    }
+    EXPECT_LT(worst, 1e-3);
+    EXPECT_GT(worst, 0);  // (another path: not the same bits)
+    EXPECT_EQ(r[0].text, r[1].text);
   }
 }
 

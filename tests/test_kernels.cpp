@@ -185,6 +185,46 @@ TEST(Kernels, DeltaStepMatchesReference) {
   }
 }
 
+// The chunked delta rule against the step taken token by token (the reference's), every table
+// including the reference's own chunk: chunks of 1, odd and whole, strided rows, decays from
+// near 0 to near 1; the outputs and the state after the chunk.
+TEST(Kernels, DeltaChunkMatchesTheStepByStepRule) {
+  const KernelTable& ref = ReferenceKernels();
+  std::vector<const KernelTable*> tables = {&ref};
+  for (Isa isa : FastIsas()) tables.push_back(&GetKernels(isa));
+  for (int d : {5, 16, 33}) {
+    for (int n : {1, 7, kDeltaChunk}) {
+      const int ld = 3 * d + 1;  // q | k | v rows of a wider row, as the convolved channels are
+      auto rows = Random(static_cast<size_t>(n) * ld, 50 + n + d, 0.5f);
+      auto m0 = Random(static_cast<size_t>(d) * d, 60 + d, 0.3f);
+      std::vector<float> g(n), beta(n);
+      for (int t = 0; t < n; ++t) {
+        g[t] = -0.02f - 2.0f * static_cast<float>((t * 7) % 11) / 11.0f;
+        beta[t] = 0.1f + 0.8f * static_cast<float>((t * 5) % 9) / 9.0f;
+      }
+      std::vector<float> want_m = m0, want_o(static_cast<size_t>(n) * d);
+      for (int t = 0; t < n; ++t) {
+        const float* r = rows.data() + static_cast<size_t>(t) * ld;
+        ref.delta_step(want_m.data(), r, r + d, r + 2 * d, std::exp(g[t]), beta[t], 0.3f,
+                       want_o.data() + static_cast<size_t>(t) * d, d);
+      }
+      std::vector<float> scratch(DeltaChunkScratch(d));
+      for (const KernelTable* k : tables) {
+        auto m = m0;
+        std::vector<float> o(static_cast<size_t>(n) * d);
+        k->delta_chunk(m.data(), rows.data(), rows.data() + d, ld, rows.data() + 2 * d, ld,
+                       g.data(), beta.data(), 0.3f, o.data(), d, n, d, scratch.data());
+        for (size_t i = 0; i < o.size(); ++i)
+          ASSERT_NEAR(o[i], want_o[i], 2e-4f * (1 + std::fabs(want_o[i])))
+              << IsaName(k->isa) << " d " << d << " n " << n << " out " << i;
+        for (size_t i = 0; i < m.size(); ++i)
+          ASSERT_NEAR(m[i], want_m[i], 2e-4f * (1 + std::fabs(want_m[i])))
+              << IsaName(k->isa) << " d " << d << " n " << n << " state " << i;
+      }
+    }
+  }
+}
+
 TEST(Kernels, SoftmaxIsStableForHugeLogits) {
   for (Isa isa : {Isa::kScalar, DetectIsa()}) {
     std::vector<float> s = {1000.0f, 1000.0f, -1000.0f, 999.0f};

@@ -194,6 +194,9 @@ TEST(Service, HybridBatchInvarianceForksAndStateSlots) {
     ServiceOptions so;
     so.max_batch_tokens = 40;  // prompts in chunks, the state carried across them
     CheckBatchInvariance(path, "", true, so);
+    // 64-token steps: the prompts' whole aligned chunks on the chunked delta rule, each chunk
+    // in one step whatever else runs.
+    CheckBatchInvariance(path, "", true, ServiceOptions{});
     auto svc = MakeService(path, "");
     const auto prompt = svc->engine().Tokenize("Once upon a time, a little cat", true);
     const Outcome alone = Drain(*SubmitOk(*svc, prompt, Greedy(24, true)));

@@ -28,6 +28,11 @@ struct ForwardOptions {
   // The last layer past its K/V computes only the rows whose logits a step needs (a prompt
   // chunk's last token): the other prompt tokens' last attention and FFN are skipped.
   bool prune_last = true;
+  // Hybrid recurrent models: a prompt's Gated DeltaNet runs in whole aligned chunks of 64
+  // tokens (KernelTable::delta_chunk: the state read and written once per chunk) instead of
+  // token by token. Which tokens take it depends on their positions and the prompt's length
+  // only (the scheduler ends prompt chunks on the 64-token boundaries), never on the step.
+  bool chunked_delta = true;
   // Weight bytes per row block of the batched int8 matmuls (cache blocking; 0: 64 KiB).
   // `paddock tune` measures it with the batch size and threads for a machine and model shape.
   uint64_t matmul_block_bytes = 0;
@@ -48,6 +53,7 @@ struct ForwardOptions {
     fn("bf16-dot", bf16_dot);
     fn("bf16-prefill", bf16_prefill);
     fn("prune-last", prune_last);
+    fn("chunked-delta", chunked_delta);
   }
 };
 

@@ -56,6 +56,7 @@ struct Activations {
   float* rec_z = nullptr;
   float* rec_ba = nullptr;
   float* rec_y = nullptr;
+  float* rec_scratch = nullptr;  // (T, the chunked delta rule's scratch + 2 x 64) per thread
 
   // Lays out every slice for `cfg` at `shape`; returns the arena's bytes.
   size_t Plan(const ModelConfig& cfg, const ActivationShape& shape);

@@ -25,43 +25,55 @@ float Softplus(float x) {
 }  // (as ggml)
 
 // x / max(|x|, eps) (ggml_l2_norm)
-void L2Norm(float* x, int n, float eps) {
-  double ss = 0;
-  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float inv = 1.0f / std::fmax(static_cast<float>(std::sqrt(ss)), eps);
+void L2Norm(const KernelTable& k, float* x, int n, float eps) {
+  const float inv = 1.0f / std::fmax(std::sqrt(k.dot(x, x, n)), eps);
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
 }  // namespace
 
-// Each channel c: y[t] = sum_k win[t + k] * taps[c][k] over the window (the state's K - 1
-// past inputs, oldest first) followed by this step's inputs; the state keeps the last K - 1.
-// Channels are independent: threads take ranges of them, each running its sequences' tokens
-// in order.
+// Each channel c: y[t] = sum_k in[t - W + k][c] * taps[k][c] over the K = W + 1 inputs up to
+// token t: the W before a run's first token are the sequence's window (its state, oldest
+// first). The outputs depend on inputs only, so every (token, channel block) is a task; then
+// each run's window takes its last W inputs.
 void Transformer::CausalConv(int l, const float* taps, const float* x, int ld_x, int ch, int n,
                              float* y, int ld_y, bool silu) {
   const int K = cfg_.conv_kernel, W = K - 1;
   const int runs = SequenceRuns(n);
-  pool_.ParallelFor((ch + 15) / 16, [&](int64_t cb, int64_t ce, int) {
-    const int c0 = static_cast<int>(cb) * 16, c1 = std::min(ch, static_cast<int>(ce) * 16);
-    for (int r = 0; r < runs; ++r) {
-      const int j0 = run_start_[static_cast<size_t>(r)],
-                j1 = run_start_[static_cast<size_t>(r) + 1];
-      float* win = plan_.view[static_cast<size_t>(j0)]->State(l);  // (W, ch): oldest row first
-      for (int c = c0; c < c1; ++c) {
-        const float* w = taps + static_cast<size_t>(c) * K;
-        for (int j = j0; j < j1; ++j) {
-          const float in = x[static_cast<size_t>(j) * ld_x + c];
-          float acc = in * w[W];
-          for (int k = 0; k < W; ++k) acc += win[static_cast<size_t>(k) * ch + c] * w[k];
-          for (int k = 0; k + 1 < W; ++k)
-            win[static_cast<size_t>(k) * ch + c] = win[static_cast<size_t>(k + 1) * ch + c];
-          if (W > 0) win[static_cast<size_t>(W - 1) * ch + c] = in;
-          y[static_cast<size_t>(j) * ld_y + c] = silu ? Silu(acc) : acc;
-        }
+  constexpr int kBlock = 1024;  // channels per task
+  const int blocks = (ch + kBlock - 1) / kBlock;
+  pool_.ParallelFor(static_cast<int64_t>(n) * blocks, [&](int64_t b, int64_t e, int) {
+    const float* in[64];
+    for (int64_t task = b; task < e; ++task) {
+      const int j = static_cast<int>(task / blocks), c0 = static_cast<int>(task % blocks) * kBlock;
+      int r = 0;
+      while (run_start_[static_cast<size_t>(r) + 1] <= j) ++r;
+      const int j0 = run_start_[static_cast<size_t>(r)];
+      const float* win = plan_.view[static_cast<size_t>(j0)]->State(l);
+      for (int k = 0; k < K; ++k) {
+        const int src = j - j0 - W + k;  // the input k places back from the token, in its run
+        in[k] = (src < 0 ? win + static_cast<size_t>(W + src) * ch
+                         : x + static_cast<size_t>(j0 + src) * ld_x) +
+                c0;
       }
+      k_->conv_token(y + static_cast<size_t>(j) * ld_y + c0, in, taps + c0, ch, K,
+                     std::min(kBlock, ch - c0), silu);
     }
   });
+  for (int r = 0; r < runs; ++r) {  // the window: its last W inputs (later rows move forward)
+    const int j0 = run_start_[static_cast<size_t>(r)],
+              len = run_start_[static_cast<size_t>(r) + 1] - j0;
+    float* win = plan_.view[static_cast<size_t>(j0)]->State(l);
+    for (int w = 0; w < W; ++w) {
+      const int src = w + len;  // in the run's inputs after the window's W
+      float* dst = win + static_cast<size_t>(w) * ch;
+      if (src < W) {
+        std::memmove(dst, win + static_cast<size_t>(src) * ch, sizeof(float) * ch);
+      } else {
+        std::memcpy(dst, x + static_cast<size_t>(j0 + src - W) * ld_x, sizeof(float) * ch);
+      }
+    }
+  }
 }
 
 // The step's runs of tokens of one sequence: run r is tokens [run_start_[r], run_start_[r+1]).
@@ -74,24 +86,42 @@ int Transformer::SequenceRuns(int n) {
   return runs;
 }
 
+// The tokens from step token j (of a run ending at j_end) that form a whole aligned chunk of
+// the prompt (kDeltaChunk tokens from a multiple of it, all prompt tokens, all in this step),
+// or 0: the chunked form applies to those alone, so the form a token takes follows from its
+// position and its prompt's length, whatever the step (batch invariance).
+int Transformer::ChunkAt(int j, int j_end) const {
+  const int pos = plan_.pos[static_cast<size_t>(j)];
+  if (!opt_.chunked_delta || pos % kDeltaChunk != 0 || j + kDeltaChunk > j_end ||
+      pos + kDeltaChunk > plan_.prompt_len[static_cast<size_t>(j)])
+    return 0;
+  return kDeltaChunk;
+}
+
 // LFM2: [b | c | x] = xb Win; y = c * conv(b * x); xb = y Wout.
 void Transformer::ShortConv(const LayerOp& op, int n) {
   const int dim = cfg_.dim;
-  Matmul(*op.mat[0], a_.xb, xq_, n, a_.rec_in);
-  for (int j = 0; j < n; ++j) {
-    const float* bcx = a_.rec_in + static_cast<size_t>(j) * 3 * dim;
-    float* bx = a_.rec_conv + static_cast<size_t>(j) * dim;
-    for (int d = 0; d < dim; ++d) bx[d] = bcx[d] * bcx[2 * dim + d];
-  }
-  CausalConv(op.layer, op.rec->conv, a_.rec_conv, dim, dim, n, a_.rec_y, dim, false);
-  for (int j = 0; j < n; ++j) {
-    const float* c = a_.rec_in + static_cast<size_t>(j) * 3 * dim + dim;
-    float* y = a_.rec_y + static_cast<size_t>(j) * dim;
-    for (int d = 0; d < dim; ++d) y[d] *= c[d];
-  }
-  const WeightTensor& wo = *op.mat[2];
-  const ActQ8 yq = QuantizeInput(a_.rec_y, n, dim, wo);
-  Matmul(wo, a_.rec_y, yq, n, a_.xb);
+  Timed(ProfOp::kMatmulQkv, [&] { Matmul(*op.mat[0], a_.xb, xq_, n, a_.rec_in); });
+  Timed(ProfOp::kRecurrent, [&] {
+    for (int j = 0; j < n; ++j) {
+      const float* bcx = a_.rec_in + static_cast<size_t>(j) * 3 * dim;
+      float* bx = a_.rec_conv + static_cast<size_t>(j) * dim;
+      for (int d = 0; d < dim; ++d) bx[d] = bcx[d] * bcx[2 * dim + d];
+    }
+    CausalConv(op.layer, op.rec->conv, a_.rec_conv, dim, dim, n, a_.rec_y, dim, false);
+    for (int j = 0; j < n; ++j) {
+      const float* c = a_.rec_in + static_cast<size_t>(j) * 3 * dim + dim;
+      float* y = a_.rec_y + static_cast<size_t>(j) * dim;
+      for (int d = 0; d < dim; ++d) y[d] *= c[d];
+    }
+  });
+  OutProj(*op.mat[2], a_.rec_y, dim, n);
+}
+
+// xb = y Wout, the mixer's output projection (y: n rows of cols).
+void Transformer::OutProj(const WeightTensor& wo, const float* y, int cols, int n) {
+  const ActQ8 yq = QuantizeInput(y, n, cols, wo);
+  Timed(ProfOp::kMatmulOut, [&] { Matmul(wo, y, yq, n, a_.xb); });
 }
 
 // Qwen3.5's Gated DeltaNet: q|k|v = silu(conv(xb Wqkv)); q, k L2-normalized per head; beta =
@@ -102,50 +132,64 @@ void Transformer::DeltaNet(const LayerOp& op, int n) {
   const LayerWeights& w = *op.rec;
   const int cd = cfg_.ssm_conv_dim(), kd = cfg_.ssm_key_dim(), vd = cfg_.ssm_value_dim();
   const int hk = cfg_.ssm_k_heads, hv = cfg_.ssm_v_heads, d = cfg_.ssm_state;
-  Matmul(*op.mat[0], a_.xb, xq_, n, a_.rec_in);
-  Matmul(*op.mat[1], a_.xb, xq_, n, a_.rec_z);
-  Matmul(w.rec_beta, a_.xb, xq_, n, a_.rec_ba);
-  Matmul(w.rec_alpha, a_.xb, xq_, n, a_.rec_ba + static_cast<size_t>(n) * hv);
-  CausalConv(op.layer, w.conv, a_.rec_in, cd, cd, n, a_.rec_conv, cd, true);
-  const float eps = op.norm.eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const size_t window = static_cast<size_t>(cfg_.conv_kernel - 1) * cd;
-  ForTokens(n, [&](int j) {
-    float* row = a_.rec_conv + static_cast<size_t>(j) * cd;
-    for (int h = 0; h < 2 * hk; ++h) L2Norm(row + h * d, d, eps);  // q and k heads
+  Timed(ProfOp::kMatmulQkv, [&] {
+    Matmul(*op.mat[0], a_.xb, xq_, n, a_.rec_in);
+    Matmul(*op.mat[1], a_.xb, xq_, n, a_.rec_z);
+    Matmul(w.rec_beta, a_.xb, xq_, n, a_.rec_ba);
+    Matmul(w.rec_alpha, a_.xb, xq_, n, a_.rec_ba + static_cast<size_t>(n) * hv);
   });
-  // (run, value head) tasks over the threads; a run: one sequence's tokens, in order.
-  const int runs = SequenceRuns(n);
-  pool_.ParallelFor(static_cast<int64_t>(runs) * hv, [&](int64_t b, int64_t e, int) {
-    for (int64_t task = b; task < e; ++task) {
-      const int r = static_cast<int>(task / hv), h = static_cast<int>(task % hv);
-      const int j0 = run_start_[static_cast<size_t>(r)],
-                j1 = run_start_[static_cast<size_t>(r) + 1];
-      float* m = plan_.view[static_cast<size_t>(j0)]->State(op.layer) + window +
-                 static_cast<size_t>(h) * d * d;
-      for (int j = j0; j < j1; ++j) {
-        const float* row = a_.rec_conv + static_cast<size_t>(j) * cd;
-        const float* q = row + (h % hk) * d;
-        const float* k = row + kd + (h % hk) * d;
-        const float* v = row + 2 * kd + h * d;
-        const float beta = Sigmoid(a_.rec_ba[static_cast<size_t>(j) * hv + h]);
-        const float a = a_.rec_ba[static_cast<size_t>(n + j) * hv + h];
-        const float decay = std::exp(Softplus(a + w.ssm_dt[h]) * w.ssm_a[h]);
-        float* o = a_.rec_y + static_cast<size_t>(j) * vd + h * d;
-        k_->delta_step(m, q, k, v, decay, beta, scale, o, d);
+  Timed(ProfOp::kRecurrent, [&] {
+    CausalConv(op.layer, w.conv, a_.rec_in, cd, cd, n, a_.rec_conv, cd, true);
+    const float eps = op.norm.eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const size_t window = static_cast<size_t>(cfg_.conv_kernel - 1) * cd;
+    ForTokens(n, [&](int j) {
+      float* row = a_.rec_conv + static_cast<size_t>(j) * cd;
+      for (int h = 0; h < 2 * hk; ++h) L2Norm(*k_, row + h * d, d, eps);  // q and k heads
+    });
+    // (run, value head) tasks over the threads; a run: one sequence's tokens, in order.
+    const int runs = SequenceRuns(n);
+    const size_t scratch_stride = DeltaChunkScratch(d) + 2 * kDeltaChunk;
+    pool_.ParallelFor(static_cast<int64_t>(runs) * hv, [&](int64_t b, int64_t e, int thread) {
+      for (int64_t task = b; task < e; ++task) {
+        const int r = static_cast<int>(task / hv), h = static_cast<int>(task % hv);
+        const int j0 = run_start_[static_cast<size_t>(r)],
+                  j1 = run_start_[static_cast<size_t>(r) + 1];
+        float* m = plan_.view[static_cast<size_t>(j0)]->State(op.layer) + window +
+                   static_cast<size_t>(h) * d * d;
+        float* g = a_.rec_scratch + static_cast<size_t>(thread) * scratch_stride;
+        float* betas = g + kDeltaChunk;
+        for (int j = j0; j < j1;) {
+          const float* row = a_.rec_conv + static_cast<size_t>(j) * cd;
+          const float* q = row + (h % hk) * d;
+          const float* k = row + kd + (h % hk) * d;
+          const float* v = row + 2 * kd + h * d;
+          float* o = a_.rec_y + static_cast<size_t>(j) * vd + h * d;
+          const int c = ChunkAt(j, j1);
+          for (int t = 0; t < std::max(c, 1); ++t) {
+            const size_t jt = static_cast<size_t>(j + t);
+            betas[t] = Sigmoid(a_.rec_ba[jt * hv + h]);
+            g[t] = Softplus(a_.rec_ba[(static_cast<size_t>(n) + jt) * hv + h] + w.ssm_dt[h]) *
+                   w.ssm_a[h];
+          }
+          if (c > 0) {  // a whole aligned chunk of the prompt: the parallel form
+            k_->delta_chunk(m, q, k, cd, v, cd, g, betas, scale, o, vd, c, d, betas + kDeltaChunk);
+            j += c;
+          } else {
+            k_->delta_step(m, q, k, v, std::exp(g[0]), betas[0], scale, o, d);
+            ++j;
+          }
+        }
       }
-    }
+    });
+    ForTokens(n, [&](int j) {  // z = silu(z) * rmsnorm(o): the output projection's input
+      for (int h = 0; h < hv; ++h) {
+        float* o = a_.rec_y + static_cast<size_t>(j) * vd + h * d;
+        k_->rmsnorm(o, o, w.ssm_norm, d, eps);
+        k_->silu_mul(a_.rec_z + static_cast<size_t>(j) * vd + h * d, o, d);
+      }
+    });
   });
-  ForTokens(n, [&](int j) {
-    for (int h = 0; h < hv; ++h) {
-      float* o = a_.rec_y + static_cast<size_t>(j) * vd + h * d;
-      k_->rmsnorm(o, o, w.ssm_norm, d, eps);
-      const float* z = a_.rec_z + static_cast<size_t>(j) * vd + h * d;
-      for (int i = 0; i < d; ++i) o[i] *= Silu(z[i]);
-    }
-  });
-  const WeightTensor& wo = *op.mat[2];
-  const ActQ8 yq = QuantizeInput(a_.rec_y, n, vd, wo);
-  Matmul(wo, a_.rec_y, yq, n, a_.xb);
+  OutProj(*op.mat[2], a_.rec_z, vd, n);
 }
 
 // att *= sigmoid(gate), the gate projected from the layer's normed input (Qkv).

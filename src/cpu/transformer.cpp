@@ -151,6 +151,7 @@ size_t Activations::Plan(const ModelConfig& cfg, const ActivationShape& s) {
       {&rec_z, B * static_cast<size_t>(cfg.ssm_value_dim())},
       {&rec_ba, B * 2 * static_cast<size_t>(cfg.ssm_v_heads)},
       {&rec_y, B * std::max(static_cast<size_t>(cfg.ssm_value_dim()), rec_conv_w)},
+      {&rec_scratch, delta ? T * (DeltaChunkScratch(cfg.ssm_state) + 2 * kDeltaChunk) : 0},
   };
   auto padded = [](size_t floats) { return (floats + 15) / 16 * 16; };
   size_t total = 0;
@@ -192,6 +193,7 @@ void Transformer::AllocPlan() {
   // At most one task per (token, head), or 2 per thread when positions are split.
   attn_tasks_.reserve(std::max(B * static_cast<size_t>(cfg_.n_heads), 2 * T));
   plan_.pos.assign(B, 0);
+  plan_.prompt_len.assign(B, 0);
   plan_.attend_end.assign(B, 0);
   plan_.bf.assign(B, 0);
   plan_.order.assign(static_cast<size_t>(max_items_), 0);
@@ -247,6 +249,7 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
     for (int j = 0; j < it.n; ++j, ++n) {
       const auto t = static_cast<size_t>(n);
       plan_.pos[t] = it.pos + j;
+      plan_.prompt_len[t] = it.prompt_len;
       // A bidirectional model's token sees its whole input (CheckStep: pos 0).
       plan_.attend_end[t] = !cfg_.causal ? it.n : (it.attend_end != nullptr ? it.attend_end[j] : 0);
       plan_.view[t] = it.kv;
@@ -589,10 +592,10 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
       ScaleResidual(op.scale_by, n);
       break;
     case OpKind::kShortConv:
-      Timed(ProfOp::kRecurrent, [&] { ShortConv(op, n); });
+      ShortConv(op, n);
       break;
     case OpKind::kDeltaNet:
-      Timed(ProfOp::kRecurrent, [&] { DeltaNet(op, n); });
+      DeltaNet(op, n);
       break;
     case OpKind::kCount:
       break;

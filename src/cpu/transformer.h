@@ -252,6 +252,8 @@ class Transformer final : public Backend {
   void DeltaNet(const LayerOp& op, int n);
   void AttnGate(const LayerOp& op, int n);
   int SequenceRuns(int n);
+  int ChunkAt(int j, int j_end) const;
+  void OutProj(const WeightTensor& wo, const float* y, int cols, int n);
   std::vector<int> run_start_;  // (max_batch + 1) SequenceRuns' run starts
   // The causal convolution of `ch` channels of rows x (n rows, stride ld_x) over the
   // sequences' windows in their states, into y (stride ld_y); silu after it when asked.
@@ -434,6 +436,7 @@ class Transformer final : public Backend {
   struct StepPlan {
     std::vector<int> order;                // (max_items) the items in the order their tokens run
     std::vector<int> pos;                  // (B) each token's position
+    std::vector<int> prompt_len;           // (B) its sequence's prompt length
     std::vector<int> attend_end;           // (B) past its position: attends below this
     std::vector<const KvView*> view;       // (B) its sequence's KV cache
     std::vector<uint8_t> bf;               // (B) 1: on the bf16 prefill GEMM

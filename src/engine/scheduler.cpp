@@ -87,6 +87,13 @@ int Scheduler::Preempt(Sequence* victim) {
   return returned;
 }
 
+int Scheduler::PromptCut(const Sequence& s, int n) const {
+  n = kv_.SnapshotCut(s.computed, n);
+  const int a = opt_.align_prompt, end = s.computed + n;
+  if (a > 0 && end < s.n_prompt && end % a != 0) n = std::max(end / a * a - s.computed, 0);
+  return n;
+}
+
 // Gives `s` a KV sequence (reusing cached prefix blocks) and room for its first chunk.
 bool Scheduler::Admit(Sequence& s, int* budget_left) {
   const int total = static_cast<int>(s.tokens.size());
@@ -119,7 +126,7 @@ void Scheduler::ScheduleRunning(int* left, std::vector<Finished>* finished) {
       if ((pass == 0) != (need == 1)) continue;
       // A decode with drafts computes them too, as far as the budget goes.
       int n = std::min(s->draft.empty() ? need : static_cast<int>(s->draft.size()), *left);
-      if (s->draft.empty() && need > 1) n = kv_.SnapshotCut(s->computed, s->WholeSpans(n, *left));
+      if (s->draft.empty() && need > 1) n = PromptCut(*s, s->WholeSpans(n, *left));
       if (n == 0) continue;
       if (!s->draft.empty()) s->draft.resize(n > 1 ? static_cast<size_t>(n) : 0);
       bool ok = kv_.Reserve(s->seq, s->computed + n);
@@ -176,7 +183,7 @@ void Scheduler::AdmitWaiting(int* left, const std::function<void(Sequence&)>& on
       s.cached_tokens = s.computed;
       if (on_admit) on_admit(s);
     }
-    const int n = kv_.SnapshotCut(s.computed, s.WholeSpans(std::min(s.to_compute(), *left), *left));
+    const int n = PromptCut(s, s.WholeSpans(std::min(s.to_compute(), *left), *left));
     if (n > 0) {
       batch_.seqs.push_back(&s);
       batch_.n.push_back(n);

@@ -37,11 +37,18 @@ struct SchedulerOptions {
   // on its bf16 prefill (Transformer::Bf16PromptTokens; null: none): the KV prefix cache is
   // told at admission.
   std::function<int(int n_prompt)> prefill_until;
+  // > 0: prompt chunks end on multiples of this (or the prompt's end), so the tokens that form
+  // whole aligned chunks run in one step: a hybrid model's chunked delta rule (kDeltaChunk).
+  int align_prompt = 0;
 };
 
 class Scheduler {
  public:
   Scheduler(KvManager& kv, const SchedulerOptions& options);
+  // A prompt chunk of n tokens from s.computed as it may run: cut at the KV manager's state
+  // snapshot boundary, and ended on align_prompt unless it reaches the prompt's end (0: not
+  // this step).
+  int PromptCut(const Sequence& s, int n) const;
 
   // The step's batch: seqs[i] computes tokens [computed, computed + n[i]).
   struct Batch {

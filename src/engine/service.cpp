@@ -21,6 +21,7 @@
 #include "base/timer.h"
 #include "engine/service_impl.h"
 #include "engine/stop_rule.h"
+#include "kernels/kernels.h"
 
 namespace paddock {
 
@@ -74,6 +75,12 @@ std::unique_ptr<Service> Service::Create(std::unique_ptr<Engine> engine, const S
   so.prefill_until = [t = impl->e->backend.get()](int n_prompt) {
     return t->AltPromptTokens(n_prompt);
   };
+  // A Gated DeltaNet's chunked prefill: whole aligned chunks in one step (when a step holds one).
+  const ModelConfig& mc = impl->e->model->config;
+  bool delta = false;
+  for (int l = 0; l < mc.n_layers; ++l) delta = delta || mc.Kind(l) == LayerKind::kDeltaNet;
+  if (delta && impl->e->backend->options().chunked_delta && so.token_budget >= kDeltaChunk)
+    so.align_prompt = kDeltaChunk;
   const int n_lanes = impl->e->Lanes();
   if (n_lanes > 1)  // the running limit is the service's: shared by the lanes
     so.max_running = std::max(1, (so.max_running + n_lanes - 1) / n_lanes);

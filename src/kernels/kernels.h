@@ -229,6 +229,18 @@ struct KernelTable {
   // m *= decay; delta = (v - m k) * beta; m += delta k^T; out = m q * scale.
   void (*delta_step)(float* m, const float* q, const float* k, const float* v, float decay,
                      float beta, float scale, float* out, int d);
+  // One token of a causal convolution over ch channels: y[c] = sum_k in[k][c] * taps[k][c]
+  // for the K rows in[0..K) (oldest first: the window, then the token's own input), taps tap-
+  // major (K rows ld_taps apart); silu(y) when asked.
+  void (*conv_token)(float* y, const float* const* in, const float* taps, int64_t ld_taps, int K,
+                     int64_t ch, bool silu);
+  // The same for a chunk of n <= kDeltaChunk tokens at once (the chunked, parallel form: the
+  // within-chunk triangular system solved, the state read and written once per chunk): q and
+  // k rows ld_qk floats apart, v rows ld_v apart, out rows ld_o apart; g the tokens' log
+  // decays (decay = exp(g)), beta theirs; scratch DeltaChunkScratch(d) floats.
+  void (*delta_chunk)(float* m, const float* q, const float* k, int ld_qk, const float* v, int ld_v,
+                      const float* g, const float* beta, float scale, float* out, int ld_o, int n,
+                      int d, float* scratch);
   // LoRA's two halves (model/lora.h) for n rows sharing one adapter pair. Down: t[j][r] =
   // s * dot(a[r], x[j]) for r < rank (a: rank x in; x rows `in` apart; t rows t_stride apart).
   // Up, one row: y[o] += sum_r t[r] * bt[r][o] for o in [o0, o1) (bt: rank x out), y read and
@@ -256,6 +268,14 @@ struct KernelTable {
                                  int head_dim);
   AttendRowsFn attend_rows;
 };
+
+// The gated delta rule's chunk (KernelTable::delta_chunk): tokens at most, and the scratch
+// floats it needs for heads of d.
+constexpr int kDeltaChunk = 64;
+inline size_t DeltaChunkScratch(int d) {
+  return 2 * kDeltaChunk * kDeltaChunk + 2 * kDeltaChunk * static_cast<size_t>(d) +
+         2 * kDeltaChunk + static_cast<size_t>(d) * d + 64;
+}
 
 // The table for `isa` (which the CPU must support), with the given weight prefetch.
 const KernelTable& GetKernels(Isa isa, Prefetch prefetch = Prefetch::kAuto);

@@ -373,6 +373,64 @@ void RefDeltaStep(float* m, const float* q, const float* k, const float* v, floa
   }
 }
 
+// The chunked delta rule (KernelTable::delta_chunk), in doubles where it sums: within the
+// chunk, delta_t = beta_t (v_t - e^{G_t} M_0 k_t) - sum_{s<t} beta_t e^{G_t - G_s} (k_t.k_s)
+// delta_s (G: the cumulative log decay); out_t = scale (e^{G_t} M_0 q_t + sum_{s<=t}
+// e^{G_t - G_s} (q_t.k_s) delta_s); M = e^{G_n} M_0 + sum_s e^{G_n - G_s} delta_s k_s^T.
+void RefDeltaChunk(float* m, const float* q, const float* k, int ld_qk, const float* v, int ld_v,
+                   const float* g, const float* beta, float scale, float* out, int ld_o, int n,
+                   int d, float* scratch) {
+  float* G = scratch;                    // (n)
+  float* delta = scratch + kDeltaChunk;  // (n, d)
+  for (int t = 0; t < n; ++t) G[t] = (t > 0 ? G[t - 1] : 0.0f) + g[t];
+  auto dot = [&](const float* a, const float* b) {
+    double acc = 0;
+    for (int i = 0; i < d; ++i) acc += static_cast<double>(a[i]) * b[i];
+    return acc;
+  };
+  for (int t = 0; t < n; ++t) {
+    const float* kt = k + static_cast<size_t>(t) * ld_qk;
+    float* dt = delta + static_cast<size_t>(t) * d;
+    for (int j = 0; j < d; ++j) {
+      double acc = v[static_cast<size_t>(t) * ld_v + j] -
+                   std::exp(static_cast<double>(G[t])) * dot(m + static_cast<size_t>(j) * d, kt);
+      for (int s = 0; s < t; ++s)
+        acc -= std::exp(static_cast<double>(G[t] - G[s])) *
+               dot(kt, k + static_cast<size_t>(s) * ld_qk) * delta[static_cast<size_t>(s) * d + j];
+      dt[j] = static_cast<float>(beta[t] * acc);
+    }
+  }
+  for (int t = 0; t < n; ++t) {
+    const float* qt = q + static_cast<size_t>(t) * ld_qk;
+    for (int j = 0; j < d; ++j) {
+      double acc = std::exp(static_cast<double>(G[t])) * dot(m + static_cast<size_t>(j) * d, qt);
+      for (int s = 0; s <= t; ++s)
+        acc += std::exp(static_cast<double>(G[t] - G[s])) *
+               dot(qt, k + static_cast<size_t>(s) * ld_qk) * delta[static_cast<size_t>(s) * d + j];
+      out[static_cast<size_t>(t) * ld_o + j] = static_cast<float>(acc) * scale;
+    }
+  }
+  for (int j = 0; j < d; ++j) {
+    for (int i = 0; i < d; ++i) {
+      double acc = std::exp(static_cast<double>(G[n - 1])) * m[static_cast<size_t>(j) * d + i];
+      for (int s = 0; s < n; ++s)
+        acc += std::exp(static_cast<double>(G[n - 1] - G[s])) *
+               delta[static_cast<size_t>(s) * d + j] * k[static_cast<size_t>(s) * ld_qk + i];
+      m[static_cast<size_t>(j) * d + i] = static_cast<float>(acc);
+    }
+  }
+}
+
+void RefConvToken(float* y, const float* const* in, const float* taps, int64_t ld_taps, int K,
+                  int64_t ch, bool silu) {
+  for (int64_t c = 0; c < ch; ++c) {
+    double acc = 0;
+    for (int k = 0; k < K; ++k) acc += static_cast<double>(in[k][c]) * taps[k * ld_taps + c];
+    const float v = static_cast<float>(acc);
+    y[c] = silu ? v / (1.0f + std::exp(-v)) : v;
+  }
+}
+
 void RefLoraDown(const float* a, int rank, int64_t in, float s, const float* x, int n, float* t,
                  int t_stride) {
   for (int j = 0; j < n; ++j) {
@@ -485,6 +543,8 @@ KernelTable MakeScalarTable() {
   t.add = RefAdd;
   t.axpy = RefAxpy;
   t.delta_step = RefDeltaStep;
+  t.delta_chunk = RefDeltaChunk;
+  t.conv_token = RefConvToken;
   t.lora_down = RefLoraDown;
   t.lora_up = RefLoraUp;
   t.rope = RefRope;

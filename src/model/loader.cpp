@@ -142,6 +142,17 @@ class Binder {
     return out;
   }
 
+  // A convolution's taps (the file's: K per channel) as K rows of ch (owned): the kernel reads
+  // a tap's row across the channels (KernelTable::conv_token).
+  const float* TapMajor(const float* per_channel, int K, int64_t ch) {
+    auto buf = std::make_unique<float[]>(static_cast<size_t>(K * ch));
+    for (int64_t c = 0; c < ch; ++c)
+      for (int k = 0; k < K; ++k) buf[static_cast<size_t>(k * ch + c)] = per_channel[c * K + k];
+    const float* p = buf.get();
+    Own(std::move(buf));
+    return p;
+  }
+
   int used() const { return used_; }
   void Own(std::unique_ptr<float[]> buf) { m_->owned.push_back(std::move(buf)); }
 
@@ -377,7 +388,7 @@ void BindRecurrent(Binder& b, const std::string& p, int l, const ModelConfig& c,
   const int K = c.conv_kernel;
   if (c.Kind(l) == LayerKind::kShortConv) {
     L.rec_in = b.Matrix(p + "shortconv.in_proj.weight", c.dim, 3 * static_cast<int64_t>(c.dim));
-    L.conv = b.Rows(p + "shortconv.conv.weight", K, c.dim);
+    L.conv = b.TapMajor(b.Rows(p + "shortconv.conv.weight", K, c.dim), K, c.dim);
     L.rec_out = b.Matrix(p + "shortconv.out_proj.weight", c.dim, c.dim);
     return;
   }
@@ -386,7 +397,7 @@ void BindRecurrent(Binder& b, const std::string& p, int l, const ModelConfig& c,
   L.rec_gate = b.Matrix(p + "attn_gate.weight", c.dim, vd);
   L.rec_beta = b.Matrix(p + "ssm_beta.weight", c.dim, hv);
   L.rec_alpha = b.Matrix(p + "ssm_alpha.weight", c.dim, hv);
-  L.conv = b.Rows(p + "ssm_conv1d.weight", K, c.ssm_conv_dim());
+  L.conv = b.TapMajor(b.Rows(p + "ssm_conv1d.weight", K, c.ssm_conv_dim()), K, c.ssm_conv_dim());
   L.ssm_dt = b.Vector(p + "ssm_dt.bias", hv);
   L.ssm_a = b.Vector(p + "ssm_a", hv);
   L.ssm_norm = b.Vector(p + "ssm_norm.weight", c.ssm_state);

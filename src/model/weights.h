@@ -91,9 +91,9 @@ struct LayerWeights {
   // interleaves each head's query and gate rows; the loader takes them apart into wq and this).
   WeightTensor wq_gate;  // (q_dim, dim)
   // A recurrent layer (ModelConfig::Kind). LFM2's short convolution: rec_in (3 dim rows: b, c,
-  // x), conv (conv_kernel taps per channel of dim), rec_out (dim rows of dim). Qwen3.5's Gated
-  // DeltaNet: rec_in (the q|k|v channels before the convolution), rec_gate (z, value-dim
-  // rows), rec_beta and rec_alpha (a row per value head), conv (taps per q|k|v channel),
+  // x), conv (the taps: conv_kernel rows of dim, tap-major), rec_out (dim rows of dim). Qwen3.5's
+  // Gated DeltaNet: rec_in (the q|k|v channels before the convolution), rec_gate (z, value-dim
+  // rows), rec_beta and rec_alpha (a row per value head), conv (its taps, tap-major),
   // ssm_dt (the decay's bias) and ssm_a (-exp(A_log)) per value head, ssm_norm (a value head's
   // gated RMSNorm), rec_out (dim rows of value-dim).
   WeightTensor rec_in, rec_gate, rec_beta, rec_alpha, rec_out;

@@ -56,6 +56,10 @@ bool Prefetched(const ModelInfo& m) {  // the kinds prefetched by default (kerne
 bool Bf16(const ModelInfo& m) {
   return HasType(m, {"BF16"}) && CpuHasAvx512Bf16();
 }
+bool DeltaNet(const ModelInfo& m) {
+  return m.arch == "qwen35" || m.arch == "qwen35moe";
+}
+
 bool Bf16Prefill(const ModelInfo& m) {  // the types with the bf16 tile GEMM (kernels.h)
   return HasType(m, {"Q8_0", "Q4_0", "Q4_K", "Q6_K", "PQ8_C", "PQ4_G32", "PQ4_G64", "PQ4_G128",
                      "PQ4_G32Z", "PQ4_G64Z", "PQ4_G128Z"}) &&
@@ -85,6 +89,8 @@ const Switch kSwitches[] = {
      [](EngineOptions& o) { return &o.forward.bf16_prefill; }, Bf16Prefill},
     {"prune-last", "the last layer on the logits rows only",
      [](EngineOptions& o) { return &o.forward.prune_last; }, Always},
+    {"chunked-delta", "a prompt's Gated DeltaNet in chunks of 64 tokens",
+     [](EngineOptions& o) { return &o.forward.chunked_delta; }, DeltaNet},
     {"prefix-cache", "KV prefix reuse across requests (serve workload)",
      [](EngineOptions& o) { return &o.prefix_cache; }, nullptr},
 };

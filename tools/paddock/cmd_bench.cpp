@@ -414,6 +414,7 @@ void ReadBenchFlags(const Args& args, EngineOptions* eo, BenchOptions* bo) {
     AddLoraOption(args, eo);
     AddSpecOptions(args, eo);
     eo->kv_tokens = std::max(bo->prompt_tokens + 16, bo->batch * (bo->depth + bo->gen_tokens + 16));
+    if (eo->state_slots == 0) eo->state_slots = bo->batch + 2;  // (hybrid models: a state each)
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

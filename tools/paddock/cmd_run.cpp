@@ -192,6 +192,9 @@ const std::vector<OptionSpec> kTuningSpecs = {
      false,
      "the last layer computes every prompt token's attention and FFN (default: only the rows "
      "whose logits a step needs)"},
+    {{"--no-chunked-delta"},
+     false,
+     "hybrid models: a prompt's Gated DeltaNet token by token (default: in chunks of 64)"},
 };
 
 // --trace FILE (run, bench, serve): checked writable here, before any work.
