@@ -225,6 +225,33 @@ TEST(Kernels, DeltaChunkMatchesTheStepByStepRule) {
   }
 }
 
+// A causal convolution's token against the scalar reference: widths of 2 to 4 taps, channel
+// counts with SIMD tails, a tap stride wider than the channels (a block of a wider row), silu.
+TEST(Kernels, ConvTokenMatchesReference) {
+  const KernelTable& ref = ReferenceKernels();
+  for (Isa isa : FastIsas()) {
+    const KernelTable& k = GetKernels(isa);
+    for (int K : {2, 3, 4}) {
+      for (int ch : {1, 17, 64, 257}) {
+        const int ld = ch + 5;
+        const auto taps = Random(static_cast<size_t>(K) * ld, 70 + K + ch);
+        std::vector<std::vector<float>> rows;
+        std::vector<const float*> in;
+        for (int r = 0; r < K; ++r) rows.push_back(Random(ch, 80 + r + ch, 2.0f));
+        for (const auto& r : rows) in.push_back(r.data());
+        for (bool silu : {false, true}) {
+          std::vector<float> y1(ch), y2(ch);
+          ref.conv_token(y1.data(), in.data(), taps.data(), ld, K, ch, silu);
+          k.conv_token(y2.data(), in.data(), taps.data(), ld, K, ch, silu);
+          for (int c = 0; c < ch; ++c)
+            ASSERT_NEAR(y2[c], y1[c], 1e-5f * (1 + std::fabs(y1[c])))
+                << IsaName(isa) << " K " << K << " ch " << ch << " silu " << silu;
+        }
+      }
+    }
+  }
+}
+
 TEST(Kernels, SoftmaxIsStableForHugeLogits) {
   for (Isa isa : {Isa::kScalar, DetectIsa()}) {
     std::vector<float> s = {1000.0f, 1000.0f, -1000.0f, 999.0f};

@@ -284,6 +284,10 @@ struct ModelInfo {
   // row per token from the mapping: in active_weight_bytes' place only that row counts).
   int head_dim_local = 0, kv_layers = 0;
   int ffn_dim_min = 0;  // the narrowest layer's FFN (ffn_dim: the widest)
+  // Hybrid recurrent models: the layers by kind ("Gated DeltaNet x6, attention x2 (3, 7)"; empty
+  // for all attention) and one sequence's recurrent state across them.
+  std::string layer_kinds;
+  uint64_t state_bytes = 0;
   uint64_t per_layer_table_bytes = 0;
   int trained_context = 0;
   float rope_base = 0;

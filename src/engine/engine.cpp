@@ -80,6 +80,24 @@ ModelInfo MakeInfo(const LoadedModel& m) {
   i.head_dim = c.head_dim;
   i.head_dim_local = c.head_dim_local;
   i.kv_layers = c.kv_layers > 0 ? c.kv_layers : c.n_layers;
+  if (c.hybrid()) {
+    int rec = 0;
+    std::string attn;
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (c.Recurrent(l)) {
+        rec++;
+      } else {
+        attn += StrFormat("%s%d", attn.empty() ? "" : ", ", l);
+      }
+    }
+    i.kv_layers = c.n_layers - rec;
+    i.layer_kinds =
+        StrFormat("%s x%d, attention x%d (%s)",
+                  c.Kind(0) == LayerKind::kShortConv || c.arch == "lfm2" ? "short convolution"
+                                                                         : "Gated DeltaNet",
+                  rec, c.n_layers - rec, attn.c_str());
+    i.state_bytes = KvStateBytes(c);
+  }
   i.per_layer_table_bytes =
       static_cast<uint64_t>(m.weights.pl_tok_embd.rows) * m.weights.pl_tok_embd.row_bytes;
   i.ffn_dim = c.ffn_dim;  // (the widest where layers differ)
@@ -735,6 +753,13 @@ MemoryReport EstimateMemory(const EngineOptions& options) {
   r.kv_total_blocks = KvPoolBlocks(c, ko, static_cast<int>(kv_tokens));
   r.kv_allocated_bytes = static_cast<uint64_t>(r.kv_total_blocks) * r.kv_bytes_per_token *
                          static_cast<uint64_t>(ko.block_size);
+  if (c.hybrid()) {  // the recurrent states' slots, sequences' and snapshots'
+    r.kv_state_bytes = KvStateBytes(c);
+    r.kv_state_slots = ko.state_slots;
+    r.kv_state_snapshot_slots = ko.prefix_cache && ko.snapshot_every > 0 ? ko.snapshot_slots : 0;
+    r.kv_allocated_bytes +=
+        r.kv_state_bytes * static_cast<uint64_t>(r.kv_state_slots + r.kv_state_snapshot_slots);
+  }
   if (o.stages) {  // a pipeline's head: the embeddings and its layers, its layers' KV
     const int head = o.stages->head_layers();
     r.weight_bytes = EmbeddingBytes(*m);

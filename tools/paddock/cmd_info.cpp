@@ -173,13 +173,19 @@ int CmdInfo(int argc, char** argv) {
         "per-layer embd:  %s, memory-mapped, a row per token (not in fast memory; %s are)\n",
         FormatBytes(i.per_layer_table_bytes).c_str(),
         FormatBytes(i.weight_bytes - i.per_layer_table_bytes).c_str());
+  if (!i.layer_kinds.empty()) std::printf("layers:          %s\n", i.layer_kinds.c_str());
   std::printf(
       "KV cache:        %s per 1,000 tokens of context (f16 K and V, %s)\n",
       FormatBytes(i.kv_bytes_per_1k_tokens).c_str(),
-      i.kv_layers < i.n_layers
+      !i.layer_kinds.empty()
+          ? StrFormat("the %d attention layers; the others keep a state", i.kv_layers).c_str()
+      : i.kv_layers < i.n_layers
           ? StrFormat("%d of %d layers store it; the rest share theirs", i.kv_layers, i.n_layers)
                 .c_str()
           : "all layers");
+  if (i.state_bytes > 0)
+    std::printf("recurrent state: %s per sequence (a slot each, in the KV budget)\n",
+                FormatBytes(i.state_bytes).c_str());
   return 0;
 }
 
