@@ -217,6 +217,16 @@ grep -q "ffn_gate_inp.weight *F32 *-> F32" "$TMP/moe-q.log"; check "the router k
 "$BIN" run -m "$TMP/moe-q4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1; check "the quantized MoE runs" $?
 "$BIN" quantize "$TMP/moe.gguf" "$TMP/moe-pq4.gguf" --type pq4_g32 2>/dev/null; check "quantize a MoE to pq4_g32" $?
 "$BIN" run -m "$TMP/moe-pq4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1; check "the pq4_g32 MoE runs" $?
+# Hybrid recurrent models: quantized with their convolution taps kept F32 (llama.cpp reads them
+# so), info shows the layer kinds and the state per sequence, and the quantized models run.
+for shape in tiny-qwen35 tiny-lfm2; do
+  "$BIN" synth --shape $shape --type f32 -o "$TMP/$shape.gguf" 2>/dev/null; check "synth $shape" $?
+  "$BIN" quantize "$TMP/$shape.gguf" "$TMP/$shape-q4.gguf" --type q4_0 2>"$TMP/$shape-q.log"; check "quantize $shape" $?
+  grep -Eq "(ssm_conv1d|shortconv.conv).weight *F32 *-> F32" "$TMP/$shape-q.log"; check "$shape's convolution taps kept F32" $?
+  "$BIN" info "$TMP/$shape-q4.gguf" 2>/dev/null | grep -Eq "^layers: +(Gated DeltaNet|short convolution) x[0-9]+, attention x2"; check "info shows $shape's layer kinds" $?
+  "$BIN" info "$TMP/$shape-q4.gguf" 2>/dev/null | grep -q "^recurrent state: "; check "info shows $shape's state" $?
+  "$BIN" run -m "$TMP/$shape-q4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1; check "the quantized $shape runs" $?
+done
 # 14. Paddock types (stored interleaved): int8 per channel close to the original; calibrated
 # int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
 # file with Paddock types of another layout version is refused.

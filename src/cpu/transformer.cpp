@@ -592,10 +592,14 @@ int Transformer::RunOp(const LayerOp& op, const CpuOp& plan, int n) {
       ScaleResidual(op.scale_by, n);
       break;
     case OpKind::kShortConv:
-      ShortConv(op, n);
-      break;
     case OpKind::kDeltaNet:
-      DeltaNet(op, n);
+      if (op.kind == OpKind::kShortConv) {
+        ShortConv(op, n);
+      } else {
+        DeltaNet(op, n);
+      }
+      // The last layer, recurrent: its state has every token; the FFN serves the logits rows.
+      if (prune_last_ && l == cfg_.n_layers - 1) n = KeepLogitRows(op);
       break;
     case OpKind::kCount:
       break;
@@ -614,7 +618,8 @@ void Transformer::CarryResidual(int n) {
 }
 
 int Transformer::KeepLogitRows(const LayerOp& op) {
-  const int dim = cfg_.dim, qd = op.q_dim(), rows = n_logit_rows_;
+  const bool mixer = op.kind == OpKind::kShortConv || op.kind == OpKind::kDeltaNet;
+  const int dim = cfg_.dim, qd = mixer ? 0 : op.q_dim(), rows = n_logit_rows_;
   const size_t pl = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(cfg_.per_layer_dim);
   plan_.n_bf = 0;
   for (int r = 0; r < rows; ++r) {  // ascending, so in place
@@ -625,8 +630,11 @@ int Transformer::KeepLogitRows(const LayerOp& op) {
       if (op.gate != nullptr || cfg_.attn_gate)
         std::memcpy(a_.gate + rr * qd, a_.gate + j * qd, sizeof(float) * static_cast<size_t>(qd));
       std::memcpy(a_.x + rr * dim, a_.x + j * dim, sizeof(float) * static_cast<size_t>(dim));
+      if (mixer)  // (a recurrent layer's mixer has run: its output rows are the block's)
+        std::memcpy(a_.xb + rr * dim, a_.xb + j * dim, sizeof(float) * static_cast<size_t>(dim));
       if (pl > 0) std::memcpy(a_.ple + rr * pl, a_.ple + j * pl, sizeof(float) * pl);
       plan_.pos[rr] = plan_.pos[j];
+      plan_.prompt_len[rr] = plan_.prompt_len[j];
       plan_.attend_end[rr] = plan_.attend_end[j];
       plan_.view[rr] = plan_.view[j];
       plan_.lora[rr] = plan_.lora[j];

@@ -209,8 +209,9 @@ class Transformer final : public Backend {
     bool token_rows = true;
   };
   void CarryResidual(int n);
-  // The last layer, past its K/V: moves the logits rows' queries, residuals and per-token
-  // state to rows 0 .. rows - 1 (plan_.logit_tok becomes 0, 1, ...) and returns rows.
+  // The last layer, past its K/V (or a recurrent last layer past its mixer: its output rows
+  // too): moves the logits rows' queries, residuals and per-token state to rows 0 .. rows - 1
+  // (plan_.logit_tok becomes 0, 1, ...) and returns rows.
   int KeepLogitRows(const LayerOp& op);
   // The step's (or the kept rows') token count n_step_, and n_int8_lead_: n - plan_.n_bf when the
   // tokens off the bf16 prefill are exactly the first ones, else 0.

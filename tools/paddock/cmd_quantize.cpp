@@ -306,12 +306,14 @@ class QuantizeJob {
     auto it = importance_.find(name);
     return it == importance_.end() ? nullptr : it->second.data();
   }
-  // Kept as they are: vectors (norms, biases) and mixture-of-experts routers (F32, as llama.cpp
-  // keeps them: small, and routing is sensitive to them). Matrices and 3-D expert tensors (one
+  // Kept as they are: vectors (norms, biases), mixture-of-experts routers (F32, as llama.cpp
+  // keeps them: small, and routing is sensitive to them) and recurrent layers' convolution taps
+  // (llama.cpp's convolution reads them as F32 only). Matrices and 3-D expert tensors (one
   // matrix per expert) are converted.
   bool Kept(const GgufTensor& t) const {
     bool kept = !((t.n_dims == 2 || t.n_dims == 3) && EndsWith(t.name, ".weight")) ||
-                EndsWith(t.name, "ffn_gate_inp.weight");
+                EndsWith(t.name, "ffn_gate_inp.weight") || EndsWith(t.name, "ssm_conv1d.weight") ||
+                EndsWith(t.name, "shortconv.conv.weight");
     for (const auto& pat : keep_) kept = kept || fnmatch(pat.c_str(), t.name.c_str(), 0) == 0;
     return kept;
   }
