@@ -113,6 +113,21 @@ void CheckBatchInvariance(const std::string& model, const std::string& tok, bool
   EXPECT_EQ(st.memory.kv_used_blocks, 0);
 }
 
+// 16 requests growing to ~200 tokens each in a pool of ~40 blocks: they must be preempted and
+// recomputed, and still produce exactly what they produce alone.
+void CheckPreemptionKeepsOutputs(Service& svc) {
+  auto prompts = Prompts(svc.engine(), 16);
+  std::vector<Outcome> alone;
+  for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(svc, p, Greedy(180, true))));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (auto& p : prompts) streams.push_back(SubmitOk(svc, p, Greedy(180, true)));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
+  const ServiceStats st = Idle(svc);
+  EXPECT_GT(st.preemptions, 0u);
+  EXPECT_EQ(st.memory.kv_used_blocks, 0);
+}
+
 // One sequence's recurrent state of the model at `path`, in bytes.
 uint64_t KvStateBytesOf(const std::string& path) {
   return KvStateBytes(LoadModel(path)->config);
@@ -238,17 +253,7 @@ TEST(Service, HybridPreemptionRecomputesTheState) {
   eo.threads = 2;
   eo.state_slots = 20;
   eo.kv_memory = per_token * 16 * 40 + KvStateBytesOf(path) * 20;
-  auto svc = Service::Create(Engine::Create(eo), so);
-  auto prompts = Prompts(svc->engine(), 16);
-  std::vector<Outcome> alone;
-  for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(*svc, p, Greedy(180, true))));
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (auto& p : prompts) streams.push_back(SubmitOk(*svc, p, Greedy(180, true)));
-  for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
-  const ServiceStats st = Idle(*svc);
-  EXPECT_GT(st.preemptions, 0u);
-  EXPECT_EQ(st.memory.kv_used_blocks, 0);
+  CheckPreemptionKeepsOutputs(*Service::Create(Engine::Create(eo), so));
 }
 
 TEST(Service, StaticBatchingGivesTheSameOutputs) {
@@ -266,17 +271,8 @@ TEST(Service, PreemptionUnderKvPressureKeepsOutputs) {
   const std::string model = test::ModelPath("stories260K.bin");
   const uint64_t per_token =
       InspectModel(model, test::ModelPath("tok512.bin")).kv_bytes_per_1k_tokens / 1000;
-  auto svc = MakeService(model, test::ModelPath("tok512.bin"), so, per_token * 16 * 40);
-  auto prompts = Prompts(svc->engine(), 16);
-  std::vector<Outcome> alone;
-  for (auto& p : prompts) alone.push_back(Drain(*SubmitOk(*svc, p, Greedy(180, true))));
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (auto& p : prompts) streams.push_back(SubmitOk(*svc, p, Greedy(180, true)));
-  for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(Drain(*streams[i]).text, alone[i].text) << "request " << i;
-  const ServiceStats st = Idle(*svc);
-  EXPECT_GT(st.preemptions, 0u);
-  EXPECT_EQ(st.memory.kv_used_blocks, 0);
+  CheckPreemptionKeepsOutputs(
+      *MakeService(model, test::ModelPath("tok512.bin"), so, per_token * 16 * 40));
 }
 
 TEST(Service, QueueLimitRejectsAndCounts) {
