@@ -167,6 +167,13 @@ void BuildSyntheticEncoder(const SynthSpec& spec, GgufWriter* w);
 // A hybrid recurrent model's metadata and tensors (spec.arch "qwen35", "qwen35moe", "lfm2";
 // BuildSyntheticModel writes the vocabulary between them).
 bool IsHybridArch(const std::string& arch);
+// llama.cpp's Q4_K_M mix for a tensor of a model of n_layers: Q6_K for the output and for
+// attn_v / ffn_down of the first and last eighth and every third layer between, else Q4_K.
+GgmlType Q4KMixType(const std::string& name, int n_layers);
+// The hybrid shapes (tiny-qwen35, tiny-qwen35moe, tiny-lfm2, qwen3.5-0.8b, lfm2-350m): false
+// for another name; their names, comma-separated.
+bool HybridPreset(const std::string& name, SynthSpec* s);
+std::string HybridPresetNames();
 void WriteHybridMetadata(const SynthSpec& spec, int head_dim, GgufWriter* w);
 void WriteHybridTensors(const SynthSpec& spec, int head_dim, GgufWriter* w);
 

@@ -52,16 +52,7 @@ class HybridTensors {
   // llama.cpp's Q4_K_M mix where asked: Q6_K for the output and attn_v / ffn_down of the
   // first and last eighth and every third layer between; Q4_K else.
   GgmlType TypeOf(const std::string& name) const {
-    if (!s_.q4_k_m) return s_.type;
-    int layer = -1;
-    std::sscanf(name.c_str(), "blk.%d.", &layer);
-    const int n = s_.n_layers;
-    const bool more =
-        layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
-    const bool wide =
-        name == "output.weight" || (more && (name.find("attn_v.") != std::string::npos ||
-                                             name.find("ffn_down") != std::string::npos));
-    return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+    return s_.q4_k_m ? Q4KMixType(name, s_.n_layers) : s_.type;
   }
   // rows of cols, unit-variance outputs (times gain); depth > 0: a 3-D expert tensor.
   void Matrix(const std::string& name, int cols, int rows, float gain = 1.0f, int depth = 0) {
@@ -144,7 +135,98 @@ class HybridTensors {
   int hd_, qd_, kvd_;
 };
 
+// The tiny Qwen3.5 preset: 8 layers of 64 (3 and 7 attention, heads of 32 rotating 8 dims),
+// DeltaNet heads of 16 (2 key, 4 value heads), a convolution of 4.
+void TinyQwen35(SynthSpec& s) {
+  s.arch = "qwen35";
+  s.n_layers = 8;
+  s.head_dim = 32;
+  s.rope_dim = 8;
+  s.rope_sections = {2, 1, 1, 0};
+  s.qk_norm = true;
+}
+
+// The hybrid shapes `paddock synth --shape` knows (synth.cpp has the others).
+struct HybridShape {
+  const char* name;
+  void (*apply)(SynthSpec& s);
+};
+
+constexpr HybridShape kHybridShapes[] = {
+    {"tiny-qwen35",  // tests: Qwen3.5's Gated DeltaNet (layers 3 and 7 attention)
+     [](SynthSpec& s) { TinyQwen35(s); }},
+    {"tiny-qwen35moe",  // tests: the same with 8 experts of 64 (2 per token) and a shared one
+     [](SynthSpec& s) {
+       TinyQwen35(s);
+       s.arch = "qwen35moe";
+       s.n_experts = 8;
+       s.n_experts_used = 2;
+       s.expert_ffn_dim = 64;
+       s.shared_ffn_dim = 64;
+     }},
+    {"tiny-lfm2",  // tests: LFM2's short convolutions (layers 2 and 4 attention)
+     [](SynthSpec& s) {
+       s.arch = "lfm2";
+       s.n_layers = 6;
+       s.attn_layers = {2, 4};
+       s.conv_kernel = 3;
+       s.head_dim = 16;
+       s.qk_norm = true;
+     }},
+    {"qwen3.5-0.8b",  // Qwen3.5 0.8B: 24 layers (every 4th attention), heads of 256, 64 rotated
+     [](SynthSpec& s) {
+       s.arch = "qwen35";
+       s.dim = 1024;
+       s.n_layers = 24;
+       s.n_heads = 8;
+       s.n_kv_heads = 2;
+       s.head_dim = 256;
+       s.rope_dim = 64;
+       s.rope_sections = {11, 11, 10, 0};
+       s.ffn_dim = 3584;
+       s.ssm_state = 128;
+       s.ssm_k_heads = 16;
+       s.ssm_v_heads = 16;
+       s.n_vocab = 248320;
+       s.context = 262144;
+       s.rope_base = 10000000.0f;
+       s.tied_embeddings = true;
+     }},
+    {"lfm2-350m",  // LFM2 350M: 16 layers, attention on 6, convolutions of 3
+     [](SynthSpec& s) {
+       s.arch = "lfm2";
+       s.dim = 1024;
+       s.n_layers = 16;
+       s.attn_layers = {2, 5, 8, 10, 12, 14};
+       s.conv_kernel = 3;
+       s.n_heads = 16;
+       s.n_kv_heads = 8;
+       s.ffn_dim = 4608;
+       s.n_vocab = 65536;
+       s.context = 128000;
+       s.rope_base = 1000000.0f;
+       s.tied_embeddings = true;
+       s.qk_norm = true;
+     }},
+};
+
 }  // namespace
+
+bool HybridPreset(const std::string& name, SynthSpec* s) {
+  for (const HybridShape& h : kHybridShapes) {
+    if (name != h.name) continue;
+    h.apply(*s);
+    return true;
+  }
+  return false;
+}
+
+std::string HybridPresetNames() {
+  std::string names;
+  for (const HybridShape& h : kHybridShapes)
+    names += std::string(names.empty() ? "" : ", ") + h.name;
+  return names;
+}
 
 bool IsHybridArch(const std::string& arch) {
   return arch == "qwen35" || arch == "qwen35moe" || arch == "lfm2";

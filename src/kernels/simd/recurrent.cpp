@@ -73,14 +73,6 @@ void DeltaStep(float* m, const float* q, const float* k, const float* v, float d
   }
 }
 
-// y += a * x over d floats.
-inline void AxpyRow(float* y, float a, const float* x, int d) {
-  const VecF va = Set1(a);
-  int i = 0;
-  for (; i + kLanes <= d; i += kLanes) Store(y + i, Fma(va, Load(x + i), Load(y + i)));
-  for (; i < d; ++i) y[i] += a * x[i];
-}
-
 // dst += sum_s c[s] * rows_s over d floats (rows ld apart): dst kept in registers, eight
 // vectors (independent chains) at a time.
 void Combine(float* dst, const float* c, int count, const float* rows, size_t ld, int d) {
@@ -140,61 +132,66 @@ inline void Dots4x4(const float* a, int lda, int na, const float* b, int ldb, in
     }
 }
 
-// The chunked form (KernelTable::delta_chunk, the reference's math): the chunk's key-key and
-// query-key products in 4 x 4 tiles; the state's products with the keys and queries on the
-// state transposed into scratch (4 tokens x 2 vectors of outputs per pass over its columns:
-// no horizontal sums); the triangular solve and the outputs as row updates; the new state a
-// row at a time in registers.
-void DeltaChunk(float* m, const float* q, const float* k, int ld_qk, const float* v, int ld_v,
-                const float* g, const float* beta, float scale, float* out, int ld_o, int n, int d,
-                float* scratch) {
+// A chunk's operands and scratch (KernelTable::delta_chunk's arguments, laid out once).
+struct Chunk {
+  const float *q, *k, *v, *beta;
+  size_t ld_qk, ld_v;
+  int n, d;
+  float* G;   // (C) cumulative log decay
+  float* A;   // (C, C) beta_t e^{G_t - G_s} k_t.k_s, s < t
+  float* QK;  // (C, C) e^{G_t - G_s} q_t.k_s, s <= t
+  float* D;   // (C, d) the deltas
+  float* O;   // (C, d) e^{G_t} M_0 q_t, then the outputs
+  float* MT;  // (d, d) the state transposed
+  float* EG;  // (C) e^{G_t}
+  const float* K(int t) const { return k + static_cast<size_t>(t) * ld_qk; }
+  const float* Q(int t) const { return q + static_cast<size_t>(t) * ld_qk; }
+};
+
+// The chunk's key-key and query-key products in 4 x 4 tiles, then their decays e^{G_t - G_s}
+// (at most 1 for s <= t) a vector of s at a time.
+void ChunkProducts(const Chunk& c) {
   constexpr int C = kDeltaChunk;
-  float* G = scratch;                          // (C) cumulative log decay
-  float* A = G + C;                            // (C, C) beta_t e^{G_t - G_s} k_t.k_s, s < t
-  float* QK = A + C * C;                       // (C, C) e^{G_t - G_s} q_t.k_s, s <= t
-  float* D = QK + C * C;                       // (C, d) the deltas
-  float* O = D + C * static_cast<size_t>(d);   // (C, d) e^{G_t} M_0 q_t, then the outputs
-  float* MT = O + C * static_cast<size_t>(d);  // (d, d) the state transposed
-  for (int t = 0; t < C; ++t) G[t] = t < n ? (t > 0 ? G[t - 1] : 0.0f) + g[t] : G[n - 1];
-  for (int t0 = 0; t0 < n; t0 += 4) {
-    const int nt = std::min(4, n - t0);
+  for (int t0 = 0; t0 < c.n; t0 += 4) {
+    const int nt = std::min(4, c.n - t0);
     for (int s0 = 0; s0 <= t0; s0 += 4) {
-      const int ns = std::min(4, n - s0);
+      const int ns = std::min(4, c.n - s0);
       float kk[4][4], qk[4][4];
-      const float* ks = k + static_cast<size_t>(s0) * ld_qk;
-      Dots4x4(k + static_cast<size_t>(t0) * ld_qk, ld_qk, nt, ks, ld_qk, ns, d, kk);
-      Dots4x4(q + static_cast<size_t>(t0) * ld_qk, ld_qk, nt, ks, ld_qk, ns, d, qk);
+      const int ld = static_cast<int>(c.ld_qk);
+      Dots4x4(c.K(t0), ld, nt, c.K(s0), ld, ns, c.d, kk);
+      Dots4x4(c.Q(t0), ld, nt, c.K(s0), ld, ns, c.d, qk);
       for (int r = 0; r < nt; ++r)
-        for (int c = 0; c < ns; ++c) {
-          A[(t0 + r) * C + s0 + c] = kk[r][c];
-          QK[(t0 + r) * C + s0 + c] = qk[r][c];
+        for (int col = 0; col < ns; ++col) {
+          c.A[(t0 + r) * C + s0 + col] = kk[r][col];
+          c.QK[(t0 + r) * C + s0 + col] = qk[r][col];
         }
     }
   }
-  // The decays e^{G_t - G_s} (at most 1 for s <= t), a vector of s at a time.
-  for (int t = 0; t < n; ++t) {
-    const VecF gt = Set1(G[t]), bt = Set1(beta[t]);
+  for (int t = 0; t < c.n; ++t) {
+    const VecF gt = Set1(c.G[t]), bt = Set1(c.beta[t]);
     for (int s = 0; s <= t; s += kLanes) {
-      const VecF e = ExpV(Sub(gt, Load(G + s)));
-      Store(A + t * C + s, Mul(bt, Mul(e, Load(A + t * C + s))));
-      Store(QK + t * C + s, Mul(e, Load(QK + t * C + s)));
+      const VecF e = ExpV(Sub(gt, Load(c.G + s)));
+      Store(c.A + t * C + s, Mul(bt, Mul(e, Load(c.A + t * C + s))));
+      Store(c.QK + t * C + s, Mul(e, Load(c.QK + t * C + s)));
     }
   }
-  float* EG = MT + static_cast<size_t>(d) * d;  // (C) e^{G_t}
-  for (int t = 0; t < n; ++t) EG[t] = std::exp(G[t]);
-  Transpose(MT, static_cast<size_t>(d), m, static_cast<size_t>(d), d, d);
+}
+
+// D[t] = beta_t (v_t - e^{G_t} M k_t), O[t] = e^{G_t} M q_t over the transposed state: 4 tokens
+// x 2 vectors of outputs j per pass over its columns i (no horizontal sums).
+void StateProducts(const Chunk& c, const float* m) {
+  const int d = c.d;
   int jv = 0;
   for (; jv + 2 * kLanes <= d; jv += 2 * kLanes) {
-    for (int t0 = 0; t0 < n; t0 += 4) {
-      const int u_n = std::min(4, n - t0);
+    for (int t0 = 0; t0 < c.n; t0 += 4) {
+      const int u_n = std::min(4, c.n - t0);
       VecF ak[4][2], aq[4][2];
       for (int u = 0; u < 4; ++u) ak[u][0] = ak[u][1] = aq[u][0] = aq[u][1] = Zero();
       for (int i = 0; i < d; ++i) {
-        const float* col = MT + static_cast<size_t>(i) * d + jv;
+        const float* col = c.MT + static_cast<size_t>(i) * d + jv;
         const VecF c0 = Load(col), c1 = Load(col + kLanes);
         for (int u = 0; u < u_n; ++u) {
-          const size_t r = static_cast<size_t>(t0 + u) * ld_qk + i;
-          const VecF kb = Set1(k[r]), qb = Set1(q[r]);
+          const VecF kb = Set1(c.K(t0 + u)[i]), qb = Set1(c.Q(t0 + u)[i]);
           ak[u][0] = Fma(kb, c0, ak[u][0]);
           ak[u][1] = Fma(kb, c1, ak[u][1]);
           aq[u][0] = Fma(qb, c0, aq[u][0]);
@@ -203,44 +200,38 @@ void DeltaChunk(float* m, const float* q, const float* k, int ld_qk, const float
       }
       for (int u = 0; u < u_n; ++u) {
         const int t = t0 + u;
-        const VecF eg = Set1(EG[t]), bt = Set1(beta[t]);
+        const VecF eg = Set1(c.EG[t]), bt = Set1(c.beta[t]);
         for (int h = 0; h < 2; ++h) {
           const int j = jv + h * kLanes;
-          const VecF vt = Load(v + static_cast<size_t>(t) * ld_v + j);
-          Store(D + static_cast<size_t>(t) * d + j, Mul(bt, Sub(vt, Mul(eg, ak[u][h]))));
-          Store(O + static_cast<size_t>(t) * d + j, Mul(eg, aq[u][h]));
+          const VecF vt = Load(c.v + static_cast<size_t>(t) * c.ld_v + j);
+          Store(c.D + static_cast<size_t>(t) * d + j, Mul(bt, Sub(vt, Mul(eg, ak[u][h]))));
+          Store(c.O + static_cast<size_t>(t) * d + j, Mul(eg, aq[u][h]));
         }
       }
     }
   }
   for (; jv < d; ++jv) {  // (the outputs past the last pair of whole vectors)
     const float* row = m + static_cast<size_t>(jv) * d;
-    for (int t = 0; t < n; ++t) {
-      const float eg = std::exp(G[t]);
-      D[static_cast<size_t>(t) * d + jv] =
-          beta[t] * (v[static_cast<size_t>(t) * ld_v + jv] -
-                     eg * Dot(row, k + static_cast<size_t>(t) * ld_qk, d));
-      O[static_cast<size_t>(t) * d + jv] = eg * Dot(row, q + static_cast<size_t>(t) * ld_qk, d);
+    for (int t = 0; t < c.n; ++t) {
+      c.D[static_cast<size_t>(t) * d + jv] =
+          c.beta[t] * (c.v[static_cast<size_t>(t) * c.ld_v + jv] - c.EG[t] * Dot(row, c.K(t), d));
+      c.O[static_cast<size_t>(t) * d + jv] = c.EG[t] * Dot(row, c.Q(t), d);
     }
   }
-  for (int t = 1; t < n; ++t) {  // delta_t -= sum_{s<t} A[t][s] delta_s
-    for (int s = 0; s < t; ++s) A[t * C + s] = -A[t * C + s];
-    Combine(D + static_cast<size_t>(t) * d, A + t * C, t, D, static_cast<size_t>(d), d);
-  }
-  for (int t = 0; t < n; ++t) {
-    float* ot = O + static_cast<size_t>(t) * d;
-    Combine(ot, QK + t * C, t + 1, D, static_cast<size_t>(d), d);
-    float* dst = out + static_cast<size_t>(t) * ld_o;
-    for (int j = 0; j < d; ++j) dst[j] = ot[j] * scale;
-  }
-  // The new state, row j: e^{G_n} m[j] + sum_s (e^{G_n - G_s} D[s][j]) k_s, in registers.
-  const float last = std::exp(G[n - 1]);
-  for (int s = 0; s < n; ++s) G[s] = std::exp(G[n - 1] - G[s]);  // (G now the weights)
-  for (int s = 0; s < n; ++s)  // (D's rows now the update's coefficients)
-    for (int j = 0; j < d; ++j) D[static_cast<size_t>(s) * d + j] *= G[s];
+}
+
+// The new state, row j: e^{G_n} m[j] + sum_s w_s[j] k_s (D's rows already weighted by
+// e^{G_n - G_s}), two rows of four vectors in registers at a time (eight chains).
+void StateUpdate(const Chunk& c, float* m, float last) {
+  const int d = c.d;
   const VecF vl = Set1(last);
+  auto scalar = [&](float* row, int j, int i) {
+    float acc = row[i] * last;
+    for (int s = 0; s < c.n; ++s) acc += c.D[static_cast<size_t>(s) * d + j] * c.K(s)[i];
+    row[i] = acc;
+  };
   int j = 0;
-  for (; j + 2 <= d; j += 2) {  // two rows, four vectors each: eight chains
+  for (; j + 2 <= d; j += 2) {
     float* ra = m + static_cast<size_t>(j) * d;
     float* rb = ra + d;
     int i = 0;
@@ -250,10 +241,10 @@ void DeltaChunk(float* m, const float* q, const float* k, int ld_qk, const float
         a[u] = Mul(Load(ra + i + u * kLanes), vl);
         b[u] = Mul(Load(rb + i + u * kLanes), vl);
       }
-      for (int s = 0; s < n; ++s) {
-        const VecF ca = Set1(D[static_cast<size_t>(s) * d + j]);
-        const VecF cb = Set1(D[static_cast<size_t>(s) * d + j + 1]);
-        const float* ks = k + static_cast<size_t>(s) * ld_qk + i;
+      for (int s = 0; s < c.n; ++s) {
+        const VecF ca = Set1(c.D[static_cast<size_t>(s) * d + j]);
+        const VecF cb = Set1(c.D[static_cast<size_t>(s) * d + j + 1]);
+        const float* ks = c.K(s) + i;
         for (int u = 0; u < 4; ++u) {
           const VecF kv = Load(ks + u * kLanes);
           a[u] = Fma(ca, kv, a[u]);
@@ -266,24 +257,50 @@ void DeltaChunk(float* m, const float* q, const float* k, int ld_qk, const float
       }
     }
     for (; i < d; ++i) {
-      for (float* row : {ra, rb}) {
-        const int jj = row == ra ? j : j + 1;
-        float acc = row[i] * last;
-        for (int s = 0; s < n; ++s)
-          acc += D[static_cast<size_t>(s) * d + jj] * k[static_cast<size_t>(s) * ld_qk + i];
-        row[i] = acc;
-      }
+      scalar(ra, j, i);
+      scalar(rb, j + 1, i);
     }
   }
-  for (; j < d; ++j) {
-    float* row = m + static_cast<size_t>(j) * d;
-    for (int i = 0; i < d; ++i) {
-      float acc = row[i] * last;
-      for (int s = 0; s < n; ++s)
-        acc += D[static_cast<size_t>(s) * d + j] * k[static_cast<size_t>(s) * ld_qk + i];
-      row[i] = acc;
-    }
+  for (; j < d; ++j)
+    for (int i = 0; i < d; ++i) scalar(m + static_cast<size_t>(j) * d, j, i);
+}
+
+// The chunked form (KernelTable::delta_chunk, the reference's math): the chunk's products, the
+// state's with its keys and queries, the triangular solve for the deltas and the outputs as
+// row updates (Combine: no horizontal sums), the new state.
+void DeltaChunk(float* m, const float* q, const float* k, int ld_qk, const float* v, int ld_v,
+                const float* g, const float* beta, float scale, float* out, int ld_o, int n, int d,
+                float* scratch) {
+  constexpr int C = kDeltaChunk;
+  const size_t cd = C * static_cast<size_t>(d);
+  Chunk c{q, k, v, beta, static_cast<size_t>(ld_qk), static_cast<size_t>(ld_v), n, d};
+  c.G = scratch;
+  c.A = c.G + C;
+  c.QK = c.A + C * C;
+  c.D = c.QK + C * C;
+  c.O = c.D + cd;
+  c.MT = c.O + cd;
+  c.EG = c.MT + static_cast<size_t>(d) * d;
+  for (int t = 0; t < C; ++t) c.G[t] = t < n ? (t > 0 ? c.G[t - 1] : 0.0f) + g[t] : c.G[n - 1];
+  ChunkProducts(c);
+  for (int t = 0; t < n; ++t) c.EG[t] = std::exp(c.G[t]);
+  Transpose(c.MT, static_cast<size_t>(d), m, static_cast<size_t>(d), d, d);
+  StateProducts(c, m);
+  for (int t = 1; t < n; ++t) {  // delta_t -= sum_{s<t} A[t][s] delta_s
+    for (int s = 0; s < t; ++s) c.A[t * C + s] = -c.A[t * C + s];
+    Combine(c.D + static_cast<size_t>(t) * d, c.A + t * C, t, c.D, static_cast<size_t>(d), d);
   }
+  for (int t = 0; t < n; ++t) {
+    float* ot = c.O + static_cast<size_t>(t) * d;
+    Combine(ot, c.QK + t * C, t + 1, c.D, static_cast<size_t>(d), d);
+    float* dst = out + static_cast<size_t>(t) * ld_o;
+    for (int j = 0; j < d; ++j) dst[j] = ot[j] * scale;
+  }
+  for (int s = 0; s < n; ++s) {  // D's rows weighted for the update: e^{G_n - G_s}
+    const float w = std::exp(c.G[n - 1] - c.G[s]);
+    for (int j = 0; j < d; ++j) c.D[static_cast<size_t>(s) * d + j] *= w;
+  }
+  StateUpdate(c, m, std::exp(c.G[n - 1]));
 }
 
 // One token of a causal convolution, a vector of channels at a time.
