@@ -179,6 +179,15 @@ TEST(Hybrid, SharedPrefixResumesFromASnapshot) {
     EXPECT_EQ(second.text, scratch.text);
     EXPECT_EQ(plain->Memory().kv_state_snapshots, 0);
   }
+  // Generated tokens keep no snapshot (their states come token by token; a later prompt holding
+  // them computes them in chunks): a prompt of under 128 tokens generating past 128 keeps none.
+  EngineOptions eo;
+  eo.model_path = HybridModel("tiny-qwen35", GgmlType::kQ8_0);
+  auto e = Engine::Create(eo);
+  std::vector<int32_t> prompt(100, 300);
+  const GenerateResult r = e->GenerateTokens(prompt, Greedy(60, true));
+  EXPECT_EQ(r.generated_tokens, 60);
+  EXPECT_EQ(e->Memory().kv_state_snapshots, 0);
 }
 
 TEST(Hybrid, MemoryReportCountsTheStates) {

@@ -244,8 +244,8 @@ TEST(Service, HybridBatchInvarianceForksAndStateSlots) {
 }
 
 TEST(Service, HybridPreemptionRecomputesTheState) {
-  const std::string path = test::TempPath("svc-lfm2-preempt.gguf");
-  WriteSyntheticModel(SynthPreset("tiny-lfm2"), path);
+  const std::string path = test::TempPath("svc-qwen35-preempt.gguf");
+  WriteSyntheticModel(SynthPreset("tiny-qwen35"), path);
   ServiceOptions so;
   so.kv_watermark = 1.0;
   const uint64_t per_token = InspectModel(path, "").kv_bytes_per_1k_tokens / 1000;
@@ -253,7 +253,7 @@ TEST(Service, HybridPreemptionRecomputesTheState) {
   eo.model_path = path;
   eo.threads = 2;
   eo.state_slots = 20;
-  eo.kv_memory = per_token * 16 * 40 + KvStateBytesOf(path) * 20;
+  eo.kv_memory = per_token * 16 * 40 + KvStateBytesOf(path) * (20 + 8);  // (+ the snapshots)
   CheckPreemptionKeepsOutputs(*Service::Create(Engine::Create(eo), so));
 }
 

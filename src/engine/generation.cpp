@@ -76,6 +76,7 @@ class Generation {
     pos_ = g_.n_prompt;
     const int32_t* prompt = g_.tokens.data();
     s_.kv->SetPrefillUntil(seq_, s_.backend->AltPromptTokens(pos_));
+    s_.kv->SetPromptLength(seq_, pos_);
     r_.cached_tokens = s_.kv->MatchPrefix(seq_, prompt, pos_);
     if (!s_.kv->Reserve(seq_, pos_)) {
       Fail(

@@ -102,6 +102,7 @@ bool Scheduler::Admit(Sequence& s, int* budget_left) {
   s.seq = kv_.Create(s.limit + 1);
   kv_.ReserveForks(s.seq, s.forks);
   if (opt_.prefill_until) kv_.SetPrefillUntil(s.seq, opt_.prefill_until(s.n_prompt));
+  kv_.SetPromptLength(s.seq, s.n_prompt);
   if (s.lora != nullptr) kv_.SetPrefixNamespace(s.seq, s.lora->id());
   const int cached = kv_.MatchPrefix(s.seq, s.tokens.data(), total);
   s.computed = cached;

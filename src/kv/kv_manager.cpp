@@ -320,6 +320,7 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.chain = hash_seed_;
   s.max_tokens = max_tokens;
   s.prefill_until = 0;
+  s.prompt_len = 0;
   s.disk = true;
   s.table.clear();
   s.tokens.clear();
@@ -442,6 +443,7 @@ KvManager::SeqId KvManager::Fork(SeqId parent) {
   s.released_blocks = p.released_blocks;
   s.chain = p.chain;
   s.prefill_until = p.prefill_until;
+  s.prompt_len = p.prompt_len;
   s.disk = p.disk;
   for (int32_t b : s.table) pool_.AddRef(b);
   if (hybrid_) CopyState(p.state, s.state);
@@ -471,6 +473,10 @@ void KvManager::SetPrefillUntil(SeqId id, int until) {
   Sequence& s = Seq(id);
   if (s.len != 0) Fail("KV: SetPrefillUntil on a non-empty sequence");
   s.prefill_until = std::max(0, until);
+}
+
+void KvManager::SetPromptLength(SeqId id, int n) {
+  Seq(id).prompt_len = std::max(0, n);
 }
 
 void KvManager::SetPrefixNamespace(SeqId id, uint64_t ns) {
@@ -583,7 +589,7 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
   }
   // A hybrid model at a snapshot boundary: its state kept under the prefix's hash.
   if (hybrid_ && !snap_hash_.empty() && s.len > 0 && s.hashed_blocks * bs == s.len &&
-      s.hashed_blocks % opt_.snapshot_every == 0)
+      s.hashed_blocks % opt_.snapshot_every == 0 && s.len <= s.prompt_len)
     TakeSnapshot(s.chain, s.state);
   // (Alternating layers keep everything for the global ones.)
   if (window_ > 0 && cfg_.EveryLayerWindowed()) {

@@ -116,6 +116,10 @@ class KvManager {
   // computes each of its positions in the same class, so reuse never changes a result. Set
   // before MatchPrefix; 0 (the default): every position in the common class.
   void SetPrefillUntil(SeqId seq, int until);
+  // A hybrid model's snapshots of `seq` are kept only at boundaries within its prompt's first
+  // n tokens: a prompt's chunked delta rule computes them as a later prompt holding the same
+  // tokens would (a generated token's state comes token by token). Default: none past 0.
+  void SetPromptLength(SeqId seq, int n);
   // Cached blocks are shared only among sequences of the same namespace (a LoRA adapter's id:
   // its K/V differ from the base model's for the same tokens). Set before MatchPrefix; 0 (the
   // default): the base model's.
@@ -182,6 +186,7 @@ class KvManager {
     uint64_t chain = 0;       // hash of the last registered block
     int max_tokens = 0;
     int prefill_until = 0;   // SetPrefillUntil
+    int prompt_len = 0;      // SetPromptLength
     bool disk = true;        // blocks may go to and come from the disk tier (base model's)
     int32_t state = -1;      // the recurrent state slot (hybrid models)
     int forks_reserved = 0;  // state slots set aside for its forks (ReserveForks)
