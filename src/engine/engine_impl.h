@@ -162,6 +162,9 @@ struct Engine::Impl {
   }
 };
 
+// The proposer and the controller of --spec (engine/engine_spec.cpp).
+void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o);
+
 // Throws Error naming the model and what it does when it does not generate text (an encoder:
 // embeddings or rerank scores).
 void RequireGenerator(const Engine::Impl& e);

@@ -336,18 +336,6 @@ constexpr Preset kPresets[] = {
 
 }  // namespace
 
-GgmlType Q4KMixType(const std::string& name, int n_layers) {
-  int layer = -1;
-  std::sscanf(name.c_str(), "blk.%d.", &layer);
-  const int n = n_layers;
-  const bool more_bits =
-      layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
-  const bool wide =
-      name == "output.weight" || (more_bits && (name.find("attn_v.") != std::string::npos ||
-                                                name.find("ffn_down") != std::string::npos));
-  return wide ? GgmlType::kQ6_K : GgmlType::kQ4_K;
-}
-
 SynthSpec SynthPreset(const std::string& name) {
   SynthSpec s;
   if (HybridPreset(name, &s)) return s;
