@@ -19,6 +19,35 @@ BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libpcre2-dev libutf8proc-dev li
   libopenmpi-dev openmpi-bin libvulkan-dev glslc)
 TEST_PACKAGES=(libgtest-dev curl clang-format haproxy prometheus chromium mesa-vulkan-drivers)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev libgtest-dev)
+# The AArch64 cross build (scripts/cross-build) and its emulated test stage: Debian's cross
+# compiler, user-mode QEMU, and the arm64 packages of the libraries the binary links (Open MPI's
+# arm64 package cannot be installed beside the host's: that build goes without it).
+ARM64_PACKAGES=(g++-aarch64-linux-gnu qemu-user-static libstdc++6:arm64 libpcre2-dev:arm64
+  libutf8proc-dev:arm64 libmicrohttpd-dev:arm64 libsqlite3-dev:arm64 libpng-dev:arm64
+  libjpeg62-turbo-dev:arm64 libwebp-dev:arm64 libgif-dev:arm64 libvulkan-dev:arm64
+  libgtest-dev:arm64)
+
+# ensure_arm64_packages: the arm64 architecture in dpkg, then ARM64_PACKAGES.
+ensure_arm64_packages() {
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo dpkg --add-architecture arm64
+    $sudo apt-get update -qq >&2
+  fi
+  ensure_packages "${ARM64_PACKAGES[@]}"
+}
+
+# cross_build_aarch64 [TARGET...]: configures build-aarch64 for AArch64 (cmake/aarch64-linux-
+# gnu.cmake) and builds the targets (default: paddock and the kernel tests).
+cross_build_aarch64() {
+  local targets=("$@")
+  [ ${#targets[@]} -gt 0 ] || targets=(paddock paddock_kernel_tests)
+  cmake -S "$ROOT" -B "$ARM_DIR" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
+    -DCMAKE_BUILD_TYPE=Release -DPADDOCK_MPI=OFF -DPADDOCK_BUILD_LOADGEN=OFF \
+    -DPADDOCK_TESTS=OFF -DPADDOCK_KERNEL_TESTS=ON >/dev/null &&
+    cmake --build "$ARM_DIR" -j "$JOBS" --target "${targets[@]}" | tail -n 1
+}
 
 # ensure_node: Node.js and npm for the OpenAI client test (Debian's if the machine has none).
 ensure_node() {
@@ -29,6 +58,7 @@ ensure_node() {
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PADDOCK_MODELS=${PADDOCK_MODELS:-$ROOT/../shared/models}
 JOBS=${JOBS:-$(nproc)}
+ARM_DIR=$ROOT/build-aarch64  # the AArch64 cross build (cross_build_aarch64)
 
 # The AddressSanitizer + UndefinedBehaviorSanitizer build, one for two stages: scripts/test's
 # ASan tests and the fuzzers (scripts/fuzz). clang, -O1 with line tables, and every object with

@@ -189,8 +189,7 @@ TEST(Lora, FastProductEqualsTheScalarReference) {
     for (float& v : y0) v = u(rng);
     std::vector<float> ref = y0, fast = y0;
     a->Apply(w, x.data(), 3, ref.data(), tmp.data());
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-      if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) continue;
+    for (Isa isa : RunnableIsas()) {
       fast = y0;
       a->Apply(w, x.data(), 3, fast.data(), tmp.data(), GetKernels(isa).dot);
       EXPECT_LT(RelErr(fast, ref), 1e-5) << static_cast<int>(isa);

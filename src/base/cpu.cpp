@@ -24,29 +24,49 @@ const char* IsaName(Isa isa) {
       return "avx512";
     case Isa::kAmx:
       return "amx";
+    case Isa::kNeon:
+      return "neon";
+    case Isa::kDotprod:
+      return "dotprod";
+    case Isa::kI8mm:
+      return "i8mm";
   }
   return "?";
 }
 
-Isa ParseIsa(std::string_view name) {
+namespace {
+bool IsArm(Isa isa) {
+  return static_cast<int>(isa) >= static_cast<int>(Isa::kNeon);
+}
+}  // namespace
+
+bool IsaRuns(Isa isa) {
   const Isa best = DetectIsa();
-  Isa want;
-  if (name == "auto" || name.empty()) return best;
-  if (name == "scalar")
-    want = Isa::kScalar;
-  else if (name == "avx2")
-    want = Isa::kAvx2;
-  else if (name == "avx512")
-    want = Isa::kAvx512;
-  else if (name == "amx")
-    want = Isa::kAmx;
-  else
-    Fail("unknown ISA '%.*s' (expected auto, scalar, avx2, avx512 or amx)", (int)name.size(),
-         name.data());
-  if (static_cast<int>(want) > static_cast<int>(best)) {
-    Fail("this CPU cannot run %s kernels (best available: %s)", IsaName(want), IsaName(best));
+  if (isa == Isa::kScalar) return true;
+  if (best == Isa::kScalar || IsArm(isa) != IsArm(best)) return false;
+  return static_cast<int>(isa) <= static_cast<int>(best);
+}
+
+std::vector<Isa> RunnableIsas() {
+  std::vector<Isa> v;
+  for (int i = 0; i <= static_cast<int>(Isa::kI8mm); ++i)
+    if (IsaRuns(static_cast<Isa>(i))) v.push_back(static_cast<Isa>(i));
+  return v;
+}
+
+Isa ParseIsa(std::string_view name) {
+  if (name == "auto" || name.empty()) return DetectIsa();
+  for (int i = 0; i <= static_cast<int>(Isa::kI8mm); ++i) {
+    const Isa want = static_cast<Isa>(i);
+    if (name != IsaName(want)) continue;
+    if (!IsaRuns(want)) {
+      Fail("this CPU cannot run %s kernels (best available: %s)", IsaName(want),
+           IsaName(DetectIsa()));
+    }
+    return want;
   }
-  return want;
+  Fail("unknown ISA '%.*s' (expected auto, scalar, avx2, avx512, amx, neon, dotprod or i8mm)",
+       (int)name.size(), name.data());
 }
 
 int HardwareThreads() {

@@ -1,5 +1,6 @@
 // base/cpu_x86.cpp: the x86-64 CPU's instruction sets (CPUID, XCR0, Linux's AMX permission):
-// DetectIsa and the BF16 checks of base/cpu.h. (cpu_portable.cpp on other architectures.)
+// DetectIsa, the feature list and the BF16 checks of base/cpu.h. (cpu_portable.cpp on other
+// architectures.)
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,6 +47,25 @@ Isa DetectIsa() {
     return Isa::kAvx2;
   }
   return Isa::kScalar;
+}
+
+std::string CpuFeatureList() {
+  __builtin_cpu_init();
+  std::string s;
+  auto add = [&s](bool has, const char* name) {
+    if (!has) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(__builtin_cpu_supports("avx2"), "avx2");
+  add(__builtin_cpu_supports("fma"), "fma");
+  add(HasF16c(), "f16c");
+  add(__builtin_cpu_supports("avx512f"), "avx512f");
+  add(__builtin_cpu_supports("avx512vnni"), "avx512_vnni");
+  add(CpuHasAvx512Bf16(), "avx512_bf16");
+  add(AmxUsable(), "amx_int8");
+  add(CpuHasAmxBf16(), "amx_bf16");
+  return s.empty() ? "none" : s;
 }
 
 bool CpuHasAvx512Bf16() {

@@ -18,7 +18,8 @@ std::vector<DeviceInfo> ListDevices() {
   cpu.id = "cpu";
   cpu.name = CpuModelName();
   cpu.type = "cpu";
-  cpu.driver = StrFormat("%s kernels", IsaName(ParseIsa("auto")));
+  cpu.driver =
+      StrFormat("%s kernels (features: %s)", IsaName(ParseIsa("auto")), CpuFeatureList().c_str());
   cpu.memory = AvailableMemoryBytes();
   out.push_back(cpu);
 #if PADDOCK_HAVE_VULKAN

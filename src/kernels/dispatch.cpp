@@ -1,7 +1,7 @@
 // The single instruction-set dispatch point. Each table is built on first use only, and only
 // after the CPU check: building a table runs code compiled for that instruction set. The SIMD
-// tables are the architecture's (dispatch_x86.cpp on x86-64; dispatch_portable.cpp elsewhere,
-// where only the scalar table exists yet).
+// tables are the architecture's (dispatch_x86.cpp on x86-64, dispatch_arm.cpp on AArch64;
+// dispatch_portable.cpp elsewhere, where only the scalar table exists).
 #include "base/strings.h"
 #include "kernels/tables.h"
 
@@ -15,7 +15,7 @@ KernelTable FinishTable(KernelTable k) {
 }
 
 const KernelTable& GetKernels(Isa isa, Prefetch prefetch) {
-  if (static_cast<int>(isa) > static_cast<int>(DetectIsa())) {
+  if (!IsaRuns(isa)) {
     Fail("this CPU cannot run %s kernels", IsaName(isa));
   }
   const int pf = static_cast<int>(prefetch);

@@ -8,7 +8,8 @@ KernelTable MakeScalarTable();
 // What every table shares: the row unit of each weight type, and a GEMV for every readable
 // type (dispatch.cpp).
 KernelTable FinishTable(KernelTable k);
-// The architecture's table for a SIMD ISA (dispatch_x86.cpp, dispatch_portable.cpp), built on
+// The architecture's table for a SIMD ISA (dispatch_x86.cpp, dispatch_arm.cpp,
+// dispatch_portable.cpp), built on
 // first use; null for the scalar ISA or an ISA this architecture has no kernels for.
 const KernelTable* SimdKernels(Isa isa, Prefetch prefetch);
 // Every type with a dequantizer (TypeTraits::to_float) and no GEMV of its own gets the
@@ -32,6 +33,19 @@ void SetAmxKernels(KernelTable* t, Prefetch prefetch);
 // AMX-BF16 and AVX-512 BF16.
 void SetAmxBf16Kernels(KernelTable* t);
 }  // namespace amx
+// AArch64: the NEON table (ARMv8.0), and the integer families of the dot-product and int8
+// matrix-multiply levels (kernels/simd/gemm_int8_neon.cpp, gemm_x16.cpp) laid over it.
+namespace neon {
+KernelTable MakeTable(Prefetch prefetch);
+}
+namespace dotprod {
+void SetInt8Kernels(KernelTable* t);
+void SetX16Kernels(KernelTable* t, Prefetch prefetch);
+}  // namespace dotprod
+namespace i8mm {
+void SetInt8Kernels(KernelTable* t);
+void SetX16Kernels(KernelTable* t, Prefetch prefetch);
+}  // namespace i8mm
 namespace avx512bf16 {
 void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
                  float* y, int64_t ldy);

@@ -41,10 +41,12 @@ const std::vector<OptionSpec> kEvalBaseSpecs = {
 };
 
 // With the forward pass's switches (--no-bf16-prefill, --no-int8-act, ...): what a switch
-// does to the scores (built on first use: kTuningSpecs is another file's).
+// does to the scores, and --isa (built on first use: kTuningSpecs and kIsaSpec are another
+// file's).
 const std::vector<OptionSpec>& EvalSpecs() {
   static const std::vector<OptionSpec> specs = [] {
     std::vector<OptionSpec> s = kEvalBaseSpecs;
+    s.push_back(kIsaSpec);
     s.insert(s.end(), kTuningSpecs.begin(), kTuningSpecs.end());
     return s;
   }();
@@ -80,6 +82,7 @@ std::unique_ptr<Engine> Load(const std::string& path, int threads, int ctx, cons
     eo.gpu_layers = static_cast<int>(args.Int("--gpu-layers", -1, 1, 1 << 16));
   eo.threads = threads;
   eo.context = ctx;
+  eo.isa = IsaArg(args);
   AddTuningOptions(args, &eo);
   std::shared_ptr<Progress> bar;
   ShowLoadProgress(&eo, &bar);

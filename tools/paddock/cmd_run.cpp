@@ -143,14 +143,16 @@ const OptionSpec kNoTuneSpec = {
     "prefetch)"};
 const OptionSpec kIsaSpec = {{"--isa"},
                              true,
-                             "kernels: auto, scalar, avx2, avx512, amx (AVX-512 with the integer "
-                             "GEMMs on AMX tiles) (default auto: the best this CPU runs)"};
+                             "kernels: auto, scalar; x86-64: avx2, avx512, amx (AVX-512 with the "
+                             "integer GEMMs on AMX tiles); AArch64: neon, dotprod (SDOT), i8mm "
+                             "(SMMLA) (default auto: the best this CPU runs)"};
 std::string IsaArg(const Args& args) {
   const std::string isa = args.Str("--isa", "auto");
-  for (const char* name : {"auto", "scalar", "avx2", "avx512", "amx"})
+  for (const char* name : {"auto", "scalar", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm"})
     if (isa == name) return isa;
   throw UsageError("unknown ISA '" + isa +
-                   "' for --isa (expected auto, scalar, avx2, avx512 or amx)");
+                   "' for --isa (expected auto, scalar, avx2, avx512, amx, neon, dotprod or "
+                   "i8mm)");
 }
 const OptionSpec kPrefetchSpec = {
     {"--prefetch"},

@@ -63,7 +63,7 @@ inline constexpr const char* kPrefetchNames[] = {"off", "auto", "all"};
 struct OptionSpec;
 extern const OptionSpec kNoTuneSpec;
 extern const OptionSpec kPrefetchSpec;  // --prefetch auto|all|off (run, chat, bench, serve)
-extern const OptionSpec kIsaSpec;       // --isa auto|scalar|avx2|avx512|amx
+extern const OptionSpec kIsaSpec;       // --isa auto|scalar|avx2|avx512|amx|neon|dotprod|i8mm
 // --isa's value (default auto); a name that is not one of kIsaSpec's: UsageError. Whether this
 // CPU can run it is the engine's check (ParseIsa).
 std::string IsaArg(const Args& args);

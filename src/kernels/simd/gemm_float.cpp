@@ -223,7 +223,7 @@ void GemvQ4_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const float
     VecF acc = Zero();
     float off = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const float d = _cvtsh_ss(sc[b]);
+      const float d = F16ToF32(sc[b]);
       acc = Fma(DotQ4Legacy(row + 2 * nb + 16 * b, nullptr, x + b * kQK), Set1(d), acc);
       off -= 8.0f * d * sums[b];
     }
@@ -240,7 +240,7 @@ void GemvQ8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const float
     const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
     VecF acc = Zero();
     for (int64_t b = 0; b < nb; ++b)
-      acc = Fma(DotBlock32(qs + b * kQK, x + b * kQK, Zero()), Set1(_cvtsh_ss(sc[b])), acc);
+      acc = Fma(DotBlock32(qs + b * kQK, x + b * kQK, Zero()), Set1(F16ToF32(sc[b])), acc);
     y[r] = ReduceAdd(acc);
   }
 }

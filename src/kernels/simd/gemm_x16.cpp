@@ -42,7 +42,7 @@ template <X16Kind K, bool kPf>
 inline void PrefetchWeights(const uint8_t* p) {
   if constexpr (kPf) {
     for (size_t l = 0; l < X16LayoutOf(K).block; l += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + kWeightPrefetchBytes + l), _MM_HINT_T0);
+      __builtin_prefetch(p + kWeightPrefetchBytes + l, 0, 3);
   }
 }
 
@@ -70,6 +70,11 @@ constexpr int kMxfp4Zero = 12;
 alignas(16) constexpr std::array<uint8_t, 16> kMxfp4Plus12A =
     Stored<kMxfp4Zero>(kMxfp4Values, std::make_index_sequence<16>());
 const uint8_t* const kMxfp4Plus12 = kMxfp4Plus12A.data();
+// With signed dot products and no int16 sums (NEON), MXFP4's grid as IQ4_NL's is stored:
+// value + 128, DotOffset8's weight operand.
+alignas(16) constexpr std::array<uint8_t, 16> kMxfp4Plus128A =
+    Stored<128>(kMxfp4Values, std::make_index_sequence<16>());
+const uint8_t* const kMxfp4Plus128 = kMxfp4Plus128A.data();
 
 // Activation bytes x[0..3] broadcast to every lane.
 inline VecI Bcast4(const int8_t* x) {
@@ -289,6 +294,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   // with it, they are stored + 12 (kMxfp4Plus12) as DotU8S8's unsigned operand.
   constexpr bool kM4Int16 = K == X16Kind::kM4 && kInt16Sums && kOffset8Zero == 0.0f;
   constexpr bool kM4Plus12 = K == X16Kind::kM4 && kOffset8Zero != 0.0f;
+  constexpr bool kM4Plus128 = K == X16Kind::kM4 && !kInt16Sums && kOffset8Zero == 0.0f;
   constexpr float kZero =
       K == X16Kind::kQ4S
           ? 8.0f
@@ -299,8 +305,12 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
   const VecI m4 = Set1I8(15);
   VecI lut = ZeroI();
   if constexpr (X16IsLut(K))
-    lut = Table16(kM4Int16 ? kMxfp4Signed : (kM4Plus12 ? kMxfp4Plus12 : kIq4NlStored));
-  static_assert(K != X16Kind::kM4 || kM4Int16 || kM4Plus12, "MXFP4 needs one of its two paths");
+    lut = Table16(kM4Int16     ? kMxfp4Signed
+                  : kM4Plus12  ? kMxfp4Plus12
+                  : kM4Plus128 ? kMxfp4Plus128
+                               : kIq4NlStored);
+  static_assert(K != X16Kind::kM4 || kM4Int16 || kM4Plus12 || kM4Plus128,
+                "MXFP4 needs one of its three paths");
   // Q2_K, Q3_K: vpshufb picks of a scale word's bytes 0, 1 (even blocks) or 2, 3 (odd) into
   // the low bytes of the lane's two words.
   VecI q2_pick[2] = {ZeroI(), ZeroI()};

@@ -6,7 +6,7 @@ namespace PADDOCK_ISA_NS {
 
 KernelTable MakeTable(Prefetch prefetch) {
   KernelTable t{};
-  t.isa = kLanes == 16 ? Isa::kAvx512 : Isa::kAvx2;
+  t.isa = kTableIsa;
   t.prefetch = prefetch;
   SetFloatKernels(&t);
   SetElementwiseKernels(&t);

@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/cpu.h"
 #include "formats/ggml_types.h"
 
 namespace paddock {
 namespace PADDOCK_ISA_NS {
+
+constexpr Isa kTableIsa = Isa::kAvx2;
 
 struct VecF {
   __m256 v;
@@ -73,6 +76,10 @@ inline void TransposeBlock(const float* src, int ss, float* dst, int ds) {
     _mm256_storeu_ps(dst + k * ds, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
     _mm256_storeu_ps(dst + (4 + k) * ds, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
   }
+}
+// One fp16 value as a float (exact).
+inline float F16ToF32(uint16_t h) {
+  return _cvtsh_ss(h);
 }
 inline VecF LoadF16(const uint16_t* p) {
   return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};

@@ -6,10 +6,13 @@
 
 #include <cstdint>
 
+#include "base/cpu.h"
 #include "formats/ggml_types.h"
 
 namespace paddock {
 namespace PADDOCK_ISA_NS {
+
+constexpr Isa kTableIsa = Isa::kAvx512;
 
 struct VecF {
   __m512 v;
@@ -75,6 +78,10 @@ inline void TransposeBlock(const float* src, int ss, float* dst, int ds) {
     _mm512_storeu_ps(dst + k * ds, _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88));
     _mm512_storeu_ps(dst + (8 + k) * ds, _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd));
   }
+}
+// One fp16 value as a float (exact).
+inline float F16ToF32(uint16_t h) {
+  return _cvtsh_ss(h);
 }
 inline VecF LoadF16(const uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
