@@ -35,6 +35,27 @@ for cpu in max a72; do
   fi
 done
 
+# The instruction mix, from the disassembly: the dotprod level's Q4_0 GEMM (its one-token
+# tile, the decode GEMV, inlined) on SDOT, the i8mm level's 8-token prefill tile on SMMLA, and no
+# instruction past ARMv8.0 in the neon level's code (its table runs on the A72).
+aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$ARM/paddock" >"$TMP/dis.txt"
+count() {  # count FUNCTION-REGEX INSN-REGEX: the instructions matching in the functions matching
+  awk -v f="$1" -v i="$2" '/^[0-9a-f]+ </ { in_f = ($0 ~ f) } in_f && $2 ~ i { n++ } END { print n + 0 }' \
+    "$TMP/dis.txt"
+}
+n=$(count 'paddock::dotprod::.*GemmX16<\(paddock::X16Kind\)0, 32, true>' '^sdot$')
+[ "$n" -gt 0 ]
+check "dotprod's Q4_0 decode GEMV uses SDOT ($n)" $?
+n=$(count 'paddock::i8mm::.*X16Tile<\(paddock::X16Kind\)0, 32, 8, true>' '^smmla$')
+[ "$n" -gt 0 ]
+check "i8mm's Q4_0 8-token prefill tile uses SMMLA ($n)" $?
+n=$(count 'paddock::i8mm::.*X16Tile<\(paddock::X16Kind\)2, 32, 8, true>' '^smmla$')
+[ "$n" -gt 0 ]
+check "i8mm's Q8_0 8-token prefill tile uses SMMLA ($n)" $?
+n=$(count 'paddock::neon::' '^(sdot|udot|usdot|sudot|smmla|ummla|usmmla|bfmmla|bfdot)$')
+[ "$n" -eq 0 ]
+check "the neon level has no ARMv8.2+ dot or matrix instruction ($n)" $?
+
 # 2. the golden
 golden() {  # golden NAME QEMU-FN ARGS...
   local name=$1 fn=$2

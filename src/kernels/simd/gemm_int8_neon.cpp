@@ -53,8 +53,8 @@ void GemvQ8Q8_0(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ
     const auto* b = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + r * rb);
     VecF acc = Zero();
     for (int64_t i = 0; i < nb; ++i)
-      acc = Fma(ToFloat(DotQ8Block(b[i].qs, x.qs + i * kQK)),
-                Set1(Fp16ToFp32(b[i].d) * x.d[i]), acc);
+      acc =
+          Fma(ToFloat(DotQ8Block(b[i].qs, x.qs + i * kQK)), Set1(Fp16ToFp32(b[i].d) * x.d[i]), acc);
     y[r] = ReduceAdd(acc);
   }
 }
@@ -165,8 +165,8 @@ void GemvQ8Q8_0R(const void* w, size_t rb, int64_t cols, int64_t rows, const Act
     const auto* qs = reinterpret_cast<const int8_t*>(row + 2 * nb);
     VecF acc = Zero();
     for (int64_t b = 0; b < nb; ++b)
-      acc = Fma(ToFloat(DotQ8Block(qs + b * kQK, x.qs + b * kQK)),
-                Set1(Fp16ToFp32(sc[b]) * x.d[b]), acc);
+      acc = Fma(ToFloat(DotQ8Block(qs + b * kQK, x.qs + b * kQK)), Set1(Fp16ToFp32(sc[b]) * x.d[b]),
+                acc);
     y[r] = ReduceAdd(acc);
   }
 }

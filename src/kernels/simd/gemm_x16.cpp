@@ -276,6 +276,13 @@ inline void Q6KSums(const int8_t* xq, int64_t cols, int T, int32_t* xs) {
   });
 }
 
+// The ISA's own tiles (vec.h names the header): the 2:4 sparse tile, and where the ISA has an
+// int8 matrix multiply (kMmla) IsaTiles<K>::BlockDots, a block's sums for several tokens; the
+// other ISAs leave IsaTiles undefined and never name it.
+template <X16Kind K>
+struct IsaTiles;
+#include PADDOCK_X16_TILES_HEADER
+
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
 // G: elements per scale group.
 template <X16Kind K, int G, int T, bool kPf>
@@ -454,6 +461,8 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
                 }
               }
             }
+          } else if constexpr (kMmla && T >= 2 && X16MmlaKind(K)) {
+            IsaTiles<K>::template BlockDots<T>(p, h, xb, cols, acc);
           } else if constexpr (X16IsQ4(K) && kInt16Sums) {
             // Without VNNI: maddubs pair sums added in int16, widened once per chain. A pair is at
             // most 2 x 15 x 127 for 4-bit quants (the block's 8 fit in int16: one chain) and
@@ -543,8 +552,6 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
     }
   }
 }
-
-#include PADDOCK_X16_SPARSE_HEADER  // the ISA's 2:4 sparse tile (vec.h names it)
 
 // The tile of a kind: the 2:4 sparse kind has its own.
 template <X16Kind K, int G, int T, bool kPf>

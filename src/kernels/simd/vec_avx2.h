@@ -298,11 +298,16 @@ constexpr int kX16ChunkBlocks = 2;
 constexpr int kFloatRows = 2;
 // Tokens per float-GEMM tile (gemm_float.cpp): 2 x 4 accumulators of the 16 registers.
 constexpr int kFloatTokens = 4;
+// No int8 matrix-multiply blocks here (NEON i8mm has them: vec_neon.h).
+constexpr bool kMmla = false;
+constexpr bool X16MmlaKind(X16Kind) {
+  return false;
+}
 // Tokens per register tile of the interleaved integer kernels.
 constexpr int X16MaxTile(X16Kind) {
   return 4;
 }
-#define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_avx2.h"
+#define PADDOCK_X16_TILES_HEADER "kernels/simd/x16_sparse_avx2.h"
 
 // 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): maddubs + madd (safe from int16
 // saturation for |u8| <= 128 and |s8| <= 127).

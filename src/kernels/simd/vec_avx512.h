@@ -296,12 +296,17 @@ constexpr int kFloatRows = 4;
 // Tokens per float-GEMM tile (gemm_float.cpp): 4 x 6 accumulators of the 32 registers: 9% faster
 // than 4 x 4 on an encoder's F16 steps (Zen 4), 8 spills.
 constexpr int kFloatTokens = 6;
+// No int8 matrix-multiply blocks here (NEON i8mm has them: vec_neon.h).
+constexpr bool kMmla = false;
+constexpr bool X16MmlaKind(X16Kind) {
+  return false;
+}
 // Tokens per register tile of the interleaved integer kernels (Q6_K keeps two int32
 // accumulators per token, so it takes fewer).
 constexpr int X16MaxTile(X16Kind k) {
   return k == X16Kind::kQ6K ? 6 : 8;
 }
-#define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_avx512.h"
+#define PADDOCK_X16_TILES_HEADER "kernels/simd/x16_sparse_avx512.h"
 
 // 8 int32 lanes += u8 x s8 products of 32 bytes (4 per lane): VNNI.
 inline __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) {

@@ -14,6 +14,7 @@
 
 #include "base/cpu.h"
 #include "formats/ggml_types.h"
+#include "formats/x16_layout.h"
 
 namespace paddock {
 namespace PADDOCK_ISA_NS {
@@ -293,8 +294,8 @@ inline VecI DotU8S8(VecI acc, VecI u8, VecI s8) {
 #else
   const uint8x16_t u = U8(u8);
   const int8x16_t s = S8(s8);
-  const int16x8_t lo = vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(u))),
-                                 vmovl_s8(vget_low_s8(s)));
+  const int16x8_t lo =
+      vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(u))), vmovl_s8(vget_low_s8(s)));
   const int16x8_t hi = vmulq_s16(vreinterpretq_s16_u16(vmovl_high_u8(u)), vmovl_high_s8(s));
   return {vaddq_s32(acc.v, Quads16(lo, hi))};
 #endif
@@ -322,8 +323,8 @@ constexpr bool kInt16Sums = false;
 inline VecI MulPairs16(VecI u8, VecI s8) {
   const uint8x16_t u = U8(u8);
   const int8x16_t s = S8(s8);
-  const int16x8_t lo = vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(u))),
-                                 vmovl_s8(vget_low_s8(s)));
+  const int16x8_t lo =
+      vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(u))), vmovl_s8(vget_low_s8(s)));
   const int16x8_t hi = vmulq_s16(vreinterpretq_s16_u16(vmovl_high_u8(u)), vmovl_high_s8(s));
   return {vreinterpretq_s32_s16(vqaddq_s16(vuzp1q_s16(lo, hi), vuzp2q_s16(lo, hi)))};
 }
@@ -341,11 +342,23 @@ constexpr int kX16ChunkBlocks = 2;
 // Float GEMM register tile: 4 rows x 4 tokens of the 32 registers.
 constexpr int kFloatRows = 4;
 constexpr int kFloatTokens = 4;
-// Tokens per register tile of the interleaved integer kernels.
-constexpr int X16MaxTile(X16Kind) {
-  return 4;
+// The int8 matrix multiply (i8mm): gemm_x16.cpp's blocks of several tokens on SMMLA
+// (x16_tiles_neon.h's IsaTiles::BlockDots) for the kinds X16MmlaKind names.
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+constexpr bool kMmla = true;
+#else
+constexpr bool kMmla = false;
+#endif
+// The kinds whose blocks SMMLA takes: the nibble kinds and the 8-bit ones.
+constexpr bool X16MmlaKind(X16Kind k) {
+  return X16IsQ4(k) || k == X16Kind::kQ8B || k == X16Kind::kQ8C;
 }
-#define PADDOCK_X16_SPARSE_HEADER "kernels/simd/x16_sparse_neon.h"
+// Tokens per register tile of the interleaved integer kernels: 8 on SMMLA (4 token pairs x 2
+// row pairs of accumulators per quarter), else 4.
+constexpr int X16MaxTile(X16Kind k) {
+  return kMmla && X16MmlaKind(k) ? 8 : 4;
+}
+#define PADDOCK_X16_TILES_HEADER "kernels/simd/x16_tiles_neon.h"
 
 // Runs `iters` iterations of 8 independent int8 dot-product instructions; returns the int8
 // operations done (multiply + add = 2): the machine's integer peak, for benchmarks. SDOT

@@ -1,0 +1,148 @@
+// kernels/simd/x16_tiles_neon.h: NEON's own tiles of the 16-row interleaved layouts, included by
+// gemm_x16.cpp inside its namespace: the 2:4 sparse int8 tile (PS8_C), and on the i8mm level the
+// block dot products of several tokens on the int8 matrix multiply (IsaTiles::BlockDots).
+//
+// The 2:4 sparse tile. As on AVX2 and AVX-512, per 8 elements of a
+// row the 4 stored values meet the 4 activations they multiply, picked out of the 8 by a byte
+// table lookup (TBL) whose indices come from the stored 4-bit pair codes; the products are
+// signed x signed (SDOT, or 16-bit products on ARMv8.0), so no zero point. A register holds 4
+// rows: a 16-row group is four quarters, each its own pass.
+
+// Byte indices (0..7 into the step's 8 activations) of step s for the 4 rows of a quarter.
+inline uint8x16_t SparseStepIndices(int s, uint8x16_t codes) {
+  const uint8_t b = static_cast<uint8_t>(s);
+  const uint8x16_t rep = {b,
+                          b,
+                          b,
+                          b,
+                          static_cast<uint8_t>(4 + b),
+                          static_cast<uint8_t>(4 + b),
+                          static_cast<uint8_t>(4 + b),
+                          static_cast<uint8_t>(4 + b),
+                          static_cast<uint8_t>(8 + b),
+                          static_cast<uint8_t>(8 + b),
+                          static_cast<uint8_t>(8 + b),
+                          static_cast<uint8_t>(8 + b),
+                          static_cast<uint8_t>(12 + b),
+                          static_cast<uint8_t>(12 + b),
+                          static_cast<uint8_t>(12 + b),
+                          static_cast<uint8_t>(12 + b)};
+  uint8x16_t r = vqtbl1q_u8(codes, rep);  // the lane's code byte x 4
+  // bytes 2, 3 of each lane take the high nibble: their word shifted right by 4
+  static constexpr int16_t kShift[8] = {0, -4, 0, -4, 0, -4, 0, -4};
+  r = vreinterpretq_u8_u16(vshlq_u16(vreinterpretq_u16_u8(r), vld1q_s16(kShift)));
+  r = vandq_u8(r, vdupq_n_u8(15));
+  r = vaddq_u8(r, vreinterpretq_u8_u32(vdupq_n_u32(0x08000800)));  // odd bytes: second of pair
+  static constexpr uint8_t kLut[16] = {0, 0, 0, 1, 1, 2, 0, 0, 1, 2, 3, 2, 3, 3, 0, 0};
+  return vaddq_u8(vqtbl1q_u8(vld1q_u8(kLut), r),
+                  vreinterpretq_u8_u32(vdupq_n_u32(0x04040000)));  // group 2s + 1: +4
+}
+
+template <int T>
+void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, float* y,
+                int64_t ldy) {
+  const int64_t nb = cols / kQK;
+  for (int h = 0; h < kHalves; ++h) {
+    const VecF row_scale = Load(reinterpret_cast<const float*>(grp) + kLanes * h);
+    const uint8_t* p = grp + 64;
+    VecF facc[T];
+    for (int t = 0; t < T; ++t) facc[t] = Zero();
+    for (int64_t b = 0; b < nb; ++b, p += kSparse.block) {
+      VecI acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = ZeroI();
+      const uint8x16_t codes = vld1q_u8(p + kSparse.extra + kRowBytes * h);
+      const int8_t* xb = xq + b * kQK;
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const uint8x16_t idx = SparseStepIndices(s, codes);
+        const VecI w = LoadRaw(p + kSparse.quants + 64 * s + kRowBytes * h);
+        for (int t = 0; t < T; ++t) {
+          const int8x8_t a8 = vld1_s8(xb + t * cols + 8 * s);
+          const VecI a = FromS8(vqtbl1q_s8(vcombine_s8(a8, a8), idx));
+          acc[t] = DotS8S8(acc[t], w, a);
+        }
+      }
+      for (int t = 0; t < T; ++t) facc[t] = Fma(ToFloat(acc[t]), Set1(xd[t * nb + b]), facc[t]);
+    }
+    for (int t = 0; t < T; ++t) Store(y + t * ldy + kLanes * h, Mul(facc[t], row_scale));
+  }
+}
+
+// The int8 matrix multiply (SMMLA: a 2 x 8 by 8 x 2 product into 2 x 2 int32, 32 products per
+// instruction against SDOT's 16): a 32-element block of 4 rows x T tokens (T >= 2) for the
+// nibble kinds (Q4_0, Q4_K, Q5_*, the int4 layouts) and the 8-bit ones (Q8_0, the int8 layout).
+// Two consecutive vectors of a quarter hold each row's elements 4m..4m+7; zipping their 32-bit
+// lanes gives the rows in pairs (r0 r1, r2 r3) as SMMLA's 2 x 8 operands, and two tokens' 8
+// activation bytes side by side the other; the 2 x 2 results are unzipped to a vector of rows
+// per token. The sums are the same exact integers as SDOT's, so a token's result does not depend
+// on its tile (alone, the GEMV, it takes SDOT). An odd last token takes SDOT too.
+template <X16Kind K>
+struct IsaTiles {
+  template <int T>
+  static void BlockDots(const uint8_t* p, int h, const int8_t* xb, int64_t cols, VecI* acc) {
+    static_assert(T >= 2, "SMMLA pairs tokens");
+    constexpr X16Layout kL = X16LayoutOf(K);
+    constexpr int P = T / 2;
+    int32x4_t mm[P][2];
+    for (int j = 0; j < P; ++j) mm[j][0] = mm[j][1] = vdupq_n_s32(0);
+    // w0, w1: elements e..e+3 and e+4..e+7 of the quarter's 4 rows, as signed bytes.
+    auto pairs = [&](uint8x16_t w0, uint8x16_t w1, int e) {
+      const uint32x4_t u0 = vreinterpretq_u32_u8(w0), u1 = vreinterpretq_u32_u8(w1);
+      const int8x16_t a01 = vreinterpretq_s8_u32(vzip1q_u32(u0, u1));
+      const int8x16_t a23 = vreinterpretq_s8_u32(vzip2q_u32(u0, u1));
+      for (int j = 0; j < P; ++j) {
+        const int8_t* x = xb + 2 * j * cols + e;
+        const int8x16_t b = vcombine_s8(vld1_s8(x), vld1_s8(x + cols));
+        mm[j][0] = vmmlaq_s32(mm[j][0], a01, b);
+        mm[j][1] = vmmlaq_s32(mm[j][1], a23, b);
+      }
+    };
+    const uint8x16_t m4 = vdupq_n_u8(15), b4 = vdupq_n_u8(16);
+    const int8_t* xl = xb + (T - 1) * cols;  // an odd last token's activations
+    if constexpr (X16IsQ4(K)) {
+      uint8x16_t q5 = vdupq_n_u8(0);
+      if constexpr (X16IsQ5(K)) q5 = vld1q_u8(p + kL.extra + kRowBytes * h);
+      // Elements 4m.. (low nibbles) and 16 + 4m.. (high), with the 5th bits m and 4 + m.
+      auto quants = [&](int m, uint8x16_t* lo, uint8x16_t* hi) {
+        const uint8x16_t v = vld1q_u8(p + 64 * m + kRowBytes * h);
+        *lo = vandq_u8(v, m4);
+        *hi = vshrq_n_u8(v, 4);
+        if constexpr (X16IsQ5(K)) {
+          *lo = vorrq_u8(*lo, vandq_u8(vshlq_u8(q5, vdupq_n_s8(static_cast<int8_t>(4 - m))), b4));
+          *hi = vorrq_u8(*hi, vandq_u8(vshlq_u8(q5, vdupq_n_s8(static_cast<int8_t>(-m))), b4));
+        }
+      };
+#pragma GCC unroll 2
+      for (int m = 0; m < 4; m += 2) {
+        uint8x16_t lo0, hi0, lo1, hi1;
+        quants(m, &lo0, &hi0);
+        quants(m + 1, &lo1, &hi1);
+        pairs(lo0, lo1, 4 * m);
+        pairs(hi0, hi1, 16 + 4 * m);
+        if constexpr (T % 2 != 0) {
+          VecI& a = acc[T - 1];
+          a = DotU8S8Bcast(a, FromU8(lo0), xl + 4 * m);
+          a = DotU8S8Bcast(a, FromU8(hi0), xl + 16 + 4 * m);
+          a = DotU8S8Bcast(a, FromU8(lo1), xl + 4 * m + 4);
+          a = DotU8S8Bcast(a, FromU8(hi1), xl + 16 + 4 * m + 4);
+        }
+      }
+    } else {  // 8-bit quants stored + 128: the top bit flipped, signed
+      const uint8x16_t flip = vdupq_n_u8(0x80);
+#pragma GCC unroll 4
+      for (int g = 0; g < 8; g += 2) {
+        const uint8x16_t w0 = vld1q_u8(p + 64 * g + kRowBytes * h),
+                         w1 = vld1q_u8(p + 64 * (g + 1) + kRowBytes * h);
+        pairs(veorq_u8(w0, flip), veorq_u8(w1, flip), 4 * g);
+        if constexpr (T % 2 != 0) {
+          acc[T - 1] = DotOffset8Bcast(acc[T - 1], FromU8(w0), xl + 4 * g);
+          acc[T - 1] = DotOffset8Bcast(acc[T - 1], FromU8(w1), xl + 4 * g + 4);
+        }
+      }
+    }
+    for (int j = 0; j < P; ++j) {
+      acc[2 * j] = {vaddq_s32(acc[2 * j].v, vuzp1q_s32(mm[j][0], mm[j][1]))};
+      acc[2 * j + 1] = {vaddq_s32(acc[2 * j + 1].v, vuzp2q_s32(mm[j][0], mm[j][1]))};
+    }
+  }
+};
