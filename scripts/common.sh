@@ -38,15 +38,13 @@ ensure_arm64_packages() {
   ensure_packages "${ARM64_PACKAGES[@]}"
 }
 
-# cross_build_aarch64 [TARGET...]: configures build-aarch64 for AArch64 (cmake/aarch64-linux-
-# gnu.cmake) and builds the targets (default: paddock and the kernel tests).
+# cross_build_aarch64 [CMAKE_ARG...]: configures build-aarch64 for AArch64 (cmake/aarch64-linux-
+# gnu.cmake) and builds paddock and the kernel tests (ARM_TARGETS: other targets).
 cross_build_aarch64() {
-  local targets=("$@")
-  [ ${#targets[@]} -gt 0 ] || targets=(paddock paddock_kernel_tests)
   cmake -S "$ROOT" -B "$ARM_DIR" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DPADDOCK_MPI=OFF -DPADDOCK_BUILD_LOADGEN=OFF \
-    -DPADDOCK_TESTS=OFF -DPADDOCK_KERNEL_TESTS=ON >/dev/null &&
-    cmake --build "$ARM_DIR" -j "$JOBS" --target "${targets[@]}" | tail -n 1
+    -DPADDOCK_TESTS=OFF -DPADDOCK_KERNEL_TESTS=ON "$@" >/dev/null &&
+    cmake --build "$ARM_DIR" -j "$JOBS" --target ${ARM_TARGETS:-paddock paddock_kernel_tests} | tail -n 1
 }
 
 # ensure_node: Node.js and npm for the OpenAI client test (Debian's if the machine has none).

@@ -276,9 +276,9 @@ inline void Q6KSums(const int8_t* xq, int64_t cols, int T, int32_t* xs) {
   });
 }
 
-// The ISA's own tiles (vec.h names the header): the 2:4 sparse tile, and where the ISA has an
-// int8 matrix multiply (kMmla) IsaTiles<K>::BlockDots, a block's sums for several tokens; the
-// other ISAs leave IsaTiles undefined and never name it.
+// The ISA's own tiles (vec.h names the header): the 2:4 sparse tile, and where the ISA has
+// block dot products of its own (kIsaBlocks) IsaTiles<K>::BlockDots, a block's sums for T
+// tokens; the other ISAs leave IsaTiles undefined and never name it.
 template <X16Kind K>
 struct IsaTiles;
 #include PADDOCK_X16_TILES_HEADER
@@ -461,7 +461,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
                 }
               }
             }
-          } else if constexpr (kMmla && T >= 2 && X16MmlaKind(K)) {
+          } else if constexpr (kIsaBlocks && X16IsaBlockKind(K)) {
             IsaTiles<K>::template BlockDots<T>(p, h, xb, cols, acc);
           } else if constexpr (X16IsQ4(K) && kInt16Sums) {
             // Without VNNI: maddubs pair sums added in int16, widened once per chain. A pair is at

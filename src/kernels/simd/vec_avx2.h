@@ -298,9 +298,9 @@ constexpr int kX16ChunkBlocks = 2;
 constexpr int kFloatRows = 2;
 // Tokens per float-GEMM tile (gemm_float.cpp): 2 x 4 accumulators of the 16 registers.
 constexpr int kFloatTokens = 4;
-// No int8 matrix-multiply blocks here (NEON i8mm has them: vec_neon.h).
-constexpr bool kMmla = false;
-constexpr bool X16MmlaKind(X16Kind) {
+// No block dot products of the ISA's own here (NEON has them: vec_neon.h).
+constexpr bool kIsaBlocks = false;
+constexpr bool X16IsaBlockKind(X16Kind) {
   return false;
 }
 // Tokens per register tile of the interleaved integer kernels.

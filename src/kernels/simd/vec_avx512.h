@@ -296,9 +296,9 @@ constexpr int kFloatRows = 4;
 // Tokens per float-GEMM tile (gemm_float.cpp): 4 x 6 accumulators of the 32 registers: 9% faster
 // than 4 x 4 on an encoder's F16 steps (Zen 4), 8 spills.
 constexpr int kFloatTokens = 6;
-// No int8 matrix-multiply blocks here (NEON i8mm has them: vec_neon.h).
-constexpr bool kMmla = false;
-constexpr bool X16MmlaKind(X16Kind) {
+// No block dot products of the ISA's own here (NEON has them: vec_neon.h).
+constexpr bool kIsaBlocks = false;
+constexpr bool X16IsaBlockKind(X16Kind) {
   return false;
 }
 // Tokens per register tile of the interleaved integer kernels (Q6_K keeps two int32

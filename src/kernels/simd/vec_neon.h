@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "base/cpu.h"
 #include "formats/ggml_types.h"
@@ -337,26 +338,31 @@ inline VecI WidenPairs16(VecI acc, VecI p16) {
 // One int32 chain per token; the one-token GEMV alternates the four quarters of a group by
 // chunks of blocks (gemm_x16.cpp's X16Tile), as AVX2 its halves.
 constexpr int kX16SplitTokens = 0;
-constexpr int kX16ChunkBlocks = 2;
+constexpr int kX16ChunkBlocks = 1;
 
 // Float GEMM register tile: 4 rows x 4 tokens of the 32 registers.
 constexpr int kFloatRows = 4;
 constexpr int kFloatTokens = 4;
-// The int8 matrix multiply (i8mm): gemm_x16.cpp's blocks of several tokens on SMMLA
-// (x16_tiles_neon.h's IsaTiles::BlockDots) for the kinds X16MmlaKind names.
+// gemm_x16.cpp's blocks of the nibble and 8-bit kinds in NEON's own code (x16_tiles_neon.h's
+// IsaTiles::BlockDots) on the dot-product levels: lane-indexed SDOT, and on i8mm (kMmla) the
+// int8 matrix multiply for token pairs.
+#if defined(__ARM_FEATURE_DOTPROD)
+constexpr bool kIsaBlocks = true;
+#else
+constexpr bool kIsaBlocks = false;
+#endif
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 constexpr bool kMmla = true;
 #else
 constexpr bool kMmla = false;
 #endif
-// The kinds whose blocks SMMLA takes: the nibble kinds and the 8-bit ones.
-constexpr bool X16MmlaKind(X16Kind k) {
+constexpr bool X16IsaBlockKind(X16Kind k) {
   return X16IsQ4(k) || k == X16Kind::kQ8B || k == X16Kind::kQ8C;
 }
 // Tokens per register tile of the interleaved integer kernels: 8 on SMMLA (4 token pairs x 2
 // row pairs of accumulators per quarter), else 4.
 constexpr int X16MaxTile(X16Kind k) {
-  return kMmla && X16MmlaKind(k) ? 8 : 4;
+  return kMmla && X16IsaBlockKind(k) ? 8 : 4;
 }
 #define PADDOCK_X16_TILES_HEADER "kernels/simd/x16_tiles_neon.h"
 

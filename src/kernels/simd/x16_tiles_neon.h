@@ -1,6 +1,7 @@
 // kernels/simd/x16_tiles_neon.h: NEON's own tiles of the 16-row interleaved layouts, included by
-// gemm_x16.cpp inside its namespace: the 2:4 sparse int8 tile (PS8_C), and on the i8mm level the
-// block dot products of several tokens on the int8 matrix multiply (IsaTiles::BlockDots).
+// gemm_x16.cpp inside its namespace: the 2:4 sparse int8 tile (PS8_C), and on the dot-product
+// levels the block dot products of the nibble and 8-bit kinds (IsaTiles::BlockDots: lane-indexed
+// SDOT, and SMMLA for token pairs on i8mm).
 //
 // The 2:4 sparse tile. As on AVX2 and AVX-512, per 8 elements of a
 // row the 4 stored values meet the 4 activations they multiply, picked out of the 8 by a byte
@@ -68,38 +69,60 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
   }
 }
 
-// The int8 matrix multiply (SMMLA: a 2 x 8 by 8 x 2 product into 2 x 2 int32, 32 products per
-// instruction against SDOT's 16): a 32-element block of 4 rows x T tokens (T >= 2) for the
-// nibble kinds (Q4_0, Q4_K, Q5_*, the int4 layouts) and the 8-bit ones (Q8_0, the int8 layout).
-// Two consecutive vectors of a quarter hold each row's elements 4m..4m+7; zipping their 32-bit
-// lanes gives the rows in pairs (r0 r1, r2 r3) as SMMLA's 2 x 8 operands, and two tokens' 8
-// activation bytes side by side the other; the 2 x 2 results are unzipped to a vector of rows
-// per token. The sums are the same exact integers as SDOT's, so a token's result does not depend
-// on its tile (alone, the GEMV, it takes SDOT). An odd last token takes SDOT too.
+// NEON's own block dot products for the nibble kinds (Q4_0, Q4_K, Q5_*, the int4 layouts) and
+// the 8-bit ones (Q8_0, the int8 layout), on the dot-product levels: a 32-element block of a
+// quarter's 4 rows for T tokens into acc[t] (the rows' int32 sums, exact).
+// - One token at a time: each token's 32 activation bytes loaded once (two registers) and the
+//   weights dotted with them by lane-indexed SDOT (vector m, elements 4m..4m+3 of 4 rows, against
+//   lane m of the activations), in place of a 4-byte broadcast load per instruction.
+// - Token pairs on the int8 matrix multiply (i8mm; SMMLA: a 2 x 8 by 8 x 2 product into 2 x 2
+//   int32, 32 products per instruction against SDOT's 16): two consecutive vectors hold each
+//   row's elements 4m..4m+7; zipping their 32-bit lanes gives the rows in pairs (r0 r1, r2 r3)
+//   as SMMLA's 2 x 8 operands, two tokens' 8 activation bytes side by side the other; the 2 x 2
+//   results are unzipped to a vector of rows per token. An odd last token goes one at a time.
+// Both give the same exact integers, so a token's result does not depend on its tile.
 template <X16Kind K>
 struct IsaTiles {
+  // (always inlined: the accumulators stay in registers across the tile's blocks)
   template <int T>
-  static void BlockDots(const uint8_t* p, int h, const int8_t* xb, int64_t cols, VecI* acc) {
-    static_assert(T >= 2, "SMMLA pairs tokens");
+  __attribute__((always_inline)) static inline void BlockDots(const uint8_t* p, int h,
+                                                              const int8_t* xb, int64_t cols,
+                                                              VecI* acc) {
     constexpr X16Layout kL = X16LayoutOf(K);
-    constexpr int P = T / 2;
-    int32x4_t mm[P][2];
+    constexpr int P = kMmla ? T / 2 : 0;  // token pairs on SMMLA
+    constexpr int S = T - 2 * P;          // tokens one at a time (lane-indexed SDOT)
+    int32x4_t mm[P > 0 ? P : 1][2];
     for (int j = 0; j < P; ++j) mm[j][0] = mm[j][1] = vdupq_n_s32(0);
-    // w0, w1: elements e..e+3 and e+4..e+7 of the quarter's 4 rows, as signed bytes.
-    auto pairs = [&](uint8x16_t w0, uint8x16_t w1, int e) {
-      const uint32x4_t u0 = vreinterpretq_u32_u8(w0), u1 = vreinterpretq_u32_u8(w1);
-      const int8x16_t a01 = vreinterpretq_s8_u32(vzip1q_u32(u0, u1));
-      const int8x16_t a23 = vreinterpretq_s8_u32(vzip2q_u32(u0, u1));
-      for (int j = 0; j < P; ++j) {
-        const int8_t* x = xb + 2 * j * cols + e;
-        const int8x16_t b = vcombine_s8(vld1_s8(x), vld1_s8(x + cols));
-        mm[j][0] = vmmlaq_s32(mm[j][0], a01, b);
-        mm[j][1] = vmmlaq_s32(mm[j][1], a23, b);
+    int8x16_t xs[S > 0 ? S : 1][2];
+    for (int i = 0; i < S; ++i) {
+      xs[i][0] = vld1q_s8(xb + (2 * P + i) * cols);
+      xs[i][1] = vld1q_s8(xb + (2 * P + i) * cols + 16);
+    }
+    // w0, w1: elements e..e+3 and e+4..e+7 of the quarter's 4 rows (signed bytes); e / 4 = the
+    // lane of w0's activations in register r of a single token.
+    auto step = [&](auto lane, uint8x16_t w0, uint8x16_t w1, int e, int r) {
+      constexpr int l = decltype(lane)::value;
+      if constexpr (P > 0) {
+        const uint32x4_t u0 = vreinterpretq_u32_u8(w0), u1 = vreinterpretq_u32_u8(w1);
+        const int8x16_t a01 = vreinterpretq_s8_u32(vzip1q_u32(u0, u1));
+        const int8x16_t a23 = vreinterpretq_s8_u32(vzip2q_u32(u0, u1));
+        for (int j = 0; j < P; ++j) {
+          const int8_t* x = xb + 2 * j * cols + e;
+          const int8x16_t b = vcombine_s8(vld1_s8(x), vld1_s8(x + cols));
+          mm[j][0] = vmmlaq_s32(mm[j][0], a01, b);
+          mm[j][1] = vmmlaq_s32(mm[j][1], a23, b);
+        }
+      }
+      for (int i = 0; i < S; ++i) {
+        int32x4_t& a = acc[2 * P + i].v;
+        a = vdotq_laneq_s32(a, vreinterpretq_s8_u8(w0), xs[i][r], l);
+        a = vdotq_laneq_s32(a, vreinterpretq_s8_u8(w1), xs[i][r], l + 1);
       }
     };
-    const uint8x16_t m4 = vdupq_n_u8(15), b4 = vdupq_n_u8(16);
-    const int8_t* xl = xb + (T - 1) * cols;  // an odd last token's activations
+    using C0 = std::integral_constant<int, 0>;
+    using C2 = std::integral_constant<int, 2>;
     if constexpr (X16IsQ4(K)) {
+      const uint8x16_t m4 = vdupq_n_u8(15), b4 = vdupq_n_u8(16);
       uint8x16_t q5 = vdupq_n_u8(0);
       if constexpr (X16IsQ5(K)) q5 = vld1q_u8(p + kL.extra + kRowBytes * h);
       // Elements 4m.. (low nibbles) and 16 + 4m.. (high), with the 5th bits m and 4 + m.
@@ -112,33 +135,27 @@ struct IsaTiles {
           *hi = vorrq_u8(*hi, vandq_u8(vshlq_u8(q5, vdupq_n_s8(static_cast<int8_t>(-m))), b4));
         }
       };
-#pragma GCC unroll 2
-      for (int m = 0; m < 4; m += 2) {
+      auto two = [&](auto lane) {
+        constexpr int m = decltype(lane)::value;
         uint8x16_t lo0, hi0, lo1, hi1;
         quants(m, &lo0, &hi0);
         quants(m + 1, &lo1, &hi1);
-        pairs(lo0, lo1, 4 * m);
-        pairs(hi0, hi1, 16 + 4 * m);
-        if constexpr (T % 2 != 0) {
-          VecI& a = acc[T - 1];
-          a = DotU8S8Bcast(a, FromU8(lo0), xl + 4 * m);
-          a = DotU8S8Bcast(a, FromU8(hi0), xl + 16 + 4 * m);
-          a = DotU8S8Bcast(a, FromU8(lo1), xl + 4 * m + 4);
-          a = DotU8S8Bcast(a, FromU8(hi1), xl + 16 + 4 * m + 4);
-        }
-      }
+        step(lane, lo0, lo1, 4 * m, 0);
+        step(lane, hi0, hi1, 16 + 4 * m, 1);
+      };
+      two(C0{});
+      two(C2{});
     } else {  // 8-bit quants stored + 128: the top bit flipped, signed
       const uint8x16_t flip = vdupq_n_u8(0x80);
-#pragma GCC unroll 4
-      for (int g = 0; g < 8; g += 2) {
-        const uint8x16_t w0 = vld1q_u8(p + 64 * g + kRowBytes * h),
-                         w1 = vld1q_u8(p + 64 * (g + 1) + kRowBytes * h);
-        pairs(veorq_u8(w0, flip), veorq_u8(w1, flip), 4 * g);
-        if constexpr (T % 2 != 0) {
-          acc[T - 1] = DotOffset8Bcast(acc[T - 1], FromU8(w0), xl + 4 * g);
-          acc[T - 1] = DotOffset8Bcast(acc[T - 1], FromU8(w1), xl + 4 * g + 4);
-        }
-      }
+      auto two = [&](auto lane, int g) {  // vectors g, g + 1: lanes g % 4, + 1 of register g / 4
+        const uint8x16_t w0 = veorq_u8(vld1q_u8(p + 64 * g + kRowBytes * h), flip),
+                         w1 = veorq_u8(vld1q_u8(p + 64 * (g + 1) + kRowBytes * h), flip);
+        step(lane, w0, w1, 4 * g, g / 4);
+      };
+      two(C0{}, 0);
+      two(C2{}, 2);
+      two(C0{}, 4);
+      two(C2{}, 6);
     }
     for (int j = 0; j < P; ++j) {
       acc[2 * j] = {vaddq_s32(acc[2 * j].v, vuzp1q_s32(mm[j][0], mm[j][1]))};
