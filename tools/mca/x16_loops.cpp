@@ -7,11 +7,10 @@
 
 namespace paddock::PADDOCK_ISA_NS {
 
-#define PADDOCK_MCA_TILE(name, kind, tokens)                                                  \
-  extern "C" __attribute__((noinline)) void name(const uint8_t* g, int64_t cols,               \
-                                                 const int8_t* xq, const float* xd,            \
-                                                 const float* xds, float* y) {                 \
-    X16Tile<X16Kind::kind, 32, tokens, true>(g, cols, xq, xd, xds, y, 16);                     \
+#define PADDOCK_MCA_TILE(name, kind, tokens)                                                       \
+  extern "C" __attribute__((noinline)) void name(const uint8_t* g, int64_t cols, const int8_t* xq, \
+                                                 const float* xd, const float* xds, float* y) {    \
+    X16Tile<X16Kind::kind, 32, tokens, true>(g, cols, xq, xd, xds, y, 16);                         \
   }
 PADDOCK_MCA_TILE(mca_q4_0_decode, kQ4S, 1)  // Q4_0 re-laid (Q4_0X16): one token, the GEMV
 PADDOCK_MCA_TILE(mca_q8_0_decode, kQ8B, 1)  // Q8_0 re-laid (Q8_0X16)

@@ -284,10 +284,11 @@ struct IsaTiles;
 #include PADDOCK_X16_TILES_HEADER
 
 // One 16-row group x T tokens (token t's quants at xq + t * cols, scales at xd/xds + t * nb).
-// G: elements per scale group.
+// G: elements per scale group. xp: the tokens' activations as the ISA's own blocks take them
+// (IsaTiles<K>::PackTokens), or null.
 template <X16Kind K, int G, int T, bool kPf>
 void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd, const float* xds,
-             float* y, int64_t ldy) {
+             float* y, int64_t ldy, const int8_t* xp = nullptr) {
   constexpr bool kSplit = T <= kX16SplitTokens;  // two int32 chains per token
   // With VNNI and two chains, 4-bit kinds dot their high nibbles in place (16 q: a dword's four
   // products stay below 2^17) and shift that chain's sum once per block, exactly, instead of
@@ -462,7 +463,7 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
               }
             }
           } else if constexpr (kIsaBlocks && X16IsaBlockKind(K)) {
-            IsaTiles<K>::template BlockDots<T>(p, h, xb, cols, acc);
+            IsaTiles<K>::template BlockDots<T>(p, h, xb, cols, acc, xp, b);
           } else if constexpr (X16IsQ4(K) && kInt16Sums) {
             // Without VNNI: maddubs pair sums added in int16, widened once per chain. A pair is at
             // most 2 x 15 x 127 for 4-bit quants (the block's 8 fit in int16: one chain) and
@@ -556,11 +557,11 @@ void X16Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd
 // The tile of a kind: the 2:4 sparse kind has its own.
 template <X16Kind K, int G, int T, bool kPf>
 inline void Tile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float* xd,
-                 const float* xds, float* y, int64_t ldy) {
+                 const float* xds, float* y, int64_t ldy, const int8_t* xp) {
   if constexpr (K == X16Kind::kS8C) {
     SparseTile<T>(grp, cols, xq, xd, y, ldy);
   } else {
-    X16Tile<K, G, T, kPf>(grp, cols, xq, xd, xds, y, ldy);
+    X16Tile<K, G, T, kPf>(grp, cols, xq, xd, xds, y, ldy, xp);
   }
 }
 
@@ -590,33 +591,42 @@ void GemmX16(const void* w, size_t rb, int64_t cols, int64_t rows, const ActQ8& 
       }
       xds = reinterpret_cast<const float*>(sums.data());
     }
+    // The ISA's own layout of the tile's activations, once for all row groups (NEON i8mm: token
+    // pairs' 8-byte groups side by side, SMMLA's operand whole)
+    const int8_t* xp = nullptr;
+    if constexpr (kIsaBlocks && X16IsaBlockKind(K)) {
+      thread_local std::vector<int8_t> packed;  // (grows once per thread to the widest matrix)
+      const size_t need = static_cast<size_t>(kMaxT) * static_cast<size_t>(cols);
+      if (packed.size() < need) packed.resize(need);
+      if (IsaTiles<K>::PackTokens(xq, cols, T, packed.data())) xp = packed.data();
+    }
     for (int64_t g = 0; g < rows / kX16Rows; ++g) {
       const uint8_t* grp = base + static_cast<size_t>(g) * group_bytes;
       float* yg = y + static_cast<int64_t>(t0) * ldy + g * kX16Rows;
       switch (T) {
         case 8:
-          if constexpr (kMaxT >= 8) Tile<K, G, 8, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          if constexpr (kMaxT >= 8) Tile<K, G, 8, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         case 7:
-          if constexpr (kMaxT >= 7) Tile<K, G, 7, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          if constexpr (kMaxT >= 7) Tile<K, G, 7, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         case 6:
-          if constexpr (kMaxT >= 6) Tile<K, G, 6, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          if constexpr (kMaxT >= 6) Tile<K, G, 6, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         case 5:
-          if constexpr (kMaxT >= 5) Tile<K, G, 5, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          if constexpr (kMaxT >= 5) Tile<K, G, 5, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         case 4:
-          Tile<K, G, 4, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          Tile<K, G, 4, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         case 3:
-          Tile<K, G, 3, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          Tile<K, G, 3, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         case 2:
-          Tile<K, G, 2, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          Tile<K, G, 2, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
         default:
-          Tile<K, G, 1, kPf>(grp, cols, xq, xd, xds, yg, ldy);
+          Tile<K, G, 1, kPf>(grp, cols, xq, xd, xds, yg, ldy, xp);
           break;
       }
     }

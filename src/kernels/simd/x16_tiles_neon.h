@@ -78,16 +78,35 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
 // - Token pairs on the int8 matrix multiply (i8mm; SMMLA: a 2 x 8 by 8 x 2 product into 2 x 2
 //   int32, 32 products per instruction against SDOT's 16): two consecutive vectors hold each
 //   row's elements 4m..4m+7; zipping their 32-bit lanes gives the rows in pairs (r0 r1, r2 r3)
-//   as SMMLA's 2 x 8 operands, two tokens' 8 activation bytes side by side the other; the 2 x 2
-//   results are unzipped to a vector of rows per token. An odd last token goes one at a time.
+//   as SMMLA's 2 x 8 operands, two tokens' 8 activation bytes side by side the other (packed
+//   once per tile: PackTokens); the 2 x 2 results are unzipped to a vector of rows per token. An
+//   odd last token goes one at a time.
 // Both give the same exact integers, so a token's result does not depend on its tile.
 template <X16Kind K>
 struct IsaTiles {
+  // The tile's token pairs for SMMLA (i8mm; T >= 2): per pair j, block b and 8-element group e,
+  // 16 bytes at xp + ((j nb + b) 4 + e) 16: the pair's first token's 8 activation bytes, then
+  // the second's. False (nothing packed) where the tile has no pair.
+  static bool PackTokens(const int8_t* xq, int64_t cols, int T, int8_t* xp) {
+    if (!kMmla || T < 2) return false;
+    const int64_t nb = cols / kQK;
+    for (int j = 0; j < T / 2; ++j) {
+      const int8_t* x0 = xq + 2 * j * cols;
+      for (int64_t g = 0; g < 4 * nb; ++g) {
+        const int8x16_t v = vcombine_s8(vld1_s8(x0 + 8 * g), vld1_s8(x0 + cols + 8 * g));
+        vst1q_s8(xp + (j * 4 * nb + g) * 16, v);
+      }
+    }
+    return true;
+  }
+
   // (always inlined: the accumulators stay in registers across the tile's blocks)
+  // xp, b: PackTokens' pairs (null without) and the block's index.
   template <int T>
   __attribute__((always_inline)) static inline void BlockDots(const uint8_t* p, int h,
                                                               const int8_t* xb, int64_t cols,
-                                                              VecI* acc) {
+                                                              VecI* acc, const int8_t* xp,
+                                                              int64_t b) {
     constexpr X16Layout kL = X16LayoutOf(K);
     constexpr int P = kMmla ? T / 2 : 0;  // token pairs on SMMLA
     constexpr int S = T - 2 * P;          // tokens one at a time (lane-indexed SDOT)
@@ -106,11 +125,11 @@ struct IsaTiles {
         const uint32x4_t u0 = vreinterpretq_u32_u8(w0), u1 = vreinterpretq_u32_u8(w1);
         const int8x16_t a01 = vreinterpretq_s8_u32(vzip1q_u32(u0, u1));
         const int8x16_t a23 = vreinterpretq_s8_u32(vzip2q_u32(u0, u1));
+        const int64_t nb = cols / kQK;
         for (int j = 0; j < P; ++j) {
-          const int8_t* x = xb + 2 * j * cols + e;
-          const int8x16_t b = vcombine_s8(vld1_s8(x), vld1_s8(x + cols));
-          mm[j][0] = vmmlaq_s32(mm[j][0], a01, b);
-          mm[j][1] = vmmlaq_s32(mm[j][1], a23, b);
+          const int8x16_t bx = vld1q_s8(xp + ((j * nb + b) * 4 + e / 8) * 16);
+          mm[j][0] = vmmlaq_s32(mm[j][0], a01, bx);
+          mm[j][1] = vmmlaq_s32(mm[j][1], a23, bx);
         }
       }
       for (int i = 0; i < S; ++i) {
