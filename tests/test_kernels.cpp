@@ -1041,6 +1041,9 @@ TEST(Kernels, FloatGemmAndBf16DotMatchTheReference) {
   if (CpuHasAvx512Bf16()) {
     EXPECT_NE(GetKernels(Isa::kAvx512).gemm_bf16_dot, nullptr);
   }
+  if (CpuHasArmBf16()) {  // every AArch64 level, on BFMLALB/T
+    for (Isa isa : FastIsas()) EXPECT_NE(GetKernels(isa).gemm_bf16_dot, nullptr) << IsaName(isa);
+  }
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ std::string CpuFeatureList();
 bool CpuHasAvx512Bf16();
 // AMX-BF16 (`tdpbf16ps`) usable by this process, with AVX-512 BF16.
 bool CpuHasAmxBf16();
+// AArch64's BF16 extension (FEAT_BF16: BFMLALB/T, HWCAP2_BF16) with NEON.
+bool CpuHasArmBf16();
 const char* IsaName(Isa isa);
 // Parses "auto", "scalar", "avx2", "avx512", "amx", "neon", "dotprod" or "i8mm"; throws Error
 // otherwise, and if the CPU cannot run the requested ISA.

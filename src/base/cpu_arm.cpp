@@ -48,4 +48,8 @@ bool CpuHasAmxBf16() {
   return false;
 }
 
+bool CpuHasArmBf16() {
+  return DetectIsa() != Isa::kScalar && (getauxval(AT_HWCAP2) & kHwcap2Bf16) != 0;
+}
+
 }  // namespace paddock

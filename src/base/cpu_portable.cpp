@@ -21,4 +21,8 @@ bool CpuHasAmxBf16() {
   return false;
 }
 
+bool CpuHasArmBf16() {
+  return false;
+}
+
 }  // namespace paddock

@@ -86,4 +86,8 @@ bool CpuHasAmxBf16() {
   return (d & (1u << 22)) != 0;
 }
 
+bool CpuHasArmBf16() {
+  return false;
+}
+
 }  // namespace paddock

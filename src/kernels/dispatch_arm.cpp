@@ -7,18 +7,24 @@
 namespace paddock {
 
 namespace {
+// Every level's float and elementwise families, with the BF16 dot product where the CPU has it.
+KernelTable Base(Prefetch prefetch) {
+  KernelTable k = neon::MakeTable(prefetch);
+  if (CpuHasArmBf16()) k.gemm_bf16_dot = neonbf16::GemmBf16Dot;
+  return k;
+}
 KernelTable Neon(Prefetch prefetch) {
-  return FinishTable(neon::MakeTable(prefetch));
+  return FinishTable(Base(prefetch));
 }
 KernelTable Dotprod(Prefetch prefetch) {
-  KernelTable k = neon::MakeTable(prefetch);
+  KernelTable k = Base(prefetch);
   k.isa = Isa::kDotprod;
   dotprod::SetInt8Kernels(&k);
   dotprod::SetX16Kernels(&k, prefetch);
   return FinishTable(k);
 }
 KernelTable I8mm(Prefetch prefetch) {
-  KernelTable k = neon::MakeTable(prefetch);
+  KernelTable k = Base(prefetch);
   k.isa = Isa::kI8mm;
   i8mm::SetInt8Kernels(&k);
   i8mm::SetX16Kernels(&k, prefetch);

@@ -46,6 +46,10 @@ namespace i8mm {
 void SetInt8Kernels(KernelTable* t);
 void SetX16Kernels(KernelTable* t, Prefetch prefetch);
 }  // namespace i8mm
+namespace neonbf16 {  // AArch64 FEAT_BF16 (kernels/bf16_neon.cpp)
+void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
+                 float* y, int64_t ldy);
+}
 namespace avx512bf16 {
 void GemmBf16Dot(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
                  float* y, int64_t ldy);

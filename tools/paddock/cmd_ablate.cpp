@@ -83,7 +83,7 @@ const Switch kSwitches[] = {
      Relaid},
     {"prefetch", "software prefetch of the weight stream",
      [](EngineOptions& o) { return &o.prefetch; }, Prefetched},
-    {"bf16-dot", "AVX-512 BF16 dot products for BF16 weights",
+    {"bf16-dot", "bf16 products for BF16 weights (AVX-512 BF16, Arm BF16)",
      [](EngineOptions& o) { return &o.forward.bf16_dot; }, Bf16},
     {"bf16-prefill", "long prompts on the AMX-BF16 tile GEMM",
      [](EngineOptions& o) { return &o.forward.bf16_prefill; }, Bf16Prefill},

@@ -177,7 +177,7 @@ const std::vector<OptionSpec> kTuningSpecs = {
     {{"--no-prefetch"}, false, "no software prefetch of the weight stream (--prefetch off)"},
     {{"--no-bf16-dot"},
      false,
-     "BF16 weights: fp32 activations and FMAs instead of AVX-512 BF16 dot products"},
+     "BF16 weights: fp32 activations and FMAs instead of bf16 products (AVX-512 BF16, Arm BF16)"},
     {{"--encoder-bf16"},
      false,
      "an embedding encoder's F16 matrices as BF16 where the CPU has the AVX-512 BF16 dot "
