@@ -344,13 +344,9 @@ constexpr int kX16ChunkBlocks = 1;
 constexpr int kFloatRows = 4;
 constexpr int kFloatTokens = 4;
 // gemm_x16.cpp's blocks of the nibble and 8-bit kinds in NEON's own code (x16_tiles_neon.h's
-// IsaTiles::BlockDots) on the dot-product levels: lane-indexed SDOT, and on i8mm (kMmla) the
-// int8 matrix multiply for token pairs.
-#if defined(__ARM_FEATURE_DOTPROD)
+// IsaTiles::BlockDots) at every level: SMULL/SADALP (ARMv8.0), lane-indexed SDOT, and on i8mm
+// (kMmla) the int8 matrix multiply for token pairs.
 constexpr bool kIsaBlocks = true;
-#else
-constexpr bool kIsaBlocks = false;
-#endif
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 constexpr bool kMmla = true;
 #else

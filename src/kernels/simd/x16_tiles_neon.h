@@ -70,11 +70,13 @@ void SparseTile(const uint8_t* grp, int64_t cols, const int8_t* xq, const float*
 }
 
 // NEON's own block dot products for the nibble kinds (Q4_0, Q4_K, Q5_*, the int4 layouts) and
-// the 8-bit ones (Q8_0, the int8 layout), on the dot-product levels: a 32-element block of a
-// quarter's 4 rows for T tokens into acc[t] (the rows' int32 sums, exact).
+// the 8-bit ones (Q8_0, the int8 layout): a 32-element block of a quarter's 4 rows for T tokens
+// into acc[t] (the rows' int32 sums, exact).
 // - One token at a time: each token's 32 activation bytes loaded once (two registers) and the
 //   weights dotted with them by lane-indexed SDOT (vector m, elements 4m..4m+3 of 4 rows, against
-//   lane m of the activations), in place of a 4-byte broadcast load per instruction.
+//   lane m of the activations), in place of a 4-byte broadcast load per instruction. On ARMv8.0
+//   (no SDOT) the lane is duplicated across the rows and multiplied in 16 bits (SMULL: |w| <= 128
+//   and |x| <= 127, so exact), summed pairwise into int32 (SADALP), folded per row per block.
 // - Token pairs on the int8 matrix multiply (i8mm; SMMLA: a 2 x 8 by 8 x 2 product into 2 x 2
 //   int32, 32 products per instruction against SDOT's 16): two consecutive vectors hold each
 //   row's elements 4m..4m+7; zipping their 32-bit lanes gives the rows in pairs (r0 r1, r2 r3)
@@ -113,9 +115,13 @@ struct IsaTiles {
     int32x4_t mm[P > 0 ? P : 1][2];
     for (int j = 0; j < P; ++j) mm[j][0] = mm[j][1] = vdupq_n_s32(0);
     int8x16_t xs[S > 0 ? S : 1][2];
+    // ARMv8.0: 16-bit products (SMULL) summed pairwise into two int32 vectors (SADALP: rows 0-1
+    // and 2-3, two lanes each), folded to one lane per row at the block's end (ADDP)
+    int32x4_t pa[S > 0 ? S : 1][2];
     for (int i = 0; i < S; ++i) {
       xs[i][0] = vld1q_s8(xb + (2 * P + i) * cols);
       xs[i][1] = vld1q_s8(xb + (2 * P + i) * cols + 16);
+      pa[i][0] = pa[i][1] = vdupq_n_s32(0);
     }
     // w0, w1: elements e..e+3 and e+4..e+7 of the quarter's 4 rows (signed bytes); e / 4 = the
     // lane of w0's activations in register r of a single token.
@@ -133,9 +139,20 @@ struct IsaTiles {
         }
       }
       for (int i = 0; i < S; ++i) {
+#if defined(__ARM_FEATURE_DOTPROD)
         int32x4_t& a = acc[2 * P + i].v;
         a = vdotq_laneq_s32(a, vreinterpretq_s8_u8(w0), xs[i][r], l);
         a = vdotq_laneq_s32(a, vreinterpretq_s8_u8(w1), xs[i][r], l + 1);
+#else
+        const int32x4_t x = vreinterpretq_s32_s8(xs[i][r]);
+        const int8x16_t x0 = vreinterpretq_s8_s32(vdupq_laneq_s32(x, l)),
+                        x1 = vreinterpretq_s8_s32(vdupq_laneq_s32(x, l + 1));
+        const int8x16_t v0 = vreinterpretq_s8_u8(w0), v1 = vreinterpretq_s8_u8(w1);
+        pa[i][0] = vpadalq_s16(pa[i][0], vmull_s8(vget_low_s8(v0), vget_low_s8(x0)));
+        pa[i][1] = vpadalq_s16(pa[i][1], vmull_high_s8(v0, x0));
+        pa[i][0] = vpadalq_s16(pa[i][0], vmull_s8(vget_low_s8(v1), vget_low_s8(x1)));
+        pa[i][1] = vpadalq_s16(pa[i][1], vmull_high_s8(v1, x1));
+#endif
       }
     };
     using C0 = std::integral_constant<int, 0>;
@@ -180,5 +197,9 @@ struct IsaTiles {
       acc[2 * j] = {vaddq_s32(acc[2 * j].v, vuzp1q_s32(mm[j][0], mm[j][1]))};
       acc[2 * j + 1] = {vaddq_s32(acc[2 * j + 1].v, vuzp2q_s32(mm[j][0], mm[j][1]))};
     }
+#if !defined(__ARM_FEATURE_DOTPROD)
+    for (int i = 0; i < S; ++i)
+      acc[2 * P + i] = {vaddq_s32(acc[2 * P + i].v, vpaddq_s32(pa[i][0], pa[i][1]))};
+#endif
   }
 };
