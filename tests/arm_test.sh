@@ -43,18 +43,21 @@ count() {  # count FUNCTION-REGEX INSN-REGEX: the instructions matching in the f
   awk -v f="$1" -v i="$2" '/^[0-9a-f]+ </ { in_f = ($0 ~ f) } in_f && $2 ~ i { n++ } END { print n + 0 }' \
     "$TMP/dis.txt"
 }
-n=$(count 'paddock::dotprod::.*(GemmX16<\(paddock::X16Kind\)0, 32, true>|X16Tile<\(paddock::X16Kind\)0, 32, 1, true>)' '^sdot$')
-[ "$n" -gt 0 ]
-check "dotprod's Q4_0 decode GEMV uses SDOT ($n)" $?
-n=$(count 'paddock::i8mm::.*X16Tile<\(paddock::X16Kind\)0, 32, 8, true>' '^smmla$')
-[ "$n" -gt 0 ]
-check "i8mm's Q4_0 8-token prefill tile uses SMMLA ($n)" $?
-n=$(count 'paddock::i8mm::.*X16Tile<\(paddock::X16Kind\)2, 32, 8, true>' '^smmla$')
-[ "$n" -gt 0 ]
-check "i8mm's Q8_0 8-token prefill tile uses SMMLA ($n)" $?
-n=$(count 'paddock::neon::' '^(sdot|udot|usdot|sudot|smmla|ummla|usmmla|bfmmla|bfdot)$')
-[ "$n" -eq 0 ]
-check "the neon level has no ARMv8.2+ dot or matrix instruction ($n)" $?
+expect_count() {  # expect_count NAME FUNCTION-REGEX INSN-REGEX OP N: the count compared by OP
+  local n
+  n=$(count "$2" "$3")
+  [ "$n" "$4" "$5" ]
+  check "$1 ($n)" $?
+}
+expect_count "dotprod's Q4_0 decode GEMV uses SDOT" \
+  'paddock::dotprod::.*(GemmX16<\(paddock::X16Kind\)0, 32, true>|X16Tile<\(paddock::X16Kind\)0, 32, 1, true>)' \
+  '^sdot$' -gt 0
+expect_count "i8mm's Q4_0 8-token prefill tile uses SMMLA" \
+  'paddock::i8mm::.*X16Tile<\(paddock::X16Kind\)0, 32, 8, true>' '^smmla$' -gt 0
+expect_count "i8mm's Q8_0 8-token prefill tile uses SMMLA" \
+  'paddock::i8mm::.*X16Tile<\(paddock::X16Kind\)2, 32, 8, true>' '^smmla$' -gt 0
+expect_count "the neon level has no ARMv8.2+ dot or matrix instruction" 'paddock::neon::' \
+  '^(sdot|udot|usdot|sudot|smmla|ummla|usmmla|bfmmla|bfdot)$' -eq 0
 
 # 2. the golden
 golden() {  # golden NAME QEMU-FN ARGS...

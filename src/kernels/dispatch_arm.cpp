@@ -16,19 +16,20 @@ KernelTable Base(Prefetch prefetch) {
 KernelTable Neon(Prefetch prefetch) {
   return FinishTable(Base(prefetch));
 }
-KernelTable Dotprod(Prefetch prefetch) {
+// A dot-product level: its own integer families over the base table.
+template <void (*SetInt8)(KernelTable*), void (*SetX16)(KernelTable*, Prefetch)>
+KernelTable Level(Isa isa, Prefetch prefetch) {
   KernelTable k = Base(prefetch);
-  k.isa = Isa::kDotprod;
-  dotprod::SetInt8Kernels(&k);
-  dotprod::SetX16Kernels(&k, prefetch);
+  k.isa = isa;
+  SetInt8(&k);
+  SetX16(&k, prefetch);
   return FinishTable(k);
 }
+KernelTable Dotprod(Prefetch prefetch) {
+  return Level<dotprod::SetInt8Kernels, dotprod::SetX16Kernels>(Isa::kDotprod, prefetch);
+}
 KernelTable I8mm(Prefetch prefetch) {
-  KernelTable k = Base(prefetch);
-  k.isa = Isa::kI8mm;
-  i8mm::SetInt8Kernels(&k);
-  i8mm::SetX16Kernels(&k, prefetch);
-  return FinishTable(k);
+  return Level<i8mm::SetInt8Kernels, i8mm::SetX16Kernels>(Isa::kI8mm, prefetch);
 }
 }  // namespace
 
