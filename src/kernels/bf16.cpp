@@ -18,59 +18,40 @@ namespace paddock {
 namespace avx512bf16 {
 namespace {
 
-constexpr int kRows = 4;
-
-template <int R, int T>
-void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldx, float* y,
-          int64_t ldy) {
-  __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  int64_t i = 0;
-  for (; i + 32 <= cols; i += 32) {
-    __m512bh xv[T];
-    for (int t = 0; t < T; ++t)
-      xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * ldx + i));
-    for (int r = 0; r < R; ++r) {
-      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + r * rb + 2 * i));
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    const auto* wr = reinterpret_cast<const uint16_t*>(w + r * rb);
-    for (int t = 0; t < T; ++t) {
-      float s = _mm512_reduce_add_ps(acc[r][t]);
-      for (int64_t j = i; j < cols; ++j) s += Bf16ToFp32(wr[j]) * Bf16ToFp32(xb[t * ldx + j]);
-      y[t * ldy + r] = s;
-    }
-  }
-}
-
-template <int T>
-void TileRows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb,
-              int64_t ldx, float* y, int64_t ldy) {
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows) Tile<kRows, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
-  for (; r < rows; ++r) Tile<1, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
-}
-
-// Round to nearest even, 16 floats at a time (vcvtneps2bf16), the rest one by one the same way.
-void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
-    std::memcpy(out + i, &h, 32);
-  }
-  for (; i < n; ++i) out[i] = Fp32ToBf16(x[i]);
-}
-
 struct Kernels {
-  static void ToBf16(const float* x, int64_t n, uint16_t* out) { RoundToBf16(x, n, out); }
-  template <int T>
-  static void Rows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb,
-                   int64_t ldx, float* y, int64_t ldy) {
-    TileRows<T>(w, rb, cols, rows, xb, ldx, y, ldy);
+  template <int R, int T>
+  static void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldx,
+                   float* y, int64_t ldy) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 32 <= cols; i += 32) {
+      __m512bh xv[T];
+      for (int t = 0; t < T; ++t)
+        xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * ldx + i));
+      for (int r = 0; r < R; ++r) {
+        const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + r * rb + 2 * i));
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const auto* wr = reinterpret_cast<const uint16_t*>(w + r * rb);
+      for (int t = 0; t < T; ++t) {
+        y[t * ldy + r] = Bf16Tail(_mm512_reduce_add_ps(acc[r][t]), wr, xb + t * ldx, i, cols);
+      }
+    }
+  }
+
+  // Round to nearest even, 16 floats at a time (vcvtneps2bf16), the rest one by one the same way.
+  static void ToBf16(const float* x, int64_t n, uint16_t* out) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+      std::memcpy(out + i, &h, 32);
+    }
+    for (; i < n; ++i) out[i] = Fp32ToBf16(x[i]);
   }
 };
 

@@ -9,9 +9,28 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/half.h"
+
 namespace paddock {
 
-// Isa: ToBf16(x, n, out) and template <int T> Rows(w, rb, cols, rows, xb, ldx, y, ldy).
+// The products of row wr and token xt from element i to the end (a tile's tail past its last
+// whole vector), added to s.
+inline float Bf16Tail(float s, const uint16_t* wr, const uint16_t* xt, int64_t i, int64_t cols) {
+  for (int64_t j = i; j < cols; ++j) s += Bf16ToFp32(wr[j]) * Bf16ToFp32(xt[j]);
+  return s;
+}
+
+// Every row for T tokens: the ISA's tiles of 4 rows, then of one.
+template <class Isa, int T>
+void Bf16Rows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb,
+              int64_t ldx, float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) Isa::template Tile<4, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
+  for (; r < rows; ++r) Isa::template Tile<1, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
+}
+
+// Isa: ToBf16(x, n, out) and template <int R, int T> Tile(w, rb, cols, xb, ldx, y, ldy), R rows
+// x T tokens.
 template <class Isa>
 void Bf16DotGemm(const void* w, size_t rb, int64_t cols, int64_t rows, const float* x, int n_tok,
                  float* y, int64_t ldy) {
@@ -29,16 +48,16 @@ void Bf16DotGemm(const void* w, size_t rb, int64_t cols, int64_t rows, const flo
     float* yt = y + static_cast<int64_t>(t0) * ldy;
     switch (T) {
       case 4:
-        Isa::template Rows<4>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        Bf16Rows<Isa, 4>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
         break;
       case 3:
-        Isa::template Rows<3>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        Bf16Rows<Isa, 3>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
         break;
       case 2:
-        Isa::template Rows<2>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        Bf16Rows<Isa, 2>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
         break;
       default:
-        Isa::template Rows<1>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
+        Bf16Rows<Isa, 1>(wb, rb, cols, rows, buf.data(), cols, yt, ldy);
         break;
     }
   }

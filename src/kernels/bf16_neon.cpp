@@ -21,70 +21,51 @@ namespace paddock {
 namespace neonbf16 {
 namespace {
 
-constexpr int kRows = 4;
-
 inline bfloat16x8_t LoadBf16x8(const uint16_t* p) {
   return vreinterpretq_bf16_u16(vld1q_u16(p));
 }
 
-template <int R, int T>
-void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldx, float* y,
-          int64_t ldy) {
-  float32x4_t acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
-  }
-  int64_t i = 0;
-  for (; i + 8 <= cols; i += 8) {
-    bfloat16x8_t xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = LoadBf16x8(xb + t * ldx + i);
+struct Kernels {
+  template <int R, int T>
+  static void Tile(const uint8_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldx,
+                   float* y, int64_t ldy) {
+    float32x4_t acc[R][T];
     for (int r = 0; r < R; ++r) {
-      const bfloat16x8_t wv = LoadBf16x8(reinterpret_cast<const uint16_t*>(w + r * rb) + i);
+      for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
+    }
+    int64_t i = 0;
+    for (; i + 8 <= cols; i += 8) {
+      bfloat16x8_t xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = LoadBf16x8(xb + t * ldx + i);
+      for (int r = 0; r < R; ++r) {
+        const bfloat16x8_t wv = LoadBf16x8(reinterpret_cast<const uint16_t*>(w + r * rb) + i);
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = vbfmlalbq_f32(acc[r][t], wv, xv[t]);
+          acc[r][t] = vbfmlaltq_f32(acc[r][t], wv, xv[t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const auto* wr = reinterpret_cast<const uint16_t*>(w + r * rb);
       for (int t = 0; t < T; ++t) {
-        acc[r][t] = vbfmlalbq_f32(acc[r][t], wv, xv[t]);
-        acc[r][t] = vbfmlaltq_f32(acc[r][t], wv, xv[t]);
+        y[t * ldy + r] = Bf16Tail(vaddvq_f32(acc[r][t]), wr, xb + t * ldx, i, cols);
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    const auto* wr = reinterpret_cast<const uint16_t*>(w + r * rb);
-    for (int t = 0; t < T; ++t) {
-      float s = vaddvq_f32(acc[r][t]);
-      for (int64_t j = i; j < cols; ++j) s += Bf16ToFp32(wr[j]) * Bf16ToFp32(xb[t * ldx + j]);
-      y[t * ldy + r] = s;
+
+  // Round to nearest even with Fp32ToBf16's bits (NaNs quieted), 4 floats at a time.
+  static void ToBf16(const float* x, int64_t n, uint16_t* out) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      const uint32x4_t v = vreinterpretq_u32_f32(vld1q_f32(x + i));
+      const uint32x4_t odd = vandq_u32(vshrq_n_u32(v, 16), vdupq_n_u32(1));
+      uint32x4_t r = vshrq_n_u32(vaddq_u32(vaddq_u32(v, vdupq_n_u32(0x7fff)), odd), 16);
+      const uint32x4_t nan =
+          vcgtq_u32(vandq_u32(v, vdupq_n_u32(0x7fffffff)), vdupq_n_u32(0x7f800000));
+      r = vbslq_u32(nan, vorrq_u32(vshrq_n_u32(v, 16), vdupq_n_u32(0x40)), r);
+      vst1_u16(out + i, vmovn_u32(r));
     }
-  }
-}
-
-template <int T>
-void TileRows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb,
-              int64_t ldx, float* y, int64_t ldy) {
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows) Tile<kRows, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
-  for (; r < rows; ++r) Tile<1, T>(w + r * rb, rb, cols, xb, ldx, y + r, ldy);
-}
-
-// Round to nearest even with Fp32ToBf16's bits (NaNs quieted), 4 floats at a time.
-void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const uint32x4_t v = vreinterpretq_u32_f32(vld1q_f32(x + i));
-    const uint32x4_t odd = vandq_u32(vshrq_n_u32(v, 16), vdupq_n_u32(1));
-    uint32x4_t r = vshrq_n_u32(vaddq_u32(vaddq_u32(v, vdupq_n_u32(0x7fff)), odd), 16);
-    const uint32x4_t nan =
-        vcgtq_u32(vandq_u32(v, vdupq_n_u32(0x7fffffff)), vdupq_n_u32(0x7f800000));
-    r = vbslq_u32(nan, vorrq_u32(vshrq_n_u32(v, 16), vdupq_n_u32(0x40)), r);
-    vst1_u16(out + i, vmovn_u32(r));
-  }
-  for (; i < n; ++i) out[i] = Fp32ToBf16(x[i]);
-}
-
-struct Kernels {
-  static void ToBf16(const float* x, int64_t n, uint16_t* out) { RoundToBf16(x, n, out); }
-  template <int T>
-  static void Rows(const uint8_t* w, size_t rb, int64_t cols, int64_t rows, const uint16_t* xb,
-                   int64_t ldx, float* y, int64_t ldy) {
-    TileRows<T>(w, rb, cols, rows, xb, ldx, y, ldy);
+    for (; i < n; ++i) out[i] = Fp32ToBf16(x[i]);
   }
 };
 
