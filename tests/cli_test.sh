@@ -230,6 +230,21 @@ for shape in tiny-qwen35 tiny-lfm2; do
   "$BIN" info "$TMP/$shape-q4.gguf" 2>/dev/null | grep -q "^recurrent state: "; check "info shows $shape's state" $?
   "$BIN" run -m "$TMP/$shape-q4.gguf" -p "Once upon a time" -n 8 --ignore-eos >/dev/null 2>&1; check "the quantized $shape runs" $?
 done
+# Multi-token prediction (--spec mtp): tiny-qwen35-mtp's prediction block drafts what llama.cpp's
+# draft-mtp drafts (built here at d32676d: its verbose log's top candidates, scripts/peer-mtp),
+# the text is plain decoding's, a quantized copy keeps the block, info counts it, and a model
+# without one is refused by name.
+"$BIN" synth --shape tiny-qwen35-mtp --type f32 -o "$TMP/mtp.gguf" 2>/dev/null; check "synth tiny-qwen35-mtp" $?
+PADDOCK_LOG_DRAFTS=1 "$BIN" run -m "$TMP/mtp.gguf" -p "Once upon a time" -n 8 --temp 0 --spec mtp --spec-fixed --spec-max 3 2>"$TMP/mtp.err" >"$TMP/mtp.out"
+expect_eq "--spec mtp drafts what llama.cpp's draft-mtp drafts" "$(grep -m4 "drafts after" "$TMP/mtp.err" | sed 's/^paddock: //' | tr '\n' ';')" \
+  "drafts after 27 tokens: 96 179 187;drafts after 28 tokens: 46 1 318;drafts after 29 tokens: 258 167 218;drafts after 30 tokens: 297 3 96;"
+"$BIN" run -m "$TMP/mtp.gguf" -p "Once upon a time" -n 8 --temp 0 2>/dev/null >"$TMP/plain.out"
+expect_eq "--spec mtp: plain decoding's text" "$(cat "$TMP/mtp.out")" "$(cat "$TMP/plain.out")"
+"$BIN" info "$TMP/mtp.gguf" 2>/dev/null | grep -q "^prediction: *1 multi-token-prediction layer"; check "info shows the prediction layer" $?
+"$BIN" quantize "$TMP/mtp.gguf" "$TMP/mtp-q8.gguf" --type q8_0 2>/dev/null; check "quantize tiny-qwen35-mtp" $?
+"$BIN" run -m "$TMP/mtp-q8.gguf" -p "Once upon a time" -n 16 --temp 0 --spec mtp --spec-fixed 2>"$TMP/mtp-q8.err" >/dev/null
+grep -q "speculation (mtp): [1-9][0-9]* drafted" "$TMP/mtp-q8.err"; check "the quantized copy drafts with its block" $? "$(tail -2 "$TMP/mtp-q8.err")"
+expect_error "--spec mtp without prediction layers" 1 "has no multi-token-prediction layers" -- run -m "$TMP/tiny-qwen35.gguf" -p hi -n 2 --spec mtp
 # 14. Paddock types (stored interleaved): int8 per channel close to the original; calibrated
 # int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
 # file with Paddock types of another layout version is refused.

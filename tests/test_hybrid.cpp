@@ -150,6 +150,72 @@ TEST(Hybrid, ServiceSpeculationPutsTheStateBack) {
   EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
 }
 
+// --spec mtp: the file's prediction block drafts (its own KV following the target's tokens and
+// hidden states, the drafts chained through its own state); verification keeps greedy text
+// plain decoding's, through the state put back after rejections. Steps of 16 tokens make the
+// prompt reach the block in chunks. (The drafts themselves are checked against llama.cpp's in
+// tests/cli_test.sh.)
+TEST(Hybrid, MtpSpeculationIsExact) {
+  const std::string prompt = "the cat sat on the mat and the dog ran to the big red house";
+  for (const auto& [preset, type] : {std::pair{"tiny-qwen35-mtp", GgmlType::kF32},
+                                     std::pair{"tiny-qwen35moe-mtp", GgmlType::kQ8_0}}) {
+    SCOPED_TRACE(preset);
+    const std::string path = HybridModel(preset, type, 0.05f);
+    const GenerateResult plain = MakeEngine(path, 16)->Generate(prompt, Greedy(120, true));
+    auto e = MakeEngine(path, 16, "mtp");
+    for (int run = 0; run < 2; ++run) {  // (the second from the prefix cache: a later start)
+      const GenerateResult spec = e->Generate(prompt, Greedy(120, true));
+      EXPECT_EQ(spec.text, plain.text);
+      EXPECT_GT(spec.draft_tokens, 100);
+      std::fprintf(stderr, "%s: %d drafted, %d accepted\n", preset, spec.draft_tokens,
+                   spec.accepted_tokens);
+    }
+  }
+  try {
+    MakeEngine(HybridModel("tiny-qwen35", GgmlType::kF32), 64, "mtp");
+    ADD_FAILURE() << "a model without prediction layers took --spec mtp";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no multi-token-prediction layers"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The same in the service: six requests batched (prompts in chunks of 16 tokens beside
+// decodes and verifications), four holding the block's slots and drafting, two without one;
+// each text equals plain decoding alone.
+TEST(Hybrid, ServiceMtpSpeculationIsExact) {
+  const std::string path = HybridModel("tiny-qwen35-mtp", GgmlType::kF32, 0.05f);
+  const char* prompts[] = {"the cat sat on the mat and then it slept",
+                           "a dog ran to the",
+                           "once",
+                           "the big red bird flew over the green hills to the sea",
+                           "two",
+                           "a b c d e f g"};
+  std::vector<std::string> plain;
+  auto e = MakeEngine(path, 16);
+  for (const char* p : prompts) plain.push_back(e->Generate(p, Greedy(80, true)).text);
+  auto svc = Service::Create(MakeEngine(path, 16, "mtp"), ServiceOptions{});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const char* p : prompts) {
+    RequestOptions o;
+    o.generate = Greedy(80, true);
+    std::shared_ptr<RequestStream> st;
+    ASSERT_EQ(svc->Submit(svc->engine().Tokenize(p, true), o, &st), SubmitStatus::kAccepted);
+    streams.push_back(st);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    std::string text;
+    while (streams[i]->Wait(&text, 60) != RequestStream::Status::kDone) {
+    }
+    EXPECT_EQ(text, plain[i]) << prompts[i];
+  }
+  const ServiceStats st = svc->Stats();
+  EXPECT_GT(st.spec_draft_tokens, 100u);
+  std::fprintf(stderr, "service: %llu drafted, %llu accepted\n",
+               (unsigned long long)st.spec_draft_tokens,
+               (unsigned long long)st.spec_accepted_tokens);
+}
+
 // A prompt sharing a long prefix with an earlier one resumes from the last state snapshot
 // (its blocks and the recurrent state there), with the text of a run from scratch; without
 // snapshots nothing is reused.

@@ -133,8 +133,9 @@ struct EngineOptions {
   // Lock the weights (and everything else) in memory (mlockall): no page is ever read from
   // disk again. Refused when the weights exceed the available memory.
   bool mlock = false;
-  // Speculative decoding: "off", "ngram" (prompt lookup) or "draft" (draft_model, a smaller
-  // model with the same vocabulary); spec_max: drafted tokens per step at most (1..16; the
+  // Speculative decoding: "off", "ngram" (prompt lookup), "draft" (draft_model, a smaller
+  // model with the same vocabulary) or "mtp" (the model's multi-token-prediction block: Qwen3.5's
+  // nextn layer); spec_max: drafted tokens per step at most (1..16; the
   // controller picks fewer, or none, from the measured acceptance and verification cost).
   // spec_fixed: always draft spec_max tokens (no adaptive choice: with a seed, sampled output
   // is then reproducible run to run; the adaptive choice depends on measured timings).
@@ -288,6 +289,10 @@ struct ModelInfo {
   // for all attention) and one sequence's recurrent state across them.
   std::string layer_kinds;
   uint64_t state_bytes = 0;
+  // Multi-token-prediction layers (Qwen3.5's nextn; --spec mtp drafts with the first) and their
+  // tensors' bytes (not read per token unless drafting).
+  int nextn_layers = 0;
+  uint64_t nextn_bytes = 0;
   uint64_t per_layer_table_bytes = 0;
   int trained_context = 0;
   float rope_base = 0;

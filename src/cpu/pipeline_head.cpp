@@ -62,6 +62,7 @@ const BackendCaps& PipelineHead::caps() const {
     c.name = "pipeline";
     c.lora = false;
     c.pooled = false;
+    c.hidden = false;
     c.fallback = "adapters are not split across stages: serve one process per adapter base";
     return c;
   }();
@@ -116,6 +117,7 @@ void PipelineHead::LaunchLane(const StepItem* items, int n_items, Lane& lane, in
   lim.ctx = INT32_MAX;
   lim.lora = false;
   lim.pooled = false;
+  lim.hidden = false;
   CheckStep(config(), items, n_items, StepOutput::kLogits, lim);
   int total = 0;
   for (int i = 0; i < n_items; ++i) total += std::max(0, items[i].n);

@@ -42,8 +42,9 @@ Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, T
       ops_(model.ops),
       lora_(max_batch_, kernels, pool) {
   run_start_.assign(static_cast<size_t>(max_batch_) + 1, 0);
-  max_cols_ = static_cast<size_t>(
-      std::max({cfg_.dim, cfg_.max_q_dim(), cfg_.max_ffn_dim(), cfg_.ssm_value_dim()}));
+  max_cols_ =
+      static_cast<size_t>(std::max({cfg_.dim, cfg_.max_q_dim(), cfg_.max_ffn_dim(),
+                                    cfg_.ssm_value_dim(), cfg_.mtp_block ? 2 * cfg_.dim : 0}));
   output_norm_ = {cfg_.layer_norm ? NormKind::kLayer : NormKind::kRms, cfg_.norm_eps,
                   model.weights.output_norm, model.weights.output_norm_b};
   if (ops_.size() != static_cast<size_t>(cfg_.n_layers))
@@ -243,9 +244,11 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
   int n = 0, rows = 0;
   plan_.n_bf = 0;
   plan_.any_lora = false;
+  plan_.any_hidden = false;
   for (int oi = 0; oi < n_items; ++oi) {
     const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
     const int bf_until = Bf16PromptTokens(it.prompt_len);
+    plan_.any_hidden = plan_.any_hidden || it.hidden != nullptr;
     for (int j = 0; j < it.n; ++j, ++n) {
       const auto t = static_cast<size_t>(n);
       plan_.pos[t] = it.pos + j;
@@ -353,6 +356,15 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
   const int dim = cfg_.dim;
   {
     OpScope ps(this, ProfOp::kLogits);
+    for (int oi = 0, j = 0; plan_.any_hidden && oi < n_items; ++oi) {  // StepItem::hidden
+      const BatchItem& it = items[plan_.order[static_cast<size_t>(oi)]];
+      for (int t = 0; t < it.n; ++t, ++j) {
+        if (it.hidden == nullptr) continue;
+        float* dst = it.hidden + static_cast<size_t>(t) * dim;
+        const float* h = FinalRow(j, dst);
+        if (h != dst) std::memcpy(dst, h, sizeof(float) * static_cast<size_t>(dim));
+      }
+    }
     for (int r = 0; r < rows; ++r) {
       float* dst = a_.xb + static_cast<size_t>(r) * dim;
       const float* h = FinalRow(plan_.logit_tok[static_cast<size_t>(r)], dst);
@@ -384,6 +396,18 @@ void Transformer::Logits(const BatchItem* items, int n_items, int n, int rows,
   }
 }
 
+void Transformer::Project(const WeightTensor& w, const float* x, int n, float* y) {
+  if (n > max_batch_ || static_cast<size_t>(w.cols) > max_cols_)
+    Fail("the CPU backend: a projection of %d rows of %lld exceeds its planned inputs", n,
+         (long long)w.cols);
+  plan_.n_bf = 0;  // (the plan's token tables read as one integer-kernel run)
+  plan_.any_lora = false;
+  std::fill(plan_.bf.begin(), plan_.bf.begin() + n, 0);
+  SetStepRows(n);
+  const ActQ8 xq = QuantizeInput(x, n, static_cast<int>(w.cols), w, false);
+  Matmul(w, x, xq, n, y);
+}
+
 // One step: plan, embed, layers, logits.
 void Transformer::ForwardBatch(const BatchItem* items, int n_items, const float** logits) {
   int rows = 0;
@@ -411,7 +435,7 @@ int Transformer::RunLayers(const BatchItem* items, int n_items, int n, int rows,
   // token, for a prompt chunk); its K/V are stored for every token first. Every row's result
   // is its own (batch invariance), so the rows kept are what they would be in the full step.
   n_logit_rows_ = rows;
-  prune_last_ = opt_.prune_last && rows < n && observer_ == nullptr &&
+  prune_last_ = opt_.prune_last && rows < n && observer_ == nullptr && !plan_.any_hidden &&
                 layer_end_ == cfg_.n_layers && !pooled_out_;
   int carried = n;
   for (int l = layer_begin_; l < layer_end_; ++l) carried = Layer(l, carried);

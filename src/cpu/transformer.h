@@ -109,6 +109,10 @@ class Transformer final : public Backend {
     ForwardBatch(items, n_items, hidden);
   }
 
+  // y (n x w.rows) = x (n x w.cols) w^T outside a step, on this backend's kernels and threads
+  // (w.cols within the inputs planned: a prediction block's 2 x dim): its input projection.
+  void Project(const WeightTensor& w, const float* x, int n, float* y);
+
   // Pipeline parallelism (cpu/pipeline_head.h, dist/). RunPart runs a step's items through
   // this process's layers only, embedded here (a head): the residual stream after them (*n
   // rows of dim floats, valid until the next step), the items in the order their tokens ran
@@ -447,6 +451,7 @@ class Transformer final : public Backend {
     std::vector<int> logit_tok;            // (max_items) the token of each logits row
     std::vector<const LoraAdapter*> lora;  // (B) its sequence's adapter, or null
     bool any_lora = false;                 // some token has one
+    bool any_hidden = false;               // some item asks for its tokens' hidden states
   } plan_;
   const LoraAdapter* default_lora_ = nullptr;
   LoraStep lora_;  // the adapters' share of each matmul (model/lora.h)

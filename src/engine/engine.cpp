@@ -98,6 +98,8 @@ ModelInfo MakeInfo(const LoadedModel& m) {
                   rec, c.n_layers - rec, attn.c_str());
     i.state_bytes = KvStateBytes(c);
   }
+  i.nextn_layers = c.nextn_layers;
+  i.nextn_bytes = m.nextn_bytes;
   i.per_layer_table_bytes =
       static_cast<uint64_t>(m.weights.pl_tok_embd.rows) * m.weights.pl_tok_embd.row_bytes;
   i.ffn_dim = c.ffn_dim;  // (the widest where layers differ)

@@ -93,6 +93,8 @@ struct Engine::Impl {
   SpecMode spec = SpecMode::kOff;
   std::unique_ptr<Proposer> proposer;
   DraftProposer* draft = nullptr;  // the proposer, when it is a draft model
+  MtpProposer* mtp = nullptr;      // the proposer, when it is the model's prediction block
+  std::vector<float> hidden;       // (mtp) a step's hidden states: max_batch rows of dim
   SpecController spec_ctl;
   std::vector<int32_t> drafts;
   std::vector<DraftDist> draft_q;
@@ -141,20 +143,26 @@ struct Engine::Impl {
     for (int i = 0; i < n; ++i) t += items[i].n;
     return t;
   }
-  // prompt_len: StepItem::prompt_len (0 when scoring).
+  // prompt_len: StepItem::prompt_len (0 when scoring). feed: the tokens go to the prediction
+  // block's current slot too (--spec mtp), with their hidden states.
   const float* Step(KvManager::SeqId seq, const int32_t* tokens, int n, int pos, int prompt_len = 0,
-                    const float* const* embeds = nullptr, const int32_t* attend_end = nullptr) {
+                    const float* const* embeds = nullptr, const int32_t* attend_end = nullptr,
+                    bool feed = false) {
+    feed = feed && mtp != nullptr && embeds == nullptr;
     TraceScope ts(tracer.get(), "forward", "engine",
                   tracer ? StrFormat("\"sequences\": 1, \"tokens\": %d, \"pos\": %d", n, pos) : "");
     const float* logits = nullptr;
     for (int done = 0; done < n;) {  // (a hybrid model's pieces end at its state snapshots)
-      const int m = embeds != nullptr ? n - done : kv->SnapshotCut(pos + done, n - done);
+      int m = embeds != nullptr ? n - done : kv->SnapshotCut(pos + done, n - done);
+      if (feed) m = std::min(m, backend->step_tokens());  // (the hidden rows of one step)
       {
         StepGuard g(*kv);
         logits = backend->Forward(tokens + done, m, pos + done, kv->View(seq), prompt_len,
                                   embeds != nullptr ? embeds + done : nullptr,
-                                  attend_end != nullptr ? attend_end + done : nullptr);
+                                  attend_end != nullptr ? attend_end + done : nullptr,
+                                  feed ? hidden.data() : nullptr);
       }
+      if (feed) mtp->Feed(tokens + done, m, pos + done, hidden.data());
       kv->Commit(seq, tokens + done, m);
       done += m;
     }

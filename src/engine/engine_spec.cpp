@@ -10,6 +10,29 @@
 
 namespace paddock {
 
+namespace {
+
+// One token drafted by the prediction block (its step and head) against one target step.
+double MeasureMtpCost(Engine::Impl* impl, double target_step) {
+  MtpProposer& m = *impl->mtp;
+  const size_t d = static_cast<size_t>(impl->model->config.dim);
+  std::vector<int32_t> h(9, 1);
+  std::vector<float> hidden(8 * d, 0.0f);
+  int32_t out[2];
+  m.Select(0);
+  m.Feed(h.data(), 8, 0, hidden.data());
+  m.Propose(h.data(), 9, 1, out, nullptr);  // warm up
+  const double t0 = NowSeconds();
+  for (int i = 0; i < 4; ++i) m.Propose(h.data(), 9, 2, out, nullptr);
+  const double step = (NowSeconds() - t0) / 4 / 2;
+  m.Release(0);
+  const double cost = target_step > 0 ? std::min(1.0, step / target_step) : 0.5;
+  m.set_cost(cost);
+  return cost;
+}
+
+}  // namespace
+
 // The proposer and the controller: the verification cost curve is measured on this machine
 // for this model (and the draft's step cost against the target's), once at creation.
 void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
@@ -26,6 +49,17 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
         std::make_unique<DraftProposer>(o.draft_model, *impl->model, *impl->pool, o, impl->context);
     impl->draft = d.get();
     impl->proposer = std::move(d);
+  } else if (impl->spec == SpecMode::kMtp) {
+    const BackendCaps& caps = impl->backend->caps();
+    if (!caps.hidden)
+      Fail("--spec mtp reads every token's hidden state, which the %s backend does not return; %s",
+           caps.name, caps.fallback);
+    auto m = std::make_unique<MtpProposer>(*impl->model, *impl->pool, o, impl->context,
+                                           kSpecMaxBatch + 1);
+    impl->mtp = m.get();
+    impl->proposer = std::move(m);
+    impl->hidden.resize(static_cast<size_t>(impl->backend->max_batch()) *
+                        static_cast<size_t>(impl->model->config.dim));
   } else {
     impl->proposer = std::make_unique<NgramProposer>();
   }
@@ -51,6 +85,7 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
     draft_cost = target_step > 0 ? std::min(1.0, draft_step / target_step) : 0.5;
     impl->draft->set_cost(draft_cost);
   }
+  if (impl->mtp != nullptr) draft_cost = MeasureMtpCost(impl, target_step);
   const bool draft = impl->draft != nullptr;
   impl->spec_ctl = SpecController(std::move(cost), k_max, draft_cost, o.spec_fixed,
                                   /*probe=*/!draft, /*prior=*/draft ? 0.9 : 0.6);

@@ -5,6 +5,8 @@
 // accepts). Buffers used per token (the history, the output text, sampler scratch) are reserved
 // before the loop, so the steady-state loop performs no heap allocation (a test counts them).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "base/strings.h"
@@ -41,6 +43,10 @@ class Generation {
     ResolveDryBreakers(tok_, &sp);
     s.sampler->Reset(sp);
     if (s.draft != nullptr) s.draft->Reset(sp);
+    if (s.mtp != nullptr) {  // slot 0 is this generation's (its last sequence forgotten)
+      s.mtp->Select(0);
+      s.mtp->Release(0);
+    }
     if (o.grammar) constraint_ = std::make_unique<Constraint>(*o.grammar);
   }
   ~Generation() {
@@ -92,8 +98,8 @@ class Generation {
       return s_.Step(seq_, prompt + c, pos_ - c, c, pos_, rows_.rows.data() + c,
                      rows_.attend_end.empty() ? nullptr : rows_.attend_end.data() + c);
     }
-    return s_.Step(seq_, prompt + r_.cached_tokens, pos_ - r_.cached_tokens, r_.cached_tokens,
-                   pos_);
+    return s_.Step(seq_, prompt + r_.cached_tokens, pos_ - r_.cached_tokens, r_.cached_tokens, pos_,
+                   nullptr, nullptr, /*feed=*/true);
   }
 
   // The grammar's mask for the next token (null without one).
@@ -121,6 +127,11 @@ class Generation {
     k = s_.proposer->Propose(g_.tokens.data(), static_cast<int>(g_.tokens.size()), k,
                              s_.drafts.data() + 1, s_.draft_q.data());
     if (k > 0 && !s_.kv->Reserve(seq_, pos_ + 1 + k)) k = 0;  // no room for drafts: none
+    if (log_drafts_ && k > 0) {  // PADDOCK_LOG_DRAFTS: what the proposer drafted, per step
+      std::fprintf(stderr, "paddock: drafts after %zu tokens:", g_.tokens.size());
+      for (int i = 1; i <= k; ++i) std::fprintf(stderr, " %d", s_.drafts[static_cast<size_t>(i)]);
+      std::fprintf(stderr, "\n");
+    }
     return k;
   }
 
@@ -135,6 +146,7 @@ class Generation {
     s_.drafts[0] = t;
     const KvView view = s_.kv->View(seq_);
     StepItem item{s_.drafts.data(), 1 + k, pos_, &view, 1 + k};
+    if (s_.mtp != nullptr) item.hidden = s_.hidden.data();
     const float* rows0;
     const bool keep = k > 0 && s_.kv->hybrid();  // (a recurrent state is put back, not cut)
     if (keep) {
@@ -145,12 +157,14 @@ class Generation {
     float* base = const_cast<float*>(rows0);
     if (k == 0) {
       s_.sampler->Prepare(base, g_.tokens.data(), static_cast<int>(g_.tokens.size()), Mask());
+      if (s_.mtp != nullptr) s_.mtp->Feed(&t, 1, pos_, s_.hidden.data());
       s_.kv->Commit(seq_, &t, 1);
       ++pos_;
       return s_.sampler->Draw();
     }
     int32_t next = 0;
     const int a = Verify(base, k, &next);
+    if (s_.mtp != nullptr) s_.mtp->Feed(s_.drafts.data(), 1 + a, pos_, s_.hidden.data());
     if (keep && a < k) {  // the state as before, then t and the accepted drafts alone
       s_.kv->LoadState(seq_, backup_.data());
       StepItem again{s_.drafts.data(), 1 + a, pos_, &view, 1};
@@ -237,6 +251,7 @@ class Generation {
   int pos_ = 0;                  // tokens whose K/V are in the cache
   std::vector<uint8_t> backup_;  // a hybrid model's recurrent state before a verification
   bool cancelled_ = false;
+  const bool log_drafts_ = std::getenv("PADDOCK_LOG_DRAFTS") != nullptr;
   double t0_ = 0, t_first_ = 0;
 };
 

@@ -503,6 +503,7 @@ bool Service::Impl::Step() {
 
 void Service::Impl::Finalize(const Scheduler::Batch& batch) {
   Sample(batch);  // (verification first: Commit records only the accepted drafts)
+  FeedMtp(batch);
   RecomputeAccepted(batch);
   scheduler->Commit();
   StartChoices();
@@ -534,6 +535,9 @@ int Service::Impl::Items(const Scheduler::Batch& batch) {
                      s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
     items.back().lora = s.lora;
     const Request& r = static_cast<const Request&>(s);
+    if (r.draft_slot >= 0 && e->mtp != nullptr)  // the prediction block follows its tokens
+      items.back().hidden =
+          e->hidden.data() + step_tokens * static_cast<size_t>(e->model->config.dim);
     if (!r.image_rows.rows.empty() && s.draft.empty() && s.computed + batch.n[k] <= s.n_prompt) {
       items.back().embeds = r.image_rows.rows.data() + s.computed;
       if (!r.image_rows.attend_end.empty())
@@ -669,6 +673,7 @@ void Service::Impl::OnAdmit(Request& r) {
     r.draft.reserve(kSpecMaxDraft + 1);
     r.q.reserve(kSpecMaxDraft);
     r.state_backup.resize(e->kv->state_bytes());
+    if (e->mtp != nullptr && r.draft_slot < 0) e->mtp->Acquire(&r.draft_slot);
   }
 }
 
@@ -756,7 +761,8 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   }
   Publish();  // a caller that sees its request end sees it counted
   if (r.sampler) spare_samplers.push_back(std::move(r.sampler));
-  if (r.draft_slot >= 0) e->draft->Release(r.draft_slot);
+  if (r.draft_slot >= 0)
+    (e->mtp != nullptr ? e->mtp->Release(r.draft_slot) : e->draft->Release(r.draft_slot));
   r.state->Complete(std::move(res), (r.admitted_once() ? r.t_admit : now) - r.t_submit,
                     r.admission);
   if (!r.admitted_once()) {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,7 @@ struct Service::Impl {
   ServiceOptions opt;
   int kv_total_blocks = 0, kv_block_size = 1, kv_window = 0;  // fixed at creation
   int kv_state_slots = 0;  // a hybrid model's recurrent state slots (0: none)
+  const bool log_drafts = std::getenv("PADDOCK_LOG_DRAFTS") != nullptr;  // (Propose)
 
   // Shared with callers.
   mutable std::mutex mu;
@@ -135,6 +137,9 @@ struct Service::Impl {
   // A hybrid model after verification: the sequences that rejected drafts get their state
   // back and recompute the token and the accepted drafts alone (their K/V rows again, the same).
   void RecomputeAccepted(const Scheduler::Batch& batch);
+  // --spec mtp: each request's kept tokens of the step (a prompt chunk; the token and the
+  // accepted drafts) and their hidden states to its slot of the prediction block.
+  void FeedMtp(const Scheduler::Batch& batch);
   void Sample(const Scheduler::Batch& batch);
   void OnAdmit(Request& r);
   bool OnToken(Request& r, int32_t token);

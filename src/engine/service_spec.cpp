@@ -1,6 +1,7 @@
 // engine/service_spec.cpp: the service's speculative decoding: drafts for the decoding requests,
 // and a hybrid model's recurrent state put back after a rejected draft.
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/service_impl.h"
 #include "engine/speculative.h"
@@ -26,6 +27,9 @@ void Service::Impl::Propose() {
     if (e->draft != nullptr) {
       if (r.draft_slot < 0 && !e->draft->Acquire(&r.draft_slot)) continue;
       e->draft->Select(r.draft_slot);
+    } else if (e->mtp != nullptr) {
+      if (r.draft_slot < 0) continue;  // (no slot at admission: the block did not follow it)
+      e->mtp->Select(r.draft_slot);
     }
     r.draft.resize(static_cast<size_t>(k) + 1);
     r.q.resize(static_cast<size_t>(k));
@@ -37,6 +41,23 @@ void Service::Impl::Propose() {
     }
     r.draft.resize(static_cast<size_t>(k) + 1);
     r.draft[0] = r.tokens.back();
+    if (log_drafts) {  // PADDOCK_LOG_DRAFTS: what the proposer drafted, per step
+      std::fprintf(stderr, "paddock: drafts after %zu tokens:", r.tokens.size());
+      for (int i = 1; i <= k; ++i) std::fprintf(stderr, " %d", r.draft[static_cast<size_t>(i)]);
+      std::fprintf(stderr, "\n");
+    }
+  }
+}
+
+// (service_impl.h: the prediction block after the step.)
+void Service::Impl::FeedMtp(const Scheduler::Batch& batch) {
+  if (e->mtp == nullptr) return;
+  for (size_t k = 0; k < batch.seqs.size(); ++k) {
+    const Request& r = AsRequest(*batch.seqs[k]);
+    const StepItem& it = items[k];
+    if (it.hidden == nullptr) continue;
+    e->mtp->Select(r.draft_slot);
+    e->mtp->Feed(it.tokens, r.draft.empty() ? it.n : 1 + r.accepted, it.pos, it.hidden);
   }
 }
 

@@ -18,7 +18,8 @@ SpecMode ParseSpecMode(const std::string& s) {
   if (s == "off") return SpecMode::kOff;
   if (s == "ngram") return SpecMode::kNgram;
   if (s == "draft") return SpecMode::kDraft;
-  Fail("unknown speculation mode '%s' (ngram, draft or off)", s.c_str());
+  if (s == "mtp") return SpecMode::kMtp;
+  Fail("unknown speculation mode '%s' (ngram, draft, mtp or off)", s.c_str());
 }
 
 const char* SpecModeName(SpecMode m) {
@@ -27,6 +28,8 @@ const char* SpecModeName(SpecMode m) {
       return "ngram";
     case SpecMode::kDraft:
       return "draft";
+    case SpecMode::kMtp:
+      return "mtp";
     case SpecMode::kOff:
       break;
   }

@@ -28,8 +28,8 @@ namespace paddock {
 class ThreadPool;
 struct LoadedModel;
 
-enum class SpecMode { kOff, kNgram, kDraft };
-// "off", "ngram", "draft"; Error naming anything else.
+enum class SpecMode { kOff, kNgram, kDraft, kMtp };
+// "off", "ngram", "draft", "mtp"; Error naming anything else.
 SpecMode ParseSpecMode(const std::string& s);
 const char* SpecModeName(SpecMode m);
 constexpr int kSpecMaxDraft = 16;  // --spec-max is clamped to [1, 16] (Error outside)
@@ -99,6 +99,44 @@ class DraftProposer : public Proposer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   double cost_ = 0.1;
+};
+
+// The model's own multi-token-prediction block drafts (--spec mtp; Qwen3.5's nextn layer, as
+// llama.cpp's draft-mtp runs it): at position p the block reads [enorm(embedding of token p) ;
+// hnorm(the target's final hidden state at p - 1)] through eh_proj, one attention layer with
+// its own KV cache, the head's norm and the head, and predicts the token after p's successor.
+// Each drafted token chains the block's own hidden state into the next. The block's KV follows
+// the target: Feed gives it every token the target ran and kept, with the target's hidden
+// states (StepItem::hidden), so Propose runs only the drafts themselves. Drafts are greedy
+// (one-hot: verification keeps sampling's distribution exact, as for n-gram proposals).
+class MtpProposer : public Proposer {
+ public:
+  // Error when the target has no prediction block.
+  MtpProposer(const LoadedModel& target, ThreadPool& pool, const EngineOptions& engine_options,
+              int context, int slots);
+  ~MtpProposer() override;
+  // Each sequence its own slot of the block's KV (as DraftProposer's; slot 0 is the
+  // single-sequence engine's). A request holds one from admission (the block must see its
+  // prompt) until it ends.
+  bool Acquire(int* slot);
+  void Select(int slot);
+  void Release(int slot);
+  // The target ran tokens[0..n) at positions pos..pos+n-1 of the current slot's sequence and
+  // kept them, with final hidden states hidden (n rows of dim): the block runs over them. A
+  // position it has not followed (a cached prefix, a preempted sequence's recompute) starts
+  // its KV over from there.
+  void Feed(const int32_t* tokens, int n, int pos, const float* hidden);
+  // history[n - 1] is the token the target runs next; drafts need the block to have followed
+  // every position before it (else 0 drafts).
+  int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) override;
+  double DraftCost() const override { return cost_; }
+  void set_cost(double c) { cost_ = c; }
+  size_t kv_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  double cost_ = 0.2;
 };
 
 // Verifies drafts[0..k) against the target: rows[i] (n_vocab logits, modified) is the

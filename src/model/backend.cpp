@@ -102,8 +102,8 @@ std::unique_ptr<KvStore> NewHostKvStore(const KvLayout& layout) {
 }
 
 const float* Backend::Forward(const int32_t* tokens, int n, int pos, const KvView& kv,
-                              int prompt_len, const float* const* embeds,
-                              const int32_t* attend_end) {
+                              int prompt_len, const float* const* embeds, const int32_t* attend_end,
+                              float* hidden) {
   if (n <= 0) Fail("Forward: no tokens");
   const float* logits = nullptr;
   for (int done = 0; done < n;) {
@@ -122,6 +122,7 @@ const float* Backend::Forward(const int32_t* tokens, int n, int pos, const KvVie
     item.prompt_len = prompt_len;
     if (embeds != nullptr) item.embeds = embeds + done;
     if (attend_end != nullptr) item.attend_end = attend_end + done;
+    if (hidden != nullptr) item.hidden = hidden + static_cast<size_t>(done) * config().dim;
     Step(&item, 1, StepOutput::kLogits, &logits);
     done += m;
   }

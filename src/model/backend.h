@@ -75,6 +75,9 @@ struct StepItem {
   // StepOutput::kPooled: how the item's one row pools its tokens' hidden states. The item is a
   // whole input (pos 0).
   Pooling pooling = Pooling::kNone;
+  // Where every token's final-normalized hidden state goes (n rows of dim floats), besides
+  // the rows asked for; null: nowhere. Multi-token prediction reads them (BackendCaps::hidden).
+  float* hidden = nullptr;
 };
 
 // What a step returns per row asked for.
@@ -100,6 +103,7 @@ struct BackendCaps {
   uint64_t max_matrix_bytes = 0;       // one weight matrix's bytes (0: any)
   bool lora = true;                    // LoRA adapters
   bool pooled = true;                  // StepOutput::kPooled
+  bool hidden = true;                  // StepItem::hidden
   const char* fallback = "";           // what to run instead, for the errors
   bool Runs(OpKind k) const { return (ops >> static_cast<int>(k)) & 1u; }
 };
@@ -195,8 +199,10 @@ class Backend {
   // (an image's bidirectional span never split): the logits after the last one (n_vocab
   // floats, valid until the next step). Throws Error on an invalid token id or a position past
   // the view's capacity. prompt_len, embeds, attend_end: as StepItem's.
+  // hidden: every token's final-normalized hidden state (n rows; StepItem::hidden), or null.
   const float* Forward(const int32_t* tokens, int n, int pos, const KvView& kv, int prompt_len = 0,
-                       const float* const* embeds = nullptr, const int32_t* attend_end = nullptr);
+                       const float* const* embeds = nullptr, const int32_t* attend_end = nullptr,
+                       float* hidden = nullptr);
   // Tokens per step of Forward (at most max_batch()).
   virtual int step_tokens() const { return max_batch(); }
   // Steps in flight (a pipeline's head: one per lane); 0: Step only.

@@ -529,4 +529,17 @@ ModelConfig ConfigFromLlama2c(const Llama2cConfig& h) {
   return c;
 }
 
+ModelConfig MtpBlockConfig(const ModelConfig& c) {
+  if (c.nextn_layers <= 0) Fail("the model has no multi-token-prediction layers");
+  ModelConfig m = c;
+  m.n_layers = 1;
+  m.layer_kind.assign(1, static_cast<uint8_t>(LayerKind::kAttention));
+  m.nextn_layers = 0;
+  m.mtp_block = true;
+  if (!c.local_layer.empty() || !c.layer_kv_heads.empty() || !c.layer_ffn_dim.empty() ||
+      c.kv_layers > 0 || c.per_layer_dim > 0)
+    Fail("%s: prediction layers of per-layer shapes are not supported", c.arch.c_str());
+  return m;
+}
+
 }  // namespace paddock

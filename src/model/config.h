@@ -125,6 +125,9 @@ struct ModelConfig {
   int ssm_v_heads = 0;
   bool attn_gate = false;
   int nextn_layers = 0;
+  // This config is a multi-token-prediction block's (MtpBlockConfig): one attention layer whose
+  // input rows come from a projection of 2 x dim (the embedding and the hidden state).
+  bool mtp_block = false;
 
   int q_dim() const { return n_heads * head_dim; }
   bool is_moe() const { return n_experts > 0; }
@@ -189,5 +192,8 @@ struct ModelConfig {
 // does not record it; the loader fills it from the embedding table.
 ModelConfig ConfigFromGguf(const GgufFile& gguf);
 ModelConfig ConfigFromLlama2c(const Llama2cConfig& c);
+// The config of a model's first multi-token-prediction block (its file layer n_layers) run as a
+// model of its own: one attention layer of the model's shapes, no recurrent layers.
+ModelConfig MtpBlockConfig(const ModelConfig& c);
 
 }  // namespace paddock

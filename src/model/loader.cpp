@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -404,8 +405,8 @@ void BindRecurrent(Binder& b, const std::string& p, int l, const ModelConfig& c,
   L.rec_out = b.Matrix(p + "ssm_out.weight", vd, c.dim);
 }
 
-void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
-  const std::string p = StrFormat("blk.%d.", l);
+// Layer l of c from the tensors named p... (a prediction block's: its file layer's names).
+void BindLayerAt(Binder& b, const std::string& p, int l, const ModelConfig& c, LayerWeights& L) {
   L.attn_norm = b.Vector(p + "attn_norm.weight", c.dim);
   if (c.layer_norm) {
     L.attn_norm_b = b.Vector(p + "attn_norm.bias", c.dim);
@@ -427,6 +428,26 @@ void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
     L.post_ffn_norm = b.Vector(p + "post_ffw_norm.weight", c.dim);
   }
   if (c.arch == "gemma4") BindPerLayer(b, p, c, L);
+}
+
+void BindLayer(Binder& b, int l, const ModelConfig& c, LayerWeights& L) {
+  BindLayerAt(b, StrFormat("blk.%d.", l), l, c, L);
+}
+
+// The first multi-token-prediction block (file layer n_layers): its attention layer, the input
+// projection and norms, and the head's norm and head where it has its own.
+void BindMtp(Binder& b, const ModelConfig& c, ModelWeights& w) {
+  const std::string p = StrFormat("blk.%d.", c.n_layers);
+  MtpWeights& m = w.mtp.emplace_back();
+  BindLayerAt(b, p, 0, MtpBlockConfig(c), m.layer);
+  m.eh_proj = b.Matrix(p + "nextn.eh_proj.weight", 2 * static_cast<int64_t>(c.dim), c.dim);
+  m.enorm = b.Vector(p + "nextn.enorm.weight", c.dim);
+  m.hnorm = b.Vector(p + "nextn.hnorm.weight", c.dim);
+  m.head_norm = b.Vector(p + "nextn.shared_head_norm.weight", c.dim, false);
+  if (b.Find(p + "nextn.embed_tokens.weight") != nullptr)
+    m.embed = b.Matrix(p + "nextn.embed_tokens.weight", c.dim, c.n_vocab);
+  if (b.Find(p + "nextn.shared_head_head.weight") != nullptr)
+    m.head = b.Matrix(p + "nextn.shared_head_head.weight", c.dim, c.n_vocab);
 }
 
 // An encoder (llama.cpp's tensor names): the embeddings, their LayerNorm, token type 0's row,
@@ -503,6 +524,15 @@ void CountParameters(const std::vector<TensorSource>& src, LoadedModel* m) {
     m->n_active_params -= skipped * params;
     m->active_weight_bytes -= static_cast<uint64_t>(skipped) * bytes;
   }
+  for (const auto& t : src) {  // prediction layers: read only when speculating (--spec mtp)
+    int layer = -1;
+    if (std::sscanf(t.name.c_str(), "blk.%d.", &layer) != 1 || layer < c.n_layers) continue;
+    int64_t n = 1;
+    for (int d = 0; d < 4; ++d) n *= t.ne[d];
+    m->n_active_params -= n;
+    m->active_weight_bytes -= t.nbytes;
+    m->nextn_bytes += t.nbytes;
+  }
   const WeightTensor& pl = m->weights.pl_tok_embd;  // Gemma 4: a row per token, not streamed
   if (pl) {
     m->n_active_params -= (pl.rows - 1) * pl.cols;
@@ -522,6 +552,7 @@ void BindWeights(const std::vector<TensorSource>& src, LoadedModel* m) {
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l)
     (c.encoder ? BindEncoderLayer : BindLayer)(b, l, c, w.layers[static_cast<size_t>(l)]);
+  if (c.nextn_layers > 0) BindMtp(b, c, w);
   if (c.is_moe()) {
     bool any = false;
     for (const LayerWeights& L : w.layers) any = any || !L.experts.empty();

@@ -34,6 +34,8 @@ void CheckStep(const ModelConfig& c, const StepItem* items, int n_items, StepOut
       Fail("Forward: %d tokens in one batch exceed the batch limit %d", n + it.n, lim.max_batch);
     if (it.lora != nullptr && !lim.lora)
       Fail("this backend runs no LoRA adapters (--device cpu does)");
+    if (it.hidden != nullptr && !lim.hidden)
+      Fail("this backend returns no hidden states beside the logits (--device cpu does)");
     if (whole && it.pos != 0)
       Fail("Forward: an encoder's or a pooled input runs whole in one step (position %d)", it.pos);
     if (out == StepOutput::kPooled && it.pooling == Pooling::kNone)

@@ -27,6 +27,7 @@ struct StepLimits {
   int ctx = 0;         // the context the backend runs with (positions below it)
   bool lora = true;    // items may name an adapter
   bool pooled = true;  // StepOutput::kPooled
+  bool hidden = true;  // StepItem::hidden
 };
 
 // Throws Error naming the first thing wrong with the step's items: none or too many items, an

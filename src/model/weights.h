@@ -103,6 +103,19 @@ struct LayerWeights {
   const float* ssm_norm = nullptr;
 };
 
+// A multi-token-prediction block (Qwen3.5's blk.{n_layers}.nextn.*, llama.cpp's layout): the
+// input row is eh_proj [enorm(embedding of token t) ; hnorm(hidden state before t)], then one
+// attention layer, head_norm and the head; it predicts the token after t's successor.
+// embed / head / head_norm unset: the model's own.
+struct MtpWeights {
+  LayerWeights layer;
+  WeightTensor eh_proj;  // (dim rows of 2 dim)
+  const float* enorm = nullptr;
+  const float* hnorm = nullptr;
+  const float* head_norm = nullptr;
+  WeightTensor embed, head;
+};
+
 struct ModelWeights {
   WeightTensor tok_embd;                 // (n_vocab, dim)
   const float* output_norm = nullptr;    // (dim)
@@ -130,6 +143,8 @@ struct ModelWeights {
   const float* cls_b = nullptr;        // (dim)
   const float* cls_out = nullptr;      // (dim)
   const float* cls_out_b = nullptr;    // (1)
+  // The file's first multi-token-prediction block (config nextn_layers > 0), else empty.
+  std::vector<MtpWeights> mtp;
 };
 
 struct TensorTypeCount {
@@ -151,6 +166,7 @@ struct LoadedModel {
   int64_t n_active_params = 0;       // read per token: n_params less the experts a token skips
   uint64_t active_weight_bytes = 0;  // likewise, in bytes
   uint64_t weight_bytes = 0;
+  uint64_t nextn_bytes = 0;  // the multi-token-prediction layers' tensors (not in active_*)
   // Per layer, what it computes (model/layer_ops.h), resolved once at load; its views point
   // into `weights`, which stay where they are (re-layout changes a tensor's data in place).
   LayerOpList ops;

@@ -9,7 +9,7 @@
 //                        "loras": {"pirate": "pirate.gguf:0.8"}}}}
 //
 // Keys: file (relative to DIR; required), aliases, context, kv_memory (bytes, "512M"),
-// cache_type_k, cache_type_v, spec (off, ngram, draft), draft_model, mmproj (a vision
+// cache_type_k, cache_type_v, spec (off, ngram, draft, mtp), draft_model, mmproj (a vision
 // projector; "": none), chat_template, chat_template_file, keep_alive (Ollama's), loras
 // (name -> FILE[:SCALE]). Any other key is an error naming it. A file a models.json entry names
 // is served under that entry's id only. Projectors (mmproj*.gguf, as the downloads name them)

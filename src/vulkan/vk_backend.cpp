@@ -352,6 +352,7 @@ int VulkanBackend::Plan(const StepItem* items, int n_items, StepOutput out, int*
   lim.ctx = ctx_;
   lim.lora = false;
   lim.pooled = false;
+  lim.hidden = false;
   CheckStep(cfg_, items, n_items, out, lim);
   const size_t need_tables =
       static_cast<size_t>(kMaxItems) * static_cast<size_t>(ctx_ / block_ + 2);
@@ -658,6 +659,7 @@ const BackendCaps& VulkanCaps() {
     c.max_matrix_bytes = (uint64_t{1} << 32) - 1;
     c.lora = false;
     c.pooled = false;
+    c.hidden = false;
     c.fallback = "--device cpu runs it";
     return c;
   }();

@@ -67,7 +67,8 @@ const std::vector<OptionSpec> kSynthSpecs = {
      true,
      "tiny, tiny-moe, tiny-gpt-oss, stories260k, tinyllama, llama2-7b, llama3-8b, mistral-7b, "
      "qwen2-0.5b; Gemma 4: gemma4-e2b (tests: tiny-gemma4, tiny-gemma4-moe); "
-     "hybrid recurrent: qwen3.5-0.8b, lfm2-350m (tests: tiny-qwen35, tiny-qwen35moe, tiny-lfm2); "
+     "hybrid recurrent: qwen3.5-0.8b, qwen3.5-0.8b-mtp (with its prediction layer), lfm2-350m "
+     "(tests: tiny-qwen35, tiny-qwen35moe, tiny-qwen35-mtp, tiny-qwen35moe-mtp, tiny-lfm2); "
      "mixtures of experts at real shapes: olmoe-1b-7b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, "
      "mixtral-8x7b, gpt-oss-20b; vision-language (with --mmproj): tiny-llava, tiny-gemma3, "
      "tiny-smolvlm, llava-1.5-7b, gemma3-4b, smolvlm-256m; retrieval encoders: bge-small, "
@@ -165,7 +166,7 @@ int CmdInfo(int argc, char** argv) {
     std::printf(" %s x%d (%s)", t.type.c_str(), t.tensors, FormatBytes(t.bytes).c_str());
   std::printf("\n");
   std::printf("weights memory:  %s", FormatBytes(i.weight_bytes).c_str());
-  if (i.n_experts > 0 || i.per_layer_table_bytes > 0)
+  if (i.n_experts > 0 || i.per_layer_table_bytes > 0 || i.nextn_bytes > 0)
     std::printf(" (read per token: %s)", FormatBytes(i.active_weight_bytes).c_str());
   std::printf("\n");
   if (i.per_layer_table_bytes > 0)
@@ -174,6 +175,10 @@ int CmdInfo(int argc, char** argv) {
         FormatBytes(i.per_layer_table_bytes).c_str(),
         FormatBytes(i.weight_bytes - i.per_layer_table_bytes).c_str());
   if (!i.layer_kinds.empty()) std::printf("layers:          %s\n", i.layer_kinds.c_str());
+  if (i.nextn_layers > 0)
+    std::printf(
+        "prediction:      %d multi-token-prediction layer%s (%s; --spec mtp drafts with it)\n",
+        i.nextn_layers, i.nextn_layers > 1 ? "s" : "", FormatBytes(i.nextn_bytes).c_str());
   std::printf(
       "KV cache:        %s per 1,000 tokens of context (f16 K and V, %s)\n",
       FormatBytes(i.kv_bytes_per_1k_tokens).c_str(),

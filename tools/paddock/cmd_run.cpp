@@ -80,7 +80,8 @@ extern const std::vector<OptionSpec> kSpecSpecs;
 const std::vector<OptionSpec> kSpecSpecs = {
     {{"--spec"},
      true,
-     "speculative decoding: ngram (prompt lookup), draft (a draft model) or off (default off)"},
+     "speculative decoding: ngram (prompt lookup), draft (a draft model), mtp (the model's own "
+     "prediction layers) or off (default off)"},
     {{"--draft-model"}, true, "the draft model of --spec draft (same vocabulary, smaller)"},
     {{"--spec-max"},
      true,
@@ -124,8 +125,8 @@ GrammarOption ReadGrammarOption(const Args& args) {
 
 void AddSpecOptions(const Args& args, EngineOptions* eo) {
   eo->spec = args.Str("--spec", "off");
-  if (eo->spec != "off" && eo->spec != "ngram" && eo->spec != "draft")
-    throw UsageError("unknown --spec '" + eo->spec + "' (expected ngram, draft or off)");
+  if (eo->spec != "off" && eo->spec != "ngram" && eo->spec != "draft" && eo->spec != "mtp")
+    throw UsageError("unknown --spec '" + eo->spec + "' (expected ngram, draft, mtp or off)");
   eo->draft_model = args.Str("--draft-model");
   if (eo->spec == "draft" && eo->draft_model.empty())
     throw UsageError("--spec draft needs --draft-model FILE");

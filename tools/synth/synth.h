@@ -113,6 +113,9 @@ struct SynthSpec {
   int ssm_v_heads = 4;
   int rope_dim = 0;  // 0: the head size
   std::vector<int> rope_sections;
+  // Qwen3.5: multi-token-prediction blocks after the layers (blk.{n_layers}.nextn.*: its
+  // gated-attention layer, eh_proj, enorm, hnorm, shared_head_norm; the model's head).
+  int nextn_layers = 0;
   // The token mixers' output projections (attention, convolution, DeltaNet) times this: small,
   // the model is nearly a function of the last token and greedy text soon repeats (tests of
   // speculation that get drafts accepted), while every layer's state still counts.

@@ -46,6 +46,7 @@ class HybridTensors {
     }
     Vec(IsLfm2(s_) ? "token_embd_norm.weight" : "output_norm.weight", s_.dim, 1.0f, 0.1f);
     if (!s_.tied_embeddings) Matrix("output.weight", s_.dim, s_.n_vocab);
+    for (int l = s_.n_layers; l < s_.n_layers + s_.nextn_layers; ++l) Mtp(StrFormat("blk.%d.", l));
   }
 
  private:
@@ -84,6 +85,18 @@ class HybridTensors {
     Matrix(p + "attn_output.weight", qd_, s_.dim, s_.mixer_scale);
     Vec(p + "attn_q_norm.weight", hd_, 1.0f, 0.5f);
     Vec(p + "attn_k_norm.weight", hd_, 1.0f, 0.5f);
+  }
+  // A prediction block (llama.cpp's qwen35 load_block_mtp): an attention layer and its FFN,
+  // the input projection of [embedding ; hidden] and their norms, the head's norm.
+  void Mtp(const std::string& p) {
+    Vec(p + "attn_norm.weight", s_.dim, 1.0f, 0.1f);
+    Attention(p);
+    Vec(p + "post_attention_norm.weight", s_.dim, 1.0f, 0.1f);
+    Ffn(p);
+    Matrix(p + "nextn.eh_proj.weight", 2 * s_.dim, s_.dim);
+    Vec(p + "nextn.enorm.weight", s_.dim, 1.0f, 0.1f);
+    Vec(p + "nextn.hnorm.weight", s_.dim, 1.0f, 0.1f);
+    Vec(p + "nextn.shared_head_norm.weight", s_.dim, 1.0f, 0.1f);
   }
   void ShortConv(const std::string& p) {
     F32(p + "shortconv.conv.weight", {s_.conv_kernel, s_.dim}, 0.0f,
@@ -164,6 +177,16 @@ constexpr HybridShape kHybridShapes[] = {
        s.expert_ffn_dim = 64;
        s.shared_ffn_dim = 64;
      }},
+    {"tiny-qwen35-mtp",  // tests: tiny-qwen35 and a multi-token-prediction block (--spec mtp)
+     [](SynthSpec& s) {
+       TinyQwen35(s);
+       s.nextn_layers = 1;
+     }},
+    {"tiny-qwen35moe-mtp",  // tests: tiny-qwen35moe and a prediction block with its experts
+     [](SynthSpec& s) {
+       HybridPreset("tiny-qwen35moe", &s);
+       s.nextn_layers = 1;
+     }},
     {"tiny-lfm2",  // tests: LFM2's short convolutions (layers 2 and 4 attention)
      [](SynthSpec& s) {
        s.arch = "lfm2";
@@ -191,6 +214,11 @@ constexpr HybridShape kHybridShapes[] = {
        s.context = 262144;
        s.rope_base = 10000000.0f;
        s.tied_embeddings = true;
+     }},
+    {"qwen3.5-0.8b-mtp",  // the same with the published prediction block
+     [](SynthSpec& s) {
+       HybridPreset("qwen3.5-0.8b", &s);
+       s.nextn_layers = 1;
      }},
     {"lfm2-350m",  // LFM2 350M: 16 layers, attention on 6, convolutions of 3
      [](SynthSpec& s) {
@@ -252,7 +280,11 @@ void WriteHybridMetadata(const SynthSpec& s, int hd, GgufWriter* w) {
   w->SetString("general.name", "paddock synthetic " + s.arch);
   w->SetU32(a + "context_length", static_cast<uint32_t>(s.context));
   w->SetU32(a + "embedding_length", static_cast<uint32_t>(s.dim));
-  w->SetU32(a + "block_count", static_cast<uint32_t>(s.n_layers));
+  w->SetU32(a + "block_count", static_cast<uint32_t>(s.n_layers + s.nextn_layers));
+  if (s.nextn_layers > 0) {
+    if (IsLfm2(s)) Fail("synthetic model: LFM2 has no prediction layers");
+    w->SetU32(a + "nextn_predict_layers", static_cast<uint32_t>(s.nextn_layers));
+  }
   w->SetU32(a + "feed_forward_length", static_cast<uint32_t>(s.ffn_dim));
   w->SetU32(a + "attention.head_count", static_cast<uint32_t>(s.n_heads));
   w->SetU32(a + "attention.key_length", static_cast<uint32_t>(hd));
