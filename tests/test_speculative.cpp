@@ -383,5 +383,25 @@ TEST(Speculative, ControllerNeverChoosesALosingDraftLength) {
   EXPECT_EQ(d.Choose(), 0);
 }
 
+TEST(Speculative, ControllerCountsAHybridsRecomputation) {
+  // A hybrid model recomputes the accepted tokens after a rejection: at 60% acceptance drafts
+  // from a prediction block (0.3 of a step each) pay without that cost and lose with it; at
+  // 95% they pay either way. Probes of costly drafts come 4x less often.
+  const std::vector<double> cost = {1.0, 1.08, 1.2, 1.29, 1.29};
+  SpecController plain(cost, 4, 0.3, false, true, 0.6, false);
+  SpecController hybrid(cost, 4, 0.3, false, true, 0.6, true);
+  for (int i = 0; i < 50; ++i) {
+    plain.Observe(5, 3);
+    hybrid.Observe(5, 3);
+  }
+  EXPECT_GE(plain.Choose(), 1);
+  EXPECT_EQ(hybrid.Choose(), 0);
+  int probes = 0;
+  for (int i = 0; i < 128; ++i) probes += hybrid.Choose();
+  EXPECT_EQ(probes, 128 / (4 * SpecController::kProbeEvery));
+  for (int i = 0; i < 80; ++i) hybrid.Observe(20, 19);
+  EXPECT_GE(hybrid.Choose(), 1);
+}
+
 }  // namespace
 }  // namespace paddock

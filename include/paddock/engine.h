@@ -421,6 +421,7 @@ struct BenchReport {
   // "grounded" (the prompt is a span repeated, so the output can repeat it) and "random" (random
   // prompt tokens: little to match).
   std::vector<double> verify_cost;
+  double draft_cost = 0;  // drafting one token against one target step (0: free, n-gram)
   struct SpecRun {
     std::string workload;
     double plain_tps = 0, spec_tps = 0, acceptance = 0;

@@ -582,6 +582,7 @@ BenchReport Engine::Bench(const BenchOptions& o) {
 void Engine::BenchSpeculation(const BenchOptions& o, BenchReport* r) {
   Impl& s = *impl_;
   r->verify_cost = s.MeasureVerifyCost(std::min(8, s.backend->max_items() - 1), o.reps + 2);
+  r->draft_cost = s.proposer != nullptr ? s.proposer->DraftCost() : 0;
   std::mt19937 rng(4321);
   const int V = s.model->config.n_vocab;
   auto random = [&](int n) {

@@ -88,7 +88,8 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
   if (impl->mtp != nullptr) draft_cost = MeasureMtpCost(impl, target_step);
   const bool draft = impl->draft != nullptr;
   impl->spec_ctl = SpecController(std::move(cost), k_max, draft_cost, o.spec_fixed,
-                                  /*probe=*/!draft, /*prior=*/draft ? 0.9 : 0.6);
+                                  /*probe=*/!draft, /*prior=*/draft ? 0.9 : 0.6,
+                                  /*rollback=*/impl->kv->hybrid());
 }
 
 std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double* one_seconds) {

@@ -235,12 +235,13 @@ int VerifyDrafts(Sampler& sampler, float* const* rows, const int32_t* drafts, in
 // ---- controller ---------------------------------------------------------------------------
 
 SpecController::SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed,
-                               bool probe, double prior)
+                               bool probe, double prior, bool rollback)
     : cost_(std::move(cost)),
       k_max_(std::min<int>(k_max, static_cast<int>(cost_.size()) - 1)),
       draft_cost_(draft_cost),
       fixed_(fixed),
       probe_(probe),
+      rollback_(rollback),
       alpha_(prior) {}
 
 int SpecController::Choose() {
@@ -248,17 +249,20 @@ int SpecController::Choose() {
   int best_k = 0;
   double best = 1.0;  // plain decoding: one token per unit of time
   const double a = std::min(alpha_, 0.999);
-  double ak = a;  // a^(k+1)
+  double ak = a;    // a^(k+1)
+  double redo = 0;  // rollback: the expected recomputation, sum over a' < k of P(a') cost[a']
   for (int k = 1; k <= k_max_; ++k) {
     ak *= a;
     const double tokens = (1.0 - ak) / (1.0 - a);
-    const double rate = tokens / (cost_[static_cast<size_t>(k)] + k * draft_cost_);
+    if (rollback_) redo += std::pow(a, k - 1) * (1.0 - a) * cost_[static_cast<size_t>(k - 1)];
+    const double rate = tokens / (cost_[static_cast<size_t>(k)] + k * draft_cost_ + redo);
     if (rate > best * 1.02) {  // a margin: measured costs are noisy
       best = rate;
       best_k = k;
     }
   }
-  if (best_k == 0 && probe_ && k_max_ > 0 && ++idle_ >= kProbeEvery) {
+  const int every = rollback_ || draft_cost_ > 0 ? 4 * kProbeEvery : kProbeEvery;
+  if (best_k == 0 && probe_ && k_max_ > 0 && ++idle_ >= every) {
     idle_ = 0;
     return 1;  // a probe keeps the acceptance estimate current
   }

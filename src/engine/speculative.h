@@ -153,7 +153,10 @@ int VerifyDrafts(Sampler& sampler, float* const* rows, const int32_t* drafts, in
 // of a forward of 1 + k tokens relative to 1) plus k draft steps. The k with the best tokens per
 // unit of time wins; when none beats plain decoding, k = 0 (speculation never slows decoding
 // down), except for one probe of k = 1 every kProbeEvery steps to keep the estimate current
-// (n-gram proposals only).
+// (n-gram proposals only). rollback: a rejection costs a recomputation of the token and the
+// drafts accepted (a hybrid model's recurrent state is put back and run again: the forward of
+// 1 + a tokens when a of k are accepted), counted in each k's expected cost; such probes, and
+// probes of drafts that cost a step (a prediction block), come 4x less often.
 class SpecController {
  public:
   static constexpr int kProbeEvery = 16;
@@ -163,7 +166,7 @@ class SpecController {
   // nothing to make; a draft model would first have to catch up on every token it skipped, a
   // prefill of them, so it does not probe and starts from an optimistic prior instead).
   SpecController(std::vector<double> cost, int k_max, double draft_cost, bool fixed = false,
-                 bool probe = true, double prior = 0.6);
+                 bool probe = true, double prior = 0.6, bool rollback = false);
   int Choose();
   void Observe(int drafted, int accepted);
   double acceptance() const { return alpha_; }
@@ -175,6 +178,7 @@ class SpecController {
   double draft_cost_ = 0;
   bool fixed_ = false;
   bool probe_ = true;
+  bool rollback_ = false;
   double alpha_ = 0.6;  // prior before any observation
   int idle_ = 0;
 };

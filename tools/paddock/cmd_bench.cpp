@@ -154,7 +154,7 @@ void PrintJson(const BenchReport& r) {
     std::printf(", \"verify_cost\": [");
     for (size_t k = 0; k < r.verify_cost.size(); ++k)
       std::printf("%s%.4f", k ? ", " : "", r.verify_cost[k]);
-    std::printf("], \"speculative\": [");
+    std::printf("], \"draft_cost\": %.4f, \"speculative\": [", r.draft_cost);
     for (size_t i = 0; i < r.spec.size(); ++i) {
       const auto& x = r.spec[i];
       std::printf(
@@ -202,6 +202,7 @@ void PrintProfiles(const BenchReport& r) {
     for (size_t k = 0; k < r.verify_cost.size(); ++k)
       std::printf(" k=%zu %.2f", k, r.verify_cost[k]);
     std::printf("\n");
+    if (r.draft_cost > 0) std::printf("drafting one token: %.2f of a decode step\n", r.draft_cost);
     for (const auto& x : r.spec) {
       std::printf(
           "speculative greedy decode, %-9s prompt: %8.2f tok/s vs %8.2f plain (%.2fx), "
