@@ -4,9 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
+#include "cpu/transformer.h"
+#include "kernels/kernels.h"
+#include "kv/kv_manager.h"
+#include "model/weights.h"
 #include "paddock/error.h"
 #include "paddock/paddock.h"
 #include "paddock/service.h"
@@ -148,6 +154,51 @@ TEST(Hybrid, ServiceSpeculationPutsTheStateBack) {
   const ServiceStats st = svc->Stats();
   EXPECT_GT(st.spec_accepted_tokens, 0u);
   EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+}
+
+// A verification's recurrent states put back and replayed over the accepted tokens
+// (Backend::ReplayState) equal, bit for bit, the states after running those tokens again, for
+// both kinds of recurrent layer and any number accepted.
+TEST(Hybrid, ReplayedStateEqualsRecomputed) {
+  for (const char* preset : {"tiny-qwen35", "tiny-lfm2"}) {
+    SCOPED_TRACE(preset);
+    auto m = LoadModel(HybridModel(preset, GgmlType::kQ8_0));
+    ThreadPool pool(2);
+    Transformer tf(*m, GetKernels(DetectIsa()), pool, 32);
+    KvCacheOptions ko;
+    ko.prefix_cache = false;
+    KvManager kv(m->config, ko, 256, &tf);
+    const KvManager::SeqId seq = kv.Create(128);
+    std::vector<int32_t> toks(25);
+    for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>(3 + (i * 37) % 250);
+    ASSERT_TRUE(kv.Reserve(seq, 25));
+    const KvView view = kv.View(seq);
+    auto step = [&](const int32_t* t, int n, int pos, bool keep) {
+      StepItem it{t, n, pos, &view, 1};
+      it.keep_state_inputs = keep;
+      const float* rows = nullptr;
+      kv.BeginStep();
+      tf.Step(&it, 1, StepOutput::kLogits, &rows);
+      kv.EndStep();
+    };
+    step(toks.data(), 20, 0, false);
+    std::vector<uint8_t> before(kv.state_bytes()), replayed(before.size()), again(before.size());
+    kv.SaveState(seq, before.data());
+    for (int accepted : {1, 3, 5}) {
+      step(toks.data() + 20, 5, 20, true);  // the verification of 5 tokens
+      kv.LoadState(seq, before.data());
+      ASSERT_TRUE(tf.ReplayState(0, accepted));
+      kv.SaveState(seq, replayed.data());
+      kv.LoadState(seq, before.data());
+      step(toks.data() + 20, accepted, 20, false);
+      kv.SaveState(seq, again.data());
+      EXPECT_EQ(std::memcmp(replayed.data(), again.data(), again.size()), 0) << accepted;
+      EXPECT_NE(std::memcmp(replayed.data(), before.data(), before.size()), 0) << accepted;
+      kv.LoadState(seq, before.data());
+    }
+    EXPECT_FALSE(tf.ReplayState(0, 1));  // (the last step kept nothing)
+    kv.Free(seq);
+  }
 }
 
 // --spec mtp: the file's prediction block drafts (its own KV following the target's tokens and

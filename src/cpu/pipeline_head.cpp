@@ -63,6 +63,7 @@ const BackendCaps& PipelineHead::caps() const {
     c.lora = false;
     c.pooled = false;
     c.hidden = false;
+    c.replay = false;
     c.fallback = "adapters are not split across stages: serve one process per adapter base";
     return c;
   }();

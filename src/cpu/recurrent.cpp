@@ -98,6 +98,129 @@ int Transformer::ChunkAt(int j, int j_end) const {
   return kDeltaChunk;
 }
 
+// Which step tokens keep their state inputs: the items asking, while kReplayTokens last (the
+// buffer is made at the first such step: only speculation on a hybrid model asks).
+void Transformer::PlanReplay(const BatchItem* items, int n_items) {
+  bool any = false;
+  for (int i = 0; i < n_items; ++i) any = any || items[i].keep_state_inputs;
+  if (!any && !replay_set_) return;  // (nothing to clear)
+  std::fill(replay_slot_.begin(), replay_slot_.end(), -1);
+  std::fill(replay_first_.begin(), replay_first_.end(), -1);
+  replay_set_ = any && cfg_.hybrid();
+  if (!replay_set_) return;
+  if (replay_.empty()) {
+    const size_t cd = static_cast<size_t>(cfg_.ssm_conv_dim()),
+                 hv = static_cast<size_t>(cfg_.ssm_v_heads);
+    replay_row_ = std::max(static_cast<size_t>(cfg_.dim), cd + 2 * hv);
+    int n_rec = 0;
+    for (int r : rec_ordinal_) n_rec = std::max(n_rec, r + 1);
+    replay_.assign(static_cast<size_t>(kReplayTokens) * static_cast<size_t>(n_rec) * replay_row_,
+                   0.0f);
+  }
+  int slots = 0;
+  for (int oi = 0, j = 0; oi < n_items; ++oi) {
+    const int i = plan_.order[static_cast<size_t>(oi)];
+    const BatchItem& it = items[i];
+    if (it.keep_state_inputs && slots + it.n <= kReplayTokens) {
+      replay_first_[static_cast<size_t>(i)] = slots;
+      replay_view_[static_cast<size_t>(i)] = it.kv;
+      for (int t = 0; t < it.n; ++t) replay_slot_[static_cast<size_t>(j + t)] = slots++;
+    }
+    j += it.n;
+  }
+}
+
+float* Transformer::ReplayRow(int l, int slot) {
+  const size_t n_rec = replay_.size() / (static_cast<size_t>(kReplayTokens) * replay_row_);
+  return replay_.data() +
+         (static_cast<size_t>(slot) * n_rec + static_cast<size_t>(rec_ordinal_[l])) * replay_row_;
+}
+
+// The kept tokens' convolution inputs (ch of x's rows), then for a DeltaNet its beta and alpha
+// logits (rec_ba).
+void Transformer::KeepStateInputs(int l, const float* x, int ld_x, int ch, int n) {
+  if (replay_.empty()) return;
+  const size_t hv = static_cast<size_t>(cfg_.ssm_v_heads);
+  const bool delta = cfg_.Kind(l) == LayerKind::kDeltaNet;
+  for (int j = 0; j < n; ++j) {
+    const int slot = replay_slot_[static_cast<size_t>(j)];
+    if (slot < 0) continue;
+    float* row = ReplayRow(l, slot);
+    std::memcpy(row, x + static_cast<size_t>(j) * ld_x, sizeof(float) * static_cast<size_t>(ch));
+    if (!delta) continue;
+    std::memcpy(row + ch, a_.rec_ba + static_cast<size_t>(j) * hv, sizeof(float) * hv);
+    std::memcpy(row + ch + hv, a_.rec_ba + (static_cast<size_t>(n) + j) * hv, sizeof(float) * hv);
+  }
+}
+
+// The state of item's sequence (put back to before the step) over its first m kept tokens:
+// per recurrent layer the same kernels on the same inputs as the step (the convolution by
+// blocks of channels, the L2 norms, the delta rule token by token; verification tokens never
+// take the chunked form), then the window's last inputs.
+bool Transformer::ReplayState(int item, int m) {
+  if (item < 0 || item >= max_items_ || replay_.empty() || m < 0) return false;
+  const int s0 = replay_first_[static_cast<size_t>(item)];
+  if (s0 < 0) return false;
+  const KvView* view = replay_view_[static_cast<size_t>(item)];
+  const int K = cfg_.conv_kernel, W = K - 1;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    if (!cfg_.Recurrent(l)) continue;
+    const bool delta = cfg_.Kind(l) == LayerKind::kDeltaNet;
+    const int ch = delta ? cfg_.ssm_conv_dim() : cfg_.dim;
+    float* win = view->State(l);
+    if (delta) {
+      const LayerOp* op = nullptr;
+      for (const LayerOp& o : ops_[static_cast<size_t>(l)])
+        if (o.rec != nullptr) op = &o;
+      if (op == nullptr) return false;
+      const LayerWeights& w = *op->rec;
+      const int kd = cfg_.ssm_key_dim(), hk = cfg_.ssm_k_heads, hv = cfg_.ssm_v_heads,
+                d = cfg_.ssm_state;
+      const float eps = op->norm.eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
+      constexpr int kBlock = 1024;  // (CausalConv's channel blocks)
+      for (int t = 0; t < m; ++t) {
+        const float* in[64];
+        float* y = a_.rec_conv + static_cast<size_t>(t) * ch;
+        for (int c0 = 0; c0 < ch; c0 += kBlock) {
+          for (int k = 0; k < K; ++k) {
+            const int src = t - W + k;
+            in[k] =
+                (src < 0 ? win + static_cast<size_t>(W + src) * ch : ReplayRow(l, s0 + src)) + c0;
+          }
+          k_->conv_token(y + c0, in, w.conv + c0, ch, K, std::min(kBlock, ch - c0), true);
+        }
+        for (int h = 0; h < 2 * hk; ++h) L2Norm(*k_, y + h * d, d, eps);
+      }
+      const size_t window = static_cast<size_t>(W) * ch;
+      pool_.ParallelFor(hv, [&](int64_t b, int64_t e, int) {
+        for (int64_t hh = b; hh < e; ++hh) {
+          const int h = static_cast<int>(hh);
+          float* st = win + window + static_cast<size_t>(h) * d * d;
+          for (int t = 0; t < m; ++t) {
+            const float* row = a_.rec_conv + static_cast<size_t>(t) * ch;
+            const float* kept = ReplayRow(l, s0 + t) + ch;
+            const float beta = Sigmoid(kept[h]);
+            const float g = Softplus(kept[hv + h] + w.ssm_dt[h]) * w.ssm_a[h];
+            k_->delta_step(st, row + (h % hk) * d, row + kd + (h % hk) * d, row + 2 * kd + h * d,
+                           std::exp(g), beta, scale,
+                           a_.rec_y + static_cast<size_t>(t) * cfg_.ssm_value_dim() + h * d, d);
+          }
+        }
+      });
+    }
+    for (int w = 0; w < W; ++w) {  // the window: its last W inputs (as CausalConv leaves it)
+      const int src = w + m;
+      float* dst = win + static_cast<size_t>(w) * ch;
+      if (src < W) {
+        std::memmove(dst, win + static_cast<size_t>(src) * ch, sizeof(float) * ch);
+      } else {
+        std::memcpy(dst, ReplayRow(l, s0 + src - W), sizeof(float) * ch);
+      }
+    }
+  }
+  return true;
+}
+
 // LFM2: [b | c | x] = xb Win; y = c * conv(b * x); xb = y Wout.
 void Transformer::ShortConv(const LayerOp& op, int n) {
   const int dim = cfg_.dim;
@@ -108,6 +231,7 @@ void Transformer::ShortConv(const LayerOp& op, int n) {
       float* bx = a_.rec_conv + static_cast<size_t>(j) * dim;
       for (int d = 0; d < dim; ++d) bx[d] = bcx[d] * bcx[2 * dim + d];
     }
+    KeepStateInputs(op.layer, a_.rec_conv, dim, dim, n);
     CausalConv(op.layer, op.rec->conv, a_.rec_conv, dim, dim, n, a_.rec_y, dim, false);
     for (int j = 0; j < n; ++j) {
       const float* c = a_.rec_in + static_cast<size_t>(j) * 3 * dim + dim;
@@ -139,6 +263,7 @@ void Transformer::DeltaNet(const LayerOp& op, int n) {
     Matmul(w.rec_alpha, a_.xb, xq_, n, a_.rec_ba + static_cast<size_t>(n) * hv);
   });
   Timed(ProfOp::kRecurrent, [&] {
+    KeepStateInputs(op.layer, a_.rec_in, cd, cd, n);
     CausalConv(op.layer, w.conv, a_.rec_in, cd, cd, n, a_.rec_conv, cd, true);
     const float eps = op.norm.eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
     const size_t window = static_cast<size_t>(cfg_.conv_kernel - 1) * cd;

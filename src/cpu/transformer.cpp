@@ -204,6 +204,13 @@ void Transformer::AllocPlan() {
   plan_.lora.assign(B, nullptr);
   plan_.logit_tok.assign(static_cast<size_t>(max_items_), 0);
   item_first_.assign(static_cast<size_t>(max_items_), 0);
+  replay_slot_.assign(B, -1);
+  replay_first_.assign(static_cast<size_t>(max_items_), -1);
+  replay_view_.assign(static_cast<size_t>(max_items_), nullptr);
+  rec_ordinal_.assign(static_cast<size_t>(cfg_.n_layers), -1);
+  int n_rec = 0;
+  for (int l = 0; l < cfg_.n_layers; ++l)
+    if (cfg_.Recurrent(l)) rec_ordinal_[static_cast<size_t>(l)] = n_rec++;
 }
 
 // The RoPE frequencies for a context of n_ctx tokens: the file's per-dimension factors (Llama 3
@@ -269,6 +276,7 @@ int Transformer::PlanStep(const BatchItem* items, int n_items, int* rows_out) {
     for (int r = 0; r < it.n_logits; ++r)
       plan_.logit_tok[static_cast<size_t>(rows++)] = n - it.n_logits + r;
   }
+  PlanReplay(items, n_items);
   *rows_out = rows;
   return n;
 }

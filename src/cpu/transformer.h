@@ -87,6 +87,7 @@ class Transformer final : public Backend {
   // (cpu/encoder.cpp, model/step.h's PoolSum): embeddings, an encoder's rerank input.
   void ForwardPooled(const StepItem* items, int n_items, const float** rows);
   int AltPromptTokens(int prompt_len) const override { return Bf16PromptTokens(prompt_len); }
+  bool ReplayState(int item, int m) override;  // (recurrent.cpp)
 
   // Several sequences in one step (continuous batching): item i runs tokens[0..n) at
   // positions pos..pos+n-1 of its own KV view. The total token count must not exceed
@@ -255,6 +256,19 @@ class Transformer final : public Backend {
   // output gate (att *= sigmoid(gate)).
   void ShortConv(const LayerOp& op, int n);
   void DeltaNet(const LayerOp& op, int n);
+  // StepItem::keep_state_inputs: per recurrent layer and kept token, the convolution's input
+  // row (then for a DeltaNet the beta and alpha logits), replay_ holding kReplayTokens of them.
+  static constexpr int kReplayTokens = 64;
+  void PlanReplay(const BatchItem* items, int n_items);
+  void KeepStateInputs(int l, const float* x, int ld_x, int ch, int n);
+  float* ReplayRow(int l, int slot);
+  std::vector<float> replay_;
+  std::vector<int> replay_slot_;            // (max_batch) per step token: its slot, or -1
+  std::vector<int> replay_first_;           // (max_items) per item: its first slot, or -1
+  std::vector<const KvView*> replay_view_;  // (max_items) per item: its view
+  std::vector<int> rec_ordinal_;            // (n_layers) a recurrent layer's index among them
+  size_t replay_row_ = 0;                   // floats per (layer, token)
+  bool replay_set_ = false;                 // some token of the last step keeps its inputs
   void AttnGate(const LayerOp& op, int n);
   int SequenceRuns(int n);
   int ChunkAt(int j, int j_end) const;

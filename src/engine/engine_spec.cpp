@@ -31,6 +31,23 @@ double MeasureMtpCost(Engine::Impl* impl, double target_step) {
   return cost;
 }
 
+// A hybrid model's state saved and put back (one verification's copies), against one step.
+double StateCopyCost(Engine::Impl* impl, double target_step) {
+  KvManager& kv = *impl->kv;
+  const KvManager::SeqId seq = kv.Create(16);
+  std::vector<uint8_t> backup(kv.state_bytes());
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) {
+    const double t0 = NowSeconds();
+    kv.SaveState(seq, backup.data());
+    kv.LoadState(seq, backup.data());
+    t.push_back(NowSeconds() - t0);
+  }
+  kv.Free(seq);
+  std::sort(t.begin(), t.end());
+  return target_step > 0 ? t[t.size() / 2] / target_step : 0;
+}
+
 }  // namespace
 
 // The proposer and the controller: the verification cost curve is measured on this machine
@@ -70,6 +87,10 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
   double target_step = 0;
   ComputeTurn turn(impl->compute ? impl->compute->impl() : nullptr);
   std::vector<double> cost = impl->MeasureVerifyCost(k_max, 3, &target_step);
+  if (impl->kv->hybrid()) {  // a verification keeps the state first and puts it back after
+    const double copy = StateCopyCost(impl, target_step);
+    for (size_t k = 1; k < cost.size(); ++k) cost[k] += copy;
+  }
   double draft_cost = 0;
   if (impl->draft != nullptr) {
     // One drafted token: a one-token step of the draft, against one of the target.
@@ -89,7 +110,7 @@ void SetUpSpeculation(Engine::Impl* impl, const EngineOptions& o) {
   const bool draft = impl->draft != nullptr;
   impl->spec_ctl = SpecController(std::move(cost), k_max, draft_cost, o.spec_fixed,
                                   /*probe=*/!draft, /*prior=*/draft ? 0.9 : 0.6,
-                                  /*rollback=*/impl->kv->hybrid());
+                                  /*rollback=*/impl->kv->hybrid() && !impl->backend->caps().replay);
 }
 
 std::vector<double> Engine::Impl::MeasureVerifyCost(int k_max, int reps, double* one_seconds) {

@@ -149,6 +149,7 @@ class Generation {
     if (s_.mtp != nullptr) item.hidden = s_.hidden.data();
     const float* rows0;
     const bool keep = k > 0 && s_.kv->hybrid();  // (a recurrent state is put back, not cut)
+    item.keep_state_inputs = keep;
     if (keep) {
       backup_.resize(s_.kv->state_bytes());
       s_.kv->SaveState(seq_, backup_.data());
@@ -167,8 +168,10 @@ class Generation {
     if (s_.mtp != nullptr) s_.mtp->Feed(s_.drafts.data(), 1 + a, pos_, s_.hidden.data());
     if (keep && a < k) {  // the state as before, then t and the accepted drafts alone
       s_.kv->LoadState(seq_, backup_.data());
-      StepItem again{s_.drafts.data(), 1 + a, pos_, &view, 1};
-      s_.StepBatch(&again, 1, &rows0);
+      if (!s_.backend->ReplayState(0, 1 + a)) {  // (a backend without replay: run them again)
+        StepItem again{s_.drafts.data(), 1 + a, pos_, &view, 1};
+        s_.StepBatch(&again, 1, &rows0);
+      }
     }
     // Only t and the accepted drafts enter the cache (no rejected token is ever committed, so
     // none reaches the prefix cache); blocks reserved for the rest go back.

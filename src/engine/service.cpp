@@ -534,6 +534,7 @@ int Service::Impl::Items(const Scheduler::Batch& batch) {
     items.push_back({s.step_tokens(), batch.n[k], s.computed, &views[k],
                      s.draft.empty() ? 1 : batch.n[k], s.n_prompt});
     items.back().lora = s.lora;
+    items.back().keep_state_inputs = !s.draft.empty() && e->kv->hybrid();
     const Request& r = static_cast<const Request&>(s);
     if (r.draft_slot >= 0 && e->mtp != nullptr)  // the prediction block follows its tokens
       items.back().hidden =

@@ -69,6 +69,7 @@ void Service::Impl::RecomputeAccepted(const Scheduler::Batch& batch) {
     Request& r = AsRequest(*batch.seqs[k]);
     if (r.draft.empty() || r.accepted == batch.n[k] - 1) continue;  // none, or all kept
     e->kv->LoadState(r.seq, r.state_backup.data());
+    if (e->backend->ReplayState(static_cast<int>(k), 1 + r.accepted)) continue;
     items.push_back({r.draft.data(), 1 + r.accepted, r.computed, &views[k], 1, r.n_prompt});
     items.back().lora = r.lora;
   }

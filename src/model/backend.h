@@ -78,6 +78,10 @@ struct StepItem {
   // Where every token's final-normalized hidden state goes (n rows of dim floats), besides
   // the rows asked for; null: nowhere. Multi-token prediction reads them (BackendCaps::hidden).
   float* hidden = nullptr;
+  // A hybrid model's verification (speculative decoding): the backend keeps what the item's
+  // tokens fed the recurrent states, so that ReplayState can advance the state (put back by the
+  // caller) over the tokens accepted without another forward pass.
+  bool keep_state_inputs = false;
 };
 
 // What a step returns per row asked for.
@@ -104,6 +108,7 @@ struct BackendCaps {
   bool lora = true;                    // LoRA adapters
   bool pooled = true;                  // StepOutput::kPooled
   bool hidden = true;                  // StepItem::hidden
+  bool replay = true;                  // Backend::ReplayState
   const char* fallback = "";           // what to run instead, for the errors
   bool Runs(OpKind k) const { return (ops >> static_cast<int>(k)) & 1u; }
 };
@@ -216,6 +221,11 @@ class Backend {
   // rest (0 or prompt_len): the KV prefix cache keys blocks by it
   // (KvManager::SetPrefillUntil).
   virtual int AltPromptTokens(int prompt_len) const { return 0; }
+  // After a step whose item `item` kept its state inputs (StepItem::keep_state_inputs), with
+  // that sequence's recurrent state put back to before the step (KvManager::LoadState): the
+  // state advanced over the item's first m tokens, bit for bit as the step advanced it. False
+  // when this backend cannot (the caller then runs those tokens again).
+  virtual bool ReplayState(int item, int m) { return false; }
 
   // A device backend's memory: bytes it allocated (weights, KV blocks, activations) and the
   // device's total (0, 0: the CPU's, whose memory is the host's).

@@ -660,6 +660,7 @@ const BackendCaps& VulkanCaps() {
     c.lora = false;
     c.pooled = false;
     c.hidden = false;
+    c.replay = false;
     c.fallback = "--device cpu runs it";
     return c;
   }();
