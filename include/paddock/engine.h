@@ -328,6 +328,9 @@ struct MemoryReport {
   uint64_t kv_used_bytes = 0;       // blocks held by sequences right now
   uint64_t kv_bytes_per_token = 0;
   uint64_t scratch_bytes = 0;  // activation buffers
+  // Speculation's own memory (0 without one): a draft model's weights, KV and activations, or
+  // the prediction block's KV and activations (--spec mtp; its weights are in weight_bytes).
+  uint64_t spec_bytes = 0;
   // A device backend (--device vulkan): bytes allocated on the device (weights, KV blocks,
   // activations) and its memory; 0 on the CPU.
   uint64_t device_allocated_bytes = 0, device_total_bytes = 0;

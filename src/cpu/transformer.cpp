@@ -29,14 +29,14 @@ void SwigluOai(float* g, const float* u, int64_t n) {
 }  // namespace
 
 Transformer::Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
-                         int max_batch, const ForwardOptions& options)
+                         int max_batch, const ForwardOptions& options, int max_items)
     : model_(model),
       cfg_(model.config),
       k_(&kernels),
       pool_(pool),
       max_batch_(std::max(1, max_batch)),
       step_tokens_(max_batch_),
-      max_items_(std::min(max_batch_, kMaxItems)),
+      max_items_(std::min(max_items > 0 ? max_items : max_batch_, std::min(max_batch_, kMaxItems))),
       ctx_(model.config.context_length),
       layer_end_(model.config.n_layers),
       ops_(model.ops),

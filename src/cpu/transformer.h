@@ -55,10 +55,10 @@ constexpr int kBf16PrefillMinPrompt = 64;
 
 class Transformer final : public Backend {
  public:
-  // Buffers for max_batch tokens per step, planned now; the switches as `options` says
-  // (Configure changes them later).
+  // Buffers for max_batch tokens per step (of max_items sequences; 0: as many as the limit
+  // allows), planned now; the switches as `options` says (Configure changes them later).
   Transformer(const LoadedModel& model, const KernelTable& kernels, ThreadPool& pool,
-              int max_batch = 32, const ForwardOptions& options = {});
+              int max_batch = 32, const ForwardOptions& options = {}, int max_items = 0);
 
   // Backend (model/backend.h).
   std::string name() const override { return "cpu"; }

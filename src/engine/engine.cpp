@@ -538,6 +538,7 @@ MemoryReport Engine::Memory() const {
   r.kv_used_bytes = m.used_bytes;
   r.kv_bytes_per_token = m.bytes_per_token;
   r.scratch_bytes = impl_->backend->scratch_bytes();
+  r.spec_bytes = impl_->proposer != nullptr ? impl_->proposer->MemoryBytes() : 0;
   r.device_allocated_bytes = impl_->backend->device_allocated();
   r.device_total_bytes = impl_->backend->device_total();
   r.kv_block_size = impl_->kv->block_size();

@@ -114,7 +114,7 @@ MtpProposer::MtpProposer(const LoadedModel& target, ThreadPool& pool, const Engi
   s.k = &GetKernels(ParseIsa(o.isa), PrefetchOf(o));
   s.dim = target.config.dim;
   s.context = std::min(context, target.config.context_length);
-  s.tf = std::make_unique<Transformer>(*s.block, *s.k, pool, kMtpRows, o.forward);
+  s.tf = std::make_unique<Transformer>(*s.block, *s.k, pool, kMtpRows, o.forward, 1);
   s.tf->SetContext(s.context);
   KvCacheOptions ko;
   ko.prefix_cache = false;  // the block's KV follows its sequence, rolled back by truncation
@@ -136,8 +136,10 @@ MtpProposer::MtpProposer(const LoadedModel& target, ThreadPool& pool, const Engi
 
 MtpProposer::~MtpProposer() = default;
 
-size_t MtpProposer::kv_bytes() const {
-  return impl_->kv->Memory().allocated_bytes;
+uint64_t MtpProposer::MemoryBytes() const {
+  const Impl& m = *impl_;
+  return m.kv->Memory().allocated_bytes + m.tf->scratch_bytes() + m.block->relaid_bytes +
+         sizeof(float) * (m.cat.size() + m.in.size() + m.hidden.size());
 }
 
 bool MtpProposer::Acquire(int* slot) {

@@ -159,6 +159,11 @@ DraftProposer::DraftProposer(const std::string& path, const LoadedModel& target,
 
 DraftProposer::~DraftProposer() = default;
 
+uint64_t DraftProposer::MemoryBytes() const {
+  return impl_->model->weight_bytes + impl_->kv->Memory().allocated_bytes +
+         impl_->tf->scratch_bytes();
+}
+
 int64_t DraftProposer::parameters() const {
   return impl_->model->n_params;
 }

@@ -57,6 +57,8 @@ class Proposer {
   virtual int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) = 0;
   // Relative cost of drafting one token, against one target decode step (0: free).
   virtual double DraftCost() const { return 0; }
+  // The memory the proposer holds of its own (MemoryReport::spec_bytes).
+  virtual uint64_t MemoryBytes() const { return 0; }
 };
 
 // Prompt lookup: the last n tokens (n from max_n down to min_n) matched against the history
@@ -93,6 +95,7 @@ class DraftProposer : public Proposer {
   int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) override;
   double DraftCost() const override { return cost_; }
   void set_cost(double c) { cost_ = c; }
+  uint64_t MemoryBytes() const override;
   int64_t parameters() const;
 
  private:
@@ -131,7 +134,7 @@ class MtpProposer : public Proposer {
   int Propose(const int32_t* history, int n, int k, int32_t* out, DraftDist* q) override;
   double DraftCost() const override { return cost_; }
   void set_cost(double c) { cost_ = c; }
-  size_t kv_bytes() const;
+  uint64_t MemoryBytes() const override;
 
  private:
   struct Impl;

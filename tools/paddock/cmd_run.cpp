@@ -392,6 +392,9 @@ void PrintMemory(const Engine& e) {
                (long long)m.kv_total_blocks, m.kv_block_size,
                FormatBytes(m.kv_bytes_per_token).c_str(), FormatBytes(m.scratch_bytes).c_str(),
                (long long)m.prefix_hits, (long long)m.prefix_queries);
+  if (m.spec_bytes > 0)
+    std::fprintf(stderr, "paddock: memory: speculation %s (the drafter's own)\n",
+                 FormatBytes(m.spec_bytes).c_str());
   if (m.kv_state_slots > 0)
     std::fprintf(stderr,
                  "paddock: memory: recurrent states %d + %d snapshots x %s (in the KV "
