@@ -49,6 +49,31 @@ std::unique_ptr<Engine> MakeEngine(const std::string& path, int max_batch = 64,
   return Engine::Create(eo);
 }
 
+// The prompts submitted together to a service speculating with `spec` (steps of max_batch
+// tokens): each text equals plain decoding alone. Returns the service's statistics.
+ServiceStats ServiceMatchesAlone(const std::string& path, const std::vector<std::string>& prompts,
+                                 int max_batch, const std::string& spec, int tokens) {
+  std::vector<std::string> plain;
+  auto e = MakeEngine(path, max_batch);
+  for (const std::string& p : prompts) plain.push_back(e->Generate(p, Greedy(tokens, true)).text);
+  auto svc = Service::Create(MakeEngine(path, max_batch, spec), ServiceOptions{});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const std::string& p : prompts) {
+    RequestOptions o;
+    o.generate = Greedy(tokens, true);
+    std::shared_ptr<RequestStream> st;
+    EXPECT_EQ(svc->Submit(svc->engine().Tokenize(p, true), o, &st), SubmitStatus::kAccepted);
+    streams.push_back(st);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    std::string text;
+    while (streams[i] && streams[i]->Wait(&text, 60) != RequestStream::Status::kDone) {
+    }
+    EXPECT_EQ(text, plain[i]) << prompts[i];
+  }
+  return svc->Stats();
+}
+
 const char* const kPresets[] = {"tiny-qwen35", "tiny-qwen35moe", "tiny-lfm2"};
 
 // A prompt run in steps of 7 tokens (the state carried from step to step) gives the text of the
@@ -131,27 +156,9 @@ TEST(Hybrid, SpeculationPutsTheStateBack) {
 // The same in the service: requests batched, some verifying drafts while others decode or
 // prefill; each text equals plain decoding alone.
 TEST(Hybrid, ServiceSpeculationPutsTheStateBack) {
-  const std::string path = HybridModel("tiny-lfm2", GgmlType::kF32, 0.05f);
-  const char* prompts[] = {"the cat sat", "a dog ran to the", "once", "the big red bird flew"};
-  std::vector<std::string> plain;
-  auto e = MakeEngine(path);
-  for (const char* p : prompts) plain.push_back(e->Generate(p, Greedy(120, true)).text);
-  auto svc = Service::Create(MakeEngine(path, 64, "ngram"), ServiceOptions{});
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const char* p : prompts) {
-    RequestOptions o;
-    o.generate = Greedy(120, true);
-    std::shared_ptr<RequestStream> st;
-    ASSERT_EQ(svc->Submit(svc->engine().Tokenize(p, true), o, &st), SubmitStatus::kAccepted);
-    streams.push_back(st);
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    std::string text;
-    while (streams[i]->Wait(&text, 60) != RequestStream::Status::kDone) {
-    }
-    EXPECT_EQ(text, plain[i]) << prompts[i];
-  }
-  const ServiceStats st = svc->Stats();
+  const ServiceStats st = ServiceMatchesAlone(
+      HybridModel("tiny-lfm2", GgmlType::kF32, 0.05f),
+      {"the cat sat", "a dog ran to the", "once", "the big red bird flew"}, 64, "ngram", 120);
   EXPECT_GT(st.spec_accepted_tokens, 0u);
   EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
 }
@@ -235,32 +242,11 @@ TEST(Hybrid, MtpSpeculationIsExact) {
 // decodes and verifications), four holding the block's slots and drafting, two without one;
 // each text equals plain decoding alone.
 TEST(Hybrid, ServiceMtpSpeculationIsExact) {
-  const std::string path = HybridModel("tiny-qwen35-mtp", GgmlType::kF32, 0.05f);
-  const char* prompts[] = {"the cat sat on the mat and then it slept",
-                           "a dog ran to the",
-                           "once",
-                           "the big red bird flew over the green hills to the sea",
-                           "two",
-                           "a b c d e f g"};
-  std::vector<std::string> plain;
-  auto e = MakeEngine(path, 16);
-  for (const char* p : prompts) plain.push_back(e->Generate(p, Greedy(80, true)).text);
-  auto svc = Service::Create(MakeEngine(path, 16, "mtp"), ServiceOptions{});
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const char* p : prompts) {
-    RequestOptions o;
-    o.generate = Greedy(80, true);
-    std::shared_ptr<RequestStream> st;
-    ASSERT_EQ(svc->Submit(svc->engine().Tokenize(p, true), o, &st), SubmitStatus::kAccepted);
-    streams.push_back(st);
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    std::string text;
-    while (streams[i]->Wait(&text, 60) != RequestStream::Status::kDone) {
-    }
-    EXPECT_EQ(text, plain[i]) << prompts[i];
-  }
-  const ServiceStats st = svc->Stats();
+  const ServiceStats st = ServiceMatchesAlone(
+      HybridModel("tiny-qwen35-mtp", GgmlType::kF32, 0.05f),
+      {"the cat sat on the mat and then it slept", "a dog ran to the", "once",
+       "the big red bird flew over the green hills to the sea", "two", "a b c d e f g"},
+      16, "mtp", 80);
   EXPECT_GT(st.spec_draft_tokens, 100u);
   std::fprintf(stderr, "service: %llu drafted, %llu accepted\n",
                (unsigned long long)st.spec_draft_tokens,
