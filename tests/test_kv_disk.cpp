@@ -371,13 +371,14 @@ TEST(KvDisk, WritesResumeAfterTheDirectoryIsDeletedAndTheCountFollows) {
 // rows are not in a block's bytes).
 // hits: the files a restart reads (the blocks, and a hybrid model's state snapshots).
 void CheckRestart(const std::string& model, const std::string& dir, uint64_t hits = 6,
-                  int snapshot_every = 8) {
+                  int snapshot_every = 8, int max_batch = 0) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 100; ++i) prompt.push_back(20 + (i * 37) % 400);
   EngineOptions eo;
   eo.model_path = model;
   eo.threads = 2;
   eo.state_snapshot_every = snapshot_every;
+  if (max_batch > 0) eo.max_batch = max_batch;
   const GenerateOptions g = test::Greedy(24, true);
   std::string plain;
   {
@@ -414,7 +415,10 @@ TEST(KvDisk, GreedyTextIsUnchangedWithTheTierAndAfterARestart) {
 TEST(KvDisk, Gemma4SharedKvLayersSurviveARestart) {
   const std::string model = test::TempPath("kvdisk-gemma4.gguf");
   WriteSyntheticModel(SynthPreset("tiny-gemma4"), model);
-  CheckRestart(model, test::TempPath("kvdisk-gemma4"));
+  CheckRestart(model, test::TempPath("kvdisk-gemma4"));  // (steps of 256: no ring is shorter)
+  // Steps of 16: the local layers' rings (64 positions) are snapshotted every 2 blocks beside
+  // the global layer's blocks, and a restart resumes at the last snapshot with both.
+  CheckRestart(model, test::TempPath("kvdisk-gemma4-rings"), 6 + 3, 2, 16);
 }
 
 // A hybrid model's state snapshots (every 2 blocks here) are saved beside their blocks: after a

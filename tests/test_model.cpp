@@ -819,7 +819,9 @@ TEST(PagedKv, SharedPrefixIsReusedAndChangesNothing) {
 }
 
 // Gemma 4 (shared KV, per-layer inputs, local and global layers): a shared prefix resumes from
-// the cache, and n-gram speculation, with the same text as plain decoding from scratch.
+// the cache, and n-gram speculation, with the same text as plain decoding from scratch. Steps of
+// 16 tokens make the local layers' rings 64 positions (window 8): the prefix resumes from a
+// snapshot of the rings (every block here).
 TEST(PagedKv, Gemma4PrefixReuseAndSpeculationAreExact) {
   const std::string path = test::TempPath("gemma4-engine.gguf");
   WriteSyntheticModel(SynthPreset("tiny-gemma4"), path);
@@ -827,6 +829,8 @@ TEST(PagedKv, Gemma4PrefixReuseAndSpeculationAreExact) {
   for (int i = 0; prefix.size() < 200; ++i) prefix += "the " + std::to_string(i % 7) + " cat ";
   EngineOptions eo;
   eo.model_path = path;
+  eo.max_batch = 16;
+  eo.state_snapshot_every = 1;
   auto cached = Engine::Create(eo);
   eo.prefix_cache = false;
   auto uncached = Engine::Create(eo);
@@ -841,7 +845,48 @@ TEST(PagedKv, Gemma4PrefixReuseAndSpeculationAreExact) {
   const std::string plain = uncached->Generate(b, Greedy(24)).text;
   EXPECT_EQ(second.text, plain);
   EXPECT_EQ(spec->Generate(b, Greedy(24)).text, plain);
-  EXPECT_EQ(cached->Memory().kv_bytes_per_token, 512u);  // the three storing layers' f16 rows
+  // The storing layers' f16 rows: the global one's in blocks (its 2 KV heads of 32), the two
+  // local ones' in each sequence's rings (64 positions of 256 B) beside it.
+  EXPECT_EQ(cached->Memory().kv_bytes_per_token, 256u);
+  EXPECT_EQ(cached->Memory().kv_state_bytes, 64u * 256);
+  eo.kv_rings = false;
+  EXPECT_EQ(Engine::Create(eo)->Memory().kv_bytes_per_token, 512u);
+}
+
+// Past the window: the local layers' rings wrap many times (a 64-position ring, window 8, 300
+// tokens) and the text is the text with every position in blocks, plain, speculating (drafts
+// cut back in the rings) and as n = 2 forks in the service; a budget that holds the sequence
+// only with rings runs it.
+TEST(PagedKv, Gemma4RingsPastTheWindowAreExact) {
+  const std::string path = test::TempPath("gemma4-rings.gguf");
+  SynthSpec spec = SynthPreset("tiny-gemma4");
+  spec.context = 512;
+  WriteSyntheticModel(spec, path);
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.max_batch = 16;
+  eo.kv_rings = false;
+  const std::string prompt = "the cat sat on the mat and the dog ran to the big red house";
+  const std::string blocks = Engine::Create(eo)->Generate(prompt, Greedy(300, true)).text;
+  eo.kv_rings = true;
+  auto rings = Engine::Create(eo);
+  EXPECT_EQ(rings->Generate(prompt, Greedy(300, true)).text, blocks);
+  EXPECT_EQ(rings->Memory().kv_bytes_per_token, 256u);
+  eo.spec = "ngram";
+  eo.spec_fixed = true;
+  EXPECT_EQ(Engine::Create(eo)->Generate(prompt, Greedy(300, true)).text, blocks);
+  eo.spec = "off";
+  // 160 KiB: two sequences' rings (16 KiB each, no snapshots) and 31 blocks of 16 tokens of the
+  // global layer's rows; every layer in blocks: 19 blocks, 304 positions.
+  eo.kv_memory = 160 * 1024;
+  eo.state_slots = 2;
+  eo.state_snapshot_every = 0;
+  auto small = Engine::Create(eo);
+  const GenerateResult r = small->Generate(prompt, Greedy(300, true));
+  EXPECT_EQ(r.text, blocks);
+  EXPECT_EQ(r.finish, FinishReason::kLength);
+  eo.kv_rings = false;  // the same budget in blocks of every layer: the context runs out
+  EXPECT_EQ(Engine::Create(eo)->Generate(prompt, Greedy(300, true)).finish, FinishReason::kContext);
 }
 
 TEST(PagedKv, KvMemoryBudgetLimitsTheContextGracefully) {

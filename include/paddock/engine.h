@@ -108,18 +108,23 @@ struct EngineOptions {
   int kv_sequences = 1;  // with both 0: room for this many full-context sequences, at most
                          // 30% of the available memory (servers set their batch size)
   int kv_block_size = 16;
-  // A hybrid recurrent model (Qwen3.5, LFM2): sequences holding a recurrent state at once,
-  // each a slot of the model's state size in the KV budget (0: kv_sequences + 2).
+  // A hybrid recurrent model (Qwen3.5, LFM2), or Gemma 4's windowed layers held as rings
+  // (kv_rings): sequences holding a state at once, each a slot of the model's state size in the
+  // KV budget (0: kv_sequences + 2).
   int state_slots = 0;
   // ... and the prefix cache's snapshots of the state: every state_snapshot_every blocks of a
   // prompt its state is kept (state_snapshots of them, least recently used reused), so a
-  // prompt sharing the prefix resumes at the last one instead of from the start (0: none).
+  // prompt sharing the prefix resumes at the last one instead of from the start (0: none;
+  // rings: at least max_batch's blocks apart).
   int state_snapshot_every = 8;
   int state_snapshots = 8;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
   std::string kv_layer_types;
   bool prefix_cache = true;
+  // Gemma 4's windowed layers keep only their window's K/V, as a ring per sequence (in its
+  // state slot) instead of blocks of every position; off: blocks (a switch to measure).
+  bool kv_rings = true;
   int sliding_window = -1;
   // The KV cache's disk tier: full prefix blocks saved under this directory (content-addressed,
   // checksummed) and read back instead of computed again, across restarts and by other
@@ -311,6 +316,10 @@ struct ModelInfo {
   };
   std::vector<TypeCount> tensor_types;
   uint64_t kv_bytes_per_1k_tokens = 0;
+  // Gemma 4: the windowed layers' rings per sequence (at the default 256-token steps; their
+  // positions), beside the blocks kv_bytes_per_1k_tokens counts; 0: none.
+  uint64_t kv_ring_bytes = 0;
+  int kv_ring = 0;
   // Set by a running Engine only:
   int context = 0;
   uint64_t kv_bytes = 0, scratch_bytes = 0;

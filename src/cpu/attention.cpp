@@ -120,12 +120,13 @@ int Transformer::PlanAttention(const LayerOp& op, int n) {
 namespace {
 
 // A layer's keys or values as the attention kernel reads them: rows through the block table.
-KvRowsRef KvRows(const KvView& kv, const uint8_t* base, size_t row_bytes, KvDtype type) {
+KvRowsRef KvRows(const KvView& kv, int l, bool v) {
+  const KvLayerView& L = kv.layers[l];
   KvRowsRef r;
-  r.base = base;
-  r.row_bytes = row_bytes;
-  r.type = type;
-  r.table = kv.table;
+  r.base = v ? kv.VBase(l) : kv.KBase(l);
+  r.row_bytes = v ? L.v_row_bytes : L.k_row_bytes;
+  r.type = v ? L.v_type : L.k_type;
+  r.table = kv.Table(l);
   r.block_size = kv.block_size;
   return r;
 }
@@ -164,8 +165,8 @@ void Transformer::AttendTask(const LayerOp& op, size_t idx, int t) {
   const KvView& kv = *plan_.view[static_cast<size_t>(tk.j0)];
   const KvLayerView& cache = kv.layers[l];
   const int window = op.windowed ? kv.window : 0;
-  const KvRowsRef kr = KvRows(kv, cache.k, cache.k_row_bytes, cache.k_type);
-  const KvRowsRef vr = KvRows(kv, cache.v, cache.v_row_bytes, cache.v_type);
+  const KvRowsRef kr = KvRows(kv, l, false);
+  const KvRowsRef vr = KvRows(kv, l, true);
   const bool rot_k = KvRotated(cache.k_type, hd);
   for (int r = 0; r < tk.count; ++r) {
     const int p = tk.first + r;

@@ -64,6 +64,7 @@ const BackendCaps& PipelineHead::caps() const {
     c.pooled = false;
     c.hidden = false;
     c.replay = false;
+    c.kv_rings = false;
     c.fallback = "adapters are not split across stages: serve one process per adapter base";
     return c;
   }();

@@ -98,7 +98,7 @@ int Scheduler::PromptCut(const Sequence& s, int n) const {
 bool Scheduler::Admit(Sequence& s, int* budget_left) {
   const int total = static_cast<int>(s.tokens.size());
   // A hybrid model's recurrent states: its own and its forks' slots now, or it waits.
-  if (kv_.hybrid() && kv_.FreeStates() < 1 + s.forks) return false;
+  if (kv_.stateful() && kv_.FreeStates() < 1 + s.forks) return false;
   s.seq = kv_.Create(s.limit + 1);
   kv_.ReserveForks(s.seq, s.forks);
   if (opt_.prefill_until) kv_.SetPrefillUntil(s.seq, opt_.prefill_until(s.n_prompt));

@@ -87,12 +87,41 @@ static void LayerTypes(const ModelConfig& cfg, const KvCacheOptions& o, std::vec
   if (!o.layer_types.empty()) ParseKvLayerTypes(o.layer_types, cfg.n_layers, k, v);
 }
 
+static int WindowOf(const ModelConfig& cfg, const KvCacheOptions& o) {
+  return o.sliding_window >= 0 ? o.sliding_window : cfg.sliding_window;
+}
+
+int KvRing(const ModelConfig& cfg, const KvCacheOptions& o, int l) {
+  const int window = WindowOf(cfg, o);
+  if (!o.rings || !cfg.local_kv_ring || window <= 0 || !cfg.StoresKv(l) || !cfg.LayerWindowed(l) ||
+      cfg.EveryLayerWindowed() || o.layer_begin != 0 ||
+      (o.layer_end != 0 && o.layer_end != cfg.n_layers))
+    return 0;
+  const int bs = std::max(o.block_size, 1);
+  const int need = window + std::max(o.ring_step, 1) + kRingSlack;
+  const int ring = (need + bs - 1) / bs * bs;
+  return ring < cfg.context_length ? ring : 0;  // (a ring as long as the context saves nothing)
+}
+
+size_t KvStateBytes(const ModelConfig& cfg, const KvCacheOptions& o) {
+  std::vector<KvDtype> k, v;
+  LayerTypes(cfg, o, &k, &v);
+  size_t b = KvStateBytes(cfg);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const size_t ring = static_cast<size_t>(KvRing(cfg, o, l));
+    b += ring * (KvRowBytes(k[static_cast<size_t>(l)], cfg.LayerKvHeads(l), cfg.LayerHeadDim(l)) +
+                 KvRowBytes(v[static_cast<size_t>(l)], cfg.LayerKvHeads(l), cfg.LayerHeadDim(l)));
+  }
+  return b;
+}
+
 size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& o) {
   std::vector<KvDtype> k, v;
   LayerTypes(cfg, o, &k, &v);
   size_t b = 0;
   for (int l = 0; l < cfg.n_layers; ++l) {
-    if (!cfg.StoresKv(l)) continue;  // it reads an earlier layer's (Gemma 4)
+    // It reads an earlier layer's (Gemma 4), or keeps a ring in its sequence's state slot.
+    if (!cfg.StoresKv(l) || KvRing(cfg, o, l) > 0) continue;
     b += KvRowBytes(k[static_cast<size_t>(l)], cfg.LayerKvHeads(l), cfg.LayerHeadDim(l));
     b += KvRowBytes(v[static_cast<size_t>(l)], cfg.LayerKvHeads(l), cfg.LayerHeadDim(l));
   }
@@ -117,12 +146,11 @@ int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
   // A model of recurrent layers only still keeps a block table (of empty rows): one byte.
   const size_t per_block =
       std::max<size_t>(KvBytesPerToken(cfg, o), 1) * static_cast<size_t>(o.block_size);
-  const size_t states =
-      cfg.hybrid() ? KvStateBytes(cfg) * static_cast<size_t>(o.state_slots + SnapshotSlots(o)) : 0;
+  const size_t state = KvStateBytes(cfg, o);
+  const size_t states = state * static_cast<size_t>(o.state_slots + SnapshotSlots(o));
   if (o.memory_bytes > 0 && states >= o.memory_bytes)
-    Fail("KV memory budget of %s holds no block beside %d recurrent states of %s",
-         FormatBytes(o.memory_bytes).c_str(), o.state_slots,
-         FormatBytes(KvStateBytes(cfg)).c_str());
+    Fail("KV memory budget of %s holds no block beside %d sequence states of %s",
+         FormatBytes(o.memory_bytes).c_str(), o.state_slots, FormatBytes(state).c_str());
   size_t blocks;
   if (o.memory_bytes > 0) {
     blocks = (o.memory_bytes - states) / per_block;  // the budget includes the null block
@@ -145,7 +173,7 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
                      Backend* backend)
     : cfg_(cfg), opt_(o), pool_(KvPoolBlocks(cfg, o, default_tokens), o.block_size) {
   if (o.sliding_window < -1) Fail("sliding window %d must not be negative", o.sliding_window);
-  window_ = o.sliding_window >= 0 ? o.sliding_window : cfg.sliding_window;
+  window_ = WindowOf(cfg, o);
   std::vector<KvDtype> kt, vt;
   LayerTypes(cfg, o, &kt, &vt);
   KvLayout layout;
@@ -167,19 +195,33 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
     const bool own = l >= o.layer_begin && l < own_end && cfg.StoresKv(l);
     L.k_row_bytes = own ? KvRowBytes(L.k_type, cfg.LayerKvHeads(l), cfg.LayerHeadDim(l)) : 0;
     L.v_row_bytes = own ? KvRowBytes(L.v_type, cfg.LayerKvHeads(l), cfg.LayerHeadDim(l)) : 0;
-    bytes_per_token_ += L.k_row_bytes + L.v_row_bytes;
+    L.ring = own ? KvRing(cfg, o, l) : 0;
+    if (L.ring == 0) bytes_per_token_ += L.k_row_bytes + L.v_row_bytes;
     const int32_t types[2] = {static_cast<int32_t>(L.k_type), static_cast<int32_t>(L.v_type)};
     hash_seed_ = BlockPool::HashBlock(hash_seed_, types, 2);  // KV dtypes change block content
   }
   hybrid_ = cfg.hybrid();
-  if (hybrid_) {
+  for (const KvLayerView& L : layout.layers) stateful_ = stateful_ || L.ring > 0;
+  stateful_ = stateful_ || hybrid_;
+  if (stateful_) {
     if (o.state_slots < 1 || o.state_slots > 4096)
-      Fail("recurrent state slots %d out of range [1, 4096]", o.state_slots);
+      Fail("state slots %d out of range [1, 4096]", o.state_slots);
+    ring_min_ = INT32_MAX;
     for (int l = 0; l < cfg.n_layers; ++l) {
       const bool own = l >= o.layer_begin && l < own_end;
-      layout.layers[static_cast<size_t>(l)].state_bytes =
-          own ? cfg.StateFloats(l) * sizeof(float) : 0;
-      state_bytes_ += layout.layers[static_cast<size_t>(l)].state_bytes;
+      KvLayerView& L = layout.layers[static_cast<size_t>(l)];
+      // A ring: its K rows, then its V rows (KvView::K, V).
+      L.state_bytes = L.ring > 0 ? static_cast<size_t>(L.ring) * (L.k_row_bytes + L.v_row_bytes)
+                      : own      ? cfg.StateFloats(l) * sizeof(float)
+                                 : 0;
+      state_bytes_ += L.state_bytes;
+      if (L.ring > 0) ring_min_ = std::min(ring_min_, L.ring - window_);
+    }
+    if (ring_min_ < INT32_MAX) {  // the rings' block table: logical block b -> b mod its blocks
+      const int rb = (ring_min_ + window_) / o.block_size;
+      ring_table_.resize(static_cast<size_t>(pool_.num_blocks()) + 2);
+      for (size_t b = 0; b < ring_table_.size(); ++b)
+        ring_table_[b] = static_cast<int32_t>(b % static_cast<size_t>(rb));
     }
     if (o.snapshot_every < 0 || o.snapshot_every > 1 << 20 || o.snapshot_slots < 0 ||
         o.snapshot_slots > 4096)
@@ -267,7 +309,7 @@ void KvManager::SaveBlocks(const Sequence& s) {
     on_disk_[static_cast<size_t>(blk)] = 1;
   }
   // A hybrid model's state snapshots at its boundaries, beside their blocks.
-  for (int b = opt_.snapshot_every; hybrid_ && b <= s.hashed_blocks && !snap_hash_.empty();
+  for (int b = opt_.snapshot_every; stateful_ && b <= s.hashed_blocks && !snap_hash_.empty();
        b += opt_.snapshot_every) {
     const int32_t blk = s.table[static_cast<size_t>(b - 1)];
     if (blk == BlockPool::kNullBlock || !pool_.IsCached(blk)) continue;
@@ -328,7 +370,7 @@ KvManager::SeqId KvManager::Create(int max_tokens) {
   s.tokens.reserve(static_cast<size_t>(max_tokens + block_size()));
   s.state = -1;
   s.forks_reserved = 0;
-  if (hybrid_) {
+  if (stateful_) {
     if (FreeStates() <= 0) {
       s.live = false;
       free_ids_.push_back(id);
@@ -370,7 +412,7 @@ void KvManager::WriteSlot(int32_t slot, const uint8_t* src) {
 }
 
 int KvManager::SnapshotCut(int pos, int n) const {
-  if (!hybrid_ || snap_hash_.empty()) return n;
+  if (!stateful_ || snap_hash_.empty()) return n;
   const int every = opt_.snapshot_every * block_size();
   const int next = (pos / every + 1) * every;
   return pos + n > next ? next - pos : n;
@@ -421,7 +463,7 @@ int32_t KvManager::TakeState() {
 
 bool KvManager::ReserveForks(SeqId id, int k) {
   Sequence& s = Seq(id);
-  if (!hybrid_ || k <= 0) return true;
+  if (!stateful_ || k <= 0) return true;
   if (FreeStates() < k) return false;
   s.forks_reserved += k;
   reserved_states_ += k;
@@ -446,7 +488,7 @@ KvManager::SeqId KvManager::Fork(SeqId parent) {
   s.prompt_len = p.prompt_len;
   s.disk = p.disk;
   for (int32_t b : s.table) pool_.AddRef(b);
-  if (hybrid_) CopyState(p.state, s.state);
+  if (stateful_) CopyState(p.state, s.state);
   return id;
 }
 
@@ -498,7 +540,7 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
   Sequence& s = Seq(id);
   if (s.len != 0 || !s.table.empty()) Fail("KV: MatchPrefix on a non-empty sequence");
   // (A hybrid model's blocks resume only where a snapshot of its recurrent state is.)
-  if (!opt_.prefix_cache || n <= 1 || (hybrid_ && snap_hash_.empty())) return 0;
+  if (!opt_.prefix_cache || n <= 1 || (stateful_ && snap_hash_.empty())) return 0;
   const bool disk = disk_ && s.disk;
   if (disk) Unpin();
   const int bs = block_size();
@@ -518,7 +560,7 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
     s.chain = h;
     s.hashed_blocks++;
     s.len += bs;
-    if (hybrid_ && (b + 1) % opt_.snapshot_every == 0 &&
+    if (stateful_ && (b + 1) % opt_.snapshot_every == 0 &&
         (FindSnapshot(h) >= 0 ||
          (disk && disk_->ReadState(h, parent, t, staging_state_.data(), state_bytes_) &&
           TakeSnapshot(h, -1, staging_state_.data()) >= 0))) {
@@ -526,7 +568,7 @@ int KvManager::MatchPrefix(SeqId id, const int32_t* tokens, int n) {
       snap_chain = h;
     }
   }
-  if (hybrid_) {  // back to the last snapshot: its state, the blocks after it released
+  if (stateful_) {  // back to the last snapshot: its state, the blocks after it released
     while (s.len > snap_len) {
       pool_.Release(s.table.back());
       s.table.pop_back();
@@ -588,7 +630,7 @@ void KvManager::Commit(SeqId id, const int32_t* tokens, int n) {
     }
   }
   // A hybrid model at a snapshot boundary: its state kept under the prefix's hash.
-  if (hybrid_ && !snap_hash_.empty() && s.len > 0 && s.hashed_blocks * bs == s.len &&
+  if (stateful_ && !snap_hash_.empty() && s.len > 0 && s.hashed_blocks * bs == s.len &&
       s.hashed_blocks % opt_.snapshot_every == 0 && s.len <= s.prompt_len)
     TakeSnapshot(s.chain, s.state);
   // (Alternating layers keep everything for the global ones.)
@@ -609,6 +651,11 @@ void KvManager::Truncate(SeqId id, int len) {
   if (len < 0 || len > s.len) Fail("KV: Truncate to %d of a sequence of %d tokens", len, s.len);
   if (hybrid_ && len < s.len)
     Fail("KV: a recurrent state cannot be rolled back (from %d tokens to %d)", s.len, len);
+  // A ring keeps what a cut of up to ring_min_ positions left (the cut positions' rows landed
+  // on ones no later token reads); from 0 every row is written again before it is read.
+  if (!ring_table_.empty() && len > 0 && s.len - len > ring_min_)
+    Fail("KV: a windowed layer's ring cannot be cut back %d tokens (at most %d)", s.len - len,
+         ring_min_);
   if (len < s.hashed_blocks * bs || len < s.released_blocks * bs) {
     Fail("KV: Truncate to %d would cut into cached or released blocks", len);
   }
@@ -634,6 +681,7 @@ KvView KvManager::View(SeqId id) const {
   v.block_size = block_size();
   v.window = window_;
   v.state_slot = s.state;
+  v.ring_table = ring_table_.empty() ? nullptr : ring_table_.data();
   return v;
 }
 
@@ -663,7 +711,7 @@ KvMemoryStats KvManager::Memory() const {
   m.used_bytes =
       static_cast<size_t>(m.used_blocks) * static_cast<size_t>(block_size()) * bytes_per_token_;
   m.used_tokens = LiveTokens();
-  if (hybrid_) {
+  if (stateful_) {
     m.state_bytes = state_bytes_;
     m.state_slots = opt_.state_slots;
     m.used_states = opt_.state_slots - static_cast<int32_t>(free_states_.size());

@@ -50,7 +50,20 @@ struct KvCacheOptions {
   int state_slots = 16;
   int snapshot_every = 8;
   int snapshot_slots = 8;
+  // Windowed layers held as rings (Gemma 4's local layers, ModelConfig::local_kv_ring): each
+  // sequence keeps only its last window + ring_step + kRingSlack positions of them, in its state
+  // slot, instead of blocks of every position (KvRing). ring_step: the most tokens one step
+  // runs (the engine's max_batch). Off: every layer in blocks (a backend without rings).
+  bool rings = false;
+  int ring_step = 256;
 };
+
+// Positions a ring keeps beyond the window and a step: a verification's drafts truncated away
+// (rejected drafts' rows land in the ring past the kept ones, never over one still read).
+constexpr int kRingSlack = 32;
+// Layer l's ring (positions, a multiple of the block size) under `opt`, or 0: in blocks (no
+// window, not a ring model, a pipeline stage's range, or a ring not shorter than the context).
+int KvRing(const ModelConfig& cfg, const KvCacheOptions& opt, int l);
 
 // Per-layer K/V types from a spec like "*=int4,first=int8,last=int8" or "0-3=int8/int4":
 // comma-separated LAYERS=K[/V], LAYERS an index, a range A-B, first, last or *; later entries
@@ -137,6 +150,8 @@ class KvManager {
   void Truncate(SeqId seq, int len);
   // Whether the model has recurrent layers (a state slot per sequence).
   bool hybrid() const { return hybrid_; }
+  // Each sequence holds a state slot (a recurrent state, a ring, or both).
+  bool stateful() const { return stateful_; }
   // A hybrid model's chunk of n tokens from position pos, cut at the next snapshot boundary
   // (the step then ends there and Commit keeps the state); n itself otherwise.
   int SnapshotCut(int pos, int n) const;
@@ -229,7 +244,10 @@ class KvManager {
   std::vector<int32_t> unpin_;
   size_t bytes_per_token_ = 0;
   bool hybrid_ = false;
-  size_t state_bytes_ = 0;  // one slot's, all layers
+  bool stateful_ = false;  // hybrid_ or rings
+  int ring_min_ = 0;       // the smallest ring's positions minus the window (Truncate's reach)
+  std::vector<int32_t> ring_table_;  // logical block b -> b mod the ring's blocks (KvView)
+  size_t state_bytes_ = 0;           // one slot's, all layers
   std::vector<int32_t> free_states_;
   int reserved_states_ = 0;  // of free_states_, set aside for forks
   std::vector<Sequence> seqs_;
@@ -240,7 +258,9 @@ class KvManager {
 int32_t KvPoolBlocks(const ModelConfig& cfg, const KvCacheOptions& opt, int default_tokens);
 // Bytes per token across layers for the chosen (per-layer) types.
 size_t KvBytesPerToken(const ModelConfig& cfg, const KvCacheOptions& opt);
-// Bytes of one sequence's recurrent state across layers (0: no recurrent layer).
+// Bytes of one sequence's recurrent state across layers (0: no recurrent layer); with opt, its
+// rings' too (one sequence's state slot).
 size_t KvStateBytes(const ModelConfig& cfg);
+size_t KvStateBytes(const ModelConfig& cfg, const KvCacheOptions& opt);
 
 }  // namespace paddock

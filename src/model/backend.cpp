@@ -16,6 +16,11 @@ namespace paddock {
 
 namespace {
 
+// A layer's K (or V) row bytes in the blocks: none for a ring (its rows are in state slots).
+size_t BlockRow(const KvLayerView& L, bool v) {
+  return L.ring > 0 ? 0 : v ? L.v_row_bytes : L.k_row_bytes;
+}
+
 class HostKvStore final : public KvStore {
  public:
   explicit HostKvStore(const KvLayout& layout) : layers_(layout.layers), bs_(layout.block_size) {
@@ -23,11 +28,11 @@ class HostKvStore final : public KvStore {
     std::vector<size_t> offs;
     size_t offset = 0;
     const size_t states = static_cast<size_t>(layout.num_states);
-    for (const KvLayerView& L : layers_) {
+    for (const KvLayerView& L : layers_) {  // (a ring's rows are in its state slots)
       offs.push_back(offset);
-      offset += (slots * L.k_row_bytes + 63) / 64 * 64;
+      offset += (slots * BlockRow(L, false) + 63) / 64 * 64;
       offs.push_back(offset);
-      offset += (slots * L.v_row_bytes + 63) / 64 * 64;
+      offset += (slots * BlockRow(L, true) + 63) / 64 * 64;
       offs.push_back(offset);
       offset += (states * L.state_bytes + 63) / 64 * 64;
     }
@@ -53,6 +58,7 @@ class HostKvStore final : public KvStore {
   void CopyBlock(int32_t from, int32_t to) override {
     const size_t bs = static_cast<size_t>(bs_);
     for (const KvLayerView& L : layers_) {
+      if (L.ring > 0) continue;
       std::memcpy(L.k + static_cast<size_t>(to) * bs * L.k_row_bytes,
                   L.k + static_cast<size_t>(from) * bs * L.k_row_bytes, bs * L.k_row_bytes);
       std::memcpy(L.v + static_cast<size_t>(to) * bs * L.v_row_bytes,
@@ -63,12 +69,13 @@ class HostKvStore final : public KvStore {
   size_t block_bytes() const override {
     size_t b = 0;
     for (const KvLayerView& L : layers_)
-      b += static_cast<size_t>(bs_) * (L.k_row_bytes + L.v_row_bytes);
+      b += static_cast<size_t>(bs_) * (BlockRow(L, false) + BlockRow(L, true));
     return b;
   }
   void ReadBlock(int32_t block, uint8_t* dst) const override {
     const size_t bs = static_cast<size_t>(bs_), at = static_cast<size_t>(block) * bs;
     for (const KvLayerView& L : layers_) {
+      if (L.ring > 0) continue;
       std::memcpy(dst, L.k + at * L.k_row_bytes, bs * L.k_row_bytes);
       dst += bs * L.k_row_bytes;
       std::memcpy(dst, L.v + at * L.v_row_bytes, bs * L.v_row_bytes);
@@ -78,6 +85,7 @@ class HostKvStore final : public KvStore {
   void WriteBlock(int32_t block, const uint8_t* src) override {
     const size_t bs = static_cast<size_t>(bs_), at = static_cast<size_t>(block) * bs;
     for (const KvLayerView& L : layers_) {
+      if (L.ring > 0) continue;
       std::memcpy(L.k + at * L.k_row_bytes, src, bs * L.k_row_bytes);
       src += bs * L.k_row_bytes;
       std::memcpy(L.v + at * L.v_row_bytes, src, bs * L.v_row_bytes);

@@ -109,6 +109,7 @@ struct BackendCaps {
   bool pooled = true;                  // StepOutput::kPooled
   bool hidden = true;                  // StepItem::hidden
   bool replay = true;                  // Backend::ReplayState
+  bool kv_rings = true;                // windowed layers' K/V as rings (KvLayerView::ring)
   const char* fallback = "";           // what to run instead, for the errors
   bool Runs(OpKind k) const { return (ops >> static_cast<int>(k)) & 1u; }
 };

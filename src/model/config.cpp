@@ -245,6 +245,7 @@ void Gemma4(const GgufFile& g, const std::string& p, ModelConfig* c) {
   c->post_norms = true;
   c->attn_scale = 1.0f;
   c->v_norm = true;
+  c->local_kv_ring = true;
   if (auto cap = g.GetFloat(p + "final_logit_softcapping"))
     c->final_softcap = static_cast<float>(*cap);
   const std::vector<int64_t> swa = g.GetIntArray(p + "attention.sliding_window_pattern");

@@ -111,6 +111,8 @@ struct ModelConfig {
   int kv_layers = 0;
   int per_layer_dim = 0;
   bool v_norm = false;
+  // The windowed layers' K/V may be held as rings of their window (KvRing): Gemma 4.
+  bool local_kv_ring = false;
   // Hybrid recurrent models (Qwen3.5, LFM2). layer_kind: per layer (empty: all attention).
   // conv_kernel: the causal convolution's width (its state keeps conv_kernel - 1 inputs).
   // The Gated DeltaNet: ssm_k_heads query/key heads and ssm_v_heads value heads of ssm_state

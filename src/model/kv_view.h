@@ -22,6 +22,9 @@ struct KvLayerView {
   // ModelConfig::StateFloats).
   uint8_t* state = nullptr;
   size_t state_bytes = 0;
+  // A ring (> 0: positions; windowed layers, KvRing): the layer's rows are not in the blocks but
+  // in the sequence's state slot, position t at t % ring: `ring` K rows, then `ring` V rows.
+  int ring = 0;
 };
 
 struct KvView {
@@ -30,7 +33,10 @@ struct KvView {
   int n_table = 0;
   int block_size = 1;
   int window = 0;       // attention window (0: full causal attention)
-  int state_slot = -1;  // the sequence's recurrent state slot (hybrid models), else -1
+  int state_slot = -1;  // the sequence's state slot (recurrent layers, rings), else -1
+  // The rings' block table: logical block b -> b mod the ring's blocks (the same for every
+  // sequence: the ring's rows are at the slot's base).
+  const int32_t* ring_table = nullptr;
 
   int capacity() const { return n_table * block_size; }
   size_t Slot(int t) const {
@@ -38,11 +44,26 @@ struct KvView {
            static_cast<size_t>(t % block_size);
   }
   uint8_t* K(int layer, int t) const {
-    return layers[layer].k + Slot(t) * layers[layer].k_row_bytes;
+    const KvLayerView& L = layers[layer];
+    if (L.ring > 0) return KBase(layer) + static_cast<size_t>(t % L.ring) * L.k_row_bytes;
+    return L.k + Slot(t) * L.k_row_bytes;
   }
   uint8_t* V(int layer, int t) const {
-    return layers[layer].v + Slot(t) * layers[layer].v_row_bytes;
+    const KvLayerView& L = layers[layer];
+    if (L.ring > 0) return VBase(layer) + static_cast<size_t>(t % L.ring) * L.v_row_bytes;
+    return L.v + Slot(t) * L.v_row_bytes;
   }
+  // Where a layer's K / V rows are addressed from through Table(layer): the blocks' base, or
+  // the sequence's ring.
+  uint8_t* KBase(int layer) const {
+    const KvLayerView& L = layers[layer];
+    return L.ring > 0 ? L.state + static_cast<size_t>(state_slot) * L.state_bytes : L.k;
+  }
+  uint8_t* VBase(int layer) const {
+    const KvLayerView& L = layers[layer];
+    return L.ring > 0 ? KBase(layer) + static_cast<size_t>(L.ring) * L.k_row_bytes : L.v;
+  }
+  const int32_t* Table(int layer) const { return layers[layer].ring > 0 ? ring_table : table; }
   // The sequence's state in a recurrent layer, updated in place by each step.
   float* State(int layer) const {
     return reinterpret_cast<float*>(layers[layer].state +

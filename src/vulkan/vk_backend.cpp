@@ -661,6 +661,7 @@ const BackendCaps& VulkanCaps() {
     c.pooled = false;
     c.hidden = false;
     c.replay = false;
+    c.kv_rings = false;
     c.fallback = "--device cpu runs it";
     return c;
   }();

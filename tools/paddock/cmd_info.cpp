@@ -185,9 +185,15 @@ int CmdInfo(int argc, char** argv) {
       !i.layer_kinds.empty()
           ? StrFormat("the %d attention layers; the others keep a state", i.kv_layers).c_str()
       : i.kv_layers < i.n_layers
-          ? StrFormat("%d of %d layers store it; the rest share theirs", i.kv_layers, i.n_layers)
+          ? StrFormat("%d of %d layers store it%s; the rest share theirs", i.kv_layers, i.n_layers,
+                      i.kv_ring > 0 ? ", the windowed ones in rings (below)" : "")
                 .c_str()
           : "all layers");
+  if (i.kv_ring > 0)
+    std::printf(
+        "windowed layers: %s per sequence, a ring of %d positions each (window and a step; "
+        "--no-kv-ring: blocks of every position)\n",
+        FormatBytes(i.kv_ring_bytes).c_str(), i.kv_ring);
   if (i.state_bytes > 0)
     std::printf("recurrent state: %s per sequence (a slot each, in the KV budget)\n",
                 FormatBytes(i.state_bytes).c_str());

@@ -50,6 +50,9 @@ const std::vector<OptionSpec> kKvSpecs = {
     {{"--cache-type-v"}, true, "V cache type: f32, f16, bf16, int8, int4 (default f16)"},
     {{"--kv-layer-types"}, true, "per-layer K/V types, e.g. '*=int4,first=int8,last=int8'"},
     {{"--no-prefix-cache"}, false, "do not reuse cached KV blocks across requests"},
+    {{"--no-kv-ring"},
+     false,
+     "Gemma 4's windowed layers keep K/V of every position in blocks, not a ring of their window"},
     {{"--sliding-window"}, true, "attention window in tokens (0: off; default: the model's)"},
     {{"--kv-disk"},
      true,
@@ -362,6 +365,7 @@ void AddKvOptions(const Args& args, EngineOptions* eo) {
   }
   eo->kv_layer_types = args.Str("--kv-layer-types");
   eo->prefix_cache = !args.Has("--no-prefix-cache");
+  eo->kv_rings = !args.Has("--no-kv-ring");
   eo->sliding_window = static_cast<int>(args.Int("--sliding-window", -1, 0, 1 << 24));
   eo->kv_disk = args.Str("--kv-disk");
   if (args.Has("--kv-disk-budget")) {
@@ -397,8 +401,8 @@ void PrintMemory(const Engine& e) {
                  FormatBytes(m.spec_bytes).c_str());
   if (m.kv_state_slots > 0)
     std::fprintf(stderr,
-                 "paddock: memory: recurrent states %d + %d snapshots x %s (in the KV "
-                 "allocation); %d snapshots held\n",
+                 "paddock: memory: sequence states (recurrent layers, windowed layers' rings) %d + "
+                 "%d snapshots x %s (in the KV allocation); %d snapshots held\n",
                  m.kv_state_slots, m.kv_state_snapshot_slots, FormatBytes(m.kv_state_bytes).c_str(),
                  m.kv_state_snapshots);
 }
