@@ -245,6 +245,14 @@ expect_eq "--spec mtp: plain decoding's text" "$(cat "$TMP/mtp.out")" "$(cat "$T
 "$BIN" run -m "$TMP/mtp-q8.gguf" -p "Once upon a time" -n 16 --temp 0 --spec mtp --spec-fixed 2>"$TMP/mtp-q8.err" >/dev/null
 grep -q "speculation (mtp): [1-9][0-9]* drafted" "$TMP/mtp-q8.err"; check "the quantized copy drafts with its block" $? "$(tail -2 "$TMP/mtp-q8.err")"
 expect_error "--spec mtp without prediction layers" 1 "has no multi-token-prediction layers" -- run -m "$TMP/tiny-qwen35.gguf" -p hi -n 2 --spec mtp
+# Gemma 4's windowed layers as rings: info counts them (steps of 256 and a window of 8 need a
+# ring of 304 positions, so a context of 1,024 keeps rings), and the text is the same with them
+# in blocks (--no-kv-ring).
+"$BIN" synth --shape tiny-gemma4 --type f32 --ctx 1024 -o "$TMP/g4.gguf" 2>/dev/null; check "synth tiny-gemma4" $?
+"$BIN" info "$TMP/g4.gguf" 2>/dev/null | grep -q "^windowed layers: .* a ring of 304 positions"; check "info shows the windowed layers' rings" $?
+"$BIN" run -m "$TMP/g4.gguf" -p "Once upon a time" -n 400 --ignore-eos --temp 0 2>/dev/null >"$TMP/g4-ring.out"
+"$BIN" run -m "$TMP/g4.gguf" -p "Once upon a time" -n 400 --ignore-eos --temp 0 --no-kv-ring 2>/dev/null >"$TMP/g4-blocks.out"
+expect_eq "rings past the window: the text of blocks (--no-kv-ring)" "$(md5sum <"$TMP/g4-ring.out")" "$(md5sum <"$TMP/g4-blocks.out")"
 # 14. Paddock types (stored interleaved): int8 per channel close to the original; calibrated
 # int4 (activation statistics + AWQ scaling) closer than round-to-nearest at the same size; a
 # file with Paddock types of another layout version is refused.
