@@ -5,8 +5,6 @@
 // accepts). Buffers used per token (the history, the output text, sampler scratch) are reserved
 // before the loop, so the steady-state loop performs no heap allocation (a test counts them).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 
 #include "base/strings.h"
@@ -127,11 +125,7 @@ class Generation {
     k = s_.proposer->Propose(g_.tokens.data(), static_cast<int>(g_.tokens.size()), k,
                              s_.drafts.data() + 1, s_.draft_q.data());
     if (k > 0 && !s_.kv->Reserve(seq_, pos_ + 1 + k)) k = 0;  // no room for drafts: none
-    if (log_drafts_ && k > 0) {  // PADDOCK_LOG_DRAFTS: what the proposer drafted, per step
-      std::fprintf(stderr, "paddock: drafts after %zu tokens:", g_.tokens.size());
-      for (int i = 1; i <= k; ++i) std::fprintf(stderr, " %d", s_.drafts[static_cast<size_t>(i)]);
-      std::fprintf(stderr, "\n");
-    }
+    if (k > 0 && LogDraftsOn()) LogDrafts(g_.tokens.size(), s_.drafts.data() + 1, k);
     return k;
   }
 
@@ -254,7 +248,6 @@ class Generation {
   int pos_ = 0;                  // tokens whose K/V are in the cache
   std::vector<uint8_t> backup_;  // a hybrid model's recurrent state before a verification
   bool cancelled_ = false;
-  const bool log_drafts_ = std::getenv("PADDOCK_LOG_DRAFTS") != nullptr;
   double t0_ = 0, t_first_ = 0;
 };
 

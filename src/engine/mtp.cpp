@@ -23,14 +23,19 @@ namespace {
 
 constexpr int kMtpRows = 64;  // the block's tokens per step
 
-// The block as a model: the target's globals, the prediction layer, the head's norm and head.
-std::unique_ptr<LoadedModel> BlockModel(const LoadedModel& t) {
+// The target's first prediction block; Error when it has none.
+const MtpWeights& BlockOf(const LoadedModel& t) {
   if (t.weights.mtp.empty())
     Fail(
         "--spec mtp: %s has no multi-token-prediction layers (its metadata gives no "
         "nextn_predict_layers)",
         t.path.c_str());
-  const MtpWeights& w = t.weights.mtp[0];
+  return t.weights.mtp[0];
+}
+
+// The block as a model: the target's globals, the prediction layer, the head's norm and head.
+std::unique_ptr<LoadedModel> BlockModel(const LoadedModel& t) {
+  const MtpWeights& w = BlockOf(t);
   auto m = std::make_unique<LoadedModel>();
   m->path = t.path + " (prediction layer)";
   m->format = t.format;
@@ -64,14 +69,10 @@ struct MtpProposer::Impl {
   };
   std::vector<Slot> slots;
   int current = 0;
-  std::vector<float> cat, in, emb, hidden, zeros;
+  std::vector<float> cat, in, emb, hidden;
   std::vector<const float*> rows;
 
-  Impl(const LoadedModel& t) : target(t), w(t.weights.mtp.empty() ? Empty() : t.weights.mtp[0]) {}
-  static const MtpWeights& Empty() {
-    static const MtpWeights none;
-    return none;
-  }
+  explicit Impl(const LoadedModel& t) : target(t), w(BlockOf(t)) {}
 
   // The block over tokens[0..n) at its positions p.., each paired with the hidden state before
   // it (prev for tokens[0], then hid's rows); its final hidden states into `hidden`, and the
@@ -130,7 +131,6 @@ MtpProposer::MtpProposer(const LoadedModel& target, ThreadPool& pool, const Engi
   s.in.resize(d * kMtpRows);
   s.hidden.resize(d * kMtpRows);
   s.emb.resize(d);
-  s.zeros.assign(d, 0.0f);
   s.rows.resize(kMtpRows);
 }
 

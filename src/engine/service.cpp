@@ -762,8 +762,8 @@ void Service::Impl::Finish(Request& r, FinishReason why) {
   }
   Publish();  // a caller that sees its request end sees it counted
   if (r.sampler) spare_samplers.push_back(std::move(r.sampler));
-  if (r.draft_slot >= 0)
-    (e->mtp != nullptr ? e->mtp->Release(r.draft_slot) : e->draft->Release(r.draft_slot));
+  if (r.draft_slot >= 0 && e->mtp != nullptr) e->mtp->Release(r.draft_slot);
+  if (r.draft_slot >= 0 && e->draft != nullptr) e->draft->Release(r.draft_slot);
   r.state->Complete(std::move(res), (r.admitted_once() ? r.t_admit : now) - r.t_submit,
                     r.admission);
   if (!r.admitted_once()) {

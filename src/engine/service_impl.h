@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,7 +76,6 @@ struct Service::Impl {
   ServiceOptions opt;
   int kv_total_blocks = 0, kv_block_size = 1, kv_window = 0;  // fixed at creation
   int kv_state_slots = 0;  // a hybrid model's recurrent state slots (0: none)
-  const bool log_drafts = std::getenv("PADDOCK_LOG_DRAFTS") != nullptr;  // (Propose)
 
   // Shared with callers.
   mutable std::mutex mu;

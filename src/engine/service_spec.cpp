@@ -1,7 +1,6 @@
 // engine/service_spec.cpp: the service's speculative decoding: drafts for the decoding requests,
 // and a hybrid model's recurrent state put back after a rejected draft.
 #include <algorithm>
-#include <cstdio>
 
 #include "engine/service_impl.h"
 #include "engine/speculative.h"
@@ -41,11 +40,7 @@ void Service::Impl::Propose() {
     }
     r.draft.resize(static_cast<size_t>(k) + 1);
     r.draft[0] = r.tokens.back();
-    if (log_drafts) {  // PADDOCK_LOG_DRAFTS: what the proposer drafted, per step
-      std::fprintf(stderr, "paddock: drafts after %zu tokens:", r.tokens.size());
-      for (int i = 1; i <= k; ++i) std::fprintf(stderr, " %d", r.draft[static_cast<size_t>(i)]);
-      std::fprintf(stderr, "\n");
-    }
+    if (LogDraftsOn()) LogDrafts(r.tokens.size(), r.draft.data() + 1, k);
   }
 }
 

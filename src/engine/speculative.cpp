@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "base/cpu.h"
 #include "base/strings.h"
@@ -202,6 +204,17 @@ int DraftProposer::Propose(const int32_t* h, int n, int k, int32_t* out, DraftDi
     if (i + 1 < k) logits = s.Run(&out[i], 1);
   }
   return k;
+}
+
+bool LogDraftsOn() {
+  static const bool on = std::getenv("PADDOCK_LOG_DRAFTS") != nullptr;
+  return on;
+}
+
+void LogDrafts(size_t n_history, const int32_t* drafts, int k) {
+  std::fprintf(stderr, "paddock: drafts after %zu tokens:", n_history);
+  for (int i = 0; i < k; ++i) std::fprintf(stderr, " %d", drafts[i]);
+  std::fprintf(stderr, "\n");
 }
 
 // ---- verification -------------------------------------------------------------------------

@@ -142,6 +142,11 @@ class MtpProposer : public Proposer {
   double cost_ = 0.2;
 };
 
+// PADDOCK_LOG_DRAFTS set: one stderr line per drafting step ("paddock: drafts after N tokens:
+// d1 d2 ..."), what scripts/peer-mtp compares with llama.cpp's log.
+bool LogDraftsOn();
+void LogDrafts(size_t n_history, const int32_t* drafts, int k);
+
 // Verifies drafts[0..k) against the target: rows[i] (n_vocab logits, modified) is the
 // distribution after the context and drafts[0..i), i = 0..k; `history` holds the context
 // followed by the drafts (n_history + k tokens), for the penalties. q[i]: the draft's

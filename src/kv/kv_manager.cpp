@@ -206,7 +206,6 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
   if (stateful_) {
     if (o.state_slots < 1 || o.state_slots > 4096)
       Fail("state slots %d out of range [1, 4096]", o.state_slots);
-    ring_min_ = INT32_MAX;
     for (int l = 0; l < cfg.n_layers; ++l) {
       const bool own = l >= o.layer_begin && l < own_end;
       KvLayerView& L = layout.layers[static_cast<size_t>(l)];
@@ -215,10 +214,10 @@ KvManager::KvManager(const ModelConfig& cfg, const KvCacheOptions& o, int defaul
                       : own      ? cfg.StateFloats(l) * sizeof(float)
                                  : 0;
       state_bytes_ += L.state_bytes;
-      if (L.ring > 0) ring_min_ = std::min(ring_min_, L.ring - window_);
+      if (L.ring > 0) ring_ = L.ring;  // (every ring has KvRing's one length)
     }
-    if (ring_min_ < INT32_MAX) {  // the rings' block table: logical block b -> b mod its blocks
-      const int rb = (ring_min_ + window_) / o.block_size;
+    if (ring_ > 0) {  // the rings' block table: logical block b -> b mod its blocks
+      const int rb = ring_ / o.block_size;
       ring_table_.resize(static_cast<size_t>(pool_.num_blocks()) + 2);
       for (size_t b = 0; b < ring_table_.size(); ++b)
         ring_table_[b] = static_cast<int32_t>(b % static_cast<size_t>(rb));
@@ -651,11 +650,11 @@ void KvManager::Truncate(SeqId id, int len) {
   if (len < 0 || len > s.len) Fail("KV: Truncate to %d of a sequence of %d tokens", len, s.len);
   if (hybrid_ && len < s.len)
     Fail("KV: a recurrent state cannot be rolled back (from %d tokens to %d)", s.len, len);
-  // A ring keeps what a cut of up to ring_min_ positions left (the cut positions' rows landed
-  // on ones no later token reads); from 0 every row is written again before it is read.
-  if (!ring_table_.empty() && len > 0 && s.len - len > ring_min_)
+  // A ring keeps what a cut of up to ring - window positions left (the cut positions' rows
+  // landed on ones no later token reads); from 0 every row is written again before it is read.
+  if (ring_ > 0 && len > 0 && s.len - len > ring_ - window_)
     Fail("KV: a windowed layer's ring cannot be cut back %d tokens (at most %d)", s.len - len,
-         ring_min_);
+         ring_ - window_);
   if (len < s.hashed_blocks * bs || len < s.released_blocks * bs) {
     Fail("KV: Truncate to %d would cut into cached or released blocks", len);
   }

@@ -244,8 +244,8 @@ class KvManager {
   std::vector<int32_t> unpin_;
   size_t bytes_per_token_ = 0;
   bool hybrid_ = false;
-  bool stateful_ = false;  // hybrid_ or rings
-  int ring_min_ = 0;       // the smallest ring's positions minus the window (Truncate's reach)
+  bool stateful_ = false;            // hybrid_ or rings
+  int ring_ = 0;                     // the rings' positions (KvRing), 0: none
   std::vector<int32_t> ring_table_;  // logical block b -> b mod the ring's blocks (KvView)
   size_t state_bytes_ = 0;           // one slot's, all layers
   std::vector<int32_t> free_states_;
