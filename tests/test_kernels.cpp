@@ -325,8 +325,12 @@ TEST(Kernels, ActivationQuantizationIsIdenticalOnEveryIsa) {
     EXPECT_EQ(d, d_ref) << IsaName(isa);
     EXPECT_EQ(s, s_ref) << IsaName(isa);
   }
-  for (size_t i = 0; i < x.size(); ++i)
-    ASSERT_NEAR(q_ref[i] * d_ref[i / 32], x[i], d_ref[i / 32] * 0.5f + 1e-7f);
+  // d is amax / 127 rounded to fp16 (ActScale: 2^-11 relative), q = x / (amax / 127) rounded:
+  // q d is x within half a step plus 127 times d's rounding.
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(d_ref[i / 32], Fp16ToFp32(Fp32ToFp16(d_ref[i / 32])));
+    ASSERT_NEAR(q_ref[i] * d_ref[i / 32], x[i], d_ref[i / 32] * (0.5f + 127.0f / 2048) + 1e-7f);
+  }
 }
 
 TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {

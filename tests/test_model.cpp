@@ -1197,8 +1197,14 @@ TEST(Relayout, KQuantMixGivesTheSameLogits) {
       EXPECT_EQ(w.layers[1].wv.type, wide);
       EXPECT_EQ(w.output.type, wide);
       EXPECT_EQ(w.tok_embd.type, spec.type);
-      // Q5_K has no integer kernel in its file layout (float activations there).
-      const double tol = q5 ? 3e-2 : 1e-5;
+      // Q5_K has no integer kernel in its file layout (float activations there). The re-laid
+      // kernels sum in another order (1e-7): where an activation lies that close to an int8
+      // rounding boundary, one quant moves by one and these logits by about 1%, for every later
+      // token (seen over 15 sequence lengths: even the file layout's AVX2 and AVX-512 kernels
+      // against the scalar ones, at 2). The kernels themselves are held to the reference on the
+      // same activations (Kernels.InterleavedKQuantsMatchTheFileLayouts and the GEMV/GEMM tests);
+      // here a wrong layout or scale would move the logits by far more than 3%.
+      const double tol = 3e-2;
       for (Prefetch prefetch : {Prefetch::kAuto, Prefetch::kOff, Prefetch::kAll}) {
         relaid.UseKernels(GetKernels(DetectIsa(), prefetch));
         EXPECT_LT(RelErr(relaid.Run(toks, batched), plain.Run(toks, batched)), tol)

@@ -51,8 +51,8 @@ void RefQuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) 
       qs[b * kQK + i] = static_cast<int8_t>(q);
       s += q;
     }
-    d[b] = scale;
-    ds[b] = scale * static_cast<float>(s);
+    d[b] = ActScale(scale);
+    ds[b] = d[b] * static_cast<float>(s);
   }
 }
 

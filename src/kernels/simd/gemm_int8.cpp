@@ -35,8 +35,8 @@ void QuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     s4 = _mm_hadd_epi32(s4, s4);
     s4 = _mm_hadd_epi32(s4, s4);
-    d[b] = scale;
-    ds[b] = scale * static_cast<float>(_mm_cvtsi128_si32(s4));
+    d[b] = ActScale(scale);
+    ds[b] = d[b] * static_cast<float>(_mm_cvtsi128_si32(s4));
   }
 }
 

@@ -27,8 +27,8 @@ void QuantizeAct(const float* x, int64_t n, int8_t* qs, float* d, float* ds) {
       const int16x8_t q16 = vcombine_s16(vqmovn_s32(q0), vqmovn_s32(q1));
       vst1_s8(qs + b * kQK + i, vqmovn_s16(q16));
     }
-    d[b] = scale;
-    ds[b] = scale * static_cast<float>(vaddvq_s32(acc));
+    d[b] = ActScale(scale);
+    ds[b] = d[b] * static_cast<float>(vaddvq_s32(acc));
   }
 }
 
