@@ -331,6 +331,18 @@ TEST(Kernels, ActivationQuantizationIsIdenticalOnEveryIsa) {
     ASSERT_EQ(d_ref[i / 32], Fp16ToFp32(Fp32ToFp16(d_ref[i / 32])));
     ASSERT_NEAR(q_ref[i] * d_ref[i / 32], x[i], d_ref[i / 32] * (0.5f + 127.0f / 2048) + 1e-7f);
   }
+  // Below fp16's normal range (and above it) d stays fp32, on every ISA.
+  for (float scale : {1e-4f, 1e9f}) {
+    const auto y = Random(32, 78, scale);
+    float amax = 0;
+    for (float v : y) amax = std::max(amax, std::fabs(v));
+    ReferenceKernels().quantize_act(y.data(), 32, q.data(), d.data(), s.data());
+    EXPECT_EQ(d[0], amax / 127.0f) << scale;
+    for (Isa isa : FastIsas()) {
+      GetKernels(isa).quantize_act(y.data(), 32, q.data(), d.data(), s.data());
+      EXPECT_EQ(d[0], amax / 127.0f) << IsaName(isa) << " " << scale;
+    }
+  }
 }
 
 TEST(Kernels, IntegerGemvMatchesReferenceAndFloatPath) {

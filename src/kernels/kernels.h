@@ -30,8 +30,11 @@ using GemvFn = void (*)(const void* w, size_t row_bytes, int64_t cols, int64_t r
 // A block's quants are x / (amax / 127) rounded to nearest even; its d is that divisor rounded to
 // fp16 (ActScale), as ggml's Q8_0 keeps it: the int8 kernels then compute what llama.cpp's do
 // (measured: qwen35moe Q8_0 perplexity 0.655% from llama.cpp's with fp32 d, 0.06% with fp16).
+// Outside fp16's normal range (|x| under 0.0078 or over 8.3e6 in a whole block) d stays fp32,
+// where fp16 would lose digits or overflow.
 inline float ActScale(float divisor) {
-  return Fp16ToFp32(Fp32ToFp16(divisor));
+  constexpr float kMinNormal = 6.103515625e-05f, kMax = 65504.0f;
+  return divisor >= kMinNormal && divisor <= kMax ? Fp16ToFp32(Fp32ToFp16(divisor)) : divisor;
 }
 
 struct ActQ8 {
