@@ -209,6 +209,12 @@ function longLoad(port, n, concurrency, maxTokens) {
   return pool(items, concurrency, (b) => chat(port, b, { stream: true }));
 }
 
+// Until `n` answers are streaming (at most 10 s): the load is under way, whatever the machine's
+// speed (a fixed wait could outlast a fast machine's whole load).
+async function streaming(n) {
+  for (let i = 0; i < 500 && inflight.size < n; i++) await sleep(20);
+}
+
 // The replica (1-based) serving the most requests right now.
 function busiest() {
   const count = {};
@@ -220,7 +226,7 @@ function busiest() {
 async function sigterm() {
   const c = await startCluster('sigterm', 3);
   const loadP = longLoad(c.port, 36, 6, 150);
-  await sleep(1500);
+  await streaming(6);
   const victim = busiest();
   const tKill = now();
   process.kill(c.pid(victim), 'SIGTERM');
@@ -241,7 +247,7 @@ async function sigterm() {
 async function sigkill() {
   const c = await startCluster('sigkill', 3);
   const loadP = longLoad(c.port, 40, 6, 200);
-  await sleep(1500);
+  await streaming(6);
   const victim = busiest();
   const tKill = now();
   process.kill(c.pid(victim), 'SIGKILL');
