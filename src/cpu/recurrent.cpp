@@ -17,9 +17,6 @@ namespace {
 float Sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }
-float Silu(float x) {
-  return x / (1.0f + std::exp(-x));
-}
 float Softplus(float x) {
   return x > 20.0f ? x : std::log1p(std::exp(x));
 }  // (as ggml)
@@ -30,6 +27,36 @@ void L2Norm(const KernelTable& k, float* x, int n, float eps) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
+constexpr int kConvBlock = 1024;  // channels per convolution task
+
+// Token t of a run (its inputs x's rows, ld_x apart; before them the W = K - 1 of the window
+// win, oldest first) over channels [c0, c0 + kConvBlock): y's row.
+void ConvToken(const KernelTable& k, int K, const float* win, const float* x, size_t ld_x, int ch,
+               int t, int c0, const float* taps, float* y, bool silu) {
+  const int W = K - 1;
+  const float* in[64];  // (conv_kernel <= 64: ModelConfig's check)
+  for (int i = 0; i < K; ++i) {
+    const int src = t - W + i;  // the input i places back from the token, in its run
+    in[i] =
+        (src < 0 ? win + static_cast<size_t>(W + src) * ch : x + static_cast<size_t>(src) * ld_x) +
+        c0;
+  }
+  k.conv_token(y + c0, in, taps + c0, ch, K, std::min(kConvBlock, ch - c0), silu);
+}
+
+// The window after a run of len inputs: its last W (later rows move forward).
+void ShiftWindow(float* win, const float* x, size_t ld_x, int ch, int W, int len) {
+  for (int w = 0; w < W; ++w) {
+    const int src = w + len;  // in the run's inputs after the window's W
+    float* dst = win + static_cast<size_t>(w) * ch;
+    if (src < W) {
+      std::memmove(dst, win + static_cast<size_t>(src) * ch, sizeof(float) * ch);
+    } else {
+      std::memcpy(dst, x + static_cast<size_t>(src - W) * ld_x, sizeof(float) * ch);
+    }
+  }
+}
+
 }  // namespace
 
 // Each channel c: y[t] = sum_k in[t - W + k][c] * taps[k][c] over the K = W + 1 inputs up to
@@ -38,41 +65,25 @@ void L2Norm(const KernelTable& k, float* x, int n, float eps) {
 // each run's window takes its last W inputs.
 void Transformer::CausalConv(int l, const float* taps, const float* x, int ld_x, int ch, int n,
                              float* y, int ld_y, bool silu) {
-  const int K = cfg_.conv_kernel, W = K - 1;
+  const int K = cfg_.conv_kernel;
   const int runs = SequenceRuns(n);
-  constexpr int kBlock = 1024;  // channels per task
-  const int blocks = (ch + kBlock - 1) / kBlock;
+  const int blocks = (ch + kConvBlock - 1) / kConvBlock;
   pool_.ParallelFor(static_cast<int64_t>(n) * blocks, [&](int64_t b, int64_t e, int) {
-    const float* in[64];
     for (int64_t task = b; task < e; ++task) {
-      const int j = static_cast<int>(task / blocks), c0 = static_cast<int>(task % blocks) * kBlock;
+      const int j = static_cast<int>(task / blocks);
       int r = 0;
       while (run_start_[static_cast<size_t>(r) + 1] <= j) ++r;
       const int j0 = run_start_[static_cast<size_t>(r)];
-      const float* win = plan_.view[static_cast<size_t>(j0)]->State(l);
-      for (int k = 0; k < K; ++k) {
-        const int src = j - j0 - W + k;  // the input k places back from the token, in its run
-        in[k] = (src < 0 ? win + static_cast<size_t>(W + src) * ch
-                         : x + static_cast<size_t>(j0 + src) * ld_x) +
-                c0;
-      }
-      k_->conv_token(y + static_cast<size_t>(j) * ld_y + c0, in, taps + c0, ch, K,
-                     std::min(kBlock, ch - c0), silu);
+      ConvToken(*k_, K, plan_.view[static_cast<size_t>(j0)]->State(l),
+                x + static_cast<size_t>(j0) * ld_x, ld_x, ch, j - j0,
+                static_cast<int>(task % blocks) * kConvBlock, taps,
+                y + static_cast<size_t>(j) * ld_y, silu);
     }
   });
-  for (int r = 0; r < runs; ++r) {  // the window: its last W inputs (later rows move forward)
-    const int j0 = run_start_[static_cast<size_t>(r)],
-              len = run_start_[static_cast<size_t>(r) + 1] - j0;
-    float* win = plan_.view[static_cast<size_t>(j0)]->State(l);
-    for (int w = 0; w < W; ++w) {
-      const int src = w + len;  // in the run's inputs after the window's W
-      float* dst = win + static_cast<size_t>(w) * ch;
-      if (src < W) {
-        std::memmove(dst, win + static_cast<size_t>(src) * ch, sizeof(float) * ch);
-      } else {
-        std::memcpy(dst, x + static_cast<size_t>(j0 + src - W) * ld_x, sizeof(float) * ch);
-      }
-    }
+  for (int r = 0; r < runs; ++r) {
+    const int j0 = run_start_[static_cast<size_t>(r)];
+    ShiftWindow(plan_.view[static_cast<size_t>(j0)]->State(l), x + static_cast<size_t>(j0) * ld_x,
+                ld_x, ch, K - 1, run_start_[static_cast<size_t>(r) + 1] - j0);
   }
 }
 
@@ -114,8 +125,8 @@ void Transformer::PlanReplay(const BatchItem* items, int n_items) {
     replay_row_ = std::max(static_cast<size_t>(cfg_.dim), cd + 2 * hv);
     int n_rec = 0;
     for (int r : rec_ordinal_) n_rec = std::max(n_rec, r + 1);
-    replay_.assign(static_cast<size_t>(kReplayTokens) * static_cast<size_t>(n_rec) * replay_row_,
-                   0.0f);
+    replay_stride_ = static_cast<size_t>(n_rec) * replay_row_;
+    replay_.assign(static_cast<size_t>(kReplayTokens) * replay_stride_, 0.0f);
   }
   int slots = 0;
   for (int oi = 0, j = 0; oi < n_items; ++oi) {
@@ -131,9 +142,8 @@ void Transformer::PlanReplay(const BatchItem* items, int n_items) {
 }
 
 float* Transformer::ReplayRow(int l, int slot) {
-  const size_t n_rec = replay_.size() / (static_cast<size_t>(kReplayTokens) * replay_row_);
-  return replay_.data() +
-         (static_cast<size_t>(slot) * n_rec + static_cast<size_t>(rec_ordinal_[l])) * replay_row_;
+  return replay_.data() + static_cast<size_t>(slot) * replay_stride_ +
+         static_cast<size_t>(rec_ordinal_[l]) * replay_row_;
 }
 
 // The kept tokens' convolution inputs (ch of x's rows), then for a DeltaNet its beta and alpha
@@ -156,18 +166,20 @@ void Transformer::KeepStateInputs(int l, const float* x, int ld_x, int ch, int n
 // The state of item's sequence (put back to before the step) over its first m kept tokens:
 // per recurrent layer the same kernels on the same inputs as the step (the convolution by
 // blocks of channels, the L2 norms, the delta rule token by token; verification tokens never
-// take the chunked form), then the window's last inputs.
+// take the chunked form), then the window's last inputs. A layer's kept rows of consecutive
+// slots are replay_stride_ apart: the convolution reads them as a run's inputs.
 bool Transformer::ReplayState(int item, int m) {
   if (item < 0 || item >= max_items_ || replay_.empty() || m < 0) return false;
   const int s0 = replay_first_[static_cast<size_t>(item)];
   if (s0 < 0) return false;
   const KvView* view = replay_view_[static_cast<size_t>(item)];
-  const int K = cfg_.conv_kernel, W = K - 1;
+  const int K = cfg_.conv_kernel;
   for (int l = 0; l < cfg_.n_layers; ++l) {
     if (!cfg_.Recurrent(l)) continue;
     const bool delta = cfg_.Kind(l) == LayerKind::kDeltaNet;
     const int ch = delta ? cfg_.ssm_conv_dim() : cfg_.dim;
     float* win = view->State(l);
+    const float* kept = ReplayRow(l, s0);
     if (delta) {
       const LayerOp* op = nullptr;
       for (const LayerOp& o : ops_[static_cast<size_t>(l)])
@@ -177,30 +189,22 @@ bool Transformer::ReplayState(int item, int m) {
       const int kd = cfg_.ssm_key_dim(), hk = cfg_.ssm_k_heads, hv = cfg_.ssm_v_heads,
                 d = cfg_.ssm_state;
       const float eps = op->norm.eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
-      constexpr int kBlock = 1024;  // (CausalConv's channel blocks)
       for (int t = 0; t < m; ++t) {
-        const float* in[64];
         float* y = a_.rec_conv + static_cast<size_t>(t) * ch;
-        for (int c0 = 0; c0 < ch; c0 += kBlock) {
-          for (int k = 0; k < K; ++k) {
-            const int src = t - W + k;
-            in[k] =
-                (src < 0 ? win + static_cast<size_t>(W + src) * ch : ReplayRow(l, s0 + src)) + c0;
-          }
-          k_->conv_token(y + c0, in, w.conv + c0, ch, K, std::min(kBlock, ch - c0), true);
-        }
+        for (int c0 = 0; c0 < ch; c0 += kConvBlock)
+          ConvToken(*k_, K, win, kept, replay_stride_, ch, t, c0, w.conv, y, true);
         for (int h = 0; h < 2 * hk; ++h) L2Norm(*k_, y + h * d, d, eps);
       }
-      const size_t window = static_cast<size_t>(W) * ch;
+      const size_t window = static_cast<size_t>(K - 1) * ch;
       pool_.ParallelFor(hv, [&](int64_t b, int64_t e, int) {
         for (int64_t hh = b; hh < e; ++hh) {
           const int h = static_cast<int>(hh);
           float* st = win + window + static_cast<size_t>(h) * d * d;
           for (int t = 0; t < m; ++t) {
             const float* row = a_.rec_conv + static_cast<size_t>(t) * ch;
-            const float* kept = ReplayRow(l, s0 + t) + ch;
-            const float beta = Sigmoid(kept[h]);
-            const float g = Softplus(kept[hv + h] + w.ssm_dt[h]) * w.ssm_a[h];
+            const float* ba = ReplayRow(l, s0 + t) + ch;
+            const float beta = Sigmoid(ba[h]);
+            const float g = Softplus(ba[hv + h] + w.ssm_dt[h]) * w.ssm_a[h];
             k_->delta_step(st, row + (h % hk) * d, row + kd + (h % hk) * d, row + 2 * kd + h * d,
                            std::exp(g), beta, scale,
                            a_.rec_y + static_cast<size_t>(t) * cfg_.ssm_value_dim() + h * d, d);
@@ -208,15 +212,7 @@ bool Transformer::ReplayState(int item, int m) {
         }
       });
     }
-    for (int w = 0; w < W; ++w) {  // the window: its last W inputs (as CausalConv leaves it)
-      const int src = w + m;
-      float* dst = win + static_cast<size_t>(w) * ch;
-      if (src < W) {
-        std::memmove(dst, win + static_cast<size_t>(src) * ch, sizeof(float) * ch);
-      } else {
-        std::memcpy(dst, ReplayRow(l, s0 + src - W), sizeof(float) * ch);
-      }
-    }
+    ShiftWindow(win, kept, replay_stride_, ch, K - 1, m);
   }
   return true;
 }

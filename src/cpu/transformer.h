@@ -268,6 +268,7 @@ class Transformer final : public Backend {
   std::vector<const KvView*> replay_view_;  // (max_items) per item: its view
   std::vector<int> rec_ordinal_;            // (n_layers) a recurrent layer's index among them
   size_t replay_row_ = 0;                   // floats per (layer, token)
+  size_t replay_stride_ = 0;                // floats per token (its layers' rows)
   bool replay_set_ = false;                 // some token of the last step keeps its inputs
   void AttnGate(const LayerOp& op, int n);
   int SequenceRuns(int n);
